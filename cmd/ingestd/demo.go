@@ -1,0 +1,371 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest"
+)
+
+// The demo's orders stream: v2 adds the nullable field "channel".
+const (
+	ordersV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+  {"name":"order_id","type":"long"},
+  {"name":"customer","type":"string"},
+  {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+  {"name":"created_at","type":{"type":"long","logicalType":"timestamp-micros"}},
+  {"name":"status","type":{"type":"enum","name":"Status","symbols":["NEW","PAID","SHIPPED"]}}]}`
+	ordersV2 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+  {"name":"order_id","type":"long"},
+  {"name":"customer","type":"string"},
+  {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+  {"name":"created_at","type":{"type":"long","logicalType":"timestamp-micros"}},
+  {"name":"status","type":{"type":"enum","name":"Status","symbols":["NEW","PAID","SHIPPED"]}},
+  {"name":"channel","type":["null","string"],"default":null}]}`
+)
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "Run three pipelines (bronze/evolve, silver/dead_letter, gold/halt) on an in-process\nKafka broker and schema registry, with an orders stream whose schema gains a field midway.", stderr)
+	out := fs.String("out", "demo-output", "`directory` for the Delta tables and pipeline files (replaced)")
+	v1 := fs.Int("v1", 1000, "records produced with schema v1")
+	v2 := fs.Int("v2", 200, "records produced with schema v2 (adds channel) after the v1 records")
+	verbose := fs.Bool("v", false, "show pipeline logs")
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	level := slog.LevelWarn + 100
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	rep, err := runDemo(ctx, log, *out, *v1, *v2)
+	if err != nil {
+		fmt.Fprintf(stderr, "ingestd demo: %v\n", err)
+		return exitFailure
+	}
+	rep.print(stdout)
+	return exitOK
+}
+
+// demoReport is what the demo found after the pipelines stopped.
+type demoReport struct {
+	Out         string
+	Produced    int
+	Tables      []tableReport
+	DeadLetters map[string]int // "reason field=…" → count
+	Halted      []ingest.HaltedPartition
+}
+
+type tableReport struct {
+	Pipeline string
+	Policy   string
+	Path     string
+	Version  int64
+	Rows     int64
+	Columns  []string
+}
+
+func runDemo(ctx context.Context, log *slog.Logger, out string, nV1, nV2 int) (*demoReport, error) {
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return nil, fmt.Errorf("clean %s: %w", out, err)
+	}
+	if err := os.MkdirAll(filepath.Join(out, "configs"), 0o755); err != nil {
+		return nil, err
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders"), kfake.SeedTopics(1, "orders.dlq"))
+	if err != nil {
+		return nil, fmt.Errorf("start in-process kafka: %w", err)
+	}
+	defer cluster.Close()
+	reg := srfake.New()
+	defer reg.Close()
+	brokers := cluster.ListenAddrs()
+
+	if err := produceOrders(ctx, brokers, reg, nV1, nV2); err != nil {
+		return nil, err
+	}
+	policies := []struct{ name, policy, layer string }{
+		{"orders-bronze", "evolve", "bronze"},
+		{"orders-silver", "dead_letter", "silver"},
+		{"orders-gold", "halt", "gold"},
+	}
+	for _, p := range policies {
+		y := fmt.Sprintf(`name: %s
+kafka: {brokers: [%q], topics: [orders], group: ingestd-%s, start_offset: earliest}
+schema_registry: {url: %q}
+table: {uri: "file://%s", create: true}
+schema: {policy: %s, on_incompatible: halt}
+dead_letter: {topic: orders.dlq}
+batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
+`, p.name, brokers[0], p.name, reg.URL(), filepath.Join(out, p.layer, "orders"), p.policy)
+		if err := os.WriteFile(filepath.Join(out, "configs", p.name+".yaml"), []byte(y), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	cfgs, err := ingest.LoadConfigs(filepath.Join(out, "configs"))
+	if err != nil {
+		return nil, err
+	}
+	m := ingest.NewMetrics(prometheus.NewRegistry())
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var pipelines []*ingest.Pipeline
+	for _, c := range cfgs {
+		p, err := ingest.Open(runCtx, c, log, m)
+		if err != nil {
+			return nil, err
+		}
+		pipelines = append(pipelines, p)
+	}
+	done := make(chan int, 1)
+	go func() { done <- runPipelines(runCtx, log, pipelines) }()
+
+	// Wait until bronze and silver have handled every record and gold has halted on every
+	// partition (or failed), then stop them like SIGTERM does.
+	total := int64(nV1 + nV2)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		finished := true
+		for i, p := range pipelines {
+			st := p.Status()
+			if st.State == ingest.StateFailed {
+				stop()
+				<-done
+				return nil, fmt.Errorf("pipeline %s failed: %s", p.Name(), st.Error)
+			}
+			if cfgs[i].Schema.Policy == ingest.PolicyHalt {
+				finished = finished && len(st.Halted) == 3
+				continue
+			}
+			n, err := handledRecords(runCtx, cfgs[i])
+			finished = finished && err == nil && n == total
+		}
+		if finished {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			<-done
+			return nil, fmt.Errorf("pipelines did not finish within 2 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			stop()
+			<-done
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	stop()
+	<-done
+
+	rep := &demoReport{Out: out, Produced: int(total), DeadLetters: map[string]int{}}
+	for i, c := range cfgs {
+		tr, err := describeTable(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		tr.Policy = c.Schema.Policy
+		rep.Tables = append(rep.Tables, tr)
+		if c.Schema.Policy == ingest.PolicyHalt {
+			rep.Halted = pipelines[i].Status().Halted
+		}
+	}
+	if err := countDeadLetters(ctx, brokers, "orders.dlq", rep.DeadLetters); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// produceOrders registers both schema versions and produces nV1 v1 records, then nV2 v2
+// records, keyed by order id, Confluent-framed.
+func produceOrders(ctx context.Context, brokers []string, reg *srfake.Registry, nV1, nV2 int) error {
+	var ids [2]int
+	var schemas [2]avro.Schema
+	for i, s := range []string{ordersV1, ordersV2} {
+		id, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: s, Type: sr.TypeAvro})
+		if err != nil {
+			return fmt.Errorf("register schema v%d: %w", i+1, err)
+		}
+		ids[i] = id
+		if schemas[i], err = avro.ParseWithCache(s, "", &avro.SchemaCache{}); err != nil {
+			return err
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	channels := []string{"web", "app", "store"}
+	statuses := []string{"NEW", "PAID", "SHIPPED"}
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var recs []*kgo.Record
+	var hdr sr.ConfluentHeader
+	for i := range nV1 + nV2 {
+		v := 0
+		row := map[string]any{
+			"order_id":   int64(i + 1),
+			"customer":   fmt.Sprintf("customer-%03d", i%250),
+			"amount":     big.NewRat(int64(1000+i*37%90000), 100),
+			"created_at": base.Add(time.Duration(i) * time.Minute),
+			"status":     statuses[i%3],
+		}
+		if i >= nV1 {
+			v = 1
+			row["channel"] = channels[i%3]
+		}
+		body, err := avro.Marshal(schemas[v], row)
+		if err != nil {
+			return fmt.Errorf("encode order %d: %w", i+1, err)
+		}
+		framed, err := hdr.AppendEncode(nil, ids[v], nil)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "%d", i+1), Value: append(framed, body...)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("produce orders: %w", err)
+	}
+	return nil
+}
+
+// handledRecords is the number of source records the table's txn actions account for:
+// the sum over partitions of version+1.
+func handledRecords(ctx context.Context, c *ingest.Config) (int64, error) {
+	t, err := openTable(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, v := range snap.Txns {
+		n += v + 1
+	}
+	return n, nil
+}
+
+func openTable(ctx context.Context, c *ingest.Config) (*deltawriter.Table, error) {
+	st, err := storage.Open(c.Table.URI)
+	if err != nil {
+		return nil, err
+	}
+	return deltawriter.Open(ctx, st)
+}
+
+func describeTable(ctx context.Context, c *ingest.Config) (tableReport, error) {
+	tr := tableReport{Pipeline: c.Name, Path: strings.TrimPrefix(c.Table.URI, "file://")}
+	t, err := openTable(ctx, c)
+	if err != nil {
+		return tr, err
+	}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return tr, fmt.Errorf("read table %s: %w", c.Table.URI, err)
+	}
+	tr.Version = snap.Version
+	for _, f := range snap.Schema.Fields {
+		tr.Columns = append(tr.Columns, f.Name+" "+f.Type.String())
+	}
+	for _, add := range snap.Files {
+		var st struct {
+			NumRecords int64 `json:"numRecords"`
+		}
+		if err := json.Unmarshal([]byte(add.Stats), &st); err != nil {
+			return tr, fmt.Errorf("read stats of %s: %w", add.Path, err)
+		}
+		tr.Rows += st.NumRecords
+	}
+	return tr, nil
+}
+
+func countDeadLetters(ctx context.Context, brokers []string, topic string, into map[string]int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	var want int64
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	for got := int64(0); got < want; {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := fs.Err0(); err != nil {
+			return fmt.Errorf("read %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			var reason, field string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case ingest.HeaderReason:
+					reason = string(h.Value)
+				case ingest.HeaderField:
+					field = string(h.Value)
+				}
+			}
+			into[reason+" field="+field]++
+		})
+	}
+	return nil
+}
+
+func (r *demoReport) print(w io.Writer) {
+	fmt.Fprintf(w, "ingestd demo: %d orders produced (schema v2 adds `channel` midway), 3 pipelines on an in-process broker\n\n", r.Produced)
+	for _, t := range r.Tables {
+		fmt.Fprintf(w, "%-14s policy=%-11s %6d rows  version %d  %s\n", t.Pipeline, t.Policy, t.Rows, t.Version, t.Path)
+		fmt.Fprintf(w, "               columns: %s\n", strings.Join(t.Columns, ", "))
+	}
+	fmt.Fprintln(w, "\ndead-letter topic orders.dlq:")
+	keys := make([]string, 0, len(r.DeadLetters))
+	for k := range r.DeadLetters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		fmt.Fprintln(w, "  (empty)")
+	}
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %6d records  reason=%s\n", r.DeadLetters[k], k)
+	}
+	fmt.Fprintln(w, "\nhalted pipeline orders-gold (restart it and it halts at the same offsets):")
+	for _, h := range r.Halted {
+		fmt.Fprintf(w, "  %s[%d] at offset %d: %s %s\n", h.Topic, h.Partition, h.Offset, h.Reason, h.Field)
+	}
+	if len(r.Halted) > 0 {
+		fmt.Fprintf(w, "  message: %s\n", r.Halted[0].Message)
+	}
+	fmt.Fprintf(w, "\nThe tables are Delta tables: read them with Spark, delta-rs or DuckDB from %s\n", r.Out)
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ingestd/ingestd/ingest"
+)
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("validate", "Load and check pipeline files without connecting to anything.", stderr)
+	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if *config == "" {
+		fmt.Fprintln(stderr, "ingestd validate: --config is required")
+		return exitUsage
+	}
+	cfgs, err := ingest.LoadConfigs(*config)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	for _, c := range cfgs {
+		fmt.Fprintf(stdout, "ok  %s  %s  topics=%v  table=%s  policy=%s\n", c.File, c.Name, c.Kafka.Topics, c.Table.URI, c.Schema.Policy)
+	}
+	return exitOK
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "Run every pipeline of a directory (or one file) until SIGTERM/SIGINT.", stderr)
+	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
+	listen := fs.String("listen", "127.0.0.1:9102", "`address` for /metrics, /healthz and /readyz (empty to disable)")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if *config == "" {
+		fmt.Fprintln(stderr, "ingestd run: --config is required")
+		return exitUsage
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	cfgs, err := ingest.LoadConfigs(*config)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := ingest.NewMetrics(reg)
+	var pipelines []*ingest.Pipeline
+	for _, c := range cfgs {
+		p, err := ingest.Open(ctx, c, log, m)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", c.File, err)
+			return exitFailure
+		}
+		pipelines = append(pipelines, p)
+	}
+	if *listen != "" {
+		srv, addr, err := serveHTTP(*listen, reg, pipelines)
+		if err != nil {
+			fmt.Fprintf(stderr, "ingestd run: listen on %s: %v\n", *listen, err)
+			return exitFailure
+		}
+		log.Info("serving /metrics, /healthz, /readyz", "addr", addr)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	failed := runPipelines(ctx, log, pipelines)
+	if failed == len(pipelines) {
+		log.Error("every pipeline failed", "pipelines", len(pipelines))
+		return exitFailure
+	}
+	return exitOK
+}
+
+// runPipelines runs every pipeline in its own goroutine until ctx ends and returns the
+// number that failed. One failed or halted pipeline never stops the others.
+func runPipelines(ctx context.Context, log *slog.Logger, ps []*ingest.Pipeline) (failed int) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, p := range ps {
+		wg.Go(func() {
+			if err := p.Run(ctx); err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	log.Info("all pipelines stopped", "pipelines", len(ps), "failed", failed)
+	return failed
+}
+
+// serveHTTP starts the operations endpoints; it returns the server (owned by the caller,
+// who shuts it down) and the address it listens on.
+func serveHTTP(addr string, reg *prometheus.Registry, ps []*ingest.Pipeline) (*http.Server, string, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ready := true
+		statuses := make([]ingest.Status, len(ps))
+		for i, p := range ps {
+			statuses[i] = p.Status()
+			if statuses[i].State != ingest.StateRunning {
+				ready = false
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "pipelines": statuses})
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("http server stopped", "err", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}

@@ -1,0 +1,383 @@
+package deltawriter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// Classic checkpoints (PROTOCOL.md, "Checkpoints" and "Last Checkpoint File";
+// checklist §1.10): one Parquet file <v>.checkpoint.parquet, one row per action, each
+// action a nullable top-level struct column named like its JSON key.
+
+const lastCheckpointPath = logDir + "/_last_checkpoint"
+
+func checkpointPath(v int64) string { return fmt.Sprintf("%s/%020d.checkpoint.parquet", logDir, v) }
+
+// lastCheckpoint is the content of _delta_log/_last_checkpoint.
+type lastCheckpoint struct {
+	Version       int64 `json:"version"`
+	Size          int64 `json:"size"`
+	SizeInBytes   int64 `json:"sizeInBytes,omitempty"`
+	NumOfAddFiles int64 `json:"numOfAddFiles,omitempty"`
+	Parts         *int  `json:"parts,omitempty"`
+}
+
+// readLastCheckpoint returns the version in _last_checkpoint, or -1 when it is missing,
+// empty or unreadable (readers must then fall back to listing).
+func readLastCheckpoint(ctx context.Context, st storage.Store) int64 {
+	b, err := st.Get(ctx, lastCheckpointPath)
+	if err != nil {
+		return -1
+	}
+	var lc lastCheckpoint
+	if err := json.Unmarshal(b, &lc); err != nil || lc.Version < 0 {
+		return -1
+	}
+	return lc.Version
+}
+
+// readCheckpoint reads a complete classic (single or multi-part) checkpoint at version v.
+// Columns are looked up by name; unknown columns (stats_parsed, partitionValues_parsed,
+// …) are ignored.
+func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []string) (*Snapshot, error) {
+	s := emptySnapshot()
+	for _, name := range names {
+		data, err := st.Get(ctx, logDir+"/"+name)
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint %d: %w", v, err)
+		}
+		var actions []deltalog.Action
+		err = readParquetRows(data, func(row map[string]any) error {
+			a, err := checkpointAction(row)
+			if err != nil {
+				return err
+			}
+			if a != nil {
+				actions = append(actions, *a)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint %s: %w", name, err)
+		}
+		s.apply(actions)
+	}
+	s.Version = v
+	return s, nil
+}
+
+// readParquetRows calls fn with every row of a Parquet file assembled as a tree.
+func readParquetRows(data []byte, fn func(map[string]any) error) error {
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return err
+	}
+	schema := f.Schema()
+	buf := make([]parquet.Row, 64)
+	for _, rg := range f.RowGroups() {
+		rows := rg.Rows()
+		for {
+			n, err := rows.ReadRows(buf)
+			for _, r := range buf[:n] {
+				if ferr := fn(assembleRow(schema, r)); ferr != nil {
+					_ = rows.Close()
+					return ferr
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				_ = rows.Close()
+				return err
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var checkpointKinds = []string{"protocol", "metaData", "txn", "add", "remove", "domainMetadata"}
+
+// checkpointAction converts one checkpoint row into an action through its JSON form
+// (the column names are the JSON keys). Rows with no known action are skipped.
+func checkpointAction(row map[string]any) (*deltalog.Action, error) {
+	for _, k := range checkpointKinds {
+		v, ok := row[k].(map[string]any)
+		if !ok {
+			continue
+		}
+		if (k == "add" || k == "remove") && v["path"] == nil {
+			continue
+		}
+		b, err := json.Marshal(map[string]any{k: v})
+		if err != nil {
+			return nil, fmt.Errorf("decode checkpoint %s: %w", k, err)
+		}
+		var a deltalog.Action
+		if err := json.Unmarshal(b, &a); err != nil {
+			return nil, fmt.Errorf("decode checkpoint %s: %w", k, err)
+		}
+		return &a, nil
+	}
+	return nil, nil
+}
+
+// checkpointSchema mirrors the schema Spark/Delta 3.x writes (checklist §1.10): every
+// field optional, 3-level lists, key_value maps with required keys.
+var checkpointSchema = func() *parquet.Schema {
+	str := func() parquet.Node { return parquet.Optional(parquet.String()) }
+	i32 := func() parquet.Node { return parquet.Optional(parquet.Leaf(parquet.Int32Type)) }
+	i64 := func() parquet.Node { return parquet.Optional(parquet.Leaf(parquet.Int64Type)) }
+	boolean := func() parquet.Node { return parquet.Optional(parquet.Leaf(parquet.BooleanType)) }
+	strMap := func() parquet.Node {
+		return parquet.Optional(parquet.Map(parquet.Required(parquet.String()), parquet.Optional(parquet.String())))
+	}
+	strList := func() parquet.Node { return parquet.Optional(parquet.List(parquet.Optional(parquet.String()))) }
+	dv := func() parquet.Node {
+		return parquet.Optional(parquet.Group{
+			"storageType": str(), "pathOrInlineDv": str(), "offset": i32(),
+			"sizeInBytes": i32(), "cardinality": i64(), "maxRowIndex": i64(),
+		})
+	}
+	return parquet.NewSchema("spark_schema", parquet.Group{
+		"txn": parquet.Optional(parquet.Group{"appId": str(), "version": i64(), "lastUpdated": i64()}),
+		"add": parquet.Optional(parquet.Group{
+			"path": str(), "partitionValues": strMap(), "size": i64(), "modificationTime": i64(),
+			"dataChange": boolean(), "tags": strMap(), "deletionVector": dv(), "baseRowId": i64(),
+			"defaultRowCommitVersion": i64(), "stats": str(),
+		}),
+		"remove": parquet.Optional(parquet.Group{
+			"path": str(), "deletionTimestamp": i64(), "dataChange": boolean(),
+			"extendedFileMetadata": boolean(), "partitionValues": strMap(), "size": i64(),
+			"deletionVector": dv(), "baseRowId": i64(), "defaultRowCommitVersion": i64(),
+		}),
+		"metaData": parquet.Optional(parquet.Group{
+			"id": str(), "name": str(), "description": str(),
+			"format":       parquet.Optional(parquet.Group{"provider": str(), "options": strMap()}),
+			"schemaString": str(), "partitionColumns": strList(), "configuration": strMap(),
+			"createdTime": i64(),
+		}),
+		"protocol": parquet.Optional(parquet.Group{
+			"minReaderVersion": i32(), "minWriterVersion": i32(),
+			"readerFeatures": strList(), "writerFeatures": strList(),
+		}),
+		"domainMetadata": parquet.Optional(parquet.Group{"domain": str(), "configuration": str(), "removed": boolean()}),
+	})
+}()
+
+// checkpointRows returns the rows of a checkpoint of s: protocol, metaData, txns,
+// domains, live adds and unexpired tombstones (never commitInfo). now is used for
+// tombstone retention (delta.deletedFileRetentionDuration, default 1 week).
+func checkpointRows(s *Snapshot, now time.Time) ([]map[string]any, int, error) {
+	p := s.Protocol
+	proto := map[string]any{"minReaderVersion": int32(p.MinReaderVersion), "minWriterVersion": int32(p.MinWriterVersion)}
+	if p.MinReaderVersion >= 3 {
+		proto["readerFeatures"] = strAnys(p.ReaderFeatures)
+	}
+	if p.MinWriterVersion >= 7 {
+		proto["writerFeatures"] = strAnys(p.WriterFeatures)
+	}
+	m := s.Metadata
+	md := map[string]any{
+		"id": m.ID, "schemaString": m.SchemaString,
+		"format":           map[string]any{"provider": m.Format.Provider, "options": strMapOrEmpty(m.Format.Options)},
+		"partitionColumns": strAnys(m.PartitionColumns),
+		"configuration":    strMapOrEmpty(m.Configuration),
+	}
+	if m.Name != "" {
+		md["name"] = m.Name
+	}
+	if m.Description != "" {
+		md["description"] = m.Description
+	}
+	if m.CreatedTime != nil {
+		md["createdTime"] = *m.CreatedTime
+	}
+	rows := []map[string]any{{"protocol": proto}, {"metaData": md}}
+	for _, id := range slices.Sorted(maps.Keys(s.txns)) {
+		t := s.txns[id]
+		row := map[string]any{"appId": t.AppID, "version": t.Version}
+		if t.LastUpdated != nil {
+			row["lastUpdated"] = *t.LastUpdated
+		}
+		rows = append(rows, map[string]any{"txn": row})
+	}
+	for _, d := range slices.Sorted(maps.Keys(s.domains)) {
+		dm := s.domains[d]
+		rows = append(rows, map[string]any{"domainMetadata": map[string]any{"domain": dm.Domain, "configuration": dm.Configuration, "removed": false}})
+	}
+	numAdds := 0
+	for _, path := range slices.Sorted(maps.Keys(s.Files)) {
+		a := s.Files[path]
+		row := map[string]any{
+			"path": a.Path, "partitionValues": partitionEntries(a.PartitionValues), "size": a.Size,
+			"modificationTime": a.ModificationTime, "dataChange": a.DataChange,
+		}
+		if a.Stats != "" {
+			row["stats"] = a.Stats
+		}
+		if a.Tags != nil {
+			row["tags"] = a.Tags
+		}
+		if a.DeletionVector != nil {
+			row["deletionVector"] = dvRow(a.DeletionVector)
+		}
+		if a.BaseRowID != nil {
+			row["baseRowId"] = *a.BaseRowID
+		}
+		if a.DefaultRowCommitVersion != nil {
+			row["defaultRowCommitVersion"] = *a.DefaultRowCommitVersion
+		}
+		rows = append(rows, map[string]any{"add": row})
+		numAdds++
+	}
+	retention, err := durationProperty(&s.Metadata, "delta.deletedFileRetentionDuration", 7*24*time.Hour)
+	if err != nil {
+		return nil, 0, err
+	}
+	cutoff := now.Add(-retention).UnixMilli()
+	for _, path := range slices.Sorted(maps.Keys(s.tombstones)) {
+		r := s.tombstones[path]
+		if r.DeletionTimestamp != nil && *r.DeletionTimestamp < cutoff {
+			continue // expired tombstone
+		}
+		row := map[string]any{"path": r.Path, "dataChange": r.DataChange}
+		if r.DeletionTimestamp != nil {
+			row["deletionTimestamp"] = *r.DeletionTimestamp
+		}
+		if r.ExtendedFileMetadata != nil {
+			row["extendedFileMetadata"] = *r.ExtendedFileMetadata
+		}
+		if r.PartitionValues != nil {
+			row["partitionValues"] = partitionEntries(r.PartitionValues)
+		}
+		if r.Size != nil {
+			row["size"] = *r.Size
+		}
+		if r.DeletionVector != nil {
+			row["deletionVector"] = dvRow(r.DeletionVector)
+		}
+		rows = append(rows, map[string]any{"remove": row})
+	}
+	return rows, numAdds, nil
+}
+
+// writeCheckpoint writes <v>.checkpoint.parquet for snapshot s and then replaces
+// _last_checkpoint (without "parts", checklist §4.9). The checkpoint is written with Put:
+// two writers checkpointing the same version write equivalent content.
+func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+	rows, numAdds, err := checkpointRows(s, now)
+	if err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	cols, err := shredRows(checkpointSchema, rows)
+	if err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[any](&buf, checkpointSchema, parquet.DataPageVersion(1),
+		parquet.Compression(&parquet.Snappy), parquet.CreatedBy("ingestd", "", ""))
+	for i, c := range cols {
+		if _, err := w.ColumnWriters()[i].WriteRowValues(c); err != nil {
+			return fmt.Errorf("write checkpoint %d column %d: %w", s.Version, i, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	if err := st.Put(ctx, checkpointPath(s.Version), buf.Bytes()); err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(len(rows)), SizeInBytes: int64(buf.Len()), NumOfAddFiles: int64(numAdds)})
+	if err != nil {
+		return fmt.Errorf("write _last_checkpoint: %w", err)
+	}
+	if err := st.Put(ctx, lastCheckpointPath, lc); err != nil {
+		return fmt.Errorf("write _last_checkpoint: %w", err)
+	}
+	return nil
+}
+
+func strAnys(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+func strMapOrEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func partitionEntries(pv map[string]*string) []mapEntry {
+	out := make([]mapEntry, 0, len(pv))
+	for _, k := range slices.Sorted(maps.Keys(pv)) {
+		var v any
+		if pv[k] != nil {
+			v = *pv[k]
+		}
+		out = append(out, mapEntry{Key: k, Value: v})
+	}
+	return out
+}
+
+func dvRow(d *deltalog.DeletionVector) map[string]any {
+	row := map[string]any{"storageType": d.StorageType, "pathOrInlineDv": d.PathOrInlineDv,
+		"sizeInBytes": d.SizeInBytes, "cardinality": d.Cardinality}
+	if d.Offset != nil {
+		row["offset"] = *d.Offset
+	}
+	if d.MaxRowIndex != nil {
+		row["maxRowIndex"] = *d.MaxRowIndex
+	}
+	return row
+}
+
+// durationProperty parses a Delta interval property such as "interval 1 week" or
+// "interval 30 days", returning def when unset.
+func durationProperty(m *deltalog.Metadata, key string, def time.Duration) (time.Duration, error) {
+	v, ok := m.Configuration[key]
+	if !ok {
+		return def, nil
+	}
+	f := strings.Fields(strings.ToLower(strings.TrimSpace(v)))
+	if len(f) == 3 && f[0] == "interval" {
+		f = f[1:]
+	}
+	if len(f) != 2 {
+		return 0, fmt.Errorf("read table property %s: cannot parse interval %q", key, v)
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read table property %s: %w", key, err)
+	}
+	unit := map[string]time.Duration{
+		"week": 7 * 24 * time.Hour, "day": 24 * time.Hour, "hour": time.Hour, "minute": time.Minute,
+		"second": time.Second, "millisecond": time.Millisecond, "microsecond": time.Microsecond,
+	}[strings.TrimSuffix(f[1], "s")]
+	if unit == 0 {
+		return 0, fmt.Errorf("read table property %s: unknown unit in %q", key, v)
+	}
+	return time.Duration(n) * unit, nil
+}

@@ -1,0 +1,386 @@
+package deltawriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// Errors returned (wrapped) by Commit when a concurrent writer won a version.
+var (
+	// ErrTxnAlreadyCommitted: a commit after ReadVersion already recorded a txn for one of
+	// our appIds with a version >= ours. The batch is a duplicate: drop it.
+	ErrTxnAlreadyCommitted = errors.New("transaction version already committed")
+	// ErrConcurrentTxn: a commit after ReadVersion recorded a lower version for one of our
+	// appIds (another writer handled part of the same source range). Re-read the snapshot
+	// and rebuild the batch from its txn version.
+	ErrConcurrentTxn = errors.New("concurrent commit for the same transaction appId")
+	// ErrMetadataChanged: a commit after ReadVersion changed metaData or protocol. Re-run
+	// the schema guard on a fresh snapshot and rebuild the commit.
+	ErrMetadataChanged = errors.New("table metadata or protocol changed concurrently")
+	// ErrCommitAttempts: every version tried was taken by blind appends.
+	ErrCommitAttempts = errors.New("too many concurrent commits")
+)
+
+// Commit is one atomic change to a table (PROTOCOL.md, "Delta Log Entries").
+type Commit struct {
+	// ReadVersion is the snapshot version the commit was prepared against; -1 creates the
+	// table (then Protocol and Metadata are required).
+	ReadVersion int64
+	// Protocol, when set, replaces the table protocol.
+	Protocol *deltalog.Protocol
+	// Metadata, when set, replaces the table metadata (on create or schema change). Its ID
+	// must equal the table's.
+	Metadata *deltalog.Metadata
+	// Adds are the new data files (from WriteDataFile).
+	Adds []deltalog.Add
+	// Txns record source progress, at most one per appId. LastUpdated defaults to the
+	// commit time.
+	Txns []deltalog.Txn
+	// Operation is commitInfo.operation: "WRITE" by default, "CREATE TABLE", …
+	Operation string
+	// OperationParameters is commitInfo.operationParameters (string values only).
+	OperationParameters map[string]string
+	// EngineInfo is commitInfo.engineInfo, e.g. "ingestd/0.1.0".
+	EngineInfo string
+}
+
+// Commit writes c as the next version with put-if-absent of
+// _delta_log/<version:020d>.json and returns that version (PROTOCOL.md, "Creation of New
+// Log Entries"; checklist §1.7). Actions are written in the order commitInfo, protocol,
+// metaData, txn, add.
+//
+// Commits that landed after ReadVersion are checked first, and again each time the
+// version is taken: a winner with a txn for one of our appIds gives
+// ErrTxnAlreadyCommitted (its version >= ours) or ErrConcurrentTxn (lower); a winner
+// with metaData or protocol gives ErrMetadataChanged; otherwise (blind appends) the
+// commit is retried at the next version, up to the attempt limit (ErrCommitAttempts).
+// Before anything is written, it refuses with an error wrapping ErrUnsupportedFeature a
+// table whose protocol or metadata it cannot honour.
+//
+// After success the cached snapshot advances by this commit only, and every
+// delta.checkpointInterval versions (default 10) a classic checkpoint and
+// _last_checkpoint are written; a failed checkpoint is logged, not returned.
+func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	if err := validateCommit(&c); err != nil {
+		return -1, err
+	}
+	snap, err := t.refreshLocked(ctx)
+	if err != nil && !errors.Is(err, ErrTableNotFound) {
+		return -1, fmt.Errorf("commit: %w", err)
+	}
+	if snap.Version < c.ReadVersion {
+		return -1, fmt.Errorf("commit: read version %d is newer than the table (version %d)", c.ReadVersion, snap.Version)
+	}
+	// Winners we already know of (commits after ReadVersion) are checked without writing.
+	for v := c.ReadVersion + 1; v <= snap.Version; v++ {
+		actions, err := readCommit(ctx, t.store, v)
+		if err != nil {
+			return -1, fmt.Errorf("commit: %w", err)
+		}
+		if err := checkWinner(&c, v, actions); err != nil {
+			return -1, err
+		}
+	}
+	if err := t.checkCommitWritable(snap, &c); err != nil {
+		return -1, err
+	}
+
+	txnID, err := newUUID()
+	if err != nil {
+		return -1, fmt.Errorf("commit: %w", err)
+	}
+	version := snap.Version + 1
+	for attempt := 1; ; attempt++ {
+		now := t.opts.now()
+		actions := buildActions(&c, txnID, now.UnixMilli())
+		data, err := deltalog.EncodeCommit(actions)
+		if err != nil {
+			return -1, fmt.Errorf("commit: %w", err)
+		}
+		err = t.store.PutIfAbsent(ctx, commitPath(version), data)
+		if err == nil {
+			t.afterCommit(ctx, version, actions)
+			return version, nil
+		}
+		if !errors.Is(err, storage.ErrExist) {
+			// The outcome may be ambiguous on object stores; commitInfo.txnId identifies ours.
+			return -1, fmt.Errorf("commit version %d: %w", version, err)
+		}
+		winner, err := readCommit(ctx, t.store, version)
+		if err != nil {
+			return -1, fmt.Errorf("commit: %w", err)
+		}
+		if err := checkWinner(&c, version, winner); err != nil {
+			return -1, err
+		}
+		if attempt >= t.opts.maxAttempts {
+			return -1, fmt.Errorf("commit: versions %d..%d taken by concurrent writers: %w", snap.Version+1, version, ErrCommitAttempts)
+		}
+		version++
+	}
+}
+
+func validateCommit(c *Commit) error {
+	if c.ReadVersion < -1 {
+		return fmt.Errorf("commit: invalid read version %d", c.ReadVersion)
+	}
+	if c.ReadVersion == -1 && (c.Protocol == nil || c.Metadata == nil) {
+		return fmt.Errorf("commit: creating a table needs protocol and metadata")
+	}
+	if c.Metadata != nil {
+		if c.Metadata.ID == "" {
+			return fmt.Errorf("commit: metadata has no id")
+		}
+		if _, err := c.Metadata.Schema(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, x := range c.Txns {
+		if x.AppID == "" {
+			return fmt.Errorf("commit: txn with empty appId")
+		}
+		if seen[x.AppID] {
+			return fmt.Errorf("commit: two txn actions for appId %q", x.AppID)
+		}
+		seen[x.AppID] = true
+	}
+	paths := map[string]bool{}
+	for _, a := range c.Adds {
+		if a.Path == "" {
+			return fmt.Errorf("commit: add with empty path")
+		}
+		if paths[a.Path] {
+			return fmt.Errorf("commit: two add actions for path %q", a.Path)
+		}
+		paths[a.Path] = true
+	}
+	return nil
+}
+
+// checkCommitWritable runs the protocol gate on the state the commit would produce.
+func (t *Table) checkCommitWritable(snap *Snapshot, c *Commit) error {
+	p, m := snap.Protocol, snap.Metadata
+	if c.Protocol != nil {
+		p = *c.Protocol
+	}
+	if c.Metadata != nil {
+		if snap.Version >= 0 && c.Metadata.ID != snap.Metadata.ID {
+			return fmt.Errorf("commit: metadata id %q differs from the table's %q", c.Metadata.ID, snap.Metadata.ID)
+		}
+		m = *c.Metadata
+	}
+	schema := snap.Schema
+	if c.Metadata != nil || schema == nil {
+		var err error
+		if schema, err = m.Schema(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	if err := checkWritable(&p, &m, schema); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// checkWinner decides whether our commit may follow the winning commit at version v.
+func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
+	ours := make(map[string]int64, len(c.Txns))
+	for _, x := range c.Txns {
+		ours[x.AppID] = x.Version
+	}
+	var metaErr error
+	for _, a := range winner {
+		switch {
+		case a.Txn != nil:
+			if mine, ok := ours[a.Txn.AppID]; ok {
+				if a.Txn.Version >= mine {
+					return fmt.Errorf("commit: version %d has txn %s=%d covering our %d: %w", v, a.Txn.AppID, a.Txn.Version, mine, ErrTxnAlreadyCommitted)
+				}
+				return fmt.Errorf("commit: version %d has txn %s=%d below our %d: %w", v, a.Txn.AppID, a.Txn.Version, mine, ErrConcurrentTxn)
+			}
+		case a.Metadata != nil && metaErr == nil:
+			metaErr = fmt.Errorf("commit: version %d changed metaData: %w", v, ErrMetadataChanged)
+		case a.Protocol != nil && metaErr == nil:
+			metaErr = fmt.Errorf("commit: version %d changed protocol: %w", v, ErrMetadataChanged)
+		}
+	}
+	return metaErr
+}
+
+// buildActions returns commitInfo, protocol, metaData, txn…, add… .
+func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
+	op := c.Operation
+	if op == "" {
+		op = "WRITE"
+	}
+	params := c.OperationParameters
+	if params == nil {
+		params = map[string]string{}
+	}
+	var bytes, rows int64
+	rowsKnown := true
+	for _, a := range c.Adds {
+		bytes += a.Size
+		var st struct {
+			NumRecords *int64 `json:"numRecords"`
+		}
+		if a.Stats == "" || json.Unmarshal([]byte(a.Stats), &st) != nil || st.NumRecords == nil {
+			rowsKnown = false
+		} else {
+			rows += *st.NumRecords
+		}
+	}
+	metrics := map[string]string{"numFiles": strconv.Itoa(len(c.Adds)), "numOutputBytes": strconv.FormatInt(bytes, 10)}
+	if rowsKnown {
+		metrics["numOutputRows"] = strconv.FormatInt(rows, 10)
+	}
+	info := deltalog.CommitInfo{
+		"timestamp":           nowMs,
+		"operation":           op,
+		"operationParameters": params,
+		"isolationLevel":      "Serializable",
+		"isBlindAppend":       true,
+		"operationMetrics":    metrics,
+		"txnId":               txnID,
+	}
+	if c.ReadVersion >= 0 {
+		info["readVersion"] = c.ReadVersion
+	}
+	if c.EngineInfo != "" {
+		info["engineInfo"] = c.EngineInfo
+	}
+	actions := []deltalog.Action{{CommitInfo: info}}
+	if c.Protocol != nil {
+		p := *c.Protocol
+		actions = append(actions, deltalog.Action{Protocol: &p})
+	}
+	if c.Metadata != nil {
+		m := *c.Metadata
+		actions = append(actions, deltalog.Action{Metadata: &m})
+	}
+	for _, x := range c.Txns {
+		if x.LastUpdated == nil {
+			ms := nowMs
+			x.LastUpdated = &ms
+		}
+		actions = append(actions, deltalog.Action{Txn: &x})
+	}
+	for i := range c.Adds {
+		a := c.Adds[i]
+		actions = append(actions, deltalog.Action{Add: &a})
+	}
+	return actions
+}
+
+// afterCommit advances the cached snapshot by the commit just written and writes a
+// checkpoint when the version is a multiple of delta.checkpointInterval.
+func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltalog.Action) {
+	if t.snap != nil && t.snap.Version == version-1 {
+		next := t.snap.clone()
+		next.apply(actions)
+		next.Version = version
+		if err := next.finish(); err != nil {
+			t.logf("advance snapshot after commit", "version", version, "err", err)
+			t.snap = nil
+			return
+		}
+		t.snap = next
+	} else if _, err := t.refreshLocked(ctx); err != nil {
+		t.logf("refresh snapshot after commit", "version", version, "err", err)
+		return
+	}
+	if t.opts.skipCheckpoint || t.snap == nil || t.snap.Version != version {
+		return
+	}
+	interval, err := t.snap.Metadata.IntProperty(deltalog.PropCheckpointInterval, 10)
+	if err != nil || interval <= 0 {
+		t.logf("checkpoint interval", "value", t.snap.Metadata.Configuration[deltalog.PropCheckpointInterval], "err", err)
+		return
+	}
+	if version > 0 && version%interval == 0 {
+		if err := writeCheckpoint(ctx, t.store, t.snap, t.opts.now()); err != nil {
+			t.logf("write checkpoint", "version", version, "err", err)
+		}
+	}
+}
+
+// NewTableMetadata returns the protocol and metadata of a new table: metadata with a
+// random UUID id, the schema as schemaString, format parquet, createdTime now (ms) and the
+// given properties; protocol (1,2) for plain tables, (2,5) when configuration enables
+// column mapping (the schema must then carry ids and physical names), and (3,7) with the
+// timestampNtz feature (plus appendOnly and invariants, implied by writer version 2) when
+// the schema has a timestamp_ntz column. A schema that cannot be serialised leaves
+// SchemaString empty, which Commit rejects.
+func NewTableMetadata(name string, schema *deltalog.StructType, partitionColumns []string, configuration map[string]string) (deltalog.Protocol, deltalog.Metadata) {
+	id, _ := newUUID() // crypto/rand does not fail on supported platforms
+	var schemaString string
+	if schema != nil {
+		if b, err := json.Marshal(schema); err == nil {
+			schemaString = string(b)
+		}
+	}
+	now := nowMillis()
+	if partitionColumns == nil {
+		partitionColumns = []string{}
+	}
+	conf := map[string]string{}
+	for k, v := range configuration {
+		conf[k] = v
+	}
+	md := deltalog.Metadata{
+		ID:               id,
+		Name:             name,
+		Format:           deltalog.Format{Provider: "parquet", Options: map[string]string{}},
+		SchemaString:     schemaString,
+		PartitionColumns: partitionColumns,
+		Configuration:    conf,
+		CreatedTime:      &now,
+	}
+	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	mode, _ := md.ColumnMappingMode()
+	cm := mode == deltalog.ColumnMappingName || mode == deltalog.ColumnMappingID
+	if cm {
+		p = deltalog.Protocol{MinReaderVersion: 2, MinWriterVersion: 5}
+	}
+	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
+		p = deltalog.Protocol{MinReaderVersion: 3, MinWriterVersion: 7,
+			ReaderFeatures: []string{"timestampNtz"},
+			WriterFeatures: []string{"appendOnly", "invariants", "timestampNtz"}}
+		if cm {
+			p.ReaderFeatures = append(p.ReaderFeatures, "columnMapping")
+			p.WriterFeatures = append(p.WriterFeatures, "columnMapping")
+		}
+	}
+	return p, md
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }
+
+func hasType(t deltalog.DataType, want deltalog.PrimitiveType) bool {
+	switch t := t.(type) {
+	case *deltalog.StructType:
+		for _, f := range t.Fields {
+			if hasType(f.Type, want) {
+				return true
+			}
+		}
+	case *deltalog.ArrayType:
+		return hasType(t.ElementType, want)
+	case *deltalog.MapType:
+		return hasType(t.KeyType, want) || hasType(t.ValueType, want)
+	case deltalog.PrimitiveType:
+		return t == want
+	}
+	return false
+}

@@ -1,0 +1,277 @@
+package deltawriter
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// ErrTableNotFound is returned (wrapped) when the table root has no _delta_log commit.
+var ErrTableNotFound = errors.New("delta table not found")
+
+// Snapshot is the state of a table at one version, reconstructed per PROTOCOL.md
+// "Action Reconciliation". Snapshots handed out by Table are immutable: do not modify
+// their maps.
+type Snapshot struct {
+	// Version is the table version; -1 when the table does not exist yet.
+	Version  int64
+	Protocol deltalog.Protocol
+	Metadata deltalog.Metadata
+	// Schema is Metadata.SchemaString parsed.
+	Schema *deltalog.StructType
+	// ColumnMapping is the effective column mapping mode (the property, honoured only when
+	// the protocol supports column mapping).
+	ColumnMapping deltalog.ColumnMappingMode
+	// Txns maps each transaction appId to its latest version.
+	Txns map[string]int64
+	// Files holds the live add actions keyed by add.path.
+	Files map[string]deltalog.Add
+
+	txns       map[string]deltalog.Txn            // full txn actions, for checkpoints
+	tombstones map[string]deltalog.Remove         // remove actions not superseded by an add
+	domains    map[string]deltalog.DomainMetadata // live (non-removed) domains
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{
+		Version:    -1,
+		Txns:       map[string]int64{},
+		Files:      map[string]deltalog.Add{},
+		txns:       map[string]deltalog.Txn{},
+		tombstones: map[string]deltalog.Remove{},
+		domains:    map[string]deltalog.DomainMetadata{},
+	}
+}
+
+// clone copies the maps so the result can be advanced without touching s.
+func (s *Snapshot) clone() *Snapshot {
+	c := *s
+	c.Txns = maps.Clone(s.Txns)
+	c.Files = maps.Clone(s.Files)
+	c.txns = maps.Clone(s.txns)
+	c.tombstones = maps.Clone(s.tombstones)
+	c.domains = maps.Clone(s.domains)
+	return &c
+}
+
+// apply reconciles the actions of one commit (or checkpoint) into s
+// (PROTOCOL.md, "Action Reconciliation"): last protocol and metaData win, the last txn
+// per appId wins, the newest add/remove per path wins, removed domains disappear.
+func (s *Snapshot) apply(actions []deltalog.Action) {
+	for _, a := range actions {
+		switch {
+		case a.Protocol != nil:
+			s.Protocol = *a.Protocol
+		case a.Metadata != nil:
+			s.Metadata = *a.Metadata
+			s.Schema = nil // re-parsed by finish
+		case a.Txn != nil:
+			s.Txns[a.Txn.AppID] = a.Txn.Version
+			s.txns[a.Txn.AppID] = *a.Txn
+		case a.Add != nil:
+			s.Files[a.Add.Path] = *a.Add
+			delete(s.tombstones, a.Add.Path)
+		case a.Remove != nil:
+			delete(s.Files, a.Remove.Path)
+			s.tombstones[a.Remove.Path] = *a.Remove
+		case a.DomainMetadata != nil:
+			if a.DomainMetadata.Removed {
+				delete(s.domains, a.DomainMetadata.Domain)
+			} else {
+				s.domains[a.DomainMetadata.Domain] = *a.DomainMetadata
+			}
+		}
+	}
+}
+
+// finish validates a reconstructed snapshot: protocol and metaData present, protocol
+// readable, schema parseable.
+func (s *Snapshot) finish() error {
+	if s.Protocol.MinReaderVersion == 0 {
+		return fmt.Errorf("load snapshot at version %d: no protocol action", s.Version)
+	}
+	if s.Metadata.ID == "" && s.Metadata.SchemaString == "" {
+		return fmt.Errorf("load snapshot at version %d: no metaData action", s.Version)
+	}
+	if err := checkReadable(&s.Protocol); err != nil {
+		return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
+	}
+	if s.Schema == nil {
+		schema, err := s.Metadata.Schema()
+		if err != nil {
+			return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
+		}
+		s.Schema = schema
+	}
+	mode, err := columnMappingMode(&s.Protocol, &s.Metadata)
+	if err != nil {
+		return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
+	}
+	s.ColumnMapping = mode
+	return nil
+}
+
+// CheckWritable returns an error wrapping ErrUnsupportedFeature, naming the feature, when
+// ingestd cannot append to this table (unknown writer feature, CHECK constraints,
+// invariants, generated or identity columns, column defaults).
+func (s *Snapshot) CheckWritable() error {
+	if s.Version < 0 {
+		return fmt.Errorf("check table: %w", ErrTableNotFound)
+	}
+	return checkWritable(&s.Protocol, &s.Metadata, s.Schema)
+}
+
+// ---- log listing ----
+
+const logDir = "_delta_log"
+
+func commitPath(v int64) string { return fmt.Sprintf("%s/%020d.json", logDir, v) }
+
+// logListing is what a _delta_log listing says about versions.
+type logListing struct {
+	commits     map[int64]bool
+	maxCommit   int64
+	checkpoints map[int64][]string // version → file names of a complete checkpoint
+}
+
+func listLog(ctx context.Context, st storage.Store) (*logListing, error) {
+	ents, err := st.List(ctx, logDir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", logDir, err)
+	}
+	l := &logListing{commits: map[int64]bool{}, maxCommit: -1, checkpoints: map[int64][]string{}}
+	parts := map[int64]map[int][]string{} // version → number of parts → names
+	for _, e := range ents {
+		if e.IsDir {
+			continue
+		}
+		name := e.Name
+		if len(name) < 21 || name[20] != '.' {
+			continue
+		}
+		v, err := strconv.ParseInt(name[:20], 10, 64)
+		if err != nil {
+			continue
+		}
+		rest := name[21:]
+		switch {
+		case rest == "json":
+			l.commits[v] = true
+			l.maxCommit = max(l.maxCommit, v)
+		case rest == "checkpoint.parquet":
+			l.checkpoints[v] = []string{name}
+		case strings.HasPrefix(rest, "checkpoint.") && strings.HasSuffix(rest, ".parquet"):
+			// multi-part: checkpoint.<part:10>.<parts:10>.parquet
+			f := strings.Split(strings.TrimSuffix(strings.TrimPrefix(rest, "checkpoint."), ".parquet"), ".")
+			if len(f) != 2 || len(f[0]) != 10 || len(f[1]) != 10 {
+				continue // V2 UUID-named checkpoints are not read (v2Checkpoint is unsupported)
+			}
+			n, err := strconv.Atoi(f[1])
+			if err != nil || n <= 0 {
+				continue
+			}
+			if parts[v] == nil {
+				parts[v] = map[int][]string{}
+			}
+			parts[v][n] = append(parts[v][n], name)
+		}
+	}
+	for v, byN := range parts {
+		if _, ok := l.checkpoints[v]; ok {
+			continue
+		}
+		for n, names := range byN {
+			if len(names) == n { // complete set (names are distinct part numbers)
+				l.checkpoints[v] = names
+				break
+			}
+		}
+	}
+	return l, nil
+}
+
+// loadSnapshot reconstructs the latest snapshot from the newest readable checkpoint plus
+// the JSON commits after it (PROTOCOL.md, "Checkpoints", "Last Checkpoint File"; checklist
+// §1.9). A missing or corrupt _last_checkpoint is tolerated: the listing decides. It
+// returns an error wrapping ErrTableNotFound when there is no commit at all, and an error
+// when commit versions are not contiguous.
+func loadSnapshot(ctx context.Context, st storage.Store) (*Snapshot, error) {
+	l, err := listLog(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if l.maxCommit < 0 && len(l.checkpoints) == 0 {
+		return nil, fmt.Errorf("load snapshot: no commit in %s: %w", logDir, ErrTableNotFound)
+	}
+	hint := readLastCheckpoint(ctx, st)
+	// Candidate checkpoints, newest first; _last_checkpoint's version first when it is
+	// complete in the listing (it normally is the newest).
+	var cands []int64
+	for v := range l.checkpoints {
+		cands = append(cands, v)
+	}
+	slices.SortFunc(cands, func(a, b int64) int { return cmp.Compare(b, a) })
+	if hint >= 0 && l.checkpoints[hint] != nil && (len(cands) == 0 || cands[0] != hint) {
+		cands = append([]int64{hint}, cands...)
+	}
+	var lastErr error
+	for _, cp := range cands {
+		s, err := readCheckpoint(ctx, st, cp, l.checkpoints[cp])
+		if err != nil {
+			lastErr = err
+			continue // corrupt or partial: try an older one, or replay from 0
+		}
+		if err := replayCommits(ctx, st, s, l, cp+1); err != nil {
+			return nil, err
+		}
+		return s, s.finish()
+	}
+	if !l.commits[0] {
+		if lastErr != nil {
+			return nil, fmt.Errorf("load snapshot: no readable checkpoint and no commit 0: %w", lastErr)
+		}
+		return nil, fmt.Errorf("load snapshot: commit 0 is missing and there is no checkpoint")
+	}
+	s := emptySnapshot()
+	if err := replayCommits(ctx, st, s, l, 0); err != nil {
+		return nil, err
+	}
+	return s, s.finish()
+}
+
+// replayCommits applies commits from..l.maxCommit to s, requiring each to exist.
+func replayCommits(ctx context.Context, st storage.Store, s *Snapshot, l *logListing, from int64) error {
+	for v := from; v <= l.maxCommit; v++ {
+		if !l.commits[v] {
+			return fmt.Errorf("load snapshot: commit %d is missing (versions are not contiguous up to %d)", v, l.maxCommit)
+		}
+		actions, err := readCommit(ctx, st, v)
+		if err != nil {
+			return err
+		}
+		s.apply(actions)
+		s.Version = v
+	}
+	return nil
+}
+
+func readCommit(ctx context.Context, st storage.Store, v int64) ([]deltalog.Action, error) {
+	b, err := st.Get(ctx, commitPath(v))
+	if err != nil {
+		return nil, fmt.Errorf("read commit %d: %w", v, err)
+	}
+	actions, err := deltalog.ParseCommit(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("read commit %d: %w", v, err)
+	}
+	return actions, nil
+}

@@ -1,0 +1,227 @@
+package deltawriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+func newStore(t *testing.T) *storage.Local {
+	t.Helper()
+	st, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func writeCommits(t *testing.T, st storage.Store, commits ...string) {
+	t.Helper()
+	for v, c := range commits {
+		if err := st.Put(context.Background(), commitPath(int64(v)), []byte(strings.TrimSpace(c)+"\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const (
+	testProtocol = `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}`
+	testMeta1    = `{"metaData":{"id":"11111111-1111-4111-8111-111111111111","format":{"provider":"parquet","options":{}},"schemaString":"{\"type\":\"struct\",\"fields\":[{\"name\":\"a\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}}]}","partitionColumns":[],"configuration":{},"createdTime":1}}`
+	testMeta2    = `{"metaData":{"id":"11111111-1111-4111-8111-111111111111","format":{"provider":"parquet","options":{}},"schemaString":"{\"type\":\"struct\",\"fields\":[{\"name\":\"a\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}},{\"name\":\"b\",\"type\":\"string\",\"nullable\":true,\"metadata\":{}}]}","partitionColumns":[],"configuration":{"delta.appendOnly":"true"},"createdTime":1}}`
+)
+
+func add(path string) string {
+	return fmt.Sprintf(`{"add":{"path":%q,"partitionValues":{},"size":10,"modificationTime":5,"dataChange":true}}`, path)
+}
+func remove(path string) string {
+	return fmt.Sprintf(`{"remove":{"path":%q,"deletionTimestamp":7,"dataChange":true}}`, path)
+}
+func txn(app string, v int64) string { return fmt.Sprintf(`{"txn":{"appId":%q,"version":%d}}`, app, v) }
+
+func TestSnapshotReconstruction(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	writeCommits(t, st,
+		strings.Join([]string{`{"commitInfo":{"timestamp":1,"operation":"CREATE TABLE"}}`, testProtocol, testMeta1, add("f1"), add("f2"), txn("app-0", 10)}, "\n"),
+		strings.Join([]string{txn("app-0", 12), txn("app-1", 3), add("f3"), remove("f1")}, "\n"),
+		strings.Join([]string{testMeta2, add("f1"), remove("f2"), txn("app-0", 11)}, "\n"), // txn: last wins, even lower
+		strings.Join([]string{`{"futureAction":{"x":1}}`, add("f4")}, "\n"),
+	)
+	tbl, err := Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Version != 3 {
+		t.Errorf("Version = %d, want 3", s.Version)
+	}
+	if got := fmt.Sprint(s.Txns); got != "map[app-0:11 app-1:3]" {
+		t.Errorf("Txns = %s", got)
+	}
+	var files []string
+	for p := range s.Files {
+		files = append(files, p)
+	}
+	if got := strings.Join(sorted(files), ","); got != "f1,f3,f4" {
+		t.Errorf("Files = %s, want f1,f3,f4", got)
+	}
+	if s.Schema.String() != "struct<a:long,b:string>" || s.Metadata.Configuration["delta.appendOnly"] != "true" {
+		t.Errorf("metadata not replaced: %s %v", s.Schema, s.Metadata.Configuration)
+	}
+	if _, ok := s.tombstones["f2"]; !ok {
+		t.Errorf("f2 tombstone missing")
+	}
+	if _, ok := s.tombstones["f1"]; ok {
+		t.Errorf("f1 re-added but still a tombstone")
+	}
+
+	// Incremental advance sees a new commit.
+	writeCommits(t, st, "", "", "", "", add("f5"))
+	s2, err := tbl.Snapshot(ctx)
+	if err != nil || s2.Version != 4 || len(s2.Files) != 4 || len(s.Files) != 3 {
+		t.Fatalf("advance: version %d files %d (old snapshot %d files), %v", s2.Version, len(s2.Files), len(s.Files), err)
+	}
+}
+
+func sorted(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+func TestSnapshotErrors(t *testing.T) {
+	ctx := context.Background()
+	t.Run("not found", func(t *testing.T) {
+		tbl, err := Open(ctx, newStore(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := tbl.Snapshot(ctx)
+		if !errors.Is(err, ErrTableNotFound) || s == nil || s.Version != -1 {
+			t.Fatalf("Snapshot = %+v, %v; want Version -1 and ErrTableNotFound", s, err)
+		}
+	})
+	t.Run("gap", func(t *testing.T) {
+		st := newStore(t)
+		writeCommits(t, st, testProtocol+"\n"+testMeta1, add("a"), add("b"))
+		_ = os.Remove(filepath.Join(st.Root(), commitPath(1)))
+		if _, err := Open(ctx, st); err == nil || !strings.Contains(err.Error(), "commit 1 is missing") {
+			t.Fatalf("Open with a gap: %v", err)
+		}
+	})
+	t.Run("no metadata", func(t *testing.T) {
+		st := newStore(t)
+		writeCommits(t, st, testProtocol+"\n"+add("a"))
+		if _, err := Open(ctx, st); err == nil || !strings.Contains(err.Error(), "no metaData") {
+			t.Fatalf("Open without metaData: %v", err)
+		}
+	})
+	t.Run("unknown reader feature", func(t *testing.T) {
+		st := newStore(t)
+		writeCommits(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["deletionVectors"],"writerFeatures":["deletionVectors"]}}`+"\n"+testMeta1)
+		_, err := Open(ctx, st)
+		if !errors.Is(err, ErrUnsupportedFeature) || !strings.Contains(err.Error(), `"deletionVectors"`) {
+			t.Fatalf("Open: %v", err)
+		}
+	})
+}
+
+// kernelData is the delta-kernel-rs test data (Apache-2.0) in the shared folder.
+const kernelData = "/work/shared/testdata/delta-kernel-rs/data"
+
+// copyTable copies a test table so tests can delete parts of its log.
+func copyTable(t *testing.T, name string) *storage.Local {
+	t.Helper()
+	src := filepath.Join(kernelData, name)
+	if _, err := os.Stat(src); err != nil {
+		t.Skipf("delta-kernel-rs test data missing: %v", err)
+	}
+	dst := t.TempDir()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if fi.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := storage.NewLocal(dst)
+	return st
+}
+
+func TestKernelTables(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		table   string
+		drop    []int64 // commits to delete first (forces the checkpoint path)
+		version int64
+		schema  string
+		files   int
+		txns    string
+	}{
+		{table: "table-without-dv-small", version: 0, schema: "struct<value:long>", files: 1, txns: "map[]"},
+		{table: "basic_partitioned", version: 1, schema: "struct<letter:string,number:long,a_float:double>", files: 6, txns: "map[]"},
+		{table: "app-txn-no-checkpoint", version: 1, schema: "struct<id:string,value:integer,modified:string>", files: 4, txns: "map[my-app:3 my-app2:2]"},
+		{table: "app-txn-checkpoint", version: 1, schema: "struct<id:string,value:integer,modified:string>", files: 4, txns: "map[my-app:3 my-app2:2]"},
+		// delta-rs checkpoint (map groups named "entries"), JSON commits removed:
+		{table: "app-txn-checkpoint", drop: []int64{0, 1}, version: 1, schema: "struct<id:string,value:integer,modified:string>", files: 4, txns: "map[my-app:3 my-app2:2]"},
+		{table: "app-txn-with-last-updated", version: 3, schema: "struct<a:long,b:long>", files: 4, txns: "map[new_app_0:1 new_app_1:1 new_app_2:1 old_app:1]"},
+		{table: "with_checkpoint_no_last_checkpoint", version: 3, schema: "struct<letter:string,int:long,date:date>", files: 1, txns: "map[]"},
+		// Spark checkpoint at 2 found by listing (no _last_checkpoint), commits 0-2 removed:
+		{table: "with_checkpoint_no_last_checkpoint", drop: []int64{0, 1, 2}, version: 3, schema: "struct<letter:string,int:long,date:date>", files: 1, txns: "map[]"},
+	} {
+		t.Run(fmt.Sprintf("%s-drop%v", tc.table, tc.drop), func(t *testing.T) {
+			st := copyTable(t, tc.table)
+			for _, v := range tc.drop {
+				if err := os.Remove(filepath.Join(st.Root(), commitPath(v))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tbl, err := Open(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := tbl.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Version != tc.version || s.Schema.String() != tc.schema || len(s.Files) != tc.files || fmt.Sprint(s.Txns) != tc.txns {
+				t.Fatalf("got version %d schema %s files %d txns %v; want %d %s %d %s",
+					s.Version, s.Schema, len(s.Files), s.Txns, tc.version, tc.schema, tc.files, tc.txns)
+			}
+			for p, a := range s.Files {
+				if a.Size <= 0 || a.Path != p {
+					t.Errorf("file %s: %+v", p, a)
+				}
+			}
+			if err := s.CheckWritable(); err != nil {
+				t.Errorf("CheckWritable: %v", err)
+			}
+		})
+	}
+}
+
+func removeFile(st *storage.Local, p string) error {
+	return os.Remove(filepath.Join(st.Root(), filepath.FromSlash(p)))
+}

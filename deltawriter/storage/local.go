@@ -1,0 +1,257 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Local is a Store on a POSIX filesystem. Put and PutIfAbsent write a hidden temporary
+// file in the target directory, fsync it, publish it with rename (Put) or link (PutIfAbsent,
+// which fails with EEXIST if the name is taken — never check-then-rename), and fsync the
+// directory so the new name is durable.
+type Local struct {
+	root string
+}
+
+// NewLocal returns a Store rooted at the absolute directory root. The directory need
+// not exist yet; it is created on the first write.
+func NewLocal(root string) (*Local, error) {
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("open local store %q: path must be absolute", root)
+	}
+	return &Local{root: filepath.Clean(root)}, nil
+}
+
+// Root returns the absolute directory of the table root.
+func (l *Local) Root() string { return l.root }
+
+// URI returns file://<root>.
+func (l *Local) URI() string { return "file://" + filepath.ToSlash(l.root) }
+
+func (l *Local) abs(p string) (string, error) {
+	rel, err := cleanRel(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(l.root, rel), nil
+}
+
+// Get implements Store.
+func (l *Local) Get(ctx context.Context, p string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a, err := l.abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", p, err)
+	}
+	b, err := os.ReadFile(a)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", p, err)
+	}
+	return b, nil
+}
+
+// Stat implements Store.
+func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return FileInfo{}, err
+	}
+	a, err := l.abs(p)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
+	}
+	fi, err := os.Stat(a)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
+	}
+	return FileInfo{Name: fi.Name(), Size: fi.Size(), ModTime: fi.ModTime(), IsDir: fi.IsDir()}, nil
+}
+
+// List implements Store. Entries whose names start with ".tmp-" (in-flight writes of
+// this store) are skipped.
+func (l *Local) List(ctx context.Context, dir string) ([]FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a := l.root
+	if dir != "" && dir != "." {
+		var err error
+		if a, err = l.abs(dir); err != nil {
+			return nil, fmt.Errorf("list %s: %w", dir, err)
+		}
+	}
+	ents, err := os.ReadDir(a)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	out := make([]FileInfo, 0, len(ents))
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
+			continue
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since ReadDir
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", dir, err)
+		}
+		out = append(out, FileInfo{Name: e.Name(), Size: fi.Size(), ModTime: fi.ModTime(), IsDir: fi.IsDir()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+const tmpPrefix = ".tmp-"
+
+// Put implements Store: temp file + fsync + rename + directory fsync.
+func (l *Local) Put(ctx context.Context, p string, data []byte) error {
+	return l.put(ctx, p, data, false)
+}
+
+// PutIfAbsent implements Store: temp file + fsync + link(2) (EEXIST if taken) + remove
+// temp + directory fsync. It returns an error wrapping ErrExist when p exists.
+func (l *Local) PutIfAbsent(ctx context.Context, p string, data []byte) error {
+	return l.put(ctx, p, data, true)
+}
+
+func (l *Local) put(ctx context.Context, p string, data []byte, exclusive bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w, err := l.Create(ctx, p)
+	if err != nil {
+		return err
+	}
+	lw := w.(*localWriter)
+	lw.exclusive = exclusive
+	if _, err := lw.Write(data); err != nil {
+		_ = lw.Abort()
+		return err
+	}
+	return lw.Close()
+}
+
+// Create implements Store. The object is written to a hidden temporary file next to p
+// and published by Close with rename (replacing any existing object).
+func (l *Local) Create(ctx context.Context, p string) (Writer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a, err := l.abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", p, err)
+	}
+	dir := filepath.Dir(a)
+	if err := l.mkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("create %s: %w", p, err)
+	}
+	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", p, err)
+	}
+	return &localWriter{f: f, final: a, rel: p}, nil
+}
+
+// mkdirAll creates dir and its missing parents, fsyncing each parent whose entries
+// changed so the new directories survive a crash.
+func (l *Local) mkdirAll(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := l.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return syncDir(parent)
+}
+
+type localWriter struct {
+	f         *os.File
+	final     string
+	rel       string
+	exclusive bool
+	done      bool
+}
+
+func (w *localWriter) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	if err != nil {
+		return n, fmt.Errorf("write %s: %w", w.rel, err)
+	}
+	return n, nil
+}
+
+func (w *localWriter) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	_ = w.f.Close()
+	return os.Remove(w.f.Name())
+}
+
+// Close fsyncs the temp file and publishes it under the final name.
+func (w *localWriter) Close() error {
+	if w.done {
+		return fmt.Errorf("close %s: writer already closed", w.rel)
+	}
+	w.done = true
+	tmp := w.f.Name()
+	if err := w.f.Sync(); err != nil {
+		_ = w.f.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("sync %s: %w", w.rel, err)
+	}
+	if err := w.f.Close(); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("close %s: %w", w.rel, err)
+	}
+	if w.exclusive {
+		err := os.Link(tmp, w.final)
+		_ = os.Remove(tmp)
+		if err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("put %s: %w", w.rel, ErrExist)
+			}
+			return fmt.Errorf("link %s: %w", w.rel, err)
+		}
+	} else if err := os.Rename(tmp, w.final); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("rename %s: %w", w.rel, err)
+	}
+	if err := syncDir(filepath.Dir(w.final)); err != nil {
+		return fmt.Errorf("sync directory of %s: %w", w.rel, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,138 @@
+// Package deltawriter reads and appends to Delta Lake tables: log replay into a
+// Snapshot, Parquet data files with statistics, commits with put-if-absent and a
+// conflict loop, and classic checkpoints. It never imports Kafka or Avro packages;
+// source progress arrives as plain (appId, version) txn pairs.
+package deltawriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// Table is one Delta table. It caches the latest snapshot it has seen and advances it
+// incrementally (new commits only). A Table is safe for concurrent use; commits from
+// several Tables or processes on the same store are serialised by put-if-absent.
+type Table struct {
+	store storage.Store
+	opts  options
+
+	mu   sync.Mutex
+	snap *Snapshot // latest known snapshot; Version -1 when the table does not exist
+}
+
+type options struct {
+	logger         *slog.Logger
+	maxAttempts    int
+	now            func() time.Time
+	skipCheckpoint bool
+}
+
+// Option configures a Table.
+type Option func(*options)
+
+// WithLogger sets the logger for non-fatal problems (a failed checkpoint).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMaxCommitAttempts bounds the versions Commit tries before giving up (default 20).
+func WithMaxCommitAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+
+// WithClock sets the time source for commit timestamps (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Open returns the table stored at store. A missing table is not an error: its snapshot
+// has Version -1 and Commit with ReadVersion -1 creates it. It returns an error when the
+// log exists but cannot be read (non-contiguous versions, unsupported reader protocol,
+// malformed actions).
+func Open(ctx context.Context, store storage.Store, opts ...Option) (*Table, error) {
+	t := &Table{store: store, opts: options{logger: slog.Default(), maxAttempts: 20, now: time.Now}}
+	for _, o := range opts {
+		o(&t.opts)
+	}
+	if _, err := t.Snapshot(ctx); err != nil && !errors.Is(err, ErrTableNotFound) {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Store returns the table's store.
+func (t *Table) Store() storage.Store { return t.store }
+
+// Snapshot returns the latest snapshot, reading only the commits newer than the cached
+// one (a full reload happens only when they cannot be applied in order). When the table
+// has no commit yet it returns an empty snapshot with Version -1 together with an error
+// wrapping ErrTableNotFound.
+func (t *Table) Snapshot(ctx context.Context) (*Snapshot, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refreshLocked(ctx)
+}
+
+func (t *Table) refreshLocked(ctx context.Context) (*Snapshot, error) {
+	if t.snap != nil && t.snap.Version >= 0 {
+		s, err := t.advance(ctx, t.snap)
+		if err == nil {
+			t.snap = s
+			return s, nil
+		}
+		if !errors.Is(err, errNeedReload) {
+			return nil, err
+		}
+	}
+	s, err := loadSnapshot(ctx, t.store)
+	if errors.Is(err, ErrTableNotFound) {
+		t.snap = emptySnapshot()
+		return t.snap, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.snap = s
+	return s, nil
+}
+
+var errNeedReload = errors.New("snapshot cannot be advanced incrementally")
+
+// advance applies the commits after s.Version found in the log listing.
+func (t *Table) advance(ctx context.Context, s *Snapshot) (*Snapshot, error) {
+	l, err := listLog(ctx, t.store)
+	if err != nil {
+		return nil, err
+	}
+	if l.maxCommit <= s.Version {
+		if l.maxCommit < 0 {
+			return nil, errNeedReload // log removed: reload reports it
+		}
+		return s, nil
+	}
+	next := s.clone()
+	for v := s.Version + 1; v <= l.maxCommit; v++ {
+		if !l.commits[v] {
+			return nil, errNeedReload
+		}
+		actions, err := readCommit(ctx, t.store, v)
+		if err != nil {
+			return nil, err
+		}
+		next.apply(actions)
+		next.Version = v
+	}
+	if err := next.finish(); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+func (t *Table) logf(msg string, args ...any) {
+	if t.opts.logger != nil {
+		t.opts.logger.Warn(msg, args...)
+	}
+}
+
+// String returns the table URI.
+func (t *Table) String() string { return fmt.Sprint(t.store.URI()) }

@@ -1,0 +1,379 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
+type Config struct {
+	Name           string          `yaml:"name"`
+	AppID          string          `yaml:"app_id"` // txn appId prefix; defaults to Name
+	Kafka          KafkaConfig     `yaml:"kafka"`
+	SchemaRegistry *RegistryConfig `yaml:"schema_registry"`
+	AvroSchemaFile string          `yaml:"avro_schema_file"` // raw (unframed) Avro with this writer schema
+	Table          TableConfig     `yaml:"table"`
+	Schema         SchemaConfig    `yaml:"schema"`
+	DeadLetter     DeadLetter      `yaml:"dead_letter"`
+	Batch          BatchConfig     `yaml:"batch"`
+
+	// File is the path the config was loaded from (set by LoadConfigs).
+	File string `yaml:"-"`
+
+	ast *ast.File // parsed source, for line numbers in validation errors
+}
+
+// KafkaConfig names the source topics and the consumer group.
+type KafkaConfig struct {
+	Brokers     []string `yaml:"brokers"`
+	Topics      []string `yaml:"topics"`
+	Group       string   `yaml:"group"`        // defaults to "ingestd-<name>"
+	StartOffset string   `yaml:"start_offset"` // earliest (default) | latest: used when the table has no txn for a partition
+}
+
+// RegistryConfig is a Confluent-compatible schema registry.
+type RegistryConfig struct {
+	URL      string `yaml:"url"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// TableConfig locates the Delta table.
+type TableConfig struct {
+	URI         string            `yaml:"uri"`    // file:///abs/path or /abs/path
+	Create      bool              `yaml:"create"` // create the table on first write if it does not exist
+	PartitionBy []string          `yaml:"partition_by"`
+	Properties  map[string]string `yaml:"properties"` // table properties set on create, e.g. delta.checkpointInterval
+}
+
+// SchemaConfig is the guard's policy for this table.
+type SchemaConfig struct {
+	Policy             string   `yaml:"policy"`          // evolve | dead_letter | halt
+	OnIncompatible     string   `yaml:"on_incompatible"` // halt (default) | dead_letter: what evolve does with changes it cannot make
+	AllowTableFeatures []string `yaml:"allow_table_features"`
+}
+
+// DeadLetter is where records that cannot be written go.
+type DeadLetter struct {
+	Topic string `yaml:"topic"`
+}
+
+// BatchConfig bounds one Delta commit.
+type BatchConfig struct {
+	MaxRecords int           `yaml:"max_records"`
+	MaxBytes   ByteSize      `yaml:"max_bytes"`
+	MaxAge     time.Duration `yaml:"max_age"`
+}
+
+// ByteSize is a size in bytes that YAML may spell as 134217728, "128MiB", "64MB" or "512KiB".
+type ByteSize int64
+
+var sizeRe = regexp.MustCompile(`^\s*(\d+)\s*([KMGT]i?B|B)?\s*$`)
+
+// UnmarshalYAML parses a byte size; decimal units (KB, MB) are powers of 1000, binary
+// units (KiB, MiB) powers of 1024. Errors carry the node's position.
+func (s *ByteSize) UnmarshalYAML(node ast.Node) error {
+	str := strings.Trim(strings.TrimSpace(node.String()), `"'`)
+	n, err := parseByteSize(str)
+	if err != nil {
+		return &yaml.SyntaxError{Message: err.Error(), Token: node.GetToken()}
+	}
+	*s = n
+	return nil
+}
+
+func parseByteSize(str string) (ByteSize, error) {
+	m := sizeRe.FindStringSubmatch(str)
+	if m == nil {
+		return 0, fmt.Errorf("invalid byte size %q: write a number with an optional unit, e.g. 128MiB", str)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid byte size %q: %w", str, err)
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	return ByteSize(n * mult), nil
+}
+
+// Policies (DESIGN.md §1).
+const (
+	PolicyEvolve     = "evolve"
+	PolicyDeadLetter = "dead_letter"
+	PolicyHalt       = "halt"
+)
+
+// ConfigError is one problem in one config file, with the line it is on (0 if unknown)
+// and the change that fixes it.
+type ConfigError struct {
+	File string
+	Line int
+	Msg  string
+	Fix  string
+}
+
+func (e *ConfigError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	s := loc + ": " + e.Msg
+	if e.Fix != "" {
+		s += " (fix: " + e.Fix + ")"
+	}
+	return s
+}
+
+// LoadConfigs loads one pipeline file, or every *.yaml / *.yml file of a directory (not
+// recursive), expands ${VAR} and ${VAR:-default} from the environment, rejects unknown
+// keys, applies defaults and validates everything. It returns the pipelines sorted by file
+// name, or an error joining every ConfigError found in every file (errors.Join), so a user
+// sees all problems at once.
+func LoadConfigs(path string) ([]*Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	files := []string{path}
+	if st.IsDir() {
+		files = nil
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config dir %s: %w", path, err)
+		}
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, &ConfigError{File: path, Msg: "no *.yaml pipeline files in directory", Fix: "add one file per pipeline, see configs/"}
+		}
+	}
+	var cfgs []*Config
+	var errs []error
+	names := map[string]string{}
+	for _, f := range files {
+		c, ferrs := loadConfigFile(f)
+		errs = append(errs, ferrs...)
+		if c == nil {
+			continue
+		}
+		if prev, dup := names[c.Name]; dup {
+			errs = append(errs, &ConfigError{File: f, Line: c.line("$.name"), Msg: fmt.Sprintf("pipeline name %q is also used by %s", c.Name, prev), Fix: "give every pipeline a unique name"})
+		}
+		names[c.Name] = f
+		cfgs = append(cfgs, c)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfgs, nil
+}
+
+var envRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandEnv replaces ${NAME} and ${NAME:-default}; other '$' are left alone. It returns a
+// ConfigError per unset variable without a default.
+func expandEnv(file string, src []byte) ([]byte, []error) {
+	var errs []error
+	lines := bytes.Split(src, []byte("\n"))
+	for i, line := range lines {
+		lines[i] = envRe.ReplaceAllFunc(line, func(m []byte) []byte {
+			sub := envRe.FindSubmatch(m)
+			name := string(sub[1])
+			if v, ok := os.LookupEnv(name); ok && v != "" {
+				return []byte(v)
+			}
+			if sub[2] != nil {
+				return sub[3]
+			}
+			errs = append(errs, &ConfigError{File: file, Line: i + 1, Msg: fmt.Sprintf("environment variable %s is not set", name),
+				Fix: fmt.Sprintf("export %s=… or write ${%s:-default}", name, name)})
+			return m
+		})
+	}
+	return bytes.Join(lines, []byte("\n")), errs
+}
+
+func loadConfigFile(file string) (*Config, []error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, []error{&ConfigError{File: file, Msg: err.Error()}}
+	}
+	src, errs := expandEnv(file, raw)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	c := &Config{File: file}
+	if err := yaml.UnmarshalWithOptions(src, c, yaml.DisallowUnknownField()); err != nil {
+		ce := &ConfigError{File: file, Msg: err.Error()}
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			ce.Msg = ye.GetMessage()
+			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
+				ce.Line = tok.Position.Line
+			}
+			var uf *yaml.UnknownFieldError
+			if errors.As(err, &uf) {
+				ce.Fix = "remove it or correct its spelling; see configs/ for every key"
+			}
+		}
+		return nil, []error{ce}
+	}
+	f, err := parser.ParseBytes(src, 0)
+	if err == nil {
+		c.ast = f
+	}
+	c.applyDefaults()
+	if errs := c.validate(); len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
+// line returns the 1-based line of the YAML path (e.g. "$.schema.policy"), or 0.
+func (c *Config) line(path string) int {
+	if c.ast == nil {
+		return 0
+	}
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return 0
+	}
+	n, err := p.FilterFile(c.ast)
+	if err != nil || n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
+		return 0
+	}
+	return n.GetToken().Position.Line
+}
+
+func (c *Config) applyDefaults() {
+	if c.AppID == "" {
+		c.AppID = c.Name
+	}
+	if c.Kafka.Group == "" && c.Name != "" {
+		c.Kafka.Group = "ingestd-" + c.Name
+	}
+	if c.Kafka.StartOffset == "" {
+		c.Kafka.StartOffset = "earliest"
+	}
+	if c.Schema.OnIncompatible == "" {
+		c.Schema.OnIncompatible = PolicyHalt
+	}
+	if c.Batch.MaxRecords == 0 {
+		c.Batch.MaxRecords = 100_000
+	}
+	if c.Batch.MaxBytes == 0 {
+		c.Batch.MaxBytes = 128 << 20
+	}
+	if c.Batch.MaxAge == 0 {
+		c.Batch.MaxAge = 10 * time.Second
+	}
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (c *Config) validate() []error {
+	var errs []error
+	bad := func(path, msg, fix string) {
+		errs = append(errs, &ConfigError{File: c.File, Line: c.line(path), Msg: msg, Fix: fix})
+	}
+	if c.Name == "" {
+		bad("$", "name is missing", "add `name: <pipeline-name>`")
+	} else if !namePattern.MatchString(c.Name) {
+		bad("$.name", fmt.Sprintf("name %q has characters other than letters, digits, '.', '_' and '-'", c.Name), "rename the pipeline")
+	}
+	if len(c.Kafka.Brokers) == 0 || slicesHasEmpty(c.Kafka.Brokers) {
+		bad("$.kafka", "kafka.brokers is missing or has an empty entry", `set kafka.brokers: ["host:9092"]`)
+	}
+	if len(c.Kafka.Topics) == 0 || slicesHasEmpty(c.Kafka.Topics) {
+		bad("$.kafka", "kafka.topics is missing or has an empty entry", "set kafka.topics: [your-topic]")
+	}
+	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
+		bad("$.kafka.start_offset", fmt.Sprintf("kafka.start_offset %q is not earliest or latest", c.Kafka.StartOffset), "use earliest or latest")
+	}
+	switch {
+	case c.SchemaRegistry == nil && c.AvroSchemaFile == "":
+		bad("$", "neither schema_registry nor avro_schema_file is set", `add schema_registry: {url: "http://registry:8081"} for Confluent-framed Avro, or avro_schema_file: x.avsc for raw Avro`)
+	case c.SchemaRegistry != nil && c.AvroSchemaFile != "":
+		bad("$.avro_schema_file", "both schema_registry and avro_schema_file are set", "keep one: schema_registry for Confluent-framed records, avro_schema_file for raw Avro")
+	case c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://"):
+		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", c.SchemaRegistry.URL), `set schema_registry.url: "http://host:8081"`)
+	case c.AvroSchemaFile != "":
+		p := c.AvroSchemaFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(c.File), p)
+			c.AvroSchemaFile = p
+		}
+		if _, err := os.Stat(p); err != nil {
+			bad("$.avro_schema_file", fmt.Sprintf("avro_schema_file: %v", err), "point it at an existing .avsc file (relative paths are relative to this YAML file)")
+		}
+	}
+	if c.Table.URI == "" {
+		bad("$.table", "table.uri is missing", `set table.uri: "file:///var/lib/ingestd/<table>"`)
+	} else if !strings.HasPrefix(c.Table.URI, "file://") && !filepath.IsAbs(c.Table.URI) {
+		bad("$.table.uri", fmt.Sprintf("table.uri %q: only local tables (file:///abs/path or /abs/path) are supported so far", c.Table.URI), "use an absolute file:// URI")
+	}
+	if len(c.Table.PartitionBy) > 0 {
+		bad("$.table.partition_by", "table.partition_by is not supported yet", "remove partition_by (partitioned tables come with the Delta writer work)")
+	}
+	switch c.Schema.Policy {
+	case PolicyEvolve, PolicyDeadLetter, PolicyHalt:
+	case "":
+		bad("$.schema", "schema.policy is missing", "set schema.policy to evolve, dead_letter or halt")
+	default:
+		bad("$.schema.policy", fmt.Sprintf("schema.policy %q is not evolve, dead_letter or halt", c.Schema.Policy), "use evolve (bronze), dead_letter (silver) or halt (gold)")
+	}
+	if c.Schema.OnIncompatible != PolicyHalt && c.Schema.OnIncompatible != PolicyDeadLetter {
+		bad("$.schema.on_incompatible", fmt.Sprintf("schema.on_incompatible %q is not halt or dead_letter", c.Schema.OnIncompatible), "use halt or dead_letter")
+	}
+	for i, f := range c.Schema.AllowTableFeatures {
+		switch f {
+		case "typeWidening", "timestampNtz", "columnMapping":
+		default:
+			bad(fmt.Sprintf("$.schema.allow_table_features[%d]", i), fmt.Sprintf("unknown table feature %q", f), "use typeWidening, timestampNtz or columnMapping")
+		}
+	}
+	needsDLQ := c.Schema.Policy == PolicyDeadLetter || c.Schema.OnIncompatible == PolicyDeadLetter
+	if needsDLQ && c.DeadLetter.Topic == "" {
+		bad("$.dead_letter", "dead_letter.topic is missing but the policy sends records to a dead-letter topic", "set dead_letter: {topic: <topic>.dlq}")
+	}
+	for _, t := range c.Kafka.Topics {
+		if t != "" && t == c.DeadLetter.Topic {
+			bad("$.dead_letter.topic", fmt.Sprintf("dead_letter.topic %q is also a source topic", t), "use a separate dead-letter topic")
+		}
+	}
+	if c.Batch.MaxRecords < 0 {
+		bad("$.batch.max_records", "batch.max_records is negative", "use a positive number")
+	}
+	if c.Batch.MaxBytes < 0 {
+		bad("$.batch.max_bytes", "batch.max_bytes is negative", "use a size such as 128MiB")
+	}
+	if c.Batch.MaxAge < 0 {
+		bad("$.batch.max_age", "batch.max_age is negative", "use a duration such as 10s")
+	}
+	return errs
+}
+
+func slicesHasEmpty(s []string) bool {
+	for _, v := range s {
+		if strings.TrimSpace(v) == "" {
+			return true
+		}
+	}
+	return false
+}

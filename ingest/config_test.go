@@ -1,0 +1,108 @@
+package ingest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleConfigsLoad(t *testing.T) {
+	t.Setenv("KAFKA_BROKERS", "k1:9092")
+	t.Setenv("SCHEMA_REGISTRY_URL", "http://reg:8081")
+	t.Setenv("INGESTD_DATA", "/data")
+	cfgs, err := LoadConfigs("../configs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"orders-bronze": "evolve", "orders-gold": "halt", "orders-silver": "dead_letter"}
+	if len(cfgs) != len(want) {
+		t.Fatalf("loaded %d pipelines, want %d", len(cfgs), len(want))
+	}
+	for _, c := range cfgs {
+		if want[c.Name] != c.Schema.Policy {
+			t.Errorf("%s: policy %q, want %q", c.Name, c.Schema.Policy, want[c.Name])
+		}
+		if c.Kafka.Brokers[0] != "k1:9092" || c.SchemaRegistry.URL != "http://reg:8081" || !strings.HasPrefix(c.Table.URI, "file:///data/") {
+			t.Errorf("%s: env not expanded: %v %s %s", c.Name, c.Kafka.Brokers, c.SchemaRegistry.URL, c.Table.URI)
+		}
+		if c.Batch.MaxBytes != 128<<20 || c.Batch.MaxAge != 10*time.Second || c.Batch.MaxRecords != 100000 {
+			t.Errorf("%s: batch %+v", c.Name, c.Batch)
+		}
+		if c.AppID != c.Name || c.Schema.OnIncompatible != "halt" {
+			t.Errorf("%s: defaults app_id=%q on_incompatible=%q", c.Name, c.AppID, c.Schema.OnIncompatible)
+		}
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodConfig = `name: orders-silver
+kafka: {brokers: ["k:9092"], topics: [orders]}
+schema_registry: {url: "http://r:8081"}
+table: {uri: "file:///tmp/t", create: true}
+schema: {policy: dead_letter}
+dead_letter: {topic: orders.dlq}
+`
+
+func TestConfigDefaults(t *testing.T) {
+	cfgs, err := LoadConfigs(writeConfig(t, goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfgs[0]
+	if c.Kafka.Group != "ingestd-orders-silver" || c.Kafka.StartOffset != "earliest" || c.Batch.MaxAge != 10*time.Second || c.Batch.MaxRecords != 100000 {
+		t.Fatalf("defaults: %+v %+v", c.Kafka, c.Batch)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want []string // substrings that must all appear
+	}{
+		{"unknown nested key", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
+			[]string{"p.yaml:2: ", `unknown field "gruop"`, "fix: remove it or correct its spelling"}},
+		{"bad policy names its line", strings.Replace(goodConfig, "policy: dead_letter", "policy: evolv", 1),
+			[]string{"p.yaml:5: ", `schema.policy "evolv" is not evolve, dead_letter or halt`, "fix: use evolve"}},
+		{"unset env var", strings.Replace(goodConfig, `"k:9092"`, `"${NOPE_NOT_SET_X}"`, 1),
+			[]string{"p.yaml:2: ", "environment variable NOPE_NOT_SET_X is not set"}},
+		{"missing dlq topic for dead_letter", strings.Replace(goodConfig, "dead_letter: {topic: orders.dlq}\n", "", 1),
+			[]string{"dead_letter.topic is missing"}},
+		{"bad byte size", goodConfig + "batch: {max_bytes: 12 parsecs}\n",
+			[]string{"p.yaml:7", "invalid byte size"}},
+		{"all errors at once", strings.NewReplacer("policy: dead_letter", "policy: nope", "start", "x").Replace(goodConfig) +
+			"batch: {max_age: -1s}\n", []string{"schema.policy \"nope\"", "batch.max_age is negative"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfigs(writeConfig(t, tt.body))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"128MiB": 128 << 20, "64MB": 64e6, "512": 512, `"1GiB"`: 1 << 30, "10KB": 10000} {
+		s, err := parseByteSize(strings.Trim(in, `"`))
+		if err != nil || s != want {
+			t.Errorf("%s: got %d, %v; want %d", in, s, err, want)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+// Package decode turns Kafka record values carrying Avro into Parquet column values for
+// ingestd's Delta tables.
+//
+// It has four parts:
+//
+//   - ParseFrame splits a Confluent-framed value (magic 0, 4-byte big-endian schema id,
+//     Avro binary body).
+//   - ToDelta maps an Avro writer schema to the Delta schema model (DESIGN.md, "Avro →
+//     Delta types").
+//   - Registry fetches, parses and caches writer schemas by id from a Confluent-compatible
+//     schema registry; StaticSchema loads a configured .avsc for raw (unframed) Avro.
+//   - Compile builds a Decoder per (writer schema, table schema) that appends exactly one
+//     row of parquet.Values per record straight into per-leaf column buffers, with Dremel
+//     repetition/definition levels, without going through map[string]any.
+//
+// Every permanent failure is an *Error carrying a stable reason code (the values of the
+// Reason* constants, used as the ingestd.error.reason dead-letter header) and a field path
+// (`a.b`, `items[].qty`, `m{}.v`). Transient registry failures wrap ErrTransient instead
+// and must never be dead-lettered.
+package decode
+
+import (
+	"errors"
+	"strings"
+)
+
+// Reason codes carried by *Error. They are stable: they appear in dead-letter headers.
+const (
+	ReasonTooShort         = "too_short"          // value of 0..4 bytes: no room for a Confluent frame
+	ReasonBadMagic         = "bad_magic"          // first byte is not the Confluent magic 0
+	ReasonTruncated        = "truncated"          // the Avro body ended in the middle of a value
+	ReasonTrailingBytes    = "trailing_bytes"     // bytes left over after one complete record
+	ReasonDecodeError      = "decode_error"       // malformed Avro (bad length, varint, index, …)
+	ReasonSchemaNotFound   = "schema_not_found"   // the registry does not know the schema id
+	ReasonSchemaParseError = "schema_parse_error" // the registry's schema text is not usable Avro
+	ReasonSchemaMismatch   = "schema_mismatch"    // writer type cannot be written losslessly to the column
+	ReasonNotNullViolation = "not_null_violation" // null for a NOT NULL column
+	ReasonUnsupportedType  = "unsupported_type"   // writer schema not representable in Delta
+)
+
+// Error is a permanent decode failure for one record (or for every record of one writer
+// schema). Reason is one of the Reason* constants; Field is the field path where known
+// (`a.b`, `items[].qty`, `m{}.v`, `u.member1`), using the table's spelling for matched
+// columns; Err is the underlying cause.
+type Error struct {
+	Reason string
+	Field  string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("decode: ")
+	b.WriteString(e.Reason)
+	if e.Field != "" {
+		b.WriteString(" at ")
+		b.WriteString(e.Field)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrTransient marks failures that must be retried, never dead-lettered: registry 5xx,
+// timeouts, refused connections, unparseable registry replies, cancelled contexts. Test with
+// errors.Is(err, ErrTransient).
+var ErrTransient = errors.New("transient failure")
+
+// ErrNullRecord is returned by (*Decoder).Decode when the writer schema is [null, record]
+// and the record's top-level value is null: the record carries no row (DESIGN.md: skipped
+// and counted like a tombstone). No column is changed.
+var ErrNullRecord = errors.New("decode: top-level record value is null")
+
+// newError builds an *Error.
+func newError(reason, field string, err error) *Error {
+	return &Error{Reason: reason, Field: field, Err: err}
+}
+
+// withField sets the path of an *Error that has none yet and returns err.
+func withField(err error, field string) error {
+	if e, ok := err.(*Error); ok && e.Field == "" {
+		e.Field = field
+	}
+	return err
+}
+
+// ReasonOf returns the reason code of err if it is (or wraps) an *Error, else "".
+func ReasonOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+// FieldOf returns the field path of err if it is (or wraps) an *Error, else "".
+func FieldOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
+}

@@ -1,0 +1,276 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+)
+
+// WriterSchema is a parsed Avro writer schema and its Delta conversion.
+type WriterSchema struct {
+	// ID is the registry schema id (0 for a static .avsc).
+	ID int
+	// Avro is the parsed schema, references resolved, parsed into a cache private to
+	// this id.
+	Avro avro.Schema
+	// Delta is ToDelta(Avro); nil when DeltaErr is set.
+	Delta *deltalog.StructType
+	// DeltaErr is ToDelta's error (an *Error, reason ReasonUnsupportedType) when the schema
+	// cannot be represented in Delta: every record of this id is then incompatible.
+	DeltaErr error
+}
+
+// ParseWriterSchema parses an Avro schema text into a fresh schema cache (never hamba's
+// global one), after the texts of the named types it references (leaves first), and
+// converts it with ToDelta (a conversion failure is recorded in DeltaErr, not returned).
+// A parse failure is an *Error with reason ReasonSchemaParseError.
+func ParseWriterSchema(id int, text string, refs ...string) (*WriterSchema, error) {
+	cache := &avro.SchemaCache{}
+	for i, r := range refs {
+		if _, err := avro.ParseWithCache(r, "", cache); err != nil {
+			return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d reference %d: %w", id, i, err))
+		}
+	}
+	return parseInto(id, text, cache)
+}
+
+func parseInto(id int, text string, cache *avro.SchemaCache) (*WriterSchema, error) {
+	s, err := avro.ParseWithCache(text, "", cache)
+	if err != nil {
+		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d: %w", id, err))
+	}
+	ws := &WriterSchema{ID: id, Avro: s}
+	ws.Delta, ws.DeltaErr = ToDelta(s)
+	return ws, nil
+}
+
+// StaticSchema loads the writer schema for raw (unframed) Avro from .avsc files: the
+// files before the last define named types the last one references. Its ID is 0.
+// Errors: file read errors as is; an *Error with ReasonSchemaParseError for bad Avro.
+func StaticSchema(avscPath string, referencedPaths ...string) (*WriterSchema, error) {
+	paths := append(append([]string(nil), referencedPaths...), avscPath)
+	texts := make([]string, len(paths))
+	for i, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read schema file: %w", err)
+		}
+		texts[i] = string(b)
+	}
+	ws, err := ParseWriterSchema(0, texts[len(texts)-1], texts[:len(texts)-1]...)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", avscPath, err)
+	}
+	return ws, nil
+}
+
+// DefaultNegativeTTL is how long a "schema not found" answer is remembered.
+const DefaultNegativeTTL = 30 * time.Second
+
+// maxReferenceDepth bounds schema-reference chains (a cycle guard).
+const maxReferenceDepth = 32
+
+// Registry resolves schema ids to writer schemas through a Confluent-compatible schema
+// registry. Parsed schemas are cached per id for the life of the process (a schema id
+// never changes meaning), concurrent misses for one id make one request (singleflight),
+// "not found" answers (HTTP 404 or registry error 40403) are remembered for a TTL, and
+// every other failure is transient and never cached. It is safe for concurrent use.
+type Registry struct {
+	client *sr.Client
+	negTTL time.Duration
+	now    func() time.Time
+
+	pos sync.Map // int → *WriterSchema
+
+	mu       sync.Mutex
+	neg      map[int]negEntry
+	inflight map[int]*call
+
+	hits, misses, negHits, fetches, transient atomic.Int64
+}
+
+type negEntry struct {
+	err   error
+	until time.Time // zero: forever (a schema that cannot be parsed)
+}
+
+type call struct {
+	done chan struct{}
+	ws   *WriterSchema
+	err  error
+}
+
+// RegistryOption configures a Registry.
+type RegistryOption func(*Registry)
+
+// WithNegativeTTL sets how long "schema not found" is cached (default DefaultNegativeTTL;
+// 0 disables the negative cache).
+func WithNegativeTTL(d time.Duration) RegistryOption {
+	return func(r *Registry) { r.negTTL = d }
+}
+
+// NewRegistry returns a Registry using client, which does no caching of its own.
+func NewRegistry(client *sr.Client, opts ...RegistryOption) *Registry {
+	r := &Registry{
+		client:   client,
+		negTTL:   DefaultNegativeTTL,
+		now:      time.Now,
+		neg:      make(map[int]negEntry),
+		inflight: make(map[int]*call),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// RegistryStats are cumulative counters of a Registry.
+type RegistryStats struct {
+	Hits         int64 // served from the positive cache
+	Misses       int64 // lookups that were not in either cache
+	NegativeHits int64 // served from the negative cache
+	Fetches      int64 // schema lookups sent to the registry (one per singleflight)
+	Transient    int64 // fetches that failed transiently
+}
+
+// Stats returns the counters so far.
+func (r *Registry) Stats() RegistryStats {
+	return RegistryStats{Hits: r.hits.Load(), Misses: r.misses.Load(), NegativeHits: r.negHits.Load(), Fetches: r.fetches.Load(), Transient: r.transient.Load()}
+}
+
+// Schema returns the writer schema for id. Errors: an *Error with ReasonSchemaNotFound
+// (the registry does not know id, or a schema it references; ids ≤ 0 never exist) or
+// ReasonSchemaParseError (the text is not usable Avro, or not an Avro schema), both
+// permanent for that id; otherwise an error wrapping ErrTransient (registry 5xx, timeouts,
+// refused connections, unparseable replies, ctx cancellation) which the caller retries.
+// A schema that parses but cannot be represented in Delta is returned with DeltaErr set.
+func (r *Registry) Schema(ctx context.Context, id int) (*WriterSchema, error) {
+	if v, ok := r.pos.Load(id); ok {
+		r.hits.Add(1)
+		return v.(*WriterSchema), nil
+	}
+	if id <= 0 {
+		return nil, newError(ReasonSchemaNotFound, "", fmt.Errorf("look up schema %d: schema ids start at 1", id))
+	}
+	r.mu.Lock()
+	if v, ok := r.pos.Load(id); ok { // filled while we took the lock
+		r.mu.Unlock()
+		r.hits.Add(1)
+		return v.(*WriterSchema), nil
+	}
+	if e, ok := r.neg[id]; ok {
+		if e.until.IsZero() || r.now().Before(e.until) {
+			r.mu.Unlock()
+			r.negHits.Add(1)
+			return nil, e.err
+		}
+		delete(r.neg, id)
+	}
+	c, ok := r.inflight[id]
+	if !ok {
+		r.misses.Add(1)
+		c = &call{done: make(chan struct{})}
+		r.inflight[id] = c
+		r.mu.Unlock()
+		r.fetch(ctx, id, c)
+	} else {
+		r.mu.Unlock()
+	}
+	select {
+	case <-c.done:
+		return c.ws, c.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("look up schema %d: %w: %w", id, ErrTransient, ctx.Err())
+	}
+}
+
+// fetch runs one registry lookup for id and publishes its result.
+func (r *Registry) fetch(ctx context.Context, id int, c *call) {
+	r.fetches.Add(1)
+	ws, err := r.load(ctx, id)
+	r.mu.Lock()
+	switch {
+	case err == nil:
+		r.pos.Store(id, ws)
+	case errors.Is(err, ErrTransient):
+		r.transient.Add(1)
+	case ReasonOf(err) == ReasonSchemaNotFound:
+		if r.negTTL > 0 {
+			r.neg[id] = negEntry{err: err, until: r.now().Add(r.negTTL)}
+		}
+	default: // schema_parse_error: the text behind an id never changes
+		r.neg[id] = negEntry{err: err}
+	}
+	delete(r.inflight, id)
+	c.ws, c.err = ws, err
+	close(c.done)
+	r.mu.Unlock()
+}
+
+func (r *Registry) load(ctx context.Context, id int) (*WriterSchema, error) {
+	s, err := r.client.SchemaByID(ctx, id)
+	if err != nil {
+		return nil, classifyRegistryErr(fmt.Sprintf("look up schema %d", id), err)
+	}
+	if s.Type != sr.TypeAvro {
+		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d: schema type %s, want AVRO", id, s.Type))
+	}
+	cache := &avro.SchemaCache{}
+	seen := make(map[string]bool)
+	if err := r.resolveRefs(ctx, id, s.References, cache, seen, 0); err != nil {
+		return nil, err
+	}
+	return parseInto(id, s.Schema, cache)
+}
+
+// resolveRefs parses every referenced schema into cache, depth first, leaves first.
+func (r *Registry) resolveRefs(ctx context.Context, id int, refs []sr.SchemaReference, cache *avro.SchemaCache, seen map[string]bool, depth int) error {
+	if depth > maxReferenceDepth {
+		return newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d: references nested deeper than %d", id, maxReferenceDepth))
+	}
+	for _, ref := range refs {
+		key := ref.Subject + "\x00" + strconv.Itoa(ref.Version)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		rs, err := r.client.SchemaByVersion(ctx, ref.Subject, ref.Version)
+		if err != nil {
+			return classifyRegistryErr(fmt.Sprintf("look up schema %d reference %s (subject %q version %d)", id, ref.Name, ref.Subject, ref.Version), err)
+		}
+		if rs.Type != sr.TypeAvro {
+			return newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d reference %s: schema type %s, want AVRO", id, ref.Name, rs.Type))
+		}
+		if err := r.resolveRefs(ctx, id, rs.References, cache, seen, depth+1); err != nil {
+			return err
+		}
+		if _, err := avro.ParseWithCache(rs.Schema.Schema, "", cache); err != nil {
+			return newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d reference %s: %w", id, ref.Name, err))
+		}
+	}
+	return nil
+}
+
+// classifyRegistryErr maps a registry client error: HTTP 404 or a 404xx registry code
+// (40401 subject, 40402 version, 40403 schema not found) is permanent; anything else is
+// transient.
+func classifyRegistryErr(op string, err error) error {
+	var re *sr.ResponseError
+	if errors.As(err, &re) {
+		if re.StatusCode == http.StatusNotFound || re.ErrorCode == 40401 || re.ErrorCode == 40402 || re.ErrorCode == 40403 {
+			return newError(ReasonSchemaNotFound, "", fmt.Errorf("%s: %w", op, err))
+		}
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrTransient, err)
+}

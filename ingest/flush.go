@@ -1,0 +1,455 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/schemaguard"
+)
+
+// errSnapshotChanged asks flushLocked to rebuild the commit on a fresh snapshot: another
+// writer changed the table's metadata or protocol.
+var errSnapshotChanged = errors.New("table changed under the commit")
+
+// flushLocked writes the buffered records (p.mu held). Transient failures (registry,
+// broker, store) are retried with backoff until ctx ends, keeping the records; a lost
+// commit race with a metadata change is rebuilt on the new snapshot. When ctx ends first,
+// the records are dropped from memory: nothing past the last txn was committed, so they
+// are read again after a restart or by the next owner.
+func (p *Pipeline) flushLocked(ctx context.Context) error {
+	recs := p.batch.Take()
+	if len(recs) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := p.flushOnce(ctx, recs)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errSnapshotChanged):
+			p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
+			p.log.Info("table changed by another writer; re-running the guard on the new snapshot", "attempt", attempt+1)
+			if attempt >= 3 { // a busy table: back off before racing again
+				if serr := sleepCtx(ctx, backoff(attempt-3)); serr != nil {
+					return nil
+				}
+			}
+			continue
+		case isTransient(err):
+			p.log.Warn("flush failed, retrying", "err", err, "attempt", attempt+1)
+			if serr := sleepCtx(ctx, backoff(attempt)); serr != nil {
+				return nil // shutting down: records are re-read from the txn later
+			}
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// transientError marks a failure worth retrying with the same records.
+type transientError struct {
+	stage string
+	err   error
+}
+
+func (e *transientError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+func isTransient(err error) bool {
+	var t *transientError
+	return errors.As(err, &t) || errors.Is(err, decode.ErrTransient)
+}
+
+// outcome is what happens to one record.
+type outcome int
+
+const (
+	outWrite outcome = iota
+	outDeadLetter
+	outHalt
+)
+
+// badRecordOutcome maps a record-level failure to dead-letter or halt, per policy: schema
+// mismatches follow the policy (evolve: on_incompatible); malformed bytes and unknown
+// schema ids go to the dead-letter topic when one is configured, else halt.
+func (p *Pipeline) badRecordOutcome(reason string, schemaDecision *schemaguard.Decision) outcome {
+	if schemaDecision != nil {
+		if schemaDecision.Action == schemaguard.DeadLetterIt {
+			return outDeadLetter
+		}
+		return outHalt
+	}
+	policy := p.cfg.Schema.Policy
+	if policy == PolicyEvolve {
+		policy = p.cfg.Schema.OnIncompatible
+	}
+	switch reason {
+	case "not_null_violation":
+		if policy == PolicyDeadLetter {
+			return outDeadLetter
+		}
+		return outHalt
+	}
+	if p.cfg.DeadLetter.Topic != "" {
+		return outDeadLetter
+	}
+	return outHalt
+}
+
+type decoderKey struct {
+	schemaID int
+	schema   string // table schema JSON
+}
+
+// pending is one record on its way through a flush.
+type pending struct {
+	rec     *kgo.Record
+	ws      *decode.WriterSchema
+	payload []byte
+	fail    *decode.Error // set when framing, schema lookup or conversion failed
+}
+
+func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
+	start := time.Now()
+	snap, err := p.deps.Table.Snapshot(ctx)
+	exists := true
+	switch {
+	case errors.Is(err, deltawriter.ErrTableNotFound):
+		exists = false
+	case err != nil:
+		return &transientError{"read snapshot", err}
+	}
+	var (
+		tableSchema *deltalog.StructType
+		mode        = deltalog.ColumnMappingNone
+		readVersion = int64(-1)
+		txns        = map[string]int64{}
+	)
+	if exists {
+		tableSchema, readVersion, txns = snap.Schema, snap.Version, snap.Txns
+		mode = snap.ColumnMapping
+	}
+
+	// Pass 1: drop what the table already has (a zombie or a retried commit that landed),
+	// skip tombstones, parse frames and resolve writer schemas.
+	handled := map[topicPartition]int64{}
+	var items []pending
+	for _, r := range recs {
+		k := topicPartition{r.Topic, r.Partition}
+		if _, h := p.halted[k]; h {
+			continue
+		}
+		if v, ok := txns[p.appID(r.Topic, r.Partition)]; ok && r.Offset <= v {
+			p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "already_committed").Inc()
+			continue
+		}
+		if r.Value == nil {
+			p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "tombstone").Inc()
+			items = append(items, pending{rec: r})
+			continue
+		}
+		it := pending{rec: r, payload: r.Value}
+		id := 0
+		if p.deps.Framed {
+			id, it.payload, err = decode.ParseFrame(r.Value)
+			if err != nil {
+				it.fail = asDecodeError(err)
+				items = append(items, it)
+				continue
+			}
+		}
+		ws, err := p.deps.Schemas.Schema(ctx, id)
+		if err != nil {
+			var de *decode.Error
+			if errors.As(err, &de) {
+				it.fail = de
+				it.ws = &decode.WriterSchema{ID: id}
+				items = append(items, it)
+				continue
+			}
+			return &transientError{"resolve schema id " + strconv.Itoa(id), err}
+		}
+		it.ws = ws
+		if ws.DeltaErr != nil {
+			it.fail = asDecodeError(ws.DeltaErr)
+		}
+		items = append(items, it)
+	}
+
+	// Pass 2: the guard, once per writer schema id, against the table schema read above.
+	opts := schemaguard.Options{
+		Policy:         schemaguard.Policy(p.cfg.Schema.Policy),
+		OnIncompatible: schemaguard.Policy(p.cfg.Schema.OnIncompatible),
+	}
+	created := false
+	if !exists {
+		for _, it := range items {
+			if it.ws != nil && it.fail == nil {
+				tableSchema = newTableSchema(it.ws.Delta)
+				created = true
+				break
+			}
+		}
+	}
+	if exists {
+		opts.TypeWidening = snap.Metadata.Configuration["delta.enableTypeWidening"] == "true"
+	}
+	decisions := map[int]*schemaguard.Decision{}
+	newSchema := tableSchema
+	var evolved []schemaguard.Change
+	for _, it := range items {
+		if it.ws == nil || it.fail != nil || tableSchema == nil {
+			continue
+		}
+		if _, seen := decisions[it.ws.ID]; seen {
+			continue
+		}
+		d := schemaguard.Decide(schemaguard.Diff(tableSchema, it.ws.Delta), opts)
+		decisions[it.ws.ID] = &d
+		if d.Action == schemaguard.EvolveAndWrite {
+			var applied []schemaguard.Change
+			newSchema, applied = schemaguard.Apply(newSchema, it.ws.Delta, opts.TypeWidening)
+			evolved = append(evolved, applied...)
+		}
+	}
+	if len(evolved) > 0 && mode != deltalog.ColumnMappingNone {
+		return fmt.Errorf("evolve table %s: adding columns to a table with column mapping is not supported yet", p.cfg.Table.URI)
+	}
+
+	// Pass 3: in offset order per partition, decide each record's fate and decode the ones
+	// that are written straight into column buffers.
+	var (
+		pq      *parquet.Schema
+		cols    [][]parquet.Value
+		numRows int
+		dlq     []deadLetter
+		halts   []HaltedPartition
+		stopped = map[topicPartition]bool{}
+	)
+	if newSchema != nil {
+		if pq, err = deltawriter.ParquetSchema(newSchema, mode); err != nil {
+			return fmt.Errorf("build parquet schema: %w", err)
+		}
+		cols = make([][]parquet.Value, len(pq.Columns()))
+	}
+	for _, it := range items {
+		r := it.rec
+		k := topicPartition{r.Topic, r.Partition}
+		if stopped[k] {
+			continue
+		}
+		if r.Value == nil {
+			handled[k] = r.Offset
+			continue
+		}
+		schemaID := -1
+		if it.ws != nil {
+			schemaID = it.ws.ID
+		}
+		fail, message := it.fail, ""
+		var decision *schemaguard.Decision
+		if fail == nil {
+			decision = decisions[it.ws.ID]
+			if decision != nil && (decision.Action == schemaguard.DeadLetterIt || decision.Action == schemaguard.HaltIt) {
+				message = schemaguard.Explain(*decision, p.cfg.Name, readVersion, it.ws.ID, opts)
+				fail = &decode.Error{Reason: decision.Reason, Field: decision.Field, Err: errors.New(message)}
+			}
+		}
+		if fail == nil {
+			dec, err := p.decoder(it.ws, newSchema, mode, pq)
+			if err != nil {
+				fail = asDecodeError(err)
+			} else if cols, err = dec.Decode(it.payload, cols); errors.Is(err, decode.ErrNullRecord) {
+				p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "null_record").Inc()
+				handled[k] = r.Offset
+				continue
+			} else if err != nil {
+				fail = asDecodeError(err)
+				decision = nil
+			} else {
+				numRows++
+				handled[k] = r.Offset
+				continue
+			}
+		}
+		if message == "" {
+			message = fail.Error()
+		}
+		switch p.badRecordOutcome(fail.Reason, decision) {
+		case outDeadLetter:
+			dlq = append(dlq, deadLetter{rec: r, reason: fail.Reason, field: fail.Field, message: message,
+				schemaID: schemaID, tableVersion: readVersion})
+			handled[k] = r.Offset
+		case outHalt:
+			stopped[k] = true
+			halts = append(halts, HaltedPartition{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+				Reason: fail.Reason, Field: fail.Field, Message: message})
+		}
+	}
+
+	// Dead letters are acknowledged before the commit that moves the txn past them.
+	if len(dlq) > 0 {
+		if err := p.produceDeadLetters(ctx, dlq); err != nil {
+			return &transientError{"produce dead letters", err}
+		}
+	}
+
+	// Commit: data, schema change and txn per partition, atomically.
+	c := deltawriter.Commit{ReadVersion: readVersion, Operation: "WRITE",
+		OperationParameters: map[string]string{"mode": "Append"}, EngineInfo: engineInfo}
+	if created {
+		proto, meta := deltawriter.NewTableMetadata(p.cfg.Name, newSchema, p.cfg.Table.PartitionBy, p.cfg.Table.Properties)
+		c.Protocol, c.Metadata = &proto, &meta
+	} else if len(evolved) > 0 {
+		meta := snap.Metadata
+		b, err := newSchema.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encode evolved schema: %w", err)
+		}
+		meta.SchemaString = string(b)
+		c.Metadata = &meta
+		c.OperationParameters["mergeSchema"] = "true"
+	}
+	var written int64
+	if numRows > 0 {
+		fo := deltawriter.FileOptions{Schema: newSchema, ColumnMapping: mode, Configuration: p.cfg.Table.Properties}
+		if exists {
+			fo = snap.FileOptions()
+			fo.Schema = newSchema
+		}
+		add, err := deltawriter.WriteDataFile(ctx, p.deps.Table.Store(), pq, cols, numRows, fo)
+		if err != nil {
+			return &transientError{"write data file", err}
+		}
+		c.Adds = append(c.Adds, add)
+		written = add.Size
+	}
+	now := time.Now().UnixMilli()
+	for k, off := range handled {
+		c.Txns = append(c.Txns, deltalog.Txn{AppID: p.appID(k.topic, k.partition), Version: off, LastUpdated: &now})
+	}
+	if len(c.Txns) == 0 && len(c.Adds) == 0 {
+		p.applyHalts(halts)
+		return nil
+	}
+	version, err := p.deps.Table.Commit(ctx, c)
+	switch {
+	case errors.Is(err, deltawriter.ErrTxnAlreadyCommitted):
+		p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
+		p.log.Warn("another writer already committed these offsets; dropping the batch", "records", len(recs))
+		return nil
+	case errors.Is(err, deltawriter.ErrMetadataChanged), errors.Is(err, deltawriter.ErrConcurrentTxn):
+		// Another writer changed the schema, or moved one of our partitions' txn to a
+		// version inside this batch: rebuild on the new snapshot, which drops what it has.
+		return errSnapshotChanged
+	case err != nil:
+		return &transientError{"commit", err}
+	}
+	dur := time.Since(start)
+	p.m.Commits.WithLabelValues(p.cfg.Name).Inc()
+	p.m.CommitDuration.WithLabelValues(p.cfg.Name).Observe(dur.Seconds())
+	p.m.RecordsWritten.WithLabelValues(p.cfg.Name).Add(float64(numRows))
+	p.m.BytesWritten.WithLabelValues(p.cfg.Name).Add(float64(written))
+	for _, ch := range evolved {
+		p.m.SchemaEvolutions.WithLabelValues(p.cfg.Name, string(ch.Kind)).Inc()
+		p.log.Info("table schema evolved", "change", ch.String(), "version", version)
+	}
+	p.log.Info("commit", "version", version, "rows", numRows, "files", len(c.Adds), "bytes", written,
+		"dead_lettered", len(dlq), "partitions", len(handled), "duration_ms", dur.Milliseconds())
+
+	// Advisory Kafka offsets, for lag tools; the txn actions are the truth.
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for k, off := range handled {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off + 1}
+	}
+	if p.cl != nil {
+		p.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				p.log.Warn("commit kafka offsets (advisory) failed", "err", err)
+			}
+		})
+	}
+	p.applyHalts(halts)
+	return nil
+}
+
+const engineInfo = "ingestd"
+
+// applyHalts pauses halted partitions and reports them (logs, status, metric).
+func (p *Pipeline) applyHalts(halts []HaltedPartition) {
+	for _, h := range halts {
+		k := topicPartition{h.Topic, h.Partition}
+		p.halted[k] = h
+		p.status.halt(h)
+		p.m.PipelineHalted.WithLabelValues(p.cfg.Name).Set(1)
+		p.log.Error("pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
+			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "reason", h.Reason, "field", h.Field, "message", h.Message)
+		if p.cl != nil {
+			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})
+		}
+	}
+}
+
+func (p *Pipeline) decoder(ws *decode.WriterSchema, table *deltalog.StructType, mode deltalog.ColumnMappingMode, pq *parquet.Schema) (*decode.Decoder, error) {
+	b, err := table.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	k := decoderKey{ws.ID, string(mode) + string(b)}
+	if d, ok := p.compiled[k]; ok {
+		return d, nil
+	}
+	d, err := decode.Compile(ws, table, mode, pq)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.compiled) > 1024 {
+		clear(p.compiled)
+	}
+	p.compiled[k] = d
+	return d, nil
+}
+
+func (p *Pipeline) produceDeadLetters(ctx context.Context, dlq []deadLetter) error {
+	now := time.Now()
+	recs := make([]*kgo.Record, len(dlq))
+	for i, d := range dlq {
+		recs[i] = dlqRecord(p.cfg.DeadLetter.Topic, p.cfg.Table.URI, d, now)
+	}
+	if err := p.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("produce to %s: %w", p.cfg.DeadLetter.Topic, err)
+	}
+	for _, d := range dlq {
+		p.m.RecordsDeadLettered.WithLabelValues(p.cfg.Name, d.reason).Inc()
+	}
+	p.log.Info("dead-lettered records", "topic", p.cfg.DeadLetter.Topic, "count", len(dlq))
+	return nil
+}
+
+// newTableSchema is the schema of a table ingestd creates: the writer's, all nullable.
+func newTableSchema(writer *deltalog.StructType) *deltalog.StructType {
+	s, _ := schemaguard.Apply(&deltalog.StructType{}, writer, false)
+	return s
+}
+
+func asDecodeError(err error) *decode.Error {
+	var de *decode.Error
+	if errors.As(err, &de) {
+		return de
+	}
+	return &decode.Error{Reason: "decode_error", Err: err}
+}

@@ -1,0 +1,53 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/decode"
+)
+
+// Open builds a Pipeline from its config: the table's store and log, and the schema
+// source (registry client with caches, or the static .avsc). It does no Kafka I/O; the
+// table is read (and refused if ingestd cannot safely write it) when Run starts.
+func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipeline, error) {
+	store, err := storage.Open(cfg.Table.URI)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
+	}
+	table, err := deltawriter.Open(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
+	}
+	deps := Deps{Logger: log, Metrics: m, Table: table}
+	if cfg.SchemaRegistry != nil {
+		opts := []sr.ClientOpt{sr.URLs(cfg.SchemaRegistry.URL), sr.HTTPClient(&http.Client{Timeout: 10 * time.Second})}
+		if cfg.SchemaRegistry.Username != "" {
+			opts = append(opts, sr.BasicAuth(cfg.SchemaRegistry.Username, cfg.SchemaRegistry.Password))
+		}
+		cl, err := sr.NewClient(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("create registry client: %w", err)
+		}
+		deps.Schemas, deps.Framed = decode.NewRegistry(cl), true
+	} else {
+		s, err := decode.StaticSchema(cfg.AvroSchemaFile)
+		if err != nil {
+			return nil, fmt.Errorf("load avro_schema_file: %w", err)
+		}
+		deps.Schemas = staticSource{s}
+	}
+	return NewPipeline(cfg, deps), nil
+}
+
+// staticSource serves one writer schema (raw Avro with avro_schema_file) for every record.
+type staticSource struct{ ws *decode.WriterSchema }
+
+func (s staticSource) Schema(context.Context, int) (*decode.WriterSchema, error) { return s.ws, nil }

@@ -1,0 +1,45 @@
+"""Read a Delta table with delta-rs (a reader ingestd did not write) and print JSON:
+{"version": N, "schema": [[name, type, nullable], ...], "rows": [...], "files": N,
+ "history": [operation, ...]}. Decimals are printed as strings, timestamps as µs since the
+epoch (UTC), binary as hex.
+
+usage: read_table.py TABLE_PATH
+"""
+import datetime
+import decimal
+import json
+import sys
+
+from deltalake import DeltaTable
+
+
+def conv(v):
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        return (v - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(microseconds=1)
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, dict):
+        return {k: conv(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [conv(x) for x in v]
+    return v
+
+
+def main():
+    dt = DeltaTable(sys.argv[1])
+    t = dt.to_pyarrow_table()
+    schema = [[f.name, str(f.type), f.nullable] for f in t.schema]
+    rows = [{k: conv(v) for k, v in r.items()} for r in t.to_pylist()]
+    hist = [h.get("operation") for h in dt.history()]
+    print(json.dumps({"version": dt.version(), "schema": schema, "rows": rows,
+                      "files": len(dt.file_uris()), "history": hist}))
+
+
+if __name__ == "__main__":
+    main()

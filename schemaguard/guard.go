@@ -1,0 +1,426 @@
+// Package schemaguard compares a record's writer schema (already mapped to Delta types)
+// with a table's current schema and decides, per the table's policy, whether the record is
+// written, the table evolves, the record is dead-lettered, or the pipeline halts
+// (DESIGN.md §3, "What the guard decides"). It is pure: no I/O, no Kafka, no storage.
+package schemaguard
+
+import (
+	"fmt"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+)
+
+// Policy is a table's schema policy (DESIGN.md §1).
+type Policy string
+
+// Policies.
+const (
+	Evolve     Policy = "evolve"
+	DeadLetter Policy = "dead_letter"
+	Halt       Policy = "halt"
+)
+
+// Options configure Decide.
+type Options struct {
+	Policy Policy
+	// OnIncompatible is what Evolve does with a change it cannot make: Halt or DeadLetter.
+	OnIncompatible Policy
+	// TypeWidening is true when the table has delta.enableTypeWidening=true.
+	TypeWidening bool
+}
+
+// Action is what happens to the records of one writer schema.
+type Action int
+
+// Actions, in increasing severity.
+const (
+	Write          Action = iota // write as is (values may be upcast losslessly)
+	EvolveAndWrite               // apply Evolve to the table schema in this commit, then write
+	DeadLetterIt                 // send the records to the dead-letter topic
+	HaltIt                       // stop before the first such record
+)
+
+func (a Action) String() string {
+	return [...]string{"write", "evolve", "dead_letter", "halt"}[a]
+}
+
+// ChangeKind classifies one difference between writer schema and table schema.
+type ChangeKind string
+
+// Change kinds. AddColumn, Widen and RelaxNullability can be applied by Evolve; the others
+// are incompatible.
+const (
+	AddColumn        ChangeKind = "add_column"
+	Widen            ChangeKind = "widen"
+	RelaxNullability ChangeKind = "relax_nullability"
+	TypeMismatch     ChangeKind = "type_mismatch"
+	MissingNotNull   ChangeKind = "missing_not_null"
+	NameClash        ChangeKind = "name_clash"
+)
+
+// Change is one difference at a field path ("a.b", "items[].qty", "m{}.v").
+type Change struct {
+	Kind       ChangeKind
+	Path       string
+	TableType  string // "" for AddColumn
+	WriterType string // "" for MissingNotNull
+}
+
+func (c Change) String() string {
+	switch c.Kind {
+	case AddColumn:
+		return fmt.Sprintf("new field %s %s", c.Path, c.WriterType)
+	case Widen:
+		return fmt.Sprintf("field %s widens %s → %s", c.Path, c.TableType, c.WriterType)
+	case RelaxNullability:
+		return fmt.Sprintf("field %s is nullable in the writer schema but NOT NULL in the table", c.Path)
+	case MissingNotNull:
+		return fmt.Sprintf("field %s (NOT NULL %s) is missing from the writer schema", c.Path, c.TableType)
+	case NameClash:
+		return fmt.Sprintf("fields at %s differ only in case: %s", c.Path, c.WriterType)
+	default:
+		return fmt.Sprintf("field %s is %s in the writer schema but %s in the table", c.Path, c.WriterType, c.TableType)
+	}
+}
+
+func (k ChangeKind) incompatible() bool {
+	return k == TypeMismatch || k == MissingNotNull || k == NameClash
+}
+
+// Decision is the guard's verdict for one writer schema against one table schema.
+type Decision struct {
+	Action  Action
+	Reason  string   // dead-letter reason code when Action is DeadLetterIt or HaltIt: schema_mismatch
+	Field   string   // path of the first change that decided it, "" for Write
+	Changes []Change // every difference found, in schema order
+}
+
+// Diff lists the differences between writer and table, recursively through structs, array
+// elements and map values. Field names match case-insensitively after Unicode NFC,
+// keeping the table's spelling in paths (DESIGN.md §3, Avro → Delta types).
+func Diff(table, writer *deltalog.StructType) []Change {
+	var out []Change
+	diffStruct(&out, "", table, writer)
+	return out
+}
+
+// Key returns the matching key of a field name: NFC, then case-folded.
+func Key(name string) string { return strings.ToLower(norm.NFC.String(name)) }
+
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+func diffStruct(out *[]Change, prefix string, table, writer *deltalog.StructType) {
+	byKey := make(map[string]*deltalog.StructField, len(table.Fields))
+	for _, f := range table.Fields {
+		byKey[Key(f.Name)] = f
+	}
+	seen := make(map[string]string, len(writer.Fields))
+	for _, wf := range writer.Fields {
+		k := Key(wf.Name)
+		if prev, dup := seen[k]; dup {
+			*out = append(*out, Change{Kind: NameClash, Path: join(prefix, wf.Name), WriterType: prev + ", " + wf.Name})
+			continue
+		}
+		seen[k] = wf.Name
+		tf, ok := byKey[k]
+		if !ok {
+			*out = append(*out, Change{Kind: AddColumn, Path: join(prefix, wf.Name), WriterType: wf.Type.String()})
+			continue
+		}
+		path := join(prefix, tf.Name)
+		if wf.Nullable && !tf.Nullable {
+			*out = append(*out, Change{Kind: RelaxNullability, Path: path, TableType: tf.Type.String(), WriterType: wf.Type.String()})
+		}
+		diffType(out, path, tf.Type, wf.Type)
+	}
+	for _, tf := range table.Fields {
+		if _, ok := seen[Key(tf.Name)]; !ok && !tf.Nullable {
+			*out = append(*out, Change{Kind: MissingNotNull, Path: join(prefix, tf.Name), TableType: tf.Type.String()})
+		}
+	}
+}
+
+func diffType(out *[]Change, path string, table, writer deltalog.DataType) {
+	switch t := table.(type) {
+	case *deltalog.StructType:
+		if w, ok := writer.(*deltalog.StructType); ok {
+			diffStruct(out, path, t, w)
+			return
+		}
+	case *deltalog.ArrayType:
+		if w, ok := writer.(*deltalog.ArrayType); ok {
+			if w.ContainsNull && !t.ContainsNull {
+				*out = append(*out, Change{Kind: RelaxNullability, Path: path + "[]", TableType: t.ElementType.String(), WriterType: w.ElementType.String()})
+			}
+			diffType(out, path+"[]", t.ElementType, w.ElementType)
+			return
+		}
+	case *deltalog.MapType:
+		if w, ok := writer.(*deltalog.MapType); ok {
+			if w.KeyType.String() != t.KeyType.String() {
+				*out = append(*out, Change{Kind: TypeMismatch, Path: path + "{}", TableType: t.String(), WriterType: w.String()})
+				return
+			}
+			if w.ValueContainsNull && !t.ValueContainsNull {
+				*out = append(*out, Change{Kind: RelaxNullability, Path: path + "{}", TableType: t.ValueType.String(), WriterType: w.ValueType.String()})
+			}
+			diffType(out, path+"{}", t.ValueType, w.ValueType)
+			return
+		}
+	default:
+		if table.String() == writer.String() || Upcasts(writer, table) {
+			return
+		}
+		if Widens(table, writer) {
+			*out = append(*out, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String()})
+			return
+		}
+	}
+	*out = append(*out, Change{Kind: TypeMismatch, Path: path, TableType: table.String(), WriterType: writer.String()})
+}
+
+var intRank = map[deltalog.PrimitiveType]int{deltalog.Byte: 1, deltalog.Short: 2, deltalog.Integer: 3, deltalog.Long: 4}
+
+// Upcasts reports whether every value of type from is written into a column of type to
+// without change: byte→short→integer→long, float→double, and decimal(p,s) into
+// decimal(p',s') with s' >= s and p'-s' >= p-s.
+func Upcasts(from, to deltalog.DataType) bool {
+	switch f := from.(type) {
+	case deltalog.PrimitiveType:
+		t, ok := to.(deltalog.PrimitiveType)
+		if !ok {
+			return false
+		}
+		if fr, tr := intRank[f], intRank[t]; fr > 0 && tr > 0 {
+			return fr <= tr
+		}
+		return f == t || (f == deltalog.Float && t == deltalog.Double)
+	case deltalog.DecimalType:
+		t, ok := to.(deltalog.DecimalType)
+		return ok && t.Scale >= f.Scale && t.Precision-t.Scale >= f.Precision-f.Scale
+	}
+	return false
+}
+
+// Widens reports whether Delta type widening allows changing a column from type from to
+// type to (PROTOCOL.md, "Type Widening"): byte→short→int→long, float→double, int family →
+// double, date→timestamp_ntz, decimal precision/scale increase keeping integer digits.
+func Widens(from, to deltalog.DataType) bool {
+	if Upcasts(from, to) {
+		return from.String() != to.String()
+	}
+	f, fok := from.(deltalog.PrimitiveType)
+	t, tok := to.(deltalog.PrimitiveType)
+	if fok && tok {
+		if intRank[f] > 0 && intRank[f] < 4 && t == deltalog.Double {
+			return true
+		}
+		return f == deltalog.Date && t == deltalog.TimestampNtz
+	}
+	return false
+}
+
+// Decide applies the decision table of DESIGN.md §3 to the changes of one writer schema.
+func Decide(changes []Change, opts Options) Decision {
+	d := Decision{Action: Write, Changes: changes}
+	var first *Change
+	evolvable, incompatible := false, false
+	for i := range changes {
+		c := &changes[i]
+		switch {
+		case c.Kind.incompatible(), c.Kind == Widen && !opts.TypeWidening:
+			if !incompatible {
+				first = c
+			}
+			incompatible = true
+		case c.Kind == AddColumn || c.Kind == Widen:
+			if first == nil {
+				first = c
+			}
+			evolvable = true
+		case c.Kind == RelaxNullability && opts.Policy == Evolve:
+			if first == nil {
+				first = c
+			}
+			evolvable = true
+		}
+		// RelaxNullability under dead_letter and halt writes; the decoder enforces NOT NULL
+		// per record (a null is a not_null_violation).
+	}
+	if first == nil {
+		return d
+	}
+	d.Field, d.Reason = first.Path, "schema_mismatch"
+	switch {
+	case incompatible && opts.Policy == Evolve:
+		d.Action = fromPolicy(opts.OnIncompatible)
+	case incompatible:
+		d.Action = fromPolicy(opts.Policy)
+	case evolvable && opts.Policy == Evolve:
+		d.Action = EvolveAndWrite
+	default:
+		d.Action = fromPolicy(opts.Policy)
+	}
+	if d.Action == EvolveAndWrite {
+		d.Reason = ""
+	}
+	return d
+}
+
+func fromPolicy(p Policy) Action {
+	if p == DeadLetter {
+		return DeadLetterIt
+	}
+	return HaltIt
+}
+
+// Apply returns a copy of table with the evolvable changes of writer applied: new fields
+// appended (nullable) at the end of their struct, nested ones inside their parent struct,
+// array element struct or map value struct; NOT NULL relaxed; types widened when
+// typeWidening is true. Existing columns are never dropped, reordered or renamed, and
+// applying the same writer twice changes nothing the second time. It returns the new
+// schema and the changes it applied; the schema is table itself (not a copy) when nothing
+// changed.
+func Apply(table, writer *deltalog.StructType, typeWidening bool) (*deltalog.StructType, []Change) {
+	out := table.Clone()
+	var applied []Change
+	applyStruct(&applied, "", out, writer, typeWidening)
+	if len(applied) == 0 {
+		return table, nil
+	}
+	return out, applied
+}
+
+func applyStruct(applied *[]Change, prefix string, table, writer *deltalog.StructType, widen bool) {
+	byKey := make(map[string]*deltalog.StructField, len(table.Fields))
+	for _, f := range table.Fields {
+		byKey[Key(f.Name)] = f
+	}
+	for _, wf := range writer.Fields {
+		k := Key(wf.Name)
+		tf, ok := byKey[k]
+		if !ok {
+			nf := &deltalog.StructField{Name: wf.Name, Type: nullableType(wf.Type), Nullable: true, Metadata: map[string]any{}}
+			table.Fields = append(table.Fields, nf)
+			byKey[k] = nf
+			*applied = append(*applied, Change{Kind: AddColumn, Path: join(prefix, wf.Name), WriterType: wf.Type.String()})
+			continue
+		}
+		path := join(prefix, tf.Name)
+		if wf.Nullable && !tf.Nullable {
+			tf.Nullable = true
+			*applied = append(*applied, Change{Kind: RelaxNullability, Path: path})
+		}
+		tf.Type = applyType(applied, path, tf.Type, wf.Type, widen)
+	}
+}
+
+func applyType(applied *[]Change, path string, table, writer deltalog.DataType, widen bool) deltalog.DataType {
+	switch t := table.(type) {
+	case *deltalog.StructType:
+		if w, ok := writer.(*deltalog.StructType); ok {
+			applyStruct(applied, path, t, w, widen)
+		}
+	case *deltalog.ArrayType:
+		if w, ok := writer.(*deltalog.ArrayType); ok {
+			if w.ContainsNull && !t.ContainsNull {
+				t.ContainsNull = true
+				*applied = append(*applied, Change{Kind: RelaxNullability, Path: path + "[]"})
+			}
+			t.ElementType = applyType(applied, path+"[]", t.ElementType, w.ElementType, widen)
+		}
+	case *deltalog.MapType:
+		if w, ok := writer.(*deltalog.MapType); ok {
+			if w.ValueContainsNull && !t.ValueContainsNull {
+				t.ValueContainsNull = true
+				*applied = append(*applied, Change{Kind: RelaxNullability, Path: path + "{}"})
+			}
+			t.ValueType = applyType(applied, path+"{}", t.ValueType, w.ValueType, widen)
+		}
+	default:
+		if widen && Widens(table, writer) {
+			*applied = append(*applied, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String()})
+			return writer
+		}
+	}
+	return table
+}
+
+// nullableType makes every nested field, element and value of a new column nullable, as
+// columns ingestd adds are nullable all the way down.
+func nullableType(t deltalog.DataType) deltalog.DataType {
+	switch t := t.(type) {
+	case *deltalog.StructType:
+		out := &deltalog.StructType{Fields: make([]*deltalog.StructField, len(t.Fields))}
+		for i, f := range t.Fields {
+			out.Fields[i] = &deltalog.StructField{Name: f.Name, Type: nullableType(f.Type), Nullable: true, Metadata: map[string]any{}}
+		}
+		return out
+	case *deltalog.ArrayType:
+		return &deltalog.ArrayType{ElementType: nullableType(t.ElementType), ContainsNull: true}
+	case *deltalog.MapType:
+		return &deltalog.MapType{KeyType: t.KeyType, ValueType: nullableType(t.ValueType), ValueContainsNull: true}
+	}
+	return t
+}
+
+// Explain renders a decision for a person: what changed, where, against which table
+// version, and what would let the records through. The same text goes to logs, the halt
+// status and the dead-letter header __connect.errors.exception.message.
+func Explain(d Decision, table string, tableVersion int64, schemaID int, opts Options) string {
+	if d.Action == Write || d.Action == EvolveAndWrite {
+		return ""
+	}
+	var b strings.Builder
+	if tableVersion < 0 {
+		fmt.Fprintf(&b, "writer schema id %d does not fit table %s (being created): ", schemaID, table)
+	} else {
+		fmt.Fprintf(&b, "writer schema id %d does not fit table %s at version %d: ", schemaID, table, tableVersion)
+	}
+	var what []string
+	for _, c := range d.Changes {
+		if c.Kind == RelaxNullability && opts.Policy != Evolve {
+			continue
+		}
+		what = append(what, c.String())
+	}
+	b.WriteString(strings.Join(what, "; "))
+	fmt.Fprintf(&b, ". Policy %s", opts.Policy)
+	if opts.Policy == Evolve {
+		fmt.Fprintf(&b, " (on_incompatible %s)", opts.OnIncompatible)
+	}
+	b.WriteString(". To let it through: ")
+	var fixes []string
+	for _, c := range d.Changes {
+		switch c.Kind {
+		case AddColumn:
+			fixes = append(fixes, fmt.Sprintf("ingestd table alter --add-column '%s %s'", c.Path, strings.ToUpper(c.WriterType)))
+		case Widen:
+			fixes = append(fixes, fmt.Sprintf("enable type widening (ALTER TABLE … SET TBLPROPERTIES ('delta.enableTypeWidening'='true')) for %s", c.Path))
+		case TypeMismatch, NameClash, MissingNotNull:
+			fixes = append(fixes, fmt.Sprintf("fix the producer's schema at %s (Delta cannot store this change without rewriting the table)", c.Path))
+		}
+	}
+	if opts.Policy != Evolve && hasKind(d.Changes, AddColumn) {
+		fixes = append(fixes, "or set schema.policy: evolve")
+	}
+	b.WriteString(strings.Join(fixes, ", "))
+	return b.String()
+}
+
+func hasKind(cs []Change, k ChangeKind) bool {
+	for _, c := range cs {
+		if c.Kind == k {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# Real services on loopback for ingestd's integration tests, without Docker:
+#   - Apache Kafka 4.4.0, one KRaft node (broker + controller), from the official jars that
+#     Maven resolves from Maven Central (scripts/kafka/pom.xml);
+#   - a Confluent-compatible schema registry: Apicurio Registry 3.0.9, its ccompat API
+#     (/apis/ccompat/v7), in-memory (H2) storage, from the `-all.tar.gz` distribution of
+#     io.apicurio:apicurio-registry-app on Maven Central.
+# Why Apicurio and not karapace: karapace is not published on PyPI (pip finds no version at
+# all), so it cannot be installed here. Why Apicurio 3.0.9: it is the newest release whose
+# runnable distribution is on Maven Central and runs on Java 17 (3.3.x is built for Java 21).
+# It is started with ccompat canonical hashing so that re-registering the same schema with
+# other whitespace returns the same id, as Confluent's registry does, and its global
+# compatibility is set to BACKWARD, Confluent's default.
+#
+# Usage: scripts/stack.sh up|down|status
+#   up      start both (idempotent: a no-op when they already run), write .stack/env
+#   down    stop both and delete their data, so the next `up` starts fresh
+#   status  print what runs
+# Environment: KAFKA_PORT (default 9092), KAFKA_CONTROLLER_PORT (default 9093), SR_PORT
+# (default 8081). An unset port whose default is taken by another program is replaced by a
+# free one; an explicitly set port that is taken is an error. .stack/env holds the result:
+#   . .stack/env   # KAFKA_BROKERS, SCHEMA_REGISTRY_URL (the ccompat root, with its path)
+# Timeouts: KAFKA_START_TIMEOUT (default 120 s), SR_START_TIMEOUT (default 180 s).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STACK="$ROOT/.stack"
+LOGS="$STACK/logs"
+
+KAFKA_POM="$ROOT/scripts/kafka/pom.xml"
+KAFKA_JARS="$STACK/kafka-jars"
+KAFKA_DIR="$STACK/kafka"            # config files
+KAFKA_DATA="$STACK/kafka-data"      # log.dirs (deleted by down)
+KAFKA_PID="$STACK/kafka.pid"
+KAFKA_HEAP="${KAFKA_HEAP:--Xms256m -Xmx768m}"
+
+APICURIO_VERSION="3.0.9"
+SR_HOME="$STACK/apicurio-registry-$APICURIO_VERSION"
+SR_PID="$STACK/registry.pid"
+SR_HEAP="${SR_HEAP:--Xms128m -Xmx512m}"
+SR_API_PATH="/apis/ccompat/v7"
+
+DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+# The registry archive's parent POM (io.apicurio:apicurio-registry:3.0.9) is missing from Maven
+# Central; plugin 3.x refuses to copy an artifact whose descriptor it cannot read, 2.8 copies it.
+DEP_PLUGIN_COPY="org.apache.maven.plugins:maven-dependency-plugin:2.8"
+
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+SR_START_TIMEOUT="${SR_START_TIMEOUT:-180}"
+
+log() { echo "stack.sh: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# alive NAME PIDFILE: the recorded process runs and is ours (its command line carries our marker).
+alive() {
+  local pid
+  [ -f "$2" ] || return 1
+  pid="$(cat "$2" 2>/dev/null)" || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "-Dingestd.stack=$1" || return 1
+}
+
+# pick_port VAR DEFAULT EXPLICIT: echo DEFAULT if free; if taken and not explicit, a free one.
+pick_port() {
+  local name="$1" def="$2" explicit="$3" p
+  if ! port_open "$def"; then echo "$def"; return; fi
+  [ "$explicit" = 1 ] && die "$name=$def is taken by another program (free it or choose another port)"
+  for p in $(seq $((def + 10000)) $((def + 10100))); do
+    if ! port_open "$p"; then log "port $def is taken; $name uses $p"; echo "$p"; return; fi
+  done
+  die "no free port near $((def + 10000)) for $name"
+}
+
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] || die "missing $*; install it"
+  log "installing $* with apt-get"
+  if [ ! -f "$STACK/.apt-updated" ]; then apt-get update -qq >/dev/null && touch "$STACK/.apt-updated"; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_tools() {
+  local v
+  command -v curl >/dev/null 2>&1 || apt_install curl
+  command -v tar >/dev/null 2>&1 || apt_install tar
+  command -v gzip >/dev/null 2>&1 || apt_install gzip
+  if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; fi
+  v="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
+  [ "${v%%.*}" -ge 17 ] 2>/dev/null || die "java $v found; Kafka 4 and Apicurio need Java 17+ (set PATH/JAVA_HOME)"
+  command -v mvn >/dev/null 2>&1 || apt_install maven
+}
+
+# tail_log FILE: the end of a service's log, for a failure message.
+tail_log() {
+  echo "----- last 60 lines of $1 -----" >&2
+  tail -n 60 "$1" >&2 2>/dev/null || true
+  echo "-----" >&2
+}
+
+stop_pid() { # stop_pid NAME PIDFILE
+  local pid i
+  if alive "$1" "$2"; then
+    pid="$(cat "$2")"
+    log "stopping $1 (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then log "$1 did not stop in 30 s; killing it"; kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
+  fi
+  rm -f "$2"
+}
+
+# launch NAME PIDFILE LOGFILE CMD...: start CMD in its own session, detached; pid to PIDFILE.
+launch() {
+  local name="$1" pidf="$2" logf="$3"; shift 3
+  : > "$logf"
+  setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" < /dev/null >> "$logf" 2>&1 &
+  local i
+  for i in $(seq 1 50); do [ -s "$pidf" ] && break; sleep 0.1; done
+  [ -s "$pidf" ] || die "could not start $name"
+}
+
+# ---------------------------------------------------------------------------------------
+# Kafka
+
+kafka_jars() {
+  local want
+  want="$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)"
+  if [ -f "$KAFKA_JARS/.pom.sha256" ] && [ "$(cat "$KAFKA_JARS/.pom.sha256")" = "$want" ]; then return; fi
+  log "resolving Kafka jars with Maven (first time only)"
+  rm -rf "$KAFKA_JARS.tmp"
+  if ! mvn -q -B -f "$KAFKA_POM" "$DEP_PLUGIN:copy-dependencies" \
+        -DoutputDirectory="$KAFKA_JARS.tmp" -DincludeScope=runtime > "$LOGS/mvn-kafka.log" 2>&1; then
+    tail_log "$LOGS/mvn-kafka.log"; die "Maven could not resolve the Kafka jars"
+  fi
+  echo "$want" > "$KAFKA_JARS.tmp/.pom.sha256"
+  rm -rf "$KAFKA_JARS"; mv "$KAFKA_JARS.tmp" "$KAFKA_JARS"
+}
+
+kafka_config() { # kafka_config PORT CPORT
+  mkdir -p "$KAFKA_DIR" "$KAFKA_DATA"
+  cat > "$KAFKA_DIR/server.properties" <<EOF
+# written by scripts/stack.sh
+process.roles=broker,controller
+node.id=1
+listeners=PLAINTEXT://127.0.0.1:$1,CONTROLLER://127.0.0.1:$2
+advertised.listeners=PLAINTEXT://127.0.0.1:$1
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.bootstrap.servers=127.0.0.1:$2
+log.dirs=$KAFKA_DATA
+num.partitions=1
+default.replication.factor=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=10
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=4
+log.retention.hours=168
+EOF
+  # Broker log: INFO to stdout (redirected to .stack/logs/kafka.log), chatty classes at WARN.
+  cat > "$KAFKA_DIR/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = OUT
+logger.kafka.name = org.apache.kafka
+logger.kafka.level = info
+logger.req.name = kafka.request.logger
+logger.req.level = warn
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = warn
+EOF
+  cat > "$KAFKA_DIR/log4j2-tools.properties" <<'EOF'
+status = error
+appender.err.type = Console
+appender.err.name = ERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = %p %m (%c)%n
+rootLogger.level = error
+rootLogger.appenderRef.err.ref = ERR
+EOF
+  cat > "$KAFKA_DIR/probe.properties" <<'EOF'
+request.timeout.ms=5000
+default.api.timeout.ms=10000
+EOF
+}
+
+# kafka_java CLASS ARGS...: run a Kafka tool class in the foreground, quietly.
+kafka_java() {
+  java -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2-tools.properties" \
+    -cp "$KAFKA_JARS/*" "$@"
+}
+
+kafka_probe() { # kafka_probe PORT: a real metadata round trip through the admin client
+  port_open "$1" || return 1
+  timeout 30 java -Xmx128m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2-tools.properties" \
+    -cp "$KAFKA_JARS/*" org.apache.kafka.tools.TopicCommand \
+    --bootstrap-server "127.0.0.1:$1" --command-config "$KAFKA_DIR/probe.properties" --list \
+    >/dev/null 2>&1
+}
+
+kafka_start() {
+  local explicit=0 port cport cluster_id
+  [ -n "${KAFKA_PORT:-}" ] && explicit=1
+  port="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
+  explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
+  cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit")"
+  [ "$port" != "$cport" ] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT are both $port"
+  kafka_jars
+  kafka_config "$port" "$cport"
+  if [ ! -f "$KAFKA_DATA/meta.properties" ]; then
+    cluster_id="$(kafka_java kafka.tools.StorageTool random-uuid)"
+    log "formatting $KAFKA_DATA (cluster id $cluster_id)"
+    if ! kafka_java kafka.tools.StorageTool format --standalone -t "$cluster_id" \
+          -c "$KAFKA_DIR/server.properties" > "$LOGS/kafka-format.log" 2>&1; then
+      tail_log "$LOGS/kafka-format.log"; die "kafka storage format failed"
+    fi
+  fi
+  echo "$port" > "$STACK/kafka.port"
+  echo "$cport" > "$STACK/kafka.controller.port"
+  log "starting Kafka on 127.0.0.1:$port (controller $cport), log $LOGS/kafka.log"
+  # shellcheck disable=SC2086
+  launch kafka "$KAFKA_PID" "$LOGS/kafka.log" \
+    java -Dingestd.stack=kafka $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+      -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
+      -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
+      -Dkafka.logs.dir="$LOGS" \
+      -cp "$KAFKA_JARS/*" kafka.Kafka "$KAFKA_DIR/server.properties"
+}
+
+kafka_wait() {
+  local port deadline
+  port="$(cat "$STACK/kafka.port")"
+  deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  until kafka_probe "$port"; do
+    if ! alive kafka "$KAFKA_PID"; then
+      tail_log "$LOGS/kafka.log"; rm -f "$KAFKA_PID"; die "Kafka exited during start-up"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail_log "$LOGS/kafka.log"; stop_pid kafka "$KAFKA_PID"
+      die "Kafka did not answer a metadata request on 127.0.0.1:$port within ${KAFKA_START_TIMEOUT}s"
+    fi
+    sleep 1
+  done
+}
+
+# ---------------------------------------------------------------------------------------
+# Schema registry (Apicurio)
+
+sr_dist() {
+  [ -f "$SR_HOME/apicurio-registry-app-$APICURIO_VERSION-runner.jar" ] && return
+  log "fetching Apicurio Registry $APICURIO_VERSION with Maven (first time only)"
+  rm -rf "$STACK/dl" "$SR_HOME.tmp"; mkdir -p "$STACK/dl" "$SR_HOME.tmp"
+  if ! mvn -q -B "$DEP_PLUGIN_COPY:copy" \
+        -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
+        -DoutputDirectory="$STACK/dl" > "$LOGS/mvn-registry.log" 2>&1; then
+    tail_log "$LOGS/mvn-registry.log"; die "Maven could not fetch Apicurio Registry $APICURIO_VERSION"
+  fi
+  tar xzf "$STACK/dl/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$SR_HOME.tmp"
+  [ -f "$SR_HOME.tmp/apicurio-registry-app-$APICURIO_VERSION-runner.jar" ] \
+    || die "the Apicurio archive has no runner jar"
+  rm -rf "$SR_HOME" "$STACK/dl"; mv "$SR_HOME.tmp" "$SR_HOME"
+}
+
+sr_url() { echo "http://127.0.0.1:$(cat "$STACK/registry.port")$SR_API_PATH"; }
+
+sr_probe() { curl -sf -m 5 -o /dev/null "$(sr_url)/subjects"; }
+
+sr_start() {
+  local explicit=0 port
+  [ -n "${SR_PORT:-}" ] && explicit=1
+  port="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit")"
+  sr_dist
+  echo "$port" > "$STACK/registry.port"
+  log "starting Apicurio Registry on 127.0.0.1:$port, log $LOGS/registry.log"
+  # shellcheck disable=SC2086
+  launch registry "$SR_PID" "$LOGS/registry.log" \
+    java -Dingestd.stack=registry $SR_HEAP -XX:+UseSerialGC -Djava.awt.headless=true \
+      -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port" \
+      -Dquarkus.log.console.color=false \
+      -Dapicurio.ccompat.use-canonical-hash=true \
+      -Dapicurio.rest.deletion.group.enabled=true \
+      -Dapicurio.rest.deletion.artifact.enabled=true \
+      -Dapicurio.rest.deletion.artifact-version.enabled=true \
+      -Djava.util.logging.manager=org.jboss.logmanager.LogManager \
+      -jar "$SR_HOME/apicurio-registry-app-$APICURIO_VERSION-runner.jar"
+  echo fresh > "$STACK/registry.fresh"
+}
+
+sr_wait() {
+  local deadline
+  deadline=$((SECONDS + SR_START_TIMEOUT))
+  until sr_probe; do
+    if ! alive registry "$SR_PID"; then
+      tail_log "$LOGS/registry.log"; rm -f "$SR_PID"; die "the schema registry exited during start-up"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail_log "$LOGS/registry.log"; stop_pid registry "$SR_PID"
+      die "the schema registry did not answer GET $(sr_url)/subjects within ${SR_START_TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+  if [ -f "$STACK/registry.fresh" ]; then
+    # Confluent's default global compatibility is BACKWARD; Apicurio starts with none.
+    curl -sf -m 10 -o /dev/null -X PUT -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
+      --data '{"compatibility":"BACKWARD"}' "$(sr_url)/config" \
+      || die "could not set the registry's global compatibility"
+    rm -f "$STACK/registry.fresh"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------
+
+write_env() {
+  cat > "$STACK/env" <<EOF
+export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")
+export SCHEMA_REGISTRY_URL=$(sr_url)
+EOF
+}
+
+cmd_up() {
+  mkdir -p "$STACK" "$LOGS"
+  local started=0
+  if alive kafka "$KAFKA_PID" && alive registry "$SR_PID" && [ -f "$STACK/env" ] \
+     && port_open "$(cat "$STACK/kafka.port")" && sr_probe; then
+    log "already running"; cat "$STACK/env"; return 0
+  fi
+  ensure_tools
+  if alive kafka "$KAFKA_PID"; then
+    log "Kafka already running (pid $(cat "$KAFKA_PID"))"
+  else
+    rm -f "$KAFKA_PID"; kafka_start; started=1
+  fi
+  if alive registry "$SR_PID"; then
+    log "schema registry already running (pid $(cat "$SR_PID"))"
+  else
+    rm -f "$SR_PID"; sr_start; started=1
+  fi
+  kafka_wait
+  sr_wait
+  write_env
+  [ "$started" = 1 ] && log "ready"
+  cat "$STACK/env"
+}
+
+cmd_down() {
+  stop_pid registry "$SR_PID"
+  stop_pid kafka "$KAFKA_PID"
+  rm -rf "$KAFKA_DATA" "$KAFKA_DIR" "$STACK/env" "$STACK/kafka.port" "$STACK/kafka.controller.port" \
+    "$STACK/registry.port" "$STACK/registry.fresh"
+  log "stopped; data removed (downloads kept in $STACK)"
+}
+
+cmd_status() {
+  local rc=0
+  if alive kafka "$KAFKA_PID"; then
+    if kafka_probe "$(cat "$STACK/kafka.port")"; then
+      echo "kafka:    running, pid $(cat "$KAFKA_PID"), 127.0.0.1:$(cat "$STACK/kafka.port") (answers metadata)"
+    else
+      echo "kafka:    process alive, pid $(cat "$KAFKA_PID"), but not answering on 127.0.0.1:$(cat "$STACK/kafka.port")"; rc=1
+    fi
+  else
+    echo "kafka:    not running"; rc=1
+  fi
+  if alive registry "$SR_PID"; then
+    if sr_probe; then
+      echo "registry: running, pid $(cat "$SR_PID"), $(sr_url) (Apicurio $APICURIO_VERSION)"
+    else
+      echo "registry: process alive, pid $(cat "$SR_PID"), but not answering at $(sr_url)"; rc=1
+    fi
+  else
+    echo "registry: not running"; rc=1
+  fi
+  [ -f "$STACK/env" ] && { echo "env ($STACK/env):"; sed 's/^/  /' "$STACK/env"; }
+  return "$rc"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
