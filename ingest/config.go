@@ -41,6 +41,9 @@ type KafkaConfig struct {
 	Topics      []string `yaml:"topics"`
 	Group       string   `yaml:"group"`        // defaults to "ingestd-<name>"
 	StartOffset string   `yaml:"start_offset"` // earliest (default) | latest: used when the table has no txn for a partition
+	// SessionTimeout is how long the group coordinator waits for a silent member (e.g. a
+	// killed process) before moving its partitions; default 45s, the broker allows 6s..30m.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // RegistryConfig is a Confluent-compatible schema registry.
@@ -268,6 +271,9 @@ func (c *Config) applyDefaults() {
 	if c.Kafka.Group == "" && c.Name != "" {
 		c.Kafka.Group = "ingestd-" + c.Name
 	}
+	if c.Kafka.SessionTimeout == 0 {
+		c.Kafka.SessionTimeout = 45 * time.Second
+	}
 	if c.Kafka.StartOffset == "" {
 		c.Kafka.StartOffset = "earliest"
 	}
@@ -305,6 +311,9 @@ func (c *Config) validate() []error {
 	}
 	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
 		bad("$.kafka.start_offset", fmt.Sprintf("kafka.start_offset %q is not earliest or latest", c.Kafka.StartOffset), "use earliest or latest")
+	}
+	if c.Kafka.SessionTimeout < 6*time.Second || c.Kafka.SessionTimeout > 30*time.Minute {
+		bad("$.kafka.session_timeout", fmt.Sprintf("kafka.session_timeout %v is outside the broker's default range 6s..30m", c.Kafka.SessionTimeout), "use e.g. 45s")
 	}
 	switch {
 	case c.SchemaRegistry == nil && c.AvroSchemaFile == "":

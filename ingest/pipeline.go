@@ -120,6 +120,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.RebalanceTimeout(2 * time.Minute),
+		kgo.SessionTimeout(p.cfg.Kafka.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordDeliveryTimeout(30 * time.Second),
 		kgo.ProducerLinger(0),
@@ -163,16 +164,18 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			}
 		})
 		now := time.Now()
+		var ferr error
 		p.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
 			p.m.RecordsConsumed.WithLabelValues(p.cfg.Name).Inc()
-			if _, h := p.halted[topicPartition{r.Topic, r.Partition}]; h {
+			if _, h := p.halted[topicPartition{r.Topic, r.Partition}]; h || ferr != nil {
 				return
 			}
-			p.batch.Add(r, int64(len(r.Key)+len(r.Value)), now)
+			if p.batch.Add(r, int64(len(r.Key)+len(r.Value)), now) {
+				ferr = p.flushLocked(ctx) // full: records or bytes bound reached
+			}
 		})
-		var ferr error
-		if p.batch.Due(now) {
+		if ferr == nil && p.batch.Due(now) {
 			ferr = p.flushLocked(ctx)
 		}
 		p.mu.Unlock()

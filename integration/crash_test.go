@@ -21,15 +21,22 @@ func TestCrashSmoke(t *testing.T) {
 	cfgDir := filepath.Join(dir, "configs")
 	mustMkdir(t, cfgDir)
 	writePipeline(t, cfgDir, "bronze", pipelineYAML("orders-crash", s, topic, table, "evolve", dlq,
-		"{max_records: 700, max_bytes: 64MiB, max_age: 200ms}"))
+		"{max_records: 300, max_bytes: 64MiB, max_age: 200ms}"))
 
+	// Kill as soon as the table shows progress past the last kill point, so each kill
+	// lands mid-stream with records consumed but not yet committed.
+	var last int64
 	for i, at := range []int64{n / 5, n / 2} {
 		d := startDaemon(t, cfgDir)
 		waitFor(t, d, 2*time.Minute, fmt.Sprintf("progress past %d records before kill %d", at, i+1), func() bool {
-			return handled(t, table) >= at
+			return handled(t, table) > max(last, at)
 		})
 		d.kill9(t)
-		t.Logf("kill -9 #%d at %d handled records", i+1, handled(t, table))
+		last = handled(t, table)
+		t.Logf("kill -9 #%d with %d of %d records committed", i+1, last, n)
+		if last >= n {
+			t.Fatalf("kill -9 #%d came after the last commit: the test did not crash mid-stream", i+1)
+		}
 	}
 	d := startDaemon(t, cfgDir)
 	waitFor(t, d, 3*time.Minute, "all records handled after two crashes", func() bool { return handled(t, table) == n })

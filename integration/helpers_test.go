@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,7 @@ func need(t *testing.T) stack {
 	if s.brokers == "" || !reachable(s.brokers) {
 		missing = append(missing, "Kafka broker (KAFKA_BROKERS="+s.brokers+")")
 	}
-	if s.registry == "" || !reachable(strings.TrimPrefix(strings.TrimPrefix(s.registry, "http://"), "https://")) {
+	if u, err := url.Parse(s.registry); s.registry == "" || err != nil || !reachable(u.Host) {
 		missing = append(missing, "schema registry (SCHEMA_REGISTRY_URL="+s.registry+")")
 	}
 	if _, err := os.Stat(s.python); err != nil {
@@ -77,7 +78,6 @@ func need(t *testing.T) stack {
 
 func reachable(hostport string) bool {
 	hostport = strings.Split(hostport, ",")[0]
-	hostport = strings.TrimSuffix(hostport, "/")
 	c, err := net.DialTimeout("tcp", hostport, 2*time.Second)
 	if err != nil {
 		return false
@@ -309,7 +309,7 @@ func (d *daemon) metrics(t *testing.T) string {
 	return string(b)
 }
 
-// waitFor polls cond every 250ms until it returns true or timeout passes.
+// waitFor polls cond every 20ms until it returns true or timeout passes.
 func waitFor(t *testing.T, d *daemon, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -325,7 +325,7 @@ func waitFor(t *testing.T, d *daemon, timeout time.Duration, what string, cond f
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

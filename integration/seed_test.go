@@ -51,7 +51,7 @@ func pipelineYAML(name string, s stack, topic, table, policy, dlq, batch string)
 		batch = "{max_records: 2000, max_bytes: 64MiB, max_age: 1s}"
 	}
 	return fmt.Sprintf(`name: %s
-kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest}
+kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
 table: {uri: "file://%s", create: true}
 schema: {policy: %s, on_incompatible: halt}
@@ -262,6 +262,9 @@ func TestSeedScenario(t *testing.T) {
 			break
 		}
 	}
+
+	t.Logf("real broker %s, registry %s: bronze %d rows (%d columns), silver %d rows, DLQ checked, gold %d rows, halted at %v",
+		s.brokers, s.registry, len(bronze.Rows), len(bronze.Schema), len(silver.Rows), len(gold.Rows), firstV2)
 
 	// Restarting gold alone halts at the same offsets and commits nothing more.
 	goldDir := filepath.Join(dir, "gold-only")

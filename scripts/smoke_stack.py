@@ -102,6 +102,16 @@ def main():
     print(f"smoke: subject {subject} version {latest.version} id {latest.schema_id}; "
           f"GET /schemas/ids/{latest.schema_id} ok")
 
+    # stack.sh sets the registry's global compatibility to BACKWARD (Confluent's default):
+    # turning a long field into a string must be refused with 409.
+    bad = json.loads(SCHEMA)
+    bad["fields"][0]["type"] = "string"
+    r = requests.post(f"{sr_url}/subjects/{subject}/versions", timeout=10,
+                      headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                      data=json.dumps({"schema": json.dumps(bad)}))
+    assert r.status_code == 409, f"incompatible schema got HTTP {r.status_code}: {r.text}"
+    print("smoke: incompatible schema refused (409, BACKWARD)")
+
     consumer = DeserializingConsumer({
         "bootstrap.servers": brokers,
         "group.id": "smoke-" + uuid.uuid4().hex[:8],

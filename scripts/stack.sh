@@ -33,11 +33,14 @@ KAFKA_DIR="$STACK/kafka"            # config files
 KAFKA_DATA="$STACK/kafka-data"      # log.dirs (deleted by down)
 KAFKA_PID="$STACK/kafka.pid"
 KAFKA_HEAP="${KAFKA_HEAP:--Xms256m -Xmx768m}"
+# C1 only: start-up on two busy cores is about twice as fast, and a test broker needs no peak speed.
+KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:TieredStopAtLevel=1}"
 
 APICURIO_VERSION="3.0.9"
 SR_HOME="$STACK/apicurio-registry-$APICURIO_VERSION"
 SR_PID="$STACK/registry.pid"
 SR_HEAP="${SR_HEAP:--Xms128m -Xmx512m}"
+SR_JVM_OPTS="${SR_JVM_OPTS:--XX:TieredStopAtLevel=1}"
 SR_API_PATH="/apis/ccompat/v7"
 
 DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -77,7 +80,7 @@ pick_port() {
 }
 
 apt_install() {
-  command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] || die "missing $*; install it"
+  if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then die "missing $*; install it"; fi
   log "installing $* with apt-get"
   if [ ! -f "$STACK/.apt-updated" ]; then apt-get update -qq >/dev/null && touch "$STACK/.apt-updated"; fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
@@ -102,12 +105,12 @@ tail_log() {
 }
 
 stop_pid() { # stop_pid NAME PIDFILE
-  local pid i
+  local pid _
   if alive "$1" "$2"; then
     pid="$(cat "$2")"
     log "stopping $1 (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     if kill -0 "$pid" 2>/dev/null; then log "$1 did not stop in 30 s; killing it"; kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
   fi
   rm -f "$2"
@@ -117,9 +120,10 @@ stop_pid() { # stop_pid NAME PIDFILE
 launch() {
   local name="$1" pidf="$2" logf="$3"; shift 3
   : > "$logf"
+  # shellcheck disable=SC2016 # $$ is the inner shell's pid, which exec hands to CMD
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" < /dev/null >> "$logf" 2>&1 &
-  local i
-  for i in $(seq 1 50); do [ -s "$pidf" ] && break; sleep 0.1; done
+  local _
+  for _ in $(seq 1 50); do [ -s "$pidf" ] && break; sleep 0.1; done
   [ -s "$pidf" ] || die "could not start $name"
 }
 
@@ -200,6 +204,16 @@ default.api.timeout.ms=10000
 EOF
 }
 
+# A Kafka Uuid as StorageTool random-uuid prints it (16 random bytes, URL-safe base64, no
+# padding, not starting with '-'), without paying for a JVM start.
+new_cluster_id() {
+  local id
+  while :; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+    case "$id" in -*) ;; *) echo "$id"; return ;; esac
+  done
+}
+
 # kafka_java CLASS ARGS...: run a Kafka tool class in the foreground, quietly.
 kafka_java() {
   java -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
@@ -216,17 +230,11 @@ kafka_probe() { # kafka_probe PORT: a real metadata round trip through the admin
     >/dev/null 2>&1
 }
 
-kafka_start() {
-  local explicit=0 port cport cluster_id
-  [ -n "${KAFKA_PORT:-}" ] && explicit=1
-  port="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
-  explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
-  cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit")"
-  [ "$port" != "$cport" ] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT are both $port"
-  kafka_jars
+kafka_start() { # kafka_start PORT CONTROLLER_PORT
+  local port="$1" cport="$2" cluster_id
   kafka_config "$port" "$cport"
   if [ ! -f "$KAFKA_DATA/meta.properties" ]; then
-    cluster_id="$(kafka_java kafka.tools.StorageTool random-uuid)"
+    cluster_id="$(new_cluster_id)"
     log "formatting $KAFKA_DATA (cluster id $cluster_id)"
     if ! kafka_java kafka.tools.StorageTool format --standalone -t "$cluster_id" \
           -c "$KAFKA_DIR/server.properties" > "$LOGS/kafka-format.log" 2>&1; then
@@ -238,7 +246,7 @@ kafka_start() {
   log "starting Kafka on 127.0.0.1:$port (controller $cport), log $LOGS/kafka.log"
   # shellcheck disable=SC2086
   launch kafka "$KAFKA_PID" "$LOGS/kafka.log" \
-    java -Dingestd.stack=kafka $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    java -Dingestd.stack=kafka $KAFKA_HEAP $KAFKA_JVM_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
       -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
       -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
       -Dkafka.logs.dir="$LOGS" \
@@ -283,16 +291,13 @@ sr_url() { echo "http://127.0.0.1:$(cat "$STACK/registry.port")$SR_API_PATH"; }
 
 sr_probe() { curl -sf -m 5 -o /dev/null "$(sr_url)/subjects"; }
 
-sr_start() {
-  local explicit=0 port
-  [ -n "${SR_PORT:-}" ] && explicit=1
-  port="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit")"
-  sr_dist
+sr_start() { # sr_start PORT
+  local port="$1"
   echo "$port" > "$STACK/registry.port"
   log "starting Apicurio Registry on 127.0.0.1:$port, log $LOGS/registry.log"
   # shellcheck disable=SC2086
   launch registry "$SR_PID" "$LOGS/registry.log" \
-    java -Dingestd.stack=registry $SR_HEAP -XX:+UseSerialGC -Djava.awt.headless=true \
+    java -Dingestd.stack=registry $SR_HEAP $SR_JVM_OPTS -XX:+UseSerialGC -Djava.awt.headless=true \
       -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port" \
       -Dquarkus.log.console.color=false \
       -Dapicurio.ccompat.use-canonical-hash=true \
@@ -335,27 +340,63 @@ export SCHEMA_REGISTRY_URL=$(sr_url)
 EOF
 }
 
+UP_STARTED=""
+up_failed() {
+  local rc=$? name
+  [ "$rc" = 0 ] && return
+  for name in $UP_STARTED; do stop_pid "$name" "$STACK/$name.pid"; done
+  exit "$rc"
+}
+
 cmd_up() {
   mkdir -p "$STACK" "$LOGS"
   local started=0
+  # A port asked for explicitly must be the one a running service uses.
+  if [ -n "${KAFKA_PORT:-}" ] && alive kafka "$KAFKA_PID" && [ "$(cat "$STACK/kafka.port")" != "$KAFKA_PORT" ]; then
+    die "Kafka already runs on port $(cat "$STACK/kafka.port"), not KAFKA_PORT=$KAFKA_PORT (run: $0 down)"
+  fi
+  if [ -n "${SR_PORT:-}" ] && alive registry "$SR_PID" && [ "$(cat "$STACK/registry.port")" != "$SR_PORT" ]; then
+    die "the registry already runs on port $(cat "$STACK/registry.port"), not SR_PORT=$SR_PORT (run: $0 down)"
+  fi
   if alive kafka "$KAFKA_PID" && alive registry "$SR_PID" && [ -f "$STACK/env" ] \
      && port_open "$(cat "$STACK/kafka.port")" && sr_probe; then
     log "already running"; cat "$STACK/env"; return 0
   fi
   ensure_tools
-  if alive kafka "$KAFKA_PID"; then
-    log "Kafka already running (pid $(cat "$KAFKA_PID"))"
-  else
-    rm -f "$KAFKA_PID"; kafka_start; started=1
+  kafka_jars
+  sr_dist
+  # Ports first, so that a taken port fails before anything starts.
+  local kport="" cport="" sport="" explicit
+  if ! alive kafka "$KAFKA_PID"; then
+    explicit=0; [ -n "${KAFKA_PORT:-}" ] && explicit=1
+    kport="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
+    explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
+    cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit")"
   fi
-  if alive registry "$SR_PID"; then
+  if ! alive registry "$SR_PID"; then
+    explicit=0; [ -n "${SR_PORT:-}" ] && explicit=1
+    sport="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit")"
+  fi
+  if [ -n "$kport" ] && { [ "$kport" = "$cport" ] || [ "$kport" = "$sport" ] || [ "$cport" = "$sport" ]; }; then
+    die "port clash: KAFKA_PORT=$kport KAFKA_CONTROLLER_PORT=$cport SR_PORT=${sport:-running}"
+  fi
+  # If start-up fails, stop what this call started: no half stack is left behind.
+  trap up_failed EXIT
+  # The registry is the slower starter and does not need Kafka: launch it first.
+  if [ -z "$sport" ]; then
     log "schema registry already running (pid $(cat "$SR_PID"))"
   else
-    rm -f "$SR_PID"; sr_start; started=1
+    rm -f "$SR_PID"; UP_STARTED="registry"; sr_start "$sport"; started=1
+  fi
+  if [ -z "$kport" ]; then
+    log "Kafka already running (pid $(cat "$KAFKA_PID"))"
+  else
+    rm -f "$KAFKA_PID"; UP_STARTED="$UP_STARTED kafka"; kafka_start "$kport" "$cport"; started=1
   fi
   kafka_wait
   sr_wait
   write_env
+  trap - EXIT
   [ "$started" = 1 ] && log "ready"
   cat "$STACK/env"
 }

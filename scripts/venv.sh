@@ -21,8 +21,10 @@ if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     ver="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
     log "installing python$ver-venv with apt-get"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$ver-venv" >/dev/null \
-      || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    apt-get update -qq
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$ver-venv" >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    fi
   else
     log "$PY lacks the venv/ensurepip modules (install python3-venv)"; exit 1
   fi
