@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -191,40 +193,66 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	opts := schemaguard.Options{
 		Policy:         schemaguard.Policy(p.cfg.Schema.Policy),
 		OnIncompatible: schemaguard.Policy(p.cfg.Schema.OnIncompatible),
+		Allow:          map[string]bool{},
 	}
-	created := false
-	if !exists {
-		for _, it := range items {
-			if it.ws != nil && it.fail == nil {
-				tableSchema = newTableSchema(it.ws.Delta)
-				created = true
-				break
-			}
-		}
+	for _, f := range p.cfg.Schema.AllowTableFeatures {
+		opts.Allow[f] = true
 	}
 	if exists {
-		opts.TypeWidening = snap.Metadata.Configuration["delta.enableTypeWidening"] == "true"
+		opts.Table = schemaguard.TableState{
+			TypeWidening:  snap.Metadata.Configuration["delta.enableTypeWidening"] == "true",
+			ColumnMapping: mode != deltalog.ColumnMappingNone,
+			Features:      map[string]bool{},
+		}
+		for _, f := range append(slices.Clone(snap.Protocol.ReaderFeatures), snap.Protocol.WriterFeatures...) {
+			opts.Table.Features[f] = true
+		}
 	}
 	decisions := map[int]*schemaguard.Decision{}
+	enable := map[string]bool{}
+	created := false
+	if !exists {
+		// The first writer schema that can define the table creates it (all columns
+		// nullable); one that cannot (e.g. it needs a table feature that is not allowed)
+		// follows the policy like any other non-fitting schema.
+		empty := &deltalog.StructType{}
+		for _, it := range items {
+			if it.ws == nil || it.fail != nil || decisions[it.ws.ID] != nil {
+				continue
+			}
+			changes := schemaguard.Diff(empty, it.ws.Delta)
+			create := opts
+			create.Policy = schemaguard.Evolve
+			if d := schemaguard.Decide(changes, create); d.Action == schemaguard.EvolveAndWrite || d.Action == schemaguard.Write {
+				tableSchema, created = newTableSchema(it.ws.Delta), true
+				for _, f := range d.Features {
+					enable[f] = true
+				}
+				break
+			}
+			d := schemaguard.Decide(changes, opts)
+			decisions[it.ws.ID] = &d
+		}
+	}
 	newSchema := tableSchema
 	var evolved []schemaguard.Change
 	for _, it := range items {
-		if it.ws == nil || it.fail != nil || tableSchema == nil {
-			continue
-		}
-		if _, seen := decisions[it.ws.ID]; seen {
+		if it.ws == nil || it.fail != nil || tableSchema == nil || decisions[it.ws.ID] != nil {
 			continue
 		}
 		d := schemaguard.Decide(schemaguard.Diff(tableSchema, it.ws.Delta), opts)
 		decisions[it.ws.ID] = &d
 		if d.Action == schemaguard.EvolveAndWrite {
+			for _, f := range d.Features {
+				enable[f] = true
+			}
 			var applied []schemaguard.Change
-			newSchema, applied = schemaguard.Apply(newSchema, it.ws.Delta, opts.TypeWidening)
+			newSchema, applied = schemaguard.Apply(newSchema, it.ws.Delta, opts.Table.TypeWidening || enable[schemaguard.FeatureTypeWidening])
 			evolved = append(evolved, applied...)
 		}
 	}
-	if len(evolved) > 0 && mode != deltalog.ColumnMappingNone {
-		return fmt.Errorf("evolve table %s: adding columns to a table with column mapping is not supported yet", p.cfg.Table.URI)
+	if enable[schemaguard.FeatureColumnMapping] || (len(evolved) > 0 && mode != deltalog.ColumnMappingNone) {
+		return fmt.Errorf("evolve table %s: adding columns under column mapping is not supported yet", p.cfg.Table.URI)
 	}
 
 	// Pass 3: in offset order per partition, decide each record's fate and decode the ones
@@ -262,7 +290,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if fail == nil {
 			decision = decisions[it.ws.ID]
 			if decision != nil && (decision.Action == schemaguard.DeadLetterIt || decision.Action == schemaguard.HaltIt) {
-				message = schemaguard.Explain(*decision, p.cfg.Name, readVersion, it.ws.ID, opts)
+				message = schemaguard.Explain(*decision, tableSchema, p.cfg.Name, readVersion, it.ws.Delta, it.ws.ID, opts)
 				fail = &decode.Error{Reason: decision.Reason, Field: decision.Field, Err: errors.New(message)}
 			}
 		}
@@ -308,11 +336,20 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	// Commit: data, schema change and txn per partition, atomically.
 	c := deltawriter.Commit{ReadVersion: readVersion, Operation: "WRITE",
 		OperationParameters: map[string]string{"mode": "Append"}, EngineInfo: engineInfo}
+	features := slices.Sorted(maps.Keys(enable))
 	if created {
 		proto, meta := deltawriter.NewTableMetadata(p.cfg.Name, newSchema, p.cfg.Table.PartitionBy, p.cfg.Table.Properties)
+		proto = proto.WithFeatures(features...)
+		if enable[schemaguard.FeatureTypeWidening] {
+			meta.Configuration["delta.enableTypeWidening"] = "true"
+		}
 		c.Protocol, c.Metadata = &proto, &meta
-	} else if len(evolved) > 0 {
+	} else if len(evolved) > 0 || len(features) > 0 {
 		meta := snap.Metadata
+		meta.Configuration = maps.Clone(meta.Configuration)
+		if meta.Configuration == nil {
+			meta.Configuration = map[string]string{}
+		}
 		b, err := newSchema.MarshalJSON()
 		if err != nil {
 			return fmt.Errorf("encode evolved schema: %w", err)
@@ -320,6 +357,13 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		meta.SchemaString = string(b)
 		c.Metadata = &meta
 		c.OperationParameters["mergeSchema"] = "true"
+		if len(features) > 0 {
+			proto := snap.Protocol.WithFeatures(features...)
+			c.Protocol = &proto
+			if enable[schemaguard.FeatureTypeWidening] {
+				meta.Configuration["delta.enableTypeWidening"] = "true"
+			}
+		}
 	}
 	var written int64
 	if numRows > 0 {
@@ -349,6 +393,8 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
 		p.log.Warn("another writer already committed these offsets; dropping the batch", "records", len(recs))
 		return nil
+	case errors.Is(err, deltawriter.ErrUnsupportedFeature):
+		return fmt.Errorf("commit to %s: %w", p.cfg.Table.URI, err) // permanent: a person must act
 	case errors.Is(err, deltawriter.ErrMetadataChanged), errors.Is(err, deltawriter.ErrConcurrentTxn):
 		// Another writer changed the schema, or moved one of our partitions' txn to a
 		// version inside this batch: rebuild on the new snapshot, which drops what it has.
@@ -364,6 +410,11 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	for _, ch := range evolved {
 		p.m.SchemaEvolutions.WithLabelValues(p.cfg.Name, string(ch.Kind)).Inc()
 		p.log.Info("table schema evolved", "change", ch.String(), "version", version)
+	}
+	if len(features) > 0 && c.Protocol != nil {
+		p.m.SchemaEvolutions.WithLabelValues(p.cfg.Name, "enable_feature").Add(float64(len(features)))
+		p.log.Warn("table protocol upgraded (irreversible), as schema.allow_table_features allows",
+			"features", features, "min_reader_version", c.Protocol.MinReaderVersion, "min_writer_version", c.Protocol.MinWriterVersion, "version", version)
 	}
 	p.log.Info("commit", "version", version, "rows", numRows, "files", len(c.Adds), "bytes", written,
 		"dead_lettered", len(dlq), "partitions", len(handled), "duration_ms", dur.Milliseconds())

@@ -28,8 +28,36 @@ type Options struct {
 	Policy Policy
 	// OnIncompatible is what Evolve does with a change it cannot make: Halt or DeadLetter.
 	OnIncompatible Policy
-	// TypeWidening is true when the table has delta.enableTypeWidening=true.
-	TypeWidening bool
+	// Table describes what the table already supports.
+	Table TableState
+	// Allow lists the table features Evolve may enable (schema.allow_table_features):
+	// FeatureTypeWidening, FeatureTimestampNtz, FeatureColumnMapping.
+	Allow map[string]bool
+}
+
+// TableState is what the guard needs to know about the table besides its schema.
+type TableState struct {
+	TypeWidening  bool            // delta.enableTypeWidening=true
+	ColumnMapping bool            // delta.columnMapping.mode is name or id
+	Features      map[string]bool // reader and writer features of the protocol
+}
+
+// Table features the guard may require (PROTOCOL.md, "Table Features").
+const (
+	FeatureTypeWidening  = "typeWidening"
+	FeatureTimestampNtz  = "timestampNtz"
+	FeatureColumnMapping = "columnMapping"
+)
+
+// has reports whether the table already supports feature f.
+func (t TableState) has(f string) bool {
+	switch f {
+	case FeatureTypeWidening:
+		return t.TypeWidening
+	case FeatureColumnMapping:
+		return t.ColumnMapping
+	}
+	return t.Features[f]
 }
 
 // Action is what happens to the records of one writer schema.
@@ -59,6 +87,9 @@ const (
 	TypeMismatch     ChangeKind = "type_mismatch"
 	MissingNotNull   ChangeKind = "missing_not_null"
 	NameClash        ChangeKind = "name_clash"
+	// NeedsFeature is an evolvable change whose table feature is neither on the table nor
+	// allowed by schema.allow_table_features; Decide turns such changes into this kind.
+	NeedsFeature ChangeKind = "needs_feature"
 )
 
 // Change is one difference at a field path ("a.b", "items[].qty", "m{}.v").
@@ -67,6 +98,7 @@ type Change struct {
 	Path       string
 	TableType  string // "" for AddColumn
 	WriterType string // "" for MissingNotNull
+	Feature    string // the table feature the change needs, "" if none
 }
 
 func (c Change) String() string {
@@ -81,21 +113,28 @@ func (c Change) String() string {
 		return fmt.Sprintf("field %s (NOT NULL %s) is missing from the writer schema", c.Path, c.TableType)
 	case NameClash:
 		return fmt.Sprintf("fields at %s differ only in case: %s", c.Path, c.WriterType)
+	case NeedsFeature:
+		what := "new field " + c.Path + " " + c.WriterType
+		if c.TableType != "" {
+			what = fmt.Sprintf("field %s widens %s → %s", c.Path, c.TableType, c.WriterType)
+		}
+		return fmt.Sprintf("%s needs table feature %s, which the table lacks and schema.allow_table_features does not list", what, c.Feature)
 	default:
 		return fmt.Sprintf("field %s is %s in the writer schema but %s in the table", c.Path, c.WriterType, c.TableType)
 	}
 }
 
 func (k ChangeKind) incompatible() bool {
-	return k == TypeMismatch || k == MissingNotNull || k == NameClash
+	return k == TypeMismatch || k == MissingNotNull || k == NameClash || k == NeedsFeature
 }
 
 // Decision is the guard's verdict for one writer schema against one table schema.
 type Decision struct {
-	Action  Action
-	Reason  string   // dead-letter reason code when Action is DeadLetterIt or HaltIt: schema_mismatch
-	Field   string   // path of the first change that decided it, "" for Write
-	Changes []Change // every difference found, in schema order
+	Action   Action
+	Reason   string   // dead-letter reason code when Action is DeadLetterIt or HaltIt: schema_mismatch
+	Field    string   // path of the first change that decided it, "" for Write
+	Changes  []Change // every difference found, in schema order
+	Features []string // table features to enable with EvolveAndWrite (allowed and needed)
 }
 
 // Diff lists the differences between writer and table, recursively through structs, array
@@ -132,7 +171,7 @@ func diffStruct(out *[]Change, prefix string, table, writer *deltalog.StructType
 		seen[k] = wf.Name
 		tf, ok := byKey[k]
 		if !ok {
-			*out = append(*out, Change{Kind: AddColumn, Path: join(prefix, wf.Name), WriterType: wf.Type.String()})
+			*out = append(*out, Change{Kind: AddColumn, Path: join(prefix, wf.Name), WriterType: wf.Type.String(), Feature: featureFor(wf)})
 			continue
 		}
 		path := join(prefix, tf.Name)
@@ -180,7 +219,7 @@ func diffType(out *[]Change, path string, table, writer deltalog.DataType) {
 			return
 		}
 		if Widens(table, writer) {
-			*out = append(*out, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String()})
+			*out = append(*out, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: FeatureTypeWidening})
 			return
 		}
 	}
@@ -210,45 +249,104 @@ func Upcasts(from, to deltalog.DataType) bool {
 	return false
 }
 
-// Widens reports whether Delta type widening allows changing a column from type from to
-// type to (PROTOCOL.md, "Type Widening"): byte→short→int→long, float→double, int family →
-// double, date→timestamp_ntz, decimal precision/scale increase keeping integer digits.
+// Widens reports whether Delta type widening lets schema evolution change a column from
+// type from to type to (https://docs.delta.io/delta-type-widening): byte→short→int→long,
+// float→double, date→timestamp_ntz, and decimal(p,s)→decimal(p+k1,s+k2) with k1 ≥ k2 ≥ 0.
+// Integer→double and integer→decimal exist in Delta but are applied by hand, never by
+// automatic evolution, so they are not widenings here.
 func Widens(from, to deltalog.DataType) bool {
-	if Upcasts(from, to) {
-		return from.String() != to.String()
+	if from.String() == to.String() {
+		return false
+	}
+	if f, ok := from.(deltalog.DecimalType); ok {
+		t, ok := to.(deltalog.DecimalType)
+		return ok && t.Scale >= f.Scale && t.Precision-f.Precision >= t.Scale-f.Scale
 	}
 	f, fok := from.(deltalog.PrimitiveType)
 	t, tok := to.(deltalog.PrimitiveType)
-	if fok && tok {
-		if intRank[f] > 0 && intRank[f] < 4 && t == deltalog.Double {
-			return true
-		}
-		return f == deltalog.Date && t == deltalog.TimestampNtz
+	if !fok || !tok {
+		return false
 	}
-	return false
+	if fr, tr := intRank[f], intRank[t]; fr > 0 && tr > 0 {
+		return fr < tr
+	}
+	return (f == deltalog.Float && t == deltalog.Double) || (f == deltalog.Date && t == deltalog.TimestampNtz)
+}
+
+// invalidNameChars are the characters a column name may not contain without column
+// mapping (PROTOCOL.md, "Column Mapping"; Spark's " ,;{}()\n\t=").
+const invalidNameChars = " ,;{}()\n\t="
+
+// NeedsColumnMapping reports whether a column name is only legal under column mapping.
+func NeedsColumnMapping(name string) bool { return strings.ContainsAny(name, invalidNameChars) }
+
+// featureFor returns the table feature a new field needs: columnMapping if any name in it
+// needs mapping, else timestampNtz if it holds a timestamp_ntz, else "".
+func featureFor(f *deltalog.StructField) string {
+	var ntz, cm bool
+	var walk func(name string, t deltalog.DataType)
+	walk = func(name string, t deltalog.DataType) {
+		if NeedsColumnMapping(name) {
+			cm = true
+		}
+		switch t := t.(type) {
+		case *deltalog.StructType:
+			for _, c := range t.Fields {
+				walk(c.Name, c.Type)
+			}
+		case *deltalog.ArrayType:
+			walk("", t.ElementType)
+		case *deltalog.MapType:
+			walk("", t.KeyType)
+			walk("", t.ValueType)
+		case deltalog.PrimitiveType:
+			ntz = ntz || t == deltalog.TimestampNtz
+		}
+	}
+	walk(f.Name, f.Type)
+	switch {
+	case cm:
+		return FeatureColumnMapping
+	case ntz:
+		return FeatureTimestampNtz
+	}
+	return ""
 }
 
 // Decide applies the decision table of DESIGN.md §3 to the changes of one writer schema.
+// An evolvable change that needs a table feature is evolvable only when the table has the
+// feature or opts.Allow lists it (then Decision.Features names it); otherwise it becomes a
+// NeedsFeature change, which is incompatible.
 func Decide(changes []Change, opts Options) Decision {
-	d := Decision{Action: Write, Changes: changes}
+	d := Decision{Action: Write}
 	var first *Change
 	evolvable, incompatible := false, false
+	enable := map[string]bool{}
 	for i := range changes {
-		c := &changes[i]
+		c := changes[i]
+		if (c.Kind == AddColumn || c.Kind == Widen) && c.Feature != "" && !opts.Table.has(c.Feature) {
+			if opts.Allow[c.Feature] {
+				enable[c.Feature] = true
+			} else {
+				c.Kind = NeedsFeature
+			}
+		}
+		d.Changes = append(d.Changes, c)
+		cp := &d.Changes[len(d.Changes)-1]
 		switch {
-		case c.Kind.incompatible(), c.Kind == Widen && !opts.TypeWidening:
+		case c.Kind.incompatible():
 			if !incompatible {
-				first = c
+				first = cp
 			}
 			incompatible = true
 		case c.Kind == AddColumn || c.Kind == Widen:
 			if first == nil {
-				first = c
+				first = cp
 			}
 			evolvable = true
 		case c.Kind == RelaxNullability && opts.Policy == Evolve:
 			if first == nil {
-				first = c
+				first = cp
 			}
 			evolvable = true
 		}
@@ -266,11 +364,14 @@ func Decide(changes []Change, opts Options) Decision {
 		d.Action = fromPolicy(opts.Policy)
 	case evolvable && opts.Policy == Evolve:
 		d.Action = EvolveAndWrite
+		d.Reason = ""
+		for _, f := range []string{FeatureColumnMapping, FeatureTimestampNtz, FeatureTypeWidening} {
+			if enable[f] {
+				d.Features = append(d.Features, f)
+			}
+		}
 	default:
 		d.Action = fromPolicy(opts.Policy)
-	}
-	if d.Action == EvolveAndWrite {
-		d.Reason = ""
 	}
 	return d
 }
@@ -319,7 +420,39 @@ func applyStruct(applied *[]Change, prefix string, table, writer *deltalog.Struc
 			tf.Nullable = true
 			*applied = append(*applied, Change{Kind: RelaxNullability, Path: path})
 		}
+		before := len(*applied)
 		tf.Type = applyType(applied, path, tf.Type, wf.Type, widen)
+		recordTypeChanges(tf, path, (*applied)[before:])
+	}
+}
+
+// MetaTypeChanges is the field metadata key where type widening records each change
+// (PROTOCOL.md, "Type Widening").
+const MetaTypeChanges = "delta.typeChanges"
+
+// recordTypeChanges appends {fromType, toType[, fieldPath]} to the field's
+// delta.typeChanges for each widening of the field itself or of its array elements or map
+// values (fieldPath "element", "value", "element.element", …); widenings of nested struct
+// fields are recorded on those fields.
+func recordTypeChanges(f *deltalog.StructField, path string, changes []Change) {
+	for _, c := range changes {
+		if c.Kind != Widen || !strings.HasPrefix(c.Path, path) {
+			continue
+		}
+		suffix := c.Path[len(path):]
+		if strings.Contains(suffix, ".") {
+			continue
+		}
+		entry := map[string]any{"fromType": c.TableType, "toType": c.WriterType}
+		if suffix != "" {
+			fp := strings.NewReplacer("[]", "element.", "{}", "value.").Replace(suffix)
+			entry["fieldPath"] = strings.TrimSuffix(fp, ".")
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]any{}
+		}
+		list, _ := f.Metadata[MetaTypeChanges].([]any)
+		f.Metadata[MetaTypeChanges] = append(list, entry)
 	}
 }
 
@@ -347,7 +480,7 @@ func applyType(applied *[]Change, path string, table, writer deltalog.DataType, 
 		}
 	default:
 		if widen && Widens(table, writer) {
-			*applied = append(*applied, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String()})
+			*applied = append(*applied, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: FeatureTypeWidening})
 			return writer
 		}
 	}
@@ -372,48 +505,103 @@ func nullableType(t deltalog.DataType) deltalog.DataType {
 	return t
 }
 
-// Explain renders a decision for a person: what changed, where, against which table
-// version, and what would let the records through. The same text goes to logs, the halt
-// status and the dead-letter header __connect.errors.exception.message.
-func Explain(d Decision, table string, tableVersion int64, schemaID int, opts Options) string {
+// Explain renders a decision for a person, like Delta's schema-mismatch error: what
+// changed and where, the table version and writer schema id, both schemas side by side,
+// and the setting or command that would let the records through. The same text goes to
+// logs, the halt status and the dead-letter header __connect.errors.exception.message.
+// It returns "" for Write and EvolveAndWrite.
+func Explain(d Decision, table *deltalog.StructType, tableName string, tableVersion int64, writer *deltalog.StructType, schemaID int, opts Options) string {
 	if d.Action == Write || d.Action == EvolveAndWrite {
 		return ""
 	}
 	var b strings.Builder
 	if tableVersion < 0 {
-		fmt.Fprintf(&b, "writer schema id %d does not fit table %s (being created): ", schemaID, table)
+		fmt.Fprintf(&b, "writer schema id %d does not fit table %s (being created)", schemaID, tableName)
 	} else {
-		fmt.Fprintf(&b, "writer schema id %d does not fit table %s at version %d: ", schemaID, table, tableVersion)
+		fmt.Fprintf(&b, "writer schema id %d does not fit table %s at version %d", schemaID, tableName, tableVersion)
 	}
-	var what []string
+	fmt.Fprintf(&b, " under policy %s", opts.Policy)
+	if opts.Policy == Evolve {
+		fmt.Fprintf(&b, " (on_incompatible %s)", opts.OnIncompatible)
+	}
+	b.WriteString(":\n")
 	for _, c := range d.Changes {
 		if c.Kind == RelaxNullability && opts.Policy != Evolve {
 			continue
 		}
-		what = append(what, c.String())
+		b.WriteString("  - " + c.String() + "\n")
 	}
-	b.WriteString(strings.Join(what, "; "))
-	fmt.Fprintf(&b, ". Policy %s", opts.Policy)
-	if opts.Policy == Evolve {
-		fmt.Fprintf(&b, " (on_incompatible %s)", opts.OnIncompatible)
-	}
-	b.WriteString(". To let it through: ")
+	b.WriteString(sideBySide(table, writer, schemaID, 40))
+	b.WriteString("To let it through: ")
 	var fixes []string
 	for _, c := range d.Changes {
 		switch c.Kind {
 		case AddColumn:
 			fixes = append(fixes, fmt.Sprintf("ingestd table alter --add-column '%s %s'", c.Path, strings.ToUpper(c.WriterType)))
 		case Widen:
-			fixes = append(fixes, fmt.Sprintf("enable type widening (ALTER TABLE … SET TBLPROPERTIES ('delta.enableTypeWidening'='true')) for %s", c.Path))
+			fixes = append(fixes, fmt.Sprintf("ingestd table alter --widen '%s %s'", c.Path, strings.ToUpper(c.WriterType)))
+		case NeedsFeature:
+			fixes = append(fixes, fmt.Sprintf("add %s to schema.allow_table_features (an irreversible protocol upgrade)", c.Feature))
 		case TypeMismatch, NameClash, MissingNotNull:
 			fixes = append(fixes, fmt.Sprintf("fix the producer's schema at %s (Delta cannot store this change without rewriting the table)", c.Path))
 		}
 	}
-	if opts.Policy != Evolve && hasKind(d.Changes, AddColumn) {
+	if opts.Policy != Evolve && (hasKind(d.Changes, AddColumn) || hasKind(d.Changes, Widen)) {
 		fixes = append(fixes, "or set schema.policy: evolve")
 	}
 	b.WriteString(strings.Join(fixes, ", "))
 	return b.String()
+}
+
+// sideBySide lists the leaves of both schemas in two columns, at most max rows.
+func sideBySide(table, writer *deltalog.StructType, schemaID, maxRows int) string {
+	var left, right []string
+	flatten(&left, "", table)
+	flatten(&right, "", writer)
+	n := max(len(left), len(right))
+	width := len("table schema")
+	for _, l := range left[:min(len(left), maxRows)] {
+		width = max(width, len(l))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-*s | writer schema (id %d)\n", width, "table schema", schemaID)
+	for i := range min(n, maxRows) {
+		var l, r string
+		if i < len(left) {
+			l = left[i]
+		}
+		if i < len(right) {
+			r = right[i]
+		}
+		b.WriteString(strings.TrimRight(fmt.Sprintf("  %-*s | %s", width, l, r), " ") + "\n")
+	}
+	if n > maxRows {
+		fmt.Fprintf(&b, "  … %d more rows\n", n-maxRows)
+	}
+	return b.String()
+}
+
+func flatten(out *[]string, prefix string, s *deltalog.StructType) {
+	if s == nil {
+		return
+	}
+	for _, f := range s.Fields {
+		line := join(prefix, f.Name) + " " + shortType(f.Type)
+		if !f.Nullable {
+			line += " NOT NULL"
+		}
+		*out = append(*out, line)
+		if st, ok := f.Type.(*deltalog.StructType); ok {
+			flatten(out, join(prefix, f.Name), st)
+		}
+	}
+}
+
+func shortType(t deltalog.DataType) string {
+	if _, ok := t.(*deltalog.StructType); ok {
+		return "struct"
+	}
+	return t.String()
 }
 
 func hasKind(cs []Change, k ChangeKind) bool {

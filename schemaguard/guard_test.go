@@ -85,10 +85,11 @@ func TestDecisionTable(t *testing.T) {
 		{"nested struct field", nested, st(field("addr", st(field("city", dl.String, true), field("zip", dl.String, true)), true)), false, "add_column:addr.zip", [3]Action{EvolveAndWrite, DeadLetterIt, HaltIt}, "addr.zip"},
 		{"array element struct field", nested, st(field("items", &dl.ArrayType{ElementType: st(field("sku", dl.String, true), field("qty", dl.Integer, true)), ContainsNull: true}, true)), false, "add_column:items[].qty", [3]Action{EvolveAndWrite, DeadLetterIt, HaltIt}, "items[].qty"},
 		{"map value struct field", nested, st(field("attrs", &dl.MapType{KeyType: dl.String, ValueType: st(field("v", dl.Integer, true), field("w", dl.Long, true)), ValueContainsNull: true}, true)), false, "add_column:attrs{}.w", [3]Action{EvolveAndWrite, DeadLetterIt, HaltIt}, "attrs{}.w"},
-		{"widening off", intTable, st(field("n", dl.Long, true)), false, "widen:n", [3]Action{HaltIt, DeadLetterIt, HaltIt}, "n"},
+		{"widening off", intTable, st(field("n", dl.Long, true)), false, "needs_feature:n", [3]Action{HaltIt, DeadLetterIt, HaltIt}, "n"},
 		{"widening on", intTable, st(field("n", dl.Long, true)), true, "widen:n", [3]Action{EvolveAndWrite, DeadLetterIt, HaltIt}, "n"},
 		{"lossless upcast int into long", st(field("n", dl.Long, true)), st(field("n", dl.Integer, false)), false, "", [3]Action{Write, Write, Write}, ""},
-		{"narrowing long into int", intTable, st(field("n", dl.Double, true)), true, "widen:n", [3]Action{EvolveAndWrite, DeadLetterIt, HaltIt}, "n"},
+		{"int to double is applied by hand, not evolved", intTable, st(field("n", dl.Double, true)), true, "type_mismatch:n", [3]Action{HaltIt, DeadLetterIt, HaltIt}, "n"},
+		{"narrowing long into int", st(field("n", dl.Long, true)), st(field("n", dl.Integer, true)), true, "", [3]Action{Write, Write, Write}, ""},
 		{"string to number", st(field("n", dl.String, true)), st(field("n", dl.Long, true)), true, "type_mismatch:n", [3]Action{HaltIt, DeadLetterIt, HaltIt}, "n"},
 		{"scalar to struct", st(field("n", dl.String, true)), st(field("n", st(field("x", dl.String, true)), true)), false, "type_mismatch:n", [3]Action{HaltIt, DeadLetterIt, HaltIt}, "n"},
 		{"nullable writer into NOT NULL", notNullTable, st(field("id", dl.Long, true)), false, "relax_nullability:id", [3]Action{EvolveAndWrite, Write, Write}, "id"},
@@ -98,15 +99,18 @@ func TestDecisionTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			changes := Diff(tt.table, tt.writer)
+			// kinds as Decide sees them under evolve (a widening without the feature
+			// becomes needs_feature)
+			dv := Decide(changes, Options{Policy: Evolve, OnIncompatible: Halt, Table: TableState{TypeWidening: tt.widen}})
 			var kinds []string
-			for _, c := range changes {
+			for _, c := range dv.Changes {
 				kinds = append(kinds, string(c.Kind)+":"+c.Path)
 			}
 			if got := strings.Join(kinds, ","); got != tt.kinds {
 				t.Fatalf("changes %q, want %q", got, tt.kinds)
 			}
 			for i, p := range []Policy{Evolve, DeadLetter, Halt} {
-				d := Decide(changes, Options{Policy: p, OnIncompatible: Halt, TypeWidening: tt.widen})
+				d := Decide(changes, Options{Policy: p, OnIncompatible: Halt, Table: TableState{TypeWidening: tt.widen}})
 				if d.Action != tt.actions[i] {
 					t.Errorf("policy %s: action %v, want %v", p, d.Action, tt.actions[i])
 				}
@@ -144,9 +148,15 @@ func TestExplain(t *testing.T) {
 	writer := st(field("order_id", dl.Long, false), field("channel", dl.String, true))
 	opts := Options{Policy: DeadLetter, OnIncompatible: Halt}
 	d := Decide(Diff(orders, writer), opts)
-	got := Explain(d, "orders-silver", 7, 3, opts)
-	want := "writer schema id 3 does not fit table orders-silver at version 7: new field channel string. Policy dead_letter. To let it through: ingestd table alter --add-column 'channel STRING', or set schema.policy: evolve"
+	got := Explain(d, orders, "orders-silver", 7, writer, 3, opts)
+	want := `writer schema id 3 does not fit table orders-silver at version 7 under policy dead_letter:
+  - new field channel string
+  table schema         | writer schema (id 3)
+  order_id long        | order_id long NOT NULL
+  amount decimal(10,2) | channel string
+  ts timestamp         |
+To let it through: ingestd table alter --add-column 'channel STRING', or set schema.policy: evolve`
 	if got != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -1,0 +1,273 @@
+package schemaguard
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	dl "github.com/ingestd/ingestd/deltawriter/deltalog"
+)
+
+// Each test is one case of ../shared/cases/CASES.md at the guard's level: the decision per
+// policy and, for evolve, the exact resulting schema. End-to-end versions run in
+// integration/guard_cases_test.go.
+
+func notNull(name string, t dl.DataType) *dl.StructField { return field(name, t, false) }
+func null(name string, t dl.DataType) *dl.StructField    { return field(name, t, true) }
+
+// decideAll returns the actions for evolve, dead_letter and halt.
+func decideAll(table, writer *dl.StructType, ts TableState, allow ...string) [3]Decision {
+	var out [3]Decision
+	a := map[string]bool{}
+	for _, f := range allow {
+		a[f] = true
+	}
+	for i, p := range []Policy{Evolve, DeadLetter, Halt} {
+		out[i] = Decide(Diff(table, writer), Options{Policy: p, OnIncompatible: Halt, Table: ts, Allow: a})
+	}
+	return out
+}
+
+func actions(ds [3]Decision) string {
+	return fmt.Sprintf("%v/%v/%v", ds[0].Action, ds[1].Action, ds[2].Action)
+}
+
+func TestCaseC01NewTopLevelColumn(t *testing.T) {
+	table := st(null("order_id", dl.Long), null("status", dl.String), null("dt", dl.String))
+	v2 := st(notNull("order_id", dl.Long), notNull("status", dl.String), notNull("dt", dl.String), null("coupon", dl.String))
+	ds := decideAll(table, v2, TableState{})
+	if got := actions(ds); got != "evolve/dead_letter/halt" {
+		t.Fatalf("actions %s", got)
+	}
+	if ds[1].Field != "coupon" || ds[1].Reason != "schema_mismatch" {
+		t.Errorf("silver field %q reason %q", ds[1].Field, ds[1].Reason)
+	}
+	got, _ := Apply(table, v2, false)
+	if s := got.String(); s != "struct<order_id:long,status:string,dt:string,coupon:string>" {
+		t.Errorf("evolved %s", s)
+	}
+	if !got.Fields[3].Nullable {
+		t.Error("coupon must be nullable")
+	}
+}
+
+func TestCaseC03NestedStructField(t *testing.T) {
+	table := st(null("order_id", dl.Integer), null("customer", st(null("customer_id", dl.Integer))))
+	v2 := st(notNull("order_id", dl.Integer), notNull("customer", st(notNull("customer_id", dl.Integer),
+		null("details", st(notNull("name", dl.String), notNull("email", dl.String))))))
+	ds := decideAll(table, v2, TableState{})
+	if got := actions(ds); got != "evolve/dead_letter/halt" || ds[1].Field != "customer.details" {
+		t.Fatalf("actions %s field %q", got, ds[1].Field)
+	}
+	got, _ := Apply(table, v2, false)
+	want := `{"type":"struct","fields":[{"name":"order_id","type":"integer","nullable":true,"metadata":{}},{"name":"customer","type":{"type":"struct","fields":[{"name":"customer_id","type":"integer","nullable":true,"metadata":{}},{"name":"details","type":{"type":"struct","fields":[{"name":"name","type":"string","nullable":true,"metadata":{}},{"name":"email","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`
+	if s := schemaJSON(t, got); s != want {
+		t.Errorf("evolved\n got %s\nwant %s", s, want)
+	}
+	// Batch 2 with the same writer schema needs no change.
+	if d := Decide(Diff(got, v2), Options{Policy: Evolve, OnIncompatible: Halt}); d.Action != Write {
+		t.Errorf("second batch: %v", d.Action)
+	}
+}
+
+func TestCaseC05FieldRemoved(t *testing.T) {
+	tags := &dl.ArrayType{ElementType: dl.String, ContainsNull: true}
+	table := st(null("id", dl.Long), null("email", dl.String), null("tags", tags))
+	v2 := st(notNull("id", dl.Long), null("tags", tags))
+	if got := actions(decideAll(table, v2, TableState{})); got != "write/write/write" {
+		t.Errorf("nullable column removed: %s, want write everywhere", got)
+	}
+	// Variant N: email NOT NULL → a missing field cannot be written.
+	tableN := st(null("id", dl.Long), notNull("email", dl.String), null("tags", tags))
+	ds := decideAll(tableN, v2, TableState{})
+	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Field != "email" || ds[0].Changes[0].Kind != MissingNotNull {
+		t.Errorf("variant N: %s field %q changes %v", got, ds[0].Field, ds[0].Changes)
+	}
+}
+
+func TestCaseC06IntToLong(t *testing.T) {
+	table := st(null("id", dl.Integer), null("count", dl.Integer))
+	v2 := st(notNull("id", dl.Integer), notNull("count", dl.Long))
+	// Variant A: type widening on.
+	ds := decideAll(table, v2, TableState{TypeWidening: true})
+	if got := actions(ds); got != "evolve/dead_letter/halt" {
+		t.Fatalf("variant A: %s", got)
+	}
+	got, applied := Apply(table, v2, true)
+	want := `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"count","type":"long","nullable":true,"metadata":{"delta.typeChanges":[{"fromType":"integer","toType":"long"}]}}]}`
+	if s := schemaJSON(t, got); s != want || len(applied) != 1 || applied[0].Kind != Widen {
+		t.Errorf("variant A evolved\n got %s\nwant %s (%v)", s, want, applied)
+	}
+	// Variant B: no type widening: incompatible unless the pipeline allows the feature.
+	ds = decideAll(table, v2, TableState{})
+	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Changes[0].Kind != NeedsFeature || ds[0].Changes[0].Feature != FeatureTypeWidening {
+		t.Errorf("variant B: %s %v", got, ds[0].Changes)
+	}
+	msg := Explain(ds[0], table, "metrics", 4, v2, 602, Options{Policy: Evolve, OnIncompatible: Halt})
+	for _, want := range []string{"field count widens integer → long needs table feature typeWidening", "add typeWidening to schema.allow_table_features", "count integer", "count long NOT NULL"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("variant B message lacks %q:\n%s", want, msg)
+		}
+	}
+	ds = decideAll(table, v2, TableState{}, FeatureTypeWidening)
+	if got := actions(ds); got != "evolve/dead_letter/halt" || fmt.Sprint(ds[0].Features) != "[typeWidening]" {
+		t.Errorf("variant B with typeWidening allowed: %s features %v", got, ds[0].Features)
+	}
+	// The other direction (long writer values into an int column) never narrows silently.
+	if d := Decide(Diff(st(null("count", dl.Long)), st(null("count", dl.Integer))), Options{Policy: Halt}); d.Action != Write {
+		t.Errorf("int into long: %v", d.Action)
+	}
+}
+
+func TestCaseC11IncompatibleTypes(t *testing.T) {
+	table := st(null("id", dl.Long), null("details", st(null("code", dl.String), null("message", dl.String))))
+	v2 := st(notNull("id", dl.Long), notNull("details", st(notNull("code", dl.Long), notNull("message", dl.String))))
+	v3 := st(notNull("id", dl.Long), notNull("details", st(notNull("code", dl.String), notNull("message", st(notNull("text", dl.String), notNull("lang", dl.String))))))
+	for _, tc := range []struct {
+		writer *dl.StructType
+		field  string
+	}{{v2, "details.code"}, {v3, "details.message"}} {
+		ds := decideAll(table, tc.writer, TableState{TypeWidening: true}, FeatureTypeWidening)
+		if got := actions(ds); got != "halt/dead_letter/halt" || ds[1].Field != tc.field || ds[1].Changes[0].Kind != TypeMismatch {
+			t.Errorf("%s: %s field %q %v", tc.field, got, ds[1].Field, ds[1].Changes)
+		}
+	}
+}
+
+func TestCaseC12Nullability(t *testing.T) {
+	attrs := &dl.MapType{KeyType: dl.String, ValueType: dl.String, ValueContainsNull: false}
+	v1 := st(notNull("id", dl.Long), notNull("email", dl.String), notNull("attrs", attrs), null("addr", st(notNull("zip", dl.String))))
+	v2 := st(notNull("id", dl.Long), null("email", dl.String), notNull("attrs", &dl.MapType{KeyType: dl.String, ValueType: dl.String, ValueContainsNull: true}), null("addr", st(notNull("zip", dl.String))))
+	// Tables ingestd creates are nullable all the way down: v2 and v3 fit as they are.
+	created, _ := Apply(&dl.StructType{}, v1, false)
+	if s := created.String(); s != "struct<id:long,email:string,attrs:map<string,string>,addr:struct<zip:string>>" || !created.Fields[1].Nullable ||
+		!created.Fields[2].Type.(*dl.MapType).ValueContainsNull || !created.Fields[3].Type.(*dl.StructType).Fields[0].Nullable {
+		t.Fatalf("created table %s is not nullable all the way down", schemaJSONNoT(created))
+	}
+	if got := actions(decideAll(created, v2, TableState{})); got != "write/write/write" {
+		t.Errorf("v2 into created table: %s", got)
+	}
+	// An existing table mirroring v1's NOT NULLs: evolve relaxes, silver and gold write
+	// (the decoder then rejects each record that carries a null).
+	strict := v1.Clone()
+	ds := decideAll(strict, v2, TableState{})
+	if got := actions(ds); got != "evolve/write/write" {
+		t.Fatalf("v2 into strict table: %s", got)
+	}
+	relaxed, applied := Apply(strict, v2, false)
+	if !relaxed.Fields[1].Nullable || !relaxed.Fields[2].Type.(*dl.MapType).ValueContainsNull || len(applied) != 2 {
+		t.Errorf("relaxed %s applied %v", schemaJSONNoT(relaxed), applied)
+	}
+	if relaxed.Fields[3].Type.(*dl.StructType).Fields[0].Nullable {
+		t.Error("addr.zip was relaxed although no writer made it nullable")
+	}
+}
+
+func TestCaseC17TimestampNtz(t *testing.T) {
+	table := st(null("id", dl.Long))
+	v2 := st(notNull("id", dl.Long), null("pickup_local", dl.TimestampNtz))
+	ds := decideAll(table, v2, TableState{})
+	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Changes[0].Feature != FeatureTimestampNtz {
+		t.Errorf("without the feature: %s %v", got, ds[0].Changes)
+	}
+	ds = decideAll(table, v2, TableState{}, FeatureTimestampNtz)
+	if got := actions(ds); got != "evolve/dead_letter/halt" || fmt.Sprint(ds[0].Features) != "[timestampNtz]" {
+		t.Errorf("allowed: %s %v", got, ds[0].Features)
+	}
+	if d := Decide(Diff(table, v2), Options{Policy: Evolve, Table: TableState{Features: map[string]bool{"timestampNtz": true}}}); d.Action != EvolveAndWrite || len(d.Features) != 0 {
+		t.Errorf("table already has timestampNtz: %v %v", d.Action, d.Features)
+	}
+}
+
+func TestCaseC24WideRecordsLinear(t *testing.T) {
+	build := func(n int, extra bool) *dl.StructType {
+		s := &dl.StructType{}
+		for i := range n * 2 / 3 {
+			s.Fields = append(s.Fields, null(fmt.Sprintf("f%04d", i), dl.Double))
+		}
+		inner := &dl.StructType{}
+		for i := range n - len(s.Fields) {
+			inner.Fields = append(inner.Fields, null(fmt.Sprintf("t%03d", i), dl.String))
+		}
+		s.Fields = append(s.Fields, null("s", inner), null("blob", dl.String))
+		if extra {
+			s.Fields = append(s.Fields, null("f_new", dl.Long))
+		}
+		return s
+	}
+	table, v2 := build(1500, false), build(1500, true)
+	changes := Diff(table, v2)
+	if len(changes) != 1 || changes[0].Path != "f_new" {
+		t.Fatalf("changes %v, want exactly f_new", changes)
+	}
+	// Linear in width: 10× the leaves takes far less than 100× the time.
+	timeOf := func(n int) time.Duration {
+		a, b := build(n, false), build(n, true)
+		start := time.Now()
+		for range 20 {
+			Diff(a, b)
+		}
+		return time.Since(start)
+	}
+	small, large := timeOf(1500), timeOf(15000)
+	if large > 40*small {
+		t.Errorf("diff of 15,000 leaves took %v, 1,500 took %v: not linear", large, small)
+	}
+}
+
+func TestCaseC26NamesNeedColumnMapping(t *testing.T) {
+	writer := st(null("order id", dl.String), null(" amount", dl.Double), null("a;b", dl.Integer), null("x=y", dl.String), null("y--1", dl.Long))
+	table := st(null("y--1", dl.Long))
+	ds := decideAll(table, writer, TableState{})
+	if got := actions(ds); got != "halt/dead_letter/halt" {
+		t.Fatalf("%s", got)
+	}
+	var needs []string
+	for _, c := range ds[0].Changes {
+		if c.Kind == NeedsFeature && c.Feature == FeatureColumnMapping {
+			needs = append(needs, c.Path)
+		}
+	}
+	if fmt.Sprint(needs) != "[order id  amount a;b x=y]" {
+		t.Errorf("names needing column mapping %q", needs)
+	}
+	if NeedsColumnMapping("y--1") {
+		t.Error("y--1 needs no mapping")
+	}
+	ds = decideAll(table, writer, TableState{ColumnMapping: true})
+	if got := actions(ds); got != "evolve/dead_letter/halt" {
+		t.Errorf("table with column mapping: %s", got)
+	}
+}
+
+func TestCaseC27NullTypedFieldIgnored(t *testing.T) {
+	// ToDelta omits Avro `null`-typed fields (ingest/decode); what reaches the guard is
+	// the writer schema without `legacy`, and `note` is added as string from the schema.
+	table := st(null("order_id", dl.Long))
+	v2 := st(notNull("order_id", dl.Long), null("note", dl.String))
+	got, applied := Apply(table, v2, false)
+	if got.String() != "struct<order_id:long,note:string>" || len(applied) != 1 {
+		t.Errorf("evolved %s %v", got, applied)
+	}
+}
+
+func TestCaseC29TableChangedByAnotherWriter(t *testing.T) {
+	// Spark added region and enabled type widening; v2 adds coupon: the result is
+	// table ∪ {coupon}, region kept in place, nothing dropped or reordered.
+	table := st(null("order_id", dl.Long), null("status", dl.String), null("region", dl.String))
+	v2 := st(notNull("order_id", dl.Long), notNull("status", dl.String), null("coupon", dl.String))
+	ds := decideAll(table, v2, TableState{TypeWidening: true})
+	if got := actions(ds); got != "evolve/dead_letter/halt" {
+		t.Fatalf("%s", got)
+	}
+	got, _ := Apply(table, v2, true)
+	if got.String() != "struct<order_id:long,status:string,region:string,coupon:string>" {
+		t.Errorf("evolved %s", got)
+	}
+}
+
+func schemaJSONNoT(s *dl.StructType) string {
+	b, _ := s.MarshalJSON()
+	return string(b)
+}
