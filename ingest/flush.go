@@ -390,9 +390,11 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	version, err := p.deps.Table.Commit(ctx, c)
 	switch {
 	case errors.Is(err, deltawriter.ErrTxnAlreadyCommitted):
-		p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
-		p.log.Warn("another writer already committed these offsets; dropping the batch", "records", len(recs))
-		return nil
+		// A zombie fence: a winner covers one of our partitions' offsets. Other partitions
+		// of this batch may not be covered, so never drop the whole batch: rebuild on the
+		// new snapshot, whose txn versions drop exactly what the table already has.
+		p.log.Warn("another writer already committed some of these offsets; rebuilding the batch without them", "records", len(recs))
+		return errSnapshotChanged
 	case errors.Is(err, deltawriter.ErrUnsupportedFeature):
 		return fmt.Errorf("commit to %s: %w", p.cfg.Table.URI, err) // permanent: a person must act
 	case errors.Is(err, deltawriter.ErrMetadataChanged), errors.Is(err, deltawriter.ErrConcurrentTxn):
@@ -428,7 +430,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off + 1}
 	}
 	if p.cl != nil {
-		p.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		p.cl.CommitOffsetsSync(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				p.log.Warn("commit kafka offsets (advisory) failed", "err", err)
 			}

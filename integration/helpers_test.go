@@ -342,3 +342,41 @@ func mustMkdir(t *testing.T, d string) {
 		t.Fatal(err)
 	}
 }
+
+// topicRecord is a record read back from a topic, headers as a map.
+type topicRecord struct {
+	partition int32
+	offset    int64
+	key       []byte
+	value     []byte
+	headers   map[string]string
+}
+
+// readDLQ reads every record of a topic up to its end offsets at the time of the call.
+func readDLQ(t *testing.T, s stack, topic string) []topicRecord {
+	t.Helper()
+	cl := kafkaClient(t, s, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	var out []topicRecord
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for int64(len(out)) < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: %d of %d records", topic, len(out), total)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			out = append(out, topicRecord{partition: r.Partition, offset: r.Offset, key: r.Key, value: r.Value, headers: h})
+		})
+	}
+	return out
+}

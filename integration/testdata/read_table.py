@@ -8,6 +8,7 @@ usage: read_table.py TABLE_PATH
 import datetime
 import decimal
 import json
+import os
 import sys
 
 from deltalake import DeltaTable
@@ -43,3 +44,7 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # Leave without running interpreter teardown: delta-rs' runtime threads can abort the
+    # process ("terminate called without an active exception") while it shuts down.
+    sys.stdout.flush()
+    os._exit(0)

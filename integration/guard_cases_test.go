@@ -1,0 +1,269 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// guardCase is one case of ../shared/cases/CASES.md run end to end: records produced with
+// their own writer schemas by confluent-kafka through the real registry into one
+// partition, one `ingestd run` with an evolve, a dead_letter and a halt pipeline, tables
+// read back with delta-rs and the DLQ read back from the broker.
+type guardCase struct {
+	name    string
+	schemas map[string]string // label → avsc
+	events  [][2]string       // (schema label, value JSON)
+	allow   string            // schema.allow_table_features, YAML list
+	expect  map[string]caseExpect
+}
+
+type caseExpect struct {
+	rows   []string         // canonical JSON rows (delta-rs), any order; nil: no table
+	schema string           // delta-rs schema, "" to skip
+	dlq    map[int64]string // source offset → "reason field"
+	halt   int64            // first offending offset, -1 if the pipeline must not halt
+}
+
+func rec(name string, fields ...string) string {
+	return fmt.Sprintf(`{"type":"record","name":%q,"fields":[%s]}`, name, strings.Join(fields, ","))
+}
+
+func TestGuardCases(t *testing.T) {
+	s := need(t)
+	cases := []guardCase{
+		{
+			name: "C01 new top-level column mid-batch",
+			schemas: map[string]string{
+				"v1": rec("Order", `{"name":"order_id","type":"long"}`, `{"name":"status","type":"string"}`, `{"name":"dt","type":"string"}`),
+				"v2": rec("Order", `{"name":"order_id","type":"long"}`, `{"name":"status","type":"string"}`, `{"name":"dt","type":"string"}`, `{"name":"coupon","type":["null","string"],"default":null}`),
+			},
+			events: [][2]string{
+				{"v1", `{"order_id":1,"status":"NEW","dt":"2024-05-01"}`},
+				{"v2", `{"order_id":2,"status":"NEW","dt":"2024-05-01","coupon":"SPRING10"}`},
+				{"v1", `{"order_id":3,"status":"PAID","dt":"2024-05-02"}`},
+			},
+			expect: map[string]caseExpect{
+				"evolve": {rows: []string{`{"coupon":null,"dt":"2024-05-01","order_id":1,"status":"NEW"}`, `{"coupon":"SPRING10","dt":"2024-05-01","order_id":2,"status":"NEW"}`, `{"coupon":null,"dt":"2024-05-02","order_id":3,"status":"PAID"}`},
+					schema: "[[order_id int64 true] [status string true] [dt string true] [coupon string true]]", halt: -1},
+				"dead_letter": {rows: []string{`{"dt":"2024-05-01","order_id":1,"status":"NEW"}`, `{"dt":"2024-05-02","order_id":3,"status":"PAID"}`},
+					dlq: map[int64]string{1: "schema_mismatch coupon"}, halt: -1},
+				"halt": {rows: []string{`{"dt":"2024-05-01","order_id":1,"status":"NEW"}`}, halt: 1},
+			},
+		},
+		{
+			name: "C03 new field inside a nested struct, first seen with a null parent",
+			schemas: map[string]string{
+				"v1": rec("Order", `{"name":"order_id","type":"int"}`, `{"name":"customer","type":`+rec("Customer", `{"name":"customer_id","type":"int"}`)+`}`),
+				"v2": rec("Order", `{"name":"order_id","type":"int"}`, `{"name":"customer","type":`+rec("Customer", `{"name":"customer_id","type":"int"}`,
+					`{"name":"details","type":["null",`+rec("Details", `{"name":"name","type":"string"}`, `{"name":"email","type":"string"}`)+`],"default":null}`)+`}`),
+			},
+			events: [][2]string{
+				{"v1", `{"order_id":9,"customer":{"customer_id":6}}`},
+				{"v2", `{"order_id":10,"customer":{"customer_id":7,"details":null}}`},
+				{"v2", `{"order_id":11,"customer":{"customer_id":8,"details":{"name":"Kim","email":"k@example.com"}}}`},
+			},
+			expect: map[string]caseExpect{
+				"evolve": {rows: []string{`{"customer":{"customer_id":6,"details":null},"order_id":9}`, `{"customer":{"customer_id":7,"details":null},"order_id":10}`,
+					`{"customer":{"customer_id":8,"details":{"email":"k@example.com","name":"Kim"}},"order_id":11}`},
+					schema: "[[order_id int32 true] [customer struct<customer_id: int32, details: struct<name: string, email: string>> true]]", halt: -1},
+				"dead_letter": {rows: []string{`{"customer":{"customer_id":6},"order_id":9}`},
+					dlq: map[int64]string{1: "schema_mismatch customer.details", 2: "schema_mismatch customer.details"}, halt: -1},
+				"halt": {rows: []string{`{"customer":{"customer_id":6},"order_id":9}`}, halt: 1},
+			},
+		},
+		{
+			name: "C05 field removed from the writer schema",
+			schemas: map[string]string{
+				"v1": rec("User", `{"name":"id","type":"long"}`, `{"name":"email","type":["null","string"],"default":null}`, `{"name":"tags","type":["null",{"type":"array","items":"string"}],"default":null}`),
+				"v2": rec("User", `{"name":"id","type":"long"}`, `{"name":"tags","type":["null",{"type":"array","items":"string"}],"default":null}`),
+			},
+			events: [][2]string{
+				{"v1", `{"id":1,"email":"a@example.com","tags":["x"]}`},
+				{"v2", `{"id":2,"tags":["y"]}`},
+				{"v1", `{"id":3,"email":null,"tags":null}`},
+			},
+			expect: allPolicies(caseExpect{rows: []string{`{"email":"a@example.com","id":1,"tags":["x"]}`, `{"email":null,"id":2,"tags":["y"]}`, `{"email":null,"id":3,"tags":null}`}, halt: -1}),
+		},
+		{
+			name: "C06 variant B: int to long without type widening",
+			schemas: map[string]string{
+				"v1": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"int"}`),
+				"v2": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"long"}`),
+			},
+			events: [][2]string{{"v1", `{"id":1,"count":2147483647}`}, {"v2", `{"id":2,"count":2147483648}`}, {"v2", `{"id":3,"count":5}`}},
+			expect: map[string]caseExpect{
+				"evolve":      {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
+				"dead_letter": {rows: []string{`{"count":2147483647,"id":1}`}, dlq: map[int64]string{1: "schema_mismatch count", 2: "schema_mismatch count"}, halt: -1},
+				"halt":        {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
+			},
+		},
+		{
+			name: "C11 incompatible type changes isolated per record",
+			schemas: map[string]string{
+				"v1": rec("E", `{"name":"id","type":"long"}`, `{"name":"details","type":`+rec("D", `{"name":"code","type":"string"}`, `{"name":"message","type":"string"}`)+`}`),
+				"v2": rec("E", `{"name":"id","type":"long"}`, `{"name":"details","type":`+rec("D", `{"name":"code","type":"long"}`, `{"name":"message","type":"string"}`)+`}`),
+				"v3": rec("E", `{"name":"id","type":"long"}`, `{"name":"details","type":`+rec("D", `{"name":"code","type":"string"}`, `{"name":"message","type":`+rec("Msg", `{"name":"text","type":"string"}`, `{"name":"lang","type":"string"}`)+`}`)+`}`),
+			},
+			events: [][2]string{
+				{"v1", `{"id":1,"details":{"code":"1","message":"m"}}`}, {"v1", `{"id":2,"details":{"code":"2","message":"m"}}`},
+				{"v2", `{"id":999,"details":{"code":1,"message":"m"}}`}, {"v3", `{"id":1000,"details":{"code":"7","message":{"text":"hi","lang":"en"}}}`},
+			},
+			expect: map[string]caseExpect{
+				"evolve": {rows: []string{`{"details":{"code":"1","message":"m"},"id":1}`, `{"details":{"code":"2","message":"m"},"id":2}`}, halt: 2},
+				"dead_letter": {rows: []string{`{"details":{"code":"1","message":"m"},"id":1}`, `{"details":{"code":"2","message":"m"},"id":2}`},
+					dlq: map[int64]string{2: "schema_mismatch details.code", 3: "schema_mismatch details.message"}, halt: -1},
+				"halt": {rows: []string{`{"details":{"code":"1","message":"m"},"id":1}`, `{"details":{"code":"2","message":"m"},"id":2}`}, halt: 2},
+			},
+		},
+		{
+			name: "C12 nullable and required, map values and nested structs",
+			schemas: map[string]string{
+				"v1": rec("P", `{"name":"id","type":"long"}`, `{"name":"email","type":"string"}`, `{"name":"attrs","type":{"type":"map","values":"string"}}`, `{"name":"addr","type":["null",`+rec("Addr", `{"name":"zip","type":"string"}`)+`],"default":null}`),
+				"v2": rec("P", `{"name":"id","type":"long"}`, `{"name":"email","type":["null","string"],"default":null}`, `{"name":"attrs","type":{"type":"map","values":["null","string"]}}`, `{"name":"addr","type":["null",`+rec("Addr", `{"name":"zip","type":"string"}`)+`],"default":null}`),
+				"v3": rec("P", `{"name":"id","type":"long"}`, `{"name":"email","type":"string"}`, `{"name":"attrs","type":{"type":"map","values":"string"}}`, `{"name":"addr","type":["null",`+rec("Addr", `{"name":"zip","type":"string"}`)+`],"default":null}`),
+			},
+			events: [][2]string{
+				{"v1", `{"id":1,"email":"a@example.com","attrs":{"k":"v"},"addr":null}`},
+				{"v2", `{"id":2,"email":null,"attrs":{"a":null},"addr":{"zip":"10115"}}`},
+				{"v3", `{"id":3,"email":"c@example.com","attrs":{},"addr":null}`},
+			},
+			expect: allPolicies(caseExpect{rows: []string{`{"addr":null,"attrs":[["k","v"]],"email":"a@example.com","id":1}`,
+				`{"addr":{"zip":"10115"},"attrs":[["a",null]],"email":null,"id":2}`, `{"addr":null,"attrs":[],"email":"c@example.com","id":3}`},
+				schema: "[[id int64 true] [email string true] [attrs map<string, string> true] [addr struct<zip: string> true]]", halt: -1}),
+		},
+	}
+	for _, c := range cases {
+		t.Run(strings.Fields(c.name)[0], func(t *testing.T) { runGuardCase(t, s, c) })
+	}
+}
+
+func allPolicies(e caseExpect) map[string]caseExpect {
+	return map[string]caseExpect{"evolve": e, "dead_letter": e, "halt": e}
+}
+
+func runGuardCase(t *testing.T, s stack, c guardCase) {
+	t.Logf("%s", c.name)
+	base := "case-" + strings.ToLower(strings.Fields(c.name)[0])
+	topic := createTopic(t, s, base, 1)
+	dlq := createTopic(t, s, base+".dlq", 1)
+	dir := t.TempDir()
+	spec := map[string]any{"schemas": map[string]json.RawMessage{}, "events": [][]any{}}
+	for k, v := range c.schemas {
+		spec["schemas"].(map[string]json.RawMessage)[k] = json.RawMessage(v)
+	}
+	for _, e := range c.events {
+		spec["events"] = append(spec["events"].([][]any), []any{e[0], json.RawMessage(e[1])})
+	}
+	specFile, outFile := filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.json")
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(specFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(s.python, filepath.Join(repoRoot, "integration", "testdata", "produce_case.py"),
+		"--brokers", s.brokers, "--registry", s.registry, "--topic", topic, "--spec", specFile, "--out", outFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("produce_case.py: %v\n%s", err, out)
+	}
+
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	tables := map[string]string{}
+	for _, policy := range []string{"evolve", "dead_letter", "halt"} {
+		tables[policy] = filepath.Join(dir, policy)
+		y := pipelineYAML(base+"-"+strings.ReplaceAll(policy, "_", "-"), s, topic, tables[policy], policy, dlq, "{max_records: 100, max_bytes: 1MiB, max_age: 300ms}")
+		if c.allow != "" {
+			y = strings.Replace(y, "on_incompatible: halt}", "on_incompatible: halt, allow_table_features: "+c.allow+"}", 1)
+		}
+		writePipeline(t, cfgDir, policy, y)
+	}
+	d := startDaemon(t, cfgDir)
+	n := int64(len(c.events))
+	haltedAt := func(policy string) (int64, bool) {
+		r, _ := d.readyz(t)
+		for _, p := range r.Pipelines {
+			if strings.HasSuffix(p.Pipeline, "-"+strings.ReplaceAll(policy, "_", "-")) && len(p.Halted) > 0 {
+				return p.Halted[0].Offset, true
+			}
+		}
+		return 0, false
+	}
+	waitFor(t, d, 90*time.Second, "every pipeline to handle all records or halt", func() bool {
+		for policy, e := range c.expect {
+			if e.halt >= 0 {
+				if _, ok := haltedAt(policy); !ok {
+					return false
+				}
+			} else if handled(t, tables[policy]) != n {
+				return false
+			}
+		}
+		return true
+	})
+	halts := map[string]int64{}
+	for policy := range c.expect {
+		if off, ok := haltedAt(policy); ok {
+			halts[policy] = off
+		}
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	for _, policy := range []string{"evolve", "dead_letter", "halt"} {
+		e := c.expect[policy]
+		if off, ok := halts[policy]; e.halt >= 0 && off != e.halt {
+			t.Errorf("%s: halted at %d, want %d", policy, off, e.halt)
+		} else if e.halt < 0 && ok {
+			t.Errorf("%s: halted at %d, want no halt", policy, off)
+		}
+		if e.rows == nil {
+			continue
+		}
+		data := readTable(t, s, tables[policy])
+		var got []string
+		for _, r := range data.Rows {
+			b, _ := json.Marshal(r)
+			got = append(got, string(b))
+		}
+		slices.Sort(got)
+		want := slices.Clone(e.rows)
+		slices.Sort(want)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s rows (delta-rs)\n got %s\nwant %s", policy, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+		}
+		if e.schema != "" && fmt.Sprint(data.Schema) != e.schema {
+			t.Errorf("%s schema (delta-rs)\n got %v\nwant %s", policy, data.Schema, e.schema)
+		}
+	}
+	// The DLQ holds exactly the dead_letter pipeline's records (the other pipelines
+	// dead-letter nothing in these cases).
+	want := c.expect["dead_letter"].dlq
+	got := map[int64]string{}
+	for _, r := range readDLQ(t, s, dlq) {
+		if r.headers["__connect.errors.topic"] != topic {
+			t.Errorf("DLQ record from topic %q", r.headers["__connect.errors.topic"])
+		}
+		var off int64
+		fmt.Sscan(r.headers["__connect.errors.offset"], &off)
+		got[off] = r.headers["ingestd.error.reason"] + " " + r.headers["ingestd.error.field"]
+		if !strings.Contains(r.headers["__connect.errors.exception.message"], "writer schema id") {
+			t.Errorf("DLQ message for offset %d is not the guard's explanation: %q", off, r.headers["__connect.errors.exception.message"])
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(orEmpty(want)) {
+		t.Errorf("DLQ\n got %v\nwant %v", got, want)
+	}
+}
+
+func orEmpty(m map[int64]string) map[int64]string {
+	if m == nil {
+		return map[int64]string{}
+	}
+	return m
+}
