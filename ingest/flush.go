@@ -311,6 +311,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 				continue
 			}
 		}
+		if message == "" && fail.Reason == "not_null_violation" && schemaID >= 0 {
+			message = fmt.Sprintf("writer schema id %d: %s is null in this record, but the column is NOT NULL in table %s at version %d "+
+				"(the writer schema declares it nullable). To let it through: make the column nullable "+
+				"(ALTER TABLE … ALTER COLUMN %s DROP NOT NULL), or set schema.policy: evolve, which relaxes it in the same commit",
+				schemaID, fail.Field, p.cfg.Name, readVersion, fail.Field)
+		}
 		if message == "" {
 			message = fail.Error()
 		}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // guardCase is one case of ../shared/cases/CASES.md run end to end: records produced with
@@ -21,6 +26,8 @@ type guardCase struct {
 	schemas map[string]string // label → avsc
 	events  [][2]string       // (schema label, value JSON)
 	allow   string            // schema.allow_table_features, YAML list
+	table   string            // if set, each pipeline's table exists beforehand with this schema (Delta JSON)
+	props   map[string]string // table properties of that table
 	expect  map[string]caseExpect
 }
 
@@ -139,6 +146,7 @@ func TestGuardCases(t *testing.T) {
 				schema: "[[id int64 true] [email string true] [attrs map<string, string> true] [addr struct<zip: string> true]]", halt: -1}),
 		},
 	}
+	cases = append(cases, moreGuardCases()...)
 	for _, c := range cases {
 		t.Run(strings.Fields(c.name)[0], func(t *testing.T) { runGuardCase(t, s, c) })
 	}
@@ -172,6 +180,11 @@ func runGuardCase(t *testing.T, s stack, c guardCase) {
 		t.Fatalf("produce_case.py: %v\n%s", err, out)
 	}
 
+	if c.table != "" {
+		for _, policy := range []string{"evolve", "dead_letter", "halt"} {
+			createTable(t, filepath.Join(dir, policy), c.table, c.props)
+		}
+	}
 	cfgDir := filepath.Join(dir, "configs")
 	mustMkdir(t, cfgDir)
 	tables := map[string]string{}
@@ -266,4 +279,27 @@ func orEmpty(m map[int64]string) map[int64]string {
 		return map[int64]string{}
 	}
 	return m
+}
+
+// createTable creates an empty Delta table with the given schema (Delta JSON) and
+// properties, as another engine would have.
+func createTable(t *testing.T, path, schemaJSON string, props map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	schema, err := deltalog.ParseSchema(schemaJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open("file://" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proto, meta := deltawriter.NewTableMetadata("case", schema, nil, props)
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: &proto, Metadata: &meta, Operation: "CREATE TABLE"}); err != nil {
+		t.Fatalf("create table %s: %v", path, err)
+	}
 }
