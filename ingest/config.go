@@ -59,6 +59,9 @@ type TableConfig struct {
 	Create      bool              `yaml:"create"` // create the table on first write if it does not exist
 	PartitionBy []string          `yaml:"partition_by"`
 	Properties  map[string]string `yaml:"properties"` // table properties set on create, e.g. delta.checkpointInterval
+	// ColumnMapping is delta.columnMapping.mode for a table ingestd creates: none
+	// (default), name or id. Names such as "order id" need it.
+	ColumnMapping string `yaml:"column_mapping"`
 }
 
 // SchemaConfig is the guard's policy for this table.
@@ -336,6 +339,11 @@ func (c *Config) validate() []error {
 		bad("$.table", "table.uri is missing", `set table.uri: "file:///var/lib/ingestd/<table>"`)
 	} else if !strings.HasPrefix(c.Table.URI, "file://") && !filepath.IsAbs(c.Table.URI) {
 		bad("$.table.uri", fmt.Sprintf("table.uri %q: only local tables (file:///abs/path or /abs/path) are supported so far", c.Table.URI), "use an absolute file:// URI")
+	}
+	switch c.Table.ColumnMapping {
+	case "", "none", "name", "id":
+	default:
+		bad("$.table.column_mapping", fmt.Sprintf("table.column_mapping %q is not none, name or id", c.Table.ColumnMapping), "use name (recommended) or id")
 	}
 	if len(c.Table.PartitionBy) > 0 {
 		bad("$.table.partition_by", "table.partition_by is not supported yet", "remove partition_by (partitioned tables come with the Delta writer work)")

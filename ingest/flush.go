@@ -251,8 +251,58 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			evolved = append(evolved, applied...)
 		}
 	}
-	if enable[schemaguard.FeatureColumnMapping] || (len(evolved) > 0 && mode != deltalog.ColumnMappingNone) {
-		return fmt.Errorf("evolve table %s: adding columns under column mapping is not supported yet", p.cfg.Table.URI)
+	// The metaData (and protocol) of this commit: on create, or when the schema evolved or
+	// a table feature is enabled. Under column mapping, new fields get ids and physical
+	// names here, before the Parquet schema is built from newSchema.
+	features := slices.Sorted(maps.Keys(enable))
+	var newMeta *deltalog.Metadata
+	var newProto *deltalog.Protocol
+	switch {
+	case created:
+		conf := maps.Clone(p.cfg.Table.Properties)
+		if conf == nil {
+			conf = map[string]string{}
+		}
+		if cm := p.cfg.Table.ColumnMapping; cm != "" && cm != "none" {
+			conf["delta.columnMapping.mode"] = cm
+		} else if enable[schemaguard.FeatureColumnMapping] {
+			conf["delta.columnMapping.mode"] = "name"
+		}
+		if enable[schemaguard.FeatureTypeWidening] {
+			conf["delta.enableTypeWidening"] = "true"
+		}
+		proto, meta := deltawriter.NewTableMetadata(p.cfg.Name, newSchema, p.cfg.Table.PartitionBy, conf)
+		if meta, newSchema, err = deltawriter.EvolveMetadata(meta, newSchema); err != nil {
+			return fmt.Errorf("create table metadata: %w", err)
+		}
+		proto = proto.WithFeatures(features...)
+		newMeta, newProto = &meta, &proto
+	case len(evolved) > 0 || len(features) > 0:
+		if enable[schemaguard.FeatureColumnMapping] {
+			return fmt.Errorf("evolve table %s: enabling column mapping on an existing table is not supported yet; "+
+				"enable it with Spark (ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')) and ingestd follows", p.cfg.Table.URI)
+		}
+		meta := snap.Metadata
+		meta.Configuration = maps.Clone(meta.Configuration)
+		if meta.Configuration == nil {
+			meta.Configuration = map[string]string{}
+		}
+		if enable[schemaguard.FeatureTypeWidening] {
+			meta.Configuration["delta.enableTypeWidening"] = "true"
+		}
+		if meta, newSchema, err = deltawriter.EvolveMetadata(meta, newSchema); err != nil {
+			return fmt.Errorf("evolve table metadata: %w", err)
+		}
+		newMeta = &meta
+		if len(features) > 0 {
+			proto := snap.Protocol.WithFeatures(features...)
+			newProto = &proto
+		}
+	}
+	if newMeta != nil {
+		if mode, err = newMeta.ColumnMappingMode(); err != nil {
+			return fmt.Errorf("read column mapping mode: %w", err)
+		}
 	}
 
 	// Pass 3: in offset order per partition, decide each record's fate and decode the ones
@@ -342,41 +392,18 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	// Commit: data, schema change and txn per partition, atomically.
 	c := deltawriter.Commit{ReadVersion: readVersion, Operation: "WRITE",
 		OperationParameters: map[string]string{"mode": "Append"}, EngineInfo: engineInfo}
-	features := slices.Sorted(maps.Keys(enable))
-	if created {
-		proto, meta := deltawriter.NewTableMetadata(p.cfg.Name, newSchema, p.cfg.Table.PartitionBy, p.cfg.Table.Properties)
-		proto = proto.WithFeatures(features...)
-		if enable[schemaguard.FeatureTypeWidening] {
-			meta.Configuration["delta.enableTypeWidening"] = "true"
-		}
-		c.Protocol, c.Metadata = &proto, &meta
-	} else if len(evolved) > 0 || len(features) > 0 {
-		meta := snap.Metadata
-		meta.Configuration = maps.Clone(meta.Configuration)
-		if meta.Configuration == nil {
-			meta.Configuration = map[string]string{}
-		}
-		b, err := newSchema.MarshalJSON()
-		if err != nil {
-			return fmt.Errorf("encode evolved schema: %w", err)
-		}
-		meta.SchemaString = string(b)
-		c.Metadata = &meta
+	c.Protocol, c.Metadata = newProto, newMeta
+	if newMeta != nil && !created {
 		c.OperationParameters["mergeSchema"] = "true"
-		if len(features) > 0 {
-			proto := snap.Protocol.WithFeatures(features...)
-			c.Protocol = &proto
-			if enable[schemaguard.FeatureTypeWidening] {
-				meta.Configuration["delta.enableTypeWidening"] = "true"
-			}
-		}
 	}
 	var written int64
 	if numRows > 0 {
-		fo := deltawriter.FileOptions{Schema: newSchema, ColumnMapping: mode, Configuration: p.cfg.Table.Properties}
-		if exists {
-			fo = snap.FileOptions()
-			fo.Schema = newSchema
+		fo := deltawriter.FileOptions{Schema: newSchema, ColumnMapping: mode}
+		switch {
+		case newMeta != nil:
+			fo.Configuration = newMeta.Configuration
+		case exists:
+			fo.Configuration = snap.Metadata.Configuration
 		}
 		add, err := deltawriter.WriteDataFile(ctx, p.deps.Table.Store(), pq, cols, numRows, fo)
 		if err != nil {

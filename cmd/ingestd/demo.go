@@ -147,6 +147,7 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 	// partition (or failed), then stop them like SIGTERM does.
 	total := int64(nV1 + nV2)
 	deadline := time.Now().Add(2 * time.Minute)
+	var halted []ingest.HaltedPartition
 	for {
 		finished := true
 		for i, p := range pipelines {
@@ -164,6 +165,11 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 			finished = finished && err == nil && n == total
 		}
 		if finished {
+			for i, c := range cfgs { // the halt report, taken while the pipelines run
+				if c.Schema.Policy == ingest.PolicyHalt {
+					halted = pipelines[i].Status().Halted
+				}
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -182,17 +188,14 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 	stop()
 	<-done
 
-	rep := &demoReport{Out: out, Produced: int(total), DeadLetters: map[string]int{}}
-	for i, c := range cfgs {
+	rep := &demoReport{Out: out, Produced: int(total), DeadLetters: map[string]int{}, Halted: halted}
+	for _, c := range cfgs {
 		tr, err := describeTable(ctx, c)
 		if err != nil {
 			return nil, err
 		}
 		tr.Policy = c.Schema.Policy
 		rep.Tables = append(rep.Tables, tr)
-		if c.Schema.Policy == ingest.PolicyHalt {
-			rep.Halted = pipelines[i].Status().Halted
-		}
 	}
 	if err := countDeadLetters(ctx, brokers, "orders.dlq", rep.DeadLetters); err != nil {
 		return nil, err
