@@ -2,16 +2,19 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit integration build stack-up stack-down bench
+.PHONY: demo test unit fuzz integration build stack-up stack-down bench
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
 
-test: unit integration ## everything: unit tests, then the real stack and the integration tests
+test: unit fuzz integration ## everything: unit tests, short fuzzing, then the real stack and the integration tests
 
 unit:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 $(PKGS)
+
+fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testdata/fuzz)
+	for t in FuzzDecode FuzzDifferential; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 20s ./ingest/decode/ || exit 1; done
 
 integration: ## needs Java 17+, Maven and Python 3; starts Kafka + registry via scripts/stack.sh
 	scripts/venv.sh
@@ -27,5 +30,5 @@ stack-up:
 stack-down:
 	scripts/stack.sh down
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./ingest/decode/
+bench: ## B1: the decoder beside hamba/avro's map and struct paths, one core
+	GOMAXPROCS=1 $(GO) test -run '^$$' -bench B1 -benchmem -cpu 1 ./ingest/decode/

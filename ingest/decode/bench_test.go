@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"math/big"
 	"testing"
 	"time"
 
@@ -22,11 +23,97 @@ const tenFields = `{"type":"record","name":"Event","namespace":"bench","fields":
 	{"name":"kind","type":{"type":"enum","name":"Kind","symbols":["CLICK","VIEW","BUY"]}},
 	{"name":"tags","type":{"type":"array","items":"string"}}]}`
 
+// tenFieldsPayload is the B1 record body: 195 bytes, 200 framed.
 func tenFieldsPayload(tb testing.TB, ws *WriterSchema) []byte {
-	return mustMarshal(tb, ws.Avro, map[string]any{
-		"id": int64(123456789), "name": "customer-000042", "score": 98.25, "active": true,
-		"ts": time.UnixMicro(1702771200123456).UTC(), "note": "first purchase", "count": 17,
-		"amount": rat(tb, "-1234567.89"), "kind": "BUY", "tags": []any{"web", "promo", "eu"},
+	b := mustMarshal(tb, ws.Avro, map[string]any{
+		"id": int64(123456789), "name": "customer-000042 (Ann Example, ann@example.com)", "score": 98.25, "active": true,
+		"ts": time.UnixMicro(1702771200123456).UTC(), "note": "first purchase after the spring campaign; gift wrap requested", "count": 17,
+		"amount": rat(tb, "-1234567.89"), "kind": "BUY", "tags": []any{"web", "promo-spring-2024", "eu-west-1", "returning-customer!!!"},
+	})
+	if len(b)+FrameHeaderLen != 200 {
+		tb.Fatalf("B1 record is %d bytes framed, want 200", len(b)+FrameHeaderLen)
+	}
+	return b
+}
+
+// b1Event is the B1 record as a Go struct for hamba's struct (codegen-free reflection) path.
+type b1Event struct {
+	ID     int64     `avro:"id"`
+	Name   string    `avro:"name"`
+	Score  float64   `avro:"score"`
+	Active bool      `avro:"active"`
+	TS     time.Time `avro:"ts"`
+	Note   *string   `avro:"note"`
+	Count  int32     `avro:"count"`
+	Amount *big.Rat  `avro:"amount"`
+	Kind   string    `avro:"kind"`
+	Tags   []string  `avro:"tags"`
+}
+
+// BenchmarkB1 is issue 4's B1: the 10-field record, framed, decoded per record by ingestd's
+// compiled decoder into column values, and by hamba/avro into map[string]any and into a
+// struct, in one run. Run with GOMAXPROCS=1 (see BENCHMARKS.md).
+func BenchmarkB1(b *testing.B) {
+	ws := mustWriter(b, 1, tenFields)
+	value := append([]byte{0, 0, 0, 0, 1}, tenFieldsPayload(b, ws)...)
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	}
+	b.Run("ingestd", func(b *testing.B) {
+		d, _ := mustCompile(b, ws, ws.Delta, "none")
+		cols := make([][]parquet.Value, d.Columns())
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%4096 == 0 { // a flushed batch: reuse the column buffers
+				for c := range cols {
+					cols[c] = cols[c][:0]
+				}
+			}
+			_, payload, err := ParseFrame(value)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if cols, err = d.Decode(payload, cols); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b)
+	})
+	b.Run("hamba-map", func(b *testing.B) {
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		for b.Loop() {
+			_, payload, err := ParseFrame(value)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var m map[string]any
+			if err := avro.Unmarshal(ws.Avro, payload, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b)
+	})
+	b.Run("hamba-struct", func(b *testing.B) {
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		var e b1Event
+		for b.Loop() {
+			_, payload, err := ParseFrame(value)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e = b1Event{}
+			if err := avro.Unmarshal(ws.Avro, payload, &e); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if e.Kind != "BUY" || len(e.Tags) != 4 || e.Amount.FloatString(2) != "-1234567.89" {
+			b.Fatalf("struct decoded as %+v", e)
+		}
+		report(b)
 	})
 }
 

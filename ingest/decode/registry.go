@@ -2,11 +2,14 @@ package decode
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +49,9 @@ func ParseWriterSchema(id int, text string, refs ...string) (*WriterSchema, erro
 }
 
 func parseInto(id int, text string, cache *avro.SchemaCache) (*WriterSchema, error) {
+	if line, col, err := jsonSyntax(text); err != nil {
+		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d: not valid JSON at line %d, column %d: %w", id, line, col, err))
+	}
 	s, err := avro.ParseWithCache(text, "", cache)
 	if err != nil {
 		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d: %w", id, err))
@@ -53,6 +59,34 @@ func parseInto(id int, text string, cache *avro.SchemaCache) (*WriterSchema, err
 	ws := &WriterSchema{ID: id, Avro: s}
 	ws.Delta, ws.DeltaErr = ToDelta(s)
 	return ws, nil
+}
+
+// jsonSyntax reports whether text is one valid JSON value and, when it is not, the 1-based
+// line and column (in bytes) of the offending byte. hamba/avro's own errors on bad JSON
+// quote the whole schema without a position.
+func jsonSyntax(text string) (line, col int, err error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	var v json.RawMessage
+	err = dec.Decode(&v)
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = fmt.Errorf("unexpected data after the schema at offset %d", dec.InputOffset())
+		}
+	}
+	if err == nil {
+		return 0, 0, nil
+	}
+	off := len(text)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = int(se.Offset) - 1
+	} else if !errors.Is(err, io.ErrUnexpectedEOF) && err.Error() != "EOF" {
+		off = int(dec.InputOffset())
+	}
+	off = max(0, min(off, len(text)))
+	line = 1 + strings.Count(text[:off], "\n")
+	col = off - strings.LastIndexByte(text[:off], '\n')
+	return line, col, err
 }
 
 // StaticSchema loads the writer schema for raw (unframed) Avro from .avsc files: the
@@ -65,6 +99,9 @@ func StaticSchema(avscPath string, referencedPaths ...string) (*WriterSchema, er
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("read schema file: %w", err)
+		}
+		if line, col, err := jsonSyntax(string(b)); err != nil {
+			return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("%s:%d:%d: schema is not valid JSON: %w", p, line, col, err))
 		}
 		texts[i] = string(b)
 	}
