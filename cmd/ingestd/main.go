@@ -35,6 +35,7 @@ every table against schema drift.
 Usage:
   ingestd run      --config DIR|FILE [--listen 127.0.0.1:9102]   run pipelines
   ingestd validate --config DIR|FILE                              check pipeline files
+  ingestd table    schema|history|describe|alter --table URI     inspect or alter a Delta table
   ingestd demo     [--out DIR]                                    self-contained demo
   ingestd version                                                 print the version
 
@@ -55,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "table":
+		return cmdTable(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "ingestd %s (%s)\n", version, runtime.Version())
 		return exitOK

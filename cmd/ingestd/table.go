@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/deltawriter/tableops"
+	"github.com/ingestd/ingestd/ingest"
+)
+
+const tableUsage = `Usage: ingestd table <command> (--table URI | --config PIPELINE.yaml) [flags]
+
+Commands:
+  schema     the schema as a tree (types, nullability, column mapping ids)
+  history    commits, newest first (version, time, operation, parameters, metrics)
+  describe   protocol, features, properties, files, size, txn versions per app id
+  alter      change the table, one Delta commit per change:
+               --add-column 'path TYPE'   add a nullable column (nested: 'a.b TYPE')
+               --widen 'path TYPE'        widen a type (Delta type widening only)
+               --set-property k=v         set a table property
+               --enable-feature F         typeWidening or timestampNtz (irreversible)
+
+Works on any Delta table, not only ingestd's. A running pipeline picks the change up at
+its next commit, without a restart.
+`
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ", ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, tableUsage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("table "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, tableUsage, "\nFlags:\n"); fs.PrintDefaults() }
+	uri := fs.String("table", "", "table `URI` (file:///path or /path)")
+	config := fs.String("config", "", "pipeline `file` whose table to use")
+	n := fs.Int("n", 20, "history: number of commits (0 for all)")
+	asJSON := fs.Bool("json", false, "history, describe: print JSON")
+	var add, widen, props, features stringList
+	fs.Var(&add, "add-column", "alter: 'path TYPE' to add (repeatable)")
+	fs.Var(&widen, "widen", "alter: 'path TYPE' to widen to (repeatable)")
+	fs.Var(&props, "set-property", "alter: key=value (repeatable)")
+	fs.Var(&features, "enable-feature", "alter: typeWidening or timestampNtz (repeatable)")
+	if code, done := parseFlags(fs, args[1:]); done {
+		return code
+	}
+	if *config != "" {
+		cfgs, err := ingest.LoadConfigs(*config)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitUsage
+		}
+		if len(cfgs) != 1 {
+			fmt.Fprintf(stderr, "ingestd table: --config %s holds %d pipelines; name one file\n", *config, len(cfgs))
+			return exitUsage
+		}
+		*uri = cfgs[0].Table.URI
+	}
+	if *uri == "" {
+		fmt.Fprintln(stderr, "ingestd table: --table or --config is required")
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	st, err := storage.Open(*uri)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table:", err)
+		return exitUsage
+	}
+	tbl, err := deltawriter.Open(ctx, st)
+	if err == nil {
+		_, err = tbl.Snapshot(ctx)
+	}
+	if err != nil {
+		if errors.Is(err, deltawriter.ErrTableNotFound) {
+			err = fmt.Errorf("no Delta table at %s", *uri)
+		}
+		fmt.Fprintln(stderr, "ingestd table:", err)
+		return exitFailure
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	switch sub {
+	case "schema":
+		tableops.WriteSchema(stdout, snap.Schema, snap.ColumnMapping)
+	case "describe":
+		d := tableops.Describe(*uri, snap)
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(d)
+		} else {
+			tableops.WriteDetail(stdout, d)
+		}
+	case "history":
+		h, err := tableops.History(ctx, st, *n)
+		if err != nil {
+			fmt.Fprintln(stderr, "ingestd table history:", err)
+			return exitFailure
+		}
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(h)
+			break
+		}
+		for _, e := range h {
+			fmt.Fprintf(stdout, "%6d  %s  %-18s %s\n", e.Version, e.Timestamp.Format(time.RFC3339), e.Operation, kv(e.Parameters))
+			if len(e.Metrics) > 0 {
+				fmt.Fprintf(stdout, "        metrics: %s\n", kv(e.Metrics))
+			}
+		}
+	case "alter":
+		a := tableops.Alter{EnableFeatures: features, SetProperties: map[string]string{}}
+		for _, p := range props {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				fmt.Fprintf(stderr, "ingestd table alter: --set-property %q: write key=value\n", p)
+				return exitUsage
+			}
+			a.SetProperties[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		for _, list := range []struct {
+			in  []string
+			out *[]tableops.ColumnDef
+		}{{add, &a.AddColumns}, {widen, &a.Widen}} {
+			for _, s := range list.in {
+				c, err := tableops.ParseColumnDef(s)
+				if err != nil {
+					fmt.Fprintln(stderr, "ingestd table alter:", err)
+					return exitUsage
+				}
+				*list.out = append(*list.out, c)
+			}
+		}
+		if len(a.AddColumns)+len(a.Widen)+len(a.SetProperties)+len(a.EnableFeatures) == 0 {
+			fmt.Fprintln(stderr, "ingestd table alter: nothing to do; see ingestd table --help")
+			return exitUsage
+		}
+		res, err := tableops.Apply(ctx, tbl, a)
+		for _, r := range res {
+			fmt.Fprintf(stdout, "version %d: %s %s\n", r.Version, r.Operation, r.Detail)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "ingestd table alter:", err)
+			return exitFailure
+		}
+	default:
+		fmt.Fprintf(stderr, "ingestd table: unknown command %q\n\n%s", sub, tableUsage)
+		return exitUsage
+	}
+	return exitOK
+}
+
+func kv(m map[string]string) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,249 @@
+package tableops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/schemaguard"
+)
+
+// Alter is one `ingestd table alter` invocation. Its changes are committed in this order,
+// each as one Delta commit: EnableFeatures (UPGRADE PROTOCOL), SetProperties (SET
+// TBLPROPERTIES), AddColumns (ADD COLUMNS, all in one commit), Widen (CHANGE COLUMN, one
+// commit per column).
+type Alter struct {
+	EnableFeatures []string // typeWidening, timestampNtz
+	SetProperties  map[string]string
+	AddColumns     []ColumnDef
+	Widen          []ColumnDef
+}
+
+// Result is one commit made by Apply.
+type Result struct {
+	Version   int64
+	Operation string
+	Detail    string
+}
+
+// engineInfo goes into commitInfo.engineInfo.
+const engineInfo = "ingestd table alter"
+
+// Apply makes the changes of a against the latest snapshot of table and returns the
+// commits made. It validates everything before the first commit: a column that already
+// exists (ignoring case), a parent that is missing or not a struct, a widening Delta does
+// not allow or a table without type widening, an unknown feature. A commit that loses to a
+// concurrent metadata change is retried on the new snapshot (up to 5 times).
+func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, error) {
+	for _, f := range a.EnableFeatures {
+		switch f {
+		case schemaguard.FeatureTypeWidening, schemaguard.FeatureTimestampNtz:
+		case schemaguard.FeatureColumnMapping:
+			return nil, fmt.Errorf("enable columnMapping: not supported by ingestd yet; use Spark: ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')")
+		default:
+			return nil, fmt.Errorf("enable feature %q: use typeWidening or timestampNtz", f)
+		}
+	}
+	// Dry-run every change on the current snapshot so nothing is committed when any fails.
+	snap, err := table.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read table: %w", err)
+	}
+	dry := snap.Schema.Clone()
+	for _, c := range a.AddColumns {
+		if dry, err = addColumn(dry, c); err != nil {
+			return nil, err
+		}
+	}
+	widening := snap.Metadata.Configuration["delta.enableTypeWidening"] == "true" || slices.Contains(a.EnableFeatures, schemaguard.FeatureTypeWidening)
+	for _, c := range a.Widen {
+		if !widening {
+			return nil, fmt.Errorf("widen %s: the table does not have type widening enabled; add --enable-feature typeWidening (an irreversible protocol upgrade)", strings.Join(c.Path, "."))
+		}
+		if dry, _, err = widen(dry, c); err != nil {
+			return nil, err
+		}
+	}
+
+	var out []Result
+	step := func(op string, build func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error)) error {
+		for attempt := 0; ; attempt++ {
+			s, err := table.Snapshot(ctx)
+			if err != nil {
+				return fmt.Errorf("read table: %w", err)
+			}
+			c, detail, err := build(s)
+			if err != nil {
+				return err
+			}
+			c.ReadVersion, c.Operation, c.EngineInfo = s.Version, op, engineInfo
+			v, err := table.Commit(ctx, c)
+			if errors.Is(err, deltawriter.ErrMetadataChanged) && attempt < 5 {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("commit %s: %w", op, err)
+			}
+			out = append(out, Result{Version: v, Operation: op, Detail: detail})
+			return nil
+		}
+	}
+	if len(a.EnableFeatures) > 0 {
+		err := step("UPGRADE PROTOCOL", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
+			proto := s.Protocol.WithFeatures(a.EnableFeatures...)
+			meta := s.Metadata
+			meta.Configuration = cloneConf(meta.Configuration)
+			if slices.Contains(a.EnableFeatures, schemaguard.FeatureTypeWidening) {
+				meta.Configuration["delta.enableTypeWidening"] = "true"
+			}
+			return deltawriter.Commit{Protocol: &proto, Metadata: &meta,
+				OperationParameters: map[string]string{"newProtocol": mustJSON(proto)}}, "features " + strings.Join(a.EnableFeatures, ", "), nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	if len(a.SetProperties) > 0 {
+		err := step("SET TBLPROPERTIES", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
+			meta := s.Metadata
+			meta.Configuration = cloneConf(meta.Configuration)
+			maps.Copy(meta.Configuration, a.SetProperties)
+			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"properties": mustJSON(a.SetProperties)}},
+				fmt.Sprint(a.SetProperties), nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	if len(a.AddColumns) > 0 {
+		err := step("ADD COLUMNS", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
+			schema := s.Schema
+			var cols []map[string]any
+			var names []string
+			for _, c := range a.AddColumns {
+				var err error
+				if schema, err = addColumn(schema, c); err != nil {
+					return deltawriter.Commit{}, "", err
+				}
+				cols = append(cols, map[string]any{"column": map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true, "metadata": map[string]any{}}})
+				names = append(names, c.String())
+			}
+			meta, _, err := deltawriter.EvolveMetadata(s.Metadata, schema)
+			if err != nil {
+				return deltawriter.Commit{}, "", err
+			}
+			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
+				strings.Join(names, ", "), nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	for _, c := range a.Widen {
+		err := step("CHANGE COLUMN", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
+			schema, from, err := widen(s.Schema, c)
+			if err != nil {
+				return deltawriter.Commit{}, "", err
+			}
+			meta, _, err := deltawriter.EvolveMetadata(s.Metadata, schema)
+			if err != nil {
+				return deltawriter.Commit{}, "", err
+			}
+			col := map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true}
+			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"column": mustJSON(col)}},
+				fmt.Sprintf("%s %s → %s", strings.Join(c.Path, "."), from, c.Type), nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func cloneConf(m map[string]string) map[string]string {
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	return out
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// lookup walks path in s (case-insensitive, as Delta matches names) and returns the
+// struct holding the last segment and the field, which is nil when absent.
+func lookup(s *deltalog.StructType, path []string) (*deltalog.StructType, *deltalog.StructField, error) {
+	parent := s
+	for i, seg := range path {
+		var f *deltalog.StructField
+		for _, x := range parent.Fields {
+			if schemaguard.Key(x.Name) == schemaguard.Key(seg) {
+				f = x
+				break
+			}
+		}
+		if i == len(path)-1 {
+			return parent, f, nil
+		}
+		if f == nil {
+			return nil, nil, fmt.Errorf("column %s: %s does not exist", strings.Join(path, "."), strings.Join(path[:i+1], "."))
+		}
+		st, ok := f.Type.(*deltalog.StructType)
+		if !ok {
+			return nil, nil, fmt.Errorf("column %s: %s is %s, not a struct", strings.Join(path, "."), strings.Join(path[:i+1], "."), f.Type)
+		}
+		parent = st
+	}
+	return nil, nil, fmt.Errorf("empty column path")
+}
+
+// addColumn returns a copy of s with c appended (nullable) at the end of its parent struct.
+func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error) {
+	out := s.Clone()
+	parent, f, err := lookup(out, c.Path)
+	if err != nil {
+		return nil, fmt.Errorf("add column: %w", err)
+	}
+	if f != nil {
+		return nil, fmt.Errorf("add column %s: the table already has %s %s", strings.Join(c.Path, "."), f.Name, f.Type)
+	}
+	name := c.Path[len(c.Path)-1]
+	if schemaguard.NeedsColumnMapping(name) {
+		return nil, fmt.Errorf("add column %q: the name needs column mapping, which this table does not have", name)
+	}
+	parent.Fields = append(parent.Fields, &deltalog.StructField{Name: name, Type: c.Type, Nullable: true, Metadata: map[string]any{}})
+	return out, nil
+}
+
+// widen returns a copy of s with the column at c.Path widened to c.Type, recording
+// delta.typeChanges, and the old type. Only Delta's type-widening changes are accepted.
+func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.DataType, error) {
+	out := s.Clone()
+	_, f, err := lookup(out, c.Path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("widen: %w", err)
+	}
+	if f == nil {
+		return nil, nil, fmt.Errorf("widen %s: no such column", strings.Join(c.Path, "."))
+	}
+	if !schemaguard.Widens(f.Type, c.Type) {
+		return nil, nil, fmt.Errorf("widen %s: %s → %s is not a Delta type widening (allowed: byte→short→int→long, float→double, date→timestamp_ntz, decimal precision/scale increase)", strings.Join(c.Path, "."), f.Type, c.Type)
+	}
+	from := f.Type
+	if f.Metadata == nil {
+		f.Metadata = map[string]any{}
+	}
+	list, _ := f.Metadata[schemaguard.MetaTypeChanges].([]any)
+	f.Metadata[schemaguard.MetaTypeChanges] = append(list, map[string]any{"fromType": from.String(), "toType": c.Type.String()})
+	f.Type = c.Type
+	return out, from, nil
+}

@@ -1,0 +1,135 @@
+package tableops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+func newTable(t *testing.T, schema string) (*deltawriter.Table, storage.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := storage.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := deltalog.ParseSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proto, meta := deltawriter.NewTableMetadata("orders", s, nil, nil)
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: &proto, Metadata: &meta, Operation: "CREATE TABLE"}); err != nil {
+		t.Fatal(err)
+	}
+	return tbl, st
+}
+
+const ordersSchema = `{"type":"struct","fields":[{"name":"order_id","type":"long","nullable":true,"metadata":{}},{"name":"customer","type":{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},{"name":"qty","type":"integer","nullable":true,"metadata":{}}]}`
+
+func TestAlterAddWidenPropertiesHistory(t *testing.T) {
+	ctx := context.Background()
+	tbl, st := newTable(t, ordersSchema)
+	a := Alter{EnableFeatures: []string{"typeWidening"}, SetProperties: map[string]string{"delta.checkpointInterval": "5"}}
+	for _, c := range []string{"channel STRING", "customer.tier STRING"} {
+		cd, err := ParseColumnDef(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.AddColumns = append(a.AddColumns, cd)
+	}
+	w, _ := ParseColumnDef("qty BIGINT")
+	a.Widen = []ColumnDef{w}
+	res, err := Apply(ctx, tbl, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, r := range res {
+		ops = append(ops, r.Operation)
+	}
+	if got := strings.Join(ops, ","); got != "UPGRADE PROTOCOL,SET TBLPROPERTIES,ADD COLUMNS,CHANGE COLUMN" || res[3].Version != 4 {
+		t.Fatalf("commits %s (last version %d)", got, res[3].Version)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(snap.Schema)
+	want := `{"type":"struct","fields":[{"name":"order_id","type":"long","nullable":true,"metadata":{}},{"name":"customer","type":{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"tier","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},{"name":"qty","type":"long","nullable":true,"metadata":{"delta.typeChanges":[{"fromType":"integer","toType":"long"}]}},{"name":"channel","type":"string","nullable":true,"metadata":{}}]}`
+	if string(b) != want {
+		t.Errorf("schema\n got %s\nwant %s", b, want)
+	}
+	if snap.Metadata.Configuration["delta.enableTypeWidening"] != "true" || snap.Metadata.Configuration["delta.checkpointInterval"] != "5" ||
+		!snap.Protocol.HasFeature("typeWidening") || snap.Protocol.MinReaderVersion != 3 {
+		t.Errorf("protocol %+v configuration %v", snap.Protocol, snap.Metadata.Configuration)
+	}
+	hist, err := History(ctx, st, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 2 || hist[0].Version != 4 || hist[0].Timestamp.IsZero() || hist[0].Operation != "CHANGE COLUMN" || hist[1].Operation != "ADD COLUMNS" ||
+		!strings.Contains(hist[1].Parameters["columns"], `"customer.tier"`) {
+		t.Errorf("history %+v", hist)
+	}
+	var out bytes.Buffer
+	WriteSchema(&out, snap.Schema, snap.ColumnMapping)
+	wantTree := `root
+ |-- order_id: long (nullable = true)
+ |-- customer: struct (nullable = true)
+ |    |-- id: integer (nullable = true)
+ |    |-- tier: string (nullable = true)
+ |-- qty: long (nullable = true) typeChanges=[{"fromType":"integer","toType":"long"}]
+ |-- channel: string (nullable = true)
+`
+	if out.String() != wantTree {
+		t.Errorf("tree\n%s\nwant\n%s", out.String(), wantTree)
+	}
+	d := Describe("file:///t", snap)
+	if d.Version != 4 || d.NumFiles != 0 || d.MinWriterVersion != 7 {
+		t.Errorf("describe %+v", d)
+	}
+}
+
+func TestAlterRefusesBeforeCommitting(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		a    func() Alter
+		want string
+	}{
+		{"existing column, any case", func() Alter { c, _ := ParseColumnDef("ORDER_ID string"); return Alter{AddColumns: []ColumnDef{c}} }, "already has order_id"},
+		{"missing parent", func() Alter { c, _ := ParseColumnDef("nope.x string"); return Alter{AddColumns: []ColumnDef{c}} }, "nope does not exist"},
+		{"parent not a struct", func() Alter { c, _ := ParseColumnDef("qty.x string"); return Alter{AddColumns: []ColumnDef{c}} }, "qty is integer, not a struct"},
+		{"widen without the feature", func() Alter { c, _ := ParseColumnDef("qty bigint"); return Alter{Widen: []ColumnDef{c}} }, "--enable-feature typeWidening"},
+		{"narrowing", func() Alter {
+			c, _ := ParseColumnDef("order_id int")
+			return Alter{EnableFeatures: []string{"typeWidening"}, Widen: []ColumnDef{c}}
+		}, "long → integer is not a Delta type widening"},
+		{"valid add then invalid widen commits nothing", func() Alter {
+			a, _ := ParseColumnDef("channel string")
+			w, _ := ParseColumnDef("qty string")
+			return Alter{EnableFeatures: []string{"typeWidening"}, AddColumns: []ColumnDef{a}, Widen: []ColumnDef{w}}
+		}, "integer → string is not a Delta type widening"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tbl, _ := newTable(t, ordersSchema)
+			_, err := Apply(ctx, tbl, tc.a())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if snap, _ := tbl.Snapshot(ctx); snap.Version != 0 {
+				t.Errorf("a refused alter committed: version %d", snap.Version)
+			}
+		})
+	}
+}

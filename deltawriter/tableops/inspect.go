@@ -1,0 +1,213 @@
+package tableops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// WriteSchema prints the schema as a tree in Spark's printSchema style, with column
+// mapping ids and physical names when the table has them, e.g.
+//
+//	root
+//	 |-- order_id: long (nullable = true)
+//	 |-- customer: struct (nullable = true)
+//	 |    |-- name: string (nullable = true)
+func WriteSchema(w io.Writer, s *deltalog.StructType, mode deltalog.ColumnMappingMode) {
+	fmt.Fprintln(w, "root")
+	writeFields(w, s, " |", mode)
+}
+
+func writeFields(w io.Writer, s *deltalog.StructType, indent string, mode deltalog.ColumnMappingMode) {
+	for _, f := range s.Fields {
+		line := fmt.Sprintf("%s-- %s: %s (nullable = %t)", indent, f.Name, typeName(f.Type), f.Nullable)
+		if mode != deltalog.ColumnMappingNone {
+			if id, ok := f.FieldID(); ok {
+				line += fmt.Sprintf(" [id=%d physical=%s]", id, f.PhysicalName(mode))
+			}
+		}
+		if tc, ok := f.Metadata["delta.typeChanges"]; ok {
+			line += " typeChanges=" + mustJSON(tc)
+		}
+		fmt.Fprintln(w, line)
+		writeNested(w, f.Type, indent+"    |", mode)
+	}
+}
+
+func writeNested(w io.Writer, t deltalog.DataType, indent string, mode deltalog.ColumnMappingMode) {
+	switch t := t.(type) {
+	case *deltalog.StructType:
+		writeFields(w, t, indent, mode)
+	case *deltalog.ArrayType:
+		fmt.Fprintf(w, "%s-- element: %s (containsNull = %t)\n", indent, typeName(t.ElementType), t.ContainsNull)
+		writeNested(w, t.ElementType, indent+"    |", mode)
+	case *deltalog.MapType:
+		fmt.Fprintf(w, "%s-- key: %s\n", indent, typeName(t.KeyType))
+		fmt.Fprintf(w, "%s-- value: %s (valueContainsNull = %t)\n", indent, typeName(t.ValueType), t.ValueContainsNull)
+		writeNested(w, t.ValueType, indent+"    |", mode)
+	}
+}
+
+func typeName(t deltalog.DataType) string {
+	switch t.(type) {
+	case *deltalog.StructType:
+		return "struct"
+	case *deltalog.ArrayType:
+		return "array"
+	case *deltalog.MapType:
+		return "map"
+	}
+	return t.String()
+}
+
+// HistoryEntry is one commit's commitInfo.
+type HistoryEntry struct {
+	Version    int64             `json:"version"`
+	Timestamp  time.Time         `json:"timestamp"`
+	Operation  string            `json:"operation"`
+	Parameters map[string]string `json:"operationParameters,omitempty"`
+	Metrics    map[string]string `json:"operationMetrics,omitempty"`
+	Engine     string            `json:"engineInfo,omitempty"`
+}
+
+// History returns up to n commits (all when n <= 0), newest first, read from the JSON
+// commit files still in _delta_log (older ones may have been cleaned up after a
+// checkpoint). Commits without a commitInfo action get an empty Operation.
+func History(ctx context.Context, st storage.Store, n int) ([]HistoryEntry, error) {
+	files, err := st.List(ctx, "_delta_log")
+	if err != nil {
+		return nil, fmt.Errorf("list _delta_log: %w", err)
+	}
+	var versions []int64
+	for _, f := range files {
+		name, ok := strings.CutSuffix(f.Name, ".json")
+		if !ok || len(name) != 20 {
+			continue
+		}
+		if v, err := strconv.ParseInt(name, 10, 64); err == nil {
+			versions = append(versions, v)
+		}
+	}
+	slices.Sort(versions)
+	slices.Reverse(versions)
+	if n > 0 && len(versions) > n {
+		versions = versions[:n]
+	}
+	var out []HistoryEntry
+	for _, v := range versions {
+		b, err := st.Get(ctx, fmt.Sprintf("_delta_log/%020d.json", v))
+		if err != nil {
+			return nil, fmt.Errorf("read commit %d: %w", v, err)
+		}
+		actions, err := deltalog.ParseCommit(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("parse commit %d: %w", v, err)
+		}
+		e := HistoryEntry{Version: v}
+		for _, a := range actions {
+			if a.CommitInfo == nil {
+				continue
+			}
+			ci := a.CommitInfo
+			switch ts := ci["timestamp"].(type) {
+			case float64:
+				e.Timestamp = time.UnixMilli(int64(ts)).UTC()
+			case json.Number:
+				if ms, err := ts.Int64(); err == nil {
+					e.Timestamp = time.UnixMilli(ms).UTC()
+				}
+			}
+			e.Operation, _ = ci["operation"].(string)
+			e.Engine, _ = ci["engineInfo"].(string)
+			e.Parameters = stringMap(ci["operationParameters"])
+			e.Metrics = stringMap(ci["operationMetrics"])
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func stringMap(v any) map[string]string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		if s, ok := x.(string); ok {
+			out[k] = s
+		} else {
+			out[k] = mustJSON(x)
+		}
+	}
+	return out
+}
+
+// Detail is what `ingestd table describe` shows.
+type Detail struct {
+	Location         string            `json:"location"`
+	Version          int64             `json:"version"`
+	ID               string            `json:"id"`
+	Name             string            `json:"name,omitempty"`
+	MinReaderVersion int               `json:"minReaderVersion"`
+	MinWriterVersion int               `json:"minWriterVersion"`
+	ReaderFeatures   []string          `json:"readerFeatures,omitempty"`
+	WriterFeatures   []string          `json:"writerFeatures,omitempty"`
+	PartitionColumns []string          `json:"partitionColumns"`
+	Properties       map[string]string `json:"properties"`
+	NumFiles         int               `json:"numFiles"`
+	SizeInBytes      int64             `json:"sizeInBytes"`
+	Txns             map[string]int64  `json:"txnVersions"`
+}
+
+// Describe summarises a snapshot like Spark's DESCRIBE DETAIL, plus txn versions by appId.
+func Describe(location string, s *deltawriter.Snapshot) Detail {
+	d := Detail{Location: location, Version: s.Version, ID: s.Metadata.ID, Name: s.Metadata.Name,
+		MinReaderVersion: s.Protocol.MinReaderVersion, MinWriterVersion: s.Protocol.MinWriterVersion,
+		ReaderFeatures: s.Protocol.ReaderFeatures, WriterFeatures: s.Protocol.WriterFeatures,
+		PartitionColumns: s.Metadata.PartitionColumns, Properties: s.Metadata.Configuration,
+		NumFiles: len(s.Files), Txns: s.Txns}
+	for _, f := range s.Files {
+		d.SizeInBytes += f.Size
+	}
+	return d
+}
+
+// WriteDetail prints d for a person: one "key: value" line each, txns sorted by appId.
+func WriteDetail(w io.Writer, d Detail) {
+	fmt.Fprintf(w, "location:          %s\n", d.Location)
+	fmt.Fprintf(w, "version:           %d\n", d.Version)
+	fmt.Fprintf(w, "id:                %s\n", d.ID)
+	fmt.Fprintf(w, "protocol:          reader %d, writer %d\n", d.MinReaderVersion, d.MinWriterVersion)
+	if len(d.ReaderFeatures)+len(d.WriterFeatures) > 0 {
+		fmt.Fprintf(w, "features:          reader %v, writer %v\n", d.ReaderFeatures, d.WriterFeatures)
+	}
+	fmt.Fprintf(w, "partition columns: %v\n", d.PartitionColumns)
+	keys := slices.Sorted(maps.Keys(d.Properties))
+	fmt.Fprintf(w, "properties:        %d\n", len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s = %s\n", k, d.Properties[k])
+	}
+	fmt.Fprintf(w, "files:             %d (%d bytes)\n", d.NumFiles, d.SizeInBytes)
+	apps := make([]string, 0, len(d.Txns))
+	for k := range d.Txns {
+		apps = append(apps, k)
+	}
+	sort.Strings(apps)
+	fmt.Fprintf(w, "txn versions:      %d app ids\n", len(apps))
+	for _, a := range apps {
+		fmt.Fprintf(w, "  %s = %d\n", a, d.Txns[a])
+	}
+}
