@@ -197,8 +197,10 @@ var envRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 func expandEnv(file string, src []byte) ([]byte, []error) {
 	var errs []error
 	lines := bytes.Split(src, []byte("\n"))
-	for i, line := range lines {
-		lines[i] = envRe.ReplaceAllFunc(line, func(m []byte) []byte {
+	for i, full := range lines {
+		// Comments are left alone: a ${VAR} there is documentation, not configuration.
+		line, comment := splitComment(full)
+		lines[i] = append(envRe.ReplaceAllFunc(line, func(m []byte) []byte {
 			sub := envRe.FindSubmatch(m)
 			name := string(sub[1])
 			if v, ok := os.LookupEnv(name); ok && v != "" {
@@ -210,7 +212,7 @@ func expandEnv(file string, src []byte) ([]byte, []error) {
 			errs = append(errs, &ConfigError{File: file, Line: i + 1, Msg: fmt.Sprintf("environment variable %s is not set", name),
 				Fix: fmt.Sprintf("export %s=… or write ${%s:-default}", name, name)})
 			return m
-		})
+		}), comment...)
 	}
 	return bytes.Join(lines, []byte("\n")), errs
 }
@@ -270,6 +272,17 @@ func (c *Config) line(path string) int {
 func (c *Config) applyDefaults() {
 	if c.AppID == "" {
 		c.AppID = c.Name
+	}
+	var brokers []string
+	for _, b := range c.Kafka.Brokers {
+		for _, one := range strings.Split(b, ",") {
+			if one = strings.TrimSpace(one); one != "" {
+				brokers = append(brokers, one)
+			}
+		}
+	}
+	if len(brokers) > 0 {
+		c.Kafka.Brokers = brokers
 	}
 	if c.Kafka.Group == "" && c.Name != "" {
 		c.Kafka.Group = "ingestd-" + c.Name
@@ -337,7 +350,7 @@ func (c *Config) validate() []error {
 	}
 	if c.Table.URI == "" {
 		bad("$.table", "table.uri is missing", `set table.uri: "file:///var/lib/ingestd/<table>"`)
-	} else if !strings.HasPrefix(c.Table.URI, "file://") && !filepath.IsAbs(c.Table.URI) {
+	} else if !strings.HasPrefix(c.Table.URI, "file:///") && !filepath.IsAbs(c.Table.URI) {
 		bad("$.table.uri", fmt.Sprintf("table.uri %q: only local tables (file:///abs/path or /abs/path) are supported so far", c.Table.URI), "use an absolute file:// URI")
 	}
 	switch c.Table.ColumnMapping {
@@ -393,4 +406,23 @@ func slicesHasEmpty(s []string) bool {
 		}
 	}
 	return false
+}
+
+// splitComment splits a YAML line at the '#' that starts a comment (at the line start or
+// after whitespace, outside quotes); comment is "" when there is none.
+func splitComment(line []byte) (content, comment []byte) {
+	var quote byte
+	for i, c := range line {
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
+			return line[:i:i], line[i:]
+		}
+	}
+	return line, nil
 }

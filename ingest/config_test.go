@@ -106,3 +106,20 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigEnvEdges(t *testing.T) {
+	t.Setenv("BROKERS_X", "a:9092, b:9092")
+	body := strings.Replace(goodConfig, `"k:9092"`, `"${BROKERS_X}"`, 1) + "# ${NOT_SET_ONLY_IN_A_COMMENT} is fine here\n"
+	body = strings.Replace(body, "policy: dead_letter}", "policy: dead_letter} # see ${ALSO_NOT_SET}", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfgs[0].Kafka.Brokers, "|"); got != "a:9092|b:9092" {
+		t.Errorf("brokers %q, want the comma-separated list split", got)
+	}
+	_, err = LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", "file://relative/t", 1)))
+	if err == nil || !strings.Contains(err.Error(), "only local tables") {
+		t.Errorf("file://relative accepted: %v", err)
+	}
+}

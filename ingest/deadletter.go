@@ -20,6 +20,7 @@ const (
 	HeaderReason           = "ingestd.error.reason"
 	HeaderField            = "ingestd.error.field"
 	HeaderTable            = "ingestd.error.table"
+	HeaderPipeline         = "ingestd.error.pipeline"
 	HeaderTableVersion     = "ingestd.error.table_version"
 	HeaderSchemaID         = "ingestd.error.schema_id"
 	HeaderTime             = "ingestd.error.time"
@@ -28,6 +29,7 @@ const (
 
 // deadLetter describes why one record goes to the dead-letter topic.
 type deadLetter struct {
+	pipeline     string // the pipeline that dead-lettered it (replay only takes its own)
 	rec          *kgo.Record
 	reason       string // stable code: bad_magic, too_short, schema_mismatch, …
 	field        string // path, "" if not about one field
@@ -85,6 +87,9 @@ func dlqRecord(topic, table string, d deadLetter, now time.Time) *kgo.Record {
 	add(HeaderReason, d.reason)
 	add(HeaderField, d.field)
 	add(HeaderTable, table)
+	if d.pipeline != "" {
+		add(HeaderPipeline, d.pipeline)
+	}
 	add(HeaderTableVersion, strconv.FormatInt(d.tableVersion, 10))
 	if d.schemaID >= 0 {
 		add(HeaderSchemaID, strconv.Itoa(d.schemaID))

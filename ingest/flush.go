@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -37,6 +38,9 @@ func (p *Pipeline) flushLocked(ctx context.Context) error {
 		err := p.flushOnce(ctx, recs)
 		switch {
 		case err == nil:
+			if attempt > 0 {
+				p.status.recovered()
+			}
 			return nil
 		case errors.Is(err, errSnapshotChanged):
 			p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
@@ -47,7 +51,16 @@ func (p *Pipeline) flushLocked(ctx context.Context) error {
 				}
 			}
 			continue
+		case errors.Is(err, fs.ErrPermission):
+			return fmt.Errorf("write table %s: %w (give ingestd's user write access to the table directory)", p.cfg.Table.URI, err)
 		case isTransient(err):
+			var te *transientError
+			stage := "flush"
+			if errors.As(err, &te) {
+				stage = te.stage
+			}
+			p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
+			p.status.retrying(err)
 			p.log.Warn("flush failed, retrying", "err", err, "attempt", attempt+1)
 			if serr := sleepCtx(ctx, backoff(attempt)); serr != nil {
 				return nil // shutting down: records are re-read from the txn later
@@ -97,7 +110,8 @@ func (p *Pipeline) badRecordOutcome(reason string, schemaDecision *schemaguard.D
 		policy = p.cfg.Schema.OnIncompatible
 	}
 	switch reason {
-	case "not_null_violation":
+	case "not_null_violation", "schema_mismatch", "unsupported_type":
+		// schema-level: the writer schema (or this record's null) does not fit the table
 		if policy == PolicyDeadLetter {
 			return outDeadLetter
 		}
@@ -152,7 +166,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if _, h := p.halted[k]; h {
 			continue
 		}
-		if v, ok := txns[p.appID(r.Topic, r.Partition)]; ok && r.Offset <= v {
+		if v, ok := txns[p.txnAppID(r.Topic, r.Partition)]; ok && r.Offset <= v {
 			p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "already_committed").Inc()
 			continue
 		}
@@ -251,6 +265,20 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			evolved = append(evolved, applied...)
 		}
 	}
+	// Every writer schema that evolves the table must also fit the final schema: two
+	// writers may add the same field with different types in one batch.
+	if len(evolved) > 0 {
+		for _, it := range items {
+			d := decisions[idOf(it)]
+			if d == nil || d.Action != schemaguard.EvolveAndWrite {
+				continue
+			}
+			if again := schemaguard.Decide(schemaguard.Diff(newSchema, it.ws.Delta), opts); again.Action == schemaguard.DeadLetterIt || again.Action == schemaguard.HaltIt {
+				decisions[it.ws.ID] = &again
+			}
+		}
+	}
+
 	// The metaData (and protocol) of this commit: on create, or when the schema evolved or
 	// a table feature is enabled. Under column mapping, new fields get ids and physical
 	// names here, before the Parquet schema is built from newSchema.
@@ -348,6 +376,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			dec, err := p.decoder(it.ws, newSchema, mode, pq)
 			if err != nil {
 				fail = asDecodeError(err)
+				decision = nil
 			} else if cols, err = dec.Decode(it.payload, cols); errors.Is(err, decode.ErrNullRecord) {
 				p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "null_record").Inc()
 				handled[k] = r.Offset
@@ -372,7 +401,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		}
 		switch p.badRecordOutcome(fail.Reason, decision) {
 		case outDeadLetter:
-			dlq = append(dlq, deadLetter{rec: r, reason: fail.Reason, field: fail.Field, message: message,
+			dlq = append(dlq, deadLetter{pipeline: p.cfg.Name, rec: r, reason: fail.Reason, field: fail.Field, message: message,
 				schemaID: schemaID, tableVersion: readVersion})
 			handled[k] = r.Offset
 		case outHalt:
@@ -380,6 +409,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			halts = append(halts, HaltedPartition{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				Reason: fail.Reason, Field: fail.Field, Message: message})
 		}
+	}
+
+	if p.replay != nil && p.replay.dryRun {
+		p.replay.tally(numRows, dlq, halts)
+		p.applyHalts(halts)
+		return nil
 	}
 
 	// Dead letters are acknowledged before the commit that moves the txn past them.
@@ -414,9 +449,13 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	}
 	now := time.Now().UnixMilli()
 	for k, off := range handled {
-		c.Txns = append(c.Txns, deltalog.Txn{AppID: p.appID(k.topic, k.partition), Version: off, LastUpdated: &now})
+		c.Txns = append(c.Txns, deltalog.Txn{AppID: p.txnAppID(k.topic, k.partition), Version: off, LastUpdated: &now})
 	}
-	if len(c.Txns) == 0 && len(c.Adds) == 0 {
+	if (len(c.Txns) == 0 && len(c.Adds) == 0) || (!exists && !created) {
+		// Nothing to record, or no table yet and no record that could define its schema
+		// (only tombstones and dead letters): the dead letters are acknowledged; without a
+		// table there is no txn to move, so after a restart these records are read (and
+		// dead-lettered) again, which the at-least-once DLQ allows.
 		p.applyHalts(halts)
 		return nil
 	}
@@ -444,7 +483,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	p.m.BytesWritten.WithLabelValues(p.cfg.Name).Add(float64(written))
 	for _, ch := range evolved {
 		p.m.SchemaEvolutions.WithLabelValues(p.cfg.Name, string(ch.Kind)).Inc()
-		p.log.Info("table schema evolved", "change", ch.String(), "version", version)
+		p.log.Info("table schema evolved", "change", string(ch.Kind), "field", ch.Path, "from", ch.TableType, "to", ch.WriterType, "version", version)
 	}
 	if len(features) > 0 && c.Protocol != nil {
 		p.m.SchemaEvolutions.WithLabelValues(p.cfg.Name, "enable_feature").Add(float64(len(features)))
@@ -453,6 +492,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	}
 	p.log.Info("commit", "version", version, "rows", numRows, "files", len(c.Adds), "bytes", written,
 		"dead_lettered", len(dlq), "partitions", len(handled), "duration_ms", dur.Milliseconds())
+
+	if p.replay != nil {
+		p.replay.tally(numRows, dlq, halts)
+		p.applyHalts(halts)
+		return nil
+	}
 
 	// Advisory Kafka offsets, for lag tools; the txn actions are the truth.
 	offs := map[string]map[int32]kgo.EpochOffset{}
@@ -516,15 +561,19 @@ func (p *Pipeline) produceDeadLetters(ctx context.Context, dlq []deadLetter) err
 	now := time.Now()
 	recs := make([]*kgo.Record, len(dlq))
 	for i, d := range dlq {
-		recs[i] = dlqRecord(p.cfg.DeadLetter.Topic, p.cfg.Table.URI, d, now)
+		if p.replay != nil {
+			recs[i] = p.replay.deadLetterRecord(p.cfg.Table.URI, d, now)
+		} else {
+			recs[i] = dlqRecord(p.cfg.DeadLetter.Topic, p.cfg.Table.URI, d, now)
+		}
 	}
-	if err := p.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := p.dlqProducer().ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("produce to %s: %w", p.cfg.DeadLetter.Topic, err)
 	}
 	for _, d := range dlq {
 		p.m.RecordsDeadLettered.WithLabelValues(p.cfg.Name, d.reason).Inc()
 	}
-	p.log.Info("dead-lettered records", "topic", p.cfg.DeadLetter.Topic, "count", len(dlq))
+	p.log.Info("dead-lettered records", "topic", recs[0].Topic, "count", len(dlq))
 	return nil
 }
 
@@ -540,4 +589,21 @@ func asDecodeError(err error) *decode.Error {
 		return de
 	}
 	return &decode.Error{Reason: "decode_error", Err: err}
+}
+
+// txnAppID is the Delta txn appId that records a source partition's progress: the
+// pipeline's own (<app_id>-<topic>-<partition>) or, during a replay, the replay's
+// (<app_id>-replay-<dlq topic>-<partition>).
+func (p *Pipeline) txnAppID(topic string, partition int32) string {
+	if p.replay != nil {
+		return fmt.Sprintf("%s-replay-%s-%d", p.cfg.AppID, topic, partition)
+	}
+	return p.appID(topic, partition)
+}
+
+func idOf(it pending) int {
+	if it.ws == nil || it.fail != nil {
+		return -1
+	}
+	return it.ws.ID
 }

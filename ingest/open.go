@@ -14,17 +14,26 @@ import (
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// Open builds a Pipeline from its config: the table's store and log, and the schema
-// source (registry client with caches, or the static .avsc). It does no Kafka I/O; the
-// table is read (and refused if ingestd cannot safely write it) when Run starts.
+// Open builds a Pipeline from its config (see OpenDeps). It does no Kafka I/O; the table
+// is read (and refused if ingestd cannot safely write it) when Run starts.
 func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipeline, error) {
+	deps, err := OpenDeps(ctx, cfg, log, m)
+	if err != nil {
+		return nil, err
+	}
+	return NewPipeline(cfg, deps), nil
+}
+
+// OpenDeps builds what a pipeline (or a replay) of cfg needs: the table's store and log,
+// and the schema source (registry client with caches, or the static .avsc).
+func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (Deps, error) {
 	store, err := storage.Open(cfg.Table.URI)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
+		return Deps{}, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
 	}
 	table, err := deltawriter.Open(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
+		return Deps{}, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
 	}
 	deps := Deps{Logger: log, Metrics: m, Table: table}
 	if cfg.SchemaRegistry != nil {
@@ -34,17 +43,17 @@ func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipe
 		}
 		cl, err := sr.NewClient(opts...)
 		if err != nil {
-			return nil, fmt.Errorf("create registry client: %w", err)
+			return Deps{}, fmt.Errorf("create registry client: %w", err)
 		}
 		deps.Schemas, deps.Framed = decode.NewRegistry(cl), true
 	} else {
 		s, err := decode.StaticSchema(cfg.AvroSchemaFile)
 		if err != nil {
-			return nil, fmt.Errorf("load avro_schema_file: %w", err)
+			return Deps{}, fmt.Errorf("load avro_schema_file: %w", err)
 		}
 		deps.Schemas = staticSource{s}
 	}
-	return NewPipeline(cfg, deps), nil
+	return deps, nil
 }
 
 // staticSource serves one writer schema (raw Avro with avro_schema_file) for every record.

@@ -13,9 +13,10 @@ type State string
 const (
 	StateStarting State = "starting"
 	StateRunning  State = "running"
-	StateHalted   State = "halted"  // a schema policy stopped it; needs a person
-	StateFailed   State = "failed"  // it could not start or hit a permanent error
-	StateStopped  State = "stopped" // shut down cleanly
+	StateHalted   State = "halted"   // a schema policy stopped it; needs a person
+	StateFailed   State = "failed"   // it could not start or hit a permanent error
+	StateStopped  State = "stopped"  // shut down cleanly
+	StateRetrying State = "retrying" // a transient failure (registry, broker, store) is being retried
 )
 
 // HaltedPartition is where a halted pipeline stopped: the first offending offset.
@@ -77,10 +78,52 @@ func (b *statusBox) halt(h HaltedPartition) {
 	b.s.State = StateHalted
 }
 
+// unhalt forgets the halt of a partition that is no longer ours (its new owner halts at
+// the same offset); the pipeline is running again when no halted partition is left.
+func (b *statusBox) unhalt(topic string, partition int32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kept := b.s.Halted[:0]
+	for _, h := range b.s.Halted {
+		if h.Topic != topic || h.Partition != partition {
+			kept = append(kept, h)
+		}
+	}
+	clear(b.s.Halted[len(kept):])
+	b.s.Halted = kept
+	if len(kept) == 0 && b.s.State == StateHalted {
+		b.s.State = StateRunning
+		b.s.Since = time.Now()
+	}
+}
+
 func (b *statusBox) get() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.s
 	s.Halted = append([]HaltedPartition(nil), b.s.Halted...)
 	return s
+}
+
+// retrying marks a running pipeline as stalled on a transient failure (registry, broker,
+// store); /readyz reports it with the error until a flush succeeds.
+func (b *statusBox) retrying(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s.State == StateRunning || b.s.State == StateRetrying {
+		if b.s.State != StateRetrying {
+			b.s.Since = time.Now()
+		}
+		b.s.State = StateRetrying
+		b.s.Error = err.Error()
+	}
+}
+
+// recovered undoes retrying.
+func (b *statusBox) recovered() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s.State == StateRetrying {
+		b.s.State, b.s.Error, b.s.Since = StateRunning, "", time.Now()
+	}
 }

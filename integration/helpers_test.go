@@ -122,6 +122,13 @@ func kafkaClient(t *testing.T, s stack, opts ...kgo.Opt) *kgo.Client {
 func createTopic(t *testing.T, s stack, base string, partitions int32) string {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", base, time.Now().UnixNano())
+	createTopicNamed(t, s, name, partitions)
+	return name
+}
+
+// createTopicNamed creates the topic name.
+func createTopicNamed(t *testing.T, s stack, name string, partitions int32) {
+	t.Helper()
 	adm := kadm.NewClient(kafkaClient(t, s))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -132,7 +139,6 @@ func createTopic(t *testing.T, s stack, base string, partitions int32) string {
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
-	return name
 }
 
 // order is one produced record, as produce_orders.py wrote it.

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/big"
 	"os"
@@ -45,7 +47,7 @@ const (
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "Run three pipelines (bronze/evolve, silver/dead_letter, gold/halt) on an in-process\nKafka broker and schema registry, with an orders stream whose schema gains a field midway.", stderr)
-	out := fs.String("out", "demo-output", "`directory` for the Delta tables and pipeline files (replaced)")
+	out := fs.String("out", "demo-output", "`directory` for the Delta tables and pipeline files (a new or empty one, or an earlier demo's, which is replaced)")
 	v1 := fs.Int("v1", 1000, "records produced with schema v1")
 	v2 := fs.Int("v2", 200, "records produced with schema v2 (adds channel) after the v1 records")
 	verbose := fs.Bool("v", false, "show pipeline logs")
@@ -89,8 +91,8 @@ func runDemo(ctx context.Context, log *slog.Logger, out string, nV1, nV2 int) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := os.RemoveAll(out); err != nil {
-		return nil, fmt.Errorf("clean %s: %w", out, err)
+	if err := cleanDemoDir(out); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(out, "configs"), 0o755); err != nil {
 		return nil, err
@@ -371,4 +373,29 @@ func (r *demoReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  message: %s\n", r.Halted[0].Message)
 	}
 	fmt.Fprintf(w, "\nThe tables are Delta tables: read them with Spark, delta-rs or DuckDB from %s\n", r.Out)
+}
+
+// demoMarker marks a directory the demo created, so a rerun may replace it.
+const demoMarker = ".ingestd-demo"
+
+// cleanDemoDir makes out an empty directory holding the demo marker. It refuses to touch
+// a non-empty directory that an earlier demo did not create.
+func cleanDemoDir(out string) error {
+	entries, err := os.ReadDir(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read %s: %w", out, err)
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(out, demoMarker)); err != nil {
+			return fmt.Errorf("refusing to replace %s: it is not empty and not an earlier demo's output (choose another --out)", out)
+		}
+		if err := os.RemoveAll(out); err != nil {
+			return fmt.Errorf("clean %s: %w", out, err)
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, demoMarker), []byte("created by ingestd demo; rerunning the demo replaces this directory\n"), 0o644)
 }

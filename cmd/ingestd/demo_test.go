@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +72,19 @@ func TestCLIUsage(t *testing.T) {
 	errb.Reset()
 	if code := run([]string{"validate", "--config", "../../configs"}, &out, &errb); code != 0 {
 		t.Errorf("validate configs/: code %d: %s", code, errb.String())
+	}
+}
+
+func TestDemoRefusesForeignDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "data.txt"), []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runDemo(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), dir, 10, 0)
+	if err == nil || !strings.Contains(err.Error(), "refusing to replace") {
+		t.Fatalf("err = %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "data.txt")); err != nil || string(b) != "keep me" {
+		t.Fatalf("the user's file is gone: %v", err)
 	}
 }

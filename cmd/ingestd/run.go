@@ -67,16 +67,25 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := ingest.NewMetrics(reg)
 	var pipelines []*ingest.Pipeline
+	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
 	for _, c := range cfgs {
 		p, err := ingest.Open(ctx, c, log, m)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", c.File, err)
-			return exitFailure
+			log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
+			openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
+			continue
 		}
 		pipelines = append(pipelines, p)
 	}
+	statuses := func() []ingest.Status {
+		out := append([]ingest.Status(nil), openFailed...)
+		for _, p := range pipelines {
+			out = append(out, p.Status())
+		}
+		return out
+	}
 	if *listen != "" {
-		srv, addr, err := serveHTTP(*listen, reg, pipelines)
+		srv, addr, err := serveHTTP(*listen, reg, statuses)
 		if err != nil {
 			fmt.Fprintf(stderr, "ingestd run: listen on %s: %v\n", *listen, err)
 			return exitFailure
@@ -88,9 +97,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	failed := runPipelines(ctx, log, pipelines)
-	if failed == len(pipelines) {
-		log.Error("every pipeline failed", "pipelines", len(pipelines))
+	failed := len(openFailed) + runPipelines(ctx, log, pipelines)
+	if failed > 0 {
+		// Exit non-zero so a supervisor sees it; the healthy pipelines ran until the signal.
+		log.Error("pipelines failed", "failed", failed, "pipelines", len(cfgs))
 		return exitFailure
 	}
 	return exitOK
@@ -117,7 +127,7 @@ func runPipelines(ctx context.Context, log *slog.Logger, ps []*ingest.Pipeline) 
 
 // serveHTTP starts the operations endpoints; it returns the server (owned by the caller,
 // who shuts it down) and the address it listens on.
-func serveHTTP(addr string, reg *prometheus.Registry, ps []*ingest.Pipeline) (*http.Server, string, error) {
+func serveHTTP(addr string, reg *prometheus.Registry, statuses func() []ingest.Status) (*http.Server, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -125,10 +135,9 @@ func serveHTTP(addr string, reg *prometheus.Registry, ps []*ingest.Pipeline) (*h
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ready := true
-		statuses := make([]ingest.Status, len(ps))
-		for i, p := range ps {
-			statuses[i] = p.Status()
-			if statuses[i].State != ingest.StateRunning {
+		all := statuses()
+		for _, s := range all {
+			if s.State != ingest.StateRunning {
 				ready = false
 			}
 		}
@@ -136,7 +145,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, ps []*ingest.Pipeline) (*h
 		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "pipelines": statuses})
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "pipelines": all})
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

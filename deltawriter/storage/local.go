@@ -160,6 +160,13 @@ func (l *Local) Create(ctx context.Context, p string) (Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
+	// CreateTemp makes 0600 files; table files must be readable by other engines' users
+	// (Spark, Trino service accounts) like any file the process creates (umask applies).
+	if err := f.Chmod(os.FileMode(0o644 &^ umask)); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("create %s: %w", p, err)
+	}
 	return &localWriter{f: f, final: a, rel: p}, nil
 }
 

@@ -143,3 +143,27 @@ func TestOpen(t *testing.T) {
 		t.Errorf("Open(s3) error = %v, want 'not supported yet'", err)
 	}
 }
+
+// Table files are readable by other users (Spark and Trino often run as another user).
+func TestFilesAreWorldReadable(t *testing.T) {
+	ctx := context.Background()
+	l, err := NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Put(ctx, "part-0.parquet", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"_delta_log/00000000000000000000.json", "part-0.parquet"} {
+		fi, err := os.Stat(filepath.Join(l.root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := os.FileMode(0o644 &^ umask); fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 // folder beside the repository rather than keeping a copy.
 const datagenDir = "../../../shared/testdata/avro/datagen"
 
-
 var updateGolden = flag.Bool("update", false, "rewrite golden files")
 
 // The 38 .avsc files of the datagen folder (copied from ../shared/testdata/avro/datagen
