@@ -182,41 +182,10 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 
 	// Read every DLQ partition from its start to its end offset now: records at or before
 	// the replay's txn version only feed the duplicate check.
-	endOf := map[int32]int64{}
-	starts := map[int32]kgo.Offset{}
-	for part, o := range ends[dlq] {
-		if o.Err != nil {
-			return nil, fmt.Errorf("end offset of %s[%d]: %w", dlq, part, o.Err)
-		}
-		if o.Offset > 0 {
-			endOf[part] = o.Offset
-			starts[part] = kgo.NewOffset().AtStart()
-		}
+	byPart, err := readToEnd(ctx, cl, dlq, ends[dlq], p.log)
+	if err != nil {
+		return nil, err
 	}
-	byPart := map[int32][]*kgo.Record{}
-	if len(starts) > 0 {
-		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{dlq: starts})
-	}
-	for remaining := len(starts); remaining > 0; {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		fs.EachError(func(t string, part int32, err error) {
-			p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			end := endOf[r.Partition]
-			if r.Offset >= end {
-				return
-			}
-			byPart[r.Partition] = append(byPart[r.Partition], r)
-			if r.Offset == end-1 {
-				remaining--
-			}
-		})
-	}
-	cl.PurgeTopicsFromConsuming(dlq)
 
 	parts := make([]int32, 0, len(byPart))
 	for part := range byPart {
@@ -283,4 +252,48 @@ func withoutValue(r *kgo.Record) *kgo.Record {
 	c := *r
 	c.Value = nil
 	return &c
+}
+
+// readToEnd reads every partition of topic from its start to the given end offsets
+// (exclusive) and returns the records by partition, in offset order.
+func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32]kadm.ListedOffset, log interface {
+	Warn(string, ...any)
+}) (map[int32][]*kgo.Record, error) {
+	endOf := map[int32]int64{}
+	starts := map[int32]kgo.Offset{}
+	for part, o := range ends {
+		if o.Err != nil {
+			return nil, fmt.Errorf("end offset of %s[%d]: %w", topic, part, o.Err)
+		}
+		if o.Offset > 0 {
+			endOf[part] = o.Offset
+			starts[part] = kgo.NewOffset().AtStart()
+		}
+	}
+	byPart := map[int32][]*kgo.Record{}
+	if len(starts) == 0 {
+		return byPart, nil
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts})
+	defer cl.PurgeTopicsFromConsuming(topic)
+	for remaining := len(starts); remaining > 0; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		fs.EachError(func(t string, part int32, err error) {
+			log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			end := endOf[r.Partition]
+			if r.Offset >= end {
+				return
+			}
+			byPart[r.Partition] = append(byPart[r.Partition], r)
+			if r.Offset == end-1 {
+				remaining--
+			}
+		})
+	}
+	return byPart, nil
 }

@@ -85,6 +85,29 @@ func TestReplaySilverWorkflow(t *testing.T) {
 		t.Fatalf("dry run committed: version %d → %d", version, v)
 	}
 
+	// The engineer looks at the dead letters.
+	out, err := runCLI(t, "dlq", "inspect", "--config", cfg, "--json", "--samples", "2")
+	if err != nil {
+		t.Fatalf("dlq inspect: %v", err)
+	}
+	var rep struct {
+		Total    int            `json:"total"`
+		ByField  map[string]int `json:"by_field"`
+		ByReplay map[string]int `json:"by_replay_count"`
+		Samples  []struct {
+			Value map[string]any `json:"value"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total != nV2 || rep.ByField["schema_mismatch channel"] != nV2 || rep.ByReplay["0"] != nV2 || len(rep.Samples) != 2 {
+		t.Fatalf("dlq inspect: %s", out)
+	}
+	if id := int64(rep.Samples[0].Value["order_id"].(float64)); id <= nV1 || rep.Samples[0].Value["channel"] == nil && orders[id-1].Channel != nil {
+		t.Errorf("sample not decoded as the original v2 order: %v", rep.Samples[0].Value)
+	}
+
 	// The engineer adds the column.
 	if out, err := runCLI(t, "table", "alter", "--config", cfg, "--add-column", "channel STRING"); err != nil || !strings.Contains(out, "ADD COLUMNS channel string") {
 		t.Fatalf("table alter: %v\n%s", err, out)

@@ -36,6 +36,7 @@ Usage:
   ingestd run      --config DIR|FILE [--listen 127.0.0.1:9102]   run pipelines
   ingestd validate --config DIR|FILE                              check pipeline files
   ingestd table    schema|history|describe|alter --table URI     inspect or alter a Delta table
+  ingestd dlq inspect --config FILE                               what is in the dead-letter topic
   ingestd replay   --config FILE [--dry-run] [--max-replays N]    land dead letters that now fit
   ingestd demo     [--out DIR]                                    self-contained demo
   ingestd version                                                 print the version
@@ -61,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTable(ctx, args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		return cmdDLQ(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "ingestd %s (%s)\n", version, runtime.Version())
 		return exitOK
