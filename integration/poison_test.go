@@ -35,11 +35,11 @@ func TestPoisonPills(t *testing.T) {
 		hex    *string
 		reason string
 	}{
-		{ptr(""), "too_short"},                  // empty value
-		{nil, ""},                               // tombstone: skipped
-		{ptr("00"), "too_short"},                // 1 byte
-		{ptr("00000000"), "too_short"},          // 4 bytes
-		{ptr("7b226964223a317d"), "bad_magic"},  // JSON
+		{ptr(""), "too_short"},                 // empty value
+		{nil, ""},                              // tombstone: skipped
+		{ptr("00"), "too_short"},               // 1 byte
+		{ptr("00000000"), "too_short"},         // 4 bytes
+		{ptr("7b226964223a317d"), "bad_magic"}, // JSON
 		{ptr(frame(999999, body)), "schema_not_found"},
 		{ptr(frame(id, body[:2])), "truncated"}, // order_id, then the body ends
 		{ptr(frame(id, body+"00ff")), "trailing_bytes"},
