@@ -18,6 +18,7 @@ fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testda
 
 integration: ## needs Java 17+, Maven and Python 3; starts Kafka + registry via scripts/stack.sh
 	scripts/venv.sh
+	scripts/spark-jars.sh
 	scripts/stack.sh up
 	$(GO) test -count=1 -v -timeout 30m ./integration/
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,34 +51,77 @@ func readLastCheckpoint(ctx context.Context, st storage.Store) int64 {
 	return lc.Version
 }
 
-// readCheckpoint reads a complete classic (single or multi-part) checkpoint at version v.
-// Columns are looked up by name; unknown columns (stats_parsed, partitionValues_parsed,
-// …) are ignored.
+// readCheckpoint reads a complete checkpoint at version v: classic (single or
+// multi-part Parquet) or V2 (UUID-named JSON or Parquet, or classic-named with V2
+// content), following sidecar actions into _delta_log/_sidecars/. Columns are looked up
+// by name; unknown columns are ignored; add.stats_parsed is kept in Add.StatsParsed. A
+// missing part or sidecar, or a V2 checkpoint whose checkpointMetadata names another
+// version, makes the whole checkpoint unreadable (an error).
 func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []string) (*Snapshot, error) {
 	s := emptySnapshot()
+	var actions []deltalog.Action
 	for _, name := range names {
-		data, err := st.Get(ctx, logDir+"/"+name)
-		if err != nil {
-			return nil, fmt.Errorf("read checkpoint %d: %w", v, err)
-		}
-		var actions []deltalog.Action
-		err = readParquetRows(data, func(row map[string]any) error {
-			a, err := checkpointAction(row)
-			if err != nil {
-				return err
-			}
-			if a != nil {
-				actions = append(actions, *a)
-			}
-			return nil
-		})
+		as, err := readCheckpointFile(ctx, st, logDir+"/"+name)
 		if err != nil {
 			return nil, fmt.Errorf("read checkpoint %s: %w", name, err)
 		}
-		s.apply(actions)
+		actions = append(actions, as...)
 	}
+	var files []deltalog.Action
+	for _, a := range actions {
+		switch {
+		case a.CheckpointMetadata != nil:
+			if a.CheckpointMetadata.Version != v {
+				return nil, fmt.Errorf("read checkpoint %d: checkpointMetadata says version %d", v, a.CheckpointMetadata.Version)
+			}
+		case a.Sidecar != nil:
+			p := a.Sidecar.Path
+			if strings.Contains(p, ":") || strings.HasPrefix(p, "/") {
+				return nil, fmt.Errorf("read checkpoint %d: sidecar %q: absolute sidecar paths are not supported", v, p)
+			}
+			dec, err := url.PathUnescape(p)
+			if err != nil {
+				dec = p
+			}
+			as, err := readCheckpointFile(ctx, st, sidecarDir+"/"+dec)
+			if err != nil {
+				return nil, fmt.Errorf("read checkpoint %d: sidecar %s: %w", v, p, err)
+			}
+			for _, sa := range as {
+				if sa.Add != nil || sa.Remove != nil {
+					files = append(files, sa)
+				}
+			}
+		}
+	}
+	s.apply(actions)
+	s.apply(files)
 	s.Version = v
 	return s, nil
+}
+
+// readCheckpointFile returns the actions of one checkpoint or sidecar file: NDJSON when
+// the name ends in .json, Parquet otherwise.
+func readCheckpointFile(ctx context.Context, st storage.Store, p string) ([]deltalog.Action, error) {
+	data, err := st.Get(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(p, ".json") {
+		return deltalog.ParseCommit(bytes.NewReader(data))
+	}
+	var actions []deltalog.Action
+	err = readParquetRows(data, func(row map[string]any) error {
+		a, err := checkpointAction(row)
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			actions = append(actions, *a)
+		}
+		return nil
+	})
+	return actions, err
 }
 
 // readParquetRows calls fn with every row of a Parquet file assembled as a tree.
@@ -113,7 +157,7 @@ func readParquetRows(data []byte, fn func(map[string]any) error) error {
 	return nil
 }
 
-var checkpointKinds = []string{"protocol", "metaData", "txn", "add", "remove", "domainMetadata"}
+var checkpointKinds = []string{"protocol", "metaData", "txn", "add", "remove", "domainMetadata", "sidecar", "checkpointMetadata"}
 
 // checkpointAction converts one checkpoint row into an action through its JSON form
 // (the column names are the JSON keys). Rows with no known action are skipped.
@@ -123,8 +167,15 @@ func checkpointAction(row map[string]any) (*deltalog.Action, error) {
 		if !ok {
 			continue
 		}
-		if (k == "add" || k == "remove") && v["path"] == nil {
+		if (k == "add" || k == "remove" || k == "sidecar") && v["path"] == nil {
 			continue
+		}
+		var parsed map[string]any
+		if k == "add" {
+			parsed, _ = v["stats_parsed"].(map[string]any)
+			v = maps.Clone(v)
+			delete(v, "stats_parsed")
+			delete(v, "partitionValues_parsed")
 		}
 		b, err := json.Marshal(map[string]any{k: v})
 		if err != nil {
@@ -133,6 +184,9 @@ func checkpointAction(row map[string]any) (*deltalog.Action, error) {
 		var a deltalog.Action
 		if err := json.Unmarshal(b, &a); err != nil {
 			return nil, fmt.Errorf("decode checkpoint %s: %w", k, err)
+		}
+		if a.Add != nil && parsed != nil {
+			a.Add.StatsParsed = parsed
 		}
 		return &a, nil
 	}
@@ -283,6 +337,9 @@ func checkpointRows(s *Snapshot, now time.Time) ([]map[string]any, int, error) {
 // _last_checkpoint (without "parts", checklist §4.9). The checkpoint is written with Put:
 // two writers checkpointing the same version write equivalent content.
 func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, "v2Checkpoint") {
+		return writeV2Checkpoint(ctx, st, s, now)
+	}
 	rows, numAdds, err := checkpointRows(s, now)
 	if err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
@@ -380,4 +437,62 @@ func durationProperty(m *deltalog.Metadata, key string, def time.Duration) (time
 		return 0, fmt.Errorf("read table property %s: unknown unit in %q", key, v)
 	}
 	return time.Duration(n) * unit, nil
+}
+
+// writeV2Checkpoint writes the checkpoint of a table with the v2Checkpoint feature as a
+// V2 UUID-named JSON checkpoint without sidecars (PROTOCOL.md, "V2 Spec"):
+// <v>.checkpoint.<uuid>.json holding checkpointMetadata, protocol, metaData, txns,
+// domains, the live adds and the unexpired tombstones, one action per line; then
+// _last_checkpoint. Classic-named checkpoints are not allowed to lack checkpointMetadata
+// on such tables, so the classic writer is not used.
+func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+	p, m := s.Protocol, s.Metadata
+	actions := []deltalog.Action{
+		{CheckpointMetadata: &deltalog.CheckpointMetadata{Version: s.Version}},
+		{Protocol: &p}, {Metadata: &m},
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.txns)) {
+		x := s.txns[id]
+		actions = append(actions, deltalog.Action{Txn: &x})
+	}
+	for _, d := range slices.Sorted(maps.Keys(s.domains)) {
+		dm := s.domains[d]
+		actions = append(actions, deltalog.Action{DomainMetadata: &dm})
+	}
+	numAdds := 0
+	for _, k := range slices.Sorted(maps.Keys(s.Files)) {
+		a := s.Files[k]
+		actions = append(actions, deltalog.Action{Add: &a})
+		numAdds++
+	}
+	retention, err := durationProperty(&s.Metadata, "delta.deletedFileRetentionDuration", 7*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	cutoff := now.Add(-retention).UnixMilli()
+	for _, k := range slices.Sorted(maps.Keys(s.tombstones)) {
+		r := s.tombstones[k]
+		if r.DeletionTimestamp != nil && *r.DeletionTimestamp < cutoff {
+			continue
+		}
+		r.Stats, r.Tags = "", nil
+		actions = append(actions, deltalog.Action{Remove: &r})
+	}
+	data, err := deltalog.EncodeCommit(actions)
+	if err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	u, err := newUUID()
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("%s/%020d.checkpoint.%s.json", logDir, s.Version, u)
+	if err := st.PutIfAbsent(ctx, name, data); err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(len(actions)), SizeInBytes: int64(len(data)), NumOfAddFiles: int64(numAdds)})
+	if err != nil {
+		return fmt.Errorf("write _last_checkpoint: %w", err)
+	}
+	return st.Put(ctx, lastCheckpointPath, lc)
 }

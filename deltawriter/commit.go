@@ -107,18 +107,22 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 		if err != nil {
 			return -1, fmt.Errorf("commit: %w", err)
 		}
-		err = t.store.PutIfAbsent(ctx, commitPath(version), data)
+		err = t.putCommit(ctx, version, data)
 		if err == nil {
 			t.afterCommit(ctx, version, actions)
 			return version, nil
 		}
 		if !errors.Is(err, storage.ErrExist) {
-			// The outcome may be ambiguous on object stores; commitInfo.txnId identifies ours.
 			return -1, fmt.Errorf("commit version %d: %w", version, err)
 		}
 		winner, err := readCommit(ctx, t.store, version)
 		if err != nil {
 			return -1, fmt.Errorf("commit: %w", err)
+		}
+		if commitTxnID(winner) == txnID {
+			// Our own earlier attempt landed although its put reported an error.
+			t.afterCommit(ctx, version, winner)
+			return version, nil
 		}
 		if err := checkWinner(&c, version, winner); err != nil {
 			return -1, err
@@ -128,6 +132,45 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 		}
 		version++
 	}
+}
+
+// ErrCommitOutcomeUnknown is wrapped when the put of a commit failed in a way that does
+// not say whether it landed, and re-trying the identical put could not settle it. The
+// commit may be visible later: do not delete its data files; re-read the txn versions
+// before retrying the batch.
+var ErrCommitOutcomeUnknown = errors.New("commit outcome unknown")
+
+// putCommit writes the commit file with put-if-absent. A failure other than "exists"
+// (a timeout, a 5xx, a lost connection) is ambiguous: the object may have been written.
+// The identical bytes (same commitInfo.txnId) are then put again, up to 3 times: success
+// means it was not written before; ErrExist sends the caller to read the winner and
+// compare its txnId with ours (PROTOCOL.md "Creation of New Log Entries"; checklist §1.7).
+func (t *Table) putCommit(ctx context.Context, version int64, data []byte) error {
+	err := t.store.PutIfAbsent(ctx, commitPath(version), data)
+	for retry := 0; err != nil && !errors.Is(err, storage.ErrExist) && retry < 3; retry++ {
+		if ctx.Err() != nil {
+			break
+		}
+		t.logf("commit put failed, retrying the identical put", "version", version, "err", err)
+		time.Sleep(time.Duration(50*(retry+1)) * time.Millisecond)
+		err = t.store.PutIfAbsent(ctx, commitPath(version), data)
+	}
+	if err != nil && !errors.Is(err, storage.ErrExist) {
+		return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
+	}
+	return err
+}
+
+// commitTxnID returns commitInfo.txnId of a commit, or "".
+func commitTxnID(actions []deltalog.Action) string {
+	for _, a := range actions {
+		if a.CommitInfo != nil {
+			if id, ok := a.CommitInfo["txnId"].(string); ok {
+				return id
+			}
+		}
+	}
+	return ""
 }
 
 func validateCommit(c *Commit) error {
@@ -290,7 +333,7 @@ func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltal
 		next := t.snap.clone()
 		next.apply(actions)
 		next.Version = version
-		if err := next.finish(); err != nil {
+		if err := next.finish(t.opts.now()); err != nil {
 			t.logf("advance snapshot after commit", "version", version, "err", err)
 			t.snap = nil
 			return
@@ -309,16 +352,39 @@ func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltal
 		return
 	}
 	if version > 0 && version%interval == 0 {
-		if err := writeCheckpoint(ctx, t.store, t.snap, t.opts.now()); err != nil {
-			t.logf("write checkpoint", "version", version, "err", err)
+		if !t.opts.bgCheckpoint {
+			if err := writeCheckpoint(ctx, t.store, t.snap, t.opts.now()); err != nil {
+				t.logf("write checkpoint", "version", version, "err", err)
+			}
+			return
 		}
+		t.cpMu.Lock()
+		if t.cpRunning {
+			t.cpMu.Unlock()
+			return
+		}
+		t.cpRunning = true
+		t.cpMu.Unlock()
+		snap := t.snap // immutable
+		t.cpWG.Add(1)
+		go func() {
+			defer t.cpWG.Done()
+			if err := writeCheckpoint(context.WithoutCancel(ctx), t.store, snap, t.opts.now()); err != nil {
+				t.logf("write checkpoint", "version", version, "err", err)
+			}
+			t.cpMu.Lock()
+			t.cpRunning = false
+			t.cpMu.Unlock()
+		}()
 	}
 }
 
 // NewTableMetadata returns the protocol and metadata of a new table: metadata with a
 // random UUID id, the schema as schemaString, format parquet, createdTime now (ms) and the
 // given properties; protocol (1,2) for plain tables, (2,5) when configuration enables
-// column mapping (the schema must then carry ids and physical names), and (3,7) with the
+// column mapping (the schema must then carry ids and physical names: pass it through
+// AssignColumnMapping first, and build the Parquet schema from that result), and (3,7)
+// with the
 // timestampNtz feature (plus appendOnly and invariants, implied by writer version 2) when
 // the schema has a timestamp_ntz column. A schema that cannot be serialised leaves
 // SchemaString empty, which Commit rejects.

@@ -175,7 +175,7 @@ func TestProtocolGate(t *testing.T) {
 		{"invariant", `{"minReaderVersion":1,"minWriterVersion":2}`, `{}`, `{"delta.invariants":"{\"expression\":{\"expression\":\"a > 0\"}}"}`, `delta.invariants`},
 		{"generated column", `{"minReaderVersion":1,"minWriterVersion":4}`, `{}`, `{"delta.generationExpression":"a + 1"}`, `generatedColumns`},
 		{"identity column", `{"minReaderVersion":1,"minWriterVersion":6}`, `{}`, `{"delta.identity.start":1}`, `identityColumns`},
-		{"column default", `{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["allowColumnDefaults"]}`, `{}`, `{}`, `writer feature "allowColumnDefaults"`},
+		{"row tracking", `{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["rowTracking"]}`, `{}`, `{}`, `writer feature "rowTracking"`},
 		{"default value metadata", `{"minReaderVersion":1,"minWriterVersion":2}`, `{}`, `{"CURRENT_DEFAULT":"0"}`, `allowColumnDefaults`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,11 +32,15 @@ type FileOptions struct {
 	Dir string
 	// PartitionValues becomes add.partitionValues (physical names; nil value = null).
 	PartitionValues map[string]*string
+	// PartitionColumns are the table's logical partition columns: they are not in the
+	// data file and get no statistics.
+	PartitionColumns []string
 }
 
 // FileOptions returns the options for a data file of this snapshot's table.
 func (s *Snapshot) FileOptions() FileOptions {
-	return FileOptions{Schema: s.Schema, ColumnMapping: s.ColumnMapping, Configuration: s.Metadata.Configuration}
+	return FileOptions{Schema: s.Schema, ColumnMapping: s.ColumnMapping, Configuration: s.Metadata.Configuration,
+		PartitionColumns: s.Metadata.PartitionColumns}
 }
 
 // WriteDataFile writes one Parquet data file and returns its add action
@@ -177,9 +181,9 @@ func validateColumns(schema *parquet.Schema, cols [][]parquet.Value, numRows int
 func compressionCodec(conf map[string]string) (compress.Codec, string, error) {
 	switch c := strings.ToLower(strings.TrimSpace(conf[deltalog.PropCompressionCodec])); c {
 	case "", "snappy":
-		return &parquet.Snappy, ".snappy", nil
+		return snappyCodec{}, ".snappy", nil
 	case "zstd":
-		return &parquet.Zstd, ".zstd", nil
+		return zstdCodec, ".zstd", nil
 	case "gzip":
 		return &parquet.Gzip, ".gz", nil
 	case "uncompressed", "none":

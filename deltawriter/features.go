@@ -21,22 +21,58 @@ const (
 	maxWriterVersion = 7
 )
 
-// supportedReaderFeatures are the reader features whose log (and data layout) this
-// package handles.
+// supportedReaderFeatures are the reader features whose log this package replays
+// correctly. ingestd reads a table only to append to it: features that change how data
+// files are read (deletion vectors, widened types, variant, geospatial) do not change the
+// log replay, and whether we may write is decided by supportedWriterFeatures.
 var supportedReaderFeatures = map[string]bool{
-	"columnMapping": true, // physical names and field ids (ParquetSchema, stats keys)
-	"timestampNtz":  true, // timestamp_ntz type: INT64 MICROS isAdjustedToUTC=false, stats without zone
+	"columnMapping":        true, // physical names and field ids (ParquetSchema, stats keys)
+	"timestampNtz":         true, // timestamp_ntz type: INT64 MICROS isAdjustedToUTC=false, stats without zone
+	"deletionVectors":      true, // files keyed by (path, dv id) in replay
+	"v2Checkpoint":         true, // UUID-named JSON/Parquet checkpoints, sidecars
+	"typeWidening":         true, // delta.typeChanges field metadata
+	"typeWidening-preview": true,
+	"vacuumProtocolCheck":  true, // only constrains VACUUM, which ingestd never runs
+	"variantType":          true, // log replay only; writing is refused (variant columns)
+	"variantType-preview":  true,
+	"geospatial":           true, // log replay only; writing is refused (geo columns)
 }
 
 // supportedWriterFeatures are the writer features this package honours when writing.
+// Features marked "inactive only" are accepted while the table does not use them; the
+// metadata/schema checks in checkWritable refuse the table as soon as it does.
 var supportedWriterFeatures = map[string]bool{
-	"appendOnly":    true, // we only ever add files
-	"invariants":    true, // only while no field carries delta.invariants (checked in checkWritable)
-	"columnMapping": true, // writes physical names and field ids
-	"timestampNtz":  true,
+	"appendOnly":          true, // we only ever add files
+	"invariants":          true, // inactive only (no delta.invariants field metadata)
+	"checkConstraints":    true, // inactive only (no delta.constraints.* property)
+	"generatedColumns":    true, // inactive only (no delta.generationExpression)
+	"identityColumns":     true, // inactive only (no delta.identity.* metadata)
+	"allowColumnDefaults": true, // inactive only (no CURRENT_DEFAULT metadata)
+	"columnMapping":       true, // writes physical names and field ids; new fields get new ids
+	"timestampNtz":        true,
 	// changeDataFeed: commits with only add actions need no cdc files
 	// (PROTOCOL.md, "Add CDC File": data-only inserts are read from add actions).
 	"changeDataFeed": true,
+	// deletionVectors: appended files carry no deletion vector, which is always valid;
+	// existing DVs are carried through replay and checkpoints.
+	"deletionVectors": true,
+	// v2Checkpoint: checkpoints of such tables are written as V2 UUID-named JSON files
+	// with a checkpointMetadata action (writeCheckpoint).
+	"v2Checkpoint": true,
+	// vacuumProtocolCheck: a constraint on VACUUM only.
+	"vacuumProtocolCheck": true,
+	// typeWidening: widened fields get delta.typeChanges metadata (WidenField).
+	"typeWidening":         true,
+	"typeWidening-preview": true,
+	// domainMetadata: domains are preserved in checkpoints; ingestd writes none itself.
+	"domainMetadata": true,
+}
+
+// Features that are refused outright (reader or writer), with the reason shown to the user.
+var refusedFeatures = map[string]string{
+	"catalogManaged":              "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
+	"catalogOwned-preview":        "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
+	"materializePartitionColumns": "partition columns must be written into data files",
 }
 
 // ErrUnsupportedFeature is wrapped by the errors that refuse a table because its
@@ -52,8 +88,13 @@ func checkReadable(p *deltalog.Protocol) error {
 		return fmt.Errorf("check protocol: reader version %d > %d: %w", p.MinReaderVersion, maxReaderVersion, ErrUnsupportedFeature)
 	}
 	if p.MinReaderVersion == 3 {
+		for _, f := range p.ReaderFeatures {
+			if why, ok := refusedFeatures[f]; ok {
+				return fmt.Errorf("check protocol: reader feature %q (%s): %w", f, why, ErrUnsupportedFeature)
+			}
+		}
 		if f := firstUnsupported(p.ReaderFeatures, supportedReaderFeatures); f != "" {
-			return fmt.Errorf("check protocol: reader feature %q: %w", f, ErrUnsupportedFeature)
+			return fmt.Errorf("check protocol: unknown reader feature %q: %w", f, ErrUnsupportedFeature)
 		}
 	}
 	return nil
@@ -70,8 +111,13 @@ func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.
 		return fmt.Errorf("check protocol: writer version %d > %d: %w", p.MinWriterVersion, maxWriterVersion, ErrUnsupportedFeature)
 	}
 	if p.MinWriterVersion == 7 {
+		for _, f := range p.WriterFeatures {
+			if why, ok := refusedFeatures[f]; ok {
+				return fmt.Errorf("check protocol: writer feature %q (%s): %w", f, why, ErrUnsupportedFeature)
+			}
+		}
 		if f := firstUnsupported(p.WriterFeatures, supportedWriterFeatures); f != "" {
-			return fmt.Errorf("check protocol: writer feature %q: %w", f, ErrUnsupportedFeature)
+			return fmt.Errorf("check protocol: writer feature %q is not implemented by ingestd: %w", f, ErrUnsupportedFeature)
 		}
 	}
 	if m == nil {
@@ -129,7 +175,13 @@ func checkSchemaWritable(t deltalog.DataType, path string) error {
 			return err
 		}
 		return checkSchemaWritable(t.ValueType, path+".value")
-	case deltalog.PrimitiveType, deltalog.DecimalType:
+	case deltalog.PrimitiveType:
+		switch {
+		case t == deltalog.Variant, t == deltalog.Void,
+			strings.HasPrefix(string(t), "geometry"), strings.HasPrefix(string(t), "geography"):
+			return fmt.Errorf("check schema: column %q has type %s, which ingestd cannot write: %w", path, t, ErrUnsupportedFeature)
+		}
+	case deltalog.DecimalType:
 	default:
 		return fmt.Errorf("check schema: column %q has unsupported type %v: %w", path, t, ErrUnsupportedFeature)
 	}

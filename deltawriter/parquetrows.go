@@ -334,3 +334,18 @@ func goValue(v parquet.Value) any {
 		return append([]byte(nil), v.ByteArray()...)
 	}
 }
+
+// MapEntry is one key/value pair of a MAP value given to RowsToColumns (a map column's
+// value is a []MapEntry, in the order to write).
+type MapEntry = mapEntry
+
+// RowsToColumns shreds row trees into the leaf column values WriteDataFile takes, for
+// tools and tests (the ingest hot path produces column values directly). A row is a
+// map[string]any keyed by Parquet column name (physical names under column mapping); a
+// struct is a map[string]any, an array a []any, a map a []MapEntry, a null nil; leaves are
+// bool, int32, int64, float32, float64, string or []byte (FIXED_LEN_BYTE_ARRAY for wide
+// decimals: big-endian two's complement of DecimalBytes(precision) bytes). Dates are int32
+// days and timestamps int64 µs since the Unix epoch.
+func RowsToColumns(schema *parquet.Schema, rows []map[string]any) ([][]parquet.Value, error) {
+	return shredRows(schema, rows)
+}

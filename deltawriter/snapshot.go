@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
@@ -31,9 +32,16 @@ type Snapshot struct {
 	// ColumnMapping is the effective column mapping mode (the property, honoured only when
 	// the protocol supports column mapping).
 	ColumnMapping deltalog.ColumnMappingMode
-	// Txns maps each transaction appId to its latest version.
+	// Txns maps each transaction appId to its latest version. When the table sets
+	// delta.setTransactionRetentionDuration, txns whose lastUpdated is older than the
+	// retention (at load time) are dropped, as Spark and Kernel do.
 	Txns map[string]int64
-	// Files holds the live add actions keyed by add.path.
+	// TxnRetention is delta.setTransactionRetentionDuration (0 when unset: txns never
+	// expire). A pipeline whose partition idles longer than this loses its txn and must
+	// fall back to Kafka group offsets.
+	TxnRetention time.Duration
+	// Files holds the live add actions keyed by their reconciliation key
+	// (deltalog.FileKey: canonical decoded path, plus the deletion vector id if any).
 	Files map[string]deltalog.Add
 
 	txns       map[string]deltalog.Txn            // full txn actions, for checkpoints
@@ -78,11 +86,13 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 			s.Txns[a.Txn.AppID] = a.Txn.Version
 			s.txns[a.Txn.AppID] = *a.Txn
 		case a.Add != nil:
-			s.Files[a.Add.Path] = *a.Add
-			delete(s.tombstones, a.Add.Path)
+			k := deltalog.FileKey(a.Add.Path, a.Add.DeletionVector)
+			s.Files[k] = *a.Add
+			delete(s.tombstones, k)
 		case a.Remove != nil:
-			delete(s.Files, a.Remove.Path)
-			s.tombstones[a.Remove.Path] = *a.Remove
+			k := deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)
+			delete(s.Files, k)
+			s.tombstones[k] = *a.Remove
 		case a.DomainMetadata != nil:
 			if a.DomainMetadata.Removed {
 				delete(s.domains, a.DomainMetadata.Domain)
@@ -94,8 +104,9 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 }
 
 // finish validates a reconstructed snapshot: protocol and metaData present, protocol
-// readable, schema parseable.
-func (s *Snapshot) finish() error {
+// readable, schema parseable; and drops txns expired at now per
+// delta.setTransactionRetentionDuration.
+func (s *Snapshot) finish(now time.Time) error {
 	if s.Protocol.MinReaderVersion == 0 {
 		return fmt.Errorf("load snapshot at version %d: no protocol action", s.Version)
 	}
@@ -117,8 +128,33 @@ func (s *Snapshot) finish() error {
 		return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
 	}
 	s.ColumnMapping = mode
+	return s.expireTxns(now)
+}
+
+// expireTxns drops txn actions whose lastUpdated is older than
+// delta.setTransactionRetentionDuration before now (PROTOCOL.md, "Transaction
+// Identifiers"; Spark's minSetTransactionRetentionTimestamp). Txns without lastUpdated
+// never expire.
+func (s *Snapshot) expireTxns(now time.Time) error {
+	ret, err := durationProperty(&s.Metadata, propTxnRetention, 0)
+	if err != nil {
+		return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
+	}
+	s.TxnRetention = ret
+	if ret <= 0 {
+		return nil
+	}
+	cutoff := now.Add(-ret).UnixMilli()
+	for app, x := range s.txns {
+		if x.LastUpdated != nil && *x.LastUpdated < cutoff {
+			delete(s.txns, app)
+			delete(s.Txns, app)
+		}
+	}
 	return nil
 }
+
+const propTxnRetention = "delta.setTransactionRetentionDuration"
 
 // CheckWritable returns an error wrapping ErrUnsupportedFeature, naming the feature, when
 // ingestd cannot append to this table (unknown writer feature, CHECK constraints,
@@ -134,22 +170,31 @@ func (s *Snapshot) CheckWritable() error {
 
 const logDir = "_delta_log"
 
+// sidecarDir holds the sidecar files of V2 checkpoints (PROTOCOL.md, "V2 Spec").
+const sidecarDir = logDir + "/_sidecars"
+
 func commitPath(v int64) string { return fmt.Sprintf("%s/%020d.json", logDir, v) }
 
 // logListing is what a _delta_log listing says about versions.
 type logListing struct {
-	commits     map[int64]bool
-	maxCommit   int64
-	checkpoints map[int64][]string // version → file names of a complete checkpoint
+	commits   map[int64]bool
+	maxCommit int64
+	// checkpoints maps a version to its candidate checkpoints, each a list of file names
+	// (one for classic and V2 UUID-named checkpoints, all parts for multi-part ones).
+	checkpoints map[int64][][]string
 }
 
+// listLog lists _delta_log. It recognises commits (<v>.json), classic checkpoints
+// (<v>.checkpoint.parquet), multi-part ones (<v>.checkpoint.<part:10>.<parts:10>.parquet;
+// only complete sets count) and V2 UUID-named ones (<v>.checkpoint.<uuid>.{json,parquet}),
+// and ignores everything else (.crc files, compacted logs, temp files, _commits/).
 func listLog(ctx context.Context, st storage.Store) (*logListing, error) {
 	ents, err := st.List(ctx, logDir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", logDir, err)
 	}
-	l := &logListing{commits: map[int64]bool{}, maxCommit: -1, checkpoints: map[int64][]string{}}
-	parts := map[int64]map[int][]string{} // version → number of parts → names
+	l := &logListing{commits: map[int64]bool{}, maxCommit: -1, checkpoints: map[int64][][]string{}}
+	parts := map[int64]map[int]map[int]string{} // version → number of parts → part → name
 	for _, e := range ents {
 		if e.IsDir {
 			continue
@@ -168,43 +213,70 @@ func listLog(ctx context.Context, st storage.Store) (*logListing, error) {
 			l.commits[v] = true
 			l.maxCommit = max(l.maxCommit, v)
 		case rest == "checkpoint.parquet":
-			l.checkpoints[v] = []string{name}
-		case strings.HasPrefix(rest, "checkpoint.") && strings.HasSuffix(rest, ".parquet"):
-			// multi-part: checkpoint.<part:10>.<parts:10>.parquet
-			f := strings.Split(strings.TrimSuffix(strings.TrimPrefix(rest, "checkpoint."), ".parquet"), ".")
-			if len(f) != 2 || len(f[0]) != 10 || len(f[1]) != 10 {
-				continue // V2 UUID-named checkpoints are not read (v2Checkpoint is unsupported)
+			l.checkpoints[v] = append(l.checkpoints[v], []string{name})
+		case strings.HasPrefix(rest, "checkpoint.") && (strings.HasSuffix(rest, ".parquet") || strings.HasSuffix(rest, ".json")):
+			mid := strings.TrimPrefix(rest, "checkpoint.")
+			mid = mid[:strings.LastIndexByte(mid, '.')]
+			f := strings.Split(mid, ".")
+			switch {
+			case len(f) == 1 && isUUID(f[0]): // V2, UUID-named
+				l.checkpoints[v] = append(l.checkpoints[v], []string{name})
+			case len(f) == 2 && len(f[0]) == 10 && len(f[1]) == 10 && strings.HasSuffix(rest, ".parquet"):
+				part, err1 := strconv.Atoi(f[0])
+				n, err2 := strconv.Atoi(f[1])
+				if err1 != nil || err2 != nil || n <= 0 || part < 1 || part > n {
+					continue
+				}
+				if parts[v] == nil {
+					parts[v] = map[int]map[int]string{}
+				}
+				if parts[v][n] == nil {
+					parts[v][n] = map[int]string{}
+				}
+				parts[v][n][part] = name
 			}
-			n, err := strconv.Atoi(f[1])
-			if err != nil || n <= 0 {
-				continue
-			}
-			if parts[v] == nil {
-				parts[v] = map[int][]string{}
-			}
-			parts[v][n] = append(parts[v][n], name)
 		}
 	}
 	for v, byN := range parts {
-		if _, ok := l.checkpoints[v]; ok {
-			continue
-		}
-		for n, names := range byN {
-			if len(names) == n { // complete set (names are distinct part numbers)
-				l.checkpoints[v] = names
-				break
+		for _, n := range slices.Sorted(maps.Keys(byN)) {
+			if len(byN[n]) == n { // complete set
+				names := make([]string, 0, n)
+				for p := 1; p <= n; p++ {
+					names = append(names, byN[n][p])
+				}
+				l.checkpoints[v] = append(l.checkpoints[v], names)
 			}
 		}
 	}
 	return l, nil
 }
 
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // loadSnapshot reconstructs the latest snapshot from the newest readable checkpoint plus
 // the JSON commits after it (PROTOCOL.md, "Checkpoints", "Last Checkpoint File"; checklist
-// §1.9). A missing or corrupt _last_checkpoint is tolerated: the listing decides. It
-// returns an error wrapping ErrTableNotFound when there is no commit at all, and an error
-// when commit versions are not contiguous.
-func loadSnapshot(ctx context.Context, st storage.Store) (*Snapshot, error) {
+// §1.9). A missing or corrupt _last_checkpoint is tolerated: the listing decides; a
+// checkpoint that cannot be read completely (missing part or sidecar, corrupt file) is
+// skipped for an older one. It returns an error wrapping ErrTableNotFound when there is
+// no commit at all, and an error when commit versions are not contiguous.
+func loadSnapshot(ctx context.Context, st storage.Store, now time.Time) (*Snapshot, error) {
 	l, err := listLog(ctx, st)
 	if err != nil {
 		return nil, err
@@ -225,15 +297,20 @@ func loadSnapshot(ctx context.Context, st storage.Store) (*Snapshot, error) {
 	}
 	var lastErr error
 	for _, cp := range cands {
-		s, err := readCheckpoint(ctx, st, cp, l.checkpoints[cp])
-		if err != nil {
-			lastErr = err
-			continue // corrupt or partial: try an older one, or replay from 0
+		for _, names := range l.checkpoints[cp] {
+			s, err := readCheckpoint(ctx, st, cp, names)
+			if err != nil {
+				lastErr = err
+				continue // corrupt or partial: try another one, an older one, or replay from 0
+			}
+			if l.maxCommit > cp && !l.commits[cp+1] {
+				return nil, fmt.Errorf("load snapshot: commit %d after checkpoint %d is missing (versions are not contiguous up to %d)", cp+1, cp, l.maxCommit)
+			}
+			if err := replayCommits(ctx, st, s, l, cp+1); err != nil {
+				return nil, err
+			}
+			return s, s.finish(now)
 		}
-		if err := replayCommits(ctx, st, s, l, cp+1); err != nil {
-			return nil, err
-		}
-		return s, s.finish()
 	}
 	if !l.commits[0] {
 		if lastErr != nil {
@@ -245,7 +322,7 @@ func loadSnapshot(ctx context.Context, st storage.Store) (*Snapshot, error) {
 	if err := replayCommits(ctx, st, s, l, 0); err != nil {
 		return nil, err
 	}
-	return s, s.finish()
+	return s, s.finish(now)
 }
 
 // replayCommits applies commits from..l.maxCommit to s, requiring each to exist.

@@ -95,6 +95,9 @@ type statsBuilder struct {
 	cfg     statsConfig
 	mode    deltalog.ColumnMappingMode
 	indexed int64 // leaves counted so far against numIndexed
+	// partition holds the lower-cased logical partition column names: they get no stats
+	// (their values are in add.partitionValues) and do not count against numIndexed.
+	partition map[string]bool
 }
 
 func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, opts FileOptions) (string, error) {
@@ -106,7 +109,10 @@ func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, o
 	if mode == "" {
 		mode = deltalog.ColumnMappingNone
 	}
-	b := &statsBuilder{schema: schema, cols: cols, numRows: numRows, cfg: cfg, mode: mode}
+	b := &statsBuilder{schema: schema, cols: cols, numRows: numRows, cfg: cfg, mode: mode, partition: map[string]bool{}}
+	for _, c := range opts.PartitionColumns {
+		b.partition[strings.ToLower(c)] = true
+	}
 	mins, maxs, nulls, err := b.structStats(opts.Schema, nil, "", 0)
 	if err != nil {
 		return "", err
@@ -124,6 +130,9 @@ func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, o
 func (b *statsBuilder) structStats(st *deltalog.StructType, phys []string, logical string, def int) (mins, maxs, nulls ordered, err error) {
 	mins, maxs, nulls = ordered{}, ordered{}, ordered{}
 	for _, f := range st.Fields {
+		if logical == "" && b.partition[strings.ToLower(f.Name)] {
+			continue
+		}
 		name := f.PhysicalName(b.mode)
 		path := append(append([]string(nil), phys...), name)
 		lpath := f.Name
@@ -345,32 +354,61 @@ func (b *statsBuilder) format(t deltalog.DataType, v parquet.Value, isMax bool) 
 	return nil
 }
 
-// truncateMin keeps the first n characters: a prefix never sorts after the string.
-func truncateMin(s string, n int) string {
-	i, count := 0, 0
-	for i < len(s) && count < n {
-		_, size := utf8.DecodeRuneInString(s[i:])
+// Strings are truncated the way Delta does on the JVM: the prefix length counts UTF-16
+// code units (Java String.length), and a surrogate pair is never split — when the cut
+// falls inside one, the whole pair is kept (Delta's StatisticsCollection
+// truncateMinStringAgg/truncateMaxStringAgg).
+
+// utf16Prefix returns the byte length of the longest prefix of s that holds at most n
+// UTF-16 code units, extended over a surrogate pair the cut would split, and whether
+// anything was cut.
+func utf16Prefix(s string, n int) (int, bool) {
+	units, i := 0, 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		w := 1
+		if r >= 0x10000 {
+			w = 2
+		}
+		if units >= n {
+			return i, true
+		}
+		if units+w > n { // the cut falls inside this surrogate pair: keep the pair
+			return i + size, i+size < len(s)
+		}
+		units += w
 		i += size
-		count++
 	}
-	return s[:i]
+	return i, false
 }
 
-// truncateMax keeps the first n characters and appends a tie-breaker so the result
-// still sorts at or after s: U+007F when the first dropped character is below it, else
-// U+10FFFF (Spark's StatisticsCollection.truncateMaxStringAgg). ok is false when no
-// bound exists (the dropped character is U+10FFFF itself).
+// truncateMin keeps the first n UTF-16 code units: a prefix never sorts after the string.
+func truncateMin(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	end, _ := utf16Prefix(s, n)
+	return s[:end]
+}
+
+// truncateMax keeps the first n UTF-16 code units and appends a tie-breaker so the
+// result still sorts at or after s: U+007F when the first dropped character is below it,
+// else U+10FFFF (Delta's StatisticsCollection.truncateMaxStringAgg). ok is false when no
+// bound exists (the dropped character is U+10FFFF itself, or n <= 0).
 func truncateMax(s string, n int) (string, bool) {
-	p := truncateMin(s, n)
-	if len(p) == len(s) {
+	if n <= 0 {
+		return "", false
+	}
+	end, cut := utf16Prefix(s, n)
+	if !cut {
 		return s, true
 	}
-	next, _ := utf8.DecodeRuneInString(s[len(p):])
+	next, _ := utf8.DecodeRuneInString(s[end:])
 	switch {
 	case next < 0x7F:
-		return p + "\u007f", true
+		return s[:end] + "\u007f", true
 	case next < utf8.MaxRune:
-		return p + string(utf8.MaxRune), true
+		return s[:end] + string(utf8.MaxRune), true
 	default:
 		return "", false
 	}

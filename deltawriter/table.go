@@ -5,6 +5,7 @@
 package deltawriter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -24,6 +26,10 @@ type Table struct {
 
 	mu   sync.Mutex
 	snap *Snapshot // latest known snapshot; Version -1 when the table does not exist
+
+	cpMu      sync.Mutex
+	cpRunning bool           // a background checkpoint is being written
+	cpWG      sync.WaitGroup // background checkpoints in flight
 }
 
 type options struct {
@@ -31,7 +37,17 @@ type options struct {
 	maxAttempts    int
 	now            func() time.Time
 	skipCheckpoint bool
+	bgCheckpoint   bool
 }
+
+// WithBackgroundCheckpoints makes Commit write due checkpoints in a background goroutine
+// (one at a time; a checkpoint that falls due while another is being written is skipped,
+// the next interval catches up), so that commit latency does not include them. Readers
+// never depend on a checkpoint being present. Call WaitCheckpoints before exiting.
+func WithBackgroundCheckpoints() Option { return func(o *options) { o.bgCheckpoint = true } }
+
+// WaitCheckpoints waits for background checkpoints to finish.
+func (t *Table) WaitCheckpoints() { t.cpWG.Wait() }
 
 // Option configures a Table.
 type Option func(*options)
@@ -84,7 +100,7 @@ func (t *Table) refreshLocked(ctx context.Context) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	s, err := loadSnapshot(ctx, t.store)
+	s, err := loadSnapshot(ctx, t.store, t.opts.now())
 	if errors.Is(err, ErrTableNotFound) {
 		t.snap = emptySnapshot()
 		return t.snap, err
@@ -98,31 +114,37 @@ func (t *Table) refreshLocked(ctx context.Context) (*Snapshot, error) {
 
 var errNeedReload = errors.New("snapshot cannot be advanced incrementally")
 
-// advance applies the commits after s.Version found in the log listing.
+// advance applies the commits after s.Version. It reads <v>.json for v = s.Version+1, …
+// until one is missing, instead of listing _delta_log (a listing grows with the table's
+// history and would make every commit O(versions)). Commits are immutable and versions
+// contiguous, so the first missing version is the end of the log.
 func (t *Table) advance(ctx context.Context, s *Snapshot) (*Snapshot, error) {
-	l, err := listLog(ctx, t.store)
-	if err != nil {
-		return nil, err
-	}
-	if l.maxCommit <= s.Version {
-		if l.maxCommit < 0 {
-			return nil, errNeedReload // log removed: reload reports it
+	var next *Snapshot
+	for v := s.Version + 1; ; v++ {
+		b, err := t.store.Get(ctx, commitPath(v))
+		if storage.IsNotExist(err) {
+			break
 		}
-		return s, nil
-	}
-	next := s.clone()
-	for v := s.Version + 1; v <= l.maxCommit; v++ {
-		if !l.commits[v] {
-			return nil, errNeedReload
-		}
-		actions, err := readCommit(ctx, t.store, v)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read commit %d: %w", v, err)
+		}
+		actions, err := deltalog.ParseCommit(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("read commit %d: %w", v, err)
+		}
+		if next == nil {
+			next = s.clone()
 		}
 		next.apply(actions)
 		next.Version = v
 	}
-	if err := next.finish(); err != nil {
+	if next == nil {
+		if _, err := t.store.Stat(ctx, commitPath(s.Version)); storage.IsNotExist(err) {
+			return nil, errNeedReload // log removed or rewritten: a full load reports it
+		}
+		return s, nil
+	}
+	if err := next.finish(t.opts.now()); err != nil {
 		return nil, err
 	}
 	return next, nil

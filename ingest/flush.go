@@ -303,7 +303,6 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if meta, newSchema, err = deltawriter.EvolveMetadata(meta, newSchema); err != nil {
 			return fmt.Errorf("create table metadata: %w", err)
 		}
-		proto = proto.WithFeatures(features...)
 		newMeta, newProto = &meta, &proto
 	case len(evolved) > 0 || len(features) > 0:
 		if enable[schemaguard.FeatureColumnMapping] {
@@ -318,14 +317,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if enable[schemaguard.FeatureTypeWidening] {
 			meta.Configuration["delta.enableTypeWidening"] = "true"
 		}
-		if meta, newSchema, err = deltawriter.EvolveMetadata(meta, newSchema); err != nil {
+		// deltawriter records widenings (delta.typeChanges), assigns column mapping ids and
+		// upgrades the protocol for the features the new schema needs.
+		if meta, newSchema, newProto, err = deltawriter.EvolveTable(snap.Protocol, meta, newSchema); err != nil {
 			return fmt.Errorf("evolve table metadata: %w", err)
 		}
 		newMeta = &meta
-		if len(features) > 0 {
-			proto := snap.Protocol.WithFeatures(features...)
-			newProto = &proto
-		}
 	}
 	if newMeta != nil {
 		if mode, err = newMeta.ColumnMappingMode(); err != nil {
@@ -508,9 +505,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off + 1}
 	}
 	if p.cl != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		p.cl.CommitOffsetsSync(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		// Asynchronous: a synchronous commit would wait for a rebalance that itself waits
+		// for this poll loop (BlockRebalanceOnPoll). A late commit for a partition that
+		// moved is harmless: these offsets are advisory.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		p.cl.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+			defer cancel()
 			if err != nil {
 				p.log.Warn("commit kafka offsets (advisory) failed", "err", err)
 			}
@@ -567,7 +567,7 @@ func (p *Pipeline) produceDeadLetters(ctx context.Context, dlq []deadLetter) err
 			recs[i] = dlqRecord(p.cfg.DeadLetter.Topic, p.cfg.Table.URI, d, now)
 		}
 	}
-	if err := p.dlqProducer().ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := p.produceDLQ(ctx, recs); err != nil {
 		return fmt.Errorf("produce to %s: %w", p.cfg.DeadLetter.Topic, err)
 	}
 	for _, d := range dlq {

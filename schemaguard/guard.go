@@ -389,7 +389,8 @@ func fromPolicy(p Policy) Action {
 // typeWidening is true. Existing columns are never dropped, reordered or renamed, and
 // applying the same writer twice changes nothing the second time. It returns the new
 // schema and the changes it applied; the schema is table itself (not a copy) when nothing
-// changed.
+// changed. Recording widenings in delta.typeChanges and any protocol upgrade is the Delta
+// writer's part (deltawriter.EvolveTable), done when the change is committed.
 func Apply(table, writer *deltalog.StructType, typeWidening bool) (*deltalog.StructType, []Change) {
 	out := table.Clone()
 	var applied []Change
@@ -420,39 +421,7 @@ func applyStruct(applied *[]Change, prefix string, table, writer *deltalog.Struc
 			tf.Nullable = true
 			*applied = append(*applied, Change{Kind: RelaxNullability, Path: path})
 		}
-		before := len(*applied)
 		tf.Type = applyType(applied, path, tf.Type, wf.Type, widen)
-		recordTypeChanges(tf, path, (*applied)[before:])
-	}
-}
-
-// MetaTypeChanges is the field metadata key where type widening records each change
-// (PROTOCOL.md, "Type Widening").
-const MetaTypeChanges = "delta.typeChanges"
-
-// recordTypeChanges appends {fromType, toType[, fieldPath]} to the field's
-// delta.typeChanges for each widening of the field itself or of its array elements or map
-// values (fieldPath "element", "value", "element.element", …); widenings of nested struct
-// fields are recorded on those fields.
-func recordTypeChanges(f *deltalog.StructField, path string, changes []Change) {
-	for _, c := range changes {
-		if c.Kind != Widen || !strings.HasPrefix(c.Path, path) {
-			continue
-		}
-		suffix := c.Path[len(path):]
-		if strings.Contains(suffix, ".") {
-			continue
-		}
-		entry := map[string]any{"fromType": c.TableType, "toType": c.WriterType}
-		if suffix != "" {
-			fp := strings.NewReplacer("[]", "element.", "{}", "value.").Replace(suffix)
-			entry["fieldPath"] = strings.TrimSuffix(fp, ".")
-		}
-		if f.Metadata == nil {
-			f.Metadata = map[string]any{}
-		}
-		list, _ := f.Metadata[MetaTypeChanges].([]any)
-		f.Metadata[MetaTypeChanges] = append(list, entry)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -168,6 +169,62 @@ type Add struct {
 	BaseRowID               *int64             `json:"baseRowId,omitempty"`
 	DefaultRowCommitVersion *int64             `json:"defaultRowCommitVersion,omitempty"`
 	ClusteringProvider      string             `json:"clusteringProvider,omitempty"`
+
+	// StatsParsed holds the checkpoint column add.stats_parsed when a checkpoint carried
+	// statistics only as a struct (delta.checkpoint.writeStatsAsStruct); it is never
+	// written to JSON.
+	StatsParsed map[string]any `json:"-"`
+}
+
+// NumRecords returns stats.numRecords (from the JSON stats, else from StatsParsed) and
+// whether it is known.
+func (a *Add) NumRecords() (int64, bool) {
+	if a.Stats != "" {
+		var st struct {
+			NumRecords *json.Number `json:"numRecords"`
+		}
+		if json.Unmarshal([]byte(a.Stats), &st) == nil && st.NumRecords != nil {
+			if n, err := st.NumRecords.Int64(); err == nil {
+				return n, true
+			}
+		}
+	}
+	switch n := a.StatsParsed["numRecords"].(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// FileKey is the reconciliation key of an add or remove (PROTOCOL.md, "Action
+// Reconciliation"): the canonical path plus the deletion vector's unique id.
+func FileKey(path string, dv *DeletionVector) string {
+	p := CanonicalPath(path)
+	if dv != nil {
+		return p + "\x00" + dv.UniqueID()
+	}
+	return p
+}
+
+// CanonicalPath decodes an add/remove path once (it is a URI, PROTOCOL.md "Add File and
+// Remove File") and normalises absolute file URIs ("file:/p", "file:///p",
+// "file://localhost/p") to "/p", so that differently spelled references to one file
+// reconcile. A path that is not valid percent-encoding is returned unchanged.
+func CanonicalPath(p string) string {
+	for _, pre := range []string{"file://localhost/", "file:///", "file:/"} {
+		if strings.HasPrefix(p, pre) {
+			p = "/" + strings.TrimPrefix(p, pre)
+			break
+		}
+	}
+	if d, err := url.PathUnescape(p); err == nil {
+		return d
+	}
+	return p
 }
 
 // MarshalJSON writes partitionValues as {} when nil (the field is required).
@@ -279,18 +336,38 @@ type DomainMetadata struct {
 	Removed       bool   `json:"removed"`
 }
 
+// Sidecar is the sidecar action of a V2 checkpoint (PROTOCOL.md, "Sidecar File
+// Information"): Path names a Parquet file of add/remove actions, relative to
+// _delta_log/_sidecars/ (or an absolute URI). It is only legal inside V2 checkpoints.
+type Sidecar struct {
+	Path             string            `json:"path"`
+	SizeInBytes      int64             `json:"sizeInBytes"`
+	ModificationTime int64             `json:"modificationTime"`
+	Tags             map[string]string `json:"tags,omitempty"`
+}
+
+// CheckpointMetadata is the checkpointMetadata action of a V2 checkpoint
+// (PROTOCOL.md, "Checkpoint Metadata"): exactly one per V2 checkpoint, Version being the
+// checkpoint's table version.
+type CheckpointMetadata struct {
+	Version int64             `json:"version"`
+	Tags    map[string]string `json:"tags,omitempty"`
+}
+
 // Action is one line of a commit file: exactly one of the pointers is set. Action kinds
-// this package does not model (cdc, sidecar, checkpointMetadata, future kinds) are kept
-// verbatim in Other, keyed by their JSON name, and written back unchanged.
+// this package does not model (cdc, future kinds) are kept verbatim in Other, keyed by
+// their JSON name, and written back unchanged.
 type Action struct {
-	CommitInfo     CommitInfo
-	Protocol       *Protocol
-	Metadata       *Metadata
-	Txn            *Txn
-	Add            *Add
-	Remove         *Remove
-	DomainMetadata *DomainMetadata
-	Other          map[string]json.RawMessage
+	CommitInfo         CommitInfo
+	Protocol           *Protocol
+	Metadata           *Metadata
+	Txn                *Txn
+	Add                *Add
+	Remove             *Remove
+	DomainMetadata     *DomainMetadata
+	Sidecar            *Sidecar
+	CheckpointMetadata *CheckpointMetadata
+	Other              map[string]json.RawMessage
 }
 
 // JSON names of the action kinds (PROTOCOL.md, "Actions").
@@ -302,6 +379,8 @@ const (
 	kindAdd            = "add"
 	kindRemove         = "remove"
 	kindDomainMetadata = "domainMetadata"
+	kindSidecar        = "sidecar"
+	kindCheckpointMeta = "checkpointMetadata"
 )
 
 // MarshalJSON writes {"<kind>":{...}} for each set member (normally exactly one).
@@ -345,6 +424,12 @@ func (a Action) MarshalJSON() ([]byte, error) {
 	}
 	if err == nil && a.DomainMetadata != nil {
 		err = put(kindDomainMetadata, a.DomainMetadata)
+	}
+	if err == nil && a.CheckpointMetadata != nil {
+		err = put(kindCheckpointMeta, a.CheckpointMetadata)
+	}
+	if err == nil && a.Sidecar != nil {
+		err = put(kindSidecar, a.Sidecar)
 	}
 	if err != nil {
 		return nil, err
@@ -402,6 +487,12 @@ func (a *Action) UnmarshalJSON(b []byte) error {
 		case kindDomainMetadata:
 			a.DomainMetadata = new(DomainMetadata)
 			err = json.Unmarshal(v, a.DomainMetadata)
+		case kindSidecar:
+			a.Sidecar = new(Sidecar)
+			err = json.Unmarshal(v, a.Sidecar)
+		case kindCheckpointMeta:
+			a.CheckpointMetadata = new(CheckpointMetadata)
+			err = json.Unmarshal(v, a.CheckpointMetadata)
 		default:
 			if a.Other == nil {
 				a.Other = map[string]json.RawMessage{}

@@ -35,6 +35,10 @@ const (
 	Date         PrimitiveType = "date"
 	Timestamp    PrimitiveType = "timestamp"
 	TimestampNtz PrimitiveType = "timestamp_ntz"
+	// Variant, Void and the geospatial types (geometry(<crs>), geography(<crs>[,<alg>]))
+	// are parsed so that logs using them can be read; ingestd does not write them.
+	Variant PrimitiveType = "variant"
+	Void    PrimitiveType = "void"
 )
 
 func (p PrimitiveType) String() string { return string(p) }
@@ -284,8 +288,11 @@ var decimalRe = regexp.MustCompile(`^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$`)
 // Delta's "decimal" alone means decimal(10,0).
 func ParsePrimitive(name string) (DataType, error) {
 	switch p := PrimitiveType(name); p {
-	case String, Long, Integer, Short, Byte, Float, Double, Boolean, Binary, Date, Timestamp, TimestampNtz:
+	case String, Long, Integer, Short, Byte, Float, Double, Boolean, Binary, Date, Timestamp, TimestampNtz, Variant, Void:
 		return p, nil
+	}
+	if strings.HasPrefix(name, "geometry") || strings.HasPrefix(name, "geography") {
+		return PrimitiveType(name), nil
 	}
 	if name == "decimal" {
 		return DecimalType{Precision: 10, Scale: 0}, nil

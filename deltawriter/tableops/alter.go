@@ -96,7 +96,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 	}
 	if len(a.EnableFeatures) > 0 {
 		err := step("UPGRADE PROTOCOL", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
-			proto := s.Protocol.WithFeatures(a.EnableFeatures...)
+			proto := deltawriter.UpgradeProtocol(s.Protocol, a.EnableFeatures...)
 			meta := s.Metadata
 			meta.Configuration = cloneConf(meta.Configuration)
 			if slices.Contains(a.EnableFeatures, schemaguard.FeatureTypeWidening) {
@@ -151,12 +151,12 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
-			meta, _, err := deltawriter.EvolveMetadata(s.Metadata, schema)
+			meta, _, proto, err := deltawriter.EvolveTable(s.Protocol, s.Metadata, schema) // records delta.typeChanges
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
 			col := map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true}
-			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"column": mustJSON(col)}},
+			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"column": mustJSON(col)}},
 				fmt.Sprintf("%s %s → %s", strings.Join(c.Path, "."), from, c.Type), nil
 		})
 		if err != nil {
@@ -224,8 +224,9 @@ func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error
 	return out, nil
 }
 
-// widen returns a copy of s with the column at c.Path widened to c.Type, recording
-// delta.typeChanges, and the old type. Only Delta's type-widening changes are accepted.
+// widen returns a copy of s with the column at c.Path widened to c.Type, and the old
+// type. Only Delta's type-widening changes are accepted; deltawriter.EvolveTable records
+// the change in delta.typeChanges when it is committed.
 func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.DataType, error) {
 	out := s.Clone()
 	_, f, err := lookup(out, c.Path)
@@ -239,11 +240,6 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 		return nil, nil, fmt.Errorf("widen %s: %s → %s is not a Delta type widening (allowed: byte→short→int→long, float→double, date→timestamp_ntz, decimal precision/scale increase)", strings.Join(c.Path, "."), f.Type, c.Type)
 	}
 	from := f.Type
-	if f.Metadata == nil {
-		f.Metadata = map[string]any{}
-	}
-	list, _ := f.Metadata[schemaguard.MetaTypeChanges].([]any)
-	f.Metadata[schemaguard.MetaTypeChanges] = append(list, map[string]any{"fromType": from.String(), "toType": c.Type.String()})
 	f.Type = c.Type
 	return out, from, nil
 }

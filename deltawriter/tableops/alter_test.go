@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,7 +71,7 @@ func TestAlterAddWidenPropertiesHistory(t *testing.T) {
 		t.Errorf("schema\n got %s\nwant %s", b, want)
 	}
 	if snap.Metadata.Configuration["delta.enableTypeWidening"] != "true" || snap.Metadata.Configuration["delta.checkpointInterval"] != "5" ||
-		!snap.Protocol.HasFeature("typeWidening") || snap.Protocol.MinReaderVersion != 3 {
+		!slices.Contains(snap.Protocol.WriterFeatures, "typeWidening") || !slices.Contains(snap.Protocol.ReaderFeatures, "typeWidening") || snap.Protocol.MinReaderVersion != 3 {
 		t.Errorf("protocol %+v configuration %v", snap.Protocol, snap.Metadata.Configuration)
 	}
 	hist, err := History(ctx, st, 2)

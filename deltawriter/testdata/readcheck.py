@@ -21,7 +21,7 @@ import json
 import sys
 
 import pyarrow as pa
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -55,7 +55,9 @@ def main():
         sys.exit(__doc__)
     dt = DeltaTable(sys.argv[1])
     p = dt.protocol()
-    table = pa.table(dt.to_pyarrow_dataset().to_table())
+    # QueryBuilder (DataFusion) applies column mapping; to_pyarrow_dataset() reads the
+    # physical Parquet names and returns NULLs for column-mapped tables.
+    table = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
     rows = [{f.name: plain(r[f.name], f.type) for f in table.schema} for r in table.to_pylist()]
     rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
     history = sorted(dt.history(), key=lambda h: h.get("version", 0))

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""A long-lived Spark + Delta session for the interop tests (integration/delta_spark_test.go).
+
+Starting Spark costs tens of seconds on two cores, so the Go test starts this helper once
+and sends it every check as one JSON command per line on stdin; each command gets one JSON
+reply per line on stdout ({"ok": ...} or {"error": "..."}). Spark's own logs go to stderr.
+
+Usage: spark_delta_session.py JAR_DIR
+  JAR_DIR holds the Delta jars resolved from Maven Central by scripts/spark-jars.sh; Spark
+  is started with them in spark.jars and never downloads anything.
+
+Commands:
+  {"op": "read", "path": P}   → {"ok": {"schema": [{name, type, nullable}], "rows": [...]}}
+      rows sorted by their JSON form; values rendered like deltawriter/testdata/readcheck.py
+      (timestamps as µs since the epoch, decimals as exact strings, binary as hex, dates ISO)
+  {"op": "sql", "query": Q}   → {"ok": [row as dict, ...]} (values rendered the same way)
+  {"op": "quit"}
+"""
+import datetime
+import decimal
+import glob
+import json
+import os
+import sys
+import traceback
+
+os.environ["TZ"] = "UTC"  # pyspark turns TIMESTAMP values into naive local datetimes
+import time
+
+time.tzset()
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
+
+EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def plain(v):
+    if v is None:
+        return None
+    if isinstance(v, T.Row):
+        return {k: plain(x) for k, x in v.asDict(recursive=False).items()}
+    if isinstance(v, dict):
+        return {str(k): plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, datetime.datetime):
+        v = v.replace(tzinfo=None) if v.tzinfo is None else v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        d = v - EPOCH
+        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    return v
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    jars = sorted(glob.glob(os.path.join(sys.argv[1], "*.jar")))
+    if not any("delta-spark" in j for j in jars):
+        print(json.dumps({"error": "no delta-spark jar in " + sys.argv[1]}), flush=True)
+        sys.exit(1)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("ingestd-interop")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.driver.memory", "768m")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    print(json.dumps({"ok": {"spark": spark.version}}), flush=True)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            cmd = json.loads(line)
+            op = cmd["op"]
+            if op == "quit":
+                print(json.dumps({"ok": None}), flush=True)
+                break
+            if op == "read":
+                df = spark.read.format("delta").load(cmd["path"])
+                rows = [plain(r) for r in df.collect()]
+                rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
+                schema = [{"name": f.name, "type": f.dataType.simpleString(), "nullable": f.nullable} for f in df.schema.fields]
+                out = {"schema": schema, "rows": rows}
+            elif op == "sql":
+                out = [plain(r) for r in spark.sql(cmd["query"]).collect()]
+            else:
+                raise ValueError("unknown op " + op)
+            print(json.dumps({"ok": out}, ensure_ascii=False), flush=True)
+        except Exception as e:  # noqa: BLE001 - reported to the Go test
+            print(json.dumps({"error": f"{type(e).__name__}: {e}"[:4000], "trace": traceback.format_exc()[-2000:]}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
