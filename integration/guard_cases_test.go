@@ -141,27 +141,53 @@ func TestGuardCases(t *testing.T) {
 				{"v2", `{"id":2,"email":null,"attrs":{"a":null},"addr":{"zip":"10115"}}`},
 				{"v3", `{"id":3,"email":"c@example.com","attrs":{},"addr":null}`},
 			},
-			expect: allPolicies(caseExpect{rows: []string{`{"addr":null,"attrs":[["k","v"]],"email":"a@example.com","id":1}`,
-				`{"addr":{"zip":"10115"},"attrs":[["a",null]],"email":null,"id":2}`, `{"addr":null,"attrs":[],"email":"c@example.com","id":3}`},
+			expect: allPolicies(caseExpect{rows: []string{`{"addr":null,"attrs":{"k":"v"},"email":"a@example.com","id":1}`,
+				`{"addr":{"zip":"10115"},"attrs":{"a":null},"email":null,"id":2}`, `{"addr":null,"attrs":{},"email":"c@example.com","id":3}`},
 				schema: "[[id int64 true] [email string true] [attrs map<string, string> true] [addr struct<zip: string> true]]", halt: -1}),
 		},
 	}
 	cases = append(cases, moreGuardCases()...)
+	// Spark boots in the background while the cases run; it reads every table at the end.
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars)
+	var written []writtenTable
+	root := t.TempDir() // outlives the subtests, for Spark's reads at the end
 	for _, c := range cases {
-		t.Run(strings.Fields(c.name)[0], func(t *testing.T) { runGuardCase(t, s, c) })
+		t.Run(strings.Fields(c.name)[0], func(t *testing.T) { written = append(written, runGuardCase(t, s, c, root)...) })
 	}
+	for _, w := range written {
+		var got sparkRead
+		spark.call(t, map[string]any{"op": "read", "path": w.path}, &got)
+		var rows []string
+		for _, r := range got.Rows {
+			b, _ := json.Marshal(r)
+			rows = append(rows, string(b))
+		}
+		slices.Sort(rows)
+		if strings.Join(rows, "\n") != strings.Join(w.rows, "\n") {
+			t.Errorf("%s (Spark)\n got %s\nwant %s", w.name, strings.Join(rows, "\n     "), strings.Join(w.rows, "\n     "))
+		}
+	}
+	t.Logf("Spark read %d tables and agreed with delta-rs and the expected rows", len(written))
+}
+
+// writtenTable is a table a case wrote, with its expected rows (canonical JSON, sorted).
+type writtenTable struct {
+	name, path string
+	rows       []string
 }
 
 func allPolicies(e caseExpect) map[string]caseExpect {
 	return map[string]caseExpect{"evolve": e, "dead_letter": e, "halt": e}
 }
 
-func runGuardCase(t *testing.T, s stack, c guardCase) {
+func runGuardCase(t *testing.T, s stack, c guardCase, root string) (written []writtenTable) {
 	t.Logf("%s", c.name)
 	base := "case-" + strings.ToLower(strings.Fields(c.name)[0])
 	topic := createTopic(t, s, base, 1)
 	dlq := createTopic(t, s, base+".dlq", 1)
-	dir := t.TempDir()
+	dir := filepath.Join(root, base)
+	mustMkdir(t, dir)
 	spec := map[string]any{"schemas": map[string]json.RawMessage{}, "events": [][]any{}}
 	for k, v := range c.schemas {
 		spec["schemas"].(map[string]json.RawMessage)[k] = json.RawMessage(v)
@@ -253,10 +279,11 @@ func runGuardCase(t *testing.T, s stack, c guardCase) {
 		if e.schema != "" && fmt.Sprint(data.Schema) != e.schema {
 			t.Errorf("%s schema (delta-rs)\n got %v\nwant %s", policy, data.Schema, e.schema)
 		}
+		written = append(written, writtenTable{name: c.name + " / " + policy, path: tables[policy], rows: want})
 	}
 	// The DLQ holds exactly the dead_letter pipeline's records (the other pipelines
 	// dead-letter nothing in these cases).
-	want := c.expect["dead_letter"].dlq
+	wantDLQ := c.expect["dead_letter"].dlq
 	got := map[int64]string{}
 	for _, r := range readDLQ(t, s, dlq) {
 		if r.headers["__connect.errors.topic"] != topic {
@@ -269,9 +296,10 @@ func runGuardCase(t *testing.T, s stack, c guardCase) {
 			t.Errorf("DLQ message for offset %d is not the guard's explanation: %q", off, r.headers["__connect.errors.exception.message"])
 		}
 	}
-	if fmt.Sprint(got) != fmt.Sprint(orEmpty(want)) {
-		t.Errorf("DLQ\n got %v\nwant %v", got, want)
+	if fmt.Sprint(got) != fmt.Sprint(orEmpty(wantDLQ)) {
+		t.Errorf("DLQ\n got %v\nwant %v", got, wantDLQ)
 	}
+	return written
 }
 
 func orEmpty(m map[int64]string) map[int64]string {

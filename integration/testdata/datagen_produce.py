@@ -10,7 +10,7 @@ pre-1970 dates and timestamps, empty strings and collections, non-ASCII text, ne
 decimals). OUT/<stem>.jsonl holds one JSON row per record in read_table.py's representation
 of the Delta value: long/int as integers, decimals as exact strings, timestamp and
 timestamp_ntz as microseconds since the epoch, dates as ISO strings, bytes/fixed as hex,
-enums and uuids as strings, maps as [[key, value], ...] in order, records as objects,
+enums and uuids as strings, maps as {key: value} objects (as read_table.py and Spark render them), records as objects,
 multi-branch unions as {member0: ..., member1: ...}, a null-typed field omitted.
 """
 import argparse
@@ -135,12 +135,12 @@ def gen(t, i, path, named):
             dv.append(d)
         return av, dv, True
     if typ == "map":
-        av, dv = {}, []
+        av, dv = {}, {}
         for k in range((i + s) % 4):
             a, d, _ = gen(t["values"], i * 4 + k, path + "{}", named)
             key = "k%d-%s" % (k, pick(STRINGS, k, s))
             av[key] = a
-            dv.append([key, d])
+            dv[key] = d
         return av, dv, True
     if typ == "record":
         av, dv = {}, {}

@@ -14,6 +14,20 @@ import sys
 from deltalake import DeltaTable
 
 
+def conv_typed(v, t):
+    """Like conv, guided by the Arrow type: maps become objects (as Spark renders them)."""
+    import pyarrow as pa
+    if v is None:
+        return None
+    if pa.types.is_map(t):
+        return {str(k): conv_typed(x, t.item_type) for k, x in v}
+    if pa.types.is_struct(t):
+        return {t.field(i).name: conv_typed(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [conv_typed(x, t.value_type) for x in v]
+    return conv(v)
+
+
 def conv(v):
     if isinstance(v, decimal.Decimal):
         return str(v)
@@ -36,7 +50,8 @@ def main():
     dt = DeltaTable(sys.argv[1])
     t = dt.to_pyarrow_table()
     schema = [[f.name, str(f.type), f.nullable] for f in t.schema]
-    rows = [{k: conv(v) for k, v in r.items()} for r in t.to_pylist()]
+    types = {f.name: f.type for f in t.schema}
+    rows = [{k: conv_typed(v, types[k]) for k, v in r.items()} for r in t.to_pylist()]
     hist = [h.get("operation") for h in dt.history()]
     print(json.dumps({"version": dt.version(), "schema": schema, "rows": rows,
                       "files": len(dt.file_uris()), "history": hist}))
