@@ -24,11 +24,12 @@ import (
 // writer changed the table's metadata or protocol.
 var errSnapshotChanged = errors.New("table changed under the commit")
 
-// flushLocked writes the buffered records (p.mu held). Transient failures (registry,
-// broker, store) are retried with backoff until ctx ends, keeping the records; a lost
-// commit race with a metadata change is rebuilt on the new snapshot. When ctx ends first,
-// the records are dropped from memory: nothing past the last txn was committed, so they
-// are read again after a restart or by the next owner.
+// flushLocked writes the buffered records (p.mu held) and retries until they are
+// committed: transient failures (registry, broker, store) with backoff, a lost commit race
+// with a metadata change on the new snapshot. It is the replay's flush (the consumer
+// pipeline makes one attempt per flush and backs off per partition instead). When ctx ends
+// first it returns ctx's error; nothing past the last txn was committed, so a rerun reads
+// the records again.
 func (p *Pipeline) flushLocked(ctx context.Context) error {
 	recs := p.batch.Take()
 	if len(recs) == 0 {
@@ -47,7 +48,7 @@ func (p *Pipeline) flushLocked(ctx context.Context) error {
 			p.log.Info("table changed by another writer; re-running the guard on the new snapshot", "attempt", attempt+1)
 			if attempt >= 3 { // a busy table: back off before racing again
 				if serr := sleepCtx(ctx, backoff(attempt-3)); serr != nil {
-					return nil
+					return fmt.Errorf("flush: %w", serr)
 				}
 			}
 			continue
@@ -63,7 +64,7 @@ func (p *Pipeline) flushLocked(ctx context.Context) error {
 			p.status.retrying(err)
 			p.log.Warn("flush failed, retrying", "err", err, "attempt", attempt+1)
 			if serr := sleepCtx(ctx, backoff(attempt)); serr != nil {
-				return nil // shutting down: records are re-read from the txn later
+				return fmt.Errorf("flush after %v: %w", err, serr)
 			}
 			continue
 		default:

@@ -1,23 +1,39 @@
 package ingest
 
 import (
+	"sort"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ingestd/ingestd/ingest/decode"
 )
 
 // Metrics are the pipeline metrics, all labelled by pipeline. Names follow Prometheus
-// conventions: ingestd_ prefix, counters end in _total, units in names.
+// conventions: ingestd_ prefix, counters end in _total, units in names. One Metrics is
+// shared by every pipeline of a process.
 type Metrics struct {
-	RecordsConsumed     *prometheus.CounterVec   // pipeline
-	RecordsWritten      *prometheus.CounterVec   // pipeline
-	RecordsDeadLettered *prometheus.CounterVec   // pipeline, reason
-	RecordsSkipped      *prometheus.CounterVec   // pipeline, reason (tombstone, null_record, already_committed)
-	BytesWritten        *prometheus.CounterVec   // pipeline: Parquet bytes
-	Commits             *prometheus.CounterVec   // pipeline
-	CommitConflicts     *prometheus.CounterVec   // pipeline
-	CommitDuration      *prometheus.HistogramVec // pipeline, seconds
-	SchemaEvolutions    *prometheus.CounterVec   // pipeline, kind
-	PipelineHalted      *prometheus.GaugeVec     // pipeline: 1 when halted
-	TransientErrors     *prometheus.CounterVec   // pipeline, stage
+	RecordsConsumed      *prometheus.CounterVec   // pipeline
+	RecordsWritten       *prometheus.CounterVec   // pipeline
+	RecordsDeadLettered  *prometheus.CounterVec   // pipeline, reason
+	RecordsSkipped       *prometheus.CounterVec   // pipeline, reason (tombstone, null_record, already_committed)
+	BytesWritten         *prometheus.CounterVec   // pipeline: Parquet bytes
+	Batches              *prometheus.CounterVec   // pipeline: flush attempts with records
+	Commits              *prometheus.CounterVec   // pipeline
+	CommitConflicts      *prometheus.CounterVec   // pipeline
+	CommitDuration       *prometheus.HistogramVec // pipeline, seconds
+	SchemaEvolutions     *prometheus.CounterVec   // pipeline, kind
+	PipelineHalted       *prometheus.GaugeVec     // pipeline: 1 when halted
+	TransientErrors      *prometheus.CounterVec   // pipeline, stage
+	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
+	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
+
+	registries *registryCollector
+}
+
+// registryStatser is the schema registry client's counters (decode.Registry).
+type registryStatser interface {
+	Stats() decode.RegistryStats
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -28,11 +44,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RecordsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_records_written_total",
 			Help: "Rows committed to the Delta table."}, []string{"pipeline"}),
 		RecordsDeadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_records_dead_lettered_total",
-			Help: "Records sent to the dead-letter topic, by reason code."}, []string{"pipeline", "reason"}),
+			Help: "Records sent to the dead-letter topic and acknowledged, by reason code."}, []string{"pipeline", "reason"}),
 		RecordsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_records_skipped_total",
-			Help: "Records that carry no row (tombstones, null records) or were already committed."}, []string{"pipeline", "reason"}),
+			Help: "Records that carry no row (tombstone, null_record) or that the table already has (already_committed)."}, []string{"pipeline", "reason"}),
 		BytesWritten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_parquet_written_bytes_total",
 			Help: "Bytes of Parquet data files written."}, []string{"pipeline"}),
+		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batches_total",
+			Help: "Batches handed to the writer (each ends in a commit, nothing to commit, or a retry)."}, []string{"pipeline"}),
 		Commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_delta_commits_total",
 			Help: "Delta commits made."}, []string{"pipeline"}),
 		CommitConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_delta_commit_conflicts_total",
@@ -45,8 +63,72 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 when the pipeline is halted by its schema policy and needs a person."}, []string{"pipeline"}),
 		TransientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_transient_errors_total",
 			Help: "Transient failures that were retried (registry, broker, store), by stage."}, []string{"pipeline", "stage"}),
+		PartitionsBackingOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_partitions_backing_off",
+			Help: "Source partitions paused after a transient failure, waiting for their retry."}, []string{"pipeline"}),
+		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_consumer_lag_records",
+			Help: "Records in the source partition after the last one committed to the table (high watermark minus txn version + 1)."}, []string{"pipeline", "topic", "partition"}),
+		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
-		m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted, m.TransientErrors)
+		m.Batches, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
+		m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	return m
+}
+
+// initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
+func (m *Metrics) initPipeline(name string) {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.Batches, m.Commits, m.CommitConflicts} {
+		c.WithLabelValues(name)
+	}
+	m.PipelineHalted.WithLabelValues(name).Set(0)
+	m.PartitionsBackingOff.WithLabelValues(name).Set(0)
+}
+
+// addRegistry exports the counters of a pipeline's schema registry client.
+func (m *Metrics) addRegistry(pipeline string, s registryStatser) {
+	m.registries.mu.Lock()
+	defer m.registries.mu.Unlock()
+	m.registries.sources[pipeline] = s
+}
+
+// registryCollector turns decode.Registry.Stats() into counters at scrape time.
+type registryCollector struct {
+	mu      sync.Mutex
+	sources map[string]registryStatser
+}
+
+var (
+	descRegistryRequests = prometheus.NewDesc("ingestd_schema_registry_requests_total",
+		"Schema lookups sent to the schema registry (cache misses; concurrent misses for one id count once).", []string{"pipeline"}, nil)
+	descRegistryErrors = prometheus.NewDesc("ingestd_schema_registry_errors_total",
+		"Schema registry lookups that failed transiently (5xx, timeouts, refused connections, unparseable replies); never cached.", []string{"pipeline"}, nil)
+	descRegistryCacheHits = prometheus.NewDesc("ingestd_schema_registry_cache_hits_total",
+		"Schema lookups answered from the client's cache: positive (schema) or negative (not found, within its TTL).", []string{"pipeline", "cache"}, nil)
+)
+
+func (c *registryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRegistryRequests
+	ch <- descRegistryErrors
+	ch <- descRegistryCacheHits
+}
+
+func (c *registryCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.sources))
+	for n := range c.sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	stats := make([]decode.RegistryStats, len(names))
+	for i, n := range names {
+		stats[i] = c.sources[n].Stats()
+	}
+	c.mu.Unlock()
+	for i, n := range names {
+		s := stats[i]
+		ch <- prometheus.MustNewConstMetric(descRegistryRequests, prometheus.CounterValue, float64(s.Fetches), n)
+		ch <- prometheus.MustNewConstMetric(descRegistryErrors, prometheus.CounterValue, float64(s.Transient), n)
+		ch <- prometheus.MustNewConstMetric(descRegistryCacheHits, prometheus.CounterValue, float64(s.Hits), n, "positive")
+		ch <- prometheus.MustNewConstMetric(descRegistryCacheHits, prometheus.CounterValue, float64(s.NegativeHits), n, "negative")
+	}
 }

@@ -175,8 +175,6 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		kgo.SessionTimeout(p.cfg.Kafka.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(time.Second), // resumed partitions wait at most this for the fetch in flight
-		kgo.RecordDeliveryTimeout(dlqDeliveryTimeout),
-		kgo.ProducerLinger(0),
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
@@ -198,7 +196,6 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			kgo.SeedBrokers(p.cfg.Kafka.Brokers...),
 			kgo.DisableIdempotentWrite(),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.RecordDeliveryTimeout(dlqDeliveryTimeout),
 			kgo.ProducerLinger(0),
 			kgo.WithLogger(kgoLogger{p.log.With("client", "dead-letter producer")}),
 		}, p.deps.KafkaOpts...)
@@ -279,12 +276,25 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// dlqProducer is the client dead letters are produced with.
-func (p *Pipeline) dlqProducer() *kgo.Client {
-	if p.dlq != nil {
-		return p.dlq
+// produceDLQ produces dead letters and waits until every one is acknowledged, or
+// fails after dlqDeliveryTimeout. The bound is a context deadline, not kgo's
+// RecordDeliveryTimeout: kgo measures that from each record's Timestamp, and a dead
+// letter keeps its source record's timestamp, so with any consumer lag above the
+// timeout every dead letter would time out at once, forever.
+func (p *Pipeline) produceDLQ(ctx context.Context, recs []*kgo.Record) error {
+	cl := p.dlq
+	if cl == nil {
+		cl = p.cl
 	}
-	return p.cl
+	dctx, cancel := context.WithTimeout(ctx, dlqDeliveryTimeout)
+	defer cancel()
+	if err := cl.ProduceSync(dctx, recs...).FirstErr(); err != nil {
+		if dctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("not acknowledged within %v: %w", dlqDeliveryTimeout, err)
+		}
+		return err
+	}
+	return nil
 }
 
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
@@ -576,7 +586,7 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		var err error
 		details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...)
 		return err
-	}, 5)
+	}, 10) // about 1.5 min of backoff: a broker restarting while we start is not a failure
 	if err != nil {
 		return fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, err)
 	}

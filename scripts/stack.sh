@@ -12,10 +12,14 @@
 # other whitespace returns the same id, as Confluent's registry does, and its global
 # compatibility is set to BACKWARD, Confluent's default.
 #
-# Usage: scripts/stack.sh up|down|status
+# Usage: scripts/stack.sh up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry
 #   up      start both (idempotent: a no-op when they already run), write .stack/env
 #   down    stop both and delete their data, so the next `up` starts fresh
 #   status  print what runs
+#   start-kafka / stop-kafka / restart-kafka, start-registry / stop-registry: one service,
+#           data kept (Kafka's log dirs; the registry is in-memory), for chaos tests.
+# STACK_DIR (default .stack) holds an instance's state; set it to run a private second
+# instance next to a shared one (downloads stay in .stack).
 # Environment: KAFKA_PORT (default 9092), KAFKA_CONTROLLER_PORT (default 9093), SR_PORT
 # (default 8081). An unset port whose default is taken by another program is replaced by a
 # free one; an explicitly set port that is taken is an error. .stack/env holds the result:
@@ -24,11 +28,15 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-STACK="$ROOT/.stack"
+# Downloads (Kafka jars, the registry distribution) are shared by every instance; state
+# (configs, data, pids, ports, logs, env) lives in STACK_DIR, default .stack, so that a
+# test can run a private second instance: STACK_DIR=/tmp/x KAFKA_PORT=… scripts/stack.sh start-kafka
+DL="$ROOT/.stack"
+STACK="${STACK_DIR:-$DL}"
 LOGS="$STACK/logs"
 
 KAFKA_POM="$ROOT/scripts/kafka/pom.xml"
-KAFKA_JARS="$STACK/kafka-jars"
+KAFKA_JARS="$DL/kafka-jars"
 KAFKA_DIR="$STACK/kafka"            # config files
 KAFKA_DATA="$STACK/kafka-data"      # log.dirs (deleted by down)
 KAFKA_PID="$STACK/kafka.pid"
@@ -37,7 +45,7 @@ KAFKA_HEAP="${KAFKA_HEAP:--Xms256m -Xmx768m}"
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:TieredStopAtLevel=1}"
 
 APICURIO_VERSION="3.0.9"
-SR_HOME="$STACK/apicurio-registry-$APICURIO_VERSION"
+SR_HOME="$DL/apicurio-registry-$APICURIO_VERSION"
 SR_PID="$STACK/registry.pid"
 SR_HEAP="${SR_HEAP:--Xms128m -Xmx512m}"
 SR_JVM_OPTS="${SR_JVM_OPTS:--XX:TieredStopAtLevel=1}"
@@ -82,7 +90,7 @@ pick_port() {
 apt_install() {
   if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then die "missing $*; install it"; fi
   log "installing $* with apt-get"
-  if [ ! -f "$STACK/.apt-updated" ]; then apt-get update -qq >/dev/null && touch "$STACK/.apt-updated"; fi
+  if [ ! -f "$DL/.apt-updated" ]; then apt-get update -qq >/dev/null && touch "$DL/.apt-updated"; fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
@@ -275,16 +283,16 @@ kafka_wait() {
 sr_dist() {
   [ -f "$SR_HOME/apicurio-registry-app-$APICURIO_VERSION-runner.jar" ] && return
   log "fetching Apicurio Registry $APICURIO_VERSION with Maven (first time only)"
-  rm -rf "$STACK/dl" "$SR_HOME.tmp"; mkdir -p "$STACK/dl" "$SR_HOME.tmp"
+  rm -rf "$DL/dl" "$SR_HOME.tmp"; mkdir -p "$DL/dl" "$SR_HOME.tmp"
   if ! mvn -q -B "$DEP_PLUGIN_COPY:copy" \
         -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
-        -DoutputDirectory="$STACK/dl" > "$LOGS/mvn-registry.log" 2>&1; then
+        -DoutputDirectory="$DL/dl" > "$LOGS/mvn-registry.log" 2>&1; then
     tail_log "$LOGS/mvn-registry.log"; die "Maven could not fetch Apicurio Registry $APICURIO_VERSION"
   fi
-  tar xzf "$STACK/dl/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$SR_HOME.tmp"
+  tar xzf "$DL/dl/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$SR_HOME.tmp"
   [ -f "$SR_HOME.tmp/apicurio-registry-app-$APICURIO_VERSION-runner.jar" ] \
     || die "the Apicurio archive has no runner jar"
-  rm -rf "$SR_HOME" "$STACK/dl"; mv "$SR_HOME.tmp" "$SR_HOME"
+  rm -rf "$SR_HOME" "$DL/dl"; mv "$SR_HOME.tmp" "$SR_HOME"
 }
 
 sr_url() { echo "http://127.0.0.1:$(cat "$STACK/registry.port")$SR_API_PATH"; }
@@ -433,9 +441,76 @@ cmd_status() {
   return "$rc"
 }
 
+# ---------------------------------------------------------------------------------------
+# One service at a time, keeping its data: for chaos tests (a broker restart, a registry
+# outage). Use them on a private instance (STACK_DIR) when others share the default one.
+
+write_kafka_env() {
+  echo "export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")" > "$STACK/kafka.env"
+}
+
+cmd_start_kafka() { # start Kafka alone (idempotent), on the ports it used before if any
+  mkdir -p "$STACK" "$LOGS"
+  if alive kafka "$KAFKA_PID" && port_open "$(cat "$STACK/kafka.port")"; then
+    log "Kafka already running (pid $(cat "$KAFKA_PID"))"; write_kafka_env; cat "$STACK/kafka.env"; return 0
+  fi
+  ensure_tools
+  kafka_jars
+  local kport cport explicit
+  if [ -f "$STACK/kafka.port" ] && [ -z "${KAFKA_PORT:-}" ]; then KAFKA_PORT="$(cat "$STACK/kafka.port")"; fi
+  if [ -f "$STACK/kafka.controller.port" ] && [ -z "${KAFKA_CONTROLLER_PORT:-}" ]; then
+    KAFKA_CONTROLLER_PORT="$(cat "$STACK/kafka.controller.port")"
+  fi
+  explicit=0; [ -n "${KAFKA_PORT:-}" ] && explicit=1
+  kport="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
+  explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
+  cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit")"
+  [ "$kport" != "$cport" ] || die "port clash: KAFKA_PORT=$kport KAFKA_CONTROLLER_PORT=$cport"
+  rm -f "$KAFKA_PID"
+  UP_STARTED="kafka"; trap up_failed EXIT
+  kafka_start "$kport" "$cport"
+  kafka_wait
+  trap - EXIT
+  write_kafka_env
+  log "Kafka ready"
+  cat "$STACK/kafka.env"
+}
+
+cmd_stop_kafka() { stop_pid kafka "$KAFKA_PID"; } # data kept
+
+cmd_restart_kafka() {
+  [ -f "$STACK/kafka.port" ] || die "no Kafka was started in $STACK"
+  cmd_stop_kafka
+  cmd_start_kafka
+}
+
+cmd_stop_registry() { stop_pid registry "$SR_PID"; } # in-memory registry: its schemas are lost
+
+cmd_start_registry() {
+  mkdir -p "$STACK" "$LOGS"
+  if alive registry "$SR_PID" && sr_probe; then log "registry already running"; return 0; fi
+  ensure_tools
+  sr_dist
+  local sport explicit
+  if [ -f "$STACK/registry.port" ] && [ -z "${SR_PORT:-}" ]; then SR_PORT="$(cat "$STACK/registry.port")"; fi
+  explicit=0; [ -n "${SR_PORT:-}" ] && explicit=1
+  sport="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit")"
+  rm -f "$SR_PID"
+  UP_STARTED="registry"; trap up_failed EXIT
+  sr_start "$sport"
+  sr_wait
+  trap - EXIT
+  log "registry ready at $(sr_url)"
+}
+
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  start-kafka) cmd_start_kafka ;;
+  stop-kafka) cmd_stop_kafka ;;
+  restart-kafka) cmd_restart_kafka ;;
+  start-registry) cmd_start_registry ;;
+  stop-registry) cmd_stop_registry ;;
+  *) echo "usage: $0 up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry" >&2; exit 2 ;;
 esac

@@ -1,0 +1,614 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// The chaos stream: v2 adds the nullable field "channel" (the table evolves).
+const (
+	chaosV1 = `{"type":"record","name":"Event","namespace":"chaos","fields":[
+  {"name":"id","type":"long"},
+  {"name":"customer","type":"string"},
+  {"name":"amount","type":"double"}]}`
+	chaosV2 = `{"type":"record","name":"Event","namespace":"chaos","fields":[
+  {"name":"id","type":"long"},
+  {"name":"customer","type":"string"},
+  {"name":"amount","type":"double"},
+  {"name":"channel","type":["null","string"],"default":null}]}`
+)
+
+// chaosPlan sizes one run: the short one runs in `make test`, the long one with
+// INGESTD_CHAOS_LONG=1.
+type chaosPlan struct {
+	records      int           // good records
+	pillEvery    int           // one poison pill after every pillEvery good records
+	produceFor   time.Duration // production is spread over this long
+	chaosFor     time.Duration // kill -9 loop from the start until this
+	killEvery    [2]time.Duration
+	brokerAt     time.Duration // broker restart
+	registryAt   time.Duration // registry outage start (30 s)
+	registryDown time.Duration
+	drain        time.Duration // after the chaos, time allowed to catch up
+}
+
+// TestChaos runs three `ingestd run` processes in one group on one table from a
+// 12-partition topic carrying a schema change and poison pills, on a private Kafka broker
+// (started with scripts/stack.sh under its own STACK_DIR, so the shared one is never
+// touched) and the shared registry behind a TCP proxy. While records arrive it kills a
+// random process with SIGKILL every few seconds and restarts it, restarts the broker
+// once, and cuts the registry off for 30 s. At the end: delta-rs reads every good record
+// exactly once by id, the dead-letter topic holds every poison pill (duplicates counted),
+// each partition's txn version is its end offset - 1, and no data file is added twice.
+func TestChaos(t *testing.T) {
+	s := need(t)
+	plan := chaosPlan{records: 100_000, pillEvery: 997, produceFor: 70 * time.Second, chaosFor: 75 * time.Second,
+		killEvery: [2]time.Duration{3 * time.Second, 6 * time.Second}, brokerAt: 12 * time.Second,
+		registryAt: 32 * time.Second, registryDown: 30 * time.Second, drain: 5 * time.Minute}
+	if os.Getenv("INGESTD_CHAOS_LONG") == "1" {
+		plan = chaosPlan{records: 1_000_000, pillEvery: 4999, produceFor: 5 * time.Minute, chaosFor: 5 * time.Minute,
+			killEvery: [2]time.Duration{3 * time.Second, 8 * time.Second}, brokerAt: 90 * time.Second,
+			registryAt: 150 * time.Second, registryDown: 30 * time.Second, drain: 20 * time.Minute}
+	} else if testing.Short() {
+		t.Skip("chaos test skipped in -short mode")
+	}
+	// Knobs for investigating a failure: INGESTD_CHAOS_KILLS=0 (no kill -9),
+	// INGESTD_CHAOS_BROKER=0 (no broker restart), INGESTD_CHAOS_REGISTRY=0 (no outage),
+	// INGESTD_CHAOS_LOGS=DIR (keep the daemons' debug logs there).
+	noKills, noBroker, noRegistry := os.Getenv("INGESTD_CHAOS_KILLS") == "0", os.Getenv("INGESTD_CHAOS_BROKER") == "0", os.Getenv("INGESTD_CHAOS_REGISTRY") == "0"
+	logDir := os.Getenv("INGESTD_CHAOS_LOGS")
+	start := time.Now()
+	kafka := startPrivateKafka(t)
+	t.Logf("private Kafka at %s (started in %v)", kafka.brokers, time.Since(start).Round(time.Second))
+	regURL, err := url.Parse(s.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, regURL.Host)
+	proxied := *regURL
+	proxied.Host = proxy.addr
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.brokers), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordRetries(1<<30), kgo.RequestTimeoutOverhead(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic, dlq := "chaos-"+suffix, "chaos-"+suffix+".dlq"
+	for _, tp := range []struct {
+		name  string
+		parts int32
+	}{{topic, 12}, {dlq, 3}} {
+		if resp, err := adm.CreateTopic(ctx, tp.parts, 1, nil, tp.name); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", tp.name, err, resp.Err)
+		}
+	}
+
+	// Schemas registered directly (not through the proxy) under this run's subject.
+	src, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids [2]int
+	var schemas [2]avro.Schema
+	for i, text := range []string{chaosV1, chaosV2} {
+		ss, err := src.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+		if err != nil {
+			t.Fatalf("register schema v%d: %v", i+1, err)
+		}
+		ids[i] = ss.ID
+		if schemas[i], err = avro.ParseWithCache(text, "", &avro.SchemaCache{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir := t.TempDir()
+	table := filepath.Join(dir, "chaos")
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	writePipeline(t, cfgDir, "chaos", fmt.Sprintf(`name: chaos
+kafka: {brokers: [%q], topics: [%s], group: chaos-%s, start_offset: earliest, session_timeout: 6s}
+schema_registry: {url: %q}
+table: {uri: "file://%s", create: true}
+schema: {policy: evolve, on_incompatible: halt}
+dead_letter: {topic: %s}
+batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
+`, kafka.brokers, topic, suffix, proxied.String(), table, dlq))
+
+	// Production, spread over plan.produceFor: v1 for the first half, v2 after; poison
+	// pills of four kinds interleaved. Pills are remembered by their source offset.
+	type pill struct {
+		partition int32
+		offset    int64
+		kind      string
+	}
+	var (
+		pillsMu  sync.Mutex
+		pills    []pill
+		produced atomic.Int64
+	)
+	prodDone := make(chan error, 1)
+	go func() {
+		prodDone <- func() error {
+			const chunk = 1000
+			begin := time.Now()
+			pillKinds := []string{"bad_magic", "too_short", "truncated", "schema_not_found"}
+			var hdr sr.ConfluentHeader
+			nPills := 0
+			for from := 1; from <= plan.records; from += chunk {
+				var recs []*kgo.Record
+				for id := from; id < from+chunk && id <= plan.records; id++ {
+					v := 0
+					if id > plan.records/2 {
+						v = 1
+					}
+					row := map[string]any{"id": int64(id), "customer": fmt.Sprintf("c-%d", id%97), "amount": float64(id) / 4}
+					if v == 1 {
+						row["channel"] = "web"
+					}
+					body, err := avro.Marshal(schemas[v], row)
+					if err != nil {
+						return err
+					}
+					framed, _ := hdr.AppendEncode(nil, ids[v], nil)
+					recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(id)), Value: append(framed, body...)})
+					if id%plan.pillEvery == 0 {
+						kind := pillKinds[nPills%len(pillKinds)]
+						nPills++
+						var val []byte
+						switch kind {
+						case "bad_magic":
+							val = []byte(`{"id":` + strconv.Itoa(id) + `}`)
+						case "too_short":
+							val = []byte{0, 0, 0}
+						case "truncated":
+							val = append(append([]byte(nil), framed...), 0x02)
+						case "schema_not_found":
+							val = []byte{0, 0x7f, 0xff, 0xff, 0x01, 2}
+						}
+						recs = append(recs, &kgo.Record{Topic: topic, Key: []byte("pill-" + strconv.Itoa(nPills)),
+							Value: val, Headers: []kgo.RecordHeader{{Key: "pill", Value: []byte(kind)}}})
+					}
+				}
+				res := cl.ProduceSync(ctx, recs...)
+				if err := res.FirstErr(); err != nil {
+					return fmt.Errorf("produce: %w", err)
+				}
+				pillsMu.Lock()
+				for _, r := range res {
+					if len(r.Record.Headers) > 0 && r.Record.Headers[0].Key == "pill" {
+						pills = append(pills, pill{r.Record.Partition, r.Record.Offset, string(r.Record.Headers[0].Value)})
+					} else {
+						produced.Add(1)
+					}
+				}
+				pillsMu.Unlock()
+				// Pace: chunk k is due at k/n of produceFor.
+				due := begin.Add(time.Duration(float64(plan.produceFor) * float64(from+chunk-1) / float64(plan.records)))
+				time.Sleep(time.Until(due))
+			}
+			return nil
+		}()
+	}()
+
+	// Three processes, killed and restarted at random.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	daemons := make([]*daemon, 3)
+	nStarted := 0
+	launch := func() *daemon {
+		nStarted++
+		if logDir == "" {
+			return startDaemon(t, cfgDir)
+		}
+		return startDaemonLogged(t, cfgDir, filepath.Join(logDir, fmt.Sprintf("ingestd-%02d.log", nStarted)))
+	}
+	for i := range daemons {
+		daemons[i] = launch()
+	}
+	chaosStart := time.Now()
+	var kills int
+	brokerDone := make(chan error, 1)
+	brokerStarted, registryCut := false, false
+	var registryBack time.Time
+	for time.Since(chaosStart) < plan.chaosFor {
+		el := time.Since(chaosStart)
+		if !brokerStarted && !noBroker && el >= plan.brokerAt {
+			brokerStarted = true
+			go func() { brokerDone <- kafka.restart() }()
+			t.Logf("t=%v: restarting the broker", el.Round(time.Second))
+		}
+		if !registryCut && !noRegistry && el >= plan.registryAt {
+			registryCut = true
+			proxy.cut(true)
+			registryBack = time.Now().Add(plan.registryDown)
+			t.Logf("t=%v: registry unreachable for %v", el.Round(time.Second), plan.registryDown)
+		}
+		if registryCut && !registryBack.IsZero() && time.Now().After(registryBack) {
+			proxy.cut(false)
+			registryBack = time.Time{}
+			t.Logf("t=%v: registry reachable again", el.Round(time.Second))
+		}
+		wait := plan.killEvery[0] + time.Duration(rng.Int64N(int64(plan.killEvery[1]-plan.killEvery[0])))
+		time.Sleep(min(wait, time.Until(chaosStart.Add(plan.chaosFor))))
+		if time.Since(chaosStart) >= plan.chaosFor {
+			break
+		}
+		if noKills {
+			continue
+		}
+		i := rng.IntN(len(daemons))
+		daemons[i].kill9(t)
+		kills++
+		daemons[i] = launch()
+	}
+	if !registryBack.IsZero() {
+		time.Sleep(time.Until(registryBack))
+		proxy.cut(false)
+	}
+	if brokerStarted {
+		if err := <-brokerDone; err != nil {
+			t.Fatalf("broker restart: %v", err)
+		}
+	}
+	if err := <-prodDone; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos over after %v: %d kill -9, broker restarted: %v, registry outage: %v; produced %d good records and %d pills",
+		time.Since(chaosStart).Round(time.Second), kills, brokerStarted, registryCut, produced.Load(), len(pills))
+
+	// Drain: every partition's txn reaches its end offset - 1.
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("list end offsets: %v %v", err, ends.Error())
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	drainStart := time.Now()
+	waitFor(t, nil, plan.drain, "every record handled after the chaos", func() bool {
+		time.Sleep(200 * time.Millisecond)
+		return handled(t, table) == total
+	})
+	t.Logf("drained in %v", time.Since(drainStart).Round(time.Second))
+	for i, d := range daemons {
+		var lines []string
+		for _, l := range strings.Split(d.metrics(t), "\n") {
+			if strings.HasPrefix(l, "ingestd_transient_errors_total") || strings.HasPrefix(l, "ingestd_schema_registry_errors_total") ||
+				strings.HasPrefix(l, "ingestd_delta_commit_conflicts_total") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("daemon %d (the last started) metrics: %s", i, strings.Join(lines, "; "))
+	}
+	for _, d := range daemons {
+		if code := d.stop(t); code != 0 {
+			t.Errorf("ingestd exited %d after SIGTERM", code)
+		}
+	}
+
+	// txn versions equal end offsets - 1.
+	txns := txnVersions(t, table)
+	ends.Each(func(o kadm.ListedOffset) {
+		app := fmt.Sprintf("chaos-%s-%d", topic, o.Partition)
+		if v, ok := txns[app]; o.Offset > 0 && (!ok || v != o.Offset-1) {
+			t.Errorf("partition %d: txn version %d (present %v), want end offset %d - 1", o.Partition, v, ok, o.Offset)
+		}
+	})
+
+	// delta-rs reads every good id exactly once.
+	var chk struct {
+		Version         int64    `json:"version"`
+		Columns         []string `json:"columns"`
+		Rows            int64    `json:"rows"`
+		Distinct        int64    `json:"distinct"`
+		Duplicated      int64    `json:"duplicated"`
+		Missing         int64    `json:"missing"`
+		OutOfRange      int64    `json:"out_of_range"`
+		ChannelNonNull  int64    `json:"channel_non_null"`
+		Files           int64    `json:"files"`
+		DistinctFiles   int64    `json:"distinct_files"`
+		FirstDuplicates []int64  `json:"first_duplicates"`
+		FirstMissing    []int64  `json:"first_missing"`
+	}
+	cmd := exec.Command(s.python, filepath.Join(repoRoot, "integration", "testdata", "chaos_check.py"), table, strconv.Itoa(plan.records))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chaos_check.py: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal(out, &chk); err != nil {
+		t.Fatalf("chaos_check.py output %q: %v", out, err)
+	}
+	t.Logf("delta-rs: version %d, %d rows, %d distinct ids, %d duplicated, %d missing, %d files, columns %v",
+		chk.Version, chk.Rows, chk.Distinct, chk.Duplicated, chk.Missing, chk.Files, chk.Columns)
+	if chk.Rows != int64(plan.records) || chk.Distinct != int64(plan.records) || chk.Duplicated != 0 || chk.Missing != 0 || chk.OutOfRange != 0 {
+		t.Errorf("table is not exactly once: %+v", chk)
+	}
+	if want := int64(plan.records - plan.records/2); chk.ChannelNonNull != want {
+		t.Errorf("%d rows carry channel, want the %d v2 records", chk.ChannelNonNull, want)
+	}
+	if chk.Files != chk.DistinctFiles {
+		t.Errorf("delta-rs lists %d files, %d distinct", chk.Files, chk.DistinctFiles)
+	}
+	if dup := duplicateAdds(t, table); len(dup) > 0 {
+		t.Errorf("data files added more than once across the log: %v", dup)
+	}
+
+	// The dead-letter topic holds every pill, at least once.
+	got := map[[2]int64]int{}
+	reasons := map[string]int{}
+	var dlqTotal int
+	for _, r := range readAll(t, kafka.brokers, dlq) {
+		dlqTotal++
+		var part, off int64 = -1, -1
+		for _, h := range r.Headers {
+			switch h.Key {
+			case "__connect.errors.partition":
+				part, _ = strconv.ParseInt(string(h.Value), 10, 32)
+			case "__connect.errors.offset":
+				off, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			case "ingestd.error.reason":
+				reasons[string(h.Value)]++
+			}
+		}
+		got[[2]int64{part, off}]++
+	}
+	dups := 0
+	for _, p := range pills {
+		n := got[[2]int64{int64(p.partition), p.offset}]
+		if n == 0 {
+			t.Errorf("poison pill %s at partition %d offset %d is not in the dead-letter topic", p.kind, p.partition, p.offset)
+		}
+		dups += max(n-1, 0)
+	}
+	if len(got) != len(pills) {
+		t.Errorf("dead-letter topic holds %d distinct source records, want the %d pills", len(got), len(pills))
+	}
+	t.Logf("dead-letter topic: %d records for %d pills (%d duplicates), reasons %v", dlqTotal, len(pills), dups, reasons)
+	t.Logf("CHAOS RESULT records=%d pills=%d kills=%d table_rows=%d distinct=%d duplicated=%d missing=%d files=%d dlq_records=%d dlq_duplicates=%d total_time=%v",
+		plan.records, len(pills), kills, chk.Rows, chk.Distinct, chk.Duplicated, chk.Missing, chk.Files, dlqTotal, dups, time.Since(start).Round(time.Second))
+}
+
+// startDaemonLogged is startDaemon with debug logs kept in logPath.
+func startDaemonLogged(t *testing.T, configDir, logPath string) *daemon {
+	t.Helper()
+	d := &daemon{listen: freePort(t), done: make(chan error, 1)}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.logs = logs
+	d.cmd = exec.Command(ingestdBin(t), "run", "--config", configDir, "--listen", d.listen, "--log-level", "debug")
+	d.cmd.Stdout, d.cmd.Stderr = logs, logs
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	return d
+}
+
+// privateKafka is a Kafka broker of this test only: scripts/stack.sh with its own
+// STACK_DIR and ports.
+type privateKafka struct {
+	dir     string
+	brokers string
+	env     []string
+}
+
+func startPrivateKafka(t *testing.T) *privateKafka {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ingestd-chaos-kafka-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, kport, _ := net.SplitHostPort(freePort(t))
+	_, cport, _ := net.SplitHostPort(freePort(t))
+	k := &privateKafka{dir: dir, brokers: "127.0.0.1:" + kport,
+		env: append(os.Environ(), "STACK_DIR="+dir, "KAFKA_PORT="+kport, "KAFKA_CONTROLLER_PORT="+cport,
+			"KAFKA_HEAP=-Xms128m -Xmx512m")}
+	t.Cleanup(func() {
+		if os.Getenv("INGESTD_CHAOS_KEEP") == "1" && t.Failed() {
+			t.Logf("private Kafka kept running for inspection: STACK_DIR=%s (stop it with scripts/stack.sh stop-kafka)", dir)
+			return
+		}
+		if err := k.script("stop-kafka"); err != nil {
+			t.Logf("stop private kafka: %v", err)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "logs", "kafka.log"))
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("private kafka log tail:\n%s", b)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	if err := k.script("start-kafka"); err != nil {
+		t.Fatalf("start a private Kafka broker: %v", err)
+	}
+	return k
+}
+
+func (k *privateKafka) script(cmd string) error {
+	if k.dir == "" || !strings.HasPrefix(k.dir, os.TempDir()) {
+		return fmt.Errorf("refusing to run stack.sh %s outside a private STACK_DIR", cmd)
+	}
+	c := exec.Command(filepath.Join(repoRoot, "scripts", "stack.sh"), cmd)
+	c.Env = k.env
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("stack.sh %s: %v\n%s", cmd, err, out)
+	}
+	return nil
+}
+
+func (k *privateKafka) restart() error { return k.script("restart-kafka") }
+
+// proxy forwards TCP to target; cut(true) closes every connection and refuses new ones
+// (accepted and closed at once), like a registry that is unreachable.
+type proxy struct {
+	addr   string
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *proxy) serve(c net.Conn) {
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.conns[c] = true
+	p.mu.Unlock()
+	u, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[u] = true
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(u, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, u); done <- struct{}{} }()
+	<-done
+	c.Close()
+	u.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, u)
+	p.mu.Unlock()
+}
+
+func (p *proxy) cut(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+// readAll reads a whole topic from its start to its current end offsets.
+func readAll(t *testing.T, brokers, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	var out []*kgo.Record
+	for int64(len(out)) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: %d of %d records: %v", topic, len(out), want, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// duplicateAdds returns the data files that more than one add action names across the
+// table's JSON commits.
+func duplicateAdds(t *testing.T, table string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(table, "_delta_log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), "_") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(table, "_delta_log", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var a struct {
+				Add *struct {
+					Path string `json:"path"`
+				} `json:"add"`
+			}
+			if len(line) == 0 || json.Unmarshal(line, &a) != nil || a.Add == nil {
+				continue
+			}
+			seen[a.Add.Path]++
+		}
+	}
+	var dup []string
+	for p, n := range seen {
+		if n > 1 {
+			dup = append(dup, p)
+		}
+	}
+	sort.Strings(dup)
+	return dup
+}

@@ -1,0 +1,47 @@
+"""Read the chaos test's table with delta-rs and count ids: prints JSON with rows,
+distinct ids, ids present more than once, ids 1..N missing, ids outside 1..N, rows with a
+channel, data files (and distinct ones), the version and the columns.
+
+usage: chaos_check.py TABLE_PATH N
+"""
+import json
+import sys
+
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+
+def main():
+    path, n = sys.argv[1], int(sys.argv[2])
+    dt = DeltaTable(path)
+    t = dt.to_pyarrow_table()
+    ids = t.column("id")
+    counts = pc.value_counts(ids)
+    values = counts.field("values").to_pylist()
+    times = counts.field("counts").to_pylist()
+    present = set(values)
+    dups = sorted(v for v, c in zip(values, times) if c > 1)
+    missing = [i for i in range(1, n + 1) if i not in present]
+    out_of_range = sum(1 for v in values if v is None or v < 1 or v > n)
+    channel = 0
+    if "channel" in t.column_names:
+        channel = len(t) - t.column("channel").null_count
+    files = dt.file_uris()
+    print(json.dumps({
+        "version": dt.version(),
+        "columns": t.column_names,
+        "rows": len(t),
+        "distinct": len(present),
+        "duplicated": len(dups),
+        "missing": len(missing),
+        "out_of_range": out_of_range,
+        "channel_non_null": channel,
+        "files": len(files),
+        "distinct_files": len(set(files)),
+        "first_duplicates": dups[:10],
+        "first_missing": missing[:10],
+    }))
+
+
+if __name__ == "__main__":
+    main()
