@@ -345,7 +345,18 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if pq, err = deltawriter.ParquetSchema(newSchema, mode); err != nil {
 			return fmt.Errorf("build parquet schema: %w", err)
 		}
-		cols = make([][]parquet.Value, len(pq.Columns()))
+		// The previous flushOnce has returned: WriteDataFile keeps no values and dead
+		// letters hold Kafka records, so nothing references the previous batch's values.
+		p.arena.Reset()
+		n := len(pq.Columns())
+		if cap(p.colBufs) < n {
+			p.colBufs = make([][]parquet.Value, n)
+		}
+		cols = p.colBufs[:n]
+		for i := range cols {
+			clear(cols[i]) // let large values of the last batch go
+			cols[i] = cols[i][:0]
+		}
 	}
 	for _, it := range items {
 		r := it.rec
@@ -375,7 +386,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			if err != nil {
 				fail = asDecodeError(err)
 				decision = nil
-			} else if cols, err = dec.Decode(it.payload, cols); errors.Is(err, decode.ErrNullRecord) {
+			} else if cols, err = dec.DecodeWith(&p.arena, it.payload, cols); errors.Is(err, decode.ErrNullRecord) {
 				p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "null_record").Inc()
 				handled[k] = r.Offset
 				continue
@@ -409,6 +420,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 
+	if cols != nil {
+		p.colBufs = cols // keep the grown slices for the next flush
+	}
 	if p.replay != nil && p.replay.dryRun {
 		p.replay.tally(numRows, dlq, halts)
 		p.applyHalts(halts)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -64,6 +65,11 @@ type Pipeline struct {
 	compiled map[decoderKey]*decode.Decoder
 
 	replay *replayRun // set by Replay (replay.go); nil for the consumer pipeline
+
+	// Decode buffers reused across flushes (guarded by mu, like flushOnce): the string
+	// bytes of the batch being decoded, and the column value slices.
+	arena   decode.Arena
+	colBufs [][]parquet.Value
 	// pending holds records whose flush failed transiently (registry, broker, store), in
 	// arrival order; their partitions are paused until backoffs[tp].until. Records of a
 	// partition are always flushed pending-first, so a partition's txn never passes a

@@ -109,6 +109,8 @@ func (d *Decoder) Columns() int { return d.ncols }
 // indexed by Parquet leaf column index, each carrying its Dremel repetition and definition
 // levels (more than one value per column for lists and maps). cols is grown to Columns()
 // if shorter and returned; string and binary values are copied, never aliasing payload.
+// Decode copies them into memory that is never reused (it stays valid for as long as the
+// values are referenced); DecodeWith copies them into a caller-held Arena instead.
 //
 // On any error cols is returned with every column cut back to its length before the call
 // (no partial row). Errors are *Error with reason ReasonTruncated (input ended inside a
@@ -119,16 +121,44 @@ func (d *Decoder) Columns() int { return d.ncols }
 // path; or ErrNullRecord when a [null, record] writer sent null. Strings are not checked
 // for valid UTF-8. Decode never panics on any input and never allocates more than a
 // bounded multiple of the payload length.
-func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) (out [][]parquet.Value, err error) {
+func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
+	s := d.pool.Get().(*state)
+	cols, err := d.decode(s, payload, cols)
+	d.pool.Put(s)
+	return cols, err
+}
+
+// DecodeWith is Decode with caller-held decoding state: the per-record state and the
+// memory that string, binary and wide-decimal values are copied into come from a, whose
+// chunks are reused after a.Reset (see Arena for the contract). With a nil Arena it is
+// Decode. Results, errors and the rollback are exactly Decode's.
+func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
+	if a == nil {
+		return d.Decode(payload, cols)
+	}
+	if a.s.retain == 0 {
+		a.s.retain = arenaRetainChunks
+	}
+	return d.decode(&a.s, payload, cols)
+}
+
+// decode runs the decoder on s. The deferred recover is the last line of defence (no input
+// is known to panic; the fuzz targets check it): a panic becomes a ReasonDecodeError and,
+// like every error, cuts the columns and the arena back to where they were.
+func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) (out [][]parquet.Value, err error) {
 	for len(cols) < d.ncols {
 		cols = append(cols, nil)
 	}
-	s := d.pool.Get().(*state)
 	s.buf, s.pos, s.cols, s.zeroItems = payload, 0, cols, 0
-	s.lens = s.lens[:0]
-	for i := 0; i < d.ncols; i++ {
-		s.lens = append(s.lens, len(cols[i]))
+	if cap(s.lens) < d.ncols {
+		s.lens = make([]int, d.ncols)
 	}
+	lens := s.lens[:d.ncols]
+	for i, c := range cols[:len(lens)] {
+		lens[i] = len(c)
+	}
+	s.lens = lens
+	markCur, markNext := s.cur, s.next
 	defer func() {
 		if r := recover(); r != nil {
 			err = newError(ReasonDecodeError, "", fmt.Errorf("decode record: internal decoder panic: %v", r))
@@ -137,34 +167,40 @@ func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) (out [][]parque
 			for i, n := range s.lens {
 				cols[i] = cols[i][:n]
 			}
+			// The bytes handed out since the mark belong to values just cut off.
+			s.cur, s.next = markCur, markNext
 		}
 		s.buf, s.cols = nil, nil
-		d.pool.Put(s)
 		out = cols
 	}()
+	return cols, d.run(s)
+}
+
+// run decodes one record from s.
+func (d *Decoder) run(s *state) error {
 	if d.topUnion {
 		idx, err := s.long()
 		if err != nil {
-			return cols, err
+			return err
 		}
 		switch idx {
 		case d.recordIdx:
 		case d.nullIdx:
 			if s.pos != len(s.buf) {
-				return cols, newError(ReasonTrailingBytes, "", fmt.Errorf("decode record: %d bytes after the record", len(s.buf)-s.pos))
+				return newError(ReasonTrailingBytes, "", fmt.Errorf("decode record: %d bytes after the record", len(s.buf)-s.pos))
 			}
-			return cols, ErrNullRecord
+			return ErrNullRecord
 		default:
-			return cols, malformed("top-level union index %d out of range", idx)
+			return malformed("top-level union index %d out of range", idx)
 		}
 	}
 	if err := d.root(s, 0); err != nil {
-		return cols, err
+		return err
 	}
 	if s.pos != len(s.buf) {
-		return cols, newError(ReasonTrailingBytes, "", fmt.Errorf("decode record: %d bytes after the record", len(s.buf)-s.pos))
+		return newError(ReasonTrailingBytes, "", fmt.Errorf("decode record: %d bytes after the record", len(s.buf)-s.pos))
 	}
-	return cols, nil
+	return nil
 }
 
 type compiler struct {
@@ -250,7 +286,7 @@ func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path s
 	for j := range matched {
 		matched[j] = -1
 	}
-	steps := make([]emitFn, 0, len(ws.Fields()))
+	steps := make([]fieldOp, 0, len(ws.Fields()))
 	for i, wf := range ws.Fields() {
 		j, ok := byKey[foldKey(wf.Name())]
 		if !ok || carriesNoData(wf.Type()) {
@@ -258,7 +294,7 @@ func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path s
 			if err != nil {
 				return nil, err
 			}
-			steps = append(steps, func(s *state, _ int) error { return skip(s) })
+			steps = append(steps, fieldOp{fn: func(s *state, _ int) error { return skip(s) }})
 			continue
 		}
 		tf := ts.Fields[j]
@@ -267,11 +303,16 @@ func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path s
 			return nil, mismatch(fp, "writer fields %q and %q both match column %q", ws.Fields()[matched[j]].Name(), wf.Name(), tf.Name)
 		}
 		matched[j] = i
-		fn, err := c.value(wf.Type(), tf.Type, tf.Nullable, fp, extend(pqPath, tf.PhysicalName(c.mode)), def, rep, depth+1)
+		fpq := extend(pqPath, tf.PhysicalName(c.mode))
+		if op, ok := c.fastLeaf(wf.Type(), tf.Type, fp, fpq, def+1, rep); ok {
+			steps = append(steps, op)
+			continue
+		}
+		fn, err := c.value(wf.Type(), tf.Type, tf.Nullable, fp, fpq, def, rep, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		steps = append(steps, fn)
+		steps = append(steps, fieldOp{fn: fn})
 	}
 	var missing []int
 	for j, tf := range ts.Fields {
@@ -287,18 +328,136 @@ func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path s
 		}
 		missing = append(missing, l...)
 	}
-	if len(steps) == 1 && len(missing) == 0 {
-		return steps[0], nil
+	if len(steps) == 1 && len(missing) == 0 && steps[0].kind == opCall {
+		return steps[0].fn, nil
 	}
 	return func(s *state, r int) error {
-		for _, step := range steps {
-			if err := step(s, r); err != nil {
-				return err
-			}
+		if err := runFields(s, steps, r); err != nil {
+			return err
 		}
-		s.nulls(missing, r, def)
+		if len(missing) > 0 {
+			s.nulls(missing, r, def)
+		}
 		return nil
 	}, nil
+}
+
+// fieldOp is one step of a record: a primitive leaf decoded inline by runFields, or a
+// compiled emitFn for anything else (opCall).
+type fieldOp struct {
+	kind     opKind
+	col, def int
+	syms     [][]byte // opEnum
+	path     string
+	fn       emitFn // opCall
+}
+
+type opKind uint8
+
+const (
+	opCall   opKind = iota
+	opLong          // long (or micros) → INT64
+	opInt32         // int, date, time-millis → INT32
+	opDouble        // double → DOUBLE
+	opBool          // boolean → BOOLEAN
+	opString        // string, uuid, bytes → BYTE_ARRAY (copied)
+	opEnum          // enum → BYTE_ARRAY (symbol)
+)
+
+// fastLeaf compiles the common primitive leaves of a record to a fieldOp; for anything
+// else, or anything that would not compile, it reports false and the caller compiles the
+// field with value (which also produces the errors). Each case decodes exactly like the
+// corresponding leafFn closure.
+func (c *compiler) fastLeaf(w avro.Schema, t deltalog.DataType, path string, pqPath []string, def, rep int) (fieldOp, bool) {
+	switch deref(w).(type) {
+	case *avro.PrimitiveSchema, *avro.EnumSchema:
+	default:
+		return fieldOp{}, false
+	}
+	k, err := classify(w)
+	if err != nil {
+		return fieldOp{}, false
+	}
+	var op opKind
+	switch {
+	case t == deltalog.Long && (k.base == kLong || k.base == kTimeMicros),
+		t == deltalog.Timestamp && k.base == kTsMicros,
+		t == deltalog.TimestampNtz && k.base == kLocalTsMicros:
+		op = opLong
+	case t == deltalog.Integer && (k.base == kInt || k.base == kTimeMillis), t == deltalog.Date && k.base == kDate:
+		op = opInt32
+	case t == deltalog.Double && k.base == kDouble:
+		op = opDouble
+	case t == deltalog.Boolean && k.base == kBool:
+		op = opBool
+	case t == deltalog.String && (k.base == kString || k.base == kUUID), t == deltalog.Binary && k.base == kBytes:
+		op = opString
+	case t == deltalog.String && k.base == kEnum:
+		op = opEnum
+	default:
+		return fieldOp{}, false
+	}
+	col, err := c.leaf(pqPath, def, rep)
+	if err != nil {
+		return fieldOp{}, false
+	}
+	return fieldOp{kind: op, col: col, def: def, syms: k.symbols, path: path}, true
+}
+
+// runFields runs a record's steps.
+func runFields(s *state, steps []fieldOp, r int) error {
+	for i := range steps {
+		o := &steps[i]
+		var err error
+		switch o.kind {
+		case opCall:
+			if err := o.fn(s, r); err != nil {
+				return err
+			}
+			continue
+		case opLong:
+			var v int64
+			if v, err = s.long(); err == nil {
+				s.putInt64(v, r, o.def, o.col)
+				continue
+			}
+		case opInt32:
+			var v int32
+			if v, err = s.int(); err == nil {
+				s.putInt32(v, r, o.def, o.col)
+				continue
+			}
+		case opDouble:
+			var v float64
+			if v, err = s.double(); err == nil {
+				s.putDouble(v, r, o.def, o.col)
+				continue
+			}
+		case opBool:
+			var v bool
+			if v, err = s.bool(); err == nil {
+				s.putBoolean(v, r, o.def, o.col)
+				continue
+			}
+		case opString:
+			if err = s.putString(r, o.def, o.col); err == nil {
+				continue
+			}
+		case opEnum:
+			var v int32
+			if v, err = s.int(); err == nil {
+				if v >= 0 && int(v) < len(o.syms) {
+					s.putByteArray(o.syms[v], r, o.def, o.col)
+					continue
+				}
+				err = malformed("enum index %d out of range [0,%d)", v, len(o.syms))
+			}
+		default:
+			err = fmt.Errorf("decode record: unknown field op %d", o.kind)
+		}
+		return withField(err, o.path)
+	}
+	return nil
 }
 
 // carriesNoData reports a null type or a union of only nulls.
@@ -562,7 +721,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
-				s.put(parquet.ByteArrayValue(s.copyBytes(k)), er, keyDef, keyCol)
+				s.putByteArray(s.copyBytes(k), er, keyDef, keyCol)
 				if err := val(s, er); err != nil {
 					return err
 				}
@@ -763,7 +922,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 			if err != nil {
 				return fail(err)
 			}
-			s.put(parquet.BooleanValue(v), r, def, col)
+			s.putBoolean(v, r, def, col)
 			return nil
 		}, nil
 	case deltalog.Integer, deltalog.Date:
@@ -779,7 +938,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 			if err != nil {
 				return fail(err)
 			}
-			s.put(parquet.Int32Value(v), r, def, col)
+			s.putInt32(v, r, def, col)
 			return nil
 		}, nil
 	case deltalog.Long, deltalog.Timestamp, deltalog.TimestampNtz:
@@ -791,7 +950,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.put(parquet.Int64Value(int64(v)), r, def, col)
+				s.putInt64(int64(v), r, def, col)
 				return nil
 			}, nil
 		case t == deltalog.TimestampNtz && k.base == kDate:
@@ -805,7 +964,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if int64(v) > math.MaxInt64/microsPerDay || int64(v) < math.MinInt64/microsPerDay {
 					return fail(malformed("date %d days overflows timestamp microseconds", v))
 				}
-				s.put(parquet.Int64Value(int64(v)*microsPerDay), r, def, col)
+				s.putInt64(int64(v)*microsPerDay, r, def, col)
 				return nil
 			}, nil
 		case t == deltalog.Long && (k.base == kLong || k.base == kTimeMicros),
@@ -824,7 +983,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.put(parquet.Int64Value(v), r, def, col)
+				s.putInt64(v, r, def, col)
 				return nil
 			}, nil
 		}
@@ -836,7 +995,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
 				return fail(malformed("timestamp %d ms overflows microseconds", v))
 			}
-			s.put(parquet.Int64Value(v*1000), r, def, col)
+			s.putInt64(v*1000, r, def, col)
 			return nil
 		}, nil
 	case deltalog.Float:
@@ -848,7 +1007,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 			if err != nil {
 				return fail(err)
 			}
-			s.put(parquet.FloatValue(v), r, def, col)
+			s.putFloat(v, r, def, col)
 			return nil
 		}, nil
 	case deltalog.Double:
@@ -859,7 +1018,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.put(parquet.DoubleValue(v), r, def, col)
+				s.putDouble(v, r, def, col)
 				return nil
 			}, nil
 		case kFloat:
@@ -868,7 +1027,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.put(parquet.DoubleValue(float64(v)), r, def, col)
+				s.putDouble(float64(v), r, def, col)
 				return nil
 			}, nil
 		case kInt:
@@ -877,7 +1036,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.put(parquet.DoubleValue(float64(v)), r, def, col)
+				s.putDouble(float64(v), r, def, col)
 				return nil
 			}, nil
 		}
@@ -886,11 +1045,9 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		switch k.base {
 		case kString, kUUID:
 			return func(s *state, r int) error {
-				b, err := s.span()
-				if err != nil {
+				if err := s.putString(r, def, col); err != nil {
 					return fail(err)
 				}
-				s.put(parquet.ByteArrayValue(s.copyBytes(b)), r, def, col)
 				return nil
 			}, nil
 		case kEnum:
@@ -904,7 +1061,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if i < 0 || i >= n {
 					return fail(malformed("enum index %d out of range [0,%d)", i, n))
 				}
-				s.put(parquet.ByteArrayValue(syms[i]), r, def, col)
+				s.putByteArray(syms[i], r, def, col)
 				return nil
 			}, nil
 		}
@@ -913,11 +1070,9 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		switch k.base {
 		case kBytes:
 			return func(s *state, r int) error {
-				b, err := s.span()
-				if err != nil {
+				if err := s.putString(r, def, col); err != nil {
 					return fail(err)
 				}
-				s.put(parquet.ByteArrayValue(s.copyBytes(b)), r, def, col)
 				return nil
 			}, nil
 		case kFixed:
@@ -927,7 +1082,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.put(parquet.ByteArrayValue(s.copyBytes(b)), r, def, col)
+				s.putByteArray(s.copyBytes(b), r, def, col)
 				return nil
 			}, nil
 		}
@@ -980,12 +1135,12 @@ func (d *decOut) emit(s *state, r int, v int64) error {
 		if v >= pow10[d.p] || v <= -pow10[d.p] {
 			return d.exceeds()
 		}
-		s.put(parquet.Int32Value(int32(v)), r, d.def, d.col)
+		s.putInt32(int32(v), r, d.def, d.col)
 	case d.p <= 18:
 		if v >= pow10[d.p] || v <= -pow10[d.p] {
 			return d.exceeds()
 		}
-		s.put(parquet.Int64Value(v), r, d.def, d.col)
+		s.putInt64(v, r, d.def, d.col)
 	default: // |v| < 2^63 < 10^19 <= 10^p
 		b := s.alloc(d.width)
 		u := uint64(v)
@@ -1001,7 +1156,7 @@ func (d *decOut) emit(s *state, r int, v int64) error {
 				b[i] = fill
 			}
 		}
-		s.put(parquet.FixedLenByteArrayValue(b), r, d.def, d.col)
+		s.putFixedLenByteArray(b, r, d.def, d.col)
 	}
 	return nil
 }
@@ -1021,7 +1176,7 @@ func (d *decOut) emitBig(s *state, r int, v *big.Int) error {
 		t.Add(t, v)
 		t.FillBytes(b)
 	}
-	s.put(parquet.FixedLenByteArrayValue(b), r, d.def, d.col)
+	s.putFixedLenByteArray(b, r, d.def, d.col)
 	return nil
 }
 

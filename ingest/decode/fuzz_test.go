@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // must return a reasoned *Error or exactly one row, and must roll back on failure.
 func FuzzDecode(f *testing.F) {
 	ws := mustWriter(f, 1, richSchema)
-	d, _ := mustCompile(f, ws, ws.Delta, "none")
+	d, pq := mustCompile(f, ws, ws.Delta, "none")
 	ts := time.UnixMicro(1702771200123456).UTC()
 	seed := map[string]any{
 		"b": true, "i": 42, "l": int64(-5), "f": float32(1.5), "d": -2.25, "s": "héllo", "by": []byte{0, 255},
@@ -33,14 +34,25 @@ func FuzzDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	var arena Arena // reused by every input, reset in between (nothing keeps its values)
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		cols := make([][]parquet.Value, len(base))
+		acols := make([][]parquet.Value, len(base))
 		for i := range base {
 			cols[i] = append([]parquet.Value(nil), base[i]...)
+			acols[i] = append([]parquet.Value(nil), base[i]...)
 		}
 		before := colLens(cols)
 		rowsBefore := topLevelRows(cols)
 		cols, err := d.Decode(payload, cols)
+		arena.Reset()
+		acols, aerr := d.DecodeWith(&arena, payload, acols)
+		if ReasonOf(err) != ReasonOf(aerr) || (err == nil) != (aerr == nil) {
+			t.Fatalf("Decode: %v; DecodeWith: %v", err, aerr)
+		}
+		if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, acols)) {
+			t.Fatalf("Decode and DecodeWith values differ")
+		}
 		if err != nil {
 			var reason string
 			if reason = ReasonOf(err); reason == "" {

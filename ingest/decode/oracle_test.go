@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/hamba/avro/v2"
@@ -722,6 +723,9 @@ func canonTimeMicros(w avro.Schema, v any) any {
 // failure of ours on bytes hamba accepts is reported only when strict (valid input).
 func differential(ws *WriterSchema, d *Decoder, pq *parquet.Schema, payload []byte, strict bool) (ourErr error, diff error) {
 	cols, ourErr := d.Decode(payload, nil)
+	if diff := decodeWithAgrees(d, pq, payload, cols, ourErr); diff != nil {
+		return ourErr, diff
+	}
 	if ourErr != nil && !strict && !errors.Is(ourErr, ErrNullRecord) {
 		// Only bytes we accept are handed to hamba: on arbitrary bytes hamba allocates
 		// whatever a block count claims.
@@ -777,4 +781,26 @@ func newRowReaderPos(pq *parquet.Schema, cols [][]parquet.Value, table *deltalog
 	rr := newRowReader(pq, cols)
 	_, _ = rr.row(table)
 	return rr.pos
+}
+
+// diffArena is reused (and reset) by every differential case, so DecodeWith runs on
+// chunks holding the bytes of earlier cases.
+var (
+	diffArenaMu sync.Mutex
+	diffArena   Arena
+)
+
+// decodeWithAgrees checks that DecodeWith on a reused arena gives Decode's result.
+func decodeWithAgrees(d *Decoder, pq *parquet.Schema, payload []byte, want [][]parquet.Value, wantErr error) error {
+	diffArenaMu.Lock()
+	defer diffArenaMu.Unlock()
+	diffArena.Reset()
+	got, err := d.DecodeWith(&diffArena, payload, nil)
+	if (err == nil) != (wantErr == nil) || ReasonOf(err) != ReasonOf(wantErr) {
+		return fmt.Errorf("Decode: %v; DecodeWith: %v", wantErr, err)
+	}
+	if g, w := renderCols(pq, got), renderCols(pq, want); !reflect.DeepEqual(g, w) {
+		return fmt.Errorf("DecodeWith values %v, Decode values %v", g, w)
+	}
+	return nil
 }

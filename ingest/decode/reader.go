@@ -5,27 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/parquet-go/parquet-go"
 )
 
-// state is the per-call decoding state: a bounds-checked reader over one record's payload,
-// the column buffers being appended to, and a slab that string and binary values are copied
-// into (values in column buffers must not alias the Kafka record, whose buffer may be
-// pooled; slab chunks are only ever sliced forward, never rewritten).
+// state is the decoding state of one record: a bounds-checked reader over the record's
+// payload, the column buffers being appended to, and the byte arena that string, binary
+// and wide-decimal values are copied into (values in column buffers must not alias the
+// Kafka record, whose buffer may be reused). A state is held either by an Arena (caller
+// owned, DecodeWith) or by the Decoder's pool (Decode).
 type state struct {
 	buf  []byte
 	pos  int
 	cols [][]parquet.Value
-	slab []byte
-	lens []int
 	// zeroItems bounds the array items of zero encoded size one record may produce, since
 	// their count is not bounded by the input length.
 	zeroItems int
+	lens      []int // column lengths before the record, for the rollback
+
+	// Byte arena. cur is the chunk being filled (cur[:len(cur)] has been handed out);
+	// chunks lists the chunks that may be handed out again after a reset, in the order they
+	// were first used; next is the index in chunks after cur's. Only Arena.Reset, and the
+	// rollback of a failed record to where that record started, rewind; otherwise bytes
+	// are only ever handed out once.
+	cur    []byte
+	chunks [][]byte
+	next   int
+	retain int // how many chunks may be kept for reuse (0: none, the pooled state of Decode)
 }
 
 const (
-	slabChunk    = 32 << 10
+	slabChunk    = 64 << 10
 	maxZeroItems = 1 << 16
 	maxVarintLen = 10
 )
@@ -40,12 +51,49 @@ func malformed(format string, args ...any) error {
 
 func (s *state) remaining() int { return len(s.buf) - s.pos }
 
-// uvarint reads an Avro varint (at most 10 bytes, value within 64 bits).
+// uvarint reads an Avro varint (at most 10 bytes, value within 64 bits). The one-byte
+// case is inlined into callers; longer varints take uvarintSlow.
 func (s *state) uvarint() (uint64, error) {
+	if i := s.pos; i < len(s.buf) {
+		if c := s.buf[i]; c < 0x80 {
+			s.pos = i + 1
+			return uint64(c), nil
+		}
+	}
+	return s.uvarintSlow()
+}
+
+func (s *state) uvarintSlow() (uint64, error) {
 	i := s.pos
-	if i < len(s.buf) && s.buf[i] < 0x80 {
-		s.pos = i + 1
-		return uint64(s.buf[i]), nil
+	if len(s.buf)-i >= maxVarintLen {
+		// At least 10 bytes left. Up to 8 bytes (56 bits) at once: find the first byte
+		// without the continuation bit, keep the bytes up to it, and pack their 7-bit
+		// groups.
+		x := binary.LittleEndian.Uint64(s.buf[i:])
+		if stop := ^x & 0x8080808080808080; stop != 0 {
+			nbits := uint(bits.TrailingZeros64(stop)) + 1 // 8 × bytes used
+			x &= (uint64(1)<<nbits - 1) & 0x7f7f7f7f7f7f7f7f
+			x = (x&0x7f007f007f007f00)>>1 | x&0x007f007f007f007f
+			x = (x&0x3fff00003fff0000)>>2 | x&0x00003fff00003fff
+			x = (x&0x0fffffff00000000)>>4 | x&0x000000000fffffff
+			s.pos = i + int(nbits/8)
+			return x, nil
+		}
+		b := (*[maxVarintLen]byte)(s.buf[i:])
+		var v uint64
+		for k := 0; k < maxVarintLen-1; k++ {
+			c := b[k]
+			v |= uint64(c&0x7f) << (7 * k)
+			if c < 0x80 {
+				s.pos = i + k + 1
+				return v, nil
+			}
+		}
+		if c := b[maxVarintLen-1]; c <= 1 {
+			s.pos = i + maxVarintLen
+			return v | uint64(c)<<63, nil
+		}
+		return 0, malformed("varint overflows 64 bits")
 	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
@@ -76,15 +124,14 @@ func (s *state) long() (int64, error) {
 
 // int reads a zigzag-encoded Avro int; values outside 32 bits are malformed.
 func (s *state) int() (int32, error) {
-	u, err := s.uvarint()
-	if err != nil {
-		return 0, err
-	}
+	u, err := s.uvarint() // u is 0 when err is set
 	if u > math.MaxUint32 {
-		return 0, malformed("int overflows 32 bits")
+		return 0, intOverflow()
 	}
-	return int32(uint32(u>>1)) ^ -int32(uint32(u)&1), nil
+	return int32(uint32(u>>1)) ^ -int32(uint32(u)&1), err
 }
+
+func intOverflow() error { return malformed("int overflows 32 bits") }
 
 func (s *state) bool() (bool, error) {
 	if s.pos >= len(s.buf) {
@@ -123,15 +170,19 @@ func (s *state) span() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if uint64(n) > uint64(len(s.buf)-s.pos) { // also every negative n
+		return nil, s.badLength(n)
+	}
+	i := s.pos
+	s.pos = i + int(n)
+	return s.buf[i:s.pos:s.pos], nil
+}
+
+func (s *state) badLength(n int64) error {
 	if n < 0 {
-		return nil, malformed("negative length %d", n)
+		return malformed("negative length %d", n)
 	}
-	if n > int64(s.remaining()) {
-		return nil, malformed("length %d exceeds the %d bytes left", n, s.remaining())
-	}
-	b := s.buf[s.pos : s.pos+int(n) : s.pos+int(n)]
-	s.pos += int(n)
-	return b, nil
+	return malformed("length %d exceeds the %d bytes left", n, s.remaining())
 }
 
 // fixed reads n bytes aliasing the payload.
@@ -156,35 +207,56 @@ func (s *state) skip(n int64) error {
 	return nil
 }
 
-// copyBytes copies b into the slab and returns the copy (never nil, so an empty value is
+// copyBytes copies b into the arena and returns the copy (never nil, so an empty value is
 // not mistaken for a missing one).
 func (s *state) copyBytes(b []byte) []byte {
+	n := len(s.cur)
+	if len(b) == 0 || len(b) > cap(s.cur)-n {
+		return s.copySlow(b)
+	}
+	s.cur = s.cur[:n+len(b)]
+	out := s.cur[n : n+len(b) : n+len(b)]
+	copy(out, b)
+	return out
+}
+
+func (s *state) copySlow(b []byte) []byte {
 	if len(b) == 0 {
 		return emptyBytes
 	}
-	if len(b) > cap(s.slab)-len(s.slab) {
-		if len(b) >= slabChunk/4 {
-			out := make([]byte, len(b))
-			copy(out, b)
-			return out
-		}
-		s.slab = make([]byte, 0, slabChunk)
-	}
-	n := len(s.slab)
-	s.slab = append(s.slab, b...)
-	return s.slab[n:len(s.slab):len(s.slab)]
+	out := s.alloc(len(b))
+	copy(out, b)
+	return out
 }
 
-// alloc returns n zeroed bytes from the slab.
+// alloc returns n zeroed bytes from the arena.
 func (s *state) alloc(n int) []byte {
-	if n > cap(s.slab)-len(s.slab) {
-		s.slab = make([]byte, 0, slabChunk)
+	if n > cap(s.cur)-len(s.cur) {
+		if n >= slabChunk/4 {
+			return make([]byte, n) // large values get their own allocation, never reused
+		}
+		s.nextChunk()
 	}
-	m := len(s.slab)
-	s.slab = s.slab[:m+n]
-	out := s.slab[m : m+n : m+n]
-	clear(out)
+	m := len(s.cur)
+	s.cur = s.cur[:m+n]
+	out := s.cur[m : m+n : m+n]
+	clear(out) // a reused chunk holds old bytes
 	return out
+}
+
+// nextChunk makes cur the next reusable chunk, or a new one (kept for reuse while fewer
+// than retain are kept).
+func (s *state) nextChunk() {
+	if s.next < len(s.chunks) {
+		s.cur = s.chunks[s.next][:0]
+		s.next++
+		return
+	}
+	s.cur = make([]byte, 0, slabChunk)
+	if len(s.chunks) < s.retain {
+		s.chunks = append(s.chunks, s.cur)
+		s.next = len(s.chunks)
+	}
 }
 
 var emptyBytes = []byte{}
@@ -225,19 +297,124 @@ func (s *state) blockCount(minItem int) (count int64, size int64, err error) {
 	return n, size, nil
 }
 
-// put appends v to column col with the given levels. It is equivalent to
-// append(cols[col], v.Level(rep, def, col)) but uses the inlinable single-field setters
-// (levels and column indexes were range-checked when the decoder was compiled).
-func (s *state) put(v parquet.Value, rep, def, col int) {
+// The typed put functions are put for one kind of value: few enough arguments to pass in
+// registers, with the value built and its levels set in place (the setters are inlined).
+
+func (s *state) putNull(rep, def, col int) {
+	v := parquet.NullValue()
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	s.cols[col] = append(s.cols[col], v)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+func (s *state) putBoolean(x bool, rep, def, col int) {
+	v := parquet.BooleanValue(x)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+func (s *state) putInt32(x int32, rep, def, col int) {
+	v := parquet.Int32Value(x)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+func (s *state) putInt64(x int64, rep, def, col int) {
+	v := parquet.Int64Value(x)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+func (s *state) putFloat(x float32, rep, def, col int) {
+	v := parquet.FloatValue(x)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+func (s *state) putDouble(x float64, rep, def, col int) {
+	v := parquet.DoubleValue(x)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+// putByteArray appends b, which must not alias the payload (a copy or a schema constant).
+func (s *state) putByteArray(b []byte, rep, def, col int) {
+	v := parquet.ByteArrayValue(b)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
+	v := parquet.FixedLenByteArrayValue(b)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+}
+
+// putString reads a string or bytes value, copies it into the arena and appends it.
+func (s *state) putString(rep, def, col int) error {
+	var n int64
+	if i := s.pos; i < len(s.buf) && s.buf[i] < 0x80 { // one-byte length: inlined varint
+		c := s.buf[i]
+		s.pos = i + 1
+		n = int64(c>>1) ^ -int64(c&1)
+	} else {
+		u, err := s.uvarintSlow()
+		if err != nil {
+			return err
+		}
+		n = int64(u>>1) ^ -int64(u&1)
+	}
+	if uint64(n) > uint64(len(s.buf)-s.pos) { // also every negative n
+		return s.badLength(n)
+	}
+	i := s.pos
+	s.pos = i + int(n)
+	b := s.buf[i:s.pos]
+	// copyBytes, inlined.
+	if m := len(s.cur); len(b) > 0 && len(b) <= cap(s.cur)-m {
+		s.cur = s.cur[:m+len(b)]
+		out := s.cur[m : m+len(b) : m+len(b)]
+		copy(out, b)
+		b = out
+	} else {
+		b = s.copySlow(b)
+	}
+	// putByteArray, inlined.
+	v := parquet.ByteArrayValue(b)
+	v.SetRepetitionLevel(rep)
+	v.SetDefinitionLevel(def)
+	v.SetColumnIndex(col)
+	p := &s.cols[col]
+	*p = append(*p, v)
+	return nil
 }
 
 // nulls appends a null at (rep, def) to every column in leaves.
 func (s *state) nulls(leaves []int, rep, def int) {
 	for _, c := range leaves {
-		s.put(parquet.NullValue(), rep, def, c)
+		s.putNull(rep, def, c)
 	}
 }
