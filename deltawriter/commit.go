@@ -419,16 +419,14 @@ func NewTableMetadata(name string, schema *deltalog.StructType, partitionColumns
 	if cm {
 		p = deltalog.Protocol{MinReaderVersion: 2, MinWriterVersion: 5}
 	}
+	var features []string
 	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
-		p = deltalog.Protocol{MinReaderVersion: 3, MinWriterVersion: 7,
-			ReaderFeatures: []string{"timestampNtz"},
-			WriterFeatures: []string{"appendOnly", "invariants", "timestampNtz"}}
-		if cm {
-			p.ReaderFeatures = append(p.ReaderFeatures, "columnMapping")
-			p.WriterFeatures = append(p.WriterFeatures, "columnMapping")
-		}
+		features = append(features, "timestampNtz")
 	}
-	return p, md
+	if conf[PropEnableTypeWidening] == "true" {
+		features = append(features, "typeWidening") // the property needs the table feature
+	}
+	return UpgradeProtocol(p, features...), md
 }
 
 func nowMillis() int64 { return time.Now().UnixMilli() }

@@ -30,6 +30,38 @@ func moreGuardCases() []guardCase {
 			},
 		},
 		{
+			name:  "C06A int to long on a table with type widening",
+			table: `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"count","type":"integer","nullable":true,"metadata":{}}]}`,
+			props: map[string]string{"delta.enableTypeWidening": "true"},
+			schemas: map[string]string{
+				"v1": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"int"}`),
+				"v2": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"long"}`),
+			},
+			events: [][2]string{{"v1", `{"id":1,"count":2147483647}`}, {"v2", `{"id":2,"count":2147483648}`}, {"v2", `{"id":3,"count":5}`}},
+			expect: map[string]caseExpect{
+				"evolve": {rows: []string{`{"count":2147483647,"id":1}`, `{"count":2147483648,"id":2}`, `{"count":5,"id":3}`},
+					schema: "[[id int32 true] [count int64 true]]", halt: -1},
+				"dead_letter": {rows: []string{`{"count":2147483647,"id":1}`}, dlq: map[int64]string{1: "schema_mismatch count", 2: "schema_mismatch count"}, halt: -1},
+				"halt":        {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
+			},
+		},
+		{
+			name:  "C06B2 int to long, type widening enabled by the pipeline as allowed",
+			table: `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"count","type":"integer","nullable":true,"metadata":{}}]}`,
+			allow: "[typeWidening]",
+			schemas: map[string]string{
+				"v1": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"int"}`),
+				"v2": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"long"}`),
+			},
+			events: [][2]string{{"v1", `{"id":1,"count":2147483647}`}, {"v2", `{"id":2,"count":2147483648}`}, {"v2", `{"id":3,"count":5}`}},
+			expect: map[string]caseExpect{
+				"evolve": {rows: []string{`{"count":2147483647,"id":1}`, `{"count":2147483648,"id":2}`, `{"count":5,"id":3}`},
+					schema: "[[id int32 true] [count int64 true]]", halt: -1},
+				"dead_letter": {rows: []string{`{"count":2147483647,"id":1}`}, dlq: map[int64]string{1: "schema_mismatch count", 2: "schema_mismatch count"}, halt: -1},
+				"halt":        {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
+			},
+		},
+		{
 			name: "C17 local-timestamp into timestamp_ntz only with the table feature allowed",
 			schemas: map[string]string{
 				"v1": rec("Trip", `{"name":"id","type":"long"}`),

@@ -265,21 +265,25 @@ func runGuardCase(t *testing.T, s stack, c guardCase, root string) (written []wr
 			continue
 		}
 		data := readTable(t, s, tables[policy])
+		want := slices.Clone(e.rows)
+		slices.Sort(want)
+		written = append(written, writtenTable{name: c.name + " / " + policy, path: tables[policy], rows: want})
+		if data.Unsupported != "" {
+			t.Logf("%s: delta-rs cannot read this table (%s); Spark checks it", policy, data.Unsupported)
+			continue
+		}
 		var got []string
 		for _, r := range data.Rows {
 			b, _ := json.Marshal(r)
 			got = append(got, string(b))
 		}
 		slices.Sort(got)
-		want := slices.Clone(e.rows)
-		slices.Sort(want)
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s rows (delta-rs)\n got %s\nwant %s", policy, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 		}
 		if e.schema != "" && fmt.Sprint(data.Schema) != e.schema {
 			t.Errorf("%s schema (delta-rs)\n got %v\nwant %s", policy, data.Schema, e.schema)
 		}
-		written = append(written, writtenTable{name: c.name + " / " + policy, path: tables[policy], rows: want})
 	}
 	// The DLQ holds exactly the dead_letter pipeline's records (the other pipelines
 	// dead-letter nothing in these cases).
