@@ -59,7 +59,7 @@ type chaosPlan struct {
 // touched) and the shared registry behind a TCP proxy. While records arrive it kills a
 // random process with SIGKILL every few seconds and restarts it, restarts the broker
 // once, and cuts the registry off for 30 s. At the end: delta-rs reads every good record
-// exactly once by id, the dead-letter topic holds every poison pill (duplicates counted),
+// exactly once by id (and so does Spark), the dead-letter topic holds every poison pill (duplicates counted),
 // each partition's txn version is its end offset - 1, and no data file is added twice.
 func TestChaos(t *testing.T) {
 	s := need(t)
@@ -76,6 +76,8 @@ func TestChaos(t *testing.T) {
 	// Knobs for investigating a failure: INGESTD_CHAOS_KILLS=0 (no kill -9),
 	// INGESTD_CHAOS_BROKER=0 (no broker restart), INGESTD_CHAOS_REGISTRY=0 (no outage),
 	// INGESTD_CHAOS_LOGS=DIR (keep the daemons' debug logs there).
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars) // boots now, reads the table at the end
 	noKills, noBroker, noRegistry := os.Getenv("INGESTD_CHAOS_KILLS") == "0", os.Getenv("INGESTD_CHAOS_BROKER") == "0", os.Getenv("INGESTD_CHAOS_REGISTRY") == "0"
 	logDir := os.Getenv("INGESTD_CHAOS_LOGS")
 	start := time.Now()
@@ -356,6 +358,16 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 	}
 	if dup := duplicateAdds(t, table); len(dup) > 0 {
 		t.Errorf("data files added more than once across the log: %v", dup)
+	}
+
+	// Spark reads every good id exactly once too.
+	var counts []map[string]any
+	spark.call(t, map[string]any{"op": "sql", "query": "SELECT count(*) AS n, count(DISTINCT id) AS d, count(channel) AS c FROM delta.`" + table + "`"}, &counts)
+	if len(counts) != 1 || fmt.Sprint(counts[0]["n"]) != strconv.Itoa(plan.records) || fmt.Sprint(counts[0]["d"]) != strconv.Itoa(plan.records) ||
+		fmt.Sprint(counts[0]["c"]) != strconv.Itoa(plan.records-plan.records/2) {
+		t.Errorf("Spark counts %v, want %d rows, %d distinct ids, %d with channel", counts, plan.records, plan.records, plan.records-plan.records/2)
+	} else {
+		t.Logf("Spark: %v rows, %v distinct ids, %v with channel", counts[0]["n"], counts[0]["d"], counts[0]["c"])
 	}
 
 	// The dead-letter topic holds every pill, at least once.
