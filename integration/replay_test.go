@@ -117,12 +117,12 @@ func TestReplaySilverWorkflow(t *testing.T) {
 	// killed run uses small batches (same pipeline, same table) so it is caught midway.
 	smallDir := filepath.Join(dir, "small")
 	mustMkdir(t, smallDir)
-	writePipeline(t, smallDir, "silver", pipelineYAML("orders-silver", s, topic, table, "dead_letter", dlq, "{max_records: 10, max_bytes: 64MiB, max_age: 300ms}"))
+	writePipeline(t, smallDir, "silver", pipelineYAML("orders-silver", s, topic, table, "dead_letter", dlq, "{max_records: 5, max_bytes: 64MiB, max_age: 300ms}"))
+	after := readVersion(t, table)
 	cmd := exec.Command(ingestdBin(t), "replay", "--config", filepath.Join(smallDir, "silver.yaml"), "--json")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	after := readTable(t, s, table).Version
 	deadline := time.Now().Add(2 * time.Minute)
 	for readVersion(t, table) == after && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
