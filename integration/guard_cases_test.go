@@ -14,7 +14,6 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // guardCase is one case of ../shared/cases/CASES.md run end to end: records produced with
@@ -322,14 +321,7 @@ func createTable(t *testing.T, path, schemaJSON string, props map[string]string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := storage.Open("file://" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := openTable(t, path)
 	proto, meta := deltawriter.NewTableMetadata("case", schema, nil, props)
 	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: &proto, Metadata: &meta, Operation: "CREATE TABLE"}); err != nil {
 		t.Fatalf("create table %s: %v", path, err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // produceSpec runs produce_case.py with schemas and events (label, value JSON).
@@ -61,14 +60,7 @@ func TestCaseC29TableChangedUnderRunningPipeline(t *testing.T) {
 
 	// Another writer (an operator's job) adds `region` at the end of the table.
 	ctx := context.Background()
-	st, err := storage.Open("file://" + table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := openTable(t, table)
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)

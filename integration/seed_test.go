@@ -17,19 +17,24 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// txnVersions returns the table's txn versions by appId (empty if the table does not exist).
-func txnVersions(t *testing.T, path string) map[string]int64 {
+// openTable opens the Delta table at path (which need not exist yet) with deltawriter.
+func openTable(t *testing.T, path string) *deltawriter.Table {
 	t.Helper()
-	ctx := context.Background()
 	st, err := storage.Open("file://" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := deltawriter.Open(ctx, st)
+	tbl, err := deltawriter.Open(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := tbl.Snapshot(ctx)
+	return tbl
+}
+
+// txnVersions returns the table's txn versions by appId (empty if the table does not exist).
+func txnVersions(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	snap, err := openTable(t, path).Snapshot(context.Background())
 	if err != nil {
 		return map[string]int64{}
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/deltawriter/tableops"
-	"github.com/ingestd/ingestd/ingest"
 )
 
 const tableUsage = `Usage: ingestd table <command> (--table URI | --config PIPELINE.yaml) [flags]
@@ -64,16 +63,11 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	if *config != "" {
-		cfgs, err := ingest.LoadConfigs(*config)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitUsage
+		cfg, code := onePipeline(*config, stderr)
+		if cfg == nil {
+			return code
 		}
-		if len(cfgs) != 1 {
-			fmt.Fprintf(stderr, "ingestd table: --config %s holds %d pipelines; name one file\n", *config, len(cfgs))
-			return exitUsage
-		}
-		*uri = cfgs[0].Table.URI
+		*uri = cfg.Table.URI
 	}
 	if *uri == "" {
 		fmt.Fprintln(stderr, "ingestd table: --table or --config is required")
