@@ -358,6 +358,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			cols[i] = cols[i][:0]
 		}
 	}
+	landing := map[string]bool{} // replay: originals written by this attempt
 	for _, it := range items {
 		r := it.rec
 		k := topicPartition{r.Topic, r.Partition}
@@ -365,6 +366,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			continue
 		}
 		if r.Value == nil {
+			handled[k] = r.Offset
+			continue
+		}
+		if p.replay != nil && (p.replay.landed[originalKey(r)] || landing[originalKey(r)]) {
+			// another copy of this original (at any replay count) landed in this run
+			p.replay.sum.Duplicates++
 			handled[k] = r.Offset
 			continue
 		}
@@ -396,6 +403,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			} else {
 				numRows++
 				handled[k] = r.Offset
+				if p.replay != nil {
+					landing[originalKey(r)] = true
+				}
 				continue
 			}
 		}
@@ -506,6 +516,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		"dead_lettered", len(dlq), "partitions", len(handled), "duration_ms", dur.Milliseconds())
 
 	if p.replay != nil {
+		maps.Copy(p.replay.landed, landing) // committed: these originals are in the table
 		p.replay.tally(numRows, dlq, halts)
 		p.applyHalts(halts)
 		return nil

@@ -43,6 +43,7 @@ type replayRun struct {
 	maxReplays int
 	dryRun     bool
 	sum        ReplaySummary
+	landed     map[string]bool // originalKey of every record this run committed to the table
 }
 
 // parkedTopic is where records go after MaxReplays failed replays.
@@ -95,12 +96,17 @@ func original(r *kgo.Record) (topic string, partition int32, offset int64) {
 	return topic, partition, offset
 }
 
+// originalKey identifies the source record a dead letter came from.
+func originalKey(r *kgo.Record) string {
+	t, p, o := original(r)
+	return fmt.Sprintf("%s/%d/%d", t, p, o)
+}
+
 // dedupeKey identifies one dead-lettering of one source record: its original topic,
 // partition and offset, and how many replays it has been through. Copies of the same
 // dead letter (the DLQ is at-least-once) share it; a re-dead-lettered record does not.
 func dedupeKey(r *kgo.Record) string {
-	t, p, o := original(r)
-	return fmt.Sprintf("%s/%d/%d#%d", t, p, o, replayCount(r))
+	return fmt.Sprintf("%s#%d", originalKey(r), replayCount(r))
 }
 
 // deadLetterRecord re-dead-letters a record that still fails: back to the DLQ with
@@ -143,13 +149,15 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 		opts.MaxReplays = 3
 	}
 	p := NewPipeline(cfg, deps)
-	p.replay = &replayRun{dlqTopic: cfg.DeadLetter.Topic, maxReplays: opts.MaxReplays, dryRun: opts.DryRun,
+	p.replay = &replayRun{dlqTopic: cfg.DeadLetter.Topic, maxReplays: opts.MaxReplays, dryRun: opts.DryRun, landed: map[string]bool{},
 		sum: ReplaySummary{DeadLetterTopic: cfg.DeadLetter.Topic, DeadLettered: map[string]int{}, DryRun: opts.DryRun}}
 	if err := p.checkTable(ctx); err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RecordDeliveryTimeout(30 * time.Second),
+		// No RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a
+		// dead letter keeps its (old) source timestamp; produceDLQ bounds delivery instead.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.WithLogger(kgoLogger{p.log})}, deps.KafkaOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("create kafka client: %w", err)
@@ -162,10 +170,12 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of %s: %w", dlq, err)
 	}
-	if e := ends.Error(); e != nil {
-		if _, ok := ends[dlq]; !ok || ends[dlq] == nil {
-			return nil, fmt.Errorf("dead-letter topic %q: %w", dlq, e)
+	if o, ok := ends.Lookup(dlq, 0); !ok || o.Err != nil {
+		var why error = fmt.Errorf("no partition 0")
+		if ok {
+			why = o.Err
 		}
+		return nil, fmt.Errorf("dead-letter topic %q: %w", dlq, why)
 	}
 	if !opts.DryRun {
 		if o, ok := ends.Lookup(parkedTopic(dlq), 0); !ok || o.Err != nil {
@@ -192,17 +202,32 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 		parts = append(parts, part)
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	// Copies already dealt with by earlier replays, in every partition, before any is
+	// processed (a copy may sit in another partition than the original dead letter).
+	// Other pipelines' dead letters never count.
 	seen := map[string]bool{}
+	ours := func(r *kgo.Record) bool { name, ok := header(r, HeaderPipeline); return !ok || name == cfg.Name }
+	covered := func(part int32, r *kgo.Record) bool {
+		v, ok := txns[p.txnAppID(dlq, part)]
+		return ok && r.Offset <= v
+	}
 	for _, part := range parts {
-		v, hasTxn := txns[p.txnAppID(dlq, part)]
 		for _, r := range byPart[part] {
-			if hasTxn && r.Offset <= v {
+			if covered(part, r) {
 				p.replay.sum.AlreadyReplayed++
-				seen[dedupeKey(r)] = true
+				if ours(r) {
+					seen[dedupeKey(r)] = true
+				}
+			}
+		}
+	}
+	for _, part := range parts {
+		for _, r := range byPart[part] {
+			if covered(part, r) {
 				continue
 			}
 			rec := r
-			if name, ok := header(r, HeaderPipeline); ok && name != cfg.Name {
+			if !ours(r) {
 				// Another pipeline's dead letter (pipelines may share a DLQ topic): not ours
 				// to replay. It is passed on without a value, so it writes nothing and the
 				// txn moves past it, like past a tombstone.
@@ -276,13 +301,24 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts})
 	defer cl.PurgeTopicsFromConsuming(topic)
+	// A partition is complete at its record end-1; when the last offsets are transaction
+	// markers (read_committed never returns them) a quiet spell ends the read instead.
+	// Stopping early is safe for replay: its txn only covers what it processed.
 	for remaining := len(starts); remaining > 0; {
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, readQuiet)
+		fs := cl.PollFetches(pctx)
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if fs.NumRecords() == 0 && pctx.Err() != nil {
+			log.Warn("no more records before the end offsets (transaction markers?); stopping the read", "topic", topic, "partitions_unfinished", remaining)
+			break
+		}
 		fs.EachError(func(t string, part int32, err error) {
-			log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+			}
 		})
 		fs.EachRecord(func(r *kgo.Record) {
 			end := endOf[r.Partition]
@@ -297,3 +333,7 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32
 	}
 	return byPart, nil
 }
+
+// readQuiet is how long readToEnd waits for more records before it takes the rest of a
+// partition to be transaction markers.
+const readQuiet = 5 * time.Second

@@ -154,12 +154,12 @@ type order struct {
 }
 
 // produce runs produce_orders.py and returns the orders it produced, in order.
-func produce(t *testing.T, s stack, topic string, v1, v2 int, start int64) []order {
+func produce(t *testing.T, s stack, topic string, v1, v2 int, start int64, extra ...string) []order {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "produced.jsonl")
-	cmd := exec.Command(s.python, filepath.Join(repoRoot, "integration", "testdata", "produce_orders.py"),
+	cmd := exec.Command(s.python, append([]string{filepath.Join(repoRoot, "integration", "testdata", "produce_orders.py"),
 		"--brokers", s.brokers, "--registry", s.registry, "--topic", topic,
-		"--v1", fmt.Sprint(v1), "--v2", fmt.Sprint(v2), "--start", fmt.Sprint(start), "--out", out)
+		"--v1", fmt.Sprint(v1), "--v2", fmt.Sprint(v2), "--start", fmt.Sprint(start), "--out", out}, extra...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("produce_orders.py: %v\n%s", err, b)
 	}

@@ -184,7 +184,9 @@ func TestReplayStillFailingIsParked(t *testing.T) {
 	topic := createTopic(t, s, "rp-park", 1)
 	dlq := createTopic(t, s, "rp-park.dlq", 1)
 	createTopicNamed(t, s, dlq+".parked", 1)
-	produce(t, s, topic, 5, 3, 1)
+	// An hour-old timestamp: dead letters keep it, and a delivery timeout measured from it
+	// once made every re-dead-letter fail at once, forever.
+	produce(t, s, topic, 5, 3, 1, "--timestamp-ms", strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10))
 	dir := t.TempDir()
 	table := filepath.Join(dir, "t")
 	cfgDir := filepath.Join(dir, "configs")

@@ -31,6 +31,10 @@ ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked).`, stderr)
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	if *maxReplays < 1 {
+		fmt.Fprintln(stderr, "ingestd replay: --max-replays must be at least 1")
+		return exitUsage
+	}
 	cfg, code := onePipeline(*config, stderr)
 	if cfg == nil {
 		return code
@@ -51,6 +55,9 @@ ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked).`, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd replay:", err)
 		return exitFailure
+	}
+	if len(sum.Halted) > 0 {
+		return exitFailure // the halt policy stopped the replay: a person must act
 	}
 	return exitOK
 }

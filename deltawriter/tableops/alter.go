@@ -50,6 +50,11 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			return nil, fmt.Errorf("enable feature %q: use typeWidening or timestampNtz", f)
 		}
 	}
+	for k := range a.SetProperties {
+		if why, ok := featureProperties[k]; ok {
+			return nil, fmt.Errorf("set property %s: %s", k, why)
+		}
+	}
 	// Dry-run every change on the current snapshot so nothing is committed when any fails.
 	snap, err := table.Snapshot(ctx)
 	if err != nil {
@@ -134,11 +139,13 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 				cols = append(cols, map[string]any{"column": map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true, "metadata": map[string]any{}}})
 				names = append(names, c.String())
 			}
-			meta, _, err := deltawriter.EvolveMetadata(s.Metadata, schema)
+			// EvolveTable assigns column mapping ids and upgrades the protocol when a new
+			// column needs a feature (timestamp_ntz → timestampNtz).
+			meta, _, proto, err := deltawriter.EvolveTable(s.Protocol, s.Metadata, schema)
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
-			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
+			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
 				strings.Join(names, ", "), nil
 		})
 		if err != nil {
@@ -242,4 +249,17 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 	from := f.Type
 	f.Type = c.Type
 	return out, from, nil
+}
+
+// featureProperties are table properties that turn on a table feature: setting them alone
+// would leave the protocol without the feature, which readers refuse.
+var featureProperties = map[string]string{
+	"delta.enableTypeWidening":       "use --enable-feature typeWidening, which also upgrades the protocol",
+	"delta.columnMapping.mode":       "enabling column mapping is not supported by ingestd yet; use Spark",
+	"delta.enableDeletionVectors":    "deletion vectors need a table feature ingestd does not write; use Spark",
+	"delta.enableRowTracking":        "row tracking needs a table feature ingestd does not write; use Spark",
+	"delta.enableInCommitTimestamps": "in-commit timestamps need a table feature ingestd does not write; use Spark",
+	"delta.enableChangeDataFeed":     "the change data feed needs a table feature; use Spark",
+	"delta.feature.typeWidening":     "use --enable-feature typeWidening",
+	"delta.feature.timestampNtz":     "use --enable-feature timestampNtz",
 }

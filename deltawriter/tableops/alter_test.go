@@ -116,6 +116,9 @@ func TestAlterRefusesBeforeCommitting(t *testing.T) {
 			c, _ := ParseColumnDef("order_id int")
 			return Alter{EnableFeatures: []string{"typeWidening"}, Widen: []ColumnDef{c}}
 		}, "long → integer is not a Delta type widening"},
+		{"property that needs a feature", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.enableDeletionVectors": "true"}}
+		}, "deletion vectors need a table feature"},
 		{"valid add then invalid widen commits nothing", func() Alter {
 			a, _ := ParseColumnDef("channel string")
 			w, _ := ParseColumnDef("qty string")
@@ -132,5 +135,18 @@ func TestAlterRefusesBeforeCommitting(t *testing.T) {
 				t.Errorf("a refused alter committed: version %d", snap.Version)
 			}
 		})
+	}
+}
+
+func TestAlterAddTimestampNtzUpgradesProtocol(t *testing.T) {
+	ctx := context.Background()
+	tbl, _ := newTable(t, ordersSchema)
+	c, _ := ParseColumnDef("pickup TIMESTAMP_NTZ")
+	if _, err := Apply(ctx, tbl, Alter{AddColumns: []ColumnDef{c}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	if !slices.Contains(snap.Protocol.ReaderFeatures, "timestampNtz") || !slices.Contains(snap.Protocol.WriterFeatures, "timestampNtz") {
+		t.Errorf("protocol %+v lacks timestampNtz", snap.Protocol)
 	}
 }

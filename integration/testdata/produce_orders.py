@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--v2", type=int, default=0)
     ap.add_argument("--start", type=int, default=1)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--timestamp-ms", type=int, default=0, help="record timestamp (default: now)")
     a = ap.parse_args()
     reg = SchemaRegistryClient({"url": a.registry})
     failures = []
@@ -82,7 +83,8 @@ def main():
             })
             for _ in range(count):
                 r = row(oid, version == "v2")
-                p.produce(a.topic, key=str(oid), value=r, on_delivery=on_delivery)
+                kw = {"timestamp": a.timestamp_ms} if a.timestamp_ms else {}
+                p.produce(a.topic, key=str(oid), value=r, on_delivery=on_delivery, **kw)
                 p.poll(0)
                 rec = dict(r)
                 rec["amount"] = str(r["amount"])
