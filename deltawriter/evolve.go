@@ -79,7 +79,7 @@ func diffTypes(old, cur deltalog.DataType, fieldPath, where string, entries *[]m
 		if old.String() == cur.String() {
 			return nil
 		}
-		if !isWidening(old, cur) {
+		if !IsTypeWidening(old, cur) {
 			return fmt.Errorf("evolve schema: %s changes from %s to %s, which is not a Delta type widening", where, old, cur)
 		}
 		e := map[string]any{"fromType": old.String(), "toType": cur.String()}
@@ -137,7 +137,13 @@ func equalFoldASCII(a, b string) bool {
 // supports: byte→short→int→long, float→double, int types→double, date→timestamp_ntz,
 // decimal precision/scale increases that keep the integer digits, int types→decimal with
 // enough integer digits.
-func isWidening(old, cur deltalog.DataType) bool {
+// IsTypeWidening reports whether Delta's type widening allows changing a column from old
+// to cur (PROTOCOL.md, "Type Widening"; https://docs.delta.io/delta-type-widening):
+// byte→short→int→long, float→double, byte/short/int→double, integer types → a decimal
+// with enough integer digits, date→timestamp_ntz, decimal precision/scale increases that
+// keep the integer digits. Schema evolution applies only a subset of these
+// (schemaguard.Widens); ALTER may apply all of them.
+func IsTypeWidening(old, cur deltalog.DataType) bool {
 	rank := map[deltalog.DataType]int{deltalog.Byte: 1, deltalog.Short: 2, deltalog.Integer: 3, deltalog.Long: 4}
 	digits := map[deltalog.DataType]int{deltalog.Byte: 3, deltalog.Short: 5, deltalog.Integer: 10, deltalog.Long: 20}
 	switch c := cur.(type) {

@@ -243,8 +243,8 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 	if f == nil {
 		return nil, nil, fmt.Errorf("widen %s: no such column", strings.Join(c.Path, "."))
 	}
-	if !schemaguard.Widens(f.Type, c.Type) {
-		return nil, nil, fmt.Errorf("widen %s: %s → %s is not a Delta type widening (allowed: byte→short→int→long, float→double, date→timestamp_ntz, decimal precision/scale increase)", strings.Join(c.Path, "."), f.Type, c.Type)
+	if !deltawriter.IsTypeWidening(f.Type, c.Type) {
+		return nil, nil, fmt.Errorf("widen %s: %s → %s is not a Delta type widening (allowed: byte→short→int→long, float→double, byte/short/int→double, integer types→a decimal wide enough, date→timestamp_ntz, decimal precision/scale increase)", strings.Join(c.Path, "."), f.Type, c.Type)
 	}
 	from := f.Type
 	f.Type = c.Type

@@ -150,3 +150,21 @@ func TestAlterAddTimestampNtzUpgradesProtocol(t *testing.T) {
 		t.Errorf("protocol %+v lacks timestampNtz", snap.Protocol)
 	}
 }
+
+// ALTER accepts every Delta type widening, including those evolution never applies.
+func TestAlterWideningRules(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"integer", "long", true}, {"integer", "double", true}, {"long", "double", false},
+		{"integer", "decimal(10,0)", true}, {"integer", "decimal(10,1)", false}, {"long", "decimal(20,0)", true},
+		{"long", "integer", false}, {"string", "long", false}, {"date", "timestamp_ntz", true},
+	} {
+		from, _ := deltalog.ParsePrimitive(tc.from)
+		to, _ := deltalog.ParsePrimitive(tc.to)
+		if got := deltawriter.IsTypeWidening(from, to); got != tc.ok {
+			t.Errorf("%s → %s: %v, want %v", tc.from, tc.to, got, tc.ok)
+		}
+	}
+}
