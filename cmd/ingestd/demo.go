@@ -370,7 +370,7 @@ func (r *demoReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  %s[%d] at offset %d: %s %s\n", h.Topic, h.Partition, h.Offset, h.Reason, h.Field)
 	}
 	if len(r.Halted) > 0 {
-		fmt.Fprintf(w, "  message: %s\n", r.Halted[0].Message)
+		fmt.Fprintf(w, "  message: %s\n", strings.ReplaceAll(r.Halted[0].Message, "\n", "\n  "))
 	}
 	fmt.Fprintf(w, "\nThe tables are Delta tables: read them with Spark, delta-rs or DuckDB from %s\n", r.Out)
 }
