@@ -126,7 +126,7 @@ func (p *Pipeline) badRecordOutcome(reason string, schemaDecision *schemaguard.D
 
 type decoderKey struct {
 	schemaID int
-	schema   string // table schema JSON
+	schema   string // column mapping mode + table schema JSON
 }
 
 // pending is one record on its way through a flush.
@@ -358,6 +358,17 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			cols[i] = cols[i][:0]
 		}
 	}
+	// Per flush, not per record: the decoder cache key of the table schema, and one
+	// explanation (and error) per rejected writer schema.
+	var schemaKey string
+	if newSchema != nil {
+		b, err := newSchema.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encode table schema: %w", err)
+		}
+		schemaKey = string(mode) + string(b)
+	}
+	rejections := map[int]*decode.Error{}
 	landing := map[string]bool{} // replay: originals written by this attempt
 	for _, it := range items {
 		r := it.rec
@@ -384,12 +395,16 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if fail == nil {
 			decision = decisions[it.ws.ID]
 			if decision != nil && (decision.Action == schemaguard.DeadLetterIt || decision.Action == schemaguard.HaltIt) {
-				message = schemaguard.Explain(*decision, tableSchema, p.cfg.Name, readVersion, it.ws.Delta, it.ws.ID, opts)
-				fail = &decode.Error{Reason: decision.Reason, Field: decision.Field, Err: errors.New(message)}
+				if rejections[it.ws.ID] == nil {
+					msg := schemaguard.Explain(*decision, tableSchema, p.cfg.Name, readVersion, it.ws.Delta, it.ws.ID, opts)
+					rejections[it.ws.ID] = &decode.Error{Reason: decision.Reason, Field: decision.Field, Err: errors.New(msg)}
+				}
+				fail = rejections[it.ws.ID]
+				message = fail.Err.Error()
 			}
 		}
 		if fail == nil {
-			dec, err := p.decoder(it.ws, newSchema, mode, pq)
+			dec, err := p.decoder(it.ws, newSchema, schemaKey, mode, pq)
 			if err != nil {
 				fail = asDecodeError(err)
 				decision = nil
@@ -563,12 +578,10 @@ func (p *Pipeline) applyHalts(halts []HaltedPartition) {
 	}
 }
 
-func (p *Pipeline) decoder(ws *decode.WriterSchema, table *deltalog.StructType, mode deltalog.ColumnMappingMode, pq *parquet.Schema) (*decode.Decoder, error) {
-	b, err := table.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	k := decoderKey{ws.ID, string(mode) + string(b)}
+// decoder returns the compiled decoder for (writer schema, table schema), compiling it on
+// first use; schemaKey identifies the table schema and column mapping mode.
+func (p *Pipeline) decoder(ws *decode.WriterSchema, table *deltalog.StructType, schemaKey string, mode deltalog.ColumnMappingMode, pq *parquet.Schema) (*decode.Decoder, error) {
+	k := decoderKey{ws.ID, schemaKey}
 	if d, ok := p.compiled[k]; ok {
 		return d, nil
 	}

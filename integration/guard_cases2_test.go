@@ -29,38 +29,8 @@ func moreGuardCases() []guardCase {
 				"halt": {rows: []string{`{"email":"a@example.com","id":1}`, `{"email":"b@example.com","id":2}`}, halt: 2},
 			},
 		},
-		{
-			name:  "C06A int to long on a table with type widening",
-			table: `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"count","type":"integer","nullable":true,"metadata":{}}]}`,
-			props: map[string]string{"delta.enableTypeWidening": "true"},
-			schemas: map[string]string{
-				"v1": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"int"}`),
-				"v2": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"long"}`),
-			},
-			events: [][2]string{{"v1", `{"id":1,"count":2147483647}`}, {"v2", `{"id":2,"count":2147483648}`}, {"v2", `{"id":3,"count":5}`}},
-			expect: map[string]caseExpect{
-				"evolve": {rows: []string{`{"count":2147483647,"id":1}`, `{"count":2147483648,"id":2}`, `{"count":5,"id":3}`},
-					schema: "[[id int32 true] [count int64 true]]", halt: -1},
-				"dead_letter": {rows: []string{`{"count":2147483647,"id":1}`}, dlq: map[int64]string{1: "schema_mismatch count", 2: "schema_mismatch count"}, halt: -1},
-				"halt":        {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
-			},
-		},
-		{
-			name:  "C06B2 int to long, type widening enabled by the pipeline as allowed",
-			table: `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"count","type":"integer","nullable":true,"metadata":{}}]}`,
-			allow: "[typeWidening]",
-			schemas: map[string]string{
-				"v1": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"int"}`),
-				"v2": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"long"}`),
-			},
-			events: [][2]string{{"v1", `{"id":1,"count":2147483647}`}, {"v2", `{"id":2,"count":2147483648}`}, {"v2", `{"id":3,"count":5}`}},
-			expect: map[string]caseExpect{
-				"evolve": {rows: []string{`{"count":2147483647,"id":1}`, `{"count":2147483648,"id":2}`, `{"count":5,"id":3}`},
-					schema: "[[id int32 true] [count int64 true]]", halt: -1},
-				"dead_letter": {rows: []string{`{"count":2147483647,"id":1}`}, dlq: map[int64]string{1: "schema_mismatch count", 2: "schema_mismatch count"}, halt: -1},
-				"halt":        {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
-			},
-		},
+		c06Widened("C06A int to long on a table with type widening", map[string]string{"delta.enableTypeWidening": "true"}, ""),
+		c06Widened("C06B2 int to long, type widening enabled by the pipeline as allowed", nil, "[typeWidening]"),
 		{
 			name: "C17 local-timestamp into timestamp_ntz only with the table feature allowed",
 			schemas: map[string]string{
@@ -102,6 +72,29 @@ func moreGuardCases() []guardCase {
 				"dead_letter": {rows: []string{`{"order_id":1}`}, dlq: map[int64]string{1: "schema_mismatch note", 2: "schema_mismatch note"}, halt: -1},
 				"halt":        {rows: []string{`{"order_id":1}`}, halt: 1},
 			},
+		},
+	}
+}
+
+// c06Widened is case C06 where the evolve pipeline may widen count int → long: because the
+// table already has type widening (props) or because the pipeline allows enabling it.
+func c06Widened(name string, props map[string]string, allow string) guardCase {
+	v1 := `{"count":2147483647,"id":1}`
+	return guardCase{
+		name:  name,
+		table: `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"count","type":"integer","nullable":true,"metadata":{}}]}`,
+		props: props,
+		allow: allow,
+		schemas: map[string]string{
+			"v1": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"int"}`),
+			"v2": rec("M", `{"name":"id","type":"int"}`, `{"name":"count","type":"long"}`),
+		},
+		events: [][2]string{{"v1", `{"id":1,"count":2147483647}`}, {"v2", `{"id":2,"count":2147483648}`}, {"v2", `{"id":3,"count":5}`}},
+		expect: map[string]caseExpect{
+			"evolve": {rows: []string{v1, `{"count":2147483648,"id":2}`, `{"count":5,"id":3}`},
+				schema: "[[id int32 true] [count int64 true]]", halt: -1},
+			"dead_letter": {rows: []string{v1}, dlq: map[int64]string{1: "schema_mismatch count", 2: "schema_mismatch count"}, halt: -1},
+			"halt":        {rows: []string{v1}, halt: 1},
 		},
 	}
 }
