@@ -14,7 +14,7 @@ unit:
 	$(GO) test -race -count=1 $(PKGS)
 
 fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testdata/fuzz)
-	for t in FuzzDecode FuzzDifferential; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 400000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
+	for t in FuzzDecode FuzzDifferential; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 40000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
 
 integration: ## needs Java 17+, Maven and Python 3; starts Kafka + registry via scripts/stack.sh
 	scripts/venv.sh

@@ -138,15 +138,12 @@ func TestSnapshotErrors(t *testing.T) {
 	})
 }
 
-// kernelData is the delta-kernel-rs test data (Apache-2.0) in the shared folder.
-const kernelData = "/work/shared/testdata/delta-kernel-rs/data"
-
 // copyTable copies a test table so tests can delete parts of its log.
 func copyTable(t *testing.T, name string) *storage.Local {
 	t.Helper()
-	src := filepath.Join(kernelData, name)
+	src := filepath.Join(kernelTestdata(t), "data", name)
 	if _, err := os.Stat(src); err != nil {
-		t.Skipf("delta-kernel-rs test data missing: %v", err)
+		t.Fatalf("delta-kernel-rs test table %s: %v", name, err)
 	}
 	dst := t.TempDir()
 	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {

@@ -171,6 +171,10 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "already_committed").Inc()
 			continue
 		}
+		if p.replay != nil && p.replay.carry[r] {
+			items = append(items, pending{rec: r}) // carried forward unchanged: not decoded
+			continue
+		}
 		if r.Value == nil {
 			p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "tombstone").Inc()
 			items = append(items, pending{rec: r})
@@ -369,7 +373,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		schemaKey = string(mode) + string(b)
 	}
 	rejections := map[int]*decode.Error{}
-	landing := map[string]bool{} // replay: originals written by this attempt
+	landing := map[string]string{} // replay: originals written by this attempt → their DLQ reason
+	var carried []*kgo.Record      // replay: records carried forward by this attempt
+	dups := 0                      // replay: copies of an original landed in this run
 	for _, it := range items {
 		r := it.rec
 		k := topicPartition{r.Topic, r.Partition}
@@ -380,11 +386,18 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			handled[k] = r.Offset
 			continue
 		}
-		if p.replay != nil && (p.replay.landed[originalKey(r)] || landing[originalKey(r)]) {
-			// another copy of this original (at any replay count) landed in this run
-			p.replay.sum.Duplicates++
-			handled[k] = r.Offset
-			continue
+		if p.replay != nil {
+			if _, ok := landing[originalKey(r)]; ok || p.replay.landed[originalKey(r)] {
+				// another copy of this original (at any replay count) landed in this run
+				dups++
+				handled[k] = r.Offset
+				continue
+			}
+			if p.replay.carry[r] {
+				carried = append(carried, r)
+				handled[k] = r.Offset
+				continue
+			}
 		}
 		schemaID := -1
 		if it.ws != nil {
@@ -419,7 +432,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 				numRows++
 				handled[k] = r.Offset
 				if p.replay != nil {
-					landing[originalKey(r)] = true
+					landing[originalKey(r)], _ = header(r, HeaderReason)
 				}
 				continue
 			}
@@ -449,15 +462,27 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		p.colBufs = cols // keep the grown slices for the next flush
 	}
 	if p.replay != nil && p.replay.dryRun {
-		p.replay.tally(numRows, dlq, halts)
+		p.replay.sum.Duplicates += dups
+		p.replay.tally(landing, dlq, carried, halts)
 		p.applyHalts(halts)
 		return nil
 	}
+	if p.replay != nil {
+		if err := p.replay.beforeCommit(ctx, dlq); err != nil {
+			return err // <dlq>.parked is missing: nothing of this flush is produced or committed
+		}
+	}
 
-	// Dead letters are acknowledged before the commit that moves the txn past them.
+	// Dead letters (and, in a replay, carried-forward records) are acknowledged before the
+	// commit that moves the txn past them.
 	if len(dlq) > 0 {
 		if err := p.produceDeadLetters(ctx, dlq); err != nil {
 			return &transientError{"produce dead letters", err}
+		}
+	}
+	if p.replay != nil {
+		if err := p.replay.produceCarried(ctx, carried); err != nil {
+			return err
 		}
 	}
 
@@ -531,8 +556,11 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		"dead_lettered", len(dlq), "partitions", len(handled), "duration_ms", dur.Milliseconds())
 
 	if p.replay != nil {
-		maps.Copy(p.replay.landed, landing) // committed: these originals are in the table
-		p.replay.tally(numRows, dlq, halts)
+		for k := range landing { // committed: these originals are in the table
+			p.replay.landed[k] = true
+		}
+		p.replay.sum.Duplicates += dups
+		p.replay.tally(landing, dlq, carried, halts)
 		p.applyHalts(halts)
 		return nil
 	}

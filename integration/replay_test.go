@@ -18,6 +18,14 @@ type replaySummary struct {
 	Landed          int            `json:"landed"`
 	DeadLettered    map[string]int `json:"dead_lettered"`
 	Parked          int            `json:"parked"`
+	Carried         int            `json:"carried"`
+	Remaining       int            `json:"remaining"`
+	ByReason        map[string]struct {
+		Landed       int `json:"landed"`
+		DeadLettered int `json:"dead_lettered"`
+		Parked       int `json:"parked"`
+		Carried      int `json:"carried"`
+	} `json:"by_reason"`
 }
 
 func runCLI(t *testing.T, args ...string) (string, error) {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,13 +18,27 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet("replay", `Replay a pipeline's dead-letter topic into its table: each record is decoded with its
 own schema id and checked against the table's current schema and the pipeline's policy;
 what fits is written exactly once, what still fails is dead-lettered again with
-ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked).`, stderr)
+ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked, which must exist
+only when a record is actually parked).
+
+--reason and --from select records; every record read that is not selected is carried
+forward: re-produced unchanged (same headers, replay count and record timestamp) to the
+same DLQ partition, so a later replay sees it again. --until stops the replay in each
+partition before the first record at or past it (exclusive): that record and the ones
+after it are left in place, nothing is carried forward for --until. OFFSET is a DLQ
+offset, applied per partition (carried records get new offsets at the end of the topic);
+TIME is RFC 3339 and compares with the record timestamp, which dead letters and carried
+records keep from their source record.`, stderr)
 	config := fs.String("config", "", "the pipeline `file` (required)")
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
+	var reasons stringList
+	fs.Var(&reasons, "reason", "replay only dead letters with this `reason` (repeatable or comma list: "+strings.Join(ingest.DeadLetterReasons, ", ")+")")
+	from := fs.String("from", "", "replay only dead letters at DLQ offset >= `OFFSET|TIME` (per partition) or with record timestamp >= TIME (RFC 3339)")
+	until := fs.String("until", "", "stop each DLQ partition before the first record at offset >= `OFFSET|TIME` or with timestamp >= TIME (exclusive)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
-	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	logLevel := fs.String("log-level", "info", "log level: debug, info (progress lines), warn or error")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -35,6 +51,32 @@ ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked).`, stderr)
 		fmt.Fprintln(stderr, "ingestd replay: --max-replays must be at least 1")
 		return exitUsage
 	}
+	opts := ingest.ReplayOptions{MaxReplays: *maxReplays, DryRun: *dryRun}
+	for _, r := range reasons {
+		for _, x := range strings.Split(r, ",") {
+			if x = strings.TrimSpace(x); x != "" && !slices.Contains(opts.Reasons, x) {
+				opts.Reasons = append(opts.Reasons, x)
+			}
+		}
+	}
+	for _, b := range []struct {
+		flag, value string
+		out         **ingest.ReplayBound
+	}{{"--from", *from, &opts.From}, {"--until", *until, &opts.Until}} {
+		if b.value == "" {
+			continue
+		}
+		v, err := ingest.ParseReplayBound(b.value)
+		if err != nil {
+			fmt.Fprintf(stderr, "ingestd replay: %s: %v\n", b.flag, err)
+			return exitUsage
+		}
+		*b.out = &v
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(stderr, "ingestd replay:", strings.ReplaceAll(err.Error(), "\n", "\ningestd replay: "))
+		return exitUsage
+	}
 	cfg, code := onePipeline(*config, stderr)
 	if cfg == nil {
 		return code
@@ -44,7 +86,7 @@ ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked).`, stderr)
 		fmt.Fprintln(stderr, "ingestd replay:", err)
 		return exitFailure
 	}
-	sum, err := ingest.Replay(ctx, cfg, p, ingest.ReplayOptions{MaxReplays: *maxReplays, DryRun: *dryRun})
+	sum, err := ingest.Replay(ctx, cfg, p, opts)
 	if sum != nil {
 		if *asJSON {
 			_ = json.NewEncoder(stdout).Encode(sum)
@@ -70,16 +112,27 @@ func printReplay(w io.Writer, s *ingest.ReplaySummary) {
 	fmt.Fprintf(w, "%s %s: %d records after the replay position (%d already replayed, %d duplicates skipped)\n",
 		s.DeadLetterTopic, verb, s.Read, s.AlreadyReplayed, s.Duplicates)
 	fmt.Fprintf(w, "  landed in the table:  %d\n", s.Landed)
-	reasons := make([]string, 0, len(s.DeadLettered))
-	for r := range s.DeadLettered {
-		reasons = append(reasons, r)
-	}
-	sort.Strings(reasons)
-	for _, r := range reasons {
+	for _, r := range slices.Sorted(maps.Keys(s.DeadLettered)) {
 		fmt.Fprintf(w, "  dead-lettered again:  %d  reason=%s\n", s.DeadLettered[r], r)
 	}
 	if s.Parked > 0 {
 		fmt.Fprintf(w, "  parked:               %d  (in %s.parked)\n", s.Parked, s.DeadLetterTopic)
+	}
+	if s.ParkedTopicMissing {
+		fmt.Fprintf(w, "  note: %s.parked does not exist; create it before replaying (kafka-topics.sh --create --topic %s.parked)\n", s.DeadLetterTopic, s.DeadLetterTopic)
+	}
+	if s.Carried > 0 {
+		fmt.Fprintf(w, "  carried forward:      %d  (not selected; re-produced unchanged to %s)\n", s.Carried, s.DeadLetterTopic)
+	}
+	if s.Remaining > 0 {
+		fmt.Fprintf(w, "  left for later:       %d  (at or past --until)\n", s.Remaining)
+	}
+	if len(s.ByReason) > 0 {
+		fmt.Fprintf(w, "  by dead-letter reason:  %-20s %8s %8s %8s %8s\n", "reason", "land", "re-dlq", "park", "carry")
+		for _, r := range slices.Sorted(maps.Keys(s.ByReason)) {
+			o := s.ByReason[r]
+			fmt.Fprintf(w, "                          %-20s %8d %8d %8d %8d\n", r, o.Landed, o.DeadLettered, o.Parked, o.Carried)
+		}
 	}
 	for _, h := range s.Halted {
 		fmt.Fprintf(w, "  halted at %s[%d]@%d: %s\n", h.Topic, h.Partition, h.Offset, h.Message)
