@@ -77,7 +77,7 @@ const wantAllTypesStats = `{"numRecords":3,` +
 func TestWriteAllTypesTable(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	if dir := os.Getenv("INGESTD_KEEP_TABLE"); dir != "" { // for testdata/readcheck.py
+	if dir := os.Getenv("INGESTD_KEEP_TABLE"); dir != "" { // for integration/testdata/read_table.py
 		root = dir
 	}
 	st, err := storage.NewLocal(root)

@@ -133,19 +133,18 @@ func equalFoldASCII(a, b string) bool {
 	return true
 }
 
-// isWidening reports whether old → cur is a type change Delta's typeWidening feature
-// supports: byte→short→int→long, float→double, int types→double, date→timestamp_ntz,
-// decimal precision/scale increases that keep the integer digits, int types→decimal with
-// enough integer digits.
 // IsTypeWidening reports whether Delta's type widening allows changing a column from old
 // to cur (PROTOCOL.md, "Type Widening"; https://docs.delta.io/delta-type-widening):
-// byte→short→int→long, float→double, byte/short/int→double, integer types → a decimal
-// with enough integer digits, date→timestamp_ntz, decimal precision/scale increases that
-// keep the integer digits. Schema evolution applies only a subset of these
-// (schemaguard.Widens); ALTER may apply all of them.
+// byte→short→int→long, float→double, byte/short/int→double, date→timestamp_ntz,
+// decimal(p,s)→decimal(p+k1,s+k2) with k1 ≥ k2 ≥ 0, byte/short/int→decimal(10+k1,k2) and
+// long→decimal(20+k1,k2) with k1 ≥ k2 ≥ 0. The integer-to-decimal minimum is 10 integer
+// digits for byte and short too, not the 3 or 5 their values need: Delta 3's preview
+// allowed byte→decimal(4,1), and Delta 4 refuses to read tables that recorded it.
+// Schema evolution applies only a subset of these (schemaguard.Widens); ALTER may apply
+// all of them.
 func IsTypeWidening(old, cur deltalog.DataType) bool {
 	rank := map[deltalog.DataType]int{deltalog.Byte: 1, deltalog.Short: 2, deltalog.Integer: 3, deltalog.Long: 4}
-	digits := map[deltalog.DataType]int{deltalog.Byte: 3, deltalog.Short: 5, deltalog.Integer: 10, deltalog.Long: 20}
+	digits := map[deltalog.DataType]int{deltalog.Byte: 10, deltalog.Short: 10, deltalog.Integer: 10, deltalog.Long: 20}
 	switch c := cur.(type) {
 	case deltalog.PrimitiveType:
 		switch {

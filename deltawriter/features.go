@@ -164,6 +164,9 @@ func checkSchemaWritable(t deltalog.DataType, path string) error {
 					}
 				}
 			}
+			if err := checkTypeChanges(f, p); err != nil {
+				return err
+			}
 			if err := checkSchemaWritable(f.Type, p); err != nil {
 				return err
 			}
@@ -184,6 +187,41 @@ func checkSchemaWritable(t deltalog.DataType, path string) error {
 	case deltalog.DecimalType:
 	default:
 		return fmt.Errorf("check schema: column %q has unsupported type %v: %w", path, t, ErrUnsupportedFeature)
+	}
+	return nil
+}
+
+// checkTypeChanges refuses a column whose delta.typeChanges history records a change
+// that is not a Delta type widening (IsTypeWidening; PROTOCOL.md, "Type Widening"), such
+// as byte→decimal(4,1) from Delta 3's preview: Delta 4 refuses to read or write such a
+// table (DELTA_UNSUPPORTED_TYPE_CHANGE_IN_SCHEMA), so ingestd does not append to it
+// either. An entry it cannot parse is refused the same way.
+func checkTypeChanges(f *deltalog.StructField, path string) error {
+	raw, ok := f.Metadata[MetaTypeChanges]
+	if !ok {
+		return nil
+	}
+	entries, ok := raw.([]any)
+	if !ok {
+		return fmt.Errorf("check schema: column %q has a %s that is not a list: %w", path, MetaTypeChanges, ErrUnsupportedFeature)
+	}
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		from, _ := m["fromType"].(string)
+		to, _ := m["toType"].(string)
+		ft, err1 := deltalog.ParsePrimitive(from)
+		tt, err2 := deltalog.ParsePrimitive(to)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("check schema: column %q has a %s entry %v that ingestd cannot read: %w", path, MetaTypeChanges, e, ErrUnsupportedFeature)
+		}
+		if !IsTypeWidening(ft, tt) {
+			where := path
+			if fp, _ := m["fieldPath"].(string); fp != "" {
+				where += " (" + fp + ")"
+			}
+			return fmt.Errorf("check schema: column %q recorded the type change %s → %s, which Delta type widening does not allow (Delta 4 refuses such tables: DELTA_UNSUPPORTED_TYPE_CHANGE_IN_SCHEMA): %w",
+				where, from, to, ErrUnsupportedFeature)
+		}
 	}
 	return nil
 }

@@ -154,6 +154,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		txns        = map[string]int64{}
 	)
 	if exists {
+		if err := p.checkWritable(snap); err != nil {
+			return err // permanent: nothing of this flush is written
+		}
 		tableSchema, readVersion, txns = snap.Schema, snap.Version, snap.Txns
 		mode = snap.ColumnMapping
 	}

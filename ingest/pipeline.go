@@ -564,7 +564,7 @@ func (p *Pipeline) takeLocked(gone map[topicPartition]bool) []*kgo.Record {
 // checkTable opens the table's snapshot (refusing tables ingestd cannot safely write,
 // before any byte is written) and fails if it does not exist and table.create is false.
 func (p *Pipeline) checkTable(ctx context.Context) error {
-	_, err := p.deps.Table.Snapshot(ctx)
+	snap, err := p.deps.Table.Snapshot(ctx)
 	switch {
 	case errors.Is(err, deltawriter.ErrTableNotFound):
 		if !p.cfg.Table.Create {
@@ -573,6 +573,22 @@ func (p *Pipeline) checkTable(ctx context.Context) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("open table %s: %w", p.cfg.Table.URI, err)
+	}
+	return p.checkWritable(snap)
+}
+
+// checkWritable refuses a table this pipeline cannot append to safely: one with a writer
+// feature, constraint or column kind deltawriter does not implement
+// (deltawriter.ErrUnsupportedFeature), or a partitioned one (the pipeline writes
+// unpartitioned files; PROTOCOL.md, Partition Value Serialization would need one file per
+// partition value). It is checked at start-up and again on every snapshot a flush reads,
+// before any byte of that flush is written, since another writer may change the table.
+func (p *Pipeline) checkWritable(snap *deltawriter.Snapshot) error {
+	if err := snap.CheckWritable(); err != nil {
+		return fmt.Errorf("refuse table %s: %w", p.cfg.Table.URI, err)
+	}
+	if cols := snap.Metadata.PartitionColumns; len(cols) > 0 {
+		return fmt.Errorf("refuse table %s: it is partitioned by %v, and ingestd pipelines write only unpartitioned tables so far (write to an unpartitioned table, or repartition it with Spark)", p.cfg.Table.URI, cols)
 	}
 	return nil
 }

@@ -165,17 +165,25 @@ type sparkRead struct {
 	Rows []map[string]any `json:"rows"`
 }
 
-// deltaRS reads a table with delta-rs (deltawriter/testdata/readcheck.py).
+// deltaRSRead is what testdata/read_table.py (delta-rs) prints, with exact numbers.
 type deltaRSRead struct {
-	Version int64            `json:"version"`
-	Files   int              `json:"files"`
-	Rows    []map[string]any `json:"rows"`
-	History []map[string]any `json:"history"`
+	Version     int64            `json:"version"`
+	Unsupported string           `json:"unsupported"` // delta-rs lacks a reader feature the table needs
+	Files       int              `json:"files"`
+	Rows        []map[string]any `json:"rows"`
+	History     []string         `json:"history"` // operations, newest first
+	Txns        map[string]any   `json:"txns"`    // appId → version (json.Number) or nil, for the txns asked
 }
 
-func readDeltaRS(t *testing.T, python, path string) deltaRSRead {
+// readDeltaRS reads a table with delta-rs (testdata/read_table.py), asking for the
+// transaction versions of txnApps; numbers stay exact (json.Number).
+func readDeltaRS(t *testing.T, python, path string, txnApps ...string) deltaRSRead {
 	t.Helper()
-	cmd := exec.Command(python, filepath.Join(repoRoot, "deltawriter", "testdata", "readcheck.py"), path)
+	args := []string{filepath.Join(repoRoot, "integration", "testdata", "read_table.py"), path}
+	for _, app := range txnApps {
+		args = append(args, "--txn", app)
+	}
+	cmd := exec.Command(python, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

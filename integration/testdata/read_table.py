@@ -1,68 +1,128 @@
-"""Read a Delta table with delta-rs (a reader ingestd did not write) and print JSON:
-{"version": N, "schema": [[name, type, nullable], ...], "rows": [...], "files": N,
- "history": [operation, ...]}, or {"version": N, "unsupported": why} for a table this
-delta-rs release cannot read (a reader feature it lacks). Decimals are printed as strings, timestamps as µs since the
-epoch (UTC), binary as hex.
+#!/usr/bin/env python3
+"""Read a Delta table with delta-rs (the `deltalake` package, a reader ingestd did not
+write) and print it as one JSON document on stdout.
 
-usage: read_table.py TABLE_PATH
+usage: read_table.py TABLE_PATH [--txn APP_ID ...]
+       read_table.py --parquet DIR
+
+TABLE_PATH output:
+  {"version": N,
+   "protocol": {"minReaderVersion", "minWriterVersion", "readerFeatures", "writerFeatures"},
+   "schema": [[name, arrow type, nullable], ...]   the table schema as delta-rs maps it to Arrow,
+   "rows": [{column: value}, ...]                  every live row, sorted by its JSON form,
+   "files": N                                      live data files,
+   "history": [operation, ...]                     newest first, as delta-rs lists it,
+   "txns": {APP_ID: version or null}}              only with --txn (delta-rs' transaction_version)
+  or {"version": N, "unsupported": why} for a table this delta-rs release cannot read (a
+  reader feature it lacks, e.g. typeWidening): the caller checks such tables with Spark.
+
+--parquet DIR prints {"rows": [...]} for the plain Parquet files of DIR (e.g. the expected/
+folder of a delta-kernel-rs golden table), rendered the same way.
+
+Rows are read through delta-rs' query engine (DataFusion), which applies column mapping
+(logical names from physical names or field ids), deletion vectors and V2 checkpoints;
+to_pyarrow_table() would refuse those tables or read NULL for every column-mapped column.
+The result is cast to the table schema, so types are reported as the Delta schema maps
+them (string, not string_view). Values: timestamps (with or without zone) as integer µs
+since the Unix epoch (UTC), decimals as exact strings, binary as hex, dates ISO, maps as
+{str(key): value} objects (as Spark renders them), structs as objects, lists as arrays.
 """
 import datetime
 import decimal
+import glob
 import json
 import os
 import sys
 
-from deltalake import DeltaTable
-from deltalake.exceptions import DeltaProtocolError
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, QueryBuilder
+from deltalake.exceptions import DeltaError, DeltaProtocolError
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def conv_typed(v, t):
-    """Like conv, guided by the Arrow type: maps become objects (as Spark renders them)."""
-    import pyarrow as pa
+def plain(v, t):
+    """Render value v of Arrow type t as plain JSON."""
     if v is None:
         return None
     if pa.types.is_map(t):
-        return {str(k): conv_typed(x, t.item_type) for k, x in v}
+        return {str(k): plain(x, t.item_type) for k, x in v}
     if pa.types.is_struct(t):
-        return {t.field(i).name: conv_typed(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
+        return {t.field(i).name: plain(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [conv_typed(x, t.value_type) for x in v]
-    return conv(v)
-
-
-def conv(v):
-    if isinstance(v, decimal.Decimal):
-        return str(v)
+        return [plain(x, t.value_type) for x in v]
     if isinstance(v, datetime.datetime):
-        if v.tzinfo is None:
+        if v.tzinfo is None:  # timestamp_ntz
             v = v.replace(tzinfo=datetime.timezone.utc)
-        return (v - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(microseconds=1)
+        return (v - EPOCH) // datetime.timedelta(microseconds=1)
     if isinstance(v, datetime.date):
         return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
     if isinstance(v, bytes):
         return v.hex()
-    if isinstance(v, dict):
-        return {k: conv(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [conv(x) for x in v]
     return v
 
 
-def main():
-    dt = DeltaTable(sys.argv[1])
+def render(table):
+    rows = [{f.name: plain(r[f.name], f.type) for f in table.schema} for r in table.to_pylist()]
+    rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
+    return rows
+
+
+def unsupported(e):
+    """True when e says delta-rs lacks a reader feature the table needs."""
+    return isinstance(e, DeltaProtocolError) or (isinstance(e, DeltaError) and "Unsupported table features" in str(e))
+
+
+def read_table(path, txns):
+    dt = DeltaTable(path)
     try:
-        t = dt.to_pyarrow_table()
-    except DeltaProtocolError as e:
-        # e.g. the typeWidening reader feature, which this delta-rs release cannot read:
-        # say so (the caller checks such tables with Spark) instead of failing.
-        print(json.dumps({"version": dt.version(), "unsupported": str(e)}))
-        return
-    schema = [[f.name, str(f.type), f.nullable] for f in t.schema]
-    types = {f.name: f.type for f in t.schema}
-    rows = [{k: conv_typed(v, types[k]) for k, v in r.items()} for r in t.to_pylist()]
-    hist = [h.get("operation") for h in dt.history()]
-    print(json.dumps({"version": dt.version(), "schema": schema, "rows": rows,
-                      "files": len(dt.file_uris()), "history": hist}))
+        schema = pa.schema(dt.schema().to_arrow())
+        got = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
+    except (DeltaError, DeltaProtocolError) as e:
+        if not unsupported(e):
+            raise
+        return {"version": dt.version(), "unsupported": str(e)}
+    table = got.select(schema.names).cast(schema)
+    p = dt.protocol()
+    out = {
+        "version": dt.version(),
+        "protocol": {
+            "minReaderVersion": p.min_reader_version,
+            "minWriterVersion": p.min_writer_version,
+            "readerFeatures": p.reader_features,
+            "writerFeatures": p.writer_features,
+        },
+        "schema": [[f.name, str(f.type), f.nullable] for f in table.schema],
+        "rows": render(table),
+        "files": len(dt.file_uris()),
+        "history": [h.get("operation") for h in dt.history()],
+    }
+    if txns:
+        out["txns"] = {app: dt.transaction_version(app) for app in txns}
+    return out
+
+
+def read_parquet(folder):
+    files = sorted(glob.glob(os.path.join(folder, "*.parquet")))
+    if not files:
+        sys.exit("no Parquet files in " + folder)
+    tables = [pq.read_table(f) for f in files]
+    table = pa.concat_tables(tables, promote_options="default")
+    return {"rows": render(table)}
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "--parquet":
+        out = read_parquet(args[1])
+    elif args and not args[0].startswith("--") and len(args) % 2 == 1 and all(a == "--txn" for a in args[1::2]):
+        out = read_table(args[0], args[2::2])
+    else:
+        sys.exit(__doc__)
+    print(json.dumps(out, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Usage: spark_delta_session.py JAR_DIR
 
 Commands:
   {"op": "read", "path": P}   → {"ok": {"schema": [{name, type, nullable}], "rows": [...]}}
-      rows sorted by their JSON form; values rendered like deltawriter/testdata/readcheck.py
+      rows sorted by their JSON form; values rendered like read_table.py (delta-rs)
       (timestamps as µs since the epoch, decimals as exact strings, binary as hex, dates ISO)
   {"op": "sql", "query": Q}   → {"ok": [row as dict, ...]} (values rendered the same way)
   {"op": "quit"}
