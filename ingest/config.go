@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
@@ -182,12 +184,30 @@ func LoadConfigs(path string) ([]*Config, error) {
 			errs = append(errs, &ConfigError{File: f, Line: c.line("$.name"), Msg: fmt.Sprintf("pipeline name %q is also used by %s", c.Name, prev), Fix: "give every pipeline a unique name"})
 		}
 		names[c.Name] = f
+		for _, prev := range cfgs {
+			if shared := sharedTopics(prev, c); prev.Table.URI == c.Table.URI && len(shared) > 0 {
+				errs = append(errs, &ConfigError{File: f, Line: c.line("$.table.uri"),
+					Msg: fmt.Sprintf("pipeline %q writes topic %v into table %s, like pipeline %q (%s): every record would land twice", c.Name, shared, c.Table.URI, prev.Name, prev.File),
+					Fix: "give each pipeline its own table, or let one pipeline read both topics (kafka.topics takes a list)"})
+			}
+		}
 		cfgs = append(cfgs, c)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return cfgs, nil
+}
+
+// sharedTopics returns the source topics a and b both read.
+func sharedTopics(a, b *Config) []string {
+	var out []string
+	for _, t := range b.Kafka.Topics {
+		if slices.Contains(a.Kafka.Topics, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 var envRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
@@ -226,8 +246,10 @@ func loadConfigFile(file string) (*Config, []error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	c := &Config{File: file}
-	if err := yaml.UnmarshalWithOptions(src, c, yaml.DisallowUnknownField()); err != nil {
+	c := &Config{}
+	err = yaml.UnmarshalWithOptions(src, c, yaml.DisallowUnknownField())
+	c.File = file // after decoding: an empty document resets the struct
+	if err != nil {
 		ce := &ConfigError{File: file, Msg: err.Error()}
 		var ye yaml.Error
 		if errors.As(err, &ye) {
@@ -238,6 +260,8 @@ func loadConfigFile(file string) (*Config, []error) {
 			var uf *yaml.UnknownFieldError
 			if errors.As(err, &uf) {
 				ce.Fix = "remove it or correct its spelling; see configs/ for every key"
+			} else if msg, fix, ok := typeMismatch(ce.Msg, ye.GetToken()); ok {
+				ce.Msg, ce.Fix = msg, fix
 			}
 		}
 		return nil, []error{ce}
@@ -251,6 +275,34 @@ func loadConfigFile(file string) (*Config, []error) {
 		return nil, errs
 	}
 	return c, nil
+}
+
+var typeErrRe = regexp.MustCompile(`cannot unmarshal (\S+) into Go (?:struct field \S+|value) of type (\S+)`)
+
+// typeMismatch turns the YAML decoder's "cannot unmarshal string into Go struct field
+// Config.Table of type bool" into "table.create: "yes" is not true or false", with the
+// key the value belongs to. ok is false for other messages.
+func typeMismatch(msg string, tok *token.Token) (text, fix string, ok bool) {
+	m := typeErrRe.FindStringSubmatch(msg)
+	if m == nil {
+		return "", "", false
+	}
+	want := map[string]string{
+		"bool": "true or false", "time.Duration": "a duration such as 10s or 500ms",
+		"int": "a whole number", "int64": "a whole number", "int32": "a whole number", "uint64": "a whole number",
+		"string": "a string", "[]string": "a list such as [a, b]", "ingest.ByteSize": "a size such as 128MiB",
+	}[m[2]]
+	if want == "" {
+		want = "a " + m[2]
+	}
+	key, value := "", ""
+	if tok != nil {
+		value = tok.Value
+		if p := tok.Prev; p != nil && p.Type == token.MappingValueType && p.Prev != nil {
+			key = p.Prev.Value + ": "
+		}
+	}
+	return fmt.Sprintf("%s%q is not %s", key, value, want), "write " + want, true
 }
 
 // line returns the 1-based line of the YAML path (e.g. "$.schema.policy"), or 0.
@@ -359,7 +411,7 @@ func (c *Config) validate() []error {
 		bad("$.table.column_mapping", fmt.Sprintf("table.column_mapping %q is not none, name or id", c.Table.ColumnMapping), "use name (recommended) or id")
 	}
 	if len(c.Table.PartitionBy) > 0 {
-		bad("$.table.partition_by", "table.partition_by is not supported yet", "remove partition_by (partitioned tables come with the Delta writer work)")
+		bad("$.table.partition_by", "table.partition_by: ingestd pipelines write only unpartitioned tables so far", "remove partition_by, or set it to []")
 	}
 	switch c.Schema.Policy {
 	case PolicyEvolve, PolicyDeadLetter, PolicyHalt:

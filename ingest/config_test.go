@@ -80,6 +80,13 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"dead_letter.topic is missing"}},
 		{"bad byte size", goodConfig + "batch: {max_bytes: 12 parsecs}\n",
 			[]string{"p.yaml:7", "invalid byte size"}},
+		{"bool that is not a bool names key and line", strings.Replace(goodConfig, "create: true", "create: yes", 1),
+			[]string{"p.yaml:4: ", `create: "yes" is not true or false`, "fix: write true or false"}},
+		{"number that is not a number", goodConfig + "batch: {max_records: lots}\n",
+			[]string{"p.yaml:7: ", `max_records: "lots" is not a whole number`}},
+		{"duration without a unit", goodConfig + "batch: {max_age: 2}\n",
+			[]string{"p.yaml:7: ", `max_age: "2" is not a duration such as 10s`}},
+		{"empty file names the file", "", []string{"p.yaml: name is missing"}},
 		{"all errors at once", strings.NewReplacer("policy: dead_letter", "policy: nope", "start", "x").Replace(goodConfig) +
 			"batch: {max_age: -1s}\n", []string{"schema.policy \"nope\"", "batch.max_age is negative"}},
 	}
@@ -121,5 +128,29 @@ func TestConfigEnvEdges(t *testing.T) {
 	_, err = LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", "file://relative/t", 1)))
 	if err == nil || !strings.Contains(err.Error(), "only local tables") {
 		t.Errorf("file://relative accepted: %v", err)
+	}
+}
+
+// Two pipelines that read the same topic into the same table would land every record
+// twice (each has its own consumer group and txn appIds): refused at load time.
+func TestConfigSameTopicSameTable(t *testing.T) {
+	dir := t.TempDir()
+	second := strings.Replace(goodConfig, "name: orders-silver", "name: orders-copy", 1)
+	third := strings.NewReplacer("name: orders-silver", "name: other", "topics: [orders]", "topics: [payments]").Replace(goodConfig)
+	for name, body := range map[string]string{"a.yaml": goodConfig, "b.yaml": second, "c.yaml": third} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadConfigs(dir)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := filepath.Join(dir, "b.yaml") + `:4: pipeline "orders-copy" writes topic [orders] into table file:///tmp/t, like pipeline "orders-silver"`
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q\n does not contain %q", err, want)
+	}
+	if strings.Count(err.Error(), "would land twice") != 1 {
+		t.Fatalf("want exactly one error (c.yaml reads another topic): %v", err)
 	}
 }
