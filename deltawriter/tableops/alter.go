@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ingestd/ingestd/deltawriter"
@@ -50,9 +52,12 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			return nil, fmt.Errorf("enable feature %q: use typeWidening or timestampNtz", f)
 		}
 	}
-	for k := range a.SetProperties {
+	for k, v := range a.SetProperties {
 		if why, ok := featureProperties[k]; ok {
 			return nil, fmt.Errorf("set property %s: %s", k, why)
+		}
+		if err := checkPropertyValue(k, v); err != nil {
+			return nil, fmt.Errorf("set property %s=%s: %w", k, v, err)
 		}
 	}
 	// Dry-run every change on the current snapshot so nothing is committed when any fails.
@@ -263,3 +268,33 @@ var featureProperties = map[string]string{
 	"delta.feature.typeWidening":     "use --enable-feature typeWidening",
 	"delta.feature.timestampNtz":     "use --enable-feature timestampNtz",
 }
+
+// checkPropertyValue refuses a value Delta readers would reject or misread for the
+// well-known delta.* table properties (PROTOCOL.md, Table Properties and the feature
+// sections): booleans must be true or false, counts whole numbers in range, durations
+// "interval <n> <unit>". Other keys pass unchanged.
+func checkPropertyValue(key, value string) error {
+	switch key {
+	case "delta.appendOnly", "delta.enableTypeWidening", "delta.enableChangeDataFeed",
+		"delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct",
+		"delta.enableExpiredLogCleanup", "delta.randomizeFilePrefixes":
+		if value != "true" && value != "false" {
+			return errors.New("want true or false")
+		}
+	case "delta.checkpointInterval":
+		if n, err := strconv.Atoi(value); err != nil || n < 1 {
+			return errors.New("want a whole number of commits, at least 1")
+		}
+	case "delta.dataSkippingNumIndexedCols":
+		if n, err := strconv.Atoi(value); err != nil || n < -1 {
+			return errors.New("want a whole number of columns, -1 for all")
+		}
+	case "delta.logRetentionDuration", "delta.deletedFileRetentionDuration", "delta.setTransactionRetentionDuration":
+		if !intervalRe.MatchString(value) {
+			return errors.New(`want an interval such as "interval 30 days"`)
+		}
+	}
+	return nil
+}
+
+var intervalRe = regexp.MustCompile(`^(?i)interval\s+\d+\s+(nanosecond|microsecond|millisecond|second|minute|hour|day|week)s?$`)

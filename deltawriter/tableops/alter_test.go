@@ -119,6 +119,15 @@ func TestAlterRefusesBeforeCommitting(t *testing.T) {
 		{"property that needs a feature", func() Alter {
 			return Alter{SetProperties: map[string]string{"delta.enableDeletionVectors": "true"}}
 		}, "deletion vectors need a table feature"},
+		{"boolean property that is not a boolean", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.appendOnly": "maybe"}}
+		}, "set property delta.appendOnly=maybe: want true or false"},
+		{"checkpoint interval zero", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.checkpointInterval": "0"}}
+		}, "want a whole number of commits, at least 1"},
+		{"retention without interval syntax", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.logRetentionDuration": "30 days"}}
+		}, `want an interval such as "interval 30 days"`},
 		{"valid add then invalid widen commits nothing", func() Alter {
 			a, _ := ParseColumnDef("channel string")
 			w, _ := ParseColumnDef("qty string")
