@@ -519,6 +519,9 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 		fixes = append(fixes, "or set schema.policy: evolve")
 	}
 	b.WriteString(strings.Join(fixes, ", "))
+	if d.Action == HaltIt {
+		b.WriteString("; then restart ingestd (a halted partition stays halted until the pipeline restarts)")
+	}
 	return b.String()
 }
 

@@ -159,4 +159,9 @@ To let it through: ingestd table alter --add-column 'channel STRING', or set sch
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
+	halt := Options{Policy: Halt, OnIncompatible: Halt}
+	got = Explain(Decide(Diff(orders, writer), halt), orders, "orders-gold", 7, writer, 3, halt)
+	if want := "or set schema.policy: evolve; then restart ingestd (a halted partition stays halted until the pipeline restarts)"; !strings.HasSuffix(got, want) {
+		t.Fatalf("halt explanation ends\n%s\nwant suffix\n%s", got, want)
+	}
 }
