@@ -1,9 +1,12 @@
 package decode
 
 // Arena is caller-held decoding state for Decoder.DecodeWith: the per-record scratch state
-// and the memory that decoded string, binary and wide-decimal (precision > 18) values are
-// copied into. Values never alias the payload; they point into the arena's chunks (64 KiB
-// each; a value of 16 KiB or more gets its own allocation, which is never reused).
+// and the memory that decoded string, binary and wide-decimal (precision > 18) values live
+// in. A record (under 16 KiB) whose schema has string, bytes, fixed or map-key columns is
+// copied into the arena once, and those values are slices of the copy; the values of
+// larger records are copied one by one. Values never alias the payload; they point into
+// the arena's chunks (64 KiB each; a value of 16 KiB or more gets its own allocation,
+// which is never reused).
 //
 // Contract:
 //

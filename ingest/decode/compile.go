@@ -17,7 +17,9 @@ import (
 // Parquet layout. It is compiled once per (writer schema id, table schema) and is safe for
 // concurrent use.
 type Decoder struct {
-	root      emitFn
+	ops       []fieldOp // the top-level record's fields
+	missing   []int     // leaf columns of table fields the writer lacks (null at level 0)
+	owned     bool      // values are sliced from the record's copy in the arena (state.owned)
 	ncols     int
 	topUnion  bool  // writer schema is a union of null and the record
 	nullIdx   int64 // index of the null branch when topUnion, else -1
@@ -53,6 +55,12 @@ const maxSchemaDepth = 200
 // matching a table column twice, and ReasonNotNullViolation for a NOT NULL table column
 // the writer does not send (every record would violate it).
 func Compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.ColumnMappingMode, pq *parquet.Schema) (*Decoder, error) {
+	return compile(writer, table, mode, pq, true)
+}
+
+// compile is Compile; without inline, every field is a compiled emitFn (opCall), which
+// the tests use as the reference for runFields's inline steps.
+func compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.ColumnMappingMode, pq *parquet.Schema, inline bool) (*Decoder, error) {
 	if writer == nil || writer.Avro == nil || table == nil || pq == nil {
 		return nil, errors.New("compile decoder: writer schema, table schema and parquet schema are required")
 	}
@@ -66,8 +74,8 @@ func Compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.Col
 	if err != nil {
 		return nil, err
 	}
-	c := &compiler{mode: mode, pq: pq}
-	root, err := c.record(rec, table, "", nil, 0, 0, 0)
+	c := &compiler{mode: mode, pq: pq, noInline: !inline}
+	ops, missing, err := c.recordOps(rec, table, "", nil, 0, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +94,7 @@ func Compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.Col
 	if len(all) != ncols {
 		return nil, fmt.Errorf("compile decoder: parquet schema has %d leaf columns, the table %d", ncols, len(all))
 	}
-	d := &Decoder{root: root, ncols: ncols, nullIdx: -1, recordIdx: 0}
+	d := &Decoder{ops: ops, missing: missing, owned: c.bytesOut, ncols: ncols, nullIdx: -1, recordIdx: 0}
 	if u, ok := deref(writer.Avro).(*avro.UnionSchema); ok {
 		d.topUnion = true
 		for i, b := range u.Types() {
@@ -108,9 +116,10 @@ func (d *Decoder) Columns() int { return d.ncols }
 // appends exactly one row: one value per top-level-row slot of each leaf column of cols,
 // indexed by Parquet leaf column index, each carrying its Dremel repetition and definition
 // levels (more than one value per column for lists and maps). cols is grown to Columns()
-// if shorter and returned; string and binary values are copied, never aliasing payload.
-// Decode copies them into memory that is never reused (it stays valid for as long as the
-// values are referenced); DecodeWith copies them into a caller-held Arena instead.
+// if shorter and returned; string and binary values are copied, never aliasing payload
+// (the record is copied once and they are slices of the copy). Decode copies into memory
+// that is never reused (it stays valid for as long as the values are referenced);
+// DecodeWith copies into a caller-held Arena instead.
 //
 // On any error cols is returned with every column cut back to its length before the call
 // (no partial row). Errors are *Error with reason ReasonTruncated (input ended inside a
@@ -129,7 +138,8 @@ func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) ([][]parquet.Va
 }
 
 // DecodeWith is Decode with caller-held decoding state: the per-record state and the
-// memory that string, binary and wide-decimal values are copied into come from a, whose
+// memory that the record (for its string, binary and fixed values) and wide-decimal
+// values are copied into come from a, whose
 // chunks are reused after a.Reset (see Arena for the contract). With a nil Arena it is
 // Decode. Results, errors and the rollback are exactly Decode's.
 func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
@@ -142,14 +152,12 @@ func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) (
 	return d.decode(&a.s, payload, cols)
 }
 
-// decode runs the decoder on s. The deferred recover is the last line of defence (no input
-// is known to panic; the fuzz targets check it): a panic becomes a ReasonDecodeError and,
-// like every error, cuts the columns and the arena back to where they were.
-func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) (out [][]parquet.Value, err error) {
+// decode runs the decoder on s and, on any error, cuts the columns and the arena back to
+// where they were.
+func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
 	for len(cols) < d.ncols {
 		cols = append(cols, nil)
 	}
-	s.buf, s.pos, s.cols, s.zeroItems = payload, 0, cols, 0
 	if cap(s.lens) < d.ncols {
 		s.lens = make([]int, d.ncols)
 	}
@@ -157,27 +165,40 @@ func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) (out 
 	for i, c := range cols[:len(lens)] {
 		lens[i] = len(c)
 	}
-	s.lens = lens
 	markCur, markNext := s.cur, s.next
-	defer func() {
-		if r := recover(); r != nil {
-			err = newError(ReasonDecodeError, "", fmt.Errorf("decode record: internal decoder panic: %v", r))
+	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, false
+	if d.owned && len(payload) > 0 && len(payload) < slabChunk/4 {
+		// One copy of the record; its string, bytes and fixed values are slices of it
+		// (copyBytes, inlined). A larger record is not copied whole (it would need its own
+		// allocation): its values are copied one by one (own).
+		if m, n := len(s.cur), len(payload); n <= cap(s.cur)-m {
+			s.cur = s.cur[:m+n]
+			s.buf = s.cur[m : m+n : m+n]
+			copy(s.buf, payload)
+		} else {
+			s.buf = s.copySlow(payload)
 		}
-		if err != nil && err != ErrNullRecord {
-			for i, n := range s.lens {
-				cols[i] = cols[i][:n]
-			}
-			// The bytes handed out since the mark belong to values just cut off.
-			s.cur, s.next = markCur, markNext
+		s.owned = true
+	}
+	err := d.run(s)
+	if err != nil {
+		// No partial row (ErrNullRecord appended nothing).
+		for i, n := range lens {
+			cols[i] = cols[i][:n]
 		}
-		s.buf, s.cols = nil, nil
-		out = cols
-	}()
-	return cols, d.run(s)
+		// The bytes handed out since the mark (the record's copy included) belong to
+		// values just cut off, or to none.
+		s.cur, s.next = markCur, markNext
+	}
+	s.buf, s.cols = nil, nil
+	return cols, err
 }
 
-// run decodes one record from s.
-func (d *Decoder) run(s *state) error {
+// run decodes one record from s. The deferred recover is the last line of defence (no
+// input is known to panic; the fuzz targets check it): a panic becomes a ReasonDecodeError
+// and, like every error, makes decode cut the columns and the arena back.
+func (d *Decoder) run(s *state) (err error) {
+	defer recoverPanic(&err)
 	if d.topUnion {
 		idx, err := s.long()
 		if err != nil {
@@ -194,8 +215,11 @@ func (d *Decoder) run(s *state) error {
 			return malformed("top-level union index %d out of range", idx)
 		}
 	}
-	if err := d.root(s, 0); err != nil {
+	if err := s.runFields(d.ops, 0); err != nil {
 		return err
+	}
+	if len(d.missing) > 0 {
+		s.nulls(d.missing, 0, 0)
 	}
 	if s.pos != len(s.buf) {
 		return newError(ReasonTrailingBytes, "", fmt.Errorf("decode record: %d bytes after the record", len(s.buf)-s.pos))
@@ -203,9 +227,21 @@ func (d *Decoder) run(s *state) error {
 	return nil
 }
 
+// recoverPanic turns a panic of the deferring function into a ReasonDecodeError in *err.
+func recoverPanic(err *error) {
+	if r := recover(); r != nil {
+		*err = newError(ReasonDecodeError, "", fmt.Errorf("decode record: internal decoder panic: %v", r))
+	}
+}
+
 type compiler struct {
 	mode deltalog.ColumnMappingMode
 	pq   *parquet.Schema
+	// bytesOut is set when a compiled value appends bytes read from the record (string,
+	// bytes, fixed, map keys): the Decoder then copies each record into the arena once and
+	// slices those values from the copy.
+	bytesOut bool
+	noInline bool // no inline steps (fastField reports false): the tests' reference
 }
 
 func extend(path []string, names ...string) []string {
@@ -271,14 +307,36 @@ func (c *compiler) leaves(t deltalog.DataType, pqPath []string, depth int) ([]in
 
 // record compiles a writer record into a table struct whose value is present at def.
 func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path string, pqPath []string, def, rep, depth int) (emitFn, error) {
+	steps, missing, err := c.recordOps(ws, ts, path, pqPath, def, rep, depth)
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) == 1 && len(missing) == 0 && steps[0].kind == opCall {
+		return steps[0].fn, nil
+	}
+	return func(s *state, r int) error {
+		if err := s.runFields(steps, r); err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			s.nulls(missing, r, def)
+		}
+		return nil
+	}, nil
+}
+
+// recordOps compiles a writer record into a table struct whose value is present at def:
+// the steps that read its fields, and the leaf columns of the table's fields the writer
+// lacks (null at def).
+func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, path string, pqPath []string, def, rep, depth int) ([]fieldOp, []int, error) {
 	if depth > maxSchemaDepth {
-		return nil, newError(ReasonUnsupportedType, path, fmt.Errorf("compile decoder: schema nested deeper than %d", maxSchemaDepth))
+		return nil, nil, newError(ReasonUnsupportedType, path, fmt.Errorf("compile decoder: schema nested deeper than %d", maxSchemaDepth))
 	}
 	byKey := make(map[string]int, len(ts.Fields))
 	for j, f := range ts.Fields {
 		k := foldKey(f.Name)
 		if _, dup := byKey[k]; dup {
-			return nil, mismatch(joinPath(path, f.Name), "table has two columns named %q case-insensitively", f.Name)
+			return nil, nil, mismatch(joinPath(path, f.Name), "table has two columns named %q case-insensitively", f.Name)
 		}
 		byKey[k] = j
 	}
@@ -292,27 +350,27 @@ func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path s
 		if !ok || carriesNoData(wf.Type()) {
 			skip, err := c.skip(wf.Type(), joinPath(path, wf.Name()), depth+1)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			steps = append(steps, fieldOp{fn: func(s *state, _ int) error { return skip(s) }})
+			steps = append(steps, fieldOp{kind: opCall, fn: func(s *state, _ int) error { return skip(s) }})
 			continue
 		}
 		tf := ts.Fields[j]
 		fp := joinPath(path, tf.Name)
 		if matched[j] >= 0 {
-			return nil, mismatch(fp, "writer fields %q and %q both match column %q", ws.Fields()[matched[j]].Name(), wf.Name(), tf.Name)
+			return nil, nil, mismatch(fp, "writer fields %q and %q both match column %q", ws.Fields()[matched[j]].Name(), wf.Name(), tf.Name)
 		}
 		matched[j] = i
 		fpq := extend(pqPath, tf.PhysicalName(c.mode))
-		if op, ok := c.fastLeaf(wf.Type(), tf.Type, fp, fpq, def+1, rep); ok {
+		if op, ok := c.fastField(wf.Type(), tf.Type, tf.Nullable, fp, fpq, def, rep); ok {
 			steps = append(steps, op)
 			continue
 		}
 		fn, err := c.value(wf.Type(), tf.Type, tf.Nullable, fp, fpq, def, rep, depth+1)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		steps = append(steps, fieldOp{fn: fn})
+		steps = append(steps, fieldOp{kind: opCall, fn: fn})
 	}
 	var missing []int
 	for j, tf := range ts.Fields {
@@ -320,144 +378,15 @@ func (c *compiler) record(ws *avro.RecordSchema, ts *deltalog.StructType, path s
 			continue
 		}
 		if !tf.Nullable {
-			return nil, newError(ReasonNotNullViolation, joinPath(path, tf.Name), errors.New("compile decoder: the writer schema has no field for this NOT NULL column"))
+			return nil, nil, newError(ReasonNotNullViolation, joinPath(path, tf.Name), errors.New("compile decoder: the writer schema has no field for this NOT NULL column"))
 		}
 		l, err := c.leaves(tf.Type, extend(pqPath, tf.PhysicalName(c.mode)), depth+1)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		missing = append(missing, l...)
 	}
-	if len(steps) == 1 && len(missing) == 0 && steps[0].kind == opCall {
-		return steps[0].fn, nil
-	}
-	return func(s *state, r int) error {
-		if err := runFields(s, steps, r); err != nil {
-			return err
-		}
-		if len(missing) > 0 {
-			s.nulls(missing, r, def)
-		}
-		return nil
-	}, nil
-}
-
-// fieldOp is one step of a record: a primitive leaf decoded inline by runFields, or a
-// compiled emitFn for anything else (opCall).
-type fieldOp struct {
-	kind     opKind
-	col, def int
-	syms     [][]byte // opEnum
-	path     string
-	fn       emitFn // opCall
-}
-
-type opKind uint8
-
-const (
-	opCall   opKind = iota
-	opLong          // long (or micros) → INT64
-	opInt32         // int, date, time-millis → INT32
-	opDouble        // double → DOUBLE
-	opBool          // boolean → BOOLEAN
-	opString        // string, uuid, bytes → BYTE_ARRAY (copied)
-	opEnum          // enum → BYTE_ARRAY (symbol)
-)
-
-// fastLeaf compiles the common primitive leaves of a record to a fieldOp; for anything
-// else, or anything that would not compile, it reports false and the caller compiles the
-// field with value (which also produces the errors). Each case decodes exactly like the
-// corresponding leafFn closure.
-func (c *compiler) fastLeaf(w avro.Schema, t deltalog.DataType, path string, pqPath []string, def, rep int) (fieldOp, bool) {
-	switch deref(w).(type) {
-	case *avro.PrimitiveSchema, *avro.EnumSchema:
-	default:
-		return fieldOp{}, false
-	}
-	k, err := classify(w)
-	if err != nil {
-		return fieldOp{}, false
-	}
-	var op opKind
-	switch {
-	case t == deltalog.Long && (k.base == kLong || k.base == kTimeMicros),
-		t == deltalog.Timestamp && k.base == kTsMicros,
-		t == deltalog.TimestampNtz && k.base == kLocalTsMicros:
-		op = opLong
-	case t == deltalog.Integer && (k.base == kInt || k.base == kTimeMillis), t == deltalog.Date && k.base == kDate:
-		op = opInt32
-	case t == deltalog.Double && k.base == kDouble:
-		op = opDouble
-	case t == deltalog.Boolean && k.base == kBool:
-		op = opBool
-	case t == deltalog.String && (k.base == kString || k.base == kUUID), t == deltalog.Binary && k.base == kBytes:
-		op = opString
-	case t == deltalog.String && k.base == kEnum:
-		op = opEnum
-	default:
-		return fieldOp{}, false
-	}
-	col, err := c.leaf(pqPath, def, rep)
-	if err != nil {
-		return fieldOp{}, false
-	}
-	return fieldOp{kind: op, col: col, def: def, syms: k.symbols, path: path}, true
-}
-
-// runFields runs a record's steps.
-func runFields(s *state, steps []fieldOp, r int) error {
-	for i := range steps {
-		o := &steps[i]
-		var err error
-		switch o.kind {
-		case opCall:
-			if err := o.fn(s, r); err != nil {
-				return err
-			}
-			continue
-		case opLong:
-			var v int64
-			if v, err = s.long(); err == nil {
-				s.putInt64(v, r, o.def, o.col)
-				continue
-			}
-		case opInt32:
-			var v int32
-			if v, err = s.int(); err == nil {
-				s.putInt32(v, r, o.def, o.col)
-				continue
-			}
-		case opDouble:
-			var v float64
-			if v, err = s.double(); err == nil {
-				s.putDouble(v, r, o.def, o.col)
-				continue
-			}
-		case opBool:
-			var v bool
-			if v, err = s.bool(); err == nil {
-				s.putBoolean(v, r, o.def, o.col)
-				continue
-			}
-		case opString:
-			if err = s.putString(r, o.def, o.col); err == nil {
-				continue
-			}
-		case opEnum:
-			var v int32
-			if v, err = s.int(); err == nil {
-				if v >= 0 && int(v) < len(o.syms) {
-					s.putByteArray(o.syms[v], r, o.def, o.col)
-					continue
-				}
-				err = malformed("enum index %d out of range [0,%d)", v, len(o.syms))
-			}
-		default:
-			err = fmt.Errorf("decode record: unknown field op %d", o.kind)
-		}
-		return withField(err, o.path)
-	}
-	return nil
+	return steps, missing, nil
 }
 
 // carriesNoData reports a null type or a union of only nulls.
@@ -634,6 +563,10 @@ func (c *compiler) nonUnion(w avro.Schema, t deltalog.DataType, path string, pqP
 	if err != nil {
 		return nil, err
 	}
+	switch k.base {
+	case kString, kUUID, kBytes, kFixed:
+		c.bytesOut = true
+	}
 	return leafFn(k, w, t, path, col, def)
 }
 
@@ -684,6 +617,7 @@ func (c *compiler) array(w *avro.ArraySchema, t *deltalog.ArrayType, path string
 }
 
 func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, pqPath []string, def, rep, depth int) (emitFn, error) {
+	c.bytesOut = true // keys
 	keyCol, err := c.leaf(extend(pqPath, "key_value", "key"), def+1, rep+1)
 	if err != nil {
 		return nil, err
@@ -721,7 +655,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
-				s.putByteArray(s.copyBytes(k), er, keyDef, keyCol)
+				s.putByteArray(s.own(k), er, keyDef, keyCol)
 				if err := val(s, er); err != nil {
 					return err
 				}
@@ -1082,7 +1016,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.putByteArray(s.copyBytes(b), r, def, col)
+				s.putByteArray(s.own(b), r, def, col)
 				return nil
 			}, nil
 		}

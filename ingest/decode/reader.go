@@ -11,9 +11,9 @@ import (
 )
 
 // state is the decoding state of one record: a bounds-checked reader over the record's
-// payload, the column buffers being appended to, and the byte arena that string, binary
-// and wide-decimal values are copied into (values in column buffers must not alias the
-// Kafka record, whose buffer may be reused). A state is held either by an Arena (caller
+// payload (or over its copy in the arena, see owned), the column buffers being appended
+// to, and the byte arena that the record and wide-decimal values are copied into (values
+// in column buffers must not alias the Kafka record, whose buffer may be reused). A state is held either by an Arena (caller
 // owned, DecodeWith) or by the Decoder's pool (Decode).
 type state struct {
 	buf  []byte
@@ -23,6 +23,9 @@ type state struct {
 	// their count is not bounded by the input length.
 	zeroItems int
 	lens      []int // column lengths before the record, for the rollback
+	// owned is set when buf is the record's copy in the arena (Decoder.owned): values
+	// sliced from it may be appended as they are (see own).
+	owned bool
 
 	// Byte arena. cur is the chunk being filled (cur[:len(cur)] has been handed out);
 	// chunks lists the chunks that may be handed out again after a reset, in the order they
@@ -64,56 +67,78 @@ func (s *state) uvarint() (uint64, error) {
 }
 
 func (s *state) uvarintSlow() (uint64, error) {
-	i := s.pos
-	if len(s.buf)-i >= maxVarintLen {
+	v, pos, err := uvarintSlowAt(s.buf, s.pos)
+	if err == nil {
+		s.pos = pos
+	}
+	return v, err
+}
+
+// uvarintSlowAt reads the varint at buf[i:] and returns it with the position after it.
+func uvarintSlowAt(buf []byte, i int) (uint64, int, error) {
+	if len(buf)-i >= maxVarintLen {
 		// At least 10 bytes left. Up to 8 bytes (56 bits) at once: find the first byte
 		// without the continuation bit, keep the bytes up to it, and pack their 7-bit
 		// groups.
-		x := binary.LittleEndian.Uint64(s.buf[i:])
+		x := binary.LittleEndian.Uint64(buf[i:])
 		if stop := ^x & 0x8080808080808080; stop != 0 {
 			nbits := uint(bits.TrailingZeros64(stop)) + 1 // 8 × bytes used
 			x &= (uint64(1)<<nbits - 1) & 0x7f7f7f7f7f7f7f7f
 			x = (x&0x7f007f007f007f00)>>1 | x&0x007f007f007f007f
 			x = (x&0x3fff00003fff0000)>>2 | x&0x00003fff00003fff
 			x = (x&0x0fffffff00000000)>>4 | x&0x000000000fffffff
-			s.pos = i + int(nbits/8)
-			return x, nil
+			return x, i + int(nbits/8), nil
 		}
-		b := (*[maxVarintLen]byte)(s.buf[i:])
+		b := (*[maxVarintLen]byte)(buf[i:])
 		var v uint64
 		for k := 0; k < maxVarintLen-1; k++ {
 			c := b[k]
 			v |= uint64(c&0x7f) << (7 * k)
 			if c < 0x80 {
-				s.pos = i + k + 1
-				return v, nil
+				return v, i + k + 1, nil
 			}
 		}
 		if c := b[maxVarintLen-1]; c <= 1 {
-			s.pos = i + maxVarintLen
-			return v | uint64(c)<<63, nil
+			return v | uint64(c)<<63, i + maxVarintLen, nil
 		}
-		return 0, malformed("varint overflows 64 bits")
+		return 0, i, malformed("varint overflows 64 bits")
 	}
+	start := i
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
-		if i >= len(s.buf) {
-			return 0, truncated()
+		if i >= len(buf) {
+			return 0, start, truncated()
 		}
-		c := s.buf[i]
+		c := buf[i]
 		i++
 		if shift == 63 && c > 1 {
-			return 0, malformed("varint overflows 64 bits")
+			return 0, start, malformed("varint overflows 64 bits")
 		}
 		v |= uint64(c&0x7f) << shift
 		if c < 0x80 {
-			s.pos = i
-			return v, nil
+			return v, i, nil
 		}
-		if i-s.pos >= maxVarintLen {
-			return 0, malformed("varint longer than %d bytes", maxVarintLen)
+		if i-start >= maxVarintLen {
+			return 0, start, malformed("varint longer than %d bytes", maxVarintLen)
 		}
 	}
+}
+
+// zigzagSlow reads the zigzag-encoded long at buf[i:] (any length) and returns it with the
+// position after it.
+func zigzagSlow(buf []byte, i int) (int64, int, error) {
+	u, i, err := uvarintSlowAt(buf, i)
+	return int64(u>>1) ^ -int64(u&1), i, err
+}
+
+// int32Slow reads the zigzag-encoded int at buf[i:] (any length); values outside 32 bits
+// are malformed.
+func int32Slow(buf []byte, i int) (int32, int, error) {
+	u, i, err := uvarintSlowAt(buf, i) // u is 0 when err is set
+	if u > math.MaxUint32 {
+		return 0, i, intOverflow()
+	}
+	return int32(uint32(u>>1)) ^ -int32(uint32(u)&1), i, err
 }
 
 // long reads a zigzag-encoded Avro long.
@@ -139,11 +164,13 @@ func (s *state) bool() (bool, error) {
 	}
 	c := s.buf[s.pos]
 	if c > 1 {
-		return false, malformed("boolean byte is 0x%02x, want 0 or 1", c)
+		return false, badBool(c)
 	}
 	s.pos++
 	return c == 1, nil
 }
+
+func badBool(c byte) error { return malformed("boolean byte is 0x%02x, want 0 or 1", c) }
 
 func (s *state) float() (float32, error) {
 	if s.remaining() < 4 {
@@ -171,18 +198,19 @@ func (s *state) span() ([]byte, error) {
 		return nil, err
 	}
 	if uint64(n) > uint64(len(s.buf)-s.pos) { // also every negative n
-		return nil, s.badLength(n)
+		return nil, badLength(n, len(s.buf)-s.pos)
 	}
 	i := s.pos
 	s.pos = i + int(n)
 	return s.buf[i:s.pos:s.pos], nil
 }
 
-func (s *state) badLength(n int64) error {
+// badLength is the error of a string or bytes length n with left bytes left.
+func badLength(n int64, left int) error {
 	if n < 0 {
 		return malformed("negative length %d", n)
 	}
-	return malformed("length %d exceeds the %d bytes left", n, s.remaining())
+	return malformed("length %d exceeds the %d bytes left", n, left)
 }
 
 // fixed reads n bytes aliasing the payload.
@@ -260,6 +288,19 @@ func (s *state) nextChunk() {
 }
 
 var emptyBytes = []byte{}
+
+// own returns a string, bytes or fixed value b read from buf that may be appended to a
+// column: b itself when buf is the record's copy in the arena, else a copy. An empty value
+// is emptyBytes (never nil, so it is not mistaken for a missing one).
+func (s *state) own(b []byte) []byte {
+	if len(b) == 0 {
+		return emptyBytes
+	}
+	if s.owned {
+		return b[:len(b):len(b)]
+	}
+	return s.copyBytes(b)
+}
 
 // blockCount reads one array or map block header. It returns the item count (0 ends the
 // array or map) and, for a negative count, the declared byte size of the block (else -1).
@@ -373,42 +414,13 @@ func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
 	*p = append(*p, v)
 }
 
-// putString reads a string or bytes value, copies it into the arena and appends it.
+// putString reads a string or bytes value and appends it (owned, see own).
 func (s *state) putString(rep, def, col int) error {
-	var n int64
-	if i := s.pos; i < len(s.buf) && s.buf[i] < 0x80 { // one-byte length: inlined varint
-		c := s.buf[i]
-		s.pos = i + 1
-		n = int64(c>>1) ^ -int64(c&1)
-	} else {
-		u, err := s.uvarintSlow()
-		if err != nil {
-			return err
-		}
-		n = int64(u>>1) ^ -int64(u&1)
+	b, err := s.span()
+	if err != nil {
+		return err
 	}
-	if uint64(n) > uint64(len(s.buf)-s.pos) { // also every negative n
-		return s.badLength(n)
-	}
-	i := s.pos
-	s.pos = i + int(n)
-	b := s.buf[i:s.pos]
-	// copyBytes, inlined.
-	if m := len(s.cur); len(b) > 0 && len(b) <= cap(s.cur)-m {
-		s.cur = s.cur[:m+len(b)]
-		out := s.cur[m : m+len(b) : m+len(b)]
-		copy(out, b)
-		b = out
-	} else {
-		b = s.copySlow(b)
-	}
-	// putByteArray, inlined.
-	v := parquet.ByteArrayValue(b)
-	v.SetRepetitionLevel(rep)
-	v.SetDefinitionLevel(def)
-	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putByteArray(s.own(b), rep, def, col)
 	return nil
 }
 
@@ -418,3 +430,6 @@ func (s *state) nulls(leaves []int, rep, def int) {
 		s.putNull(rep, def, c)
 	}
 }
+
+// float64frombits reads a little-endian DOUBLE from the first 8 bytes of b.
+func float64frombits(b []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b)) }
