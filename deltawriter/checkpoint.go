@@ -236,133 +236,44 @@ var checkpointSchema = func() *parquet.Schema {
 	})
 }()
 
-// checkpointRows returns the rows of a checkpoint of s: protocol, metaData, txns,
-// domains, live adds and unexpired tombstones (never commitInfo). now is used for
-// tombstone retention (delta.deletedFileRetentionDuration, default 1 week).
-func checkpointRows(s *Snapshot, now time.Time) ([]map[string]any, int, error) {
-	p := s.Protocol
-	proto := map[string]any{"minReaderVersion": int32(p.MinReaderVersion), "minWriterVersion": int32(p.MinWriterVersion)}
-	if p.MinReaderVersion >= 3 {
-		proto["readerFeatures"] = strAnys(p.ReaderFeatures)
-	}
-	if p.MinWriterVersion >= 7 {
-		proto["writerFeatures"] = strAnys(p.WriterFeatures)
-	}
-	m := s.Metadata
-	md := map[string]any{
-		"id": m.ID, "schemaString": m.SchemaString,
-		"format":           map[string]any{"provider": m.Format.Provider, "options": strMapOrEmpty(m.Format.Options)},
-		"partitionColumns": strAnys(m.PartitionColumns),
-		"configuration":    strMapOrEmpty(m.Configuration),
-	}
-	if m.Name != "" {
-		md["name"] = m.Name
-	}
-	if m.Description != "" {
-		md["description"] = m.Description
-	}
-	if m.CreatedTime != nil {
-		md["createdTime"] = *m.CreatedTime
-	}
-	rows := []map[string]any{{"protocol": proto}, {"metaData": md}}
-	for _, id := range slices.Sorted(maps.Keys(s.txns)) {
-		t := s.txns[id]
-		row := map[string]any{"appId": t.AppID, "version": t.Version}
-		if t.LastUpdated != nil {
-			row["lastUpdated"] = *t.LastUpdated
-		}
-		rows = append(rows, map[string]any{"txn": row})
-	}
-	for _, d := range slices.Sorted(maps.Keys(s.domains)) {
-		dm := s.domains[d]
-		rows = append(rows, map[string]any{"domainMetadata": map[string]any{"domain": dm.Domain, "configuration": dm.Configuration, "removed": false}})
-	}
-	numAdds := 0
-	for _, path := range slices.Sorted(maps.Keys(s.Files)) {
-		a := s.Files[path]
-		row := map[string]any{
-			"path": a.Path, "partitionValues": partitionEntries(a.PartitionValues), "size": a.Size,
-			"modificationTime": a.ModificationTime, "dataChange": a.DataChange,
-		}
-		if a.Stats != "" {
-			row["stats"] = a.Stats
-		}
-		if a.Tags != nil {
-			row["tags"] = a.Tags
-		}
-		if a.DeletionVector != nil {
-			row["deletionVector"] = dvRow(a.DeletionVector)
-		}
-		if a.BaseRowID != nil {
-			row["baseRowId"] = *a.BaseRowID
-		}
-		if a.DefaultRowCommitVersion != nil {
-			row["defaultRowCommitVersion"] = *a.DefaultRowCommitVersion
-		}
-		rows = append(rows, map[string]any{"add": row})
-		numAdds++
-	}
-	retention, err := durationProperty(&s.Metadata, "delta.deletedFileRetentionDuration", 7*24*time.Hour)
-	if err != nil {
-		return nil, 0, err
-	}
-	cutoff := now.Add(-retention).UnixMilli()
-	for _, path := range slices.Sorted(maps.Keys(s.tombstones)) {
-		r := s.tombstones[path]
-		if r.DeletionTimestamp != nil && *r.DeletionTimestamp < cutoff {
-			continue // expired tombstone
-		}
-		row := map[string]any{"path": r.Path, "dataChange": r.DataChange}
-		if r.DeletionTimestamp != nil {
-			row["deletionTimestamp"] = *r.DeletionTimestamp
-		}
-		if r.ExtendedFileMetadata != nil {
-			row["extendedFileMetadata"] = *r.ExtendedFileMetadata
-		}
-		if r.PartitionValues != nil {
-			row["partitionValues"] = partitionEntries(r.PartitionValues)
-		}
-		if r.Size != nil {
-			row["size"] = *r.Size
-		}
-		if r.DeletionVector != nil {
-			row["deletionVector"] = dvRow(r.DeletionVector)
-		}
-		rows = append(rows, map[string]any{"remove": row})
-	}
-	return rows, numAdds, nil
+// writeCheckpoint writes the checkpoint of snapshot s with a fresh checkpointWriter.
+func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+	var w checkpointWriter
+	return w.write(ctx, st, s, now)
 }
 
-// writeCheckpoint writes <v>.checkpoint.parquet for snapshot s and then replaces
-// _last_checkpoint (without "parts", checklist §4.9). The checkpoint is written with Put:
-// two writers checkpointing the same version write equivalent content.
-func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+// checkpointWriter writes checkpoints, keeping its column and file buffers for the next
+// one (a table's checkpoints grow with its live files). It is not safe for concurrent
+// use.
+type checkpointWriter struct {
+	cols  *checkpointColumns
+	buf   bytes.Buffer
+	yield func() // when not nil, called between steps (background checkpoints)
+}
+
+// write writes <v>.checkpoint.parquet for snapshot s (classic, single file, Spark's
+// schema: checklist §1.10; SNAPPY, DataPage V1) and then replaces _last_checkpoint
+// atomically (Store.Put; without "parts", checklist §4.9). The checkpoint is written with
+// Put: two writers checkpointing the same version write equivalent content. A table with
+// the v2Checkpoint writer feature gets a V2 checkpoint instead (writeV2Checkpoint).
+func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
 	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, "v2Checkpoint") {
 		return writeV2Checkpoint(ctx, st, s, now)
 	}
-	rows, numAdds, err := checkpointRows(s, now)
+	cols, err := buildCheckpointColumns(s, now, w.cols, w.yield)
 	if err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	cols, err := shredRows(checkpointSchema, rows)
-	if err != nil {
+	w.cols = cols
+	defer cols.release()
+	w.buf.Reset()
+	if err := encodeCheckpoint(&w.buf, cols, w.yield); err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[any](&buf, checkpointSchema, parquet.DataPageVersion(1),
-		parquet.Compression(&parquet.Snappy), parquet.CreatedBy("ingestd", "", ""))
-	for i, c := range cols {
-		if _, err := w.ColumnWriters()[i].WriteRowValues(c); err != nil {
-			return fmt.Errorf("write checkpoint %d column %d: %w", s.Version, i, err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	if err := st.Put(ctx, checkpointPath(s.Version), w.buf.Bytes()); err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	if err := st.Put(ctx, checkpointPath(s.Version), buf.Bytes()); err != nil {
-		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
-	}
-	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(len(rows)), SizeInBytes: int64(buf.Len()), NumOfAddFiles: int64(numAdds)})
+	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(cols.rows), SizeInBytes: int64(w.buf.Len()), NumOfAddFiles: int64(cols.numAdds)})
 	if err != nil {
 		return fmt.Errorf("write _last_checkpoint: %w", err)
 	}
@@ -372,43 +283,35 @@ func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now tim
 	return nil
 }
 
-func strAnys(s []string) []any {
-	out := make([]any, len(s))
-	for i, x := range s {
-		out[i] = x
-	}
-	return out
-}
-
-func strMapOrEmpty(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-func partitionEntries(pv map[string]*string) []mapEntry {
-	out := make([]mapEntry, 0, len(pv))
-	for _, k := range slices.Sorted(maps.Keys(pv)) {
-		var v any
-		if pv[k] != nil {
-			v = *pv[k]
+// encodeCheckpoint writes the Parquet file of checkpoint columns cols to out: one row
+// group, DataPage V1, SNAPPY (plain snappy blocks through s2, codec.go). yield, when not
+// nil, is called after each column.
+func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) error {
+	w := parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
+		parquet.Compression(snappyCodec{}), parquet.CreatedBy("ingestd", "", ""))
+	for i, own := range cols.cols {
+		cw := w.ColumnWriters()[i]
+		for _, sec := range cols.sections {
+			vals := own
+			if i < sec.first || i >= sec.end {
+				vals = cols.nullRun(sec.rows)
+			}
+			if len(vals) == 0 {
+				continue
+			}
+			if _, err := cw.WriteRowValues(vals); err != nil {
+				return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
+			}
 		}
-		out = append(out, mapEntry{Key: k, Value: v})
+		if yield != nil {
+			// Compress the column's last page now rather than all of them in Close.
+			if err := cw.Flush(); err != nil {
+				return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
+			}
+			yield()
+		}
 	}
-	return out
-}
-
-func dvRow(d *deltalog.DeletionVector) map[string]any {
-	row := map[string]any{"storageType": d.StorageType, "pathOrInlineDv": d.PathOrInlineDv,
-		"sizeInBytes": d.SizeInBytes, "cardinality": d.Cardinality}
-	if d.Offset != nil {
-		row["offset"] = *d.Offset
-	}
-	if d.MaxRowIndex != nil {
-		row["maxRowIndex"] = *d.MaxRowIndex
-	}
-	return row
+	return w.Close()
 }
 
 // durationProperty parses a Delta interval property such as "interval 1 week" or

@@ -49,6 +49,9 @@ type Commit struct {
 	OperationParameters map[string]string
 	// EngineInfo is commitInfo.engineInfo, e.g. "ingestd/0.1.0".
 	EngineInfo string
+	// TxnID is commitInfo.txnId (a UUID string); a random one when empty. A writer that
+	// names its commit in advance (e.g. in dead-letter headers) sets it.
+	TxnID string
 }
 
 // Commit writes c as the next version with put-if-absent of
@@ -66,7 +69,9 @@ type Commit struct {
 //
 // After success the cached snapshot advances by this commit only, and every
 // delta.checkpointInterval versions (default 10) a classic checkpoint and
-// _last_checkpoint are written; a failed checkpoint is logged, not returned.
+// _last_checkpoint are written before Commit returns, or handed to the table's
+// background goroutine with WithBackgroundCheckpoints; a failed checkpoint is logged,
+// not returned.
 func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -95,9 +100,11 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 		return -1, err
 	}
 
-	txnID, err := newUUID()
-	if err != nil {
-		return -1, fmt.Errorf("commit: %w", err)
+	txnID := c.TxnID
+	if txnID == "" {
+		if txnID, err = newUUID(); err != nil {
+			return -1, fmt.Errorf("commit: %w", err)
+		}
 	}
 	version := snap.Version + 1
 	for attempt := 1; ; attempt++ {
@@ -330,15 +337,18 @@ func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
 // checkpoint when the version is a multiple of delta.checkpointInterval.
 func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltalog.Action) {
 	if t.snap != nil && t.snap.Version == version-1 {
-		next := t.snap.clone()
+		next := t.snap // not handed out yet: advanced in place
+		if t.snapShared {
+			next = t.snap.clone()
+		}
 		next.apply(actions)
 		next.Version = version
 		if err := next.finish(t.opts.now()); err != nil {
 			t.logf("advance snapshot after commit", "version", version, "err", err)
-			t.snap = nil
+			t.snap, t.snapShared = nil, false
 			return
 		}
-		t.snap = next
+		t.setSnap(next)
 	} else if _, err := t.refreshLocked(ctx); err != nil {
 		t.logf("refresh snapshot after commit", "version", version, "err", err)
 		return
@@ -352,30 +362,13 @@ func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltal
 		return
 	}
 	if version > 0 && version%interval == 0 {
-		if !t.opts.bgCheckpoint {
-			if err := writeCheckpoint(ctx, t.store, t.snap, t.opts.now()); err != nil {
-				t.logf("write checkpoint", "version", version, "err", err)
-			}
+		if t.opts.bgCheckpoint && t.cp.submit(ctx, t, t.snap) {
+			t.snapShared = true // the checkpoint goroutine reads it
 			return
 		}
-		t.cpMu.Lock()
-		if t.cpRunning {
-			t.cpMu.Unlock()
-			return
+		if err := t.cpw.write(ctx, t.store, t.snap, t.opts.now()); err != nil {
+			t.logf("write checkpoint", "version", version, "err", err)
 		}
-		t.cpRunning = true
-		t.cpMu.Unlock()
-		snap := t.snap // immutable
-		t.cpWG.Add(1)
-		go func() {
-			defer t.cpWG.Done()
-			if err := writeCheckpoint(context.WithoutCancel(ctx), t.store, snap, t.opts.now()); err != nil {
-				t.logf("write checkpoint", "version", version, "err", err)
-			}
-			t.cpMu.Lock()
-			t.cpRunning = false
-			t.cpMu.Unlock()
-		}()
 	}
 }
 

@@ -3,7 +3,6 @@ package deltawriter
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -49,8 +48,9 @@ func (s *Snapshot) FileOptions() FileOptions {
 // schema is the file's Parquet schema (normally from ParquetSchema). cols[i] holds the
 // values of leaf column i in schema.Columns() order, each carrying its repetition and
 // definition levels and column index (parquet.Value.Level); every column must describe
-// numRows rows (values with repetition level 0). The file is written as DataPage V1 with
-// the table's codec under the name part-00000-<uuid>-c000.<codec>.parquet, using Put
+// numRows rows (values with repetition level 0). The file is encoded in memory by
+// encodeParquetFile (pqencode.go: one row group, DataPage V1, PLAIN values, RLE levels,
+// the table's codec; statistics gathered in the same pass) and stored under the name part-00000-<uuid>-c000.<codec>.parquet, using Put
 // semantics (the name is unique). The add action has the exact size in bytes,
 // modificationTime in ms, dataChange true and stats JSON (numRecords, minValues,
 // maxValues, nullCount keyed by physical names).
@@ -61,14 +61,17 @@ func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema
 	if opts.Schema == nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: FileOptions.Schema is nil")
 	}
-	if err := validateColumns(schema, cols, numRows); err != nil {
-		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
-	}
 	codec, ext, err := compressionCodec(opts.Configuration)
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
 	}
-	stats, err := computeStats(schema, cols, numRows, opts)
+	enc, sums, err := encodeParquetFile(schema, cols, numRows, codec)
+	if err != nil {
+		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
+	}
+	defer enc.release()
+	data := enc.out
+	stats, err := statsFromSummaries(schema, cols, sums, numRows, opts)
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
 	}
@@ -86,22 +89,7 @@ func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
 	}
-	cw := &countingWriter{w: w}
-	pw := parquet.NewGenericWriter[any](cw, schema,
-		parquet.DataPageVersion(1),
-		parquet.Compression(codec),
-		parquet.CreatedBy("ingestd", "", ""),
-	)
-	for i, c := range cols {
-		if len(c) == 0 {
-			continue
-		}
-		if _, err := pw.ColumnWriters()[i].WriteRowValues(c); err != nil {
-			_ = w.Abort()
-			return deltalog.Add{}, fmt.Errorf("write data file column %s: %w", strings.Join(schema.Columns()[i], "."), err)
-		}
-	}
-	if err := pw.Close(); err != nil {
+	if _, err := w.Write(data); err != nil {
 		_ = w.Abort()
 		return deltalog.Add{}, fmt.Errorf("write data file %s: %w", rel, err)
 	}
@@ -112,8 +100,8 @@ func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file %s: %w", rel, err)
 	}
-	if fi.Size != cw.n {
-		return deltalog.Add{}, fmt.Errorf("write data file %s: stored size %d bytes, wrote %d", rel, fi.Size, cw.n)
+	if fi.Size != int64(len(data)) {
+		return deltalog.Add{}, fmt.Errorf("write data file %s: stored size %d bytes, wrote %d", rel, fi.Size, len(data))
 	}
 	mtime := fi.ModTime
 	if mtime.IsZero() {
@@ -131,49 +119,6 @@ func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema
 		DataChange:       true,
 		Stats:            stats,
 	}, nil
-}
-
-// validateColumns checks that cols matches schema leaf by leaf: levels within bounds,
-// non-null exactly at the maximum definition level, the leaf's physical kind, and
-// numRows rows in every column.
-func validateColumns(schema *parquet.Schema, cols [][]parquet.Value, numRows int) error {
-	leaves := schema.Columns()
-	if len(cols) != len(leaves) {
-		return fmt.Errorf("got %d columns, schema has %d leaf columns", len(cols), len(leaves))
-	}
-	if numRows <= 0 {
-		return fmt.Errorf("no rows to write")
-	}
-	for i, path := range leaves {
-		leaf, ok := schema.Lookup(path...)
-		if !ok {
-			return fmt.Errorf("leaf column %v not found", path)
-		}
-		kind := leaf.Node.Type().Kind()
-		rows := 0
-		for j, v := range cols[i] {
-			r, d := v.RepetitionLevel(), v.DefinitionLevel()
-			switch {
-			case j == 0 && r != 0:
-				return fmt.Errorf("column %s: first value has repetition level %d, want 0", strings.Join(path, "."), r)
-			case r > leaf.MaxRepetitionLevel || d > leaf.MaxDefinitionLevel:
-				return fmt.Errorf("column %s value %d: levels (%d,%d) exceed max (%d,%d)", strings.Join(path, "."), j, r, d, leaf.MaxRepetitionLevel, leaf.MaxDefinitionLevel)
-			case v.IsNull() != (d < leaf.MaxDefinitionLevel):
-				return fmt.Errorf("column %s value %d: null=%v at definition level %d of %d", strings.Join(path, "."), j, v.IsNull(), d, leaf.MaxDefinitionLevel)
-			case !v.IsNull() && v.Kind() != kind:
-				return fmt.Errorf("column %s value %d: %v value for a %v column", strings.Join(path, "."), j, v.Kind(), kind)
-			case v.Column() != i:
-				return fmt.Errorf("column %s value %d: carries column index %d, want %d", strings.Join(path, "."), j, v.Column(), i)
-			}
-			if r == 0 {
-				rows++
-			}
-		}
-		if rows != numRows {
-			return fmt.Errorf("column %s has %d rows, want %d", strings.Join(path, "."), rows, numRows)
-		}
-	}
-	return nil
 }
 
 // compressionCodec maps delta.parquet.compression.codec to a parquet-go codec and the
@@ -201,15 +146,4 @@ func escapePath(p string) string {
 		segs[i] = url.PathEscape(s)
 	}
 	return strings.Join(segs, "/")
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
 }

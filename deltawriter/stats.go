@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -91,6 +90,7 @@ func (o ordered) MarshalJSON() ([]byte, error) {
 type statsBuilder struct {
 	schema  *parquet.Schema
 	cols    [][]parquet.Value
+	sums    []colSummary // per leaf column, from the encode pass
 	numRows int
 	cfg     statsConfig
 	mode    deltalog.ColumnMappingMode
@@ -100,7 +100,19 @@ type statsBuilder struct {
 	partition map[string]bool
 }
 
+// computeStats validates cols and returns the stats JSON of a file holding them.
 func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, opts FileOptions) (string, error) {
+	sums, err := summarizeColumns(schema, cols, numRows)
+	if err != nil {
+		return "", err
+	}
+	return statsFromSummaries(schema, cols, sums, numRows, opts)
+}
+
+// statsFromSummaries returns the stats JSON from the per-column summaries of the encode
+// pass (sums[i] for leaf column i); cols is read only for the null rows of arrays and
+// maps.
+func statsFromSummaries(schema *parquet.Schema, cols [][]parquet.Value, sums []colSummary, numRows int, opts FileOptions) (string, error) {
 	cfg, err := newStatsConfig(opts.Configuration)
 	if err != nil {
 		return "", err
@@ -109,7 +121,7 @@ func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, o
 	if mode == "" {
 		mode = deltalog.ColumnMappingNone
 	}
-	b := &statsBuilder{schema: schema, cols: cols, numRows: numRows, cfg: cfg, mode: mode, partition: map[string]bool{}}
+	b := &statsBuilder{schema: schema, cols: cols, sums: sums, numRows: numRows, cfg: cfg, mode: mode, partition: map[string]bool{}}
 	for _, c := range opts.PartitionColumns {
 		b.partition[strings.ToLower(c)] = true
 	}
@@ -176,10 +188,7 @@ func (b *statsBuilder) structStats(st *deltalog.StructType, phys []string, logic
 		if leaf.MaxRepetitionLevel != 0 {
 			continue
 		}
-		nc, lo, hi, err := b.leafStats(f.Type, b.cols[leaf.ColumnIndex], leaf.MaxDefinitionLevel)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("stats for column %q: %w", lpath, err)
-		}
+		nc, lo, hi := b.leafStats(f.Type, b.cols[leaf.ColumnIndex], b.sums[leaf.ColumnIndex])
 		nulls = append(nulls, kv{name, nc})
 		if lo != nil && hi != nil {
 			mins = append(mins, kv{name, lo})
@@ -251,67 +260,30 @@ func (b *statsBuilder) countNullRows(col, def int) int {
 }
 
 // leafStats returns the null count and, when defined, the JSON-ready min and max of a
-// non-repeated leaf column.
-func (b *statsBuilder) leafStats(t deltalog.DataType, vals []parquet.Value, maxDef int) (int, any, any, error) {
-	nulls := 0
-	var lo, hi parquet.Value
-	have := false
-	var cmp func(a, b parquet.Value) int
+// non-repeated leaf column from its summary s (vals are the column's values, indexed by
+// s.lo and s.hi). Min/max exist for numeric, date, timestamp, string and decimal
+// columns, not for boolean and binary ones, nor for all-null columns or floating
+// columns holding NaN or ±Inf.
+func (b *statsBuilder) leafStats(t deltalog.DataType, vals []parquet.Value, s colSummary) (int, any, any) {
+	ordered := false
 	switch t := t.(type) {
 	case deltalog.PrimitiveType:
 		switch t {
-		case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Date:
-			cmp = func(a, b parquet.Value) int { return cmpOrdered(a.Int32(), b.Int32()) }
-		case deltalog.Long, deltalog.Timestamp, deltalog.TimestampNtz:
-			cmp = func(a, b parquet.Value) int { return cmpOrdered(a.Int64(), b.Int64()) }
-		case deltalog.Float:
-			cmp = func(a, b parquet.Value) int { return cmpOrdered(a.Float(), b.Float()) }
-		case deltalog.Double:
-			cmp = func(a, b parquet.Value) int { return cmpOrdered(a.Double(), b.Double()) }
-		case deltalog.String:
-			cmp = func(a, b parquet.Value) int { return bytes.Compare(a.ByteArray(), b.ByteArray()) }
+		case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Date, deltalog.Long, deltalog.Timestamp,
+			deltalog.TimestampNtz, deltalog.Float, deltalog.Double, deltalog.String:
+			ordered = true
 		}
 	case deltalog.DecimalType:
-		cmp = func(a, b parquet.Value) int { return unscaled(a).Cmp(unscaled(b)) }
+		ordered = true
 	}
-	bad := false // NaN or ±Inf in a floating column
-	for _, v := range vals {
-		if v.DefinitionLevel() < maxDef {
-			nulls++
-			continue
-		}
-		if cmp == nil {
-			continue
-		}
-		switch v.Kind() {
-		case parquet.Float:
-			if f := float64(v.Float()); math.IsNaN(f) || math.IsInf(f, 0) {
-				bad = true
-			}
-		case parquet.Double:
-			if f := v.Double(); math.IsNaN(f) || math.IsInf(f, 0) {
-				bad = true
-			}
-		}
-		if !have {
-			lo, hi, have = v, v, true
-			continue
-		}
-		if cmp(v, lo) < 0 {
-			lo = v
-		}
-		if cmp(v, hi) > 0 {
-			hi = v
-		}
+	if !ordered || !s.have || s.nonFinite {
+		return s.nulls, nil, nil
 	}
-	if !have || bad {
-		return nulls, nil, nil, nil
-	}
-	mn, mx := b.format(t, lo, false), b.format(t, hi, true)
+	mn, mx := b.format(t, vals[s.lo], false), b.format(t, vals[s.hi], true)
 	if mn == nil || mx == nil {
-		return nulls, nil, nil, nil
+		return s.nulls, nil, nil
 	}
-	return nulls, mn, mx, nil
+	return s.nulls, mn, mx
 }
 
 // format renders a min (isMax false) or max value for stats JSON, or nil when it has
@@ -446,16 +418,6 @@ func formatDecimal(u *big.Int, scale int) string {
 		digits = "-" + digits
 	}
 	return digits
-}
-
-func cmpOrdered[T int32 | int64 | float32 | float64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func equalStrings(a, b []string) bool {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,42 @@ const (
 	HeaderSchemaID         = "ingestd.error.schema_id"
 	HeaderTime             = "ingestd.error.time"
 	HeaderReplayCount      = "ingestd.replay.count"
+	// HeaderCommitID is commitInfo.txnId of the Delta commit meant to acknowledge the dead
+	// letter (move HeaderTxnAppID's txn to HeaderTxnVersion or past it).
+	HeaderCommitID = "ingestd.commit.id"
+	// HeaderTxnAppID is the txn appId that acknowledges the dead letter: the source
+	// partition's (<app_id>-<topic>-<partition>), or for a replay's records the replay's of
+	// the DLQ partition (<app_id>-replay-<dlq topic>-<partition>).
+	HeaderTxnAppID = "ingestd.txn.app_id"
+	// HeaderTxnVersion is the offset (decimal) that txn passes when the record is
+	// acknowledged: the source offset, or for a replay's records the DLQ record's offset.
+	HeaderTxnVersion = "ingestd.txn.version"
 )
+
+// ackHeaders are the headers that name a record's acknowledging commit; every dead
+// letter, re-dead-letter, parked and carried-forward record carries them, freshly set.
+var ackHeaders = []string{HeaderCommitID, HeaderTxnAppID, HeaderTxnVersion}
+
+// ack names the commit that acknowledges a record written to the DLQ (see HeaderCommitID).
+type ack struct {
+	commitID   string
+	txnAppID   string
+	txnVersion int64
+}
+
+// withAck returns headers without earlier ack headers, followed by a's.
+func withAck(headers []kgo.RecordHeader, a ack) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(headers)+3)
+	for _, h := range headers {
+		if !slices.Contains(ackHeaders, h.Key) {
+			out = append(out, h)
+		}
+	}
+	return append(out,
+		kgo.RecordHeader{Key: HeaderCommitID, Value: []byte(a.commitID)},
+		kgo.RecordHeader{Key: HeaderTxnAppID, Value: []byte(a.txnAppID)},
+		kgo.RecordHeader{Key: HeaderTxnVersion, Value: []byte(strconv.FormatInt(a.txnVersion, 10))})
+}
 
 // deadLetter describes why one record goes to the dead-letter topic.
 type deadLetter struct {
@@ -36,6 +72,7 @@ type deadLetter struct {
 	message      string // for a person
 	schemaID     int    // -1 when unknown
 	tableVersion int64
+	ack          ack // the commit that acknowledges it
 }
 
 // stage maps a reason to Kafka Connect's stage names.
@@ -64,7 +101,8 @@ func exceptionClass(reason string) string {
 // dlqRecord builds the dead-letter record: key and value bytes untouched, the original
 // headers kept except earlier ingestd.error.* and __connect.errors.* headers (re-failing
 // replaces them, never duplicates), then the error headers. ingestd.replay.count is kept
-// from the original if present (replay increments it), else "0".
+// from the original if present (replay increments it), else "0"; the ack headers
+// (ingestd.commit.id, ingestd.txn.app_id, ingestd.txn.version) come last, from d.ack.
 func dlqRecord(topic, table string, d deadLetter, now time.Time) *kgo.Record {
 	out := &kgo.Record{Topic: topic, Key: d.rec.Key, Value: d.rec.Value, Timestamp: d.rec.Timestamp}
 	replayCount := "0"
@@ -72,7 +110,7 @@ func dlqRecord(topic, table string, d deadLetter, now time.Time) *kgo.Record {
 		switch {
 		case h.Key == HeaderReplayCount:
 			replayCount = string(h.Value)
-		case strings.HasPrefix(h.Key, "ingestd.error.") || strings.HasPrefix(h.Key, "__connect.errors."):
+		case strings.HasPrefix(h.Key, "ingestd.error.") || strings.HasPrefix(h.Key, "__connect.errors.") || slices.Contains(ackHeaders, h.Key):
 		default:
 			out.Headers = append(out.Headers, h)
 		}
@@ -96,5 +134,6 @@ func dlqRecord(topic, table string, d deadLetter, now time.Time) *kgo.Record {
 	}
 	add(HeaderTime, now.UTC().Format(time.RFC3339Nano))
 	add(HeaderReplayCount, replayCount)
+	out.Headers = withAck(out.Headers, d.ack)
 	return out
 }

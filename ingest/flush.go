@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,7 +30,9 @@ var errSnapshotChanged = errors.New("table changed under the commit")
 // with a metadata change on the new snapshot. It is the replay's flush (the consumer
 // pipeline makes one attempt per flush and backs off per partition instead). When ctx ends
 // first it returns ctx's error; nothing past the last txn was committed, so a rerun reads
-// the records again.
+// the records again. Records dead-lettered (or carried forward) by an attempt whose
+// produce succeeded stay so in every later attempt (p.deadSet): their DLQ copies name
+// p.commitID, which the attempts share until one commits.
 func (p *Pipeline) flushLocked(ctx context.Context) error {
 	recs := p.batch.Take()
 	if len(recs) == 0 {
@@ -174,8 +177,10 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			p.m.RecordsSkipped.WithLabelValues(p.cfg.Name, "already_committed").Inc()
 			continue
 		}
-		if p.replay != nil && p.replay.carry[r] {
-			items = append(items, pending{rec: r}) // carried forward unchanged: not decoded
+		if _, kept := p.deadSet[keyOf(r)]; kept || (p.replay != nil && p.replay.carry[r]) {
+			// dead-lettered by an earlier attempt under this commit id, or carried forward
+			// unchanged: not decoded
+			items = append(items, pending{rec: r})
 			continue
 		}
 		if r.Value == nil {
@@ -344,7 +349,8 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		pq      *parquet.Schema
 		cols    [][]parquet.Value
 		numRows int
-		dlq     []deadLetter
+		dlq     []deadLetter // decided by this attempt: produced below
+		kept    []deadLetter // produced by an earlier attempt under p.commitID: stay dead-lettered
 		halts   []HaltedPartition
 		stopped = map[topicPartition]bool{}
 	)
@@ -378,6 +384,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	rejections := map[int]*decode.Error{}
 	landing := map[string]string{} // replay: originals written by this attempt → their DLQ reason
 	var carried []*kgo.Record      // replay: records carried forward by this attempt
+	var keptCarried []*kgo.Record  // replay: carried forward by an earlier attempt under p.commitID
 	dups := 0                      // replay: copies of an original landed in this run
 	for _, it := range items {
 		r := it.rec
@@ -387,6 +394,17 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		}
 		if r.Value == nil {
 			handled[k] = r.Offset
+			continue
+		}
+		if e, ok := p.deadSet[keyOf(r)]; ok {
+			// Its dead letter (or carried copy) names this commit id: it stays as it was
+			// decided, whatever the new snapshot allows (written as well, it would land twice).
+			handled[k] = r.Offset
+			if e.carried {
+				keptCarried = append(keptCarried, r)
+			} else {
+				kept = append(kept, e.dl)
+			}
 			continue
 		}
 		if p.replay != nil {
@@ -452,7 +470,8 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		switch p.badRecordOutcome(fail.Reason, decision) {
 		case outDeadLetter:
 			dlq = append(dlq, deadLetter{pipeline: p.cfg.Name, rec: r, reason: fail.Reason, field: fail.Field, message: message,
-				schemaID: schemaID, tableVersion: readVersion})
+				schemaID: schemaID, tableVersion: readVersion,
+				ack: p.ackOf(r)})
 			handled[k] = r.Offset
 		case outHalt:
 			stopped[k] = true
@@ -464,9 +483,11 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	if cols != nil {
 		p.colBufs = cols // keep the grown slices for the next flush
 	}
+	allDLQ := append(slices.Clip(kept), dlq...)
+	allCarried := append(slices.Clip(keptCarried), carried...)
 	if p.replay != nil && p.replay.dryRun {
 		p.replay.sum.Duplicates += dups
-		p.replay.tally(landing, dlq, carried, halts)
+		p.replay.tally(landing, allDLQ, allCarried, halts)
 		p.applyHalts(halts)
 		return nil
 	}
@@ -478,20 +499,27 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 
 	// Dead letters (and, in a replay, carried-forward records) are acknowledged before the
 	// commit that moves the txn past them.
+	// Once acknowledged they join p.deadSet: every rebuild of this batch keeps them.
 	if len(dlq) > 0 {
 		if err := p.produceDeadLetters(ctx, dlq); err != nil {
 			return &transientError{"produce dead letters", err}
 		}
+		for _, d := range dlq {
+			p.deadSet[keyOf(d.rec)] = deadEntry{dl: d}
+		}
 	}
 	if p.replay != nil {
-		if err := p.replay.produceCarried(ctx, carried); err != nil {
+		if err := p.replay.produceCarried(ctx, carried, p.ackOf); err != nil {
 			return err
+		}
+		for _, r := range carried {
+			p.deadSet[keyOf(r)] = deadEntry{carried: true}
 		}
 	}
 
 	// Commit: data, schema change and txn per partition, atomically.
 	c := deltawriter.Commit{ReadVersion: readVersion, Operation: "WRITE",
-		OperationParameters: map[string]string{"mode": "Append"}, EngineInfo: engineInfo}
+		OperationParameters: map[string]string{"mode": "Append"}, EngineInfo: engineInfo, TxnID: p.commitID}
 	c.Protocol, c.Metadata = newProto, newMeta
 	if newMeta != nil && !created {
 		c.OperationParameters["mergeSchema"] = "true"
@@ -520,9 +548,18 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		// Nothing to record, or no table yet and no record that could define its schema
 		// (only tombstones and dead letters): the dead letters are acknowledged; without a
 		// table there is no txn to move, so after a restart these records are read (and
-		// dead-lettered) again, which the at-least-once DLQ allows.
+		// dead-lettered) again, which the at-least-once DLQ allows. The commit id stays:
+		// the commit that creates the table and moves the txn past them carries it.
+		for _, r := range recs {
+			delete(p.deadSet, keyOf(r))
+		}
 		p.applyHalts(halts)
 		return nil
+	}
+	if p.beforeCommit != nil {
+		if err := p.beforeCommit(len(dlq)); err != nil {
+			return err
+		}
 	}
 	version, err := p.deps.Table.Commit(ctx, c)
 	switch {
@@ -541,6 +578,11 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	case err != nil:
 		return &transientError{"commit", err}
 	}
+	// Committed under p.commitID: what it acknowledged is settled; the next commit gets a
+	// new id, and whatever is still in deadSet (records of a failed flush) must be decided
+	// and dead-lettered again under it.
+	p.commitID = newCommitID()
+	clear(p.deadSet)
 	dur := time.Since(start)
 	p.m.Commits.WithLabelValues(p.cfg.Name).Inc()
 	p.m.CommitDuration.WithLabelValues(p.cfg.Name).Observe(dur.Seconds())
@@ -556,14 +598,14 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			"features", features, "min_reader_version", c.Protocol.MinReaderVersion, "min_writer_version", c.Protocol.MinWriterVersion, "version", version)
 	}
 	p.log.Info("commit", "version", version, "rows", numRows, "files", len(c.Adds), "bytes", written,
-		"dead_lettered", len(dlq), "partitions", len(handled), "duration_ms", dur.Milliseconds())
+		"dead_lettered", len(allDLQ), "partitions", len(handled), "duration_ms", dur.Milliseconds())
 
 	if p.replay != nil {
 		for k := range landing { // committed: these originals are in the table
 			p.replay.landed[k] = true
 		}
 		p.replay.sum.Duplicates += dups
-		p.replay.tally(landing, dlq, carried, halts)
+		p.replay.tally(landing, allDLQ, allCarried, halts)
 		p.applyHalts(halts)
 		return nil
 	}
@@ -669,6 +711,36 @@ func (p *Pipeline) txnAppID(topic string, partition int32) string {
 		return fmt.Sprintf("%s-replay-%s-%d", p.cfg.AppID, topic, partition)
 	}
 	return p.appID(topic, partition)
+}
+
+// ackOf names the commit that acknowledges r once this pipeline handles it: the next
+// commit (p.commitID) moving r's txn appId to r's offset.
+func (p *Pipeline) ackOf(r *kgo.Record) ack {
+	return ack{commitID: p.commitID, txnAppID: p.txnAppID(r.Topic, r.Partition), txnVersion: r.Offset}
+}
+
+// recordKey identifies a record of the batch (topic, partition, offset).
+type recordKey struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+func keyOf(r *kgo.Record) recordKey { return recordKey{r.Topic, r.Partition, r.Offset} }
+
+// deadEntry is a record of p.deadSet: its dead letter, or a carried-forward record.
+type deadEntry struct {
+	dl      deadLetter
+	carried bool
+}
+
+// newCommitID returns a random UUID (version 4) for commitInfo.txnId.
+func newCommitID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 func idOf(it pending) int {

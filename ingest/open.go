@@ -31,7 +31,9 @@ func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (D
 	if err != nil {
 		return Deps{}, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
 	}
-	table, err := deltawriter.Open(ctx, store)
+	// Checkpoints are written by the table's background goroutine, so a commit never waits
+	// for one (BENCHMARKS.md, Commit path); Pipeline.Close / CloseDeps wait for it.
+	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log))
 	if err != nil {
 		return Deps{}, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
 	}
@@ -54,6 +56,25 @@ func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (D
 		deps.Schemas = staticSource{s}
 	}
 	return deps, nil
+}
+
+// checkpointWait bounds how long Close waits for a background checkpoint (ms-scale
+// normally; a slow store must not hold up shutdown past a supervisor's kill timeout).
+const checkpointWait = 20 * time.Second
+
+// Close waits for the table's background checkpoint, if one is being written, at most
+// until ctx ends or checkpointWait passes (a checkpoint that does not finish is skipped;
+// the next one covers it). Call it after Run returns.
+func (p *Pipeline) Close(ctx context.Context) error { return CloseDeps(ctx, p.deps) }
+
+// CloseDeps is Close for dependencies opened with OpenDeps (replay, dlq inspect).
+func CloseDeps(ctx context.Context, d Deps) error {
+	if d.Table == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointWait)
+	defer cancel()
+	return d.Table.Close(ctx)
 }
 
 // staticSource serves one writer schema (raw Avro with avro_schema_file) for every record.

@@ -66,6 +66,21 @@ type Pipeline struct {
 
 	replay *replayRun // set by Replay (replay.go); nil for the consumer pipeline
 
+	// commitID is commitInfo.txnId of this pipeline's next commit, named in advance in
+	// every dead letter (ingestd.commit.id) so that replay can tell whether the commit that
+	// acknowledges it is the one that moved its txn (see ackIndex.classify). Every
+	// attempt and every non-committing flush reuse it; a new one follows each successful
+	// commit. deadSet holds the records whose dead letter (or carried copy) under commitID
+	// was acknowledged by the DLQ but not committed yet: every rebuild keeps them
+	// dead-lettered instead of deciding again, so a record that fits after a concurrent
+	// schema change is not written as well.
+	commitID string
+	deadSet  map[recordKey]deadEntry
+	// beforeCommit, when set (tests only), runs after the dead letters of a flush are
+	// acknowledged and before its commit, with their number; an error ends the flush
+	// there, like a crash (nothing committed).
+	beforeCommit func(deadLetters int) error
+
 	// Decode buffers reused across flushes (guarded by mu, like flushOnce): the string
 	// bytes of the batch being decoded, and the column value slices.
 	arena   decode.Arena
@@ -134,6 +149,8 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		backoffs: map[topicPartition]*partBackoff{},
 		hwm:      map[topicPartition]int64{},
 		next:     map[topicPartition]int64{},
+		commitID: newCommitID(),
+		deadSet:  map[recordKey]deadEntry{},
 	}
 	p.status.s = Status{Pipeline: cfg.Name, State: StateStarting, Since: time.Now()}
 	p.m.initPipeline(cfg.Name)
@@ -402,7 +419,8 @@ func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left
 
 // writeLocked is flushOnce with rebuilds: a winner that changed the schema or moved one
 // of our partitions' txn (a zombie or a new owner) makes the batch be rebuilt on the new
-// snapshot, which drops what the table already has.
+// snapshot, which drops what the table already has. Records already dead-lettered under
+// p.commitID stay dead-lettered in the rebuilds (p.deadSet), even when they fit now.
 func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) error {
 	for attempt := 0; ; attempt++ {
 		err := p.flushOnce(ctx, recs)

@@ -163,13 +163,15 @@ type ReplaySummary struct {
 	DeadLetterTopic string                    `json:"dead_letter_topic"`
 	Read            int                       `json:"read"`             // DLQ records after the replay's txn position, before its stop point
 	AlreadyReplayed int                       `json:"already_replayed"` // DLQ records at or before it
-	Duplicates      int                       `json:"duplicates"`       // copies of a record already replayed or copied later in the DLQ (the DLQ is at-least-once)
+	Duplicates      int                       `json:"duplicates"`       // copies of a dead letter already replayed or read earlier (same ingestd.txn.app_id and version; the DLQ is at-least-once)
+	Orphans         int                       `json:"orphans"`          // dead letters whose flush never committed (another commit handled the record): skipped
+	Pending         int                       `json:"pending"`          // dead letters whose commit is not in the table yet: the partition stopped before the first (also in Remaining)
 	OtherPipelines  int                       `json:"other_pipelines"`  // dead letters of other pipelines sharing the topic, skipped
 	Landed          int                       `json:"landed"`           // rows written to the table
 	DeadLettered    map[string]int            `json:"dead_lettered"`    // re-dead-lettered, by the reason they failed with now
 	Parked          int                       `json:"parked"`           // sent to <dlq>.parked (past MaxReplays)
 	Carried         int                       `json:"carried"`          // not selected by --reason/--from: re-produced unchanged to the DLQ
-	Remaining       int                       `json:"remaining"`        // at or past --until: left in place for a later replay
+	Remaining       int                       `json:"remaining"`        // at or past --until or a pending dead letter: left in place for a later replay
 	ByReason        map[string]*ReasonOutcome `json:"by_reason"`        // outcomes by the reason the records were dead-lettered with
 	Halted          []HaltedPartition         `json:"halted,omitempty"` // a halt policy stopped the replay here
 	DryRun          bool                      `json:"dry_run"`
@@ -206,6 +208,7 @@ type replayRun struct {
 	carryCl    *kgo.Client          // producer of carried records, to an explicit partition
 	parkedOK   bool                 // <dlq>.parked was seen to exist
 	adm        *kadm.Client
+	acks       *ackIndex // the commits that acknowledge the dead letters read (classify)
 
 	progressEvery time.Duration
 	lastProgress  time.Time
@@ -279,22 +282,24 @@ func (r *replayRun) parkedExists(ctx context.Context) (bool, error) {
 }
 
 // carryRecord is the carried-forward copy of a dead letter: same topic and partition,
-// key, value, headers (so the same ingestd.replay.count) and record timestamp.
-func carryRecord(r *kgo.Record) *kgo.Record {
+// key, value, headers (so the same ingestd.replay.count) and record timestamp, except the
+// ack headers, which name the replay commit that moves the DLQ partition's txn past r.
+func carryRecord(r *kgo.Record, a ack) *kgo.Record {
 	return &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value,
-		Headers: slices.Clone(r.Headers), Timestamp: r.Timestamp}
+		Headers: withAck(r.Headers, a), Timestamp: r.Timestamp}
 }
 
 // produceCarried re-produces the carried records and waits for every acknowledgement
 // (bounded like produceDLQ); flushOnce calls it before the commit that moves the txn past
-// them, so a crash in between leaves only an extra copy (see superseded).
-func (r *replayRun) produceCarried(ctx context.Context, recs []*kgo.Record) error {
+// them, so a crash in between leaves only an extra copy, an orphan by its ack headers
+// (see classify) once a later replay commits past the original under another id.
+func (r *replayRun) produceCarried(ctx context.Context, recs []*kgo.Record, ackOf func(*kgo.Record) ack) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	out := make([]*kgo.Record, len(recs))
 	for i, rec := range recs {
-		out[i] = carryRecord(rec)
+		out[i] = carryRecord(rec, ackOf(rec))
 	}
 	dctx, cancel := context.WithTimeout(ctx, dlqDeliveryTimeout)
 	defer cancel()
@@ -321,7 +326,7 @@ func (r *replayRun) progress(log *slog.Logger, part int32, offset, end, stop int
 	}
 	log.Info("replay progress", "topic", r.dlqTopic, "partition", part, "offset", offset, "high_watermark", end, "stop", stop,
 		"read", r.sum.Read, "landed", r.sum.Landed, "dead_lettered", re, "parked", r.sum.Parked, "carried", r.sum.Carried,
-		"duplicates", r.sum.Duplicates, "dry_run", r.dryRun)
+		"duplicates", r.sum.Duplicates, "orphans", r.sum.Orphans, "pending", r.sum.Pending, "dry_run", r.dryRun)
 }
 
 func header(r *kgo.Record, key string) (string, bool) {
@@ -364,11 +369,17 @@ func originalKey(r *kgo.Record) string {
 	return fmt.Sprintf("%s/%d/%d", t, p, o)
 }
 
-// dedupeKey identifies one dead-lettering of one source record: its original topic,
-// partition and offset, and how many replays it has been through. Copies of the same
-// dead letter (the DLQ is at-least-once) share it; a re-dead-lettered record does not.
+// dedupeKey identifies one real dead letter: the txn appId and version that acknowledge
+// it (ingestd.txn.app_id, ingestd.txn.version), unique but for exact copies (producer
+// retries, an operator re-producing records). A carried-forward copy names the replay's
+// appId and DLQ offset, so it has its own key. A dead letter without these headers
+// (written before them) falls back to its original topic, partition and offset and its
+// replay count.
 func dedupeKey(r *kgo.Record) string {
-	return fmt.Sprintf("%s#%d", originalKey(r), replayCount(r))
+	if a, _, ok := ackOfRecord(r); ok {
+		return fmt.Sprintf("txn:%s@%d", a.txnAppID, a.txnVersion)
+	}
+	return fmt.Sprintf("legacy:%s#%d", originalKey(r), replayCount(r))
 }
 
 // copyIdentity identifies a record's exact content: key, value, headers (in order) and
@@ -398,16 +409,18 @@ func copyIdentity(r *kgo.Record) uint64 {
 	return h.Sum64()
 }
 
-// superseded returns the offsets of the records (of one DLQ partition, in offset order)
-// that have an exact copy later in the same partition. A carried-forward record's copy is
-// the live one: the original is passed over wherever it is (before or after the replay's
-// position), and it never counts as replayed for the duplicate check. A copy left by a
-// replay that crashed between carrying forward and committing is likewise the live one,
-// so the original lands at most once.
+// superseded returns the offsets of the dead letters without ack headers (written before
+// them; of one DLQ partition, in offset order) that have an exact copy later in the same
+// partition: their old carry-forward rule, where the copy is the live one. Records with
+// ack headers never take part: their carried copies have their own dedupeKey, and a copy
+// left by a crashed replay is an orphan (ackIndex.classify).
 func superseded(recs []*kgo.Record) map[int64]bool {
 	out := map[int64]bool{}
 	later := map[uint64]bool{}
 	for i := len(recs) - 1; i >= 0; i-- {
+		if _, _, ok := ackOfRecord(recs[i]); ok {
+			continue
+		}
 		id := copyIdentity(recs[i])
 		if later[id] {
 			out[recs[i].Offset] = true
@@ -444,14 +457,20 @@ func (r *replayRun) deadLetterRecord(table string, d deadLetter, now time.Time) 
 // opts.Until, up to that point in each partition), decodes each record's original value
 // with its own schema id, checks it against the table's current schema under the
 // pipeline's policy, and writes what fits, exactly once: the replay's txn versions move in
-// the same Delta commits, and copies of a dead letter already replayed are skipped. What
+// the same Delta commits, and copies of a dead letter already replayed are skipped
+// (dedupeKey). Each dead letter names the commit meant to acknowledge it (ingestd.commit.id,
+// ingestd.txn.app_id, ingestd.txn.version); the Delta log decides (ackIndex.classify): an
+// orphan (its flush never committed, a later flush handled the record) is skipped, a
+// pending one (no commit has moved its txn yet) stops its DLQ partition before it. What
 // still fails is re-dead-lettered (see deadLetterRecord). A record that a halt policy
 // refuses stops the replay there.
 //
 // With opts.Reasons or opts.From, records not selected are carried forward: re-produced
 // unchanged (key, value, headers, record timestamp, same partition) to the DLQ before the
 // commit that moves the txn past them, so every record read ends landed, re-dead-lettered,
-// parked or carried forward, and a later replay sees the carried ones again.
+// parked or carried forward, and a later replay sees the carried ones again. A carried
+// copy names the replay's commit, so it is a distinct dead letter once that commit lands,
+// and an orphan if the replay crashed before it (then the original is read again).
 //
 // Errors: invalid options; the DLQ topic is missing; a record must be parked and
 // <dlq>.parked is missing (ErrParkedTopicMissing); the broker is unreachable; the table
@@ -524,6 +543,18 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	// The commits that acknowledge them (ingestd.commit.id), read once.
+	var all []*kgo.Record
+	for _, recs := range byPart {
+		for _, r := range recs {
+			if p.ours(r) {
+				all = append(all, r)
+			}
+		}
+	}
+	if p.replay.acks, err = newAckIndex(ctx, deps.Table.Store(), all); err != nil {
+		return nil, fmt.Errorf("read the commits of the dead letters: %w", err)
+	}
 	sum, err := p.replayParts(ctx, opts, byPart, ends[dlq], txns)
 	if err == nil && sum.DryRun && sum.Parked > 0 {
 		if ok, lerr := p.replay.parkedExists(ctx); lerr == nil && !ok {
@@ -533,9 +564,22 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	return sum, err
 }
 
-// replayParts replays the records read, partition by partition (see Replay).
+// ours reports whether a DLQ record is this pipeline's (pipelines may share a DLQ topic).
+func (p *Pipeline) ours(r *kgo.Record) bool {
+	name, ok := header(r, HeaderPipeline)
+	return !ok || name == p.cfg.Name
+}
+
+// replayParts replays the records read, partition by partition (see Replay). Each of our
+// dead letters is first classified by its acknowledging commit (ackIndex.classify):
+// orphans are skipped, a pending one stops its partition, real ones are deduplicated by
+// dedupeKey against every real record already replayed (below the txn position, in
+// every partition) or read earlier in this run.
 func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart map[int32][]*kgo.Record, ends map[int32]kadm.ListedOffset, txns map[string]int64) (*ReplaySummary, error) {
 	dlq, rr := p.replay.dlqTopic, p.replay
+	if rr.acks == nil {
+		rr.acks = &ackIndex{}
+	}
 	parts := make([]int32, 0, len(byPart))
 	for part := range byPart {
 		parts = append(parts, part)
@@ -543,14 +587,13 @@ func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart m
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	sup := map[int32]map[int64]bool{}
 	for _, part := range parts {
-		sup[part] = superseded(byPart[part])
+		sup[part] = superseded(byPart[part]) // dead letters without ack headers only
 	}
-	// Copies already dealt with by earlier replays, in every partition, before any is
-	// processed (a copy may sit in another partition than the original dead letter).
-	// Other pipelines' dead letters never count, nor records that have a later copy (a
-	// carried-forward record is not replayed: its copy is).
+	// Real dead letters already dealt with by earlier replays, in every partition, before
+	// any is processed (a copy may sit in another partition than the original dead letter).
+	// Other pipelines' dead letters never count, nor orphans, nor old records that have a
+	// later exact copy (their copy is the live one).
 	seen := map[string]bool{}
-	ours := func(r *kgo.Record) bool { name, ok := header(r, HeaderPipeline); return !ok || name == p.cfg.Name }
 	next := func(part int32) int64 {
 		if v, ok := txns[p.txnAppID(dlq, part)]; ok {
 			return v + 1
@@ -561,7 +604,7 @@ func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart m
 		for _, r := range byPart[part] {
 			if r.Offset < next(part) {
 				rr.sum.AlreadyReplayed++
-				if ours(r) && !sup[part][r.Offset] {
+				if p.ours(r) && !sup[part][r.Offset] && rr.acks.classify(r) == ackReal {
 					seen[dedupeKey(r)] = true
 				}
 			}
@@ -581,18 +624,48 @@ func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart m
 			p.log.Info("replay stops early in this partition (--until)", "topic", dlq, "partition", part, "stop", stop, "high_watermark", end, "until", opts.Until.String())
 		}
 		last := from - 1
-		for _, r := range recs {
+		pendingAt := int64(-1)
+		for i, r := range recs {
 			if r.Offset < from {
 				continue
 			}
 			if r.Offset >= stop {
-				if ours(r) {
+				if p.ours(r) {
 					rr.sum.Remaining++
 				}
 				continue
 			}
 			rec := r
-			if !ours(r) {
+			state := ackReal
+			if p.ours(r) {
+				state = rr.acks.classify(r)
+				if state == ackPending {
+					// Its commit may be this run's own (a copy carried by a replay that
+					// crashed): flush what is before it and look at the log again.
+					if halted, err := flush(); err != nil || halted {
+						return &rr.sum, err
+					}
+					if err := rr.acks.refresh(ctx); err != nil {
+						return &rr.sum, fmt.Errorf("read the commits of the dead letters: %w", err)
+					}
+					state = rr.acks.classify(r)
+				}
+				if state == ackPending {
+					// Its flush may still be in flight: the txn must not pass it.
+					pendingAt, stop = r.Offset, r.Offset
+					for _, rest := range recs[i:] {
+						if rest.Offset >= end || !p.ours(rest) {
+							continue
+						}
+						rr.sum.Remaining++
+						if rest.Offset < opts.stopOffset(recs, end, from) && rr.acks.classify(rest) == ackPending {
+							rr.sum.Pending++
+						}
+					}
+					break
+				}
+			}
+			if !p.ours(r) {
 				// Another pipeline's dead letter (pipelines may share a DLQ topic): not ours
 				// to replay. It is passed on without a value, so it writes nothing and the
 				// txn moves past it, like past a tombstone.
@@ -602,9 +675,13 @@ func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart m
 				rr.sum.Read++
 				key := dedupeKey(r)
 				switch {
+				case state == ackOrphan:
+					// its flush never committed; the record was handled again by a later one
+					rr.sum.Orphans++
+					rec = withoutValue(r)
 				case sup[part][r.Offset]:
-					// an exact copy follows in this partition (carried forward, or a
-					// producer retry): that copy is the one replayed
+					// an old dead letter with an exact copy later in this partition: that
+					// copy is the one replayed
 					rr.sum.Duplicates++
 					rec = withoutValue(r)
 				case seen[key]:
@@ -613,7 +690,7 @@ func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart m
 				case !opts.selects(r):
 					rr.carry[r] = true
 				}
-				if !sup[part][r.Offset] {
+				if state == ackReal && !sup[part][r.Offset] {
 					seen[key] = true
 				}
 			}
@@ -635,6 +712,11 @@ func (p *Pipeline) replayParts(ctx context.Context, opts ReplayOptions, byPart m
 		}
 		if halted, err := flush(); err != nil || halted {
 			return &rr.sum, err
+		}
+		if pendingAt >= 0 {
+			p.log.Warn("replay stops before a pending dead letter: the flush that produced it has not committed yet "+
+				"(it may be in flight, or its pipeline stopped before committing); run the replay again after the pipeline commits",
+				"topic", dlq, "partition", part, "offset", pendingAt)
 		}
 		rr.progress(p.log, part, last, end, stop, true)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,16 +154,36 @@ func TestSuperseded(t *testing.T) {
 	// a second dead-lettering of a's original: same coordinates, another error time
 	a2 := dlqTestRecord(2, "bad_magic", t0, "a")
 	a2.Headers = append(a2.Headers, kgo.RecordHeader{Key: HeaderTime, Value: []byte("2026-11-29T10:00:01Z")})
-	copyOf := func(r *kgo.Record, off int64) *kgo.Record { c := carryRecord(r); c.Offset = off; return c }
+	// copies as the carry-forward of releases before the ack headers made them: exact
+	copyOf := func(r *kgo.Record, off int64) *kgo.Record {
+		c := *r
+		c.Headers, c.Offset = slices.Clone(r.Headers), off
+		return &c
+	}
 	recs := []*kgo.Record{a, b, a2, copyOf(a, 3), copyOf(b, 4), copyOf(a, 5)}
 	got := superseded(recs)
 	want := map[int64]bool{0: true, 1: true, 3: true} // a → 3 → 5 live; b → 4 live; a2 live
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("superseded = %v, want %v", got, want)
 	}
-	c := carryRecord(a)
-	if c.Partition != a.Partition || !bytes.Equal(c.Value, a.Value) || !reflect.DeepEqual(c.Headers, a.Headers) || !c.Timestamp.Equal(a.Timestamp) {
-		t.Errorf("carryRecord changed the record: %+v", c)
+	// Records with ack headers never take part: their copies are told apart by the log.
+	withAcks := func(r *kgo.Record) *kgo.Record {
+		c := *r
+		c.Headers = withAck(append(slices.Clone(r.Headers), kgo.RecordHeader{Key: HeaderTableVersion, Value: []byte("3")}),
+			ack{commitID: "c1", txnAppID: "orders-orders-0", txnVersion: r.Offset})
+		return &c
+	}
+	if got := superseded([]*kgo.Record{withAcks(a), copyOf(withAcks(a), 1)}); len(got) != 0 {
+		t.Errorf("superseded with ack headers = %v, want none", got)
+	}
+	a.Headers = withAck(a.Headers, ack{commitID: "c1", txnAppID: "orders-orders-0", txnVersion: 16})
+	c := carryRecord(a, ack{commitID: "c2", txnAppID: "orders-replay-orders.dlq-0", txnVersion: 0})
+	wantHeaders := append(slices.Clone(a.Headers[:len(a.Headers)-3]),
+		kgo.RecordHeader{Key: HeaderCommitID, Value: []byte("c2")},
+		kgo.RecordHeader{Key: HeaderTxnAppID, Value: []byte("orders-replay-orders.dlq-0")},
+		kgo.RecordHeader{Key: HeaderTxnVersion, Value: []byte("0")})
+	if c.Partition != a.Partition || !bytes.Equal(c.Value, a.Value) || !reflect.DeepEqual(c.Headers, wantHeaders) || !c.Timestamp.Equal(a.Timestamp) {
+		t.Errorf("carryRecord changed the record beyond its ack headers: %+v", c)
 	}
 	c.Headers[0].Key = "x"
 	if a.Headers[0].Key == "x" {
@@ -315,10 +336,24 @@ func TestReplayReasonCarriesForward(t *testing.T) {
 	if len(dl) != 12 {
 		t.Fatalf("DLQ holds %d records, want 9 + 3 carried", len(dl))
 	}
+	acks, err := newAckIndex(context.Background(), h.deps(nil).Table.Store(), dl)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 9; i < 12; i++ {
 		c, o := dl[i], dl[i-3]
-		if c.Partition != 0 || !bytes.Equal(c.Value, o.Value) || !bytes.Equal(c.Key, o.Key) || !reflect.DeepEqual(c.Headers, o.Headers) || !c.Timestamp.Equal(o.Timestamp) {
+		// the same record but for the ack headers, which name the replay's commit
+		a, _, _ := ackOfRecord(o)
+		want := withAck(o.Headers, ack{commitID: "", txnAppID: "orders-replay-orders.dlq-0", txnVersion: int64(i - 3)})
+		got := slices.Clone(c.Headers)
+		want[len(want)-3].Value, got[len(got)-3].Value = nil, nil // the commit id, checked below
+		if c.Partition != 0 || !bytes.Equal(c.Value, o.Value) || !bytes.Equal(c.Key, o.Key) || !reflect.DeepEqual(got, want) || !c.Timestamp.Equal(o.Timestamp) {
 			t.Errorf("carried record %d differs from offset %d: %+v vs %+v", i, i-3, c, o)
+		}
+		ca, _, _ := ackOfRecord(c)
+		if ca.commitID == a.commitID || acks.classify(c) != ackReal || acks.classify(o) != ackReal {
+			t.Errorf("carried record %d: commit id %q (original's %q), %v; original %v: want another id, both real",
+				i, ca.commitID, a.commitID, acks.classify(c), acks.classify(o))
 		}
 	}
 	if got := h.snapshot().Txns["orders-replay-orders.dlq-0"]; got != 8 {
@@ -378,8 +413,8 @@ func TestReplayReasonCarriesForward(t *testing.T) {
 
 // TestReplayFromUntilOffsets: --from carries the records before it forward, --until leaves
 // the records from it on in place (the txn stops before it); a later replay lands the rest
-// once, and a crash between carrying forward and committing leaves a copy that is replayed
-// instead of its original.
+// once, and a crash between carrying forward and committing leaves a copy that is an
+// orphan once this replay commits past its original, which is replayed instead.
 func TestReplayFromUntilOffsets(t *testing.T) {
 	h, cfg := deadLetterSetup(t)
 	s, err := h.replay(cfg, nil, ReplayOptions{From: &ReplayBound{Offset: 2}, Until: &ReplayBound{Offset: 5}})
@@ -400,7 +435,7 @@ func TestReplayFromUntilOffsets(t *testing.T) {
 	// A replay that crashed after carrying forward and before its commit: an extra copy of
 	// offset 5 sits at the end of the DLQ, the txn still at 4.
 	dl := h.readTopicAll(h.dlq)
-	orphan := carryRecord(dl[5])
+	orphan := carryRecord(dl[5], ack{commitID: "the-crashed-replay", txnAppID: "orders-replay-orders.dlq-0", txnVersion: 5})
 	if err := h.producer.ProduceSync(context.Background(), orphan).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,9 +443,10 @@ func TestReplayFromUntilOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// read 5..11: 5 superseded by its copy at 11; 6..8 carried; 9, 10 (carried 0, 1) and
-	// 11 (copy of 5) landed
-	if all.Read != 7 || all.Duplicates != 1 || all.Landed != 3 || all.Carried != 3 || reasonCounts(all) != "bad_magic:0/0/0/3 schema_mismatch:3/0/0/0" {
+	// read 5..11: 5 landed; 6..8 carried; 9, 10 (carried 0, 1) landed; 11 (the crashed
+	// replay's copy of 5) pending until this replay committed past 5, then an orphan
+	if all.Read != 7 || all.Orphans != 1 || all.Duplicates != 0 || all.Pending != 0 || all.Landed != 3 || all.Carried != 3 ||
+		reasonCounts(all) != "bad_magic:0/0/0/3 schema_mismatch:3/0/0/0" {
 		t.Fatalf("second replay %+v %s", all, reasonCounts(all))
 	}
 	ids := h.orderIDs()

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -146,9 +147,22 @@ func TestReplayReasonFilter(t *testing.T) {
 		switch r.headers["ingestd.replay.count"] {
 		case "0":
 			carried++
-			if fmt.Sprint(r.headers) != fmt.Sprint(o.headers) || string(r.value) != string(o.value) || string(r.key) != string(o.key) || r.partition != o.partition ||
+			// unchanged but for the ack headers, which name the replay's commit, the
+			// replay appId of the DLQ partition and the original dead letter's DLQ offset
+			rh, oh := maps.Clone(r.headers), maps.Clone(o.headers)
+			ackApp, ackVer, ackID := rh["ingestd.txn.app_id"], rh["ingestd.txn.version"], rh["ingestd.commit.id"]
+			for _, k := range []string{"ingestd.txn.app_id", "ingestd.txn.version", "ingestd.commit.id"} {
+				delete(rh, k)
+				delete(oh, k)
+			}
+			if fmt.Sprint(rh) != fmt.Sprint(oh) || string(r.value) != string(o.value) || string(r.key) != string(o.key) || r.partition != o.partition ||
 				r.headers["ingestd.error.reason"] != "not_null_violation" {
 				t.Errorf("carried record %d/%d differs from its dead letter %d/%d", r.partition, r.offset, o.partition, o.offset)
+			}
+			if !strings.HasSuffix(ackApp, fmt.Sprintf("-replay-%s-%d", dlq, o.partition)) || ackVer != fmt.Sprint(o.offset) ||
+				ackID == "" || ackID == o.headers["ingestd.commit.id"] {
+				t.Errorf("carried record %d/%d acks %s@%s commit %q; want the replay appId of partition %d, version %d and a new commit id",
+					r.partition, r.offset, ackApp, ackVer, ackID, o.partition, o.offset)
 			}
 		case "1":
 			redlq++

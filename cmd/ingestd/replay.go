@@ -87,6 +87,9 @@ records keep from their source record.`, stderr)
 		return exitFailure
 	}
 	sum, err := ingest.Replay(ctx, cfg, p, opts)
+	if cerr := ingest.CloseDeps(ctx, p); cerr != nil {
+		log.Warn("background checkpoint not finished; the next one covers it", "err", cerr)
+	}
 	if sum != nil {
 		if *asJSON {
 			_ = json.NewEncoder(stdout).Encode(sum)
@@ -124,7 +127,13 @@ func printReplay(w io.Writer, s *ingest.ReplaySummary) {
 	if s.Carried > 0 {
 		fmt.Fprintf(w, "  carried forward:      %d  (not selected; re-produced unchanged to %s)\n", s.Carried, s.DeadLetterTopic)
 	}
-	if s.Remaining > 0 {
+	if s.Orphans > 0 {
+		fmt.Fprintf(w, "  orphans skipped:      %d  (their flush never committed; a later flush handled the records)\n", s.Orphans)
+	}
+	switch {
+	case s.Pending > 0:
+		fmt.Fprintf(w, "  left for later:       %d  (at or past --until, or from a pending dead letter: %d whose commit is not in the table yet)\n", s.Remaining, s.Pending)
+	case s.Remaining > 0:
 		fmt.Fprintf(w, "  left for later:       %d  (at or past --until)\n", s.Remaining)
 	}
 	if len(s.ByReason) > 0 {

@@ -31,6 +31,17 @@ func TestPrintReplay(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("printReplay:\n%s\nwant:\n%s", b.String(), want)
 	}
+
+	b.Reset()
+	printReplay(&b, &ingest.ReplaySummary{DeadLetterTopic: "orders.dlq", Read: 8, Orphans: 6, Landed: 2, Pending: 3, Remaining: 5})
+	want = `orders.dlq replayed: 8 records after the replay position (0 already replayed, 0 duplicates skipped)
+  landed in the table:  2
+  orphans skipped:      6  (their flush never committed; a later flush handled the records)
+  left for later:       5  (at or past --until, or from a pending dead letter: 3 whose commit is not in the table yet)
+`
+	if b.String() != want {
+		t.Errorf("printReplay with orphans and pending:\n%s\nwant:\n%s", b.String(), want)
+	}
 }
 
 // TestReplayFlags: bad values and combinations exit 2 with a message naming the flag,

@@ -118,6 +118,9 @@ func runPipelines(ctx context.Context, log *slog.Logger, ps []*ingest.Pipeline) 
 				failed++
 				mu.Unlock()
 			}
+			if err := p.Close(ctx); err != nil {
+				log.Warn("background checkpoint not finished; the next one covers it", "pipeline", p.Name(), "err", err)
+			}
 		})
 	}
 	wg.Wait()

@@ -1,0 +1,126 @@
+package deltawriter
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// BENCHMARKS.md "Commit path": 10,000 commits (one add and one txn each, as a pipeline
+// flush makes) to a local table with a checkpoint every 10 commits, p50/p99/max of
+// Table.Commit. Run with -benchtime 1x: one iteration is the whole 10,000-commit run.
+func BenchmarkCommitPath(b *testing.B) {
+	b.Run("sync-checkpoints", func(b *testing.B) { benchCommitPath(b) })
+	b.Run("background-checkpoints", func(b *testing.B) { benchCommitPath(b, WithBackgroundCheckpoints()) })
+}
+
+func benchCommitPath(b *testing.B, opts ...Option) {
+	const commits = 10_000
+	for b.Loop() {
+		ctx := context.Background()
+		st, err := storage.NewLocal(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		tbl, err := Open(ctx, st, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		schema, _ := deltalog.ParseSchema(benchSchema)
+		p, m := NewTableMetadata("bench", schema, nil, nil)
+		if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {
+			b.Fatal(err)
+		}
+		lat := make([]time.Duration, 0, commits)
+		stats := `{"numRecords":1000,"minValues":{"id":1},"maxValues":{"id":1000},"nullCount":{"id":0}}`
+		for v := int64(0); v < commits; v++ {
+			a := deltalog.Add{Path: fmt.Sprintf("part-00000-%08d-c000.snappy.parquet", v), Size: 123456, ModificationTime: 1, DataChange: true, Stats: stats}
+			t0 := time.Now()
+			if _, err := tbl.Commit(ctx, Commit{ReadVersion: v, Adds: []deltalog.Add{a}, Txns: []deltalog.Txn{{AppID: "bench-orders-0", Version: v * 1000}}}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		tbl.WaitCheckpoints()
+		if got := readLastCheckpoint(ctx, st); got != commits {
+			b.Fatalf("_last_checkpoint names version %d, want %d", got, commits)
+		}
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		b.ReportMetric(q(0.5), "p50-ms")
+		b.ReportMetric(q(0.99), "p99-ms")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+		b.ReportMetric(0, "ns/op")
+	}
+}
+
+// BenchmarkCheckpointEncode: the Parquet checkpoint of a table with 10,000 live files
+// (one txn), built and encoded in memory. "row-maps" is the former path (generic row
+// trees shredded by shredRows, parquet-go's default snappy); "columns" is the current
+// one (buildCheckpointColumns, s2 snappy). ms per checkpoint, 1 core.
+func BenchmarkCheckpointEncode(b *testing.B) {
+	const files = 10_000
+	now := time.Now()
+	s := minimalSnapshot()
+	s.txns["bench-orders-0"], s.Txns["bench-orders-0"] = deltalog.Txn{AppID: "bench-orders-0", Version: 1, LastUpdated: ptr(now.UnixMilli())}, 1
+	stats := `{"numRecords":1000,"minValues":{"id":1},"maxValues":{"id":1000},"nullCount":{"id":0}}`
+	for i := range files {
+		a := deltalog.Add{Path: fmt.Sprintf("part-00000-%08d-c000.snappy.parquet", i), PartitionValues: map[string]*string{},
+			Size: 123456, ModificationTime: 1, DataChange: true, Stats: stats}
+		s.Files[a.Path] = a
+	}
+	report := func(b *testing.B, size int) {
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/checkpoint")
+		b.ReportMetric(float64(size), "file-bytes")
+		b.ReportMetric(0, "ns/op")
+	}
+	b.Run("row-maps", func(b *testing.B) {
+		var buf bytes.Buffer
+		for b.Loop() {
+			rows, _, err := checkpointRows(s, now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cols, err := shredRows(checkpointSchema, rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf.Reset()
+			w := parquet.NewGenericWriter[any](&buf, checkpointSchema, parquet.DataPageVersion(1),
+				parquet.Compression(&parquet.Snappy), parquet.CreatedBy("ingestd", "", ""))
+			for i, c := range cols {
+				if _, err := w.ColumnWriters()[i].WriteRowValues(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, buf.Len())
+	})
+	b.Run("columns", func(b *testing.B) {
+		var buf bytes.Buffer
+		var cols *checkpointColumns
+		for b.Loop() {
+			var err error
+			if cols, err = buildCheckpointColumns(s, now, cols, nil); err != nil {
+				b.Fatal(err)
+			}
+			buf.Reset()
+			if err := encodeCheckpoint(&buf, cols, nil); err != nil {
+				b.Fatal(err)
+			}
+			cols.release()
+		}
+		report(b, buf.Len())
+	})
+}

@@ -1,0 +1,91 @@
+package deltawriter
+
+import (
+	"context"
+	"runtime"
+	"sync"
+)
+
+// checkpointer is the single owner of a table's background checkpoints
+// (WithBackgroundCheckpoints). At most one goroutine writes them; it starts when a
+// checkpoint falls due and exits when none is pending. A checkpoint that falls due while
+// another is being written waits in a one-snapshot slot, where a newer one replaces it
+// (a checkpoint is a full copy of the table state, so the newer one covers the older).
+// Close stops it.
+type checkpointer struct {
+	mu      sync.Mutex
+	pending *Snapshot          // newest due snapshot not being written yet
+	done    chan struct{}      // closed when the owner goroutine exits; nil when none runs
+	cancel  context.CancelFunc // cancels the owner goroutine's context
+	closed  bool
+
+	w checkpointWriter // owned by the goroutine
+}
+
+// submit hands snapshot s (immutable) to the owner goroutine, starting it if needed. It
+// returns false when the checkpointer is closed; the caller then writes synchronously.
+func (c *checkpointer) submit(ctx context.Context, t *Table, s *Snapshot) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.pending = s
+	if c.done == nil {
+		gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		c.done, c.cancel = make(chan struct{}), cancel
+		go c.run(gctx, t, c.done)
+	}
+	return true
+}
+
+func (c *checkpointer) run(ctx context.Context, t *Table, done chan struct{}) {
+	for {
+		c.mu.Lock()
+		s := c.pending
+		c.pending = nil
+		if s == nil || ctx.Err() != nil {
+			c.done = nil
+			c.cancel()
+			close(done)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		// Yield between steps: on a single core the committing goroutine, back from an
+		// fsync, must not wait for a whole checkpoint.
+		c.w.yield = runtime.Gosched
+		if err := c.w.write(ctx, t.store, s, t.opts.now()); err != nil {
+			t.logf("write checkpoint", "version", s.Version, "err", err)
+		}
+	}
+}
+
+// wait blocks until no background checkpoint is pending or being written, or ctx is
+// done. When stop is set, no further checkpoint is accepted and, if ctx ends first, the
+// pending one is dropped and the one being written is cancelled.
+func (c *checkpointer) wait(ctx context.Context, stop bool) error {
+	c.mu.Lock()
+	if stop {
+		c.closed = true
+	}
+	done := c.done
+	c.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		if stop {
+			c.mu.Lock()
+			c.pending = nil
+			if c.done == done {
+				c.cancel()
+			}
+			c.mu.Unlock()
+		}
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,875 @@
+package deltawriter
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"strings"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/encoding/rle"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// ingestd's Parquet encoder (Parquet format spec: "File format", "Data pages",
+// "Encodings" PLAIN, RLE/bit-packing hybrid and RLE_DICTIONARY; checklist Parquet
+// section).
+//
+// It writes the column values handed to WriteDataFile straight into DataPage V1 pages,
+// one row group per file, in one pass per column that also validates the values and
+// gathers the statistics (null count, typed min/max) used both for the Parquet footer
+// and for the Delta add.stats. There is no per-value interface call, no intermediate
+// column buffer and no second pass over the values: parquet-go's ColumnWriter copies
+// every value into a column buffer, recomputes page bounds and compares through
+// parquet.Value per value, which is most of its cost (BENCHMARKS.md "Parquet encode").
+//
+// Layout written:
+//   - "PAR1", then per leaf column (schema.Columns() order) its dictionary page, if
+//     any, and its data pages, then the
+//     thrift-compact FileMetaData (version 2, created_by "ingestd version (build )"),
+//     its length (uint32 LE) and "PAR1";
+//   - pages are cut at row boundaries once the page's values reach pageTargetBytes;
+//     the body is [repetition levels][definition levels][values], each level stream
+//     RLE/bit-packed with a uint32 LE length prefix, values PLAIN, or for a
+//     dictionary-encoded column (low-cardinality BYTE_ARRAY, INT32, INT64: see
+//     dictProbe) one bit-width byte and the RLE/bit-packed indexes; the body is
+//     compressed as a whole by the table's codec;
+//   - column chunk statistics: null_count always; min_value/max_value (PLAIN bytes,
+//     TYPE_DEFINED_ORDER) for INT32, INT64, FLOAT and DOUBLE (not when a NaN or ±Inf
+//     is present; a zero min is written as -0.0 and a zero max as +0.0), BYTE_ARRAY
+//     (unsigned byte order) and decimal FIXED_LEN_BYTE_ARRAY (signed order); BOOLEAN
+//     columns get the null count only; page headers carry the page's null count. No
+//     page index and no bloom filter are written.
+
+// pageTargetBytes is the PLAIN value bytes after which a page is cut (at the next row
+// start); 1 MiB as arrow-go and parquet-mr. A variable for tests.
+var pageTargetBytes = 1 << 20
+
+const parquetCreatedBy = "ingestd version (build )"
+
+// colSummary is what the encode pass learns about one leaf column.
+type colSummary struct {
+	// nulls counts level entries below the maximum definition level (for a
+	// non-repeated leaf: the rows where it is null).
+	nulls int
+	// lo and hi index the minimum and maximum non-null value of the column in physical
+	// order (signed for integers and decimals, IEEE for floats, bytes for BYTE_ARRAY);
+	// valid when have. The first of equal values wins.
+	lo, hi int
+	have   bool
+	// nonFinite is set when a FLOAT or DOUBLE value is NaN or ±Inf.
+	nonFinite bool
+}
+
+type leafInfo struct {
+	path     []string
+	typ      parquet.Type
+	kind     parquet.Kind
+	maxRep   int
+	maxDef   int
+	flbaLen  int
+	signedFL bool // FIXED_LEN_BYTE_ARRAY holding a decimal: signed order
+}
+
+func leafInfos(schema *parquet.Schema, cols [][]parquet.Value, numRows int) ([]leafInfo, error) {
+	leaves := schema.Columns()
+	if len(cols) != len(leaves) {
+		return nil, fmt.Errorf("got %d columns, schema has %d leaf columns", len(cols), len(leaves))
+	}
+	if numRows <= 0 {
+		return nil, fmt.Errorf("no rows to write")
+	}
+	out := make([]leafInfo, len(leaves))
+	for i, path := range leaves {
+		leaf, ok := schema.Lookup(path...)
+		if !ok {
+			return nil, fmt.Errorf("leaf column %v not found", path)
+		}
+		t := leaf.Node.Type()
+		li := leafInfo{path: path, typ: t, kind: t.Kind(), maxRep: leaf.MaxRepetitionLevel, maxDef: leaf.MaxDefinitionLevel}
+		switch li.kind {
+		case parquet.Int96:
+			return nil, fmt.Errorf("column %s: INT96 is not written", strings.Join(path, "."))
+		case parquet.FixedLenByteArray:
+			li.flbaLen = t.Length()
+			if lt := t.LogicalType(); lt != nil {
+				_, li.signedFL = lt.Value.(*format.DecimalType)
+			}
+		}
+		out[i] = li
+	}
+	return out, nil
+}
+
+// columnEncoder holds the buffers reused across the pages and columns of one file.
+type columnEncoder struct {
+	codec      compress.Codec
+	compressed bool
+	encode     bool // false: validate and summarise only
+
+	out     []byte // the whole file
+	reps    []byte
+	defs    []byte
+	vals    []byte
+	body    []byte
+	scratch []byte
+	cbuf    []byte
+	hdr     bytes.Buffer
+	henc    *thrift.Encoder
+
+	// dictionary encoding of the current BYTE_ARRAY column (dictOn)
+	dictOn    bool
+	dict      bytesDict        // BYTE_ARRAY entries
+	dictN     map[uint64]int32 // INT32 / INT64 entries by their bits
+	dictVals  []byte           // PLAIN dictionary page values
+	dictFirst []int            // index in the column of each entry's first occurrence
+	idx       []int32          // the current page's dictionary indexes
+	dataPages []byte           // the column's data pages while the dictionary grows
+	fileOut   []byte           // e.out while dataPages is being written
+
+	// per column chunk
+	numValues    int64
+	uncompressed int64
+	pages        int32
+	firstPage    int64
+	dataPage     int64 // offset of the first data page
+}
+
+// Dictionary encoding (RLE_DICTIONARY data pages after one PLAIN dictionary page, as
+// arrow-go and parquet-mr write) is used for a BYTE_ARRAY, INT32 or INT64 column whose
+// first dictProbe non-null values hold at most a quarter distinct values; the column falls
+// back to PLAIN (re-encoded from the start) when its dictionary passes dictMaxEntries
+// entries or dictMaxBytes bytes (a variable for tests).
+const (
+	dictProbe      = 1024
+	dictMaxEntries = 1 << 16
+)
+
+var dictMaxBytes = 1 << 20
+
+var errDictFull = errors.New("dictionary full")
+
+var dictSeed = maphash.MakeSeed()
+
+// bytesDict is an open-addressing hash set of the BYTE_ARRAY dictionary entries, whose
+// bytes live in the dictionary page buffer (cheaper than a map[string]int32, which
+// spent a third of the encode time of string columns).
+type bytesDict struct {
+	slots  []int32  // entry+1, 0 = empty; len a power of two
+	hashes []uint64 // per entry
+	off    []int32  // per entry: start of its bytes in the page buffer
+	size   []int32  // per entry: length
+}
+
+func (d *bytesDict) reset() {
+	if len(d.slots) == 0 {
+		d.slots = make([]int32, 1024)
+	}
+	clear(d.slots)
+	d.hashes, d.off, d.size = d.hashes[:0], d.off[:0], d.size[:0]
+}
+
+// find returns the entry holding b (hash h), or -1; page is the dictionary page buffer.
+func (d *bytesDict) find(page, b []byte, h uint64) int32 {
+	mask := uint64(len(d.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := d.slots[i]
+		if s == 0 {
+			return -1
+		}
+		k := s - 1
+		if d.hashes[k] == h && int(d.size[k]) == len(b) && bytes.Equal(page[d.off[k]:int(d.off[k])+len(b)], b) {
+			return k
+		}
+	}
+}
+
+// add appends an entry (hash h, bytes at page[off:off+n]) absent from d.
+func (d *bytesDict) add(h uint64, off, n int) {
+	k := int32(len(d.hashes))
+	d.hashes = append(d.hashes, h)
+	d.off = append(d.off, int32(off))
+	d.size = append(d.size, int32(n))
+	if 2*len(d.hashes) > len(d.slots) {
+		d.slots = make([]int32, 2*len(d.slots))
+		for e, eh := range d.hashes {
+			d.insert(eh, int32(e))
+		}
+		return
+	}
+	d.insert(h, k)
+}
+
+func (d *bytesDict) insert(h uint64, k int32) {
+	mask := uint64(len(d.slots) - 1)
+	i := h & mask
+	for d.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	d.slots[i] = k + 1
+}
+
+// dictionaryPays reports whether vals (a BYTE_ARRAY, INT32 or INT64 column) looks
+// low-cardinality.
+func dictionaryPays(vals []parquet.Value, kind parquet.Kind, maxDef int) bool {
+	seen := make(map[string]struct{}, 64)
+	seenN := make(map[uint64]struct{}, 64)
+	n := 0
+	for j := range vals {
+		if n == dictProbe {
+			break
+		}
+		v := &vals[j]
+		if int(v.DefinitionLevel()) < maxDef || v.Kind() != kind {
+			continue // nulls; wrong kinds are reported by the encode pass
+		}
+		switch kind {
+		case parquet.ByteArray:
+			seen[string(v.ByteArray())] = struct{}{}
+		case parquet.Int32:
+			seenN[uint64(uint32(v.Int32()))] = struct{}{}
+		default:
+			seenN[uint64(v.Int64())] = struct{}{}
+		}
+		n++
+		if (len(seen)+len(seenN))*4 > dictProbe {
+			return false
+		}
+	}
+	return n > 0 && (len(seen)+len(seenN))*4 <= n
+}
+
+// dictIndexN returns the dictionary index of the fixed-width value with bits x (width
+// 4 or 8 bytes), adding it for its first occurrence j, or errDictFull.
+func (e *columnEncoder) dictIndexN(x uint64, width, j int) (int32, error) {
+	k, ok := e.dictN[x]
+	if ok {
+		return k, nil
+	}
+	if len(e.dictFirst) >= dictMaxEntries || len(e.dictVals)+width > dictMaxBytes {
+		return 0, errDictFull
+	}
+	k = int32(len(e.dictFirst))
+	e.dictN[x] = k
+	e.dictFirst = append(e.dictFirst, j)
+	if width == 4 {
+		e.dictVals = binary.LittleEndian.AppendUint32(e.dictVals, uint32(x))
+	} else {
+		e.dictVals = binary.LittleEndian.AppendUint64(e.dictVals, x)
+	}
+	return k, nil
+}
+
+// encoders keeps columnEncoders (and their page and file buffers) between files.
+var encoders sync.Pool
+
+// maxPooledBytes bounds the file buffer kept in the pool.
+const maxPooledBytes = 64 << 20
+
+func newColumnEncoder(codec compress.Codec, encode bool) *columnEncoder {
+	e, _ := encoders.Get().(*columnEncoder)
+	if e == nil {
+		e = &columnEncoder{}
+		e.henc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&e.hdr))
+	}
+	e.codec, e.encode, e.compressed = codec, encode, false
+	if codec != nil && codec.CompressionCodec() != format.Uncompressed {
+		e.compressed = true
+	}
+	e.out = e.out[:0]
+	return e
+}
+
+// release returns e to the pool; e and the bytes it returned must not be used after.
+func (e *columnEncoder) release() {
+	if cap(e.out) > maxPooledBytes {
+		e.out = nil
+	}
+	e.codec = nil
+	encoders.Put(e)
+}
+
+// column validates vals against leaf (levels within bounds, non-null exactly at the
+// maximum definition level, the leaf's physical kind and width, the column index, and
+// numRows rows), summarises it, and, when encoding, appends its pages to e.out.
+func (e *columnEncoder) column(ci int, leaf *leafInfo, vals []parquet.Value, numRows int) (colSummary, error) {
+	switch leaf.kind {
+	case parquet.ByteArray, parquet.Int32, parquet.Int64:
+		if !e.encode || !dictionaryPays(vals, leaf.kind, leaf.maxDef) {
+			break
+		}
+		s, err := e.columnPass(ci, leaf, vals, numRows, true)
+		if err != errDictFull {
+			return s, err
+		}
+	}
+	return e.columnPass(ci, leaf, vals, numRows, false)
+}
+
+func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value, numRows int, dict bool) (colSummary, error) {
+	var s colSummary
+	name := func() string { return strings.Join(leaf.path, ".") }
+	maxRep, maxDef := leaf.maxRep, leaf.maxDef
+	kind := leaf.kind
+	e.reps, e.defs, e.vals = e.reps[:0], e.defs[:0], e.vals[:0]
+	e.numValues, e.uncompressed, e.pages, e.firstPage = 0, 0, 0, int64(len(e.out))
+	e.dataPage = e.firstPage
+	e.dictOn = dict
+	if dict {
+		if e.dictN == nil {
+			e.dictN = make(map[uint64]int32, 256)
+		}
+		e.dict.reset()
+		clear(e.dictN)
+		e.dictVals, e.dictFirst, e.idx = e.dictVals[:0], e.dictFirst[:0], e.idx[:0]
+		e.fileOut, e.out = e.out, e.dataPages[:0]
+		defer func() { // back to the file buffer, also on errors
+			e.dataPages, e.out, e.fileOut = e.out, e.fileOut, nil
+		}()
+	}
+	rows, pageStart, pageNulls, nbits := 0, 0, 0, 0
+	for j := range vals {
+		v := &vals[j]
+		r, d := int(v.RepetitionLevel()), int(v.DefinitionLevel())
+		if r == 0 {
+			if e.encode && len(e.vals)+2*len(e.idx)+(j-pageStart)>>3 >= pageTargetBytes {
+				if err := e.flushPage(leaf, j-pageStart, pageNulls); err != nil {
+					return s, fmt.Errorf("column %s: %w", name(), err)
+				}
+				pageStart, pageNulls, nbits = j, 0, 0
+			}
+			rows++
+		} else if j == 0 {
+			return s, fmt.Errorf("column %s: first value has repetition level %d, want 0", name(), r)
+		}
+		if r > maxRep || d > maxDef {
+			return s, fmt.Errorf("column %s value %d: levels (%d,%d) exceed max (%d,%d)", name(), j, r, d, maxRep, maxDef)
+		}
+		if v.Column() != ci {
+			return s, fmt.Errorf("column %s value %d: carries column index %d, want %d", name(), j, v.Column(), ci)
+		}
+		if e.encode {
+			if maxRep > 0 {
+				e.reps = append(e.reps, byte(r))
+			}
+			if maxDef > 0 {
+				e.defs = append(e.defs, byte(d))
+			}
+		}
+		if d < maxDef {
+			if !v.IsNull() {
+				return s, fmt.Errorf("column %s value %d: null=false at definition level %d of %d", name(), j, d, maxDef)
+			}
+			s.nulls++
+			pageNulls++
+			continue
+		}
+		if v.Kind() != kind { // a null Value has kind 0 (not a physical kind)
+			if v.IsNull() {
+				return s, fmt.Errorf("column %s value %d: null=true at definition level %d of %d", name(), j, d, maxDef)
+			}
+			return s, fmt.Errorf("column %s value %d: %v value for a %v column", name(), j, v.Kind(), kind)
+		}
+		switch kind {
+		case parquet.Boolean:
+			if e.encode {
+				if nbits&7 == 0 {
+					e.vals = append(e.vals, 0)
+				}
+				if v.Boolean() {
+					e.vals[len(e.vals)-1] |= 1 << (nbits & 7)
+				}
+				nbits++
+			}
+		case parquet.Int32:
+			x := v.Int32()
+			if dict {
+				k, err := e.dictIndexN(uint64(uint32(x)), 4, j)
+				if err != nil {
+					return s, err
+				}
+				e.idx = append(e.idx, k)
+				continue
+			}
+			if e.encode {
+				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(x))
+			}
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+			} else if x < vals[s.lo].Int32() {
+				s.lo = j
+			} else if x > vals[s.hi].Int32() {
+				s.hi = j
+			}
+		case parquet.Int64:
+			x := v.Int64()
+			if dict {
+				k, err := e.dictIndexN(uint64(x), 8, j)
+				if err != nil {
+					return s, err
+				}
+				e.idx = append(e.idx, k)
+				continue
+			}
+			if e.encode {
+				e.vals = binary.LittleEndian.AppendUint64(e.vals, uint64(x))
+			}
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+			} else if x < vals[s.lo].Int64() {
+				s.lo = j
+			} else if x > vals[s.hi].Int64() {
+				s.hi = j
+			}
+		case parquet.Float:
+			x := v.Float()
+			if e.encode {
+				e.vals = binary.LittleEndian.AppendUint32(e.vals, math.Float32bits(x))
+			}
+			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+				s.nonFinite = true
+			}
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+			} else {
+				if x < vals[s.lo].Float() {
+					s.lo = j
+				}
+				if x > vals[s.hi].Float() {
+					s.hi = j
+				}
+			}
+		case parquet.Double:
+			x := v.Double()
+			if e.encode {
+				e.vals = binary.LittleEndian.AppendUint64(e.vals, math.Float64bits(x))
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				s.nonFinite = true
+			}
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+			} else {
+				if x < vals[s.lo].Double() {
+					s.lo = j
+				}
+				if x > vals[s.hi].Double() {
+					s.hi = j
+				}
+			}
+		case parquet.ByteArray:
+			b := v.ByteArray()
+			if dict {
+				h := maphash.Bytes(dictSeed, b)
+				k := e.dict.find(e.dictVals, b, h)
+				if k < 0 {
+					if len(e.dictFirst) >= dictMaxEntries || len(e.dictVals)+4+len(b) > dictMaxBytes {
+						return s, errDictFull
+					}
+					k = int32(len(e.dictFirst))
+					e.dictFirst = append(e.dictFirst, j)
+					e.dictVals = binary.LittleEndian.AppendUint32(e.dictVals, uint32(len(b)))
+					e.dict.add(h, len(e.dictVals), len(b))
+					e.dictVals = append(e.dictVals, b...)
+				}
+				e.idx = append(e.idx, k)
+				continue
+			}
+			if e.encode {
+				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(len(b)))
+				e.vals = append(e.vals, b...)
+			}
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+			} else if bytes.Compare(b, vals[s.lo].ByteArray()) < 0 {
+				s.lo = j
+			} else if bytes.Compare(b, vals[s.hi].ByteArray()) > 0 {
+				s.hi = j
+			}
+		case parquet.FixedLenByteArray:
+			b := v.ByteArray()
+			if len(b) != leaf.flbaLen {
+				return s, fmt.Errorf("column %s value %d: %d bytes for a FIXED_LEN_BYTE_ARRAY(%d) column", name(), j, len(b), leaf.flbaLen)
+			}
+			if e.encode {
+				e.vals = append(e.vals, b...)
+			}
+			cmp := bytes.Compare
+			if leaf.signedFL {
+				cmp = compareSignedBE
+			}
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+			} else if cmp(b, vals[s.lo].ByteArray()) < 0 {
+				s.lo = j
+			} else if cmp(b, vals[s.hi].ByteArray()) > 0 {
+				s.hi = j
+			}
+		}
+	}
+	if rows != numRows {
+		return s, fmt.Errorf("column %s has %d rows, want %d", name(), rows, numRows)
+	}
+	if e.encode && len(vals) > pageStart {
+		if err := e.flushPage(leaf, len(vals)-pageStart, pageNulls); err != nil {
+			return s, fmt.Errorf("column %s: %w", name(), err)
+		}
+	}
+	if dict {
+		// min and max over the distinct values; each entry stands for its first
+		// occurrence, so the first of equal values wins as in the PLAIN pass
+		for _, j := range e.dictFirst {
+			if !s.have {
+				s.lo, s.hi, s.have = j, j, true
+				continue
+			}
+			var clo, chi int
+			switch kind {
+			case parquet.ByteArray:
+				b := vals[j].ByteArray()
+				clo, chi = bytes.Compare(b, vals[s.lo].ByteArray()), bytes.Compare(b, vals[s.hi].ByteArray())
+			case parquet.Int32:
+				x := vals[j].Int32()
+				clo, chi = cmp.Compare(x, vals[s.lo].Int32()), cmp.Compare(x, vals[s.hi].Int32())
+			default:
+				x := vals[j].Int64()
+				clo, chi = cmp.Compare(x, vals[s.lo].Int64()), cmp.Compare(x, vals[s.hi].Int64())
+			}
+			if clo < 0 {
+				s.lo = j
+			} else if chi > 0 {
+				s.hi = j
+			}
+		}
+		if err := e.writeDictionary(); err != nil {
+			return s, fmt.Errorf("column %s: %w", name(), err)
+		}
+	}
+	return s, nil
+}
+
+// writeDictionary writes the dictionary page to the file buffer followed by the data
+// pages buffered while it grew.
+func (e *columnEncoder) writeDictionary() error {
+	data := e.dictVals
+	if e.compressed {
+		var err error
+		if e.cbuf, err = e.codec.Encode(e.cbuf[:0], e.dictVals); err != nil {
+			return fmt.Errorf("compress dictionary page: %w", err)
+		}
+		data = e.cbuf
+	}
+	e.hdr.Reset()
+	h := format.PageHeader{
+		Type:                 format.DictionaryPage,
+		UncompressedPageSize: int32(len(e.dictVals)),
+		CompressedPageSize:   int32(len(data)),
+		DictionaryPageHeader: thrift.New(format.DictionaryPageHeader{
+			NumValues: int32(len(e.dictFirst)),
+			Encoding:  format.Plain,
+		}),
+	}
+	if err := e.henc.Encode(&h); err != nil {
+		return fmt.Errorf("encode dictionary page header: %w", err)
+	}
+	e.fileOut = append(e.fileOut, e.hdr.Bytes()...)
+	e.fileOut = append(e.fileOut, data...)
+	e.uncompressed += int64(e.hdr.Len() + len(e.dictVals))
+	e.dataPage = int64(len(e.fileOut))
+	e.fileOut = append(e.fileOut, e.out...) // the data pages
+	return nil
+}
+
+// compareSignedBE compares two equal-length big-endian two's-complement integers.
+func compareSignedBE(a, b []byte) int {
+	if len(a) > 0 && len(b) > 0 && a[0] != b[0] {
+		if int8(a[0]) < int8(b[0]) {
+			return -1
+		}
+		return 1
+	}
+	return bytes.Compare(a, b)
+}
+
+func levelBitWidth(max int) int { return bits.Len(uint(max)) }
+
+// appendLevels appends levels RLE/bit-packed at the width of max, with the uint32 LE
+// length prefix of DataPage V1.
+func (e *columnEncoder) appendLevels(dst, levels []byte, max int) ([]byte, error) {
+	enc := rle.Encoding{BitWidth: levelBitWidth(max)}
+	var err error
+	e.scratch, err = enc.EncodeLevels(e.scratch[:0], levels)
+	if err != nil {
+		return dst, fmt.Errorf("encode levels: %w", err)
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e.scratch)))
+	return append(dst, e.scratch...), nil
+}
+
+// flushPage writes the buffered levels and values as one DataPage V1 of n level
+// entries (nulls of them null) to e.out.
+func (e *columnEncoder) flushPage(leaf *leafInfo, n, nulls int) error {
+	body := e.body[:0]
+	var err error
+	if leaf.maxRep > 0 {
+		if body, err = e.appendLevels(body, e.reps, leaf.maxRep); err != nil {
+			return err
+		}
+	}
+	if leaf.maxDef > 0 {
+		if body, err = e.appendLevels(body, e.defs, leaf.maxDef); err != nil {
+			return err
+		}
+	}
+	enc := format.Plain
+	if e.dictOn {
+		enc = format.RLEDictionary
+		w := max(1, bits.Len(uint(len(e.dictFirst)-1)))
+		rl := rle.Encoding{BitWidth: w}
+		if e.scratch, err = rl.EncodeInt32(e.scratch[:0], e.idx); err != nil {
+			return fmt.Errorf("encode dictionary indexes: %w", err)
+		}
+		body = append(body, byte(w))
+		body = append(body, e.scratch...)
+	} else {
+		body = append(body, e.vals...)
+	}
+	e.body = body
+	data := body
+	if e.compressed {
+		if e.cbuf, err = e.codec.Encode(e.cbuf[:0], body); err != nil {
+			return fmt.Errorf("compress page: %w", err)
+		}
+		data = e.cbuf
+	}
+	if len(body) > math.MaxInt32 || len(data) > math.MaxInt32 {
+		return fmt.Errorf("page of %d bytes exceeds the format's limit", len(body))
+	}
+	e.hdr.Reset()
+	h := format.PageHeader{
+		Type:                 format.DataPage,
+		UncompressedPageSize: int32(len(body)),
+		CompressedPageSize:   int32(len(data)),
+		DataPageHeader: thrift.New(format.DataPageHeader{
+			NumValues:               int32(n),
+			Encoding:                enc,
+			DefinitionLevelEncoding: format.RLE,
+			RepetitionLevelEncoding: format.RLE,
+			Statistics:              format.Statistics{NullCount: int64(nulls)},
+		}),
+	}
+	if err := e.henc.Encode(&h); err != nil {
+		return fmt.Errorf("encode page header: %w", err)
+	}
+	e.out = append(e.out, e.hdr.Bytes()...)
+	e.out = append(e.out, data...)
+	e.numValues += int64(n)
+	e.uncompressed += int64(e.hdr.Len() + len(body))
+	e.pages++
+	e.reps, e.defs, e.vals, e.idx = e.reps[:0], e.defs[:0], e.vals[:0], e.idx[:0]
+	return nil
+}
+
+// chunkMetadata returns the footer entry of the column chunk just encoded.
+func (e *columnEncoder) chunkMetadata(leaf *leafInfo, vals []parquet.Value, s colSummary) format.ColumnChunk {
+	encs := []format.Encoding{format.Plain}
+	if leaf.maxRep > 0 || leaf.maxDef > 0 || e.dictOn {
+		encs = append(encs, format.RLE)
+	}
+	encStats := []format.PageEncodingStats{{PageType: format.DataPage, Encoding: format.Plain, Count: e.pages}}
+	if e.dictOn {
+		encs = append(encs, format.RLEDictionary)
+		encStats = []format.PageEncodingStats{
+			{PageType: format.DictionaryPage, Encoding: format.Plain, Count: 1},
+			{PageType: format.DataPage, Encoding: format.RLEDictionary, Count: e.pages},
+		}
+	}
+	md := format.ColumnMetaData{
+		Type:                  format.Type(leaf.kind),
+		Encoding:              encs,
+		PathInSchema:          leaf.path,
+		Codec:                 format.Uncompressed,
+		NumValues:             e.numValues,
+		TotalUncompressedSize: e.uncompressed,
+		TotalCompressedSize:   int64(len(e.out)) - e.firstPage,
+		DataPageOffset:        e.dataPage,
+		Statistics:            format.Statistics{NullCount: int64(s.nulls)},
+		EncodingStats:         encStats,
+	}
+	if e.dictOn {
+		md.DictionaryPageOffset = e.firstPage
+	}
+	if e.compressed {
+		md.Codec = e.codec.CompressionCodec()
+	}
+	if s.have {
+		md.Statistics.MinValue, md.Statistics.MaxValue = footerBounds(leaf, vals[s.lo], vals[s.hi], s.nonFinite)
+	}
+	return format.ColumnChunk{FileOffset: e.firstPage, MetaData: md}
+}
+
+// footerBounds returns the PLAIN-encoded min and max for the chunk statistics, or nils
+// when the column gets none.
+func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte, []byte) {
+	switch leaf.kind {
+	case parquet.Int32:
+		return binary.LittleEndian.AppendUint32(nil, uint32(lo.Int32())), binary.LittleEndian.AppendUint32(nil, uint32(hi.Int32()))
+	case parquet.Int64:
+		return binary.LittleEndian.AppendUint64(nil, uint64(lo.Int64())), binary.LittleEndian.AppendUint64(nil, uint64(hi.Int64()))
+	case parquet.Float:
+		if nonFinite {
+			return nil, nil
+		}
+		mn, mx := lo.Float(), hi.Float()
+		if mn == 0 {
+			mn = float32(math.Copysign(0, -1))
+		}
+		if mx == 0 {
+			mx = 0
+		}
+		return binary.LittleEndian.AppendUint32(nil, math.Float32bits(mn)), binary.LittleEndian.AppendUint32(nil, math.Float32bits(mx))
+	case parquet.Double:
+		if nonFinite {
+			return nil, nil
+		}
+		mn, mx := lo.Double(), hi.Double()
+		if mn == 0 {
+			mn = math.Copysign(0, -1)
+		}
+		if mx == 0 {
+			mx = 0
+		}
+		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(mn)), binary.LittleEndian.AppendUint64(nil, math.Float64bits(mx))
+	case parquet.ByteArray:
+		return append([]byte{}, lo.ByteArray()...), append([]byte{}, hi.ByteArray()...)
+	case parquet.FixedLenByteArray:
+		if leaf.signedFL {
+			return append([]byte{}, lo.ByteArray()...), append([]byte{}, hi.ByteArray()...)
+		}
+	}
+	return nil, nil
+}
+
+// encodeParquetFile validates and encodes cols (see WriteDataFile) as one Parquet file
+// with codec. It returns the encoder holding the file's bytes in e.out (call release
+// once they are written) and the per-column summaries.
+func encodeParquetFile(schema *parquet.Schema, cols [][]parquet.Value, numRows int, codec compress.Codec) (e *columnEncoder, sums []colSummary, err error) {
+	leaves, err := leafInfos(schema, cols, numRows)
+	if err != nil {
+		return nil, nil, err
+	}
+	e = newColumnEncoder(codec, true)
+	defer func(enc *columnEncoder) {
+		if err != nil {
+			enc.release()
+		}
+	}(e)
+	e.out = append(e.out, "PAR1"...)
+	sums = make([]colSummary, len(leaves))
+	chunks := make([]format.ColumnChunk, len(leaves))
+	var totalUncompressed int64
+	for i := range leaves {
+		if sums[i], err = e.column(i, &leaves[i], cols[i], numRows); err != nil {
+			return nil, nil, err
+		}
+		chunks[i] = e.chunkMetadata(&leaves[i], cols[i], sums[i])
+		totalUncompressed += e.uncompressed
+	}
+	orders := make([]format.ColumnOrder, len(leaves))
+	for i := range orders {
+		orders[i] = format.ColumnOrder{Value: new(format.TypeDefinedOrder)}
+	}
+	md := format.FileMetaData{
+		Version:      2,
+		Schema:       schemaElements(schema),
+		NumRows:      int64(numRows),
+		CreatedBy:    parquetCreatedBy,
+		ColumnOrders: orders,
+		RowGroups: []format.RowGroup{{
+			Columns:             chunks,
+			TotalByteSize:       totalUncompressed,
+			NumRows:             int64(numRows),
+			FileOffset:          4,
+			TotalCompressedSize: int64(len(e.out)) - 4,
+		}},
+	}
+	e.hdr.Reset()
+	if err := e.henc.Encode(&md); err != nil {
+		return nil, nil, fmt.Errorf("encode footer: %w", err)
+	}
+	e.out = append(e.out, e.hdr.Bytes()...)
+	e.out = binary.LittleEndian.AppendUint32(e.out, uint32(e.hdr.Len()))
+	e.out = append(e.out, "PAR1"...)
+	return e, sums, nil
+}
+
+// summarizeColumns validates cols and returns their summaries without encoding.
+func summarizeColumns(schema *parquet.Schema, cols [][]parquet.Value, numRows int) ([]colSummary, error) {
+	leaves, err := leafInfos(schema, cols, numRows)
+	if err != nil {
+		return nil, err
+	}
+	e := newColumnEncoder(nil, false)
+	defer e.release()
+	sums := make([]colSummary, len(leaves))
+	for i := range leaves {
+		if sums[i], err = e.column(i, &leaves[i], cols[i], numRows); err != nil {
+			return nil, err
+		}
+	}
+	return sums, nil
+}
+
+// schemaElements flattens schema depth-first (parquet-go's field order, the order of
+// schema.Columns()) into the footer's schema list.
+func schemaElements(schema *parquet.Schema) []format.SchemaElement {
+	var out []format.SchemaElement
+	var walk func(name string, n parquet.Node, root bool)
+	walk = func(name string, n parquet.Node, root bool) {
+		t := n.Type()
+		el := format.SchemaElement{Name: name, FieldID: int32(n.ID())}
+		if !root {
+			switch {
+			case n.Optional():
+				el.RepetitionType = thrift.New(format.Optional)
+			case n.Repeated():
+				el.RepetitionType = thrift.New(format.Repeated)
+			default:
+				el.RepetitionType = thrift.New(format.Required)
+			}
+		}
+		if lt := t.LogicalType(); lt != nil {
+			el.LogicalType = *lt
+			if d, ok := lt.Value.(*format.DecimalType); ok {
+				el.Scale = thrift.New(d.Scale)
+				el.Precision = thrift.New(d.Precision)
+			}
+		}
+		if l := int32(t.Length()); l > 0 {
+			el.TypeLength = thrift.New(l)
+		}
+		if !n.Leaf() {
+			el.NumChildren = thrift.New(int32(len(n.Fields())))
+		}
+		if pt := t.PhysicalType(); pt != nil {
+			el.Type = thrift.New(*pt)
+		}
+		if ct := t.ConvertedType(); ct != nil {
+			el.ConvertedType = thrift.New(*ct)
+		}
+		out = append(out, el)
+		for _, f := range n.Fields() {
+			walk(f.Name(), f, false)
+		}
+	}
+	walk(schema.Name(), schema, true)
+	return out
+}
