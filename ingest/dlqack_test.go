@@ -278,3 +278,44 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 	}
 	h.checkOrders(10)
 }
+
+// Dead letters of one partition made while no table exists; the table is then created
+// by a flush of another partition only, and a later commit moves the first partition.
+// The creating commit must move the first partition's txn past its dead letters too (it
+// is the commit they name): otherwise the later commit, under a new id, makes them
+// orphans and replay drops them (found by a break-it review).
+func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
+	h := newHarness(t, 2)
+	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
+	log := slog.New(slog.NewTextHandler(testWriter{t, "pipeline"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p := NewPipeline(h.config(), h.deps(log))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait("2 dead letters", func() bool { return h.dlqCount() >= 2 })
+	h.produce(1, 10, 0, 2, 1) // partition 1 only: creates the table
+	wait("the creating commit", func() bool { return h.snapshot().Version >= 0 })
+	if got := h.snapshot().Txns["orders-orders-0"]; got != 1 {
+		t.Errorf("creating commit: partition 0 txn %d, want 1 (past its two dead letters)", got)
+	}
+	h.produce(11, 10, 0, 2, 0) // partition 0: a later commit under a new id
+	wait("all 22 records", func() bool { return h.handled() >= 22 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, ackReal)) {
+		t.Errorf("DLQ states %v, want real", states)
+	}
+	h.checkOrders(20)
+}

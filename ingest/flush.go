@@ -541,15 +541,34 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		written = add.Size
 	}
 	now := time.Now().UnixMilli()
+	if !exists && !created {
+		// No table yet and no record that could define its schema (only tombstones and dead
+		// letters): the dead letters are acknowledged but there is no txn to move. The commit
+		// id stays, and the commit that creates the table moves these partitions' txns past
+		// them too (p.noTableTxns), so that it is the commit they name. After a restart
+		// before that, the records are read (and dead-lettered) again and these copies
+		// become orphans.
+		for k, off := range handled {
+			p.noTableTxns[k] = max(p.noTableTxns[k], off)
+		}
+		for _, r := range recs {
+			delete(p.deadSet, keyOf(r))
+		}
+		p.applyHalts(halts)
+		return nil
+	}
+	if p.replay == nil {
+		for k, off := range p.noTableTxns {
+			if h, ok := handled[k]; !ok || h < off {
+				handled[k] = off
+			}
+		}
+	}
 	for k, off := range handled {
 		c.Txns = append(c.Txns, deltalog.Txn{AppID: p.txnAppID(k.topic, k.partition), Version: off, LastUpdated: &now})
 	}
-	if (len(c.Txns) == 0 && len(c.Adds) == 0) || (!exists && !created) {
-		// Nothing to record, or no table yet and no record that could define its schema
-		// (only tombstones and dead letters): the dead letters are acknowledged; without a
-		// table there is no txn to move, so after a restart these records are read (and
-		// dead-lettered) again, which the at-least-once DLQ allows. The commit id stays:
-		// the commit that creates the table and moves the txn past them carries it.
+	if len(c.Txns) == 0 && len(c.Adds) == 0 {
+		// Nothing to record.
 		for _, r := range recs {
 			delete(p.deadSet, keyOf(r))
 		}
@@ -583,6 +602,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	// and dead-lettered again under it.
 	p.commitID = newCommitID()
 	clear(p.deadSet)
+	clear(p.noTableTxns)
 	dur := time.Since(start)
 	p.m.Commits.WithLabelValues(p.cfg.Name).Inc()
 	p.m.CommitDuration.WithLabelValues(p.cfg.Name).Observe(dur.Seconds())

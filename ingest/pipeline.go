@@ -76,6 +76,11 @@ type Pipeline struct {
 	// schema change is not written as well.
 	commitID string
 	deadSet  map[recordKey]deadEntry
+	// noTableTxns holds, per partition, the last offset of dead-letter-only flushes made
+	// while the table did not exist (nothing to commit then): the commit that creates the
+	// table moves these txns too, under the same commitID the dead letters name, so replay
+	// classifies them as real. Dropped with the partition on revoke/loss.
+	noTableTxns map[topicPartition]int64
 	// beforeCommit, when set (tests only), runs after the dead letters of a flush are
 	// acknowledged and before its commit, with their number; an error ends the flush
 	// there, like a crash (nothing committed).
@@ -151,6 +156,8 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		next:     map[topicPartition]int64{},
 		commitID: newCommitID(),
 		deadSet:  map[recordKey]deadEntry{},
+
+		noTableTxns: map[topicPartition]int64{},
 	}
 	p.status.s = Status{Pipeline: cfg.Name, State: StateStarting, Since: time.Now()}
 	p.m.initPipeline(cfg.Name)
@@ -791,6 +798,7 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 			p.status.unhalt(k.topic, k.partition)
 		}
 		delete(p.backoffs, k)
+		delete(p.noTableTxns, k) // the new owner re-reads them; their dead letters become orphans
 	}
 	if p.cl != nil {
 		p.cl.ResumeFetchPartitions(parts)
