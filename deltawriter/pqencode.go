@@ -632,7 +632,12 @@ func (e *columnEncoder) flushPage(leaf *leafInfo, n, nulls int) error {
 	enc := format.Plain
 	if e.dictOn {
 		enc = format.RLEDictionary
-		w := max(1, bits.Len(uint(len(e.dictFirst)-1)))
+		// Index bit width; a page cut before the first non-null value has an empty
+		// dictionary and no indexes (bits.Len of -1 as uint would be 64).
+		w := 1
+		if n := len(e.dictFirst); n > 1 {
+			w = bits.Len(uint(n - 1))
+		}
 		rl := rle.Encoding{BitWidth: w}
 		if e.scratch, err = rl.EncodeInt32(e.scratch[:0], e.idx); err != nil {
 			return fmt.Errorf("encode dictionary indexes: %w", err)
@@ -716,6 +721,10 @@ func (e *columnEncoder) chunkMetadata(leaf *leafInfo, vals []parquet.Value, s co
 	return format.ColumnChunk{FileOffset: e.firstPage, MetaData: md}
 }
 
+// maxFooterBound is the largest BYTE_ARRAY min or max (bytes) written to the footer
+// statistics (Arrow C++'s default max_statistics_size is 4,096).
+const maxFooterBound = 4096
+
 // footerBounds returns the PLAIN-encoded min and max for the chunk statistics, or nils
 // when the column gets none.
 func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte, []byte) {
@@ -749,6 +758,12 @@ func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte,
 		}
 		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(mn)), binary.LittleEndian.AppendUint64(nil, math.Float64bits(mx))
 	case parquet.ByteArray:
+		// Like Arrow's writer, no bounds past maxFooterBound bytes: each would be stored
+		// twice more, uncompressed, and a value of ~100 MB makes the footer unreadable to
+		// readers with a thrift size limit (pyarrow). Delta's add.stats are separate.
+		if len(lo.ByteArray()) > maxFooterBound || len(hi.ByteArray()) > maxFooterBound {
+			return nil, nil
+		}
 		return append([]byte{}, lo.ByteArray()...), append([]byte{}, hi.ByteArray()...)
 	case parquet.FixedLenByteArray:
 		if leaf.signedFL {
