@@ -259,6 +259,72 @@ func (h *harness) waitHandled(want int64, timeout time.Duration, members ...*mem
 	}
 }
 
+// waitStableSplit waits until the group is Stable with n members that each own at least
+// one partition and together own all partitions [0, parts): no rebalance is in flight.
+func (h *harness) waitStableSplit(n int, parts int32, timeout time.Duration, members ...*member) {
+	h.t.Helper()
+	adm := kadm.NewClient(h.producer)
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		for _, m := range members {
+			select {
+			case err := <-m.done:
+				m.done <- err
+				h.t.Fatalf("a member stopped early: %v", err)
+			default:
+			}
+		}
+		gs, err := adm.DescribeGroups(context.Background(), "ingestd-orders")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		g := gs["ingestd-orders"]
+		owned, each := map[int32]bool{}, true
+		var split []string
+		for _, m := range g.Members {
+			ca, _ := m.Assigned.AsConsumer()
+			var mine []int32
+			if ca != nil {
+				for _, t := range ca.Topics {
+					for _, p := range t.Partitions {
+						owned[p] = true
+						mine = append(mine, p)
+					}
+				}
+			}
+			each = each && len(mine) > 0
+			split = append(split, fmt.Sprint(mine))
+		}
+		last = fmt.Sprintf("state %s, %d members, assignments %v", g.State, len(g.Members), split)
+		if g.Err == nil && g.State == "Stable" && len(g.Members) == n && each && len(owned) == int(parts) {
+			h.t.Logf("group %s", last)
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for a stable group of %d members sharing %d partitions: %s", n, parts, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCounter waits until c reaches want and returns it; it fails on another value
+// after timeout.
+func (h *harness) waitCounter(c prometheus.Collector, want float64, timeout time.Duration) float64 {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := testutil.ToFloat64(c)
+		if got == want {
+			return got
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("counter is %v after %v, want %v", got, timeout, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // orderIDs reads the order_id column of every live data file: id → times present. It also
 // fails when a file is referenced by two add actions across the log.
 func (h *harness) orderIDs() map[int64]int {
@@ -421,17 +487,28 @@ func swallowLeave(c *kfake.Cluster, swallowed *atomic.Int32) {
 	})
 }
 
-// TestKilledMemberWithoutLeaving: a member dies without flushing, committing or leaving
-// the group (ctx cancelled with errAbandon, LeaveGroup swallowed). After the session
-// timeout the survivor owns every partition, seeks to the txn versions and the table ends
-// with every record exactly once.
+// TestKilledMemberWithoutLeaving: a member that owns half the partitions dies in the
+// middle of its records without flushing, committing or leaving the group (ctx cancelled
+// with errAbandon, LeaveGroup swallowed). After the session timeout the survivor owns
+// every partition, seeks to the txn versions and the table ends with every record
+// exactly once.
 func TestKilledMemberWithoutLeaving(t *testing.T) {
 	const parts = 4
 	h := newHarness(t, parts)
-	h.produce(1, 8000, 0, parts, -1)
+	h.produce(1, 8000, 0, parts, -1) // offsets 0..1999 of each partition
 	a := h.start("a", nil)
 	b := h.start("b", nil)
 	h.waitHandled(2000, 30*time.Second, a, b)
+	// Kill a only in a stable group where it owns partitions. Killed while it still
+	// joins, a would own nothing; worse, b rejoins for the cooperative second phase at
+	// that moment and kfake, unlike Kafka (MemberMetadata.shouldKeepAlive: never expire
+	// a member with a JoinGroup or SyncGroup in purgatory), expires a member waiting in
+	// JoinGroup when its session timer fires and never answers that request: if b's
+	// timer fires before dead a's, b waits out its JoinGroup read timeout (rebalance
+	// timeout + 10 s = 130 s) while a's partitions stay unowned.
+	h.waitStableSplit(2, parts, 30*time.Second, a, b)
+	h.produce(8001, 2000, 0, parts, -1)
+	a.waitCommittedPast(t, 1999, 30*time.Second) // a is in the middle of its new records
 	var swallowed atomic.Int32
 	swallowLeave(h.cluster, &swallowed)
 	a.cancel(errAbandon)
@@ -443,12 +520,34 @@ func TestKilledMemberWithoutLeaving(t *testing.T) {
 		t.Fatalf("the killed member's LeaveGroup was not swallowed (%d)", swallowed.Load())
 	}
 	at := h.handled()
-	h.produce(8001, 4000, 0, parts, -1)
+	h.produce(10001, 2000, 0, parts, -1)
 	h.waitHandled(12000, 60*time.Second, b)
 	b.stop(t)
 	t.Logf("killed at %d handled records", at)
 	h.checkExactlyOnce(12000)
 	h.checkTxnsAtEnd()
+}
+
+// waitCommittedPast waits until m has committed a record past offset off in one of the
+// partitions it owns.
+func (m *member) waitCommittedPast(t *testing.T, off int64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		m.p.lagMu.Lock()
+		var past bool
+		for _, next := range m.p.next {
+			past = past || next > off+1
+		}
+		m.p.lagMu.Unlock()
+		if past {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member committed nothing past offset %d in %v", off, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // staticSchemas serves fixed writer schemas by id; down makes ids in fail transient.
@@ -616,7 +715,10 @@ func TestIdlePollsAndDeadLetterOnlyBatch(t *testing.T) {
 	if n := h.dlqCount(); n != 50 {
 		t.Fatalf("dead-letter topic holds %d records, want 50", n)
 	}
-	commits := testutil.ToFloat64(h.metrics.Commits.WithLabelValues("orders"))
+	// The commit file is visible before the pipeline counts the commit (it does so after
+	// Table.Commit returns): wait until it counted every version, all of them its own, so
+	// that the idle polls below start from a settled count.
+	commits := h.waitCounter(h.metrics.Commits.WithLabelValues("orders"), float64(snap.Version+1), 30*time.Second)
 	batches := testutil.ToFloat64(h.metrics.Batches.WithLabelValues("orders"))
 	var fetches atomic.Int32
 	h.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
