@@ -1,12 +1,10 @@
 package deltawriter
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/internal/tarzst"
 )
 
 // Conformance over the Delta tables of delta-kernel-rs in ../shared/testdata/delta-kernel-rs
@@ -75,7 +73,7 @@ func extractedTestdata(t *testing.T) string {
 			archives, _ := filepath.Glob(filepath.Join(src, sub, "*.tar.zst"))
 			for _, a := range archives {
 				name := strings.TrimSuffix(filepath.Base(a), ".tar.zst")
-				if err := extractTarZst(a, filepath.Join(extractDir, sub, name)); err != nil {
+				if err := tarzst.Extract(a, filepath.Join(extractDir, sub, name)); err != nil {
 					extractErr = fmt.Errorf("extract %s: %w", a, err)
 					return
 				}
@@ -86,54 +84,6 @@ func extractedTestdata(t *testing.T) string {
 		t.Fatal(extractErr)
 	}
 	return extractDir
-}
-
-func extractTarZst(archive, dest string) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		return err
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dest, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, filepath.Clean(dest)+string(os.PathSeparator)) {
-			return fmt.Errorf("entry %q escapes the destination", h.Name)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			out, err := os.Create(p)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(out, tr); err != nil {
-				out.Close()
-				return err
-			}
-			if err := out.Close(); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // goldenTable is one table of the suite: its root and, for golden_data, its expected/.

@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"os"
 	"os/exec"
@@ -20,11 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/internal/tarzst"
 )
 
 // ingestd appends to copies of Delta tables written by Spark and delta-rs (the
@@ -838,7 +835,7 @@ func goldenTableDir(t *testing.T, src, key, scratch string) (root, expected stri
 	if fi, err := os.Stat(filepath.Join(src, sub, name)); err == nil && fi.IsDir() {
 		return filepath.Join(src, sub, name), ""
 	}
-	if err := extractTarZst(filepath.Join(src, sub, name+".tar.zst"), scratch); err != nil {
+	if err := tarzst.Extract(filepath.Join(src, sub, name+".tar.zst"), scratch); err != nil {
 		t.Fatal(err)
 	}
 	if sub == "golden_data" {
@@ -849,54 +846,6 @@ func goldenTableDir(t *testing.T, src, key, scratch string) (root, expected stri
 		return filepath.Join(base, "delta"), expected
 	}
 	return filepath.Join(scratch, name), ""
-}
-
-func extractTarZst(archive, dest string) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", archive, err)
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", archive, err)
-		}
-		p := filepath.Join(dest, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, filepath.Clean(dest)+string(os.PathSeparator)) {
-			return fmt.Errorf("read %s: entry %q escapes the destination", archive, h.Name)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			out, err := os.Create(p)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(out, tr); err != nil {
-				out.Close()
-				return err
-			}
-			if err := out.Close(); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // try is call for a command that may fail: it returns Spark's error instead of failing t.
