@@ -372,6 +372,13 @@ func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltal
 	}
 }
 
+// NewTxnID returns a random UUID (version 4) for Commit.TxnID (commitInfo.txnId), for
+// callers that name a commit before making it.
+func NewTxnID() string {
+	id, _ := newUUID() // crypto/rand does not fail on supported platforms
+	return id
+}
+
 // NewTableMetadata returns the protocol and metadata of a new table: metadata with a
 // random UUID id, the schema as schemaString, format parquet, createdTime now (ms) and the
 // given properties; protocol (1,2) for plain tables, (2,5) when configuration enables

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -754,14 +753,8 @@ type deadEntry struct {
 	carried bool
 }
 
-// newCommitID returns a random UUID (version 4) for commitInfo.txnId.
-func newCommitID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// newCommitID names this pipeline's next commit (commitInfo.txnId).
+func newCommitID() string { return deltawriter.NewTxnID() }
 
 func idOf(it pending) int {
 	if it.ws == nil || it.fail != nil {
