@@ -76,12 +76,16 @@ alive() {
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "-Dingestd.stack=$1" || return 1
 }
 
-# pick_port VAR DEFAULT EXPLICIT: echo DEFAULT if free; if taken and not explicit, a free one.
+# pick_port VAR DEFAULT EXPLICIT [CHOSEN...]: echo DEFAULT if free; if taken and not
+# explicit, a free one that is not among the ports CHOSEN for the other services.
 pick_port() {
   local name="$1" def="$2" explicit="$3" p
-  if ! port_open "$def"; then echo "$def"; return; fi
+  shift 3
+  local chosen=" $* "
+  if ! port_open "$def" && [[ "$chosen" != *" $def "* ]]; then echo "$def"; return; fi
   [ "$explicit" = 1 ] && die "$name=$def is taken by another program (free it or choose another port)"
   for p in $(seq $((def + 10000)) $((def + 10100))); do
+    [[ "$chosen" == *" $p "* ]] && continue
     if ! port_open "$p"; then log "port $def is taken; $name uses $p"; echo "$p"; return; fi
   done
   die "no free port near $((def + 10000)) for $name"
@@ -379,11 +383,11 @@ cmd_up() {
     explicit=0; [ -n "${KAFKA_PORT:-}" ] && explicit=1
     kport="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
     explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
-    cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit")"
+    cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit" "$kport")"
   fi
   if ! alive registry "$SR_PID"; then
     explicit=0; [ -n "${SR_PORT:-}" ] && explicit=1
-    sport="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit")"
+    sport="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit" $kport $cport)"
   fi
   if [ -n "$kport" ] && { [ "$kport" = "$cport" ] || [ "$kport" = "$sport" ] || [ "$cport" = "$sport" ]; }; then
     die "port clash: KAFKA_PORT=$kport KAFKA_CONTROLLER_PORT=$cport SR_PORT=${sport:-running}"
@@ -464,7 +468,7 @@ cmd_start_kafka() { # start Kafka alone (idempotent), on the ports it used befor
   explicit=0; [ -n "${KAFKA_PORT:-}" ] && explicit=1
   kport="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
   explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
-  cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit")"
+  cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit" "$kport")"
   [ "$kport" != "$cport" ] || die "port clash: KAFKA_PORT=$kport KAFKA_CONTROLLER_PORT=$cport"
   rm -f "$KAFKA_PID"
   UP_STARTED="kafka"; trap up_failed EXIT
