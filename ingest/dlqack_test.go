@@ -244,32 +244,14 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
-	log := slog.New(slog.NewTextHandler(testWriter{t, "pipeline"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p := NewPipeline(cfg, h.deps(log))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for h.dlqCount() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("DLQ holds %d of 2", h.dlqCount())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	m := h.startWith("pipeline", cfg, nil)
+	h.waitFor("2 dead letters", func() bool { return h.dlqCount() >= 2 })
 	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, ackPending)) {
 		t.Errorf("DLQ states before the table exists %v, want pending", states)
 	}
 	h.produce(1, 10, 0, 1, 0)
-	for h.handled() < 12 {
-		if time.Now().After(deadline) {
-			t.Fatalf("pipeline handled %d of 12", h.handled())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	h.waitHandled(12, 30*time.Second, m)
+	m.stop(t)
 	if v := h.snapshot().Version; v != 0 {
 		t.Errorf("table version %d, want 0 (one creating commit)", v)
 	}
@@ -287,33 +269,16 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h := newHarness(t, 2)
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
-	log := slog.New(slog.NewTextHandler(testWriter{t, "pipeline"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p := NewPipeline(h.config(), h.deps(log))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	wait := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	wait("2 dead letters", func() bool { return h.dlqCount() >= 2 })
+	m := h.start("pipeline", nil)
+	h.waitFor("2 dead letters", func() bool { return h.dlqCount() >= 2 })
 	h.produce(1, 10, 0, 2, 1) // partition 1 only: creates the table
-	wait("the creating commit", func() bool { return h.snapshot().Version >= 0 })
+	h.waitFor("the creating commit", func() bool { return h.snapshot().Version >= 0 })
 	if got := h.snapshot().Txns["orders-orders-0"]; got != 1 {
 		t.Errorf("creating commit: partition 0 txn %d, want 1 (past its two dead letters)", got)
 	}
 	h.produce(11, 10, 0, 2, 0) // partition 0: a later commit under a new id
-	wait("all 22 records", func() bool { return h.handled() >= 22 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	h.waitHandled(22, 30*time.Second, m)
+	m.stop(t)
 	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, ackReal)) {
 		t.Errorf("DLQ states %v, want real", states)
 	}

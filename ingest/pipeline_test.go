@@ -178,13 +178,19 @@ func (h *harness) deps(log *slog.Logger) Deps {
 
 func (h *harness) start(name string, tweak func(*Deps)) *member {
 	h.t.Helper()
+	return h.startWith(name, h.config(), tweak)
+}
+
+// startWith is start with a config of the test's own (e.g. another policy).
+func (h *harness) startWith(name string, cfg *Config, tweak func(*Deps)) *member {
+	h.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{h.t, name}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d := h.deps(log)
 	if tweak != nil {
 		tweak(&d)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	m := &member{p: NewPipeline(h.config(), d), cancel: cancel, done: make(chan error, 1)}
+	m := &member{p: NewPipeline(cfg, d), cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- m.p.Run(ctx) }()
 	h.t.Cleanup(func() {
 		cancel(nil)
@@ -254,6 +260,18 @@ func (h *harness) waitHandled(want int64, timeout time.Duration, members ...*mem
 		}
 		if time.Now().After(deadline) {
 			h.t.Fatalf("timed out: the table handled %d of %d records", h.handled(), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitFor polls ok every 20 ms and fails the test after 30 s, naming what it waited for.
+func (h *harness) waitFor(what string, ok func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -15,8 +15,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/ingestd/ingestd/deltawriter/tableops"
 )
 
 func TestParseReplayBound(t *testing.T) {
@@ -246,22 +244,9 @@ func deadLetterSetup(t *testing.T) (*harness, *Config) {
 	h.produce(1, 10, 0, 1, 0)
 	h.produce(11, 6, 1, 1, 0)
 	h.produceRaw(0, []byte(`{"order_id":17}`), []byte(`{"order_id":18}`), []byte(`{"order_id":19}`))
-	log := slog.New(slog.NewTextHandler(testWriter{t, "pipeline"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p := NewPipeline(cfg, h.deps(log))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for h.handled() < 19 {
-		if time.Now().After(deadline) {
-			t.Fatalf("pipeline handled %d of 19", h.handled())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	m := h.startWith("pipeline", cfg, nil)
+	h.waitHandled(19, 30*time.Second, m)
+	m.stop(t)
 	dl := h.readTopicAll(h.dlq)
 	var got []string
 	for _, r := range dl {
@@ -272,13 +257,7 @@ func deadLetterSetup(t *testing.T) (*harness, *Config) {
 	if fmt.Sprint(got) != want {
 		t.Fatalf("DLQ %v, want %s", got, want)
 	}
-	col, err := tableops.ParseColumnDef("channel STRING")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tableops.Apply(context.Background(), h.deps(nil).Table, tableops.Alter{AddColumns: []tableops.ColumnDef{col}}); err != nil {
-		t.Fatal(err)
-	}
+	h.addChannel()
 	return h, cfg
 }
 

@@ -183,18 +183,7 @@ func TestReplayReasonFilter(t *testing.T) {
 		second.AlreadyReplayed != len(dl) || reasonLine(second, "not_null_violation") != "not_null_violation land=16 re-dlq=0 park=0 carry=0" {
 		t.Fatalf("unfiltered replay %+v", second)
 	}
-	data := readTable(t, s, table)
-	if len(data.Rows) != nV1+nV2 {
-		t.Fatalf("after replay the table has %d rows, want %d", len(data.Rows), nV1+nV2)
-	}
-	rows := rowsByID(t, "silver", data)
-	for _, o := range orders {
-		r, ok := rows[o.OrderID]
-		if !ok {
-			t.Fatalf("order %d missing after replay", o.OrderID)
-		}
-		checkRow(t, "silver", r, o, true)
-	}
+	checkOrders(t, "silver", readTable(t, s, table), orders, true)
 
 	third := replay(t, cfg)
 	if third.Read != 0 || third.Landed != 0 || third.AlreadyReplayed != len(after) {
@@ -267,18 +256,10 @@ func TestReplayFromTimeUntilOffset(t *testing.T) {
 	if last.Read != 10 || last.Landed != 10 || last.Carried != 0 || last.Duplicates != 0 || txn() != 49 {
 		t.Fatalf("unfiltered replay %+v, txn %d", last, txn())
 	}
-	data := readTable(t, s, table)
-	if len(data.Rows) != 35 {
-		t.Fatalf("table has %d rows, want 35", len(data.Rows))
+	if len(orders) != 35 {
+		t.Fatalf("%d orders produced, want 35", len(orders))
 	}
-	rows := rowsByID(t, "silver", data)
-	for _, o := range orders {
-		r, ok := rows[o.OrderID]
-		if !ok {
-			t.Fatalf("order %d missing", o.OrderID)
-		}
-		checkRow(t, "silver", r, o, true)
-	}
+	checkOrders(t, "silver", readTable(t, s, table), orders, true)
 	if rerun := replay(t, cfg); rerun.Read != 0 || rerun.Landed != 0 {
 		t.Errorf("rerun %+v", rerun)
 	}

@@ -40,19 +40,7 @@ func TestReplayAfterSparkAlter(t *testing.T) {
 	if sum.Landed != nV2 || sum.Read != nV2 {
 		t.Errorf("replay %+v, want %d landed", sum, nV2)
 	}
-	data := readTable(t, s, table)
-	rows := rowsByID(t, "silver", data)
-	if len(data.Rows) != nV1+nV2+10 {
-		t.Errorf("%d rows, want %d", len(data.Rows), nV1+nV2+10)
-	}
-	for _, o := range append(orders, more...) {
-		r, ok := rows[o.OrderID]
-		if !ok {
-			t.Errorf("order %d missing", o.OrderID)
-			continue
-		}
-		checkRow(t, "silver", r, o, true)
-	}
+	checkOrders(t, "silver", readTable(t, s, table), append(orders, more...), true)
 	var got sparkRead
 	spark.call(t, map[string]any{"op": "read", "path": table}, &got)
 	if len(got.Rows) != nV1+nV2+10 {

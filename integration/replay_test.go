@@ -147,18 +147,7 @@ func TestReplaySilverWorkflow(t *testing.T) {
 	if second.Parked != 0 || len(second.DeadLettered) != 0 {
 		t.Errorf("second replay %+v: nothing should fail", second)
 	}
-	data := readTable(t, s, table)
-	if len(data.Rows) != nV1+nV2 {
-		t.Fatalf("after replay the table has %d rows, want %d", len(data.Rows), nV1+nV2)
-	}
-	rows := rowsByID(t, "silver", data) // reports duplicates
-	for _, o := range orders {
-		r, ok := rows[o.OrderID]
-		if !ok {
-			t.Fatalf("order %d missing after replay", o.OrderID)
-		}
-		checkRow(t, "silver", r, o, true)
-	}
+	checkOrders(t, "silver", readTable(t, s, table), orders, true)
 
 	// Replaying again lands nothing.
 	third := replay(t, cfg)

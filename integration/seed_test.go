@@ -125,6 +125,23 @@ func checkRow(t *testing.T, table string, got map[string]any, want order, withCh
 	}
 }
 
+// checkOrders fails the test unless d holds exactly want: as many rows, each order once
+// (rowsByID reports duplicates), every value as produced (checkRow).
+func checkOrders(t *testing.T, table string, d tableData, want []order, withChannel bool) {
+	t.Helper()
+	if len(d.Rows) != len(want) {
+		t.Fatalf("%s has %d rows, want %d", table, len(d.Rows), len(want))
+	}
+	rows := rowsByID(t, table, d)
+	for _, o := range want {
+		r, ok := rows[o.OrderID]
+		if !ok {
+			t.Fatalf("%s: order %d missing", table, o.OrderID)
+		}
+		checkRow(t, table, r, o, withChannel)
+	}
+}
+
 func rowsByID(t *testing.T, table string, d tableData) map[int64]map[string]any {
 	t.Helper()
 	m := make(map[int64]map[string]any, len(d.Rows))
