@@ -12,9 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter/tableops"
+	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
-// runUntil runs a pipeline with hook (see Pipeline.beforeCommit; kill is kill -9: the
+// runUntil runs a pipeline with hook (see flusher.beforeCommit; kill is kill -9: the
 // pipeline stops without flushing) until the table's txns account for want source
 // records (then stops it like SIGTERM), or until Run returns; it returns Run's error.
 func (h *harness) runUntil(cfg *Config, hook func(dead int, kill func()) error, want int64) (*Pipeline, error) {
@@ -25,7 +26,7 @@ func (h *harness) runUntil(cfg *Config, hook func(dead int, kill func()) error, 
 	cancel := func() { cancelCause(nil) }
 	defer cancel()
 	if hook != nil {
-		p.beforeCommit = func(dead int) error { return hook(dead, func() { cancelCause(errAbandon) }) }
+		p.fl.beforeCommit = func(dead int) error { return hook(dead, func() { cancelCause(errAbandon) }) }
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -71,23 +72,23 @@ func (h *harness) checkOrders(n int) {
 }
 
 // classifyDLQ returns the ack state of every DLQ record, and their commit ids.
-func (h *harness) classifyDLQ() (states []ackState, ids []string) {
+func (h *harness) classifyDLQ() (states []dlq.AckState, ids []string) {
 	h.t.Helper()
 	dl := h.readTopicAll(h.dlq)
-	x, err := newAckIndex(context.Background(), h.deps(nil).Table.Store(), dl)
+	x, err := dlq.NewAckIndex(context.Background(), h.deps(nil).Table.Store(), dl)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for _, r := range dl {
-		states = append(states, x.classify(r))
-		a, _, _ := ackOfRecord(r)
-		ids = append(ids, a.commitID)
+		states = append(states, x.Classify(r))
+		a, _, _ := dlq.AckOf(r)
+		ids = append(ids, a.CommitID)
 	}
 	return states, ids
 }
 
-func allStates(n int, s ackState) []ackState {
-	out := make([]ackState, n)
+func allStates(n int, s dlq.AckState) []dlq.AckState {
+	out := make([]dlq.AckState, n)
 	for i := range out {
 		out[i] = s
 	}
@@ -129,7 +130,7 @@ func TestSchemaChangeBetweenDLQProduceAndCommit(t *testing.T) {
 	}
 	h.checkOrders(10)
 	states, ids := h.classifyDLQ()
-	if !slices.Equal(states, allStates(6, ackReal)) {
+	if !slices.Equal(states, allStates(6, dlq.AckReal)) {
 		t.Errorf("DLQ states %v, want all real", states)
 	}
 	for _, id := range ids {
@@ -138,7 +139,7 @@ func TestSchemaChangeBetweenDLQProduceAndCommit(t *testing.T) {
 			break
 		}
 	}
-	if p.commitID == ids[0] {
+	if p.fl.commitID == ids[0] {
 		t.Errorf("the pipeline kept commit id %s after committing it", ids[0])
 	}
 
@@ -221,7 +222,7 @@ func TestCrashBetweenDLQProduceAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.checkOrders(16)
-	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(6, ackOrphan)) {
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(6, dlq.AckOrphan)) {
 		t.Errorf("DLQ states %v, want all orphans", states)
 	}
 	s, err = h.replay(cfg, nil, ReplayOptions{})
@@ -246,7 +247,7 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
 	m := h.startWith("pipeline", cfg, nil)
 	h.waitFor("2 dead letters", func() bool { return h.dlqCount() >= 2 })
-	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, ackPending)) {
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, dlq.AckPending)) {
 		t.Errorf("DLQ states before the table exists %v, want pending", states)
 	}
 	h.produce(1, 10, 0, 1, 0)
@@ -255,7 +256,7 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 	if v := h.snapshot().Version; v != 0 {
 		t.Errorf("table version %d, want 0 (one creating commit)", v)
 	}
-	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, ackReal)) {
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, dlq.AckReal)) {
 		t.Errorf("DLQ states %v, want real", states)
 	}
 	h.checkOrders(10)
@@ -279,7 +280,7 @@ func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h.produce(11, 10, 0, 2, 0) // partition 0: a later commit under a new id
 	h.waitHandled(22, 30*time.Second, m)
 	m.stop(t)
-	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, ackReal)) {
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, dlq.AckReal)) {
 		t.Errorf("DLQ states %v, want real", states)
 	}
 	h.checkOrders(20)

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,6 +24,7 @@ import (
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/ingest/decode"
+	ingestdlq "github.com/ingestd/ingestd/ingest/dlq"
 )
 
 // SchemaSource resolves a schema id to its writer schema. decode.Registry implements it
@@ -57,39 +57,13 @@ type Pipeline struct {
 	status statusBox
 
 	// mu guards everything below: the poll loop and the rebalance callbacks both flush.
-	mu       sync.Mutex
-	cl       *kgo.Client
-	dlq      *kgo.Client // dead-letter producer; nil: cl produces
-	batch    *batcher.Batcher[*kgo.Record]
-	halted   map[topicPartition]HaltedPartition
-	compiled map[decoderKey]*decode.Decoder
+	mu     sync.Mutex
+	cl     *kgo.Client
+	batch  *batcher.Batcher[*kgo.Record]
+	halted map[topicPartition]HaltedPartition
+	fl     *flusher      // one batch → one commit; its mode is cm
+	cm     *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
 
-	replay *replayRun // set by Replay (replay.go); nil for the consumer pipeline
-
-	// commitID is commitInfo.txnId of this pipeline's next commit, named in advance in
-	// every dead letter (ingestd.commit.id) so that replay can tell whether the commit that
-	// acknowledges it is the one that moved its txn (see ackIndex.classify). Every
-	// attempt and every non-committing flush reuse it; a new one follows each successful
-	// commit. deadSet holds the records whose dead letter (or carried copy) under commitID
-	// was acknowledged by the DLQ but not committed yet: every rebuild keeps them
-	// dead-lettered instead of deciding again, so a record that fits after a concurrent
-	// schema change is not written as well.
-	commitID string
-	deadSet  map[recordKey]deadEntry
-	// noTableTxns holds, per partition, the last offset of dead-letter-only flushes made
-	// while the table did not exist (nothing to commit then): the commit that creates the
-	// table moves these txns too, under the same commitID the dead letters name, so replay
-	// classifies them as real. Dropped with the partition on revoke/loss.
-	noTableTxns map[topicPartition]int64
-	// beforeCommit, when set (tests only), runs after the dead letters of a flush are
-	// acknowledged and before its commit, with their number; an error ends the flush
-	// there, like a crash (nothing committed).
-	beforeCommit func(deadLetters int) error
-
-	// Decode buffers reused across flushes (guarded by mu, like flushOnce): the string
-	// bytes of the batch being decoded, and the column value slices.
-	arena   decode.Arena
-	colBufs [][]parquet.Value
 	// pending holds records whose flush failed transiently (registry, broker, store), in
 	// arrival order; their partitions are paused until backoffs[tp].until. Records of a
 	// partition are always flushed pending-first, so a partition's txn never passes a
@@ -150,15 +124,12 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		batch: batcher.New[*kgo.Record](batcher.Limits{
 			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}),
 		halted:   map[topicPartition]HaltedPartition{},
-		compiled: map[decoderKey]*decode.Decoder{},
 		backoffs: map[topicPartition]*partBackoff{},
 		hwm:      map[topicPartition]int64{},
 		next:     map[topicPartition]int64{},
-		commitID: newCommitID(),
-		deadSet:  map[recordKey]deadEntry{},
-
-		noTableTxns: map[topicPartition]int64{},
+		cm:       &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
 	}
+	p.fl = newFlusher(cfg, deps, log, p.cm, p.halted)
 	p.status.s = Status{Pipeline: cfg.Name, State: StateStarting, Since: time.Now()}
 	p.m.initPipeline(cfg.Name)
 	if rs, ok := deps.Schemas.(registryStatser); ok {
@@ -175,7 +146,7 @@ func (p *Pipeline) Status() Status { return p.status.get() }
 
 // appID is the Delta txn appId of one source partition (DESIGN.md §3, Exactly-once).
 func (p *Pipeline) appID(topic string, partition int32) string {
-	return fmt.Sprintf("%s-%s-%d", p.cfg.AppID, topic, partition)
+	return p.cm.txnAppID(topic, partition)
 }
 
 // Run consumes until ctx is cancelled, then flushes what is buffered, commits it and
@@ -235,7 +206,11 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		defer dlq.Close()
 	}
 	p.mu.Lock()
-	p.cl, p.dlq = cl, dlq
+	p.cl = cl
+	p.cm.cl = cl
+	if dlq != nil {
+		p.fl.dlq = ingestdlq.NewProducer(dlq)
+	}
 	p.mu.Unlock()
 	if err := p.checkTopics(ctx, cl); err != nil {
 		return err
@@ -306,25 +281,29 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// produceDLQ produces dead letters and waits until every one is acknowledged, or
-// fails after dlqDeliveryTimeout. The bound is a context deadline, not kgo's
-// RecordDeliveryTimeout: kgo measures that from each record's Timestamp, and a dead
-// letter keeps its source record's timestamp, so with any consumer lag above the
-// timeout every dead letter would time out at once, forever.
-func (p *Pipeline) produceDLQ(ctx context.Context, recs []*kgo.Record) error {
-	cl := p.dlq
-	if cl == nil {
-		cl = p.cl
-	}
-	dctx, cancel := context.WithTimeout(ctx, dlqDeliveryTimeout)
-	defer cancel()
-	if err := cl.ProduceSync(dctx, recs...).FirstErr(); err != nil {
-		if dctx.Err() != nil && ctx.Err() == nil {
-			return fmt.Errorf("not acknowledged within %v: %w", dlqDeliveryTimeout, err)
-		}
+// flushOnce makes one flush attempt for recs (flusher.flush) and applies its halts.
+func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
+	out, err := p.fl.flush(ctx, recs)
+	if err != nil {
 		return err
 	}
+	p.applyHalts(out.halts)
 	return nil
+}
+
+// applyHalts pauses halted partitions and reports them (logs, status, metric).
+func (p *Pipeline) applyHalts(halts []HaltedPartition) {
+	for _, h := range halts {
+		k := topicPartition{h.Topic, h.Partition}
+		p.halted[k] = h
+		p.status.halt(h)
+		p.m.PipelineHalted.WithLabelValues(p.cfg.Name).Set(1)
+		p.log.Error("pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
+			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "reason", h.Reason, "field", h.Field, "message", h.Message)
+		if p.cl != nil {
+			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})
+		}
+	}
 }
 
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
@@ -599,23 +578,7 @@ func (p *Pipeline) checkTable(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("open table %s: %w", p.cfg.Table.URI, err)
 	}
-	return p.checkWritable(snap)
-}
-
-// checkWritable refuses a table this pipeline cannot append to safely: one with a writer
-// feature, constraint or column kind deltawriter does not implement
-// (deltawriter.ErrUnsupportedFeature), or a partitioned one (the pipeline writes
-// unpartitioned files; PROTOCOL.md, Partition Value Serialization would need one file per
-// partition value). It is checked at start-up and again on every snapshot a flush reads,
-// before any byte of that flush is written, since another writer may change the table.
-func (p *Pipeline) checkWritable(snap *deltawriter.Snapshot) error {
-	if err := snap.CheckWritable(); err != nil {
-		return fmt.Errorf("refuse table %s: %w", p.cfg.Table.URI, err)
-	}
-	if cols := snap.Metadata.PartitionColumns; len(cols) > 0 {
-		return fmt.Errorf("refuse table %s: it is partitioned by %v, and ingestd pipelines write only unpartitioned tables so far (write to an unpartitioned table, or repartition it with Spark)", p.cfg.Table.URI, cols)
-	}
-	return nil
+	return checkWritable(p.cfg, snap)
 }
 
 // checkTopics fails with a clear message when a source topic or the dead-letter topic is
@@ -798,7 +761,7 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 			p.status.unhalt(k.topic, k.partition)
 		}
 		delete(p.backoffs, k)
-		delete(p.noTableTxns, k) // the new owner re-reads them; their dead letters become orphans
+		delete(p.fl.noTableTxns, k) // the new owner re-reads them; their dead letters become orphans
 	}
 	if p.cl != nil {
 		p.cl.ResumeFetchPartitions(parts)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
 func TestParseReplayBound(t *testing.T) {
@@ -87,9 +89,9 @@ func TestReplayOptionsValidate(t *testing.T) {
 
 func dlqTestRecord(off int64, reason string, ts time.Time, value string) *kgo.Record {
 	return &kgo.Record{Topic: "d", Offset: off, Timestamp: ts, Value: []byte(value), Headers: []kgo.RecordHeader{
-		{Key: HeaderConnectTopic, Value: []byte("src")}, {Key: HeaderConnectPartition, Value: []byte("0")},
-		{Key: HeaderConnectOffset, Value: []byte(fmt.Sprint(100 + off))},
-		{Key: HeaderReason, Value: []byte(reason)}, {Key: HeaderReplayCount, Value: []byte("0")}}}
+		{Key: dlq.HeaderConnectTopic, Value: []byte("src")}, {Key: dlq.HeaderConnectPartition, Value: []byte("0")},
+		{Key: dlq.HeaderConnectOffset, Value: []byte(fmt.Sprint(100 + off))},
+		{Key: dlq.HeaderReason, Value: []byte(reason)}, {Key: dlq.HeaderReplayCount, Value: []byte("0")}}}
 }
 
 func TestReplaySelectsAndStops(t *testing.T) {
@@ -142,50 +144,6 @@ func TestReplaySelectsAndStops(t *testing.T) {
 		if got := o.stopOffset(recs, c.end, c.next); got != c.want {
 			t.Errorf("stopOffset(until %v, end %d, next %d) = %d, want %d", c.until, c.end, c.next, got, c.want)
 		}
-	}
-}
-
-func TestSuperseded(t *testing.T) {
-	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	a := dlqTestRecord(0, "bad_magic", t0, "a")
-	b := dlqTestRecord(1, "bad_magic", t0, "b")
-	// a second dead-lettering of a's original: same coordinates, another error time
-	a2 := dlqTestRecord(2, "bad_magic", t0, "a")
-	a2.Headers = append(a2.Headers, kgo.RecordHeader{Key: HeaderTime, Value: []byte("2026-11-29T10:00:01Z")})
-	// copies as the carry-forward of releases before the ack headers made them: exact
-	copyOf := func(r *kgo.Record, off int64) *kgo.Record {
-		c := *r
-		c.Headers, c.Offset = slices.Clone(r.Headers), off
-		return &c
-	}
-	recs := []*kgo.Record{a, b, a2, copyOf(a, 3), copyOf(b, 4), copyOf(a, 5)}
-	got := superseded(recs)
-	want := map[int64]bool{0: true, 1: true, 3: true} // a → 3 → 5 live; b → 4 live; a2 live
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("superseded = %v, want %v", got, want)
-	}
-	// Records with ack headers never take part: their copies are told apart by the log.
-	withAcks := func(r *kgo.Record) *kgo.Record {
-		c := *r
-		c.Headers = withAck(append(slices.Clone(r.Headers), kgo.RecordHeader{Key: HeaderTableVersion, Value: []byte("3")}),
-			ack{commitID: "c1", txnAppID: "orders-orders-0", txnVersion: r.Offset})
-		return &c
-	}
-	if got := superseded([]*kgo.Record{withAcks(a), copyOf(withAcks(a), 1)}); len(got) != 0 {
-		t.Errorf("superseded with ack headers = %v, want none", got)
-	}
-	a.Headers = withAck(a.Headers, ack{commitID: "c1", txnAppID: "orders-orders-0", txnVersion: 16})
-	c := carryRecord(a, ack{commitID: "c2", txnAppID: "orders-replay-orders.dlq-0", txnVersion: 0})
-	wantHeaders := append(slices.Clone(a.Headers[:len(a.Headers)-3]),
-		kgo.RecordHeader{Key: HeaderCommitID, Value: []byte("c2")},
-		kgo.RecordHeader{Key: HeaderTxnAppID, Value: []byte("orders-replay-orders.dlq-0")},
-		kgo.RecordHeader{Key: HeaderTxnVersion, Value: []byte("0")})
-	if c.Partition != a.Partition || !bytes.Equal(c.Value, a.Value) || !reflect.DeepEqual(c.Headers, wantHeaders) || !c.Timestamp.Equal(a.Timestamp) {
-		t.Errorf("carryRecord changed the record beyond its ack headers: %+v", c)
-	}
-	c.Headers[0].Key = "x"
-	if a.Headers[0].Key == "x" {
-		t.Error("carryRecord shares the header slice")
 	}
 }
 
@@ -250,7 +208,7 @@ func deadLetterSetup(t *testing.T) (*harness, *Config) {
 	dl := h.readTopicAll(h.dlq)
 	var got []string
 	for _, r := range dl {
-		reason, _ := header(r, HeaderReason)
+		reason, _ := dlq.Header(r, dlq.HeaderReason)
 		got = append(got, fmt.Sprintf("%d:%s", r.Offset, reason))
 	}
 	want := "[0:schema_mismatch 1:schema_mismatch 2:schema_mismatch 3:schema_mismatch 4:schema_mismatch 5:schema_mismatch 6:bad_magic 7:bad_magic 8:bad_magic]"
@@ -315,24 +273,24 @@ func TestReplayReasonCarriesForward(t *testing.T) {
 	if len(dl) != 12 {
 		t.Fatalf("DLQ holds %d records, want 9 + 3 carried", len(dl))
 	}
-	acks, err := newAckIndex(context.Background(), h.deps(nil).Table.Store(), dl)
+	acks, err := dlq.NewAckIndex(context.Background(), h.deps(nil).Table.Store(), dl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 9; i < 12; i++ {
 		c, o := dl[i], dl[i-3]
 		// the same record but for the ack headers, which name the replay's commit
-		a, _, _ := ackOfRecord(o)
-		want := withAck(o.Headers, ack{commitID: "", txnAppID: "orders-replay-orders.dlq-0", txnVersion: int64(i - 3)})
+		a, _, _ := dlq.AckOf(o)
+		want := dlq.WithAck(o.Headers, dlq.Ack{CommitID: "", TxnAppID: "orders-replay-orders.dlq-0", TxnVersion: int64(i - 3)})
 		got := slices.Clone(c.Headers)
 		want[len(want)-3].Value, got[len(got)-3].Value = nil, nil // the commit id, checked below
 		if c.Partition != 0 || !bytes.Equal(c.Value, o.Value) || !bytes.Equal(c.Key, o.Key) || !reflect.DeepEqual(got, want) || !c.Timestamp.Equal(o.Timestamp) {
 			t.Errorf("carried record %d differs from offset %d: %+v vs %+v", i, i-3, c, o)
 		}
-		ca, _, _ := ackOfRecord(c)
-		if ca.commitID == a.commitID || acks.classify(c) != ackReal || acks.classify(o) != ackReal {
+		ca, _, _ := dlq.AckOf(c)
+		if ca.CommitID == a.CommitID || acks.Classify(c) != dlq.AckReal || acks.Classify(o) != dlq.AckReal {
 			t.Errorf("carried record %d: commit id %q (original's %q), %v; original %v: want another id, both real",
-				i, ca.commitID, a.commitID, acks.classify(c), acks.classify(o))
+				i, ca.CommitID, a.CommitID, acks.Classify(c), acks.Classify(o))
 		}
 	}
 	if got := h.snapshot().Txns["orders-replay-orders.dlq-0"]; got != 8 {
@@ -414,7 +372,7 @@ func TestReplayFromUntilOffsets(t *testing.T) {
 	// A replay that crashed after carrying forward and before its commit: an extra copy of
 	// offset 5 sits at the end of the DLQ, the txn still at 4.
 	dl := h.readTopicAll(h.dlq)
-	orphan := carryRecord(dl[5], ack{commitID: "the-crashed-replay", txnAppID: "orders-replay-orders.dlq-0", txnVersion: 5})
+	orphan := dlq.Carried(dl[5], dlq.Ack{CommitID: "the-crashed-replay", TxnAppID: "orders-replay-orders.dlq-0", TxnVersion: 5})
 	if err := h.producer.ProduceSync(context.Background(), orphan).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

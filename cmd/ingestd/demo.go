@@ -26,6 +26,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
 // The demo's orders stream: v2 adds the nullable field "channel".
@@ -335,9 +336,9 @@ func countDeadLetters(ctx context.Context, brokers []string, topic string, into 
 			var reason, field string
 			for _, h := range r.Headers {
 				switch h.Key {
-				case ingest.HeaderReason:
+				case dlq.HeaderReason:
 					reason = string(h.Value)
-				case ingest.HeaderField:
+				case dlq.HeaderField:
 					field = string(h.Value)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -33,7 +34,7 @@ records keep from their source record.`, stderr)
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
 	var reasons stringList
-	fs.Var(&reasons, "reason", "replay only dead letters with this `reason` (repeatable or comma list: "+strings.Join(ingest.DeadLetterReasons, ", ")+")")
+	fs.Var(&reasons, "reason", "replay only dead letters with this `reason` (repeatable or comma list: "+strings.Join(dlq.Reasons, ", ")+")")
 	from := fs.String("from", "", "replay only dead letters at DLQ offset >= `OFFSET|TIME` (per partition) or with record timestamp >= TIME (RFC 3339)")
 	until := fs.String("until", "", "stop each DLQ partition before the first record at offset >= `OFFSET|TIME` or with timestamp >= TIME (exclusive)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")

@@ -1,4 +1,4 @@
-package ingest
+package dlq
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// DLQReport summarises a pipeline's dead-letter topic for a person deciding what to do.
-type DLQReport struct {
+// Report summarises a pipeline's dead-letter topic for a person deciding what to do.
+type Report struct {
 	Topic      string         `json:"topic"`
 	Total      int            `json:"total"`     // records of this pipeline
 	Others     int            `json:"others"`    // records of other pipelines sharing the topic
@@ -24,11 +24,11 @@ type DLQReport struct {
 	ByField    map[string]int `json:"by_field"`  // "reason field"
 	BySchemaID map[string]int `json:"by_schema_id"`
 	ByReplays  map[string]int `json:"by_replay_count"`
-	Samples    []DLQSample    `json:"samples"`
+	Samples    []Sample       `json:"samples"`
 }
 
-// DLQSample is one dead letter with its original value decoded as JSON-able data.
-type DLQSample struct {
+// Sample is one dead letter with its original value decoded as JSON-able data.
+type Sample struct {
 	Partition   int32  `json:"partition"`
 	Offset      int64  `json:"offset"`
 	Source      string `json:"source"` // topic/partition/offset of the original record
@@ -40,35 +40,44 @@ type DLQSample struct {
 	DecodeError string `json:"decode_error,omitempty"` // why Value is missing
 }
 
-// InspectDLQ reads the whole dead-letter topic of cfg (up to its end offsets now) and
-// counts this pipeline's records by reason, field, schema id and replay count, keeping up
-// to samples records (the first of each reason first) decoded with their own writer
-// schema. It reads only; nothing is committed or produced.
-func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*DLQReport, error) {
-	if cfg.DeadLetter.Topic == "" {
-		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, deps.KafkaOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("create kafka client: %w", err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, cfg.DeadLetter.Topic)
+// Source resolves a schema id to its writer schema (ingest.SchemaSource; decode.Registry).
+type Source interface {
+	Schema(ctx context.Context, id int) (*decode.WriterSchema, error)
+}
+
+// InspectOptions say which dead letters Inspect counts and how it decodes samples.
+type InspectOptions struct {
+	Topic    string       // the dead-letter topic
+	Pipeline string       // count this pipeline's records (ingestd.error.pipeline); others are counted apart
+	Samples  int          // records to decode, the first of each reason first
+	Schemas  Source       // writer schemas of the samples
+	Framed   bool         // values carry the Confluent frame (magic 0 + 4-byte schema id)
+	Log      *slog.Logger // warnings while reading; nil discards them
+}
+
+// Inspect reads the whole dead-letter topic through cl (up to its end offsets now) and
+// counts o.Pipeline's records by reason, field, schema id and replay count, keeping up to
+// o.Samples records (the first of each reason first) decoded with their own writer schema.
+// It reads only; nothing is committed or produced. Errors: listing the end offsets, or
+// reading the topic (ReadToEnd).
+func Inspect(ctx context.Context, cl *kgo.Client, o InspectOptions) (*Report, error) {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, o.Topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", cfg.DeadLetter.Topic, err)
+		return nil, fmt.Errorf("list offsets of %s: %w", o.Topic, err)
 	}
-	log := deps.Logger
+	log := o.Log
 	if log == nil {
-		log = discardLogger()
+		log = slog.New(slog.DiscardHandler)
 	}
-	byPart, err := readToEnd(ctx, cl, cfg.DeadLetter.Topic, ends[cfg.DeadLetter.Topic], log)
+	byPart, err := ReadToEnd(ctx, cl, o.Topic, ends[o.Topic], log)
 	if err != nil {
 		return nil, err
 	}
-	rep := &DLQReport{Topic: cfg.DeadLetter.Topic, ByReason: map[string]int{}, ByField: map[string]int{},
+	samples := o.Samples
+	rep := &Report{Topic: o.Topic, ByReason: map[string]int{}, ByField: map[string]int{},
 		BySchemaID: map[string]int{}, ByReplays: map[string]int{}}
 	parts := make([]int32, 0, len(byPart))
 	for part := range byPart {
@@ -79,20 +88,20 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*DLQR
 	firstOfReason := map[string]bool{}
 	for _, part := range parts {
 		for _, r := range byPart[part] {
-			if name, ok := header(r, HeaderPipeline); ok && name != cfg.Name {
+			if name, ok := Header(r, HeaderPipeline); ok && name != o.Pipeline {
 				rep.Others++
 				continue
 			}
 			rep.Total++
-			reason, _ := header(r, HeaderReason)
-			field, _ := header(r, HeaderField)
-			id, _ := header(r, HeaderSchemaID)
+			reason, _ := Header(r, HeaderReason)
+			field, _ := Header(r, HeaderField)
+			id, _ := Header(r, HeaderSchemaID)
 			rep.ByReason[reason]++
 			rep.ByField[reason+" "+field]++
 			if id != "" {
 				rep.BySchemaID[id]++
 			}
-			rep.ByReplays[fmt.Sprint(replayCount(r))]++
+			rep.ByReplays[fmt.Sprint(ReplayCount(r))]++
 			if !firstOfReason[reason] && len(picked) < samples {
 				firstOfReason[reason] = true
 				picked = append(picked, r)
@@ -104,13 +113,13 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*DLQR
 			if len(picked) >= samples {
 				break
 			}
-			if name, ok := header(r, HeaderPipeline); (!ok || name == cfg.Name) && !containsRecord(picked, r) {
+			if name, ok := Header(r, HeaderPipeline); (!ok || name == o.Pipeline) && !containsRecord(picked, r) {
 				picked = append(picked, r)
 			}
 		}
 	}
 	for _, r := range picked {
-		rep.Samples = append(rep.Samples, sample(ctx, deps, r))
+		rep.Samples = append(rep.Samples, sample(ctx, o, r))
 	}
 	return rep, nil
 }
@@ -124,15 +133,14 @@ func containsRecord(rs []*kgo.Record, r *kgo.Record) bool {
 	return false
 }
 
-func sample(ctx context.Context, deps Deps, r *kgo.Record) DLQSample {
-	t, p, o := original(r)
-	s := DLQSample{Partition: r.Partition, Offset: r.Offset, Source: fmt.Sprintf("%s/%d/%d", t, p, o)}
-	s.Reason, _ = header(r, HeaderReason)
-	s.Field, _ = header(r, HeaderField)
-	s.SchemaID, _ = header(r, HeaderSchemaID)
-	s.Message, _ = header(r, HeaderConnectMessage)
+func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
+	s := Sample{Partition: r.Partition, Offset: r.Offset, Source: OriginalKey(r)}
+	s.Reason, _ = Header(r, HeaderReason)
+	s.Field, _ = Header(r, HeaderField)
+	s.SchemaID, _ = Header(r, HeaderSchemaID)
+	s.Message, _ = Header(r, HeaderConnectMessage)
 	payload, id := r.Value, 0
-	if deps.Framed {
+	if o.Framed {
 		var err error
 		if id, payload, err = decode.ParseFrame(r.Value); err != nil {
 			s.DecodeError = err.Error()
@@ -141,7 +149,7 @@ func sample(ctx context.Context, deps Deps, r *kgo.Record) DLQSample {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ws, err := deps.Schemas.Schema(ctx, id)
+	ws, err := o.Schemas.Schema(ctx, id)
 	if err != nil {
 		s.DecodeError = err.Error()
 		return s
@@ -154,8 +162,6 @@ func sample(ctx context.Context, deps Deps, r *kgo.Record) DLQSample {
 	s.Value = jsonable(v)
 	return s
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // jsonable turns decoded Avro values into what encodes well as JSON: decimals (*big.Rat)
 // become exact decimal strings, maps and slices are converted recursively.

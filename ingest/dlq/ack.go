@@ -1,4 +1,4 @@
-package ingest
+package dlq
 
 import (
 	"bytes"
@@ -14,43 +14,25 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// ackState is what the Delta log says of a dead letter's acknowledging commit
+// AckState is what the Delta log says of a dead letter's acknowledging commit
 // (see HeaderCommitID).
-type ackState int
+type AckState int
 
 const (
-	// ackReal: the first commit after the dead letter's table version whose txn for its
+	// AckReal: the first commit after the dead letter's table version whose txn for its
 	// ingestd.txn.app_id reaches ingestd.txn.version is the one it names. Also every dead
 	// letter without ack headers (written before them), and one whose commits were removed
 	// by log cleanup.
-	ackReal ackState = iota
-	// ackOrphan: that commit has another commitInfo.txnId: the flush that produced the dead
+	AckReal AckState = iota
+	// AckOrphan: that commit has another commitInfo.txnId: the flush that produced the dead
 	// letter never committed, and a later flush handled the record again.
-	ackOrphan
-	// ackPending: no such commit yet; the flush may still be in flight.
-	ackPending
+	AckOrphan
+	// AckPending: no such commit yet; the flush may still be in flight.
+	AckPending
 )
 
-func (s ackState) String() string {
+func (s AckState) String() string {
 	return [...]string{"real", "orphan", "pending"}[s]
-}
-
-// ackOfRecord reads a DLQ record's ack headers and table version; ok is false when it
-// lacks any of them (a dead letter written before they existed).
-func ackOfRecord(r *kgo.Record) (a ack, tableVersion int64, ok bool) {
-	id, ok1 := header(r, HeaderCommitID)
-	app, ok2 := header(r, HeaderTxnAppID)
-	ver, ok3 := header(r, HeaderTxnVersion)
-	tv, ok4 := header(r, HeaderTableVersion)
-	if !ok1 || !ok2 || !ok3 || !ok4 || id == "" || app == "" {
-		return ack{}, 0, false
-	}
-	v, err1 := strconv.ParseInt(ver, 10, 64)
-	t, err2 := strconv.ParseInt(tv, 10, 64)
-	if err1 != nil || err2 != nil {
-		return ack{}, 0, false
-	}
-	return ack{commitID: id, txnAppID: app, txnVersion: v}, t, true
 }
 
 // txnMove is one commit's txn action for an appId of interest.
@@ -60,10 +42,11 @@ type txnMove struct {
 	commitID   string // the commit's commitInfo.txnId
 }
 
-// ackIndex holds, per appId, the txn moves of the commit JSON files read so far, in
+// AckIndex holds, per appId, the txn moves of the commit JSON files read so far, in
 // version order: read once per replay from the smallest table version its dead letters
-// name, and extended (refresh) when a dead letter is pending.
-type ackIndex struct {
+// name, and extended (Refresh) when a dead letter is pending. The zero value knows no
+// commits: every dead letter with ack headers is pending.
+type AckIndex struct {
 	st    storage.Store
 	apps  map[string]bool
 	moves map[string][]txnMove
@@ -72,18 +55,19 @@ type ackIndex struct {
 	from  int64 // versions <= from are not read
 }
 
-// newAckIndex reads the commits after the smallest table version of recs' dead letters
-// that carry ack headers, keeping the txn moves of their appIds. With no such record it
-// reads nothing.
-func newAckIndex(ctx context.Context, st storage.Store, recs []*kgo.Record) (*ackIndex, error) {
-	x := &ackIndex{st: st, apps: map[string]bool{}, moves: map[string][]txnMove{}, first: -1, last: -1}
+// NewAckIndex reads the table's commits after the smallest table version of recs' dead
+// letters that carry ack headers, keeping the txn moves of their appIds. With no such
+// record it reads nothing. Errors: listing or reading the log (wrapped store errors), or a
+// commit that does not parse.
+func NewAckIndex(ctx context.Context, st storage.Store, recs []*kgo.Record) (*AckIndex, error) {
+	x := &AckIndex{st: st, apps: map[string]bool{}, moves: map[string][]txnMove{}, first: -1, last: -1}
 	minTV := int64(-2)
 	for _, r := range recs {
-		a, tv, ok := ackOfRecord(r)
+		a, tv, ok := AckOf(r)
 		if !ok {
 			continue
 		}
-		x.apps[a.txnAppID] = true
+		x.apps[a.TxnAppID] = true
 		if minTV == -2 || tv < minTV {
 			minTV = tv
 		}
@@ -93,11 +77,11 @@ func newAckIndex(ctx context.Context, st storage.Store, recs []*kgo.Record) (*ac
 	}
 	x.from = minTV
 	x.last = minTV
-	return x, x.refresh(ctx)
+	return x, x.Refresh(ctx)
 }
 
-// refresh reads the commit JSON files after the last one read.
-func (x *ackIndex) refresh(ctx context.Context) error {
+// Refresh reads the commit JSON files after the last one read.
+func (x *AckIndex) Refresh(ctx context.Context) error {
 	if len(x.apps) == 0 {
 		return nil
 	}
@@ -147,25 +131,25 @@ func (x *ackIndex) refresh(ctx context.Context) error {
 	return nil
 }
 
-// classify applies the acknowledgement rule: the first commit after the
-// dead letter's table version that moves its txn appId to its txn version or past it
-// decides. Without ack headers, or when commit files after its table version were removed
-// by log cleanup, it is real.
-func (x *ackIndex) classify(r *kgo.Record) ackState {
-	a, tv, ok := ackOfRecord(r)
+// Classify applies the acknowledgement rule: the first commit after the dead letter's
+// table version that moves its txn appId to its txn version or past it decides. Without
+// ack headers, or when commit files after its table version were removed by log cleanup,
+// it is real.
+func (x *AckIndex) Classify(r *kgo.Record) AckState {
+	a, tv, ok := AckOf(r)
 	if !ok {
-		return ackReal
+		return AckReal
 	}
 	if x.first > tv+1 {
-		return ackReal // commits tv+1 .. first-1 are gone: cannot tell
+		return AckReal // commits tv+1 .. first-1 are gone: cannot tell
 	}
-	for _, m := range x.moves[a.txnAppID] {
-		if m.version > tv && m.txnVersion >= a.txnVersion {
-			if m.commitID == a.commitID {
-				return ackReal
+	for _, m := range x.moves[a.TxnAppID] {
+		if m.version > tv && m.txnVersion >= a.TxnVersion {
+			if m.commitID == a.CommitID {
+				return AckReal
 			}
-			return ackOrphan
+			return AckOrphan
 		}
 	}
-	return ackPending
+	return AckPending
 }

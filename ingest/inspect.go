@@ -1,0 +1,28 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/dlq"
+)
+
+// InspectDLQ reads the whole dead-letter topic of cfg (up to its end offsets now) and
+// counts this pipeline's records by reason, field, schema id and replay count, keeping up
+// to samples records (the first of each reason first) decoded with their own writer
+// schema (dlq.Inspect). It reads only; nothing is committed or produced. Errors: the
+// pipeline has no dead_letter.topic, the client cannot be made, or dlq.Inspect's.
+func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*dlq.Report, error) {
+	if cfg.DeadLetter.Topic == "" {
+		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, deps.KafkaOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("create kafka client: %w", err)
+	}
+	defer cl.Close()
+	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples,
+		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger})
+}

@@ -1,0 +1,87 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ingestd/ingestd/ingest/dlq"
+)
+
+// mode is what differs between the consumer pipeline and a replay in a flush, the seam a
+// replay plugs into: whose txn records progress, which records the mode routes itself
+// (a replay's duplicates and carried-forward records), the shape of a dead letter, a
+// check before dead letters are produced, and what follows a flush.
+type mode interface {
+	// txnAppID is the Delta txn appId recording progress through topic/partition.
+	txnAppID(topic string, partition int32) string
+	// route is the route the mode gives r before the guard sees it (a replay: a copy of
+	// an original already landed, or a record to carry forward); ok false leaves r to the
+	// guard. Called once per record and flush attempt.
+	route(r *kgo.Record) (rt route, ok bool)
+	// identity names the source record of a record, so that of several records of one
+	// source only the first is written (a replay: dlq.OriginalKey); nil: every record is
+	// its own source.
+	identity() func(r *kgo.Record) string
+	// deadLetter is the record produced for d.
+	deadLetter(d dlq.DeadLetter, now time.Time) *kgo.Record
+	// beforeProduce runs once a flush attempt is routed and decoded, before anything is
+	// produced or written: proceed false ends the flush there without effects (a dry
+	// run); an error ends it too (a replay: <dlq>.parked is missing).
+	beforeProduce(ctx context.Context, out *outcome) (proceed bool, err error)
+	// done runs after a flush that returns no error: committed (out.version >= 0), or with
+	// nothing to commit.
+	done(ctx context.Context, out *outcome)
+}
+
+// consumerMode is the mode of the consumer pipeline: txns <app_id>-<topic>-<partition>,
+// dead letters to dead_letter.topic, advisory Kafka group offsets after each commit.
+type consumerMode struct {
+	appID string // the pipeline's app_id
+	topic string // dead_letter.topic
+	table string // table.uri, named in the dead letters
+	log   *slog.Logger
+	cl    *kgo.Client // the group consumer, set once Run has built it; nil: no offsets committed
+}
+
+func (m *consumerMode) txnAppID(topic string, partition int32) string {
+	return fmt.Sprintf("%s-%s-%d", m.appID, topic, partition)
+}
+
+func (m *consumerMode) route(*kgo.Record) (route, bool) { return routeGuard, false }
+
+func (m *consumerMode) identity() func(*kgo.Record) string { return nil }
+
+func (m *consumerMode) deadLetter(d dlq.DeadLetter, now time.Time) *kgo.Record {
+	return d.Record(m.topic, m.table, now)
+}
+
+func (m *consumerMode) beforeProduce(context.Context, *outcome) (bool, error) { return true, nil }
+
+// done commits the Kafka group offsets past what the commit handled, asynchronously: a
+// synchronous commit would wait for a rebalance that itself waits for the poll loop
+// (BlockRebalanceOnPoll). They are advisory, for lag tools; the txn actions are the truth,
+// so a late commit for a partition that moved is harmless.
+func (m *consumerMode) done(ctx context.Context, out *outcome) {
+	if out.version < 0 || m.cl == nil || len(out.handled) == 0 {
+		return
+	}
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for k, off := range out.handled {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off + 1}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	m.cl.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		defer cancel()
+		if err != nil {
+			m.log.Warn("commit kafka offsets (advisory) failed", "err", err)
+		}
+	})
+}

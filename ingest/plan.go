@@ -1,0 +1,297 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/schemaguard"
+)
+
+// route is what a flush does with one record.
+type route uint8
+
+const (
+	// routeGuard: not decided before the guard; the guard and the decoder decide
+	// (routeWrite, routeDeadLetter, routeHalt or, for a null record, routeSkip).
+	routeGuard      route = iota
+	routeWrite            // decoded into the data file
+	routeSkip             // no row, the txn moves past it: tombstone, null record, another pipeline's dead letter
+	routeDuplicate        // replay: a copy of an original already landed (in this run or this attempt): like routeSkip, counted
+	routeDeadLetter       // produced to the dead-letter topic (a replay: re-dead-lettered or parked)
+	routeKeep             // dead-lettered or carried by an earlier attempt under this commit id: stays so, not produced again
+	routeCarry            // replay: re-produced unchanged to the dead-letter topic
+	routeHalt             // the partition stops before it; nothing of the partition from here is handled
+)
+
+// item is one record on its way through a flush.
+type item struct {
+	rec     *kgo.Record
+	ws      *decode.WriterSchema // nil when the schema was not looked up (route set) or the frame is bad
+	payload []byte               // the Avro body (after the frame)
+	fail    *decode.Error        // framing, schema lookup or schema conversion failed
+	route   route                // set before the guard (tombstone, kept, carried, duplicate), else routeGuard
+}
+
+// schemaID is the item's writer schema id, -1 when unknown.
+func (it *item) schemaID() int {
+	if it.ws == nil {
+		return -1
+	}
+	return it.ws.ID
+}
+
+// tableState is what one flush attempt read of the table.
+type tableState struct {
+	snap    *deltawriter.Snapshot // nil: the table does not exist yet
+	schema  *deltalog.StructType  // nil without a table
+	version int64                 // the read version; -1 without a table
+	txns    map[string]int64      // txn appId → version
+}
+
+func (t tableState) exists() bool { return t.snap != nil }
+
+// rules are the pipeline settings that route a record that does not fit.
+type rules struct {
+	policy         string // schema.policy
+	onIncompatible string // schema.on_incompatible
+	hasDLQ         bool   // dead_letter.topic is set
+}
+
+// onFailure routes a record that cannot be written: with the guard's decision for its
+// writer schema, as the decision says; a schema-level failure of the record itself
+// (dlq.SchemaLevel: a null for a NOT NULL column, …) by the policy (evolve: its
+// on_incompatible); malformed bytes and unknown schema ids to the dead-letter topic when
+// one is configured, else halt.
+func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
+	if d != nil {
+		if d.Action == schemaguard.DeadLetterIt {
+			return routeDeadLetter
+		}
+		return routeHalt
+	}
+	if dlq.SchemaLevel(reason) {
+		policy := r.policy
+		if policy == PolicyEvolve {
+			policy = r.onIncompatible
+		}
+		if policy == PolicyDeadLetter {
+			return routeDeadLetter
+		}
+		return routeHalt
+	}
+	if r.hasDLQ {
+		return routeDeadLetter
+	}
+	return routeHalt
+}
+
+// guardOptions are the schema guard's options for the pipeline and table t.
+func guardOptions(cfg *Config, t tableState) schemaguard.Options {
+	opts := schemaguard.Options{
+		Policy:         schemaguard.Policy(cfg.Schema.Policy),
+		OnIncompatible: schemaguard.Policy(cfg.Schema.OnIncompatible),
+		Allow:          map[string]bool{},
+	}
+	for _, f := range cfg.Schema.AllowTableFeatures {
+		opts.Allow[f] = true
+	}
+	if s := t.snap; s != nil {
+		opts.Table = schemaguard.TableState{
+			TypeWidening:  s.Metadata.Configuration["delta.enableTypeWidening"] == "true",
+			ColumnMapping: s.ColumnMapping != deltalog.ColumnMappingNone,
+			Features:      map[string]bool{},
+		}
+		for _, f := range append(slices.Clone(s.Protocol.ReaderFeatures), s.Protocol.WriterFeatures...) {
+			opts.Table.Features[f] = true
+		}
+	}
+	return opts
+}
+
+// writers are the writer schemas the guard decides: those of the items it routes, in
+// first-use order, each id once.
+func writers(items []item) []schemaguard.Writer {
+	var out []schemaguard.Writer
+	seen := map[int]bool{}
+	for _, it := range items {
+		if it.route != routeGuard || it.ws == nil || it.fail != nil || seen[it.ws.ID] {
+			continue
+		}
+		seen[it.ws.ID] = true
+		out = append(out, schemaguard.Writer{ID: it.ws.ID, Schema: it.ws.Delta})
+	}
+	return out
+}
+
+// rejection is why one record is not written: its failure, as it goes into the dead
+// letter or the halt, with the message for a person.
+type rejection struct {
+	fail    *decode.Error
+	message string
+}
+
+// routed is the result of routing a batch: every item's route and, for the records that
+// are not written, why.
+type routed struct {
+	routes  []route                  // parallel to the items
+	why     map[int]rejection        // by item index: routeDeadLetter and routeHalt
+	handled map[topicPartition]int64 // per partition, the last offset handled (the txn version to commit)
+	rows    int                      // items written
+}
+
+// router routes the items of one batch in order (offset order per partition), with the
+// guard's plan for their writer schemas; decode is the one effect it calls: it appends
+// the item's row to the data file's columns, or fails (decode.ErrNullRecord: a null
+// top-level value, no row). A halt stops its partition: later items there get no route
+// (routeGuard) and are not handled. identity, when not nil, names an item's source
+// record (replay): a second item of one identity whose first was written is a
+// duplicate.
+type router struct {
+	rules    rules
+	guard    schemaguard.BatchPlan
+	opts     schemaguard.Options // the guard's options, for its explanations
+	table    string              // the table's name in messages (the pipeline's)
+	version  int64               // the table version read; -1 without a table
+	identity func(r *kgo.Record) string
+	decode   func(it *item) error
+}
+
+// route routes items; see router.
+func (rt router) route(items []item) routed {
+	out := routed{routes: make([]route, len(items)), why: map[int]rejection{}, handled: map[topicPartition]int64{}}
+	stopped := map[topicPartition]bool{}
+	written := map[string]bool{}
+	rejections := map[int]rejection{} // one per rejected writer schema
+	for i := range items {
+		it := &items[i]
+		k := topicPartition{it.rec.Topic, it.rec.Partition}
+		if stopped[k] {
+			continue
+		}
+		r := it.route
+		id := ""
+		if rt.identity != nil && r != routeSkip && r != routeKeep {
+			if id = rt.identity(it.rec); written[id] {
+				r = routeDuplicate // another copy of this original is written by this attempt
+			}
+		}
+		if r == routeGuard {
+			var why rejection
+			r, why = rt.decide(it, rejections)
+			if r != routeWrite {
+				out.why[i] = why
+			} else if err := rt.decode(it); errors.Is(err, decode.ErrNullRecord) {
+				r = routeSkip
+			} else if err != nil {
+				fail := asDecodeError(err)
+				r = rt.rules.onFailure(fail.Reason, nil)
+				out.why[i] = rejection{fail: fail, message: rt.message(fail, it)}
+			} else {
+				out.rows++
+				if id != "" {
+					written[id] = true
+				}
+			}
+		}
+		out.routes[i] = r
+		if r == routeHalt {
+			stopped[k] = true
+			continue
+		}
+		out.handled[k] = it.rec.Offset
+	}
+	return out
+}
+
+// decide is the guard's route for an item before decoding: write, or the rejection of
+// its frame, schema lookup or writer schema (one message per writer schema, shared).
+func (rt router) decide(it *item, rejections map[int]rejection) (route, rejection) {
+	if it.fail != nil {
+		return rt.rules.onFailure(it.fail.Reason, nil), rejection{fail: it.fail, message: rt.message(it.fail, it)}
+	}
+	d, ok := rt.guard.Decisions[it.ws.ID]
+	if !ok || (d.Action != schemaguard.DeadLetterIt && d.Action != schemaguard.HaltIt) {
+		return routeWrite, rejection{}
+	}
+	why, ok := rejections[it.ws.ID]
+	if !ok {
+		msg := schemaguard.Explain(d, rt.guard.Base, rt.table, rt.version, it.ws.Delta, it.ws.ID, rt.opts)
+		why = rejection{fail: &decode.Error{Reason: d.Reason, Field: d.Field, Err: errors.New(msg)}, message: msg}
+		rejections[it.ws.ID] = why
+	}
+	return rt.rules.onFailure(d.Reason, &d), why
+}
+
+// message is the person's message for a record-level failure: a null for a NOT NULL
+// column says how to let it through; the others are the failure itself.
+func (rt router) message(fail *decode.Error, it *item) string {
+	if fail.Reason != decode.ReasonNotNullViolation || it.schemaID() < 0 {
+		return fail.Error()
+	}
+	return fmt.Sprintf("writer schema id %d: %s is null in this record, but the column is NOT NULL in table %s at version %d "+
+		"(the writer schema declares it nullable). To let it through: make the column nullable "+
+		"(ALTER TABLE … ALTER COLUMN %s DROP NOT NULL), or set schema.policy: evolve, which relaxes it in the same commit",
+		it.schemaID(), fail.Field, rt.table, rt.version, fail.Field)
+}
+
+// commitSchema is the metaData (and protocol) a flush's commit carries: on create, or
+// when the schema evolved or a table feature is enabled (nil, nil otherwise), with the
+// final table schema (under column mapping, new fields get ids and physical names here,
+// before the Parquet schema is built from it).
+func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan) (*deltalog.Metadata, *deltalog.Protocol, *deltalog.StructType, error) {
+	enable := map[string]bool{}
+	for _, f := range g.Enable {
+		enable[f] = true
+	}
+	schema := g.Schema
+	switch {
+	case g.Create:
+		conf := maps.Clone(cfg.Table.Properties)
+		if conf == nil {
+			conf = map[string]string{}
+		}
+		if cm := cfg.Table.ColumnMapping; cm != "" && cm != "none" {
+			conf["delta.columnMapping.mode"] = cm
+		} else if enable[schemaguard.FeatureColumnMapping] {
+			conf["delta.columnMapping.mode"] = "name"
+		}
+		if enable[schemaguard.FeatureTypeWidening] {
+			conf["delta.enableTypeWidening"] = "true"
+		}
+		proto, meta := deltawriter.NewTableMetadata(cfg.Name, schema, cfg.Table.PartitionBy, conf)
+		meta, schema, err := deltawriter.EvolveMetadata(meta, schema)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("create table metadata: %w", err)
+		}
+		return &meta, &proto, schema, nil
+	case len(g.Evolved) > 0 || len(g.Enable) > 0:
+		if enable[schemaguard.FeatureColumnMapping] {
+			return nil, nil, nil, fmt.Errorf("evolve table %s: enabling column mapping on an existing table is not supported yet; "+
+				"enable it with Spark (ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')) and ingestd follows", cfg.Table.URI)
+		}
+		meta := t.snap.Metadata
+		meta.Configuration = maps.Clone(meta.Configuration)
+		if meta.Configuration == nil {
+			meta.Configuration = map[string]string{}
+		}
+		if enable[schemaguard.FeatureTypeWidening] {
+			meta.Configuration["delta.enableTypeWidening"] = "true"
+		}
+		// deltawriter records widenings (delta.typeChanges), assigns column mapping ids and
+		// upgrades the protocol for the features the new schema needs.
+		meta, schema, proto, err := deltawriter.EvolveTable(t.snap.Protocol, meta, schema)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("evolve table metadata: %w", err)
+		}
+		return &meta, proto, schema, nil
+	}
+	return nil, nil, schema, nil
+}
