@@ -3,14 +3,19 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/tableops"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
@@ -284,4 +289,80 @@ func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 		t.Errorf("DLQ states %v, want real", states)
 	}
 	h.checkOrders(20)
+}
+
+// TestProgressBeforeTheTableExists (issue 17, item 1): a dead_letter pipeline whose table
+// does not exist and whose records all fail keeps its progress in the Kafka group offset:
+// restarted twice, it dead-letters each record once (before: 2 dead letters became 5
+// after one restart and a new record). The commit that finally creates the table moves
+// the txn from that position and names it, so the dead letters are real, and a replay
+// after their schema is registered lands each exactly once.
+func TestProgressBeforeTheTableExists(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Schema.Policy = PolicyDeadLetter
+	// Orders framed with the schema id the registry gives next: unknown (404) until then.
+	const v3 = `{"type":"record","name":"Order","namespace":"shop","fields":[
+  {"name":"order_id","type":"long"},
+  {"name":"customer","type":"string"},
+  {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+  {"name":"note","type":["null","string"],"default":null}]}`
+	s3, err := avro.Parse(v3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextID := max(h.ids[0], h.ids[1]) + 1
+	unknown := func(id int64) []byte {
+		body, err := avro.Marshal(s3, map[string]any{"order_id": id, "customer": "c", "amount": big.NewRat(id, 1), "note": "late"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hdr sr.ConfluentHeader
+		framed, err := hdr.AppendEncode(nil, nextID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(framed, body...)
+	}
+	run := func(wantDLQ int64, produce ...[]byte) {
+		t.Helper()
+		m := h.startWith("pipeline", cfg, nil)
+		h.produceRaw(0, produce...)
+		h.waitFor(fmt.Sprintf("%d dead letters", wantDLQ), func() bool { return h.dlqCount() >= wantDLQ })
+		m.stop(t)
+		if n := h.dlqCount(); n != wantDLQ {
+			t.Fatalf("DLQ holds %d records, want %d (each once)", n, wantDLQ)
+		}
+	}
+	run(2, unknown(1), unknown(2))
+	run(3, unknown(3)) // restart: resumes after the two dead letters
+	run(4, unknown(4)) // and again
+	if _, err := h.deps(nil).Table.Snapshot(context.Background()); !errors.Is(err, deltawriter.ErrTableNotFound) {
+		t.Fatalf("table exists before any record fits: %v", err)
+	}
+
+	// A record that fits creates the table; its commit moves the txn past the dead letters.
+	m := h.startWith("pipeline", cfg, nil)
+	h.produce(5, 1, 0, 1, 0)
+	h.waitHandled(5, 30*time.Second, m)
+	m.stop(t)
+	if got := h.snapshot().Txns["orders-orders-0"]; got != 4 {
+		t.Errorf("txn after the creating commit %d, want 4", got)
+	}
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(4, dlq.AckReal)) {
+		t.Errorf("DLQ states %v, want 4 real (acknowledged by the group offset or by the commit they name)", states)
+	}
+
+	if _, _, err := h.reg.RegisterSchema("orders-value", sr.Schema{Schema: v3, Type: sr.TypeAvro}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Schema.Policy = PolicyEvolve // the replay adds `note`
+	sum, err := h.replay(cfg, nil, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Landed != 4 || sum.Orphans != 0 || sum.Pending != 0 || sum.Duplicates != 0 {
+		t.Errorf("replay %+v, want 4 landed", sum)
+	}
+	h.checkOrders(5)
 }

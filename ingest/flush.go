@@ -72,6 +72,12 @@ type flusher struct {
 	// table moves these txns too, under the commitID the dead letters name, so replay
 	// classifies them as real. The owner drops a partition's entry when it loses it.
 	noTableTxns map[topicPartition]int64
+	// fromGroup holds, per partition assigned while the table did not exist, the last
+	// offset its Kafka group offset covers (the fallback progress of dead-letter-only
+	// flushes before a restart; see consumerMode.done): noTableTxns starts there, and the
+	// commit that moves these txns names them (dlq.ParamGroupOffsetTxns), so replay knows
+	// those dead letters were acknowledged by the group offset and are real.
+	fromGroup map[topicPartition]int64
 
 	// Decoders by (writer schema, table schema), and the buffers of the batch being
 	// decoded: string bytes and column values, reused across flushes.
@@ -89,7 +95,7 @@ func newFlusher(cfg *Config, deps Deps, log *slog.Logger, md mode, halted map[to
 	return &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
-		compiled: map[decoderKey]*decode.Decoder{}}
+		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}}
 }
 
 // outcome is what one flush did (or, for a dry run, would do).
@@ -103,6 +109,7 @@ type outcome struct {
 	carried    []*kgo.Record            // a replay's carried-forward records (kept ones first)
 	newCarried int                      // how many of carried this attempt produces (the tail)
 	written    []*kgo.Record            // with a mode identity: the records whose rows are written
+	noTable    bool                     // handled without a table to record it in (noTableTxns)
 	duplicates int                      // records routeDuplicate
 	halts      []HaltedPartition
 }
@@ -385,6 +392,7 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		for k, off := range out.handled {
 			f.noTableTxns[k] = max(f.noTableTxns[k], off)
 		}
+		out.noTable = len(out.handled) > 0
 		f.forget(recs)
 		return nil
 	}
@@ -397,6 +405,13 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		EngineInfo: engineInfo, TxnID: f.commitID, Protocol: b.proto, Metadata: b.meta}
 	if b.meta != nil && !b.guard.Create {
 		c.OperationParameters["mergeSchema"] = "true"
+	}
+	if len(f.fromGroup) > 0 {
+		from := map[string]int64{}
+		for k, off := range f.fromGroup {
+			from[f.mode.txnAppID(k.topic, k.partition)] = off
+		}
+		c.OperationParameters[dlq.ParamGroupOffsetTxns] = dlq.FormatGroupOffsetTxns(from)
 	}
 	if out.rows > 0 {
 		fo := deltawriter.FileOptions{Schema: b.schema, ColumnMapping: b.cm}
@@ -450,6 +465,7 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 	f.commitID = deltawriter.NewTxnID()
 	clear(f.deadSet)
 	clear(f.noTableTxns)
+	clear(f.fromGroup)
 	return nil
 }
 

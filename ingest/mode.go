@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -62,12 +63,16 @@ func (m *consumerMode) deadLetter(d dlq.DeadLetter, now time.Time) *kgo.Record {
 
 func (m *consumerMode) beforeProduce(context.Context, *outcome) (bool, error) { return true, nil }
 
-// done commits the Kafka group offsets past what the commit handled, asynchronously: a
-// synchronous commit would wait for a rebalance that itself waits for the poll loop
-// (BlockRebalanceOnPoll). They are advisory, for lag tools; the txn actions are the truth,
-// so a late commit for a partition that moved is harmless.
+// done commits the Kafka group offsets past what the flush handled. After a commit they
+// are advisory, for lag tools (the txn actions are the truth, so a late commit for a
+// partition that moved is harmless), and asynchronous: a synchronous commit would wait
+// for a rebalance that itself waits for the poll loop (BlockRebalanceOnPoll). After a
+// dead-letter-only flush while the table does not exist they are the only record of
+// progress (adjustOffsets resumes from them until a table exists), so they are committed
+// synchronously, bounded by noTableCommitTimeout; a failure is logged, and after a
+// restart those records are dead-lettered again (replay dedupes the copies).
 func (m *consumerMode) done(ctx context.Context, out *outcome) {
-	if out.version < 0 || m.cl == nil || len(out.handled) == 0 {
+	if m.cl == nil || len(out.handled) == 0 || (out.version < 0 && !out.noTable) {
 		return
 	}
 	offs := map[string]map[int32]kgo.EpochOffset{}
@@ -77,6 +82,22 @@ func (m *consumerMode) done(ctx context.Context, out *outcome) {
 		}
 		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off + 1}
 	}
+	if out.noTable {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noTableCommitTimeout)
+		defer cancel()
+		var cerr error
+		m.cl.CommitOffsetsSync(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			cerr = err
+			if err == nil {
+				cerr = commitResponseErr(resp)
+			}
+		})
+		if cerr != nil {
+			m.log.Warn("commit kafka offsets of a dead-letter-only flush without a table failed; after a restart these records are dead-lettered again",
+				"err", cerr, "partitions", len(offs))
+		}
+		return
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	m.cl.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
 		defer cancel()
@@ -84,4 +105,23 @@ func (m *consumerMode) done(ctx context.Context, out *outcome) {
 			m.log.Warn("commit kafka offsets (advisory) failed", "err", err)
 		}
 	})
+}
+
+// noTableCommitTimeout bounds the synchronous group offset commit of a dead-letter-only
+// flush while the table does not exist.
+const noTableCommitTimeout = 10 * time.Second
+
+// commitResponseErr is the first partition error of an offset commit response.
+func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
+	if resp == nil {
+		return nil
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("commit offset of %s[%d]: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
 }

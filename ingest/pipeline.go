@@ -661,13 +661,17 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // adjustOffsets seeks newly assigned partitions to the Delta txn version + 1, or to the
-// configured start when the table holds no txn for the partition.
+// configured start when the table holds no txn for the partition. While the table does
+// not exist, the Kafka group offset is the progress of dead-letter-only flushes
+// (consumerMode.done): a partition resumes there, and the commit that creates the table
+// moves its txn to it (flusher.fromGroup).
 func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	txns := map[string]int64{}
-	retention := false
+	retention, noTable := false, false
 	snap, err := p.deps.Table.Snapshot(ctx)
 	switch {
 	case errors.Is(err, deltawriter.ErrTableNotFound):
+		noTable = true
 	case err != nil:
 		p.m.TransientErrors.WithLabelValues(p.cfg.Name, "read txn versions").Inc()
 		return nil, fmt.Errorf("read txn versions: %w", err) // the session fails and rejoins
@@ -689,6 +693,15 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 				p.setNext(k, eo.Offset)
 				p.log.Warn("partition assigned without a txn in a table that expires txns; resuming from the Kafka group offset",
 					"topic", t, "partition", part, "offset", eo.Offset, "from", "group offset")
+			} else if noTable && eo.Offset > 0 {
+				// Records before eo.Offset were dead-lettered while no table existed.
+				ps[part] = kgo.NewOffset().At(eo.Offset).WithEpoch(-1)
+				p.setNext(k, eo.Offset)
+				p.mu.Lock()
+				p.fl.fromGroup[k] = eo.Offset - 1
+				p.fl.noTableTxns[k] = max(p.fl.noTableTxns[k], eo.Offset-1)
+				p.mu.Unlock()
+				p.log.Info("partition assigned", "topic", t, "partition", part, "offset", eo.Offset, "from", "group offset (no table yet)")
 			} else if p.cfg.Kafka.StartOffset == "latest" {
 				ps[part] = kgo.NewOffset().AtEnd()
 				p.log.Info("partition assigned", "topic", t, "partition", part, "from", "latest")
@@ -761,7 +774,8 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 			p.status.unhalt(k.topic, k.partition)
 		}
 		delete(p.backoffs, k)
-		delete(p.fl.noTableTxns, k) // the new owner re-reads them; their dead letters become orphans
+		delete(p.fl.noTableTxns, k) // the new owner resumes from the group offset, or re-reads them (their dead letters become orphans)
+		delete(p.fl.fromGroup, k)
 	}
 	if p.cl != nil {
 		p.cl.ResumeFetchPartitions(parts)

@@ -20,6 +20,8 @@ type replaySummary struct {
 	Parked          int            `json:"parked"`
 	Carried         int            `json:"carried"`
 	Remaining       int            `json:"remaining"`
+	Orphans         int            `json:"orphans"`
+	Pending         int            `json:"pending"`
 	ByReason        map[string]struct {
 		Landed       int `json:"landed"`
 		DeadLettered int `json:"dead_lettered"`

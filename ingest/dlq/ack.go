@@ -3,6 +3,7 @@ package dlq
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,11 +36,25 @@ func (s AckState) String() string {
 	return [...]string{"real", "orphan", "pending"}[s]
 }
 
+// ParamGroupOffsetTxns is the commitInfo.operationParameters key under which a commit
+// names the txns it moves to a position taken from the Kafka group offset (a JSON object
+// of appId → last offset covered): the progress of dead-letter-only flushes made while
+// the table did not exist and recorded by a group offset commit only, before a restart.
+// Dead letters at or before that position were acknowledged so: they are real.
+const ParamGroupOffsetTxns = "ingestd.groupOffsetTxns"
+
+// FormatGroupOffsetTxns encodes the value of ParamGroupOffsetTxns.
+func FormatGroupOffsetTxns(m map[string]int64) string {
+	b, _ := json.Marshal(m) // map[string]int64 always encodes
+	return string(b)
+}
+
 // txnMove is one commit's txn action for an appId of interest.
 type txnMove struct {
 	version    int64 // the commit's table version
 	txnVersion int64
 	commitID   string // the commit's commitInfo.txnId
+	fromGroup  int64  // the position ParamGroupOffsetTxns gives the appId, -1: none
 }
 
 // AckIndex holds, per appId, the txn moves of the commit JSON files read so far, in
@@ -116,14 +131,24 @@ func (x *AckIndex) Refresh(ctx context.Context) error {
 			return fmt.Errorf("parse commit %d: %w", v, err)
 		}
 		id := ""
+		var fromGroup map[string]int64
 		for _, a := range actions {
 			if a.CommitInfo != nil {
 				id, _ = a.CommitInfo["txnId"].(string)
+				if ps, ok := a.CommitInfo["operationParameters"].(map[string]any); ok {
+					if s, ok := ps[ParamGroupOffsetTxns].(string); ok {
+						_ = json.Unmarshal([]byte(s), &fromGroup) // unreadable: no fallback positions
+					}
+				}
 			}
 		}
 		for _, a := range actions {
 			if a.Txn != nil && x.apps[a.Txn.AppID] {
-				x.moves[a.Txn.AppID] = append(x.moves[a.Txn.AppID], txnMove{version: v, txnVersion: a.Txn.Version, commitID: id})
+				m := txnMove{version: v, txnVersion: a.Txn.Version, commitID: id, fromGroup: -1}
+				if off, ok := fromGroup[a.Txn.AppID]; ok {
+					m.fromGroup = off
+				}
+				x.moves[a.Txn.AppID] = append(x.moves[a.Txn.AppID], m)
 			}
 		}
 		x.last = v
@@ -132,9 +157,11 @@ func (x *AckIndex) Refresh(ctx context.Context) error {
 }
 
 // Classify applies the acknowledgement rule: the first commit after the dead letter's
-// table version that moves its txn appId to its txn version or past it decides. Without
-// ack headers, or when commit files after its table version were removed by log cleanup,
-// it is real.
+// table version that moves its txn appId to its txn version or past it decides: real when
+// it is the commit the dead letter names, or when it moved the txn from a group offset
+// position at or past the dead letter (ParamGroupOffsetTxns: the record was not read
+// again after a restart); orphan otherwise. Without ack headers, or when commit files
+// after its table version were removed by log cleanup, it is real.
 func (x *AckIndex) Classify(r *kgo.Record) AckState {
 	a, tv, ok := AckOf(r)
 	if !ok {
@@ -145,7 +172,7 @@ func (x *AckIndex) Classify(r *kgo.Record) AckState {
 	}
 	for _, m := range x.moves[a.TxnAppID] {
 		if m.version > tv && m.txnVersion >= a.TxnVersion {
-			if m.commitID == a.CommitID {
+			if m.commitID == a.CommitID || m.fromGroup >= a.TxnVersion {
 				return AckReal
 			}
 			return AckOrphan
