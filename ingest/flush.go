@@ -113,7 +113,7 @@ func (p *Pipeline) badRecordOutcome(reason string, schemaDecision *schemaguard.D
 		policy = p.cfg.Schema.OnIncompatible
 	}
 	switch reason {
-	case "not_null_violation", "schema_mismatch", "unsupported_type":
+	case "not_null_violation", "schema_mismatch", "unsupported_type", decode.ReasonSchemaUnreadable:
 		// schema-level: the writer schema (or this record's null) does not fit the table
 		if policy == PolicyDeadLetter {
 			return outDeadLetter
@@ -205,6 +205,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 				it.ws = &decode.WriterSchema{ID: id}
 				items = append(items, it)
 				continue
+			}
+			if errors.Is(err, decode.ErrRegistryAuth) {
+				return err // permanent: the pipeline fails with the registry's refusal
 			}
 			return &transientError{"resolve schema id " + strconv.Itoa(id), err}
 		}

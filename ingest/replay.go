@@ -24,7 +24,7 @@ import (
 var DeadLetterReasons = []string{
 	decode.ReasonBadMagic, decode.ReasonDecodeError, decode.ReasonNotNullViolation,
 	decode.ReasonSchemaMismatch, decode.ReasonSchemaNotFound, decode.ReasonSchemaParseError,
-	decode.ReasonTooShort, decode.ReasonTrailingBytes, decode.ReasonTruncated, decode.ReasonUnsupportedType,
+	decode.ReasonSchemaUnreadable, decode.ReasonTooShort, decode.ReasonTrailingBytes, decode.ReasonTruncated, decode.ReasonUnsupportedType,
 }
 
 // ReplayBound is one end of a replay's range: a dead-letter topic offset, applied to each
