@@ -338,8 +338,36 @@ func (r *Registry) classify(op string, err error) error {
 			return newError(ReasonSchemaUnreadable, "", fmt.Errorf("%s: schema registry answered %d %s: %s", op, s, http.StatusText(s), registryMessage(re)))
 		}
 	}
-	return fmt.Errorf("%s: %w: %w", op, ErrTransient, err)
+	return fmt.Errorf("%s: %w: %w", op, ErrTransient, r.redact(err))
 }
+
+// redact hides a password written into the registry URL (set with WithAuthInfo) in err's
+// text: the registry client quotes the request URL, credentials included, in transport
+// errors ("unable to GET \"http://user:pass@host/...\": ..."). The chain is kept.
+func (r *Registry) redact(err error) error {
+	u, perr := url.Parse(r.authURL)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if _, has := u.User.Password(); !has {
+		return err
+	}
+	raw := u.User.String() + "@"
+	msg := err.Error()
+	if !strings.Contains(msg, raw) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(msg, raw, url.User(u.User.Username()).String()+":xxxxx@"), err: err}
+}
+
+// redactedError is err with another text.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // RegistryAuthError is a 401 or 403 answer of the registry. It names the registry and
 // the username in use, never the password; errors.Is(err, ErrRegistryAuth) holds.

@@ -122,3 +122,21 @@ func TestRegistryAuthErrorRedactsURLPassword(t *testing.T) {
 		t.Fatalf("auth error with credentials in the URL: %v", err)
 	}
 }
+
+// TestRegistryTransientErrorRedactsURLPassword: the registry client quotes the request URL
+// in transport errors; a password in the configured URL is shown as xxxxx, and the error
+// stays transient.
+func TestRegistryTransientErrorRedactsURLPassword(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := strings.Replace(srv.URL, "http://", "http://bob:hunter2@", 1)
+	srv.Close() // connection refused
+	cl, err := sr.NewClient(sr.URLs(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewRegistry(cl, WithAuthInfo(u, "")).Schema(context.Background(), 3)
+	want := `look up schema 3: transient failure: unable to GET "` + strings.Replace(u, "hunter2", "xxxxx", 1) + `/schemas/ids/3": `
+	if !errors.Is(err, ErrTransient) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("refused with credentials in the URL:\n got %v\nwant %s…", err, want)
+	}
+}
