@@ -7,10 +7,20 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/ingestd ./cmd/ingestd
+# The data directory, made here because distroless has no shell (copied below).
+RUN mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ingestd /usr/local/bin/ingestd
 COPY configs/ /etc/ingestd/
+# /var/lib/ingestd belongs to the user ingestd runs as (distroless nonroot, 65532:65532):
+# a new named volume mounted there is initialised from this directory, owner and mode
+# included, so ingestd can write its tables. Without it the volume would come up owned by
+# root and every table write would fail. It must come before VOLUME (the legacy builder
+# discards changes to a volume path made after it). A bind mount or an existing volume
+# keeps its own owner: chown it to 65532:65532 (cmd/ingestd/image_test.go checks this file).
+COPY --from=build --chown=65532:65532 /out/data /var/lib/ingestd
+USER 65532:65532
 VOLUME /var/lib/ingestd
 EXPOSE 9102
 ENTRYPOINT ["/usr/local/bin/ingestd"]

@@ -218,6 +218,8 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		switch {
 		case errors.As(err, &de):
 			it.fail, it.ws = de, &decode.WriterSchema{ID: id}
+		case errors.Is(err, decode.ErrRegistryAuth):
+			return nil, err // permanent: the pipeline fails with the registry's refusal
 		case err != nil:
 			return nil, &transientError{"resolve schema id " + strconv.Itoa(id), err}
 		default:

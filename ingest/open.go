@@ -47,7 +47,7 @@ func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (D
 		if err != nil {
 			return Deps{}, fmt.Errorf("create registry client: %w", err)
 		}
-		deps.Schemas, deps.Framed = decode.NewRegistry(cl), true
+		deps.Schemas, deps.Framed = decode.NewRegistry(cl, decode.WithAuthInfo(cfg.SchemaRegistry.URL, cfg.SchemaRegistry.Username)), true
 	} else {
 		s, err := decode.StaticSchema(cfg.AvroSchemaFile)
 		if err != nil {

@@ -451,6 +451,9 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			lctx, cancel := context.WithTimeout(ctx, schemaLookupTimeout)
 			_, serr := p.deps.Schemas.Schema(lctx, id)
 			cancel()
+			if errors.Is(serr, decode.ErrRegistryAuth) {
+				return nil, recs, serr // fatal: every lookup fails the same way until a person fixes the credentials
+			}
 			var de *decode.Error
 			if serr != nil && !errors.As(serr, &de) {
 				failed[id] = true

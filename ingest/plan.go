@@ -67,9 +67,10 @@ type rules struct {
 
 // onFailure routes a record that cannot be written: with the guard's decision for its
 // writer schema, as the decision says; a schema-level failure of the record itself
-// (dlq.SchemaLevel: a null for a NOT NULL column, …) by the policy (evolve: its
-// on_incompatible); malformed bytes and unknown schema ids to the dead-letter topic when
-// one is configured, else halt.
+// (a null for a NOT NULL column, …) by the policy (evolve: its
+// on_incompatible), as is a schema the registry refuses to serve (dlq.FollowsPolicy);
+// malformed bytes and unknown schema ids to the dead-letter topic when one is configured,
+// else halt.
 func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
 	if d != nil {
 		if d.Action == schemaguard.DeadLetterIt {
@@ -77,7 +78,7 @@ func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
 		}
 		return routeHalt
 	}
-	if dlq.SchemaLevel(reason) {
+	if dlq.FollowsPolicy(reason) {
 		policy := r.policy
 		if policy == PolicyEvolve {
 			policy = r.onIncompatible

@@ -47,7 +47,7 @@ const (
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "Run three pipelines (bronze/evolve, silver/dead_letter, gold/halt) on an in-process\nKafka broker and schema registry, with an orders stream whose schema gains a field midway.", stderr)
+	fs := newFlagSet("demo", "demo [flags]", "Run three pipelines (bronze/evolve, silver/dead_letter, gold/halt) on an in-process\nKafka broker and schema registry, with an orders stream whose schema gains a field midway.", stderr)
 	out := fs.String("out", "demo-output", "`directory` for the Delta tables and pipeline files (a new or empty one, or an earlier demo's, which is replaced)")
 	v1 := fs.Int("v1", 1000, "records produced with schema v1")
 	v2 := fs.Int("v2", 200, "records produced with schema v2 (adds channel) after the v1 records")

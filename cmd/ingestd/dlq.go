@@ -13,21 +13,28 @@ import (
 )
 
 func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "inspect" {
-		fmt.Fprintln(stderr, "Usage: ingestd dlq inspect --config PIPELINE.yaml [--samples N] [--json]")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return exitOK
-		}
-		return exitUsage
-	}
-	fs := newFlagSet("dlq inspect", "Count a pipeline's dead letters by reason, field, schema id and replay count,\nand show a few decoded with their own writer schema. Reads only.", stderr)
-	config := fs.String("config", "", "the pipeline `file` (required)")
+	fs := newFlagSet("dlq inspect", "dlq inspect PIPELINE.yaml [flags]\n       ingestd dlq inspect --config PIPELINE.yaml [flags]",
+		"Count a pipeline's dead letters by reason, field, schema id and replay count,\nand show a few decoded with their own writer schema. Reads only.", stderr)
+	config := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	samples := fs.Int("samples", 3, "dead letters to show decoded")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if code, done := parseFlags(fs, args[1:]); done {
+	if len(args) == 0 || args[0] != "inspect" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fs.Usage()
+			return exitOK
+		}
+		fs.Usage()
+		return exitUsage
+	}
+	pos, code, done := parseArgs(fs, args[1:], 1)
+	if done {
 		return code
 	}
-	cfg, code := onePipeline(*config, stderr)
+	file, code := pipelineArg("dlq inspect", pos, *config, stderr)
+	if file == "" {
+		return code
+	}
+	cfg, code := onePipeline(file, stderr)
 	if cfg == nil {
 		return code
 	}

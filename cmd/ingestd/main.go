@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,11 +33,14 @@ every table against schema drift.
 Usage:
   ingestd run      --config DIR|FILE [--listen 127.0.0.1:9102]   run pipelines
   ingestd validate --config DIR|FILE                              check pipeline files
-  ingestd table    schema|history|describe|alter --table URI     inspect or alter a Delta table
-  ingestd dlq inspect --config FILE                               what is in the dead-letter topic
-  ingestd replay   --config FILE [--dry-run] [--max-replays N]    land dead letters that now fit
+  ingestd table    schema|history|describe|alter URI              inspect or alter a Delta table
+                   (or --table URI, or --config PIPELINE.yaml: the pipeline's table)
+  ingestd dlq inspect PIPELINE.yaml                               what is in the dead-letter topic
+  ingestd replay   PIPELINE.yaml [--dry-run] [--max-replays N]    land dead letters that now fit
   ingestd demo     [--out DIR]                                    self-contained demo
   ingestd version                                                 print the version
+
+A pipeline file may also be given as --config PIPELINE.yaml.
 
 Run "ingestd <command> --help" for a command's flags.
 `
@@ -74,34 +75,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingestd: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
-}
-
-// newFlagSet returns a flag set that prints its usage to stderr and returns errors.
-func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: ingestd %s [flags]\n\n%s\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args; it returns done=true with the exit code when the caller must
-// stop (help requested or bad flags).
-func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, true
-		}
-		return exitUsage, true
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %v\n", fs.Args())
-		fs.Usage()
-		return exitUsage, true
-	}
-	return 0, false
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

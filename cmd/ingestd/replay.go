@@ -16,7 +16,7 @@ import (
 )
 
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("replay", `Replay a pipeline's dead-letter topic into its table: each record is decoded with its
+	fs := newFlagSet("replay", "replay PIPELINE.yaml [flags]\n       ingestd replay --config PIPELINE.yaml [flags]", `Replay a pipeline's dead-letter topic into its table: each record is decoded with its
 own schema id and checked against the table's current schema and the pipeline's policy;
 what fits is written exactly once, what still fails is dead-lettered again with
 ingestd.replay.count + 1 (past --max-replays it goes to <dlq>.parked, which must exist
@@ -30,7 +30,7 @@ after it are left in place, nothing is carried forward for --until. OFFSET is a 
 offset, applied per partition (carried records get new offsets at the end of the topic);
 TIME is RFC 3339 and compares with the record timestamp, which dead letters and carried
 records keep from their source record.`, stderr)
-	config := fs.String("config", "", "the pipeline `file` (required)")
+	config := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
 	var reasons stringList
@@ -40,7 +40,8 @@ records keep from their source record.`, stderr)
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info (progress lines), warn or error")
-	if code, done := parseFlags(fs, args); done {
+	pos, code, done := parseArgs(fs, args, 1)
+	if done {
 		return code
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -78,7 +79,11 @@ records keep from their source record.`, stderr)
 		fmt.Fprintln(stderr, "ingestd replay:", strings.ReplaceAll(err.Error(), "\n", "\ningestd replay: "))
 		return exitUsage
 	}
-	cfg, code := onePipeline(*config, stderr)
+	file, code := pipelineArg("replay", pos, *config, stderr)
+	if file == "" {
+		return code
+	}
+	cfg, code := onePipeline(file, stderr)
 	if cfg == nil {
 		return code
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "Load and check pipeline files without connecting to anything.", stderr)
+	fs := newFlagSet("validate", "validate --config DIR|FILE", "Load and check pipeline files without connecting to anything.", stderr)
 	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
 	if code, done := parseFlags(fs, args); done {
 		return code
@@ -41,7 +41,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "Run every pipeline of a directory (or one file) until SIGTERM/SIGINT.", stderr)
+	fs := newFlagSet("run", "run --config DIR|FILE [flags]", "Run every pipeline of a directory (or one file) until SIGTERM/SIGINT.", stderr)
 	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
 	listen := fs.String("listen", "127.0.0.1:9102", "`address` for /metrics, /healthz and /readyz (empty to disable)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")

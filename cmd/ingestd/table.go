@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -16,7 +16,12 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/tableops"
 )
 
-const tableUsage = `Usage: ingestd table <command> (--table URI | --config PIPELINE.yaml) [flags]
+const tableSynopsis = `table <command> URI [flags]
+       ingestd table <command> --table URI [flags]
+       ingestd table <command> --config PIPELINE.yaml [flags]`
+
+const tableSummary = `URI is the table: an absolute or relative path, or file:///abs/path; --config uses a
+pipeline file's table. Given more than one way, they must name the same table.
 
 Commands:
   schema     the schema as a tree (types, nullability, column mapping ids)
@@ -29,8 +34,7 @@ Commands:
                --enable-feature F         typeWidening or timestampNtz (irreversible)
 
 Works on any Delta table, not only ingestd's. A running pipeline picks the change up at
-its next commit, without a restart.
-`
+its next commit, without a restart.`
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -39,39 +43,33 @@ func (s *stringList) String() string     { return strings.Join(*s, ", ") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	sub := "table"
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	fs := newFlagSet("table "+sub, tableSynopsis, tableSummary, stderr)
+	uri := fs.String("table", "", "table `URI` (/path, a relative path or file:///path), instead of the argument")
+	config := fs.String("config", "", "pipeline `file` whose table to use, instead of the argument")
+	n := fs.Int("n", 20, "history: number of `commits` (0 for all)")
+	asJSON := fs.Bool("json", false, "history, describe: print JSON")
+	var add, widen, props, features stringList
+	fs.Var(&add, "add-column", "alter: `'path TYPE'` to add (repeatable)")
+	fs.Var(&widen, "widen", "alter: `'path TYPE'` to widen to (repeatable)")
+	fs.Var(&props, "set-property", "alter: `key=value` to set (repeatable)")
+	fs.Var(&features, "enable-feature", "alter: `FEATURE` to enable, typeWidening or timestampNtz (repeatable)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, tableUsage)
+		fs.Usage()
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return exitOK
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("table "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tableUsage, "\nFlags:\n"); fs.PrintDefaults() }
-	uri := fs.String("table", "", "table `URI` (file:///path or /path)")
-	config := fs.String("config", "", "pipeline `file` whose table to use")
-	n := fs.Int("n", 20, "history: number of commits (0 for all)")
-	asJSON := fs.Bool("json", false, "history, describe: print JSON")
-	var add, widen, props, features stringList
-	fs.Var(&add, "add-column", "alter: 'path TYPE' to add (repeatable)")
-	fs.Var(&widen, "widen", "alter: 'path TYPE' to widen to (repeatable)")
-	fs.Var(&props, "set-property", "alter: key=value (repeatable)")
-	fs.Var(&features, "enable-feature", "alter: typeWidening or timestampNtz (repeatable)")
-	if code, done := parseFlags(fs, args[1:]); done {
+	pos, code, done := parseArgs(fs, args[1:], 1)
+	if done {
 		return code
 	}
-	if *config != "" {
-		cfg, code := onePipeline(*config, stderr)
-		if cfg == nil {
-			return code
-		}
-		*uri = cfg.Table.URI
-	}
-	if *uri == "" {
-		fmt.Fprintln(stderr, "ingestd table: --table or --config is required")
-		return exitUsage
+	if *uri, code = tableArg(sub, pos, *uri, *config, stderr); *uri == "" {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -154,7 +152,8 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFailure
 		}
 	default:
-		fmt.Fprintf(stderr, "ingestd table: unknown command %q\n\n%s", sub, tableUsage)
+		fmt.Fprintf(stderr, "ingestd table: unknown command %q\n\n", sub)
+		fs.Usage()
 		return exitUsage
 	}
 	return exitOK
@@ -167,4 +166,53 @@ func kv(m map[string]string) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// tableArg is the table of "ingestd table <sub> [URI] [--table URI] [--config FILE]": the
+// argument, --table or the pipeline file's table; when more than one is given they must
+// name the same table. A relative path is made absolute (the stores take absolute paths
+// and file:// URIs).
+func tableArg(sub string, pos []string, table, config string, stderr io.Writer) (string, int) {
+	type source struct{ name, uri string }
+	var given []source
+	if len(pos) > 0 {
+		given = append(given, source{"the argument " + pos[0], pos[0]})
+	}
+	if table != "" {
+		given = append(given, source{"--table " + table, table})
+	}
+	if config != "" {
+		cfg, code := onePipeline(config, stderr)
+		if cfg == nil {
+			return "", code
+		}
+		given = append(given, source{"--config " + config + " (table " + cfg.Table.URI + ")", cfg.Table.URI})
+	}
+	if len(given) == 0 {
+		fmt.Fprintf(stderr, "ingestd table: name the table: ingestd table %s URI (or --table URI, or --config PIPELINE.yaml)\n", sub)
+		return "", exitUsage
+	}
+	for _, g := range given[1:] {
+		if sameTable(g.uri) != sameTable(given[0].uri) {
+			fmt.Fprintf(stderr, "ingestd table: %s and %s name different tables; give one\n", given[0].name, g.name)
+			return "", exitUsage
+		}
+	}
+	u := given[0].uri
+	if !strings.Contains(u, "://") && !filepath.IsAbs(u) {
+		u = absPath(u)
+	}
+	return u, exitOK
+}
+
+// sameTable is a table URI in one spelling for comparisons: local paths and file:// URIs
+// as a clean absolute path, other URIs without a trailing slash.
+func sameTable(u string) string {
+	if p, ok := strings.CutPrefix(u, "file://"); ok {
+		return filepath.Clean(p)
+	}
+	if !strings.Contains(u, "://") {
+		return absPath(u)
+	}
+	return strings.TrimRight(u, "/")
 }

@@ -33,6 +33,7 @@ const (
 	ReasonDecodeError      = "decode_error"       // malformed Avro (bad length, varint, index, …)
 	ReasonSchemaNotFound   = "schema_not_found"   // the registry does not know the schema id
 	ReasonSchemaParseError = "schema_parse_error" // the registry's schema text is not usable Avro
+	ReasonSchemaUnreadable = "schema_unreadable"  // the registry answered the id with a 4xx other than 401/403/404/408/429 (e.g. 400: it cannot parse its own stored schema)
 	ReasonSchemaMismatch   = "schema_mismatch"    // writer type cannot be written losslessly to the column
 	ReasonNotNullViolation = "not_null_violation" // null for a NOT NULL column
 	ReasonUnsupportedType  = "unsupported_type"   // writer schema not representable in Delta
@@ -70,6 +71,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // timeouts, refused connections, unparseable registry replies, cancelled contexts. Test with
 // errors.Is(err, ErrTransient).
 var ErrTransient = errors.New("transient failure")
+
+// ErrRegistryAuth marks a registry answer of 401 or 403 (the credentials in use are
+// missing, wrong or not allowed to read schemas): neither transient nor a per-record
+// *Error. Every lookup would fail the same way, so the pipeline fails with the message,
+// which names the registry URL and the username (never the password). Test with
+// errors.Is(err, ErrRegistryAuth); the error is a *RegistryAuthError.
+var ErrRegistryAuth = errors.New("schema registry refused the credentials")
 
 // ErrNullRecord is returned by (*Decoder).Decode when the writer schema is [null, record]
 // and the record's top-level value is null: the record carries no row (DESIGN.md: skipped

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -121,12 +123,16 @@ const maxReferenceDepth = 32
 // Registry resolves schema ids to writer schemas through a Confluent-compatible schema
 // registry. Parsed schemas are cached per id for the life of the process (a schema id
 // never changes meaning), concurrent misses for one id make one request (singleflight),
-// "not found" answers (HTTP 404 or registry error 40403) are remembered for a TTL, and
-// every other failure is transient and never cached. It is safe for concurrent use.
+// "not found" answers (HTTP 404 or registry error 40403) and other 4xx answers
+// (schema_unreadable) are remembered for a TTL, 401/403 are ErrRegistryAuth (never
+// cached), and every other failure is transient and never cached. It is safe for
+// concurrent use.
 type Registry struct {
 	client *sr.Client
 	negTTL time.Duration
 	now    func() time.Time
+
+	authURL, authUser string // named in auth errors (WithAuthInfo)
 
 	pos sync.Map // int → *WriterSchema
 
@@ -155,6 +161,13 @@ type RegistryOption func(*Registry)
 // 0 disables the negative cache).
 func WithNegativeTTL(d time.Duration) RegistryOption {
 	return func(r *Registry) { r.negTTL = d }
+}
+
+// WithAuthInfo names the registry URL and the username of the credentials in use (empty:
+// none) in ErrRegistryAuth errors. The password is never given to the Registry, and a
+// password written into the URL is shown as xxxxx. Without it, errors name the request URL.
+func WithAuthInfo(registryURL, username string) RegistryOption {
+	return func(r *Registry) { r.authURL, r.authUser = registryURL, username }
 }
 
 // NewRegistry returns a Registry using client, which does no caching of its own.
@@ -187,10 +200,13 @@ func (r *Registry) Stats() RegistryStats {
 }
 
 // Schema returns the writer schema for id. Errors: an *Error with ReasonSchemaNotFound
-// (the registry does not know id, or a schema it references; ids ≤ 0 never exist) or
-// ReasonSchemaParseError (the text is not usable Avro, or not an Avro schema), both
-// permanent for that id; otherwise an error wrapping ErrTransient (registry 5xx, timeouts,
-// refused connections, unparseable replies, ctx cancellation) which the caller retries.
+// (the registry does not know id, or a schema it references; ids ≤ 0 never exist),
+// ReasonSchemaUnreadable (the registry answered another 4xx, e.g. 400 when it cannot
+// parse its own stored schema; the message is the registry's) or ReasonSchemaParseError
+// (the text is not usable Avro, or not an Avro schema), all permanent for that id; a
+// *RegistryAuthError (errors.Is ErrRegistryAuth: 401/403, fatal for the caller);
+// otherwise an error wrapping ErrTransient (registry 5xx, 408, 429, timeouts, refused
+// connections, unparseable replies, ctx cancellation) which the caller retries.
 // A schema that parses but cannot be represented in Delta is returned with DeltaErr set.
 func (r *Registry) Schema(ctx context.Context, id int) (*WriterSchema, error) {
 	if v, ok := r.pos.Load(id); ok {
@@ -242,7 +258,9 @@ func (r *Registry) fetch(ctx context.Context, id int, c *call) {
 		r.pos.Store(id, ws)
 	case errors.Is(err, ErrTransient):
 		r.transient.Add(1)
-	case ReasonOf(err) == ReasonSchemaNotFound:
+	case errors.Is(err, ErrRegistryAuth): // not cached: the pipeline fails on it
+	case ReasonOf(err) == ReasonSchemaNotFound || ReasonOf(err) == ReasonSchemaUnreadable:
+		// TTL: the registry may learn the id, or be fixed to serve it
 		if r.negTTL > 0 {
 			r.neg[id] = negEntry{err: err, until: r.now().Add(r.negTTL)}
 		}
@@ -258,7 +276,7 @@ func (r *Registry) fetch(ctx context.Context, id int, c *call) {
 func (r *Registry) load(ctx context.Context, id int) (*WriterSchema, error) {
 	s, err := r.client.SchemaByID(ctx, id)
 	if err != nil {
-		return nil, classifyRegistryErr(fmt.Sprintf("look up schema %d", id), err)
+		return nil, r.classify(fmt.Sprintf("look up schema %d", id), err)
 	}
 	if s.Type != sr.TypeAvro {
 		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d: schema type %s, want AVRO", id, s.Type))
@@ -284,7 +302,7 @@ func (r *Registry) resolveRefs(ctx context.Context, id int, refs []sr.SchemaRefe
 		seen[key] = true
 		rs, err := r.client.SchemaByVersion(ctx, ref.Subject, ref.Version)
 		if err != nil {
-			return classifyRegistryErr(fmt.Sprintf("look up schema %d reference %s (subject %q version %d)", id, ref.Name, ref.Subject, ref.Version), err)
+			return r.classify(fmt.Sprintf("look up schema %d reference %s (subject %q version %d)", id, ref.Name, ref.Subject, ref.Version), err)
 		}
 		if rs.Type != sr.TypeAvro {
 			return newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d reference %s: schema type %s, want AVRO", id, ref.Name, rs.Type))
@@ -299,15 +317,113 @@ func (r *Registry) resolveRefs(ctx context.Context, id int, refs []sr.SchemaRefe
 	return nil
 }
 
-// classifyRegistryErr maps a registry client error: HTTP 404 or a 404xx registry code
-// (40401 subject, 40402 version, 40403 schema not found) is permanent; anything else is
-// transient.
-func classifyRegistryErr(op string, err error) error {
+// classify maps a registry client error, per schema id: HTTP 404 or a 404xx registry code
+// (40401 subject, 40402 version, 40403 schema not found) is schema_not_found; 401 and 403
+// are a *RegistryAuthError; 408 and 429 are transient; any other 4xx is schema_unreadable
+// with the registry's message; anything else (5xx, 3xx, transport errors) is transient.
+func (r *Registry) classify(op string, err error) error {
 	var re *sr.ResponseError
 	if errors.As(err, &re) {
-		if re.StatusCode == http.StatusNotFound || re.ErrorCode == 40401 || re.ErrorCode == 40402 || re.ErrorCode == 40403 {
+		switch s := re.StatusCode; {
+		case s == http.StatusNotFound || re.ErrorCode == 40401 || re.ErrorCode == 40402 || re.ErrorCode == 40403:
 			return newError(ReasonSchemaNotFound, "", fmt.Errorf("%s: %w", op, err))
+		case s == http.StatusUnauthorized || s == http.StatusForbidden:
+			u := r.authURL
+			if u == "" {
+				u = re.URL
+			}
+			return fmt.Errorf("%s: %w", op, &RegistryAuthError{URL: redactURL(u), Username: r.authUser, StatusCode: s, Message: registryMessage(re)})
+		case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests:
+		case s >= 400 && s < 500:
+			return newError(ReasonSchemaUnreadable, "", fmt.Errorf("%s: schema registry answered %d %s: %s", op, s, http.StatusText(s), registryMessage(re)))
 		}
 	}
-	return fmt.Errorf("%s: %w: %w", op, ErrTransient, err)
+	return fmt.Errorf("%s: %w: %w", op, ErrTransient, r.redact(err))
+}
+
+// redact hides a password written into the registry URL (set with WithAuthInfo) in err's
+// text: the registry client quotes the request URL, credentials included, in transport
+// errors ("unable to GET \"http://user:pass@host/...\": ..."). The chain is kept.
+func (r *Registry) redact(err error) error {
+	u, perr := url.Parse(r.authURL)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if _, has := u.User.Password(); !has {
+		return err
+	}
+	raw := u.User.String() + "@"
+	msg := err.Error()
+	if !strings.Contains(msg, raw) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(msg, raw, url.User(u.User.Username()).String()+":xxxxx@"), err: err}
+}
+
+// redactedError is err with another text.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// RegistryAuthError is a 401 or 403 answer of the registry. It names the registry and
+// the username in use, never the password; errors.Is(err, ErrRegistryAuth) holds.
+type RegistryAuthError struct {
+	URL        string // the registry, any password in it redacted
+	Username   string // empty: no credentials configured
+	StatusCode int    // 401 or 403
+	Message    string // the registry's message (and error code)
+}
+
+func (e *RegistryAuthError) Error() string {
+	who, fix := fmt.Sprintf("to user %q", e.Username), "check schema_registry.username and schema_registry.password"
+	if e.Username == "" {
+		who, fix = "without credentials", "set schema_registry.username and schema_registry.password"
+	}
+	if e.StatusCode == http.StatusForbidden && e.Username != "" {
+		fix = "grant that user read access to the registry's schemas, or set other credentials in schema_registry.username and schema_registry.password"
+	}
+	return fmt.Sprintf("schema registry %s answered %d %s %s: %s; %s", e.URL, e.StatusCode, http.StatusText(e.StatusCode), who, e.Message, fix)
+}
+
+// Is makes errors.Is(err, ErrRegistryAuth) hold.
+func (e *RegistryAuthError) Is(target error) bool { return target == ErrRegistryAuth }
+
+// maxRegistryMessage bounds the registry text carried into errors and dead-letter
+// headers (an HTML error page from a proxy can be long).
+const maxRegistryMessage = 512
+
+// registryMessage is the registry's error message (or raw body), at most
+// maxRegistryMessage bytes cut at a UTF-8 boundary, with its error code when it sent one.
+func registryMessage(re *sr.ResponseError) string {
+	m := strings.TrimSpace(re.Message)
+	if m == "" {
+		m = strings.TrimSpace(string(re.Raw))
+	}
+	if m == "" {
+		m = "no message"
+	}
+	if len(m) > maxRegistryMessage {
+		cut := maxRegistryMessage
+		for cut > 0 && !utf8.RuneStart(m[cut]) {
+			cut--
+		}
+		m = m[:cut] + "…"
+	}
+	if re.ErrorCode != 0 {
+		m += fmt.Sprintf(" (error code %d)", re.ErrorCode)
+	}
+	return m
+}
+
+// redactURL shows a URL with any password in it replaced by xxxxx.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable registry URL)"
+	}
+	return u.Redacted()
 }

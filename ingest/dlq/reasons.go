@@ -8,7 +8,7 @@ import "github.com/ingestd/ingestd/ingest/decode"
 var Reasons = []string{
 	decode.ReasonBadMagic, decode.ReasonDecodeError, decode.ReasonNotNullViolation,
 	decode.ReasonSchemaMismatch, decode.ReasonSchemaNotFound, decode.ReasonSchemaParseError,
-	decode.ReasonTooShort, decode.ReasonTrailingBytes, decode.ReasonTruncated, decode.ReasonUnsupportedType,
+	decode.ReasonSchemaUnreadable, decode.ReasonTooShort, decode.ReasonTrailingBytes, decode.ReasonTruncated, decode.ReasonUnsupportedType,
 }
 
 // SchemaLevel reports whether reason says the record's writer schema (or a null in it)
@@ -21,6 +21,15 @@ func SchemaLevel(reason string) bool {
 		return true
 	}
 	return false
+}
+
+// FollowsPolicy reports whether a record that failed with reason is routed by the
+// table's schema policy (dead-lettered under dead_letter, halted under halt, evolve's
+// on_incompatible): the schema-level reasons, and a writer schema the registry refuses to
+// serve (schema_unreadable). The others go to the dead-letter topic whenever one is
+// configured.
+func FollowsPolicy(reason string) bool {
+	return SchemaLevel(reason) || reason == decode.ReasonSchemaUnreadable
 }
 
 // connectStage maps a reason to Kafka Connect's stage names (__connect.errors.stage).

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// ingestd runs the CLI with args and returns the exit code, stdout and stderr.
+func ingestd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestHelpListsFlagsWithTwoDashes: every subcommand's --help lists each of its flags as
+// --name (as the README and the messages spell them), never -name; both spellings parse.
+func TestHelpListsFlagsWithTwoDashes(t *testing.T) {
+	tableFlags := []string{"table", "config", "n", "json", "add-column", "widen", "set-property", "enable-feature"}
+	for _, c := range []struct {
+		args  []string
+		flags []string
+	}{
+		{[]string{"run"}, []string{"config", "listen", "log-format", "log-level"}},
+		{[]string{"validate"}, []string{"config"}},
+		{[]string{"demo"}, []string{"out", "v1", "v2", "v"}},
+		{[]string{"table"}, tableFlags},
+		{[]string{"table", "schema"}, tableFlags},
+		{[]string{"table", "history"}, tableFlags},
+		{[]string{"table", "describe"}, tableFlags},
+		{[]string{"table", "alter"}, tableFlags},
+		{[]string{"dlq"}, []string{"config", "samples", "json"}},
+		{[]string{"dlq", "inspect"}, []string{"config", "samples", "json"}},
+		{[]string{"replay"}, []string{"config", "dry-run", "max-replays", "reason", "from", "until", "json", "log-format", "log-level"}},
+	} {
+		for _, h := range []string{"--help", "-h"} {
+			code, stdout, stderr := ingestd(t, append(append([]string(nil), c.args...), h)...)
+			help := stdout + stderr
+			if code != exitOK {
+				t.Errorf("%v %s: exit %d, want 0", c.args, h, code)
+			}
+			for _, f := range c.flags {
+				if !regexp.MustCompile(`(?m)^  --` + regexp.QuoteMeta(f) + `\b`).MatchString(help) {
+					t.Errorf("%v %s does not list --%s:\n%s", c.args, h, f, help)
+				}
+			}
+			if m := regexp.MustCompile(`(?m)^\s+-[a-z][a-z0-9-]*\b.*$`).FindAllString(help, -1); len(m) > 0 {
+				t.Errorf("%v %s lists flags with one dash: %q", c.args, h, m)
+			}
+		}
+	}
+	// Both spellings still parse, and flag errors name the flag with two dashes.
+	for _, args := range [][]string{{"validate", "-config", "configs-missing"}, {"validate", "--config", "configs-missing"}} {
+		if code, _, stderr := ingestd(t, args...); code != exitUsage || strings.Contains(stderr, "flag provided but not defined") {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+	code, _, stderr := ingestd(t, "validate", "--nope")
+	if code != exitUsage || !strings.HasPrefix(stderr, "flag provided but not defined: --nope\n") {
+		t.Errorf("unknown flag: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = ingestd(t, "table", "history", "/x", "-n", "many")
+	if code != exitUsage || !strings.HasPrefix(stderr, `invalid value "many" for flag --n: parse error`+"\n") {
+		t.Errorf("bad value: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// newTestTable writes a minimal Delta table (protocol and metaData, no data) and returns
+// its directory.
+func newTestTable(t *testing.T, dir string) string {
+	t.Helper()
+	log := filepath.Join(dir, "_delta_log")
+	if err := os.MkdirAll(log, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	commit := `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"6f2b0b1c-5a43-4f0e-9d8e-0c1d2e3f4a5b","format":{"provider":"parquet","options":{}},"schemaString":"{\"type\":\"struct\",\"fields\":[{\"name\":\"order_id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}},{\"name\":\"customer\",\"type\":\"string\",\"nullable\":true,\"metadata\":{}}]}","partitionColumns":[],"configuration":{},"createdTime":1764547200000}}
+{"commitInfo":{"timestamp":1764547200000,"operation":"CREATE TABLE","operationParameters":{}}}
+`
+	if err := os.WriteFile(filepath.Join(log, "00000000000000000000.json"), []byte(commit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// pipelineFile writes a pipeline file whose table is uri.
+func pipelineFile(t *testing.T, dir, name, uri string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	body := `name: orders-silver
+kafka: {brokers: ["127.0.0.1:1"], topics: [orders], group: g}
+schema_registry: {url: "http://127.0.0.1:1"}
+table: {uri: "` + uri + `"}
+schema: {policy: dead_letter}
+dead_letter: {topic: orders.dlq}
+`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestTableURIAsArgument: every table subcommand takes the table as its first argument
+// (an absolute or relative path or a file:// URI), as well as --table and --config; flags
+// may follow it. Both given and naming different tables, or none given, is an error.
+func TestTableURIAsArgument(t *testing.T) {
+	root := t.TempDir()
+	dir := newTestTable(t, filepath.Join(root, "orders"))
+	other := newTestTable(t, filepath.Join(root, "other"))
+	cfg := pipelineFile(t, root, "orders.yaml", "file://"+dir)
+	const schema = "root\n |-- order_id: long (nullable = true)\n |-- customer: string (nullable = true)\n"
+	t.Chdir(root)
+	for _, args := range [][]string{
+		{"table", "schema", dir},
+		{"table", "schema", "file://" + dir},
+		{"table", "schema", "orders"},    // relative to the working directory
+		{"table", "schema", "./orders/"}, // spelled another way
+		{"table", "schema", "--table", dir},
+		{"table", "schema", "--config", cfg},
+		{"table", "schema", dir, "--table", "file://" + dir + "/"}, // both, same table
+		{"table", "schema", dir, "--config", cfg},
+	} {
+		code, stdout, stderr := ingestd(t, args...)
+		if code != exitOK || stdout != schema || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and the schema", args, code, stdout, stderr)
+		}
+	}
+	code, stdout, stderr := ingestd(t, "table", "history", dir, "-n", "1", "--json")
+	if code != exitOK || !strings.HasPrefix(stdout, `[{"version":0,`) {
+		t.Errorf("history with flags after the table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = ingestd(t, "table", "describe", dir, "--json")
+	if code != exitOK || !strings.Contains(stdout, `"version":0`) {
+		t.Errorf("describe: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = ingestd(t, "table", "alter", dir, "--set-property", "delta.appendOnly=false")
+	if code != exitOK || stdout != "version 1: SET TBLPROPERTIES map[delta.appendOnly:false]\n" {
+		t.Errorf("alter: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"table", "schema", dir, "--table", other},
+			"ingestd table: the argument " + dir + " and --table " + other + " name different tables; give one\n"},
+		{[]string{"table", "schema", other, "--config", cfg},
+			"ingestd table: the argument " + other + " and --config " + cfg + " (table file://" + dir + ") name different tables; give one\n"},
+		{[]string{"table", "schema", "--table", other, "--config", cfg},
+			"ingestd table: --table " + other + " and --config " + cfg + " (table file://" + dir + ") name different tables; give one\n"},
+		{[]string{"table", "schema"},
+			"ingestd table: name the table: ingestd table schema URI (or --table URI, or --config PIPELINE.yaml)\n"},
+		{[]string{"table", "schema", dir, other}, "unexpected arguments: [" + other + "]\n"},
+	} {
+		code, stdout, stderr := ingestd(t, c.args...)
+		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+}
+
+// TestPipelineFileAsArgument: dlq inspect and replay take the pipeline file as their first
+// argument, as well as --config; both naming different files, or none, is an error.
+func TestPipelineFileAsArgument(t *testing.T) {
+	root := t.TempDir()
+	missing := filepath.Join(root, "missing.yaml")
+	other := filepath.Join(root, "other.yaml")
+	for _, cmd := range [][]string{{"replay"}, {"dlq", "inspect"}} {
+		name := strings.Join(cmd, " ")
+		for _, args := range [][]string{{missing}, {"--config", missing}, {missing, "--config", missing}, {missing, "--json"}} {
+			// The file is read (and found missing): the argument named it.
+			code, stdout, stderr := ingestd(t, append(append([]string(nil), cmd...), args...)...)
+			want := "read config " + missing + ": stat " + missing + ": no such file or directory\n"
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, want) {
+				t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", name, args, code, stdout, stderr, want)
+			}
+		}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{missing, "--config", other}, "ingestd " + name + ": the argument " + missing + " and --config " + other + " name different pipeline files; give one\n"},
+			{nil, "ingestd " + name + ": name the pipeline file: ingestd " + name + " PIPELINE.yaml (or --config PIPELINE.yaml)\n"},
+			{[]string{missing, other}, "unexpected arguments: [" + other + "]\n"},
+		} {
+			code, stdout, stderr := ingestd(t, append(append([]string(nil), cmd...), c.args...)...)
+			if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, c.want) {
+				t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", name, c.args, code, stdout, stderr, c.want)
+			}
+		}
+	}
+}
