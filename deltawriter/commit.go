@@ -421,10 +421,10 @@ func NewTableMetadata(name string, schema *deltalog.StructType, partitionColumns
 	}
 	var features []string
 	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
-		features = append(features, "timestampNtz")
+		features = append(features, deltalog.FeatureTimestampNtz)
 	}
-	if conf[PropEnableTypeWidening] == "true" {
-		features = append(features, "typeWidening") // the property needs the table feature
+	if conf[deltalog.PropEnableTypeWidening] == "true" {
+		features = append(features, deltalog.FeatureTypeWidening) // the property needs the table feature
 	}
 	return UpgradeProtocol(p, features...), md
 }

@@ -80,20 +80,41 @@ func TestAssignColumnMappingEveryLevel(t *testing.T) {
 	}
 }
 
+// A widened field is found in the old schema the way Delta matches names (deltalog.NameKey):
+// the ASCII-only fold used before missed "Écart" → "écart" and "ſum" → "SUM", and so
+// recorded no delta.typeChanges for a widening the guard had accepted.
+func TestEvolveTableMatchesNamesByNameKey(t *testing.T) {
+	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"Écart","type":"integer","nullable":true,"metadata":{}},{"name":"SUM","type":"integer","nullable":true,"metadata":{}}]}`), nil,
+		map[string]string{deltalog.PropEnableTypeWidening: "true"})
+	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	_, ns, np, err := EvolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"écart","type":"long","nullable":true,"metadata":{}},{"name":"ſum","type":"long","nullable":true,"metadata":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ns.Fields {
+		if b, _ := json.Marshal(f.Metadata[deltalog.MetaTypeChanges]); string(b) != `[{"fromType":"integer","toType":"long"}]` {
+			t.Errorf("%s typeChanges %s", f.Name, b)
+		}
+	}
+	if np == nil || !slices.Contains(np.WriterFeatures, deltalog.FeatureTypeWidening) {
+		t.Errorf("protocol %+v lacks typeWidening", np)
+	}
+}
+
 func TestEvolveTableWideningAndProtocol(t *testing.T) {
 	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"integer","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"float","containsNull":true},"nullable":true,"metadata":{}}]}`), nil,
-		map[string]string{PropEnableTypeWidening: "true"})
+		map[string]string{deltalog.PropEnableTypeWidening: "true"})
 	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	wide := mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"long","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"double","containsNull":true},"nullable":true,"metadata":{}},{"name":"new","type":"string","nullable":true,"metadata":{}}]}`)
 	nm, ns, np, err := EvolveTable(p, m, wide)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(ns.Fields[0].Metadata[MetaTypeChanges])
+	b, _ := json.Marshal(ns.Fields[0].Metadata[deltalog.MetaTypeChanges])
 	if string(b) != `[{"fromType":"integer","toType":"long"}]` {
 		t.Errorf("n typeChanges %s", b)
 	}
-	b, _ = json.Marshal(ns.Fields[1].Metadata[MetaTypeChanges])
+	b, _ = json.Marshal(ns.Fields[1].Metadata[deltalog.MetaTypeChanges])
 	if string(b) != `[{"fieldPath":"element","fromType":"float","toType":"double"}]` {
 		t.Errorf("arr typeChanges %s", b)
 	}
@@ -114,16 +135,16 @@ func TestEvolveTableWideningAndProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ = json.Marshal(ns2.Fields[0].Metadata[MetaTypeChanges])
+	b, _ = json.Marshal(ns2.Fields[0].Metadata[deltalog.MetaTypeChanges])
 	if np2 != nil || string(b) != `[{"fromType":"integer","toType":"long"},{"fromType":"long","toType":"decimal(25,0)"}]` {
 		t.Errorf("second widening: protocol %+v, history %s", np2, b)
 	}
 	// Without the property, or for a narrowing or a non-widening: refused.
 	m.Configuration = map[string]string{}
-	if _, _, _, err := EvolveTable(p, m, wide); err == nil || !strings.Contains(err.Error(), PropEnableTypeWidening) {
-		t.Errorf("widening without %s: %v", PropEnableTypeWidening, err)
+	if _, _, _, err := EvolveTable(p, m, wide); err == nil || !strings.Contains(err.Error(), deltalog.PropEnableTypeWidening) {
+		t.Errorf("widening without %s: %v", deltalog.PropEnableTypeWidening, err)
 	}
-	m.Configuration = map[string]string{PropEnableTypeWidening: "true"}
+	m.Configuration = map[string]string{deltalog.PropEnableTypeWidening: "true"}
 	if _, _, _, err := EvolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"string","nullable":true,"metadata":{}}]}`)); err == nil || !strings.Contains(err.Error(), "not a Delta type widening") {
 		t.Errorf("integer→string: %v", err)
 	}

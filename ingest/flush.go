@@ -226,7 +226,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	}
 	if exists {
 		opts.Table = schemaguard.TableState{
-			TypeWidening:  snap.Metadata.Configuration["delta.enableTypeWidening"] == "true",
+			TypeWidening:  snap.Metadata.Configuration[deltalog.PropEnableTypeWidening] == "true",
 			ColumnMapping: mode != deltalog.ColumnMappingNone,
 			Features:      map[string]bool{},
 		}
@@ -273,7 +273,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 				enable[f] = true
 			}
 			var applied []schemaguard.Change
-			newSchema, applied = schemaguard.Apply(newSchema, it.ws.Delta, opts.Table.TypeWidening || enable[schemaguard.FeatureTypeWidening])
+			newSchema, applied = schemaguard.Apply(newSchema, it.ws.Delta, opts.Table.TypeWidening || enable[deltalog.FeatureTypeWidening])
 			evolved = append(evolved, applied...)
 		}
 	}
@@ -304,12 +304,12 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 			conf = map[string]string{}
 		}
 		if cm := p.cfg.Table.ColumnMapping; cm != "" && cm != "none" {
-			conf["delta.columnMapping.mode"] = cm
-		} else if enable[schemaguard.FeatureColumnMapping] {
-			conf["delta.columnMapping.mode"] = "name"
+			conf[deltalog.PropColumnMappingMode] = cm
+		} else if enable[deltalog.FeatureColumnMapping] {
+			conf[deltalog.PropColumnMappingMode] = "name"
 		}
-		if enable[schemaguard.FeatureTypeWidening] {
-			conf["delta.enableTypeWidening"] = "true"
+		if enable[deltalog.FeatureTypeWidening] {
+			conf[deltalog.PropEnableTypeWidening] = "true"
 		}
 		proto, meta := deltawriter.NewTableMetadata(p.cfg.Name, newSchema, p.cfg.Table.PartitionBy, conf)
 		if meta, newSchema, err = deltawriter.EvolveMetadata(meta, newSchema); err != nil {
@@ -317,7 +317,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		}
 		newMeta, newProto = &meta, &proto
 	case len(evolved) > 0 || len(features) > 0:
-		if enable[schemaguard.FeatureColumnMapping] {
+		if enable[deltalog.FeatureColumnMapping] {
 			return fmt.Errorf("evolve table %s: enabling column mapping on an existing table is not supported yet; "+
 				"enable it with Spark (ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')) and ingestd follows", p.cfg.Table.URI)
 		}
@@ -326,8 +326,8 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		if meta.Configuration == nil {
 			meta.Configuration = map[string]string{}
 		}
-		if enable[schemaguard.FeatureTypeWidening] {
-			meta.Configuration["delta.enableTypeWidening"] = "true"
+		if enable[deltalog.FeatureTypeWidening] {
+			meta.Configuration[deltalog.PropEnableTypeWidening] = "true"
 		}
 		// deltawriter records widenings (delta.typeChanges), assigns column mapping ids and
 		// upgrades the protocol for the features the new schema needs.

@@ -172,7 +172,7 @@ func TestAlterWideningRules(t *testing.T) {
 	} {
 		from, _ := deltalog.ParsePrimitive(tc.from)
 		to, _ := deltalog.ParsePrimitive(tc.to)
-		if got := deltawriter.IsTypeWidening(from, to); got != tc.ok {
+		if got := deltalog.Widening(from, to) != deltalog.WideningNone; got != tc.ok {
 			t.Errorf("%s → %s: %v, want %v", tc.from, tc.to, got, tc.ok)
 		}
 	}

@@ -38,7 +38,7 @@ func writeFields(w io.Writer, s *deltalog.StructType, indent string, mode deltal
 				line += fmt.Sprintf(" [id=%d physical=%s]", id, f.PhysicalName(mode))
 			}
 		}
-		if tc, ok := f.Metadata["delta.typeChanges"]; ok {
+		if tc, ok := f.Metadata[deltalog.MetaTypeChanges]; ok {
 			line += " typeChanges=" + mustJSON(tc)
 		}
 		fmt.Fprintln(w, line)
