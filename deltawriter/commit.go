@@ -126,7 +126,7 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 		if err != nil {
 			return -1, fmt.Errorf("commit: %w", err)
 		}
-		if commitTxnID(winner) == txnID {
+		if CommitTxnID(winner) == txnID {
 			// Our own earlier attempt landed although its put reported an error.
 			t.afterCommit(ctx, version, winner)
 			return version, nil
@@ -166,18 +166,6 @@ func (t *Table) putCommit(ctx context.Context, version int64, data []byte) error
 		return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
 	}
 	return err
-}
-
-// commitTxnID returns commitInfo.txnId of a commit, or "".
-func commitTxnID(actions []deltalog.Action) string {
-	for _, a := range actions {
-		if a.CommitInfo != nil {
-			if id, ok := a.CommitInfo["txnId"].(string); ok {
-				return id
-			}
-		}
-	}
-	return ""
 }
 
 func validateCommit(c *Commit) error {

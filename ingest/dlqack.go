@@ -1,16 +1,13 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -68,8 +65,7 @@ type ackIndex struct {
 	apps  map[string]bool
 	moves map[string][]txnMove
 	first int64 // smallest commit JSON version present above the start (-1: none)
-	last  int64 // largest commit JSON version read (-1: none)
-	from  int64 // versions <= from are not read
+	last  int64 // largest commit JSON version read, or the start: versions <= last are not read
 }
 
 // newAckIndex reads the commits after the smallest table version of recs' dead letters
@@ -91,7 +87,6 @@ func newAckIndex(ctx context.Context, st storage.Store, recs []*kgo.Record) (*ac
 	if len(x.apps) == 0 {
 		return x, nil
 	}
-	x.from = minTV
 	x.last = minTV
 	return x, x.refresh(ctx)
 }
@@ -101,48 +96,19 @@ func (x *ackIndex) refresh(ctx context.Context) error {
 	if len(x.apps) == 0 {
 		return nil
 	}
-	files, err := x.st.List(ctx, "_delta_log")
-	if err != nil {
-		return fmt.Errorf("list _delta_log: %w", err)
-	}
-	var versions []int64
-	for _, f := range files {
-		name, ok := strings.CutSuffix(f.Name, ".json")
-		if !ok || len(name) != 20 || f.IsDir {
-			continue
-		}
-		if v, err := strconv.ParseInt(name, 10, 64); err == nil && v > x.from {
-			versions = append(versions, v)
-		}
-	}
-	slices.Sort(versions)
-	if len(versions) > 0 && x.first < 0 {
-		x.first = versions[0]
-	}
-	for _, v := range versions {
-		if v <= x.last {
-			continue
-		}
-		b, err := x.st.Get(ctx, fmt.Sprintf("_delta_log/%020d.json", v))
+	for c, err := range deltawriter.Commits(ctx, x.st, x.last) {
 		if err != nil {
-			return fmt.Errorf("read commit %d: %w", v, err)
+			return fmt.Errorf("read the commits after version %d: %w", x.last, err)
 		}
-		actions, err := deltalog.ParseCommit(bytes.NewReader(b))
-		if err != nil {
-			return fmt.Errorf("parse commit %d: %w", v, err)
+		if x.first < 0 {
+			x.first = c.Version
 		}
-		id := ""
-		for _, a := range actions {
-			if a.CommitInfo != nil {
-				id, _ = a.CommitInfo["txnId"].(string)
-			}
-		}
-		for _, a := range actions {
+		for _, a := range c.Actions {
 			if a.Txn != nil && x.apps[a.Txn.AppID] {
-				x.moves[a.Txn.AppID] = append(x.moves[a.Txn.AppID], txnMove{version: v, txnVersion: a.Txn.Version, commitID: id})
+				x.moves[a.Txn.AppID] = append(x.moves[a.Txn.AppID], txnMove{version: c.Version, txnVersion: a.Txn.Version, commitID: c.TxnID})
 			}
 		}
-		x.last = v
+		x.last = c.Version
 	}
 	return nil
 }
