@@ -80,3 +80,15 @@ func TestNeedsColumnMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestNameKeyASCIIDoesNotAllocate(t *testing.T) {
+	if got := NameKey("Order_ID.x"); got != "order_id.x" {
+		t.Errorf("NameKey(Order_ID.x) = %q", got)
+	}
+	if got := NameKey("ſum"); got != "sum" {
+		t.Errorf("NameKey(ſum) = %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = NameKey("order_id_0001") }); n != 0 {
+		t.Errorf("NameKey of a lower-case ASCII name allocates %v times", n)
+	}
+}
