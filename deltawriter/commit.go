@@ -367,56 +367,6 @@ func NewTxnID() string {
 	return id
 }
 
-// NewTableMetadata returns the protocol and metadata of a new table: metadata with a
-// random UUID id, the schema as schemaString, format parquet, createdTime now (ms) and the
-// given properties; protocol (1,2) for plain tables, (2,5) when configuration enables
-// column mapping (the schema must then carry ids and physical names: pass it through
-// AssignColumnMapping first, and build the Parquet schema from that result), and (3,7)
-// with the
-// timestampNtz feature (plus appendOnly and invariants, implied by writer version 2) when
-// the schema has a timestamp_ntz column. A schema that cannot be serialised leaves
-// SchemaString empty, which Commit rejects.
-func NewTableMetadata(name string, schema *deltalog.StructType, partitionColumns []string, configuration map[string]string) (deltalog.Protocol, deltalog.Metadata) {
-	id, _ := newUUID() // crypto/rand does not fail on supported platforms
-	var schemaString string
-	if schema != nil {
-		if b, err := json.Marshal(schema); err == nil {
-			schemaString = string(b)
-		}
-	}
-	now := nowMillis()
-	if partitionColumns == nil {
-		partitionColumns = []string{}
-	}
-	conf := map[string]string{}
-	for k, v := range configuration {
-		conf[k] = v
-	}
-	md := deltalog.Metadata{
-		ID:               id,
-		Name:             name,
-		Format:           deltalog.Format{Provider: "parquet", Options: map[string]string{}},
-		SchemaString:     schemaString,
-		PartitionColumns: partitionColumns,
-		Configuration:    conf,
-		CreatedTime:      &now,
-	}
-	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
-	mode, _ := md.ColumnMappingMode()
-	cm := mode == deltalog.ColumnMappingName || mode == deltalog.ColumnMappingID
-	if cm {
-		p = deltalog.Protocol{MinReaderVersion: 2, MinWriterVersion: 5}
-	}
-	var features []string
-	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
-		features = append(features, deltalog.FeatureTimestampNtz)
-	}
-	if conf[deltalog.PropEnableTypeWidening] == "true" {
-		features = append(features, deltalog.FeatureTypeWidening) // the property needs the table feature
-	}
-	return UpgradeProtocol(p, features...), md
-}
-
 func nowMillis() int64 { return time.Now().UnixMilli() }
 
 func hasType(t deltalog.DataType, want deltalog.PrimitiveType) bool {

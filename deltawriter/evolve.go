@@ -91,7 +91,7 @@ func joinPath(a, b string) string {
 	return a + "." + b
 }
 
-// EvolveTable prepares the protocol and metadata of a commit that changes the table
+// evolveTable prepares the protocol and metadata of a commit that changes the table
 // schema to schema (new fields and/or widened types) in the same commit as the data:
 //   - column mapping: new fields (at every level) get ids and physical names, and
 //     delta.columnMapping.maxColumnId is bumped (AssignColumnMapping);
@@ -100,12 +100,11 @@ func joinPath(a, b string) string {
 //     table feature;
 //   - the protocol is upgraded when the new schema needs a feature the current protocol
 //     lacks (timestampNtz, typeWidening), listing the features the legacy versions
-//     implied (UpgradeProtocol).
+//     implied (UpgradeProtocol); so it is for the features in enable.
 //
 // It returns the new metadata, the schema to write data with (physical names and ids
-// assigned), and a new protocol, or nil when the protocol does not change. Put both in
-// the Commit with the data.
-func EvolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.StructType) (deltalog.Metadata, *deltalog.StructType, *deltalog.Protocol, error) {
+// assigned), and a new protocol, or nil when the protocol does not change.
+func evolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.StructType, enable ...string) (deltalog.Metadata, *deltalog.StructType, *deltalog.Protocol, error) {
 	old, err := m.Schema()
 	if err != nil {
 		return deltalog.Metadata{}, nil, nil, fmt.Errorf("evolve table: %w", err)
@@ -118,7 +117,7 @@ func EvolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.Stru
 	if widened && m.Configuration[deltalog.PropEnableTypeWidening] != "true" {
 		return deltalog.Metadata{}, nil, nil, fmt.Errorf("evolve table: a column type is widened but %s is not true", deltalog.PropEnableTypeWidening)
 	}
-	nm, ns, err := EvolveMetadata(m, schema)
+	nm, ns, err := evolveMetadata(m, schema)
 	if err != nil {
 		return deltalog.Metadata{}, nil, nil, err
 	}
@@ -128,6 +127,11 @@ func EvolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.Stru
 	}
 	if widened || hasTypeChanges(ns) {
 		need = append(need, deltalog.FeatureTypeWidening)
+	}
+	for _, f := range enable {
+		if !slices.Contains(need, f) {
+			need = append(need, f)
+		}
 	}
 	np := UpgradeProtocol(p, need...)
 	if protocolEqual(np, p) {

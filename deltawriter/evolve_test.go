@@ -84,10 +84,10 @@ func TestAssignColumnMappingEveryLevel(t *testing.T) {
 // the ASCII-only fold used before missed "Écart" → "écart" and "ſum" → "SUM", and so
 // recorded no delta.typeChanges for a widening the guard had accepted.
 func TestEvolveTableMatchesNamesByNameKey(t *testing.T) {
-	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"Écart","type":"integer","nullable":true,"metadata":{}},{"name":"SUM","type":"integer","nullable":true,"metadata":{}}]}`), nil,
+	_, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"Écart","type":"integer","nullable":true,"metadata":{}},{"name":"SUM","type":"integer","nullable":true,"metadata":{}}]}`), nil,
 		map[string]string{deltalog.PropEnableTypeWidening: "true"})
 	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
-	_, ns, np, err := EvolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"écart","type":"long","nullable":true,"metadata":{}},{"name":"ſum","type":"long","nullable":true,"metadata":{}}]}`))
+	_, ns, np, err := evolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"écart","type":"long","nullable":true,"metadata":{}},{"name":"ſum","type":"long","nullable":true,"metadata":{}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,11 @@ func TestEvolveTableMatchesNamesByNameKey(t *testing.T) {
 }
 
 func TestEvolveTableWideningAndProtocol(t *testing.T) {
-	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"integer","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"float","containsNull":true},"nullable":true,"metadata":{}}]}`), nil,
+	_, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"integer","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"float","containsNull":true},"nullable":true,"metadata":{}}]}`), nil,
 		map[string]string{deltalog.PropEnableTypeWidening: "true"})
 	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	wide := mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"long","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"double","containsNull":true},"nullable":true,"metadata":{}},{"name":"new","type":"string","nullable":true,"metadata":{}}]}`)
-	nm, ns, np, err := EvolveTable(p, m, wide)
+	nm, ns, np, err := evolveTable(p, m, wide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestEvolveTableWideningAndProtocol(t *testing.T) {
 		t.Errorf("checkWritable: %v", err)
 	}
 	// A second widening appends to the history; the protocol stays.
-	_, ns2, np2, err := EvolveTable(*np, nm, mustSchema(t, strings.Replace(mustJSON(t, ns), `"type":"long"`, `"type":"decimal(25,0)"`, 1)))
+	_, ns2, np2, err := evolveTable(*np, nm, mustSchema(t, strings.Replace(mustJSON(t, ns), `"type":"long"`, `"type":"decimal(25,0)"`, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +141,11 @@ func TestEvolveTableWideningAndProtocol(t *testing.T) {
 	}
 	// Without the property, or for a narrowing or a non-widening: refused.
 	m.Configuration = map[string]string{}
-	if _, _, _, err := EvolveTable(p, m, wide); err == nil || !strings.Contains(err.Error(), deltalog.PropEnableTypeWidening) {
+	if _, _, _, err := evolveTable(p, m, wide); err == nil || !strings.Contains(err.Error(), deltalog.PropEnableTypeWidening) {
 		t.Errorf("widening without %s: %v", deltalog.PropEnableTypeWidening, err)
 	}
 	m.Configuration = map[string]string{deltalog.PropEnableTypeWidening: "true"}
-	if _, _, _, err := EvolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"string","nullable":true,"metadata":{}}]}`)); err == nil || !strings.Contains(err.Error(), "not a Delta type widening") {
+	if _, _, _, err := evolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"string","nullable":true,"metadata":{}}]}`)); err == nil || !strings.Contains(err.Error(), "not a Delta type widening") {
 		t.Errorf("integer→string: %v", err)
 	}
 	// A new timestamp_ntz column on a column-mapped (2,5) table: (3,7) with the implied
@@ -193,7 +193,7 @@ func TestCommitAmbiguousOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil, nil)
+	p, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil, nil)
 	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestV2CheckpointWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil,
+	_, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil,
 		map[string]string{deltalog.PropCheckpointInterval: "2", "delta.checkpointPolicy": "v2"})
 	p := deltalog.Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"v2Checkpoint"}, WriterFeatures: []string{"v2Checkpoint", "appendOnly", "invariants"}}
 	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {

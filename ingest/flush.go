@@ -292,55 +292,22 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	}
 
 	// The metaData (and protocol) of this commit: on create, or when the schema evolved or
-	// a table feature is enabled. Under column mapping, new fields get ids and physical
-	// names here, before the Parquet schema is built from newSchema.
+	// a table feature is enabled; and the options of its data file. Under column mapping,
+	// new fields get ids and physical names here, before the Parquet schema is built from
+	// newSchema.
 	features := slices.Sorted(maps.Keys(enable))
-	var newMeta *deltalog.Metadata
-	var newProto *deltalog.Protocol
-	switch {
-	case created:
-		conf := maps.Clone(p.cfg.Table.Properties)
-		if conf == nil {
-			conf = map[string]string{}
-		}
-		if cm := p.cfg.Table.ColumnMapping; cm != "" && cm != "none" {
-			conf[deltalog.PropColumnMappingMode] = cm
-		} else if enable[deltalog.FeatureColumnMapping] {
-			conf[deltalog.PropColumnMappingMode] = "name"
-		}
-		if enable[deltalog.FeatureTypeWidening] {
-			conf[deltalog.PropEnableTypeWidening] = "true"
-		}
-		proto, meta := deltawriter.NewTableMetadata(p.cfg.Name, newSchema, p.cfg.Table.PartitionBy, conf)
-		if meta, newSchema, err = deltawriter.EvolveMetadata(meta, newSchema); err != nil {
-			return fmt.Errorf("create table metadata: %w", err)
-		}
-		newMeta, newProto = &meta, &proto
-	case len(evolved) > 0 || len(features) > 0:
-		if enable[deltalog.FeatureColumnMapping] {
-			return fmt.Errorf("evolve table %s: enabling column mapping on an existing table is not supported yet; "+
-				"enable it with Spark (ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')) and ingestd follows", p.cfg.Table.URI)
-		}
-		meta := snap.Metadata
-		meta.Configuration = maps.Clone(meta.Configuration)
-		if meta.Configuration == nil {
-			meta.Configuration = map[string]string{}
-		}
-		if enable[deltalog.FeatureTypeWidening] {
-			meta.Configuration[deltalog.PropEnableTypeWidening] = "true"
-		}
-		// deltawriter records widenings (delta.typeChanges), assigns column mapping ids and
-		// upgrades the protocol for the features the new schema needs.
-		if meta, newSchema, newProto, err = deltawriter.EvolveTable(snap.Protocol, meta, newSchema); err != nil {
-			return fmt.Errorf("evolve table metadata: %w", err)
-		}
-		newMeta = &meta
-	}
-	if newMeta != nil {
-		if mode, err = newMeta.ColumnMappingMode(); err != nil {
-			return fmt.Errorf("read column mapping mode: %w", err)
+	var change deltawriter.SchemaDelta
+	fo := deltawriter.FileOptions{Schema: newSchema, ColumnMapping: mode}
+	if exists || created {
+		change, fo, err = deltawriter.PrepareSchemaChange(snap, deltawriter.SchemaChange{Schema: newSchema,
+			Enable: features, Name: p.cfg.Name, PartitionColumns: p.cfg.Table.PartitionBy,
+			Properties: p.cfg.Table.Properties, ColumnMapping: p.cfg.Table.ColumnMapping})
+		if err != nil {
+			return fmt.Errorf("prepare the commit's schema change for %s: %w", p.cfg.Table.URI, err)
 		}
 	}
+	newSchema, mode = fo.Schema, fo.ColumnMapping
+	newMeta, newProto := change.Metadata, change.Protocol
 
 	// Pass 3: in offset order per partition, decide each record's fate and decode the ones
 	// that are written straight into column buffers.
@@ -525,13 +492,6 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	}
 	var written int64
 	if numRows > 0 {
-		fo := deltawriter.FileOptions{Schema: newSchema, ColumnMapping: mode}
-		switch {
-		case newMeta != nil:
-			fo.Configuration = newMeta.Configuration
-		case exists:
-			fo.Configuration = snap.Metadata.Configuration
-		}
 		add, err := deltawriter.WriteDataFile(ctx, p.deps.Table.Store(), pq, cols, numRows, fo)
 		if err != nil {
 			return &transientError{"write data file", err}

@@ -342,7 +342,7 @@ func fromPolicy(p Policy) Action {
 // applying the same writer twice changes nothing the second time. It returns the new
 // schema and the changes it applied; the schema is table itself (not a copy) when nothing
 // changed. Recording widenings in delta.typeChanges and any protocol upgrade is the Delta
-// writer's part (deltawriter.EvolveTable), done when the change is committed.
+// writer's part (deltawriter.PrepareSchemaChange), done when the change is committed.
 func Apply(table, writer *deltalog.StructType, typeWidening bool) (*deltalog.StructType, []Change) {
 	out := table.Clone()
 	var applied []Change

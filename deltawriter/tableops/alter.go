@@ -143,13 +143,13 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 				cols = append(cols, map[string]any{"column": map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true, "metadata": map[string]any{}}})
 				names = append(names, c.String())
 			}
-			// EvolveTable assigns column mapping ids and upgrades the protocol when a new
-			// column needs a feature (timestamp_ntz → timestampNtz).
-			meta, _, proto, err := deltawriter.EvolveTable(s.Protocol, s.Metadata, schema)
+			// PrepareSchemaChange assigns column mapping ids and upgrades the protocol when a
+			// new column needs a feature (timestamp_ntz → timestampNtz).
+			change, _, err := deltawriter.PrepareSchemaChange(s, deltawriter.SchemaChange{Schema: schema})
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
-			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
+			return deltawriter.Commit{Metadata: change.Metadata, Protocol: change.Protocol, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
 				strings.Join(names, ", "), nil
 		})
 		if err != nil {
@@ -162,12 +162,12 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
-			meta, _, proto, err := deltawriter.EvolveTable(s.Protocol, s.Metadata, schema) // records delta.typeChanges
+			change, _, err := deltawriter.PrepareSchemaChange(s, deltawriter.SchemaChange{Schema: schema}) // records delta.typeChanges
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
 			col := map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true}
-			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"column": mustJSON(col)}},
+			return deltawriter.Commit{Metadata: change.Metadata, Protocol: change.Protocol, OperationParameters: map[string]string{"column": mustJSON(col)}},
 				fmt.Sprintf("%s %s → %s", strings.Join(c.Path, "."), from, c.Type), nil
 		})
 		if err != nil {
@@ -236,7 +236,7 @@ func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error
 }
 
 // widen returns a copy of s with the column at c.Path widened to c.Type, and the old
-// type. Only Delta's type-widening changes are accepted; deltawriter.EvolveTable records
+// type. Only Delta's type-widening changes are accepted; deltawriter.PrepareSchemaChange records
 // the change in delta.typeChanges when it is committed.
 func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.DataType, error) {
 	out := s.Clone()
