@@ -35,7 +35,7 @@ func benchCommitPath(b *testing.B, opts ...Option) {
 			b.Fatal(err)
 		}
 		schema, _ := deltalog.ParseSchema(benchSchema)
-		p, m := NewTableMetadata("bench", schema, nil, nil)
+		p, m := newTableMetadata("bench", schema, nil, nil)
 		if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {
 			b.Fatal(err)
 		}

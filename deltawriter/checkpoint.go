@@ -257,7 +257,7 @@ type checkpointWriter struct {
 // Put: two writers checkpointing the same version write equivalent content. A table with
 // the v2Checkpoint writer feature gets a V2 checkpoint instead (writeV2Checkpoint).
 func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
-	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, "v2Checkpoint") {
+	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, deltalog.FeatureV2Checkpoint) {
 		return writeV2Checkpoint(ctx, st, s, now)
 	}
 	cols, err := buildCheckpointColumns(s, now, w.cols, w.yield)
@@ -368,7 +368,7 @@ func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now t
 		actions = append(actions, deltalog.Action{Add: &a})
 		numAdds++
 	}
-	retention, err := durationProperty(&s.Metadata, "delta.deletedFileRetentionDuration", 7*24*time.Hour)
+	retention, err := durationProperty(&s.Metadata, deltalog.PropDeletedFileRetention, 7*24*time.Hour)
 	if err != nil {
 		return err
 	}

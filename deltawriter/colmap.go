@@ -18,9 +18,8 @@ import (
 // the largest id in use. When configuration does not enable column mapping ("none" or
 // unset) both are returned unchanged.
 //
-// Call it whenever the schema guard adds fields to a table with column mapping (and when
-// creating such a table), then put the result in the metaData of the same commit, as
-// EvolveMetadata does.
+// PrepareSchemaChange calls it (through evolveMetadata) whenever a commit creates a table
+// with column mapping or adds fields to one.
 func AssignColumnMapping(schema *deltalog.StructType, configuration map[string]string) (*deltalog.StructType, map[string]string, error) {
 	m := deltalog.Metadata{Configuration: configuration}
 	mode, err := m.ColumnMappingMode()
@@ -102,13 +101,12 @@ func assignIDs(t deltalog.DataType, maxID *int64) error {
 	return nil
 }
 
-// EvolveMetadata returns a copy of the table metadata m with schema as its new schema:
+// evolveMetadata returns a copy of the table metadata m with schema as its new schema:
 // column mapping ids and physical names assigned to new fields (AssignColumnMapping) and
 // delta.columnMapping.maxColumnId bumped when the table uses column mapping; id, format,
-// partition columns, createdTime and the other properties unchanged. Put the result in the
-// Commit (Metadata) that carries the data written with the new schema; the returned
-// schema is the one to build the Parquet schema from (ParquetSchema).
-func EvolveMetadata(m deltalog.Metadata, schema *deltalog.StructType) (deltalog.Metadata, *deltalog.StructType, error) {
+// partition columns, createdTime and the other properties unchanged. The returned schema
+// is the one to build the Parquet schema from (ParquetSchema).
+func evolveMetadata(m deltalog.Metadata, schema *deltalog.StructType) (deltalog.Metadata, *deltalog.StructType, error) {
 	s, conf, err := AssignColumnMapping(schema, m.Configuration)
 	if err != nil {
 		return deltalog.Metadata{}, nil, err

@@ -126,7 +126,7 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 		if err != nil {
 			return -1, fmt.Errorf("commit: %w", err)
 		}
-		if commitTxnID(winner) == txnID {
+		if CommitTxnID(winner) == txnID {
 			// Our own earlier attempt landed although its put reported an error.
 			t.afterCommit(ctx, version, winner)
 			return version, nil
@@ -166,18 +166,6 @@ func (t *Table) putCommit(ctx context.Context, version int64, data []byte) error
 		return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
 	}
 	return err
-}
-
-// commitTxnID returns commitInfo.txnId of a commit, or "".
-func commitTxnID(actions []deltalog.Action) string {
-	for _, a := range actions {
-		if a.CommitInfo != nil {
-			if id, ok := a.CommitInfo["txnId"].(string); ok {
-				return id
-			}
-		}
-	}
-	return ""
 }
 
 func validateCommit(c *Commit) error {
@@ -377,56 +365,6 @@ func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltal
 func NewTxnID() string {
 	id, _ := newUUID() // crypto/rand does not fail on supported platforms
 	return id
-}
-
-// NewTableMetadata returns the protocol and metadata of a new table: metadata with a
-// random UUID id, the schema as schemaString, format parquet, createdTime now (ms) and the
-// given properties; protocol (1,2) for plain tables, (2,5) when configuration enables
-// column mapping (the schema must then carry ids and physical names: pass it through
-// AssignColumnMapping first, and build the Parquet schema from that result), and (3,7)
-// with the
-// timestampNtz feature (plus appendOnly and invariants, implied by writer version 2) when
-// the schema has a timestamp_ntz column. A schema that cannot be serialised leaves
-// SchemaString empty, which Commit rejects.
-func NewTableMetadata(name string, schema *deltalog.StructType, partitionColumns []string, configuration map[string]string) (deltalog.Protocol, deltalog.Metadata) {
-	id, _ := newUUID() // crypto/rand does not fail on supported platforms
-	var schemaString string
-	if schema != nil {
-		if b, err := json.Marshal(schema); err == nil {
-			schemaString = string(b)
-		}
-	}
-	now := nowMillis()
-	if partitionColumns == nil {
-		partitionColumns = []string{}
-	}
-	conf := map[string]string{}
-	for k, v := range configuration {
-		conf[k] = v
-	}
-	md := deltalog.Metadata{
-		ID:               id,
-		Name:             name,
-		Format:           deltalog.Format{Provider: "parquet", Options: map[string]string{}},
-		SchemaString:     schemaString,
-		PartitionColumns: partitionColumns,
-		Configuration:    conf,
-		CreatedTime:      &now,
-	}
-	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
-	mode, _ := md.ColumnMappingMode()
-	cm := mode == deltalog.ColumnMappingName || mode == deltalog.ColumnMappingID
-	if cm {
-		p = deltalog.Protocol{MinReaderVersion: 2, MinWriterVersion: 5}
-	}
-	var features []string
-	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
-		features = append(features, "timestampNtz")
-	}
-	if conf[PropEnableTypeWidening] == "true" {
-		features = append(features, "typeWidening") // the property needs the table feature
-	}
-	return UpgradeProtocol(p, features...), md
 }
 
 func nowMillis() int64 { return time.Now().UnixMilli() }

@@ -16,7 +16,7 @@ func testSchema() *deltalog.StructType {
 
 func createTable(t *testing.T, tbl *Table, conf map[string]string) {
 	t.Helper()
-	p, m := NewTableMetadata("t", testSchema(), nil, conf)
+	p, m := newTableMetadata("t", testSchema(), nil, conf)
 	v, err := tbl.Commit(context.Background(), Commit{ReadVersion: -1, Protocol: &p, Metadata: &m, Operation: "CREATE TABLE"})
 	if err != nil || v != 0 {
 		t.Fatalf("create: %d, %v", v, err)
@@ -118,7 +118,7 @@ func TestCommitActionsOrderAndContent(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	tbl, _ := Open(ctx, st)
-	p, m := NewTableMetadata("orders", testSchema(), nil, map[string]string{"delta.appendOnly": "true"})
+	p, m := newTableMetadata("orders", testSchema(), nil, map[string]string{"delta.appendOnly": "true"})
 	if len(m.ID) != 36 || m.ID[14] != '4' || strings.Count(m.ID, "-") != 4 || m.CreatedTime == nil || m.Format.Provider != "parquet" {
 		t.Fatalf("metadata: %+v", m)
 	}

@@ -92,7 +92,7 @@ func TestWriteAllTypesTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, m := NewTableMetadata("all_types", schema, nil, nil)
+	p, m := newTableMetadata("all_types", schema, nil, nil)
 	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m, Operation: "CREATE TABLE", EngineInfo: "ingestd/test"}); err != nil {
 		t.Fatal(err)
 	}

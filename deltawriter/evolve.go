@@ -7,14 +7,6 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// MetaTypeChanges is the field metadata key under which type widening records the
-// history of a field's type (PROTOCOL.md, "Type Widening"): an array of
-// {"fromType", "toType"[, "fieldPath"]} objects, oldest first.
-const MetaTypeChanges = "delta.typeChanges"
-
-// PropEnableTypeWidening is the table property that allows type widening.
-const PropEnableTypeWidening = "delta.enableTypeWidening"
-
 // recordTypeChanges compares the new schema with the old one and, for every field whose
 // type was widened (at any depth; array elements and map keys/values too), appends
 // {"fromType","toType"[,"fieldPath"]} to the field's delta.typeChanges metadata. It
@@ -23,7 +15,7 @@ const PropEnableTypeWidening = "delta.enableTypeWidening"
 func recordTypeChanges(old, cur *deltalog.StructType) (bool, error) {
 	changed := false
 	for _, f := range cur.Fields {
-		of := fieldFold(old, f.Name)
+		of := old.FieldByKey(f.Name)
 		if of == nil {
 			continue // a new field
 		}
@@ -36,13 +28,13 @@ func recordTypeChanges(old, cur *deltalog.StructType) (bool, error) {
 				f.Metadata = map[string]any{}
 			}
 			var hist []any
-			if h, ok := f.Metadata[MetaTypeChanges].([]any); ok {
+			if h, ok := f.Metadata[deltalog.MetaTypeChanges].([]any); ok {
 				hist = append(hist, h...)
 			}
 			for _, e := range entries {
 				hist = append(hist, e)
 			}
-			f.Metadata[MetaTypeChanges] = hist
+			f.Metadata[deltalog.MetaTypeChanges] = hist
 		}
 	}
 	return changed, nil
@@ -79,7 +71,7 @@ func diffTypes(old, cur deltalog.DataType, fieldPath, where string, entries *[]m
 		if old.String() == cur.String() {
 			return nil
 		}
-		if !IsTypeWidening(old, cur) {
+		if deltalog.Widening(old, cur) == deltalog.WideningNone {
 			return fmt.Errorf("evolve schema: %s changes from %s to %s, which is not a Delta type widening", where, old, cur)
 		}
 		e := map[string]any{"fromType": old.String(), "toType": cur.String()}
@@ -99,78 +91,7 @@ func joinPath(a, b string) string {
 	return a + "." + b
 }
 
-func fieldFold(s *deltalog.StructType, name string) *deltalog.StructField {
-	if s == nil {
-		return nil
-	}
-	if f := s.Field(name); f != nil {
-		return f
-	}
-	for _, f := range s.Fields {
-		if equalFoldASCII(f.Name, name) {
-			return f
-		}
-	}
-	return nil
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-// IsTypeWidening reports whether Delta's type widening allows changing a column from old
-// to cur (PROTOCOL.md, "Type Widening"; https://docs.delta.io/delta-type-widening):
-// byte→short→int→long, float→double, byte/short/int→double, date→timestamp_ntz,
-// decimal(p,s)→decimal(p+k1,s+k2) with k1 ≥ k2 ≥ 0, byte/short/int→decimal(10+k1,k2) and
-// long→decimal(20+k1,k2) with k1 ≥ k2 ≥ 0. The integer-to-decimal minimum is 10 integer
-// digits for byte and short too, not the 3 or 5 their values need: Delta 3's preview
-// allowed byte→decimal(4,1), and Delta 4 refuses to read tables that recorded it.
-// Schema evolution applies only a subset of these (schemaguard.Widens); ALTER may apply
-// all of them.
-func IsTypeWidening(old, cur deltalog.DataType) bool {
-	rank := map[deltalog.DataType]int{deltalog.Byte: 1, deltalog.Short: 2, deltalog.Integer: 3, deltalog.Long: 4}
-	digits := map[deltalog.DataType]int{deltalog.Byte: 10, deltalog.Short: 10, deltalog.Integer: 10, deltalog.Long: 20}
-	switch c := cur.(type) {
-	case deltalog.PrimitiveType:
-		switch {
-		case rank[old] > 0 && rank[c] > rank[old]:
-			return true
-		case old == deltalog.Float && c == deltalog.Double:
-			return true
-		case rank[old] > 0 && rank[old] <= 3 && c == deltalog.Double:
-			return true
-		case old == deltalog.Date && c == deltalog.TimestampNtz:
-			return true
-		}
-	case deltalog.DecimalType:
-		switch o := old.(type) {
-		case deltalog.DecimalType:
-			return c.Scale >= o.Scale && c.Precision-c.Scale >= o.Precision-o.Scale && (c.Precision > o.Precision || c.Scale > o.Scale)
-		default:
-			if d := digits[old]; d > 0 {
-				return c.Precision-c.Scale >= d
-			}
-		}
-	}
-	return false
-}
-
-// EvolveTable prepares the protocol and metadata of a commit that changes the table
+// evolveTable prepares the protocol and metadata of a commit that changes the table
 // schema to schema (new fields and/or widened types) in the same commit as the data:
 //   - column mapping: new fields (at every level) get ids and physical names, and
 //     delta.columnMapping.maxColumnId is bumped (AssignColumnMapping);
@@ -179,12 +100,11 @@ func IsTypeWidening(old, cur deltalog.DataType) bool {
 //     table feature;
 //   - the protocol is upgraded when the new schema needs a feature the current protocol
 //     lacks (timestampNtz, typeWidening), listing the features the legacy versions
-//     implied (UpgradeProtocol).
+//     implied (UpgradeProtocol); so it is for the features in enable.
 //
 // It returns the new metadata, the schema to write data with (physical names and ids
-// assigned), and a new protocol, or nil when the protocol does not change. Put both in
-// the Commit with the data.
-func EvolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.StructType) (deltalog.Metadata, *deltalog.StructType, *deltalog.Protocol, error) {
+// assigned), and a new protocol, or nil when the protocol does not change.
+func evolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.StructType, enable ...string) (deltalog.Metadata, *deltalog.StructType, *deltalog.Protocol, error) {
 	old, err := m.Schema()
 	if err != nil {
 		return deltalog.Metadata{}, nil, nil, fmt.Errorf("evolve table: %w", err)
@@ -194,19 +114,24 @@ func EvolveTable(p deltalog.Protocol, m deltalog.Metadata, schema *deltalog.Stru
 	if err != nil {
 		return deltalog.Metadata{}, nil, nil, err
 	}
-	if widened && m.Configuration[PropEnableTypeWidening] != "true" {
-		return deltalog.Metadata{}, nil, nil, fmt.Errorf("evolve table: a column type is widened but %s is not true", PropEnableTypeWidening)
+	if widened && m.Configuration[deltalog.PropEnableTypeWidening] != "true" {
+		return deltalog.Metadata{}, nil, nil, fmt.Errorf("evolve table: a column type is widened but %s is not true", deltalog.PropEnableTypeWidening)
 	}
-	nm, ns, err := EvolveMetadata(m, schema)
+	nm, ns, err := evolveMetadata(m, schema)
 	if err != nil {
 		return deltalog.Metadata{}, nil, nil, err
 	}
 	var need []string
 	if hasType(ns, deltalog.TimestampNtz) {
-		need = append(need, "timestampNtz")
+		need = append(need, deltalog.FeatureTimestampNtz)
 	}
 	if widened || hasTypeChanges(ns) {
-		need = append(need, "typeWidening")
+		need = append(need, deltalog.FeatureTypeWidening)
+	}
+	for _, f := range enable {
+		if !slices.Contains(need, f) {
+			need = append(need, f)
+		}
 	}
 	np := UpgradeProtocol(p, need...)
 	if protocolEqual(np, p) {
@@ -219,7 +144,7 @@ func hasTypeChanges(t deltalog.DataType) bool {
 	switch t := t.(type) {
 	case *deltalog.StructType:
 		for _, f := range t.Fields {
-			if _, ok := f.Metadata[MetaTypeChanges]; ok || hasTypeChanges(f.Type) {
+			if _, ok := f.Metadata[deltalog.MetaTypeChanges]; ok || hasTypeChanges(f.Type) {
 				return true
 			}
 		}
@@ -233,9 +158,10 @@ func hasTypeChanges(t deltalog.DataType) bool {
 
 // readerWriterFeatures are the table features that are both reader and writer features.
 var readerWriterFeatures = map[string]bool{
-	"columnMapping": true, "deletionVectors": true, "timestampNtz": true, "typeWidening": true,
-	"typeWidening-preview": true, "v2Checkpoint": true, "vacuumProtocolCheck": true,
-	"variantType": true, "variantType-preview": true, "catalogManaged": true,
+	deltalog.FeatureColumnMapping: true, deltalog.FeatureDeletionVectors: true, deltalog.FeatureTimestampNtz: true,
+	deltalog.FeatureTypeWidening: true, deltalog.FeatureTypeWideningPreview: true, deltalog.FeatureV2Checkpoint: true,
+	deltalog.FeatureVacuumProtocolCheck: true, deltalog.FeatureVariantType: true, deltalog.FeatureVariantTypePreview: true,
+	deltalog.FeatureCatalogManaged: true,
 }
 
 // UpgradeProtocol returns p extended with the given table features. Nothing changes when
@@ -259,14 +185,14 @@ func UpgradeProtocol(p deltalog.Protocol, features ...string) deltalog.Protocol 
 	writer := slices.Clone(p.WriterFeatures)
 	reader := slices.Clone(p.ReaderFeatures)
 	if p.MinWriterVersion < 7 {
-		implied := [][]string{2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {"changeDataFeed", "generatedColumns"},
-			5: {"columnMapping"}, 6: {"identityColumns"}}
+		implied := [][]string{2: {deltalog.FeatureAppendOnly, deltalog.FeatureInvariants}, 3: {deltalog.FeatureCheckConstraints},
+			4: {deltalog.FeatureChangeDataFeed, deltalog.FeatureGeneratedColumns}, 5: {deltalog.FeatureColumnMapping}, 6: {deltalog.FeatureIdentityColumns}}
 		for v := 2; v <= p.MinWriterVersion && v < len(implied); v++ {
 			writer = append(writer, implied[v]...)
 		}
 	}
 	if p.MinReaderVersion == 2 {
-		reader = append(reader, "columnMapping")
+		reader = append(reader, deltalog.FeatureColumnMapping)
 	}
 	needReader := p.MinReaderVersion >= 3
 	for _, f := range features {
@@ -296,9 +222,10 @@ func protocolSupports(p deltalog.Protocol, f string) bool {
 		}
 		return true
 	}
-	legacy := map[string]int{"appendOnly": 2, "invariants": 2, "checkConstraints": 3, "changeDataFeed": 4, "generatedColumns": 4, "columnMapping": 5, "identityColumns": 6}
+	legacy := map[string]int{deltalog.FeatureAppendOnly: 2, deltalog.FeatureInvariants: 2, deltalog.FeatureCheckConstraints: 3,
+		deltalog.FeatureChangeDataFeed: 4, deltalog.FeatureGeneratedColumns: 4, deltalog.FeatureColumnMapping: 5, deltalog.FeatureIdentityColumns: 6}
 	v, ok := legacy[f]
-	return ok && p.MinWriterVersion >= v && (f != "columnMapping" || p.MinReaderVersion >= 2)
+	return ok && p.MinWriterVersion >= v && (f != deltalog.FeatureColumnMapping || p.MinReaderVersion >= 2)
 }
 
 func uniq(s []string) []string {

@@ -80,20 +80,41 @@ func TestAssignColumnMappingEveryLevel(t *testing.T) {
 	}
 }
 
-func TestEvolveTableWideningAndProtocol(t *testing.T) {
-	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"integer","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"float","containsNull":true},"nullable":true,"metadata":{}}]}`), nil,
-		map[string]string{PropEnableTypeWidening: "true"})
+// A widened field is found in the old schema the way Delta matches names (deltalog.NameKey):
+// the ASCII-only fold used before missed "Écart" → "écart" and "ſum" → "SUM", and so
+// recorded no delta.typeChanges for a widening the guard had accepted.
+func TestEvolveTableMatchesNamesByNameKey(t *testing.T) {
+	_, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"Écart","type":"integer","nullable":true,"metadata":{}},{"name":"SUM","type":"integer","nullable":true,"metadata":{}}]}`), nil,
+		map[string]string{deltalog.PropEnableTypeWidening: "true"})
 	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
-	wide := mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"long","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"double","containsNull":true},"nullable":true,"metadata":{}},{"name":"new","type":"string","nullable":true,"metadata":{}}]}`)
-	nm, ns, np, err := EvolveTable(p, m, wide)
+	_, ns, np, err := evolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"écart","type":"long","nullable":true,"metadata":{}},{"name":"ſum","type":"long","nullable":true,"metadata":{}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(ns.Fields[0].Metadata[MetaTypeChanges])
+	for _, f := range ns.Fields {
+		if b, _ := json.Marshal(f.Metadata[deltalog.MetaTypeChanges]); string(b) != `[{"fromType":"integer","toType":"long"}]` {
+			t.Errorf("%s typeChanges %s", f.Name, b)
+		}
+	}
+	if np == nil || !slices.Contains(np.WriterFeatures, deltalog.FeatureTypeWidening) {
+		t.Errorf("protocol %+v lacks typeWidening", np)
+	}
+}
+
+func TestEvolveTableWideningAndProtocol(t *testing.T) {
+	_, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"integer","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"float","containsNull":true},"nullable":true,"metadata":{}}]}`), nil,
+		map[string]string{deltalog.PropEnableTypeWidening: "true"})
+	p := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	wide := mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"long","nullable":true,"metadata":{}},{"name":"arr","type":{"type":"array","elementType":"double","containsNull":true},"nullable":true,"metadata":{}},{"name":"new","type":"string","nullable":true,"metadata":{}}]}`)
+	nm, ns, np, err := evolveTable(p, m, wide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(ns.Fields[0].Metadata[deltalog.MetaTypeChanges])
 	if string(b) != `[{"fromType":"integer","toType":"long"}]` {
 		t.Errorf("n typeChanges %s", b)
 	}
-	b, _ = json.Marshal(ns.Fields[1].Metadata[MetaTypeChanges])
+	b, _ = json.Marshal(ns.Fields[1].Metadata[deltalog.MetaTypeChanges])
 	if string(b) != `[{"fieldPath":"element","fromType":"float","toType":"double"}]` {
 		t.Errorf("arr typeChanges %s", b)
 	}
@@ -110,21 +131,21 @@ func TestEvolveTableWideningAndProtocol(t *testing.T) {
 		t.Errorf("checkWritable: %v", err)
 	}
 	// A second widening appends to the history; the protocol stays.
-	_, ns2, np2, err := EvolveTable(*np, nm, mustSchema(t, strings.Replace(mustJSON(t, ns), `"type":"long"`, `"type":"decimal(25,0)"`, 1)))
+	_, ns2, np2, err := evolveTable(*np, nm, mustSchema(t, strings.Replace(mustJSON(t, ns), `"type":"long"`, `"type":"decimal(25,0)"`, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ = json.Marshal(ns2.Fields[0].Metadata[MetaTypeChanges])
+	b, _ = json.Marshal(ns2.Fields[0].Metadata[deltalog.MetaTypeChanges])
 	if np2 != nil || string(b) != `[{"fromType":"integer","toType":"long"},{"fromType":"long","toType":"decimal(25,0)"}]` {
 		t.Errorf("second widening: protocol %+v, history %s", np2, b)
 	}
 	// Without the property, or for a narrowing or a non-widening: refused.
 	m.Configuration = map[string]string{}
-	if _, _, _, err := EvolveTable(p, m, wide); err == nil || !strings.Contains(err.Error(), PropEnableTypeWidening) {
-		t.Errorf("widening without %s: %v", PropEnableTypeWidening, err)
+	if _, _, _, err := evolveTable(p, m, wide); err == nil || !strings.Contains(err.Error(), deltalog.PropEnableTypeWidening) {
+		t.Errorf("widening without %s: %v", deltalog.PropEnableTypeWidening, err)
 	}
-	m.Configuration = map[string]string{PropEnableTypeWidening: "true"}
-	if _, _, _, err := EvolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"string","nullable":true,"metadata":{}}]}`)); err == nil || !strings.Contains(err.Error(), "not a Delta type widening") {
+	m.Configuration = map[string]string{deltalog.PropEnableTypeWidening: "true"}
+	if _, _, _, err := evolveTable(p, m, mustSchema(t, `{"type":"struct","fields":[{"name":"n","type":"string","nullable":true,"metadata":{}}]}`)); err == nil || !strings.Contains(err.Error(), "not a Delta type widening") {
 		t.Errorf("integer→string: %v", err)
 	}
 	// A new timestamp_ntz column on a column-mapped (2,5) table: (3,7) with the implied
@@ -172,7 +193,7 @@ func TestCommitAmbiguousOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil, nil)
+	p, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil, nil)
 	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +286,7 @@ func TestV2CheckpointWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, m := NewTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil,
+	_, m := newTableMetadata("t", mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}`), nil,
 		map[string]string{deltalog.PropCheckpointInterval: "2", "delta.checkpointPolicy": "v2"})
 	p := deltalog.Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"v2Checkpoint"}, WriterFeatures: []string{"v2Checkpoint", "appendOnly", "invariants"}}
 	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {

@@ -26,53 +26,53 @@ const (
 // files are read (deletion vectors, widened types, variant, geospatial) do not change the
 // log replay, and whether we may write is decided by supportedWriterFeatures.
 var supportedReaderFeatures = map[string]bool{
-	"columnMapping":        true, // physical names and field ids (ParquetSchema, stats keys)
-	"timestampNtz":         true, // timestamp_ntz type: INT64 MICROS isAdjustedToUTC=false, stats without zone
-	"deletionVectors":      true, // files keyed by (path, dv id) in replay
-	"v2Checkpoint":         true, // UUID-named JSON/Parquet checkpoints, sidecars
-	"typeWidening":         true, // delta.typeChanges field metadata
-	"typeWidening-preview": true,
-	"vacuumProtocolCheck":  true, // only constrains VACUUM, which ingestd never runs
-	"variantType":          true, // log replay only; writing is refused (variant columns)
-	"variantType-preview":  true,
-	"geospatial":           true, // log replay only; writing is refused (geo columns)
+	deltalog.FeatureColumnMapping:       true, // physical names and field ids (ParquetSchema, stats keys)
+	deltalog.FeatureTimestampNtz:        true, // timestamp_ntz type: INT64 MICROS isAdjustedToUTC=false, stats without zone
+	deltalog.FeatureDeletionVectors:     true, // files keyed by (path, dv id) in replay
+	deltalog.FeatureV2Checkpoint:        true, // UUID-named JSON/Parquet checkpoints, sidecars
+	deltalog.FeatureTypeWidening:        true, // delta.typeChanges field metadata
+	deltalog.FeatureTypeWideningPreview: true,
+	deltalog.FeatureVacuumProtocolCheck: true, // only constrains VACUUM, which ingestd never runs
+	deltalog.FeatureVariantType:         true, // log replay only; writing is refused (variant columns)
+	deltalog.FeatureVariantTypePreview:  true,
+	deltalog.FeatureGeospatial:          true, // log replay only; writing is refused (geo columns)
 }
 
 // supportedWriterFeatures are the writer features this package honours when writing.
 // Features marked "inactive only" are accepted while the table does not use them; the
 // metadata/schema checks in checkWritable refuse the table as soon as it does.
 var supportedWriterFeatures = map[string]bool{
-	"appendOnly":          true, // we only ever add files
-	"invariants":          true, // inactive only (no delta.invariants field metadata)
-	"checkConstraints":    true, // inactive only (no delta.constraints.* property)
-	"generatedColumns":    true, // inactive only (no delta.generationExpression)
-	"identityColumns":     true, // inactive only (no delta.identity.* metadata)
-	"allowColumnDefaults": true, // inactive only (no CURRENT_DEFAULT metadata)
-	"columnMapping":       true, // writes physical names and field ids; new fields get new ids
-	"timestampNtz":        true,
+	deltalog.FeatureAppendOnly:          true, // we only ever add files
+	deltalog.FeatureInvariants:          true, // inactive only (no delta.invariants field metadata)
+	deltalog.FeatureCheckConstraints:    true, // inactive only (no delta.constraints.* property)
+	deltalog.FeatureGeneratedColumns:    true, // inactive only (no delta.generationExpression)
+	deltalog.FeatureIdentityColumns:     true, // inactive only (no delta.identity.* metadata)
+	deltalog.FeatureAllowColumnDefaults: true, // inactive only (no CURRENT_DEFAULT metadata)
+	deltalog.FeatureColumnMapping:       true, // writes physical names and field ids; new fields get new ids
+	deltalog.FeatureTimestampNtz:        true,
 	// changeDataFeed: commits with only add actions need no cdc files
 	// (PROTOCOL.md, "Add CDC File": data-only inserts are read from add actions).
-	"changeDataFeed": true,
+	deltalog.FeatureChangeDataFeed: true,
 	// deletionVectors: appended files carry no deletion vector, which is always valid;
 	// existing DVs are carried through replay and checkpoints.
-	"deletionVectors": true,
+	deltalog.FeatureDeletionVectors: true,
 	// v2Checkpoint: checkpoints of such tables are written as V2 UUID-named JSON files
 	// with a checkpointMetadata action (writeCheckpoint).
-	"v2Checkpoint": true,
+	deltalog.FeatureV2Checkpoint: true,
 	// vacuumProtocolCheck: a constraint on VACUUM only.
-	"vacuumProtocolCheck": true,
+	deltalog.FeatureVacuumProtocolCheck: true,
 	// typeWidening: widened fields get delta.typeChanges metadata (WidenField).
-	"typeWidening":         true,
-	"typeWidening-preview": true,
+	deltalog.FeatureTypeWidening:        true,
+	deltalog.FeatureTypeWideningPreview: true,
 	// domainMetadata: domains are preserved in checkpoints; ingestd writes none itself.
-	"domainMetadata": true,
+	deltalog.FeatureDomainMetadata: true,
 }
 
 // Features that are refused outright (reader or writer), with the reason shown to the user.
 var refusedFeatures = map[string]string{
-	"catalogManaged":              "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
-	"catalogOwned-preview":        "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
-	"materializePartitionColumns": "partition columns must be written into data files",
+	deltalog.FeatureCatalogManaged:              "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
+	deltalog.FeatureCatalogOwnedPreview:         "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
+	deltalog.FeatureMaterializePartitionColumns: "partition columns must be written into data files",
 }
 
 // ErrUnsupportedFeature is wrapped by the errors that refuse a table because its
@@ -143,10 +143,10 @@ func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.
 
 // Field metadata keys that make a column need writer-side evaluation.
 var refusedFieldMetadata = []struct{ prefix, feature string }{
-	{"delta.invariants", "invariants"},
-	{"delta.generationExpression", "generatedColumns"},
-	{"delta.identity.", "identityColumns"},
-	{"CURRENT_DEFAULT", "allowColumnDefaults"},
+	{deltalog.MetaInvariants, deltalog.FeatureInvariants},
+	{deltalog.MetaGenerationExpression, deltalog.FeatureGeneratedColumns},
+	{deltalog.MetaIdentityPrefix, deltalog.FeatureIdentityColumns},
+	{deltalog.MetaCurrentDefault, deltalog.FeatureAllowColumnDefaults},
 }
 
 func checkSchemaWritable(t deltalog.DataType, path string) error {
@@ -192,18 +192,18 @@ func checkSchemaWritable(t deltalog.DataType, path string) error {
 }
 
 // checkTypeChanges refuses a column whose delta.typeChanges history records a change
-// that is not a Delta type widening (IsTypeWidening; PROTOCOL.md, "Type Widening"), such
+// that is not a Delta type widening (deltalog.Widening; PROTOCOL.md, "Type Widening"), such
 // as byte→decimal(4,1) from Delta 3's preview: Delta 4 refuses to read or write such a
 // table (DELTA_UNSUPPORTED_TYPE_CHANGE_IN_SCHEMA), so ingestd does not append to it
 // either. An entry it cannot parse is refused the same way.
 func checkTypeChanges(f *deltalog.StructField, path string) error {
-	raw, ok := f.Metadata[MetaTypeChanges]
+	raw, ok := f.Metadata[deltalog.MetaTypeChanges]
 	if !ok {
 		return nil
 	}
 	entries, ok := raw.([]any)
 	if !ok {
-		return fmt.Errorf("check schema: column %q has a %s that is not a list: %w", path, MetaTypeChanges, ErrUnsupportedFeature)
+		return fmt.Errorf("check schema: column %q has a %s that is not a list: %w", path, deltalog.MetaTypeChanges, ErrUnsupportedFeature)
 	}
 	for _, e := range entries {
 		m, _ := e.(map[string]any)
@@ -212,9 +212,9 @@ func checkTypeChanges(f *deltalog.StructField, path string) error {
 		ft, err1 := deltalog.ParsePrimitive(from)
 		tt, err2 := deltalog.ParsePrimitive(to)
 		if err1 != nil || err2 != nil {
-			return fmt.Errorf("check schema: column %q has a %s entry %v that ingestd cannot read: %w", path, MetaTypeChanges, e, ErrUnsupportedFeature)
+			return fmt.Errorf("check schema: column %q has a %s entry %v that ingestd cannot read: %w", path, deltalog.MetaTypeChanges, e, ErrUnsupportedFeature)
 		}
-		if !IsTypeWidening(ft, tt) {
+		if deltalog.Widening(ft, tt) == deltalog.WideningNone {
 			where := path
 			if fp, _ := m["fieldPath"].(string); fp != "" {
 				where += " (" + fp + ")"
@@ -242,7 +242,7 @@ func columnMappingMode(p *deltalog.Protocol, m *deltalog.Metadata) (deltalog.Col
 	if err != nil || mode == deltalog.ColumnMappingNone {
 		return mode, err
 	}
-	supported := p.MinReaderVersion == 2 || (p.MinReaderVersion == 3 && contains(p.ReaderFeatures, "columnMapping"))
+	supported := p.MinReaderVersion == 2 || (p.MinReaderVersion == 3 && contains(p.ReaderFeatures, deltalog.FeatureColumnMapping))
 	if !supported {
 		return deltalog.ColumnMappingNone, nil
 	}

@@ -136,7 +136,7 @@ func (s *Snapshot) finish(now time.Time) error {
 // Identifiers"; Spark's minSetTransactionRetentionTimestamp). Txns without lastUpdated
 // never expire.
 func (s *Snapshot) expireTxns(now time.Time) error {
-	ret, err := durationProperty(&s.Metadata, propTxnRetention, 0)
+	ret, err := durationProperty(&s.Metadata, deltalog.PropTxnRetentionDuration, 0)
 	if err != nil {
 		return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
 	}
@@ -153,8 +153,6 @@ func (s *Snapshot) expireTxns(now time.Time) error {
 	}
 	return nil
 }
-
-const propTxnRetention = "delta.setTransactionRetentionDuration"
 
 // CheckWritable returns an error wrapping ErrUnsupportedFeature, naming the feature, when
 // ingestd cannot append to this table (unknown writer feature, CHECK constraints,

@@ -53,7 +53,7 @@ func newStatsConfig(conf map[string]string) (statsConfig, error) {
 		c.statsColumns = map[string]bool{}
 		for _, col := range strings.Split(v, ",") {
 			col = strings.ReplaceAll(strings.TrimSpace(col), "`", "")
-			c.statsColumns[strings.ToLower(col)] = true
+			c.statsColumns[deltalog.NameKey(col)] = true
 		}
 	}
 	return c, nil
@@ -123,7 +123,7 @@ func statsFromSummaries(schema *parquet.Schema, cols [][]parquet.Value, sums []c
 	}
 	b := &statsBuilder{schema: schema, cols: cols, sums: sums, numRows: numRows, cfg: cfg, mode: mode, partition: map[string]bool{}}
 	for _, c := range opts.PartitionColumns {
-		b.partition[strings.ToLower(c)] = true
+		b.partition[deltalog.NameKey(c)] = true
 	}
 	mins, maxs, nulls, err := b.structStats(opts.Schema, nil, "", 0)
 	if err != nil {
@@ -142,7 +142,7 @@ func statsFromSummaries(schema *parquet.Schema, cols [][]parquet.Value, sums []c
 func (b *statsBuilder) structStats(st *deltalog.StructType, phys []string, logical string, def int) (mins, maxs, nulls ordered, err error) {
 	mins, maxs, nulls = ordered{}, ordered{}, ordered{}
 	for _, f := range st.Fields {
-		if logical == "" && b.partition[strings.ToLower(f.Name)] {
+		if logical == "" && b.partition[deltalog.NameKey(f.Name)] {
 			continue
 		}
 		name := f.PhysicalName(b.mode)
@@ -202,7 +202,7 @@ func (b *statsBuilder) structStats(st *deltalog.StructType, phys []string, logic
 // delta.dataSkippingNumIndexedCols when no explicit stats column list is set.
 func (b *statsBuilder) wanted(logical string) bool {
 	if b.cfg.statsColumns != nil {
-		l := strings.ToLower(logical)
+		l := deltalog.NameKey(logical)
 		for {
 			if b.cfg.statsColumns[l] {
 				return true

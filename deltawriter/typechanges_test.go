@@ -11,7 +11,7 @@ import (
 
 // The integer → decimal widenings of PROTOCOL.md "Type Widening": byte, short and int
 // need decimal(10+k1, k2), long decimal(20+k1, k2), with k1 >= k2 >= 0.
-func TestIsTypeWideningIntegerToDecimal(t *testing.T) {
+func TestWideningIntegerToDecimal(t *testing.T) {
 	for _, tc := range []struct {
 		from, to string
 		ok       bool
@@ -30,7 +30,7 @@ func TestIsTypeWideningIntegerToDecimal(t *testing.T) {
 	} {
 		from, _ := deltalog.ParsePrimitive(tc.from)
 		to, _ := deltalog.ParsePrimitive(tc.to)
-		if got := IsTypeWidening(from, to); got != tc.ok {
+		if got := deltalog.Widening(from, to) != deltalog.WideningNone; got != tc.ok {
 			t.Errorf("%s → %s: %v, want %v", tc.from, tc.to, got, tc.ok)
 		}
 	}
@@ -47,7 +47,7 @@ func TestCheckWritableTypeChanges(t *testing.T) {
 		return s
 	}
 	p := UpgradeProtocol(deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, "typeWidening")
-	m := &deltalog.Metadata{ID: "x", Configuration: map[string]string{PropEnableTypeWidening: "true"}}
+	m := &deltalog.Metadata{ID: "x", Configuration: map[string]string{deltalog.PropEnableTypeWidening: "true"}}
 	ok := `[{"fromType":"integer","toType":"decimal(11,1)","fieldPath":"value"},{"fromType":"decimal(11,1)","toType":"decimal(12,1)","fieldPath":"value"}]`
 	if err := checkWritable(&p, m, schema(ok)); err != nil {
 		t.Errorf("valid widenings refused: %v", err)

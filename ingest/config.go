@@ -17,6 +17,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
 // Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
@@ -425,7 +427,7 @@ func (c *Config) validate() []error {
 	}
 	for i, f := range c.Schema.AllowTableFeatures {
 		switch f {
-		case "typeWidening", "timestampNtz", "columnMapping":
+		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz, deltalog.FeatureColumnMapping:
 		default:
 			bad(fmt.Sprintf("$.schema.allow_table_features[%d]", i), fmt.Sprintf("unknown table feature %q", f), "use typeWidening, timestampNtz or columnMapping")
 		}

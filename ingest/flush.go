@@ -238,9 +238,9 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 type prepared struct {
 	opts   schemaguard.Options
 	guard  schemaguard.BatchPlan
-	meta   *deltalog.Metadata   // the commit's metaData; nil: unchanged
-	proto  *deltalog.Protocol   // the commit's protocol; nil: unchanged
-	schema *deltalog.StructType // the table schema the rows are written with; nil: no table
+	delta  deltawriter.SchemaDelta // the commit's metaData and protocol; nil fields: unchanged
+	file   deltawriter.FileOptions // the data file's: the final table schema (nil: no table), column mapping, properties
+	schema *deltalog.StructType    // file.Schema
 	cm     deltalog.ColumnMappingMode
 	pq     *parquet.Schema
 	key    string // decoder cache key of schema and cm
@@ -250,20 +250,13 @@ type prepared struct {
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
 // change and readies the column buffers for the final table schema.
 func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
-	b := &prepared{opts: guardOptions(f.cfg, t), cm: deltalog.ColumnMappingNone}
-	if t.exists() {
-		b.cm = t.snap.ColumnMapping
-	}
+	b := &prepared{opts: guardOptions(f.cfg, t)}
 	b.guard = schemaguard.PlanBatch(t.schema, writers(items), b.opts)
 	var err error
-	if b.meta, b.proto, b.schema, err = commitSchema(f.cfg, t, b.guard); err != nil {
+	if b.delta, b.file, err = commitSchema(f.cfg, t, b.guard); err != nil {
 		return nil, err
 	}
-	if b.meta != nil {
-		if b.cm, err = b.meta.ColumnMappingMode(); err != nil {
-			return nil, fmt.Errorf("read column mapping mode: %w", err)
-		}
-	}
+	b.schema, b.cm = b.file.Schema, b.file.ColumnMapping
 	if b.schema == nil {
 		return b, nil
 	}
@@ -404,8 +397,8 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		}
 	}
 	c := deltawriter.Commit{ReadVersion: t.version, Operation: "WRITE", OperationParameters: map[string]string{"mode": "Append"},
-		EngineInfo: engineInfo, TxnID: f.commitID, Protocol: b.proto, Metadata: b.meta}
-	if b.meta != nil && !b.guard.Create {
+		EngineInfo: engineInfo, TxnID: f.commitID, Protocol: b.delta.Protocol, Metadata: b.delta.Metadata}
+	if b.delta.Metadata != nil && !b.guard.Create {
 		c.OperationParameters["mergeSchema"] = "true"
 	}
 	if len(f.fromGroup) > 0 {
@@ -416,14 +409,7 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		c.OperationParameters[dlq.ParamGroupOffsetTxns] = dlq.FormatGroupOffsetTxns(from)
 	}
 	if out.rows > 0 {
-		fo := deltawriter.FileOptions{Schema: b.schema, ColumnMapping: b.cm}
-		switch {
-		case b.meta != nil:
-			fo.Configuration = b.meta.Configuration
-		case t.exists():
-			fo.Configuration = t.snap.Metadata.Configuration
-		}
-		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, fo)
+		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, b.file)
 		if err != nil {
 			return &transientError{"write data file", err}
 		}
@@ -490,10 +476,10 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 		f.m.SchemaEvolutions.WithLabelValues(name, string(ch.Kind)).Inc()
 		f.log.Info("table schema evolved", "change", string(ch.Kind), "field", ch.Path, "from", ch.TableType, "to", ch.WriterType, "version", out.version)
 	}
-	if len(b.guard.Enable) > 0 && b.proto != nil {
+	if p := b.delta.Protocol; len(b.guard.Enable) > 0 && p != nil {
 		f.m.SchemaEvolutions.WithLabelValues(name, "enable_feature").Add(float64(len(b.guard.Enable)))
 		f.log.Warn("table protocol upgraded (irreversible), as schema.allow_table_features allows",
-			"features", b.guard.Enable, "min_reader_version", b.proto.MinReaderVersion, "min_writer_version", b.proto.MinWriterVersion, "version", out.version)
+			"features", b.guard.Enable, "min_reader_version", p.MinReaderVersion, "min_writer_version", p.MinWriterVersion, "version", out.version)
 	}
 	files := 0
 	if out.rows > 0 {

@@ -3,7 +3,6 @@ package ingest
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -106,7 +105,7 @@ func guardOptions(cfg *Config, t tableState) schemaguard.Options {
 	}
 	if s := t.snap; s != nil {
 		opts.Table = schemaguard.TableState{
-			TypeWidening:  s.Metadata.Configuration["delta.enableTypeWidening"] == "true",
+			TypeWidening:  s.Metadata.Configuration[deltalog.PropEnableTypeWidening] == "true",
 			ColumnMapping: s.ColumnMapping != deltalog.ColumnMappingNone,
 			Features:      map[string]bool{},
 		}
@@ -243,56 +242,20 @@ func (rt router) message(fail *decode.Error, it *item) string {
 		it.schemaID(), fail.Field, rt.table, rt.version, fail.Field)
 }
 
-// commitSchema is the metaData (and protocol) a flush's commit carries: on create, or
-// when the schema evolved or a table feature is enabled (nil, nil otherwise), with the
-// final table schema (under column mapping, new fields get ids and physical names here,
-// before the Parquet schema is built from it).
-func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan) (*deltalog.Metadata, *deltalog.Protocol, *deltalog.StructType, error) {
-	enable := map[string]bool{}
-	for _, f := range g.Enable {
-		enable[f] = true
+// commitSchema is the metaData (and protocol) a flush's commit carries, built by
+// deltawriter.PrepareSchemaChange: on create, or when the schema evolved or a table
+// feature is enabled (a zero SchemaDelta otherwise); and the options of its data file
+// (under column mapping, new fields get ids and physical names here, before the Parquet
+// schema is built from fo.Schema). Without a table and no schema to create one with,
+// fo.Schema is nil.
+func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan) (deltawriter.SchemaDelta, deltawriter.FileOptions, error) {
+	if !t.exists() && !g.Create {
+		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{ColumnMapping: deltalog.ColumnMappingNone}, nil
 	}
-	schema := g.Schema
-	switch {
-	case g.Create:
-		conf := maps.Clone(cfg.Table.Properties)
-		if conf == nil {
-			conf = map[string]string{}
-		}
-		if cm := cfg.Table.ColumnMapping; cm != "" && cm != "none" {
-			conf["delta.columnMapping.mode"] = cm
-		} else if enable[schemaguard.FeatureColumnMapping] {
-			conf["delta.columnMapping.mode"] = "name"
-		}
-		if enable[schemaguard.FeatureTypeWidening] {
-			conf["delta.enableTypeWidening"] = "true"
-		}
-		proto, meta := deltawriter.NewTableMetadata(cfg.Name, schema, cfg.Table.PartitionBy, conf)
-		meta, schema, err := deltawriter.EvolveMetadata(meta, schema)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("create table metadata: %w", err)
-		}
-		return &meta, &proto, schema, nil
-	case len(g.Evolved) > 0 || len(g.Enable) > 0:
-		if enable[schemaguard.FeatureColumnMapping] {
-			return nil, nil, nil, fmt.Errorf("evolve table %s: enabling column mapping on an existing table is not supported yet; "+
-				"enable it with Spark (ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')) and ingestd follows", cfg.Table.URI)
-		}
-		meta := t.snap.Metadata
-		meta.Configuration = maps.Clone(meta.Configuration)
-		if meta.Configuration == nil {
-			meta.Configuration = map[string]string{}
-		}
-		if enable[schemaguard.FeatureTypeWidening] {
-			meta.Configuration["delta.enableTypeWidening"] = "true"
-		}
-		// deltawriter records widenings (delta.typeChanges), assigns column mapping ids and
-		// upgrades the protocol for the features the new schema needs.
-		meta, schema, proto, err := deltawriter.EvolveTable(t.snap.Protocol, meta, schema)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("evolve table metadata: %w", err)
-		}
-		return &meta, proto, schema, nil
+	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: g.Schema, Enable: g.Enable,
+		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
+	if err != nil {
+		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("prepare the commit's schema change for %s: %w", cfg.Table.URI, err)
 	}
-	return nil, nil, schema, nil
+	return change, fo, nil
 }

@@ -25,7 +25,11 @@ func (h *harness) createTable(partitionBy []string, conf map[string]string) {
 		{Name: "customer", Type: deltalog.String, Nullable: true, Metadata: map[string]any{}},
 		{Name: "amount", Type: deltalog.DecimalType{Precision: 10, Scale: 2}, Nullable: true, Metadata: map[string]any{}},
 	}}
-	proto, meta := deltawriter.NewTableMetadata("orders", schema, partitionBy, nil)
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: schema, PartitionColumns: partitionBy})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	proto, meta := *create.Protocol, *create.Metadata
 	maps.Copy(meta.Configuration, conf)
 	if len(conf) > 0 {
 		proto.MinWriterVersion = 3 // CHECK constraints

@@ -418,12 +418,11 @@ func createInteropTable(t *testing.T, root string, schemaJSON string, conf map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, conf, err = deltawriter.AssignColumnMapping(schema, conf)
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "interop", Schema: schema, Properties: conf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, m := deltawriter.NewTableMetadata("interop", schema, nil, conf)
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: &p, Metadata: &m, Operation: "CREATE TABLE", EngineInfo: "ingestd/test"}); err != nil {
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: create.Protocol, Metadata: create.Metadata, Operation: "CREATE TABLE", EngineInfo: "ingestd/test"}); err != nil {
 		t.Fatal(err)
 	}
 	return tbl
@@ -488,11 +487,11 @@ func TestDeltaSparkInterop(t *testing.T) {
 	evolved.Fields = append(evolved.Fields, &deltalog.StructField{Name: "c", Type: deltalog.String, Nullable: true})
 	stType := evolved.Field("st").Type.(*deltalog.StructType)
 	stType.Fields = append(stType.Fields, &deltalog.StructField{Name: "b", Type: deltalog.Long, Nullable: true})
-	newMeta, newSchema, err := deltawriter.EvolveMetadata(cmSnap.Metadata, evolved)
+	change, fo, err := deltawriter.PrepareSchemaChange(cmSnap, deltawriter.SchemaChange{Schema: evolved})
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendRows(t, cm, []map[string]any{physRow(newSchema, 2, "a2", int64(22), "c2")}, &newMeta, newSchema)
+	appendRows(t, cm, []map[string]any{physRow(fo.Schema, 2, "a2", int64(22), "c2")}, change.Metadata, fo.Schema)
 	wantCM := []string{
 		`{"c":null,"l":1,"st":{"a":"a1","b":null}}`,
 		`{"c":"c2","l":2,"st":{"a":"a2","b":22}}`,

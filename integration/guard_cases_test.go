@@ -322,8 +322,11 @@ func createTable(t *testing.T, path, schemaJSON string, props map[string]string)
 		t.Fatal(err)
 	}
 	tbl := openTable(t, path)
-	proto, meta := deltawriter.NewTableMetadata("case", schema, nil, props)
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: &proto, Metadata: &meta, Operation: "CREATE TABLE"}); err != nil {
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "case", Schema: schema, Properties: props})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: create.Protocol, Metadata: create.Metadata, Operation: "CREATE TABLE"}); err != nil {
 		t.Fatalf("create table %s: %v", path, err)
 	}
 }

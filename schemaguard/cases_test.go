@@ -101,7 +101,7 @@ func TestCaseC06IntToLong(t *testing.T) {
 	}
 	// Variant B: no type widening: incompatible unless the pipeline allows the feature.
 	ds = decideAll(table, v2, TableState{})
-	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Changes[0].Kind != NeedsFeature || ds[0].Changes[0].Feature != FeatureTypeWidening {
+	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Changes[0].Kind != NeedsFeature || ds[0].Changes[0].Feature != dl.FeatureTypeWidening {
 		t.Errorf("variant B: %s %v", got, ds[0].Changes)
 	}
 	msg := Explain(ds[0], table, "metrics", 4, v2, 602, Options{Policy: Evolve, OnIncompatible: Halt})
@@ -110,7 +110,7 @@ func TestCaseC06IntToLong(t *testing.T) {
 			t.Errorf("variant B message lacks %q:\n%s", want, msg)
 		}
 	}
-	ds = decideAll(table, v2, TableState{}, FeatureTypeWidening)
+	ds = decideAll(table, v2, TableState{}, dl.FeatureTypeWidening)
 	if got := actions(ds); got != "evolve/dead_letter/halt" || fmt.Sprint(ds[0].Features) != "[typeWidening]" {
 		t.Errorf("variant B with typeWidening allowed: %s features %v", got, ds[0].Features)
 	}
@@ -128,7 +128,7 @@ func TestCaseC11IncompatibleTypes(t *testing.T) {
 		writer *dl.StructType
 		field  string
 	}{{v2, "details.code"}, {v3, "details.message"}} {
-		ds := decideAll(table, tc.writer, TableState{TypeWidening: true}, FeatureTypeWidening)
+		ds := decideAll(table, tc.writer, TableState{TypeWidening: true}, dl.FeatureTypeWidening)
 		if got := actions(ds); got != "halt/dead_letter/halt" || ds[1].Field != tc.field || ds[1].Changes[0].Kind != TypeMismatch {
 			t.Errorf("%s: %s field %q %v", tc.field, got, ds[1].Field, ds[1].Changes)
 		}
@@ -168,10 +168,10 @@ func TestCaseC17TimestampNtz(t *testing.T) {
 	table := st(null("id", dl.Long))
 	v2 := st(notNull("id", dl.Long), null("pickup_local", dl.TimestampNtz))
 	ds := decideAll(table, v2, TableState{})
-	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Changes[0].Feature != FeatureTimestampNtz {
+	if got := actions(ds); got != "halt/dead_letter/halt" || ds[0].Changes[0].Feature != dl.FeatureTimestampNtz {
 		t.Errorf("without the feature: %s %v", got, ds[0].Changes)
 	}
-	ds = decideAll(table, v2, TableState{}, FeatureTimestampNtz)
+	ds = decideAll(table, v2, TableState{}, dl.FeatureTimestampNtz)
 	if got := actions(ds); got != "evolve/dead_letter/halt" || fmt.Sprint(ds[0].Features) != "[timestampNtz]" {
 		t.Errorf("allowed: %s %v", got, ds[0].Features)
 	}
@@ -225,14 +225,14 @@ func TestCaseC26NamesNeedColumnMapping(t *testing.T) {
 	}
 	var needs []string
 	for _, c := range ds[0].Changes {
-		if c.Kind == NeedsFeature && c.Feature == FeatureColumnMapping {
+		if c.Kind == NeedsFeature && c.Feature == dl.FeatureColumnMapping {
 			needs = append(needs, c.Path)
 		}
 	}
 	if fmt.Sprint(needs) != "[order id  amount a;b x=y]" {
 		t.Errorf("names needing column mapping %q", needs)
 	}
-	if NeedsColumnMapping("y--1") {
+	if dl.NeedsColumnMapping("y--1") {
 		t.Error("y--1 needs no mapping")
 	}
 	ds = decideAll(table, writer, TableState{ColumnMapping: true})

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/text/unicode/norm"
-
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
@@ -31,7 +29,7 @@ type Options struct {
 	// Table describes what the table already supports.
 	Table TableState
 	// Allow lists the table features Evolve may enable (schema.allow_table_features):
-	// FeatureTypeWidening, FeatureTimestampNtz, FeatureColumnMapping.
+	// deltalog.FeatureTypeWidening, FeatureTimestampNtz, FeatureColumnMapping.
 	Allow map[string]bool
 }
 
@@ -42,19 +40,12 @@ type TableState struct {
 	Features      map[string]bool // reader and writer features of the protocol
 }
 
-// Table features the guard may require (PROTOCOL.md, "Table Features").
-const (
-	FeatureTypeWidening  = "typeWidening"
-	FeatureTimestampNtz  = "timestampNtz"
-	FeatureColumnMapping = "columnMapping"
-)
-
 // has reports whether the table already supports feature f.
 func (t TableState) has(f string) bool {
 	switch f {
-	case FeatureTypeWidening:
+	case deltalog.FeatureTypeWidening:
 		return t.TypeWidening
-	case FeatureColumnMapping:
+	case deltalog.FeatureColumnMapping:
 		return t.ColumnMapping
 	}
 	return t.Features[f]
@@ -138,16 +129,14 @@ type Decision struct {
 }
 
 // Diff lists the differences between writer and table, recursively through structs, array
-// elements and map values. Field names match case-insensitively after Unicode NFC,
-// keeping the table's spelling in paths (DESIGN.md §3, Avro → Delta types).
+// elements and map values. Field names match as Delta matches them (deltalog.NameKey:
+// case-insensitively after Unicode NFC), keeping the table's spelling in paths
+// (DESIGN.md §3, Avro → Delta types).
 func Diff(table, writer *deltalog.StructType) []Change {
 	var out []Change
 	diffStruct(&out, "", table, writer)
 	return out
 }
-
-// Key returns the matching key of a field name: NFC, then case-folded.
-func Key(name string) string { return strings.ToLower(norm.NFC.String(name)) }
 
 func join(prefix, name string) string {
 	if prefix == "" {
@@ -159,11 +148,11 @@ func join(prefix, name string) string {
 func diffStruct(out *[]Change, prefix string, table, writer *deltalog.StructType) {
 	byKey := make(map[string]*deltalog.StructField, len(table.Fields))
 	for _, f := range table.Fields {
-		byKey[Key(f.Name)] = f
+		byKey[deltalog.NameKey(f.Name)] = f
 	}
 	seen := make(map[string]string, len(writer.Fields))
 	for _, wf := range writer.Fields {
-		k := Key(wf.Name)
+		k := deltalog.NameKey(wf.Name)
 		if prev, dup := seen[k]; dup {
 			*out = append(*out, Change{Kind: NameClash, Path: join(prefix, wf.Name), WriterType: prev + ", " + wf.Name})
 			continue
@@ -181,7 +170,7 @@ func diffStruct(out *[]Change, prefix string, table, writer *deltalog.StructType
 		diffType(out, path, tf.Type, wf.Type)
 	}
 	for _, tf := range table.Fields {
-		if _, ok := seen[Key(tf.Name)]; !ok && !tf.Nullable {
+		if _, ok := seen[deltalog.NameKey(tf.Name)]; !ok && !tf.Nullable {
 			*out = append(*out, Change{Kind: MissingNotNull, Path: join(prefix, tf.Name), TableType: tf.Type.String()})
 		}
 	}
@@ -218,67 +207,30 @@ func diffType(out *[]Change, path string, table, writer deltalog.DataType) {
 		if table.String() == writer.String() || Upcasts(writer, table) {
 			return
 		}
-		if Widens(table, writer) {
-			*out = append(*out, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: FeatureTypeWidening})
+		if deltalog.Widening(table, writer) == deltalog.WideningAutomatic {
+			*out = append(*out, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: deltalog.FeatureTypeWidening})
 			return
 		}
 	}
 	*out = append(*out, Change{Kind: TypeMismatch, Path: path, TableType: table.String(), WriterType: writer.String()})
 }
 
-var intRank = map[deltalog.PrimitiveType]int{deltalog.Byte: 1, deltalog.Short: 2, deltalog.Integer: 3, deltalog.Long: 4}
-
 // Upcasts reports whether every value of type from is written into a column of type to
-// without change: byte→short→integer→long, float→double, and decimal(p,s) into
-// decimal(p',s') with s' >= s and p'-s' >= p-s.
+// without change: the same primitive or decimal type, or a Delta type widening that
+// schema evolution applies (deltalog.WideningAutomatic) other than date→timestamp_ntz:
+// byte→short→integer→long, float→double, and decimal(p,s) into decimal(p',s') with
+// s' >= s and p'-s' >= p-s.
 func Upcasts(from, to deltalog.DataType) bool {
-	switch f := from.(type) {
-	case deltalog.PrimitiveType:
-		t, ok := to.(deltalog.PrimitiveType)
-		if !ok {
-			return false
-		}
-		if fr, tr := intRank[f], intRank[t]; fr > 0 && tr > 0 {
-			return fr <= tr
-		}
-		return f == t || (f == deltalog.Float && t == deltalog.Double)
-	case deltalog.DecimalType:
-		t, ok := to.(deltalog.DecimalType)
-		return ok && t.Scale >= f.Scale && t.Precision-t.Scale >= f.Precision-f.Scale
+	switch from.(type) {
+	case deltalog.PrimitiveType, deltalog.DecimalType:
+	default:
+		return false
 	}
-	return false
-}
-
-// Widens reports whether Delta type widening lets schema evolution change a column from
-// type from to type to (https://docs.delta.io/delta-type-widening): byte→short→int→long,
-// float→double, date→timestamp_ntz, and decimal(p,s)→decimal(p+k1,s+k2) with k1 ≥ k2 ≥ 0.
-// Integer→double and integer→decimal exist in Delta but are applied by hand, never by
-// automatic evolution, so they are not widenings here.
-func Widens(from, to deltalog.DataType) bool {
 	if from.String() == to.String() {
-		return false
+		return true
 	}
-	if f, ok := from.(deltalog.DecimalType); ok {
-		t, ok := to.(deltalog.DecimalType)
-		return ok && t.Scale >= f.Scale && t.Precision-f.Precision >= t.Scale-f.Scale
-	}
-	f, fok := from.(deltalog.PrimitiveType)
-	t, tok := to.(deltalog.PrimitiveType)
-	if !fok || !tok {
-		return false
-	}
-	if fr, tr := intRank[f], intRank[t]; fr > 0 && tr > 0 {
-		return fr < tr
-	}
-	return (f == deltalog.Float && t == deltalog.Double) || (f == deltalog.Date && t == deltalog.TimestampNtz)
+	return from != deltalog.Date && deltalog.Widening(from, to) == deltalog.WideningAutomatic
 }
-
-// invalidNameChars are the characters a column name may not contain without column
-// mapping (PROTOCOL.md, "Column Mapping"; Spark's " ,;{}()\n\t=").
-const invalidNameChars = " ,;{}()\n\t="
-
-// NeedsColumnMapping reports whether a column name is only legal under column mapping.
-func NeedsColumnMapping(name string) bool { return strings.ContainsAny(name, invalidNameChars) }
 
 // featureFor returns the table feature a new field needs: columnMapping if any name in it
 // needs mapping, else timestampNtz if it holds a timestamp_ntz, else "".
@@ -286,7 +238,7 @@ func featureFor(f *deltalog.StructField) string {
 	var ntz, cm bool
 	var walk func(name string, t deltalog.DataType)
 	walk = func(name string, t deltalog.DataType) {
-		if NeedsColumnMapping(name) {
+		if deltalog.NeedsColumnMapping(name) {
 			cm = true
 		}
 		switch t := t.(type) {
@@ -306,9 +258,9 @@ func featureFor(f *deltalog.StructField) string {
 	walk(f.Name, f.Type)
 	switch {
 	case cm:
-		return FeatureColumnMapping
+		return deltalog.FeatureColumnMapping
 	case ntz:
-		return FeatureTimestampNtz
+		return deltalog.FeatureTimestampNtz
 	}
 	return ""
 }
@@ -365,7 +317,7 @@ func Decide(changes []Change, opts Options) Decision {
 	case evolvable && opts.Policy == Evolve:
 		d.Action = EvolveAndWrite
 		d.Reason = ""
-		for _, f := range []string{FeatureColumnMapping, FeatureTimestampNtz, FeatureTypeWidening} {
+		for _, f := range []string{deltalog.FeatureColumnMapping, deltalog.FeatureTimestampNtz, deltalog.FeatureTypeWidening} {
 			if enable[f] {
 				d.Features = append(d.Features, f)
 			}
@@ -390,7 +342,7 @@ func fromPolicy(p Policy) Action {
 // applying the same writer twice changes nothing the second time. It returns the new
 // schema and the changes it applied; the schema is table itself (not a copy) when nothing
 // changed. Recording widenings in delta.typeChanges and any protocol upgrade is the Delta
-// writer's part (deltawriter.EvolveTable), done when the change is committed.
+// writer's part (deltawriter.PrepareSchemaChange), done when the change is committed.
 func Apply(table, writer *deltalog.StructType, typeWidening bool) (*deltalog.StructType, []Change) {
 	out := table.Clone()
 	var applied []Change
@@ -404,10 +356,10 @@ func Apply(table, writer *deltalog.StructType, typeWidening bool) (*deltalog.Str
 func applyStruct(applied *[]Change, prefix string, table, writer *deltalog.StructType, widen bool) {
 	byKey := make(map[string]*deltalog.StructField, len(table.Fields))
 	for _, f := range table.Fields {
-		byKey[Key(f.Name)] = f
+		byKey[deltalog.NameKey(f.Name)] = f
 	}
 	for _, wf := range writer.Fields {
-		k := Key(wf.Name)
+		k := deltalog.NameKey(wf.Name)
 		tf, ok := byKey[k]
 		if !ok {
 			nf := &deltalog.StructField{Name: wf.Name, Type: nullableType(wf.Type), Nullable: true, Metadata: map[string]any{}}
@@ -448,8 +400,8 @@ func applyType(applied *[]Change, path string, table, writer deltalog.DataType, 
 			t.ValueType = applyType(applied, path+"{}", t.ValueType, w.ValueType, widen)
 		}
 	default:
-		if widen && Widens(table, writer) {
-			*applied = append(*applied, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: FeatureTypeWidening})
+		if widen && deltalog.Widening(table, writer) == deltalog.WideningAutomatic {
+			*applied = append(*applied, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: deltalog.FeatureTypeWidening})
 			return writer
 		}
 	}

@@ -165,3 +165,25 @@ To let it through: ingestd table alter --add-column 'channel STRING', or set sch
 		t.Fatalf("halt explanation ends\n%s\nwant suffix\n%s", got, want)
 	}
 }
+
+// Field names match as Delta matches them (deltalog.NameKey, the decoder's rule). The guard
+// used to lower-case instead, which kept "ſum" (U+017F) and "SUM" apart although the
+// decoder writes one into the other; and lower-casing matched "İd" (U+0130) with "id",
+// which EqualFold does not.
+func TestDiffMatchesNamesByNameKey(t *testing.T) {
+	table := st(field("SUM", dl.Long, true), field("id", dl.Long, true))
+	if changes := Diff(table, st(field("ſum", dl.Long, true))); len(changes) != 0 {
+		t.Errorf("ſum vs SUM: %+v, want the same column", changes)
+	}
+	changes := Diff(table, st(field("İd", dl.Long, true)))
+	if len(changes) != 1 || changes[0].Kind != AddColumn || changes[0].Path != "İd" {
+		t.Errorf("İd vs id: %+v, want a new column", changes)
+	}
+	if changes := Diff(table, st(field("ſum", dl.Long, true), field("sum", dl.Long, true))); len(changes) != 1 || changes[0].Kind != NameClash {
+		t.Errorf("ſum and sum in one writer schema: %+v, want a name clash", changes)
+	}
+	got, applied := Apply(table, st(field("ſum", dl.Long, true)), false)
+	if got != table || len(applied) != 0 {
+		t.Errorf("Apply added ſum beside SUM: %v", applied)
+	}
+}

@@ -81,7 +81,7 @@ func PlanBatch(table *deltalog.StructType, writers []Writer, opts Options) Batch
 			enable[f] = true
 		}
 		var applied []Change
-		p.Schema, applied = Apply(p.Schema, w.Schema, opts.Table.TypeWidening || enable[FeatureTypeWidening])
+		p.Schema, applied = Apply(p.Schema, w.Schema, opts.Table.TypeWidening || enable[deltalog.FeatureTypeWidening])
 		p.Evolved = append(p.Evolved, applied...)
 	}
 	if len(p.Evolved) > 0 {

@@ -33,7 +33,7 @@ func TestPlanBatch(t *testing.T) {
 			Options{Policy: DeadLetter, OnIncompatible: Halt},
 			"create=true base=struct<id:long,status:string> schema=struct<id:long,status:string> evolved=[] enable=[] decisions=1:write,7:dead_letter"},
 		{"no table: allowed feature is enabled by the creating writer", nil, []Writer{{7, ntz}},
-			Options{Policy: Halt, OnIncompatible: Halt, Allow: map[string]bool{FeatureTimestampNtz: true}},
+			Options{Policy: Halt, OnIncompatible: Halt, Allow: map[string]bool{dl.FeatureTimestampNtz: true}},
 			"create=true base=struct<id:long,at:timestamp_ntz> schema=struct<id:long,at:timestamp_ntz> evolved=[] enable=[timestampNtz] decisions=7:write"},
 		{"no table and no writer can define one", nil, []Writer{{7, ntz}},
 			Options{Policy: Halt, OnIncompatible: Halt},

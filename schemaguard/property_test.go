@@ -32,10 +32,10 @@ func randStruct(r *rand.Rand, depth int) *dl.StructType {
 	seen := map[string]bool{}
 	for range r.IntN(5) + 1 {
 		n := names[r.IntN(len(names))]
-		if seen[Key(n)] {
+		if seen[dl.NameKey(n)] {
 			continue
 		}
-		seen[Key(n)] = true
+		seen[dl.NameKey(n)] = true
 		s.Fields = append(s.Fields, &dl.StructField{Name: n, Type: randType(r, depth), Nullable: r.IntN(2) == 0, Metadata: map[string]any{}})
 	}
 	return s
@@ -46,7 +46,7 @@ func leafTypes(out map[string]string, prefix string, t dl.DataType) {
 	switch t := t.(type) {
 	case *dl.StructType:
 		for _, f := range t.Fields {
-			leafTypes(out, prefix+"."+Key(f.Name), f.Type)
+			leafTypes(out, prefix+"."+dl.NameKey(f.Name), f.Type)
 		}
 	case *dl.ArrayType:
 		leafTypes(out, prefix+"[]", t.ElementType)
@@ -62,10 +62,10 @@ func uniqueNames(t dl.DataType) error {
 	case *dl.StructType:
 		seen := map[string]bool{}
 		for _, f := range t.Fields {
-			if seen[Key(f.Name)] {
+			if seen[dl.NameKey(f.Name)] {
 				return fmt.Errorf("two fields named %q ignoring case", f.Name)
 			}
-			seen[Key(f.Name)] = true
+			seen[dl.NameKey(f.Name)] = true
 			if err := uniqueNames(f.Type); err != nil {
 				return err
 			}
@@ -124,5 +124,5 @@ func TestApplyProperties(t *testing.T) {
 func widensByName(from, to string) bool {
 	f, err1 := dl.ParsePrimitive(from)
 	tt, err2 := dl.ParsePrimitive(to)
-	return err1 == nil && err2 == nil && Widens(f, tt)
+	return err1 == nil && err2 == nil && dl.Widening(f, tt) == dl.WideningAutomatic
 }

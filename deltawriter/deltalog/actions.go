@@ -108,20 +108,6 @@ func (m *Metadata) Schema() (*StructType, error) {
 	return ParseSchema(m.SchemaString)
 }
 
-// Table property keys this module reads (PROTOCOL.md, "Table Features" and Delta's
-// DeltaConfig).
-const (
-	PropColumnMappingMode        = "delta.columnMapping.mode"
-	PropColumnMappingMaxColumnID = "delta.columnMapping.maxColumnId"
-	PropCheckpointInterval       = "delta.checkpointInterval"
-	PropCompressionCodec         = "delta.parquet.compression.codec"
-	PropNumIndexedCols           = "delta.dataSkippingNumIndexedCols"
-	PropStatsColumns             = "delta.dataSkippingStatsColumns"
-	PropStringPrefixLength       = "delta.dataSkippingStringPrefixLength"
-	PropAppendOnly               = "delta.appendOnly"
-	PropConstraintPrefix         = "delta.constraints."
-)
-
 // ColumnMappingMode returns the table's delta.columnMapping.mode ("none" when unset).
 // It returns an error for a value other than none, name or id.
 func (m *Metadata) ColumnMappingMode() (ColumnMappingMode, error) {

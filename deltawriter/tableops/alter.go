@@ -13,7 +13,6 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/schemaguard"
 )
 
 // Alter is one `ingestd table alter` invocation. Its changes are committed in this order,
@@ -45,11 +44,11 @@ const engineInfo = "ingestd table alter"
 func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, error) {
 	for _, f := range a.EnableFeatures {
 		switch f {
-		case schemaguard.FeatureTypeWidening, schemaguard.FeatureTimestampNtz:
-		case schemaguard.FeatureColumnMapping:
-			return nil, fmt.Errorf("enable columnMapping: not supported by ingestd yet; use Spark: ALTER TABLE … SET TBLPROPERTIES ('delta.columnMapping.mode'='name')")
+		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz:
+		case deltalog.FeatureColumnMapping:
+			return nil, fmt.Errorf("enable %s: not supported by ingestd yet; use Spark: ALTER TABLE … SET TBLPROPERTIES ('%s'='name')", f, deltalog.PropColumnMappingMode)
 		default:
-			return nil, fmt.Errorf("enable feature %q: use typeWidening or timestampNtz", f)
+			return nil, fmt.Errorf("enable feature %q: use %s or %s", f, deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz)
 		}
 	}
 	for k, v := range a.SetProperties {
@@ -71,7 +70,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			return nil, err
 		}
 	}
-	widening := snap.Metadata.Configuration["delta.enableTypeWidening"] == "true" || slices.Contains(a.EnableFeatures, schemaguard.FeatureTypeWidening)
+	widening := snap.Metadata.Configuration[deltalog.PropEnableTypeWidening] == "true" || slices.Contains(a.EnableFeatures, deltalog.FeatureTypeWidening)
 	for _, c := range a.Widen {
 		if !widening {
 			return nil, fmt.Errorf("widen %s: the table does not have type widening enabled; add --enable-feature typeWidening (an irreversible protocol upgrade)", strings.Join(c.Path, "."))
@@ -109,8 +108,8 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			proto := deltawriter.UpgradeProtocol(s.Protocol, a.EnableFeatures...)
 			meta := s.Metadata
 			meta.Configuration = cloneConf(meta.Configuration)
-			if slices.Contains(a.EnableFeatures, schemaguard.FeatureTypeWidening) {
-				meta.Configuration["delta.enableTypeWidening"] = "true"
+			if slices.Contains(a.EnableFeatures, deltalog.FeatureTypeWidening) {
+				meta.Configuration[deltalog.PropEnableTypeWidening] = "true"
 			}
 			return deltawriter.Commit{Protocol: &proto, Metadata: &meta,
 				OperationParameters: map[string]string{"newProtocol": mustJSON(proto)}}, "features " + strings.Join(a.EnableFeatures, ", "), nil
@@ -144,13 +143,13 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 				cols = append(cols, map[string]any{"column": map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true, "metadata": map[string]any{}}})
 				names = append(names, c.String())
 			}
-			// EvolveTable assigns column mapping ids and upgrades the protocol when a new
-			// column needs a feature (timestamp_ntz → timestampNtz).
-			meta, _, proto, err := deltawriter.EvolveTable(s.Protocol, s.Metadata, schema)
+			// PrepareSchemaChange assigns column mapping ids and upgrades the protocol when a
+			// new column needs a feature (timestamp_ntz → timestampNtz).
+			change, _, err := deltawriter.PrepareSchemaChange(s, deltawriter.SchemaChange{Schema: schema})
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
-			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
+			return deltawriter.Commit{Metadata: change.Metadata, Protocol: change.Protocol, OperationParameters: map[string]string{"columns": mustJSON(cols)}},
 				strings.Join(names, ", "), nil
 		})
 		if err != nil {
@@ -163,12 +162,12 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
-			meta, _, proto, err := deltawriter.EvolveTable(s.Protocol, s.Metadata, schema) // records delta.typeChanges
+			change, _, err := deltawriter.PrepareSchemaChange(s, deltawriter.SchemaChange{Schema: schema}) // records delta.typeChanges
 			if err != nil {
 				return deltawriter.Commit{}, "", err
 			}
 			col := map[string]any{"name": strings.Join(c.Path, "."), "type": c.Type.String(), "nullable": true}
-			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"column": mustJSON(col)}},
+			return deltawriter.Commit{Metadata: change.Metadata, Protocol: change.Protocol, OperationParameters: map[string]string{"column": mustJSON(col)}},
 				fmt.Sprintf("%s %s → %s", strings.Join(c.Path, "."), from, c.Type), nil
 		})
 		if err != nil {
@@ -191,14 +190,14 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// lookup walks path in s (case-insensitive, as Delta matches names) and returns the
+// lookup walks path in s (deltalog.NameKey, as Delta matches names) and returns the
 // struct holding the last segment and the field, which is nil when absent.
 func lookup(s *deltalog.StructType, path []string) (*deltalog.StructType, *deltalog.StructField, error) {
 	parent := s
 	for i, seg := range path {
 		var f *deltalog.StructField
 		for _, x := range parent.Fields {
-			if schemaguard.Key(x.Name) == schemaguard.Key(seg) {
+			if deltalog.NameKey(x.Name) == deltalog.NameKey(seg) {
 				f = x
 				break
 			}
@@ -229,7 +228,7 @@ func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error
 		return nil, fmt.Errorf("add column %s: the table already has %s %s", strings.Join(c.Path, "."), f.Name, f.Type)
 	}
 	name := c.Path[len(c.Path)-1]
-	if schemaguard.NeedsColumnMapping(name) {
+	if deltalog.NeedsColumnMapping(name) {
 		return nil, fmt.Errorf("add column %q: the name needs column mapping, which this table does not have", name)
 	}
 	parent.Fields = append(parent.Fields, &deltalog.StructField{Name: name, Type: c.Type, Nullable: true, Metadata: map[string]any{}})
@@ -237,7 +236,7 @@ func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error
 }
 
 // widen returns a copy of s with the column at c.Path widened to c.Type, and the old
-// type. Only Delta's type-widening changes are accepted; deltawriter.EvolveTable records
+// type. Only Delta's type-widening changes are accepted; deltawriter.PrepareSchemaChange records
 // the change in delta.typeChanges when it is committed.
 func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.DataType, error) {
 	out := s.Clone()
@@ -248,7 +247,7 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 	if f == nil {
 		return nil, nil, fmt.Errorf("widen %s: no such column", strings.Join(c.Path, "."))
 	}
-	if !deltawriter.IsTypeWidening(f.Type, c.Type) {
+	if deltalog.Widening(f.Type, c.Type) == deltalog.WideningNone {
 		return nil, nil, fmt.Errorf("widen %s: %s → %s is not a Delta type widening (allowed: byte→short→int→long, float→double, byte/short/int→double, integer types→a decimal wide enough, date→timestamp_ntz, decimal precision/scale increase)", strings.Join(c.Path, "."), f.Type, c.Type)
 	}
 	from := f.Type
@@ -259,14 +258,14 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 // featureProperties are table properties that turn on a table feature: setting them alone
 // would leave the protocol without the feature, which readers refuse.
 var featureProperties = map[string]string{
-	"delta.enableTypeWidening":       "use --enable-feature typeWidening, which also upgrades the protocol",
-	"delta.columnMapping.mode":       "enabling column mapping is not supported by ingestd yet; use Spark",
-	"delta.enableDeletionVectors":    "deletion vectors need a table feature ingestd does not write; use Spark",
-	"delta.enableRowTracking":        "row tracking needs a table feature ingestd does not write; use Spark",
-	"delta.enableInCommitTimestamps": "in-commit timestamps need a table feature ingestd does not write; use Spark",
-	"delta.enableChangeDataFeed":     "the change data feed needs a table feature; use Spark",
-	"delta.feature.typeWidening":     "use --enable-feature typeWidening",
-	"delta.feature.timestampNtz":     "use --enable-feature timestampNtz",
+	deltalog.PropEnableTypeWidening:                           "use --enable-feature typeWidening, which also upgrades the protocol",
+	deltalog.PropColumnMappingMode:                            "enabling column mapping is not supported by ingestd yet; use Spark",
+	deltalog.PropEnableDeletionVectors:                        "deletion vectors need a table feature ingestd does not write; use Spark",
+	deltalog.PropEnableRowTracking:                            "row tracking needs a table feature ingestd does not write; use Spark",
+	deltalog.PropEnableInCommitTimestamps:                     "in-commit timestamps need a table feature ingestd does not write; use Spark",
+	deltalog.PropEnableChangeDataFeed:                         "the change data feed needs a table feature; use Spark",
+	deltalog.PropFeaturePrefix + deltalog.FeatureTypeWidening: "use --enable-feature typeWidening",
+	deltalog.PropFeaturePrefix + deltalog.FeatureTimestampNtz: "use --enable-feature timestampNtz",
 }
 
 // checkPropertyValue refuses a value Delta readers would reject or misread for the
@@ -275,21 +274,21 @@ var featureProperties = map[string]string{
 // "interval <n> <unit>". Other keys pass unchanged.
 func checkPropertyValue(key, value string) error {
 	switch key {
-	case "delta.appendOnly", "delta.enableTypeWidening", "delta.enableChangeDataFeed",
-		"delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct",
-		"delta.enableExpiredLogCleanup", "delta.randomizeFilePrefixes":
+	case deltalog.PropAppendOnly, deltalog.PropEnableTypeWidening, deltalog.PropEnableChangeDataFeed,
+		deltalog.PropCheckpointStatsAsJSON, deltalog.PropCheckpointStatsAsStruct,
+		deltalog.PropEnableExpiredLogCleanup, deltalog.PropRandomizeFilePrefixes:
 		if value != "true" && value != "false" {
 			return errors.New("want true or false")
 		}
-	case "delta.checkpointInterval":
+	case deltalog.PropCheckpointInterval:
 		if n, err := strconv.Atoi(value); err != nil || n < 1 {
 			return errors.New("want a whole number of commits, at least 1")
 		}
-	case "delta.dataSkippingNumIndexedCols":
+	case deltalog.PropNumIndexedCols:
 		if n, err := strconv.Atoi(value); err != nil || n < -1 {
 			return errors.New("want a whole number of columns, -1 for all")
 		}
-	case "delta.logRetentionDuration", "delta.deletedFileRetentionDuration", "delta.setTransactionRetentionDuration":
+	case deltalog.PropLogRetentionDuration, deltalog.PropDeletedFileRetention, deltalog.PropTxnRetentionDuration:
 		if !intervalRe.MatchString(value) {
 			return errors.New(`want an interval such as "interval 30 days"`)
 		}

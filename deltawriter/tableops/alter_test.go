@@ -28,8 +28,11 @@ func newTable(t *testing.T, schema string) (*deltawriter.Table, storage.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proto, meta := deltawriter.NewTableMetadata("orders", s, nil, nil)
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: &proto, Metadata: &meta, Operation: "CREATE TABLE"}); err != nil {
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: create.Protocol, Metadata: create.Metadata, Operation: "CREATE TABLE"}); err != nil {
 		t.Fatal(err)
 	}
 	return tbl, st
@@ -172,7 +175,7 @@ func TestAlterWideningRules(t *testing.T) {
 	} {
 		from, _ := deltalog.ParsePrimitive(tc.from)
 		to, _ := deltalog.ParsePrimitive(tc.to)
-		if got := deltawriter.IsTypeWidening(from, to); got != tc.ok {
+		if got := deltalog.Widening(from, to) != deltalog.WideningNone; got != tc.ok {
 			t.Errorf("%s → %s: %v, want %v", tc.from, tc.to, got, tc.ok)
 		}
 	}

@@ -1,7 +1,6 @@
 package tableops
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ingestd/ingestd/deltawriter"
@@ -38,7 +35,7 @@ func writeFields(w io.Writer, s *deltalog.StructType, indent string, mode deltal
 				line += fmt.Sprintf(" [id=%d physical=%s]", id, f.PhysicalName(mode))
 			}
 		}
-		if tc, ok := f.Metadata["delta.typeChanges"]; ok {
+		if tc, ok := f.Metadata[deltalog.MetaTypeChanges]; ok {
 			line += " typeChanges=" + mustJSON(tc)
 		}
 		fmt.Fprintln(w, line)
@@ -86,37 +83,22 @@ type HistoryEntry struct {
 // commit files still in _delta_log (older ones may have been cleaned up after a
 // checkpoint). Commits without a commitInfo action get an empty Operation.
 func History(ctx context.Context, st storage.Store, n int) ([]HistoryEntry, error) {
-	files, err := st.List(ctx, "_delta_log")
+	versions, err := deltawriter.CommitVersions(ctx, st)
 	if err != nil {
-		return nil, fmt.Errorf("list _delta_log: %w", err)
+		return nil, err
 	}
-	var versions []int64
-	for _, f := range files {
-		name, ok := strings.CutSuffix(f.Name, ".json")
-		if !ok || len(name) != 20 {
-			continue
-		}
-		if v, err := strconv.ParseInt(name, 10, 64); err == nil {
-			versions = append(versions, v)
-		}
-	}
-	slices.Sort(versions)
 	slices.Reverse(versions)
 	if n > 0 && len(versions) > n {
 		versions = versions[:n]
 	}
 	var out []HistoryEntry
 	for _, v := range versions {
-		b, err := st.Get(ctx, fmt.Sprintf("_delta_log/%020d.json", v))
+		commit, err := deltawriter.ReadCommit(ctx, st, v)
 		if err != nil {
-			return nil, fmt.Errorf("read commit %d: %w", v, err)
-		}
-		actions, err := deltalog.ParseCommit(bytes.NewReader(b))
-		if err != nil {
-			return nil, fmt.Errorf("parse commit %d: %w", v, err)
+			return nil, err
 		}
 		e := HistoryEntry{Version: v}
-		for _, a := range actions {
+		for _, a := range commit.Actions {
 			if a.CommitInfo == nil {
 				continue
 			}

@@ -334,7 +334,7 @@ func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, pat
 	}
 	byKey := make(map[string]int, len(ts.Fields))
 	for j, f := range ts.Fields {
-		k := foldKey(f.Name)
+		k := deltalog.NameKey(f.Name)
 		if _, dup := byKey[k]; dup {
 			return nil, nil, mismatch(joinPath(path, f.Name), "table has two columns named %q case-insensitively", f.Name)
 		}
@@ -346,7 +346,7 @@ func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, pat
 	}
 	steps := make([]fieldOp, 0, len(ws.Fields()))
 	for i, wf := range ws.Fields() {
-		j, ok := byKey[foldKey(wf.Name())]
+		j, ok := byKey[deltalog.NameKey(wf.Name())]
 		if !ok || carriesNoData(wf.Type()) {
 			skip, err := c.skip(wf.Type(), joinPath(path, wf.Name()), depth+1)
 			if err != nil {
@@ -451,7 +451,7 @@ func (c *compiler) value(w avro.Schema, t deltalog.DataType, nullable bool, path
 		}
 		byKey := make(map[string]int, len(st.Fields))
 		for j, f := range st.Fields {
-			byKey[foldKey(f.Name)] = j
+			byKey[deltalog.NameKey(f.Name)] = j
 		}
 		memberLeaves := make([][]int, len(st.Fields))
 		for j, f := range st.Fields {
@@ -460,7 +460,7 @@ func (c *compiler) value(w avro.Schema, t deltalog.DataType, nullable bool, path
 			}
 		}
 		for k, bi := range nonNull {
-			j, ok := byKey[foldKey(memberName(k))]
+			j, ok := byKey[deltalog.NameKey(memberName(k))]
 			if !ok {
 				return nil, mismatch(joinPath(path, memberName(k)), "column %s has no field for union branch %d (%s)", t, bi, types[bi].Type())
 			}

@@ -5,10 +5,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/hamba/avro/v2"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
@@ -119,7 +117,7 @@ func (c *converter) record(rs *avro.RecordSchema, path string, top bool) (*delta
 		if omit {
 			continue
 		}
-		k := foldKey(f.Name())
+		k := deltalog.NameKey(f.Name())
 		if other, dup := seen[k]; dup {
 			return nil, newError(ReasonUnsupportedType, fp, fmt.Errorf("convert schema: fields %q and %q of record %s differ only by case", other, f.Name(), rs.FullName()))
 		}
@@ -201,25 +199,6 @@ func joinPath(path, name string) string {
 		return name
 	}
 	return path + "." + name
-}
-
-// foldKey returns a key equal for two names exactly when they match the way Delta matches
-// column names: case-insensitively after Unicode NFC. Each rune is replaced by the smallest
-// rune of its simple case-folding orbit, so keys agree exactly when strings.EqualFold does.
-func foldKey(name string) string {
-	n := norm.NFC.String(name)
-	var b strings.Builder
-	b.Grow(len(n))
-	for _, r := range n {
-		min := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			if f < min {
-				min = f
-			}
-		}
-		b.WriteRune(min)
-	}
-	return b.String()
 }
 
 // kind is the normalised shape of a primitive Avro type with its logical type applied

@@ -1,16 +1,13 @@
 package dlq
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
@@ -66,8 +63,7 @@ type AckIndex struct {
 	apps  map[string]bool
 	moves map[string][]txnMove
 	first int64 // smallest commit JSON version present above the start (-1: none)
-	last  int64 // largest commit JSON version read (-1: none)
-	from  int64 // versions <= from are not read
+	last  int64 // largest commit JSON version read, or the start: versions <= last are not read
 }
 
 // NewAckIndex reads the table's commits after the smallest table version of recs' dead
@@ -90,70 +86,52 @@ func NewAckIndex(ctx context.Context, st storage.Store, recs []*kgo.Record) (*Ac
 	if len(x.apps) == 0 {
 		return x, nil
 	}
-	x.from = minTV
 	x.last = minTV
 	return x, x.Refresh(ctx)
 }
 
-// Refresh reads the commit JSON files after the last one read.
+// Refresh reads the commits after the last one read.
 func (x *AckIndex) Refresh(ctx context.Context) error {
 	if len(x.apps) == 0 {
 		return nil
 	}
-	files, err := x.st.List(ctx, "_delta_log")
-	if err != nil {
-		return fmt.Errorf("list _delta_log: %w", err)
-	}
-	var versions []int64
-	for _, f := range files {
-		name, ok := strings.CutSuffix(f.Name, ".json")
-		if !ok || len(name) != 20 || f.IsDir {
-			continue
-		}
-		if v, err := strconv.ParseInt(name, 10, 64); err == nil && v > x.from {
-			versions = append(versions, v)
-		}
-	}
-	slices.Sort(versions)
-	if len(versions) > 0 && x.first < 0 {
-		x.first = versions[0]
-	}
-	for _, v := range versions {
-		if v <= x.last {
-			continue
-		}
-		b, err := x.st.Get(ctx, fmt.Sprintf("_delta_log/%020d.json", v))
+	for c, err := range deltawriter.Commits(ctx, x.st, x.last) {
 		if err != nil {
-			return fmt.Errorf("read commit %d: %w", v, err)
+			return fmt.Errorf("read the commits after version %d: %w", x.last, err)
 		}
-		actions, err := deltalog.ParseCommit(bytes.NewReader(b))
-		if err != nil {
-			return fmt.Errorf("parse commit %d: %w", v, err)
+		if x.first < 0 {
+			x.first = c.Version
 		}
-		id := ""
-		var fromGroup map[string]int64
-		for _, a := range actions {
-			if a.CommitInfo != nil {
-				id, _ = a.CommitInfo["txnId"].(string)
-				if ps, ok := a.CommitInfo["operationParameters"].(map[string]any); ok {
-					if s, ok := ps[ParamGroupOffsetTxns].(string); ok {
-						_ = json.Unmarshal([]byte(s), &fromGroup) // unreadable: no fallback positions
-					}
-				}
-			}
-		}
-		for _, a := range actions {
+		fromGroup := groupOffsetTxns(c.Actions)
+		for _, a := range c.Actions {
 			if a.Txn != nil && x.apps[a.Txn.AppID] {
-				m := txnMove{version: v, txnVersion: a.Txn.Version, commitID: id, fromGroup: -1}
+				m := txnMove{version: c.Version, txnVersion: a.Txn.Version, commitID: c.TxnID, fromGroup: -1}
 				if off, ok := fromGroup[a.Txn.AppID]; ok {
 					m.fromGroup = off
 				}
 				x.moves[a.Txn.AppID] = append(x.moves[a.Txn.AppID], m)
 			}
 		}
-		x.last = v
+		x.last = c.Version
 	}
 	return nil
+}
+
+// groupOffsetTxns reads ParamGroupOffsetTxns of a commit's commitInfo (nil: none, or
+// unreadable, which counts as none).
+func groupOffsetTxns(actions []deltalog.Action) map[string]int64 {
+	var m map[string]int64
+	for _, a := range actions {
+		if a.CommitInfo == nil {
+			continue
+		}
+		if ps, ok := a.CommitInfo["operationParameters"].(map[string]any); ok {
+			if s, ok := ps[ParamGroupOffsetTxns].(string); ok {
+				_ = json.Unmarshal([]byte(s), &m)
+			}
+		}
+	}
+	return m
 }
 
 // Classify applies the acknowledgement rule: the first commit after the dead letter's

@@ -1,0 +1,88 @@
+package deltalog
+
+// WideningKind says whether Delta type widening lets a column change from one type to
+// another, and how (PROTOCOL.md, "Type Widening"; https://docs.delta.io/delta-type-widening).
+type WideningKind int
+
+// Widening kinds.
+const (
+	// WideningNone: not a type widening (including the same type): the column cannot
+	// change to it without rewriting the table.
+	WideningNone WideningKind = iota
+	// WideningAutomatic: schema evolution may apply it (mergeSchema, ingestd's evolve):
+	// byte→short→integer→long, float→double, date→timestamp_ntz, and
+	// decimal(p,s)→decimal(p+k1,s+k2) with k1 ≥ k2 ≥ 0.
+	WideningAutomatic
+	// WideningManual: allowed, but only by an explicit ALTER TABLE … CHANGE COLUMN, never
+	// by schema evolution: byte/short/integer→double, byte/short/integer→decimal(10+k1,k2)
+	// and long→decimal(20+k1,k2) with k1 ≥ k2 ≥ 0.
+	WideningManual
+)
+
+func (k WideningKind) String() string {
+	return [...]string{"none", "automatic", "manual"}[k]
+}
+
+// integerRank orders the integer types by width; 0 for any other type.
+func integerRank(t DataType) int {
+	switch t {
+	case Byte:
+		return 1
+	case Short:
+		return 2
+	case Integer:
+		return 3
+	case Long:
+		return 4
+	}
+	return 0
+}
+
+// integerDigits is the number of integer digits a decimal needs to take every value of
+// an integer type under type widening: 10 for byte, short and integer (not the 3 or 5
+// their values need: Delta 3's preview allowed byte→decimal(4,1), and Delta 4 refuses to
+// read tables that recorded it), 20 for long; 0 for any other type.
+func integerDigits(t DataType) int {
+	switch integerRank(t) {
+	case 1, 2, 3:
+		return 10
+	case 4:
+		return 20
+	}
+	return 0
+}
+
+// Widening returns how Delta type widening may change a column of type from to type to
+// (PROTOCOL.md, "Type Widening", supported type changes). It is the one table of type
+// widenings: the schema guard evolves a table only through WideningAutomatic changes,
+// ALTER accepts both kinds, and a recorded delta.typeChanges entry of kind WideningNone
+// makes a table unwritable. Struct, array and map types are never widened as a whole
+// (their leaves are).
+func Widening(from, to DataType) WideningKind {
+	switch t := to.(type) {
+	case PrimitiveType:
+		fr, tr := integerRank(from), integerRank(t)
+		switch {
+		case fr > 0 && tr > fr:
+			return WideningAutomatic
+		case from == Float && t == Double:
+			return WideningAutomatic
+		case from == Date && t == TimestampNtz:
+			return WideningAutomatic
+		case fr > 0 && fr <= 3 && t == Double:
+			return WideningManual
+		}
+	case DecimalType:
+		switch f := from.(type) {
+		case DecimalType:
+			if t.Scale >= f.Scale && t.Precision-t.Scale >= f.Precision-f.Scale && (t.Precision > f.Precision || t.Scale > f.Scale) {
+				return WideningAutomatic
+			}
+		default:
+			if d := integerDigits(from); d > 0 && t.Precision-t.Scale >= d {
+				return WideningManual
+			}
+		}
+	}
+	return WideningNone
+}

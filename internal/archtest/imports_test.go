@@ -1,0 +1,283 @@
+// Package archtest checks the import rules of DESIGN.md §2 ("Data flow and packages")
+// on the module's packages, as `go list` sees them (non-test Go files, this platform's
+// build tags): run by `go test ./...`, so by `make test`.
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ingestd/ingestd"
+
+// layers orders the module's packages from the top (cmd) down; patterns are relative to
+// the module, "x/..." meaning x and everything below it, and the most specific pattern
+// names a package's layer. A package may import only packages of a lower layer (a larger
+// rank), or packages of its own "x/..." subtree. DESIGN.md §2: cmd → ingest →
+// {batcher, schemaguard, deltawriter}; inside deltawriter, tableops → deltawriter →
+// storage → deltalog.
+var layers = []struct {
+	pattern string
+	rank    int
+}{
+	{"cmd/...", 0},
+	{"integration/...", 0}, // end-to-end tests only
+	{"ingest", 1},
+	{"ingest/...", 2}, // decode, dlq, …: below the ingest trunk, never importing it
+	{"batcher/...", 3},
+	{"schemaguard/...", 3},
+	{"deltawriter/...", 3}, // tableops and other users of the Delta writer
+	{"deltawriter", 4},
+	{"deltawriter/storage/...", 5},
+	{"deltawriter/deltalog/...", 6},
+	{"internal/...", 7}, // shared helpers (tarzst): import nothing above
+}
+
+// rules are the "must not import" column of DESIGN.md §2 and the notes under it. A
+// pattern with a dot in its first element is outside the module (it also forbids the
+// package as an indirect dependency); any other is relative to the module.
+var rules = []struct {
+	pkgs string // the packages the rule applies to
+	// only, when set, lists every module package they may import.
+	only []string
+	deny []string
+	why  string
+}{
+	{pkgs: "batcher/...", only: []string{"batcher/..."}, deny: []string{"github.com/twmb/franz-go/..."},
+		why: "batcher is pure size/bytes/age batching: no Kafka, no Delta, nothing else of the module"},
+	{pkgs: "schemaguard/...", only: []string{"schemaguard/...", "deltawriter/deltalog"}, deny: []string{"github.com/twmb/franz-go/..."},
+		why: "schemaguard is pure: no Kafka, no storage, no deltawriter; it works on the Delta model of deltawriter/deltalog only"},
+	{pkgs: "deltawriter/...", deny: []string{"github.com/twmb/franz-go/...", "github.com/hamba/avro/...", "ingest/...", "schemaguard/...", "batcher/..."},
+		why: "deltawriter is the Delta protocol: no Kafka, no Avro, nothing of ingest; offsets arrive as plain (appId, version) pairs"},
+	{pkgs: "deltawriter/storage/...", only: []string{"deltawriter/storage/...", "deltawriter/deltalog"},
+		why: "deltawriter/storage holds the stores: it imports nothing of the module but deltawriter/deltalog"},
+	{pkgs: "deltawriter/deltalog/...", only: []string{"deltawriter/deltalog/..."},
+		why: "deltawriter/deltalog is the pure leaf of Delta facts: it imports nothing of the module"},
+	{pkgs: "ingest/...", deny: []string{"cmd/..."},
+		why: "commands are wired in cmd; nothing imports them"},
+}
+
+// pkg is what `go list -json` says of one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func TestImportRules(t *testing.T) {
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found %d packages of %s: run the test inside the module", len(pkgs), module)
+	}
+	for _, v := range check(pkgs) {
+		t.Error(v)
+	}
+}
+
+// check returns one message per broken rule: the package, the import and the rule.
+func check(pkgs []pkg) []string {
+	byPath := make(map[string]pkg, len(pkgs))
+	for _, p := range pkgs {
+		byPath[p.ImportPath] = p
+	}
+	var out []string
+	for _, p := range pkgs {
+		rel, ok := relative(p.ImportPath)
+		if !ok {
+			continue
+		}
+		rank, layer := layerOf(rel)
+		if layer == "" {
+			out = append(out, fmt.Sprintf("package %s has no layer in the import rules: add it to layers in internal/archtest (DESIGN.md §2)", rel))
+			continue
+		}
+		for _, imp := range p.Imports {
+			irel, inModule := relative(imp)
+			if !inModule {
+				continue
+			}
+			irank, ilayer := layerOf(irel)
+			if irank < rank || (irank == rank && !(ilayer == layer && strings.HasSuffix(layer, "/..."))) {
+				out = append(out, fmt.Sprintf("%s imports %s: a package may import only packages below its layer (%s is in layer %q, %s in %q; DESIGN.md §2: cmd → ingest → {batcher, schemaguard, deltawriter})",
+					rel, irel, rel, layer, irel, ilayer))
+			}
+		}
+		for _, r := range rules {
+			if !match(r.pkgs, rel) {
+				continue
+			}
+			for _, imp := range p.Imports {
+				irel, inModule := relative(imp)
+				if !inModule {
+					continue
+				}
+				if r.only != nil && !slices.ContainsFunc(r.only, func(pat string) bool { return match(pat, irel) }) {
+					out = append(out, fmt.Sprintf("%s imports %s: rule %q: %s (it may import only %s of the module)", rel, irel, r.pkgs, r.why, strings.Join(r.only, ", ")))
+				}
+				for _, pat := range r.deny {
+					if !external(pat) && match(pat, irel) {
+						out = append(out, fmt.Sprintf("%s imports %s: rule %q must not import %q: %s", rel, irel, r.pkgs, pat, r.why))
+					}
+				}
+			}
+			for _, pat := range r.deny {
+				if !external(pat) {
+					continue
+				}
+				if dep, how := findDep(p, pat, byPath); dep != "" {
+					out = append(out, fmt.Sprintf("%s imports %s (%s): rule %q must not import %q: %s", rel, dep, how, r.pkgs, pat, r.why))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// findDep returns the first package matching the external pattern among p's imports
+// ("directly"), else among its dependencies, with the import that brings it in when that
+// is a package of the module, and "" when p does not depend on it.
+func findDep(p pkg, pattern string, byPath map[string]pkg) (dep, how string) {
+	for _, imp := range p.Imports {
+		if match(pattern, imp) {
+			return imp, "directly"
+		}
+	}
+	for _, d := range p.Deps {
+		if !match(pattern, d) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if q, ok := byPath[imp]; ok && slices.Contains(q.Deps, d) {
+				rel, _ := relative(imp)
+				return d, "through " + rel
+			}
+		}
+		return d, "through its imports"
+	}
+	return "", ""
+}
+
+// relative returns path relative to the module ("" for the module root), and whether it
+// is in the module.
+func relative(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	rel, ok := strings.CutPrefix(path, module+"/")
+	return rel, ok
+}
+
+func external(pattern string) bool {
+	first, _, _ := strings.Cut(pattern, "/")
+	return strings.Contains(first, ".")
+}
+
+// match reports whether path matches pattern: equal, or below it for "x/...".
+func match(pattern, path string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == base || strings.HasPrefix(path, base+"/")
+	}
+	return path == pattern
+}
+
+// layerOf returns the rank and pattern of the most specific layer matching rel: an exact
+// pattern wins, then the longest "x/...".
+func layerOf(rel string) (int, string) {
+	best, rank, score := "", -1, -1
+	for _, l := range layers {
+		if !match(l.pattern, rel) {
+			continue
+		}
+		s := len(l.pattern)
+		if !strings.HasSuffix(l.pattern, "/...") {
+			s += 1 << 20
+		}
+		if s > score {
+			best, rank, score = l.pattern, l.rank, s
+		}
+	}
+	return rank, best
+}
+
+// The checker itself: each kind of violation is reported with the package, the import
+// and the rule; the current layout passes.
+func TestCheckReportsViolations(t *testing.T) {
+	m := func(rel string) string { return module + "/" + rel }
+	ok := []pkg{
+		{ImportPath: m("cmd/ingestd"), Imports: []string{m("ingest"), m("deltawriter/tableops")}},
+		{ImportPath: m("ingest"), Imports: []string{m("ingest/decode"), m("batcher"), m("schemaguard"), m("deltawriter"), "github.com/twmb/franz-go/pkg/kgo"}},
+		{ImportPath: m("ingest/dlq"), Imports: []string{m("ingest/decode"), m("deltawriter"), "github.com/twmb/franz-go/pkg/kgo"}},
+		{ImportPath: m("ingest/decode"), Imports: []string{m("deltawriter/deltalog"), "github.com/hamba/avro/v2"}},
+		{ImportPath: m("schemaguard"), Imports: []string{m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter/tableops"), Imports: []string{m("deltawriter"), m("deltawriter/storage"), m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter/storage/s3"), Imports: []string{m("deltawriter/storage")}},
+		{ImportPath: m("deltawriter/storage"), Imports: []string{m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter/deltalog")},
+		{ImportPath: m("internal/tarzst")},
+	}
+	if v := check(ok); len(v) != 0 {
+		t.Errorf("the intended layout is refused:\n%s", strings.Join(v, "\n"))
+	}
+	for _, tc := range []struct {
+		p    pkg
+		want []string // substrings of the one message expected
+	}{
+		{pkg{ImportPath: m("schemaguard"), Imports: []string{m("deltawriter/storage")}}, []string{"schemaguard imports deltawriter/storage", `rule "schemaguard/..."`, "may import only"}},
+		{pkg{ImportPath: m("schemaguard"), Imports: []string{"github.com/twmb/franz-go/pkg/kgo"}, Deps: []string{"github.com/twmb/franz-go/pkg/kgo"}}, []string{"schemaguard imports github.com/twmb/franz-go/pkg/kgo (directly)", "must not import"}},
+		{pkg{ImportPath: m("batcher"), Imports: []string{m("deltawriter/deltalog")}}, []string{"batcher imports deltawriter/deltalog", `rule "batcher/..."`}},
+		{pkg{ImportPath: m("batcher"), Imports: []string{"example.com/x"}, Deps: []string{"example.com/x", "github.com/twmb/franz-go/pkg/kgo"}}, []string{"batcher imports github.com/twmb/franz-go/pkg/kgo (through its imports)"}},
+		{pkg{ImportPath: m("deltawriter/tableops"), Imports: []string{"github.com/hamba/avro/v2"}, Deps: []string{"github.com/hamba/avro/v2"}}, []string{"deltawriter/tableops imports github.com/hamba/avro/v2", `"github.com/hamba/avro/..."`}},
+		{pkg{ImportPath: m("deltawriter/deltalog"), Imports: []string{m("internal/tarzst")}}, []string{"deltawriter/deltalog imports internal/tarzst", "pure leaf"}},
+		{pkg{ImportPath: m("deltawriter/storage"), Imports: []string{m("internal/tarzst")}}, []string{"deltawriter/storage imports internal/tarzst", "but deltawriter/deltalog"}},
+		{pkg{ImportPath: m("internal/tarzst"), Imports: []string{m("deltawriter/deltalog")}}, []string{"internal/tarzst imports deltawriter/deltalog: a package may import only packages below its layer"}},
+		{pkg{ImportPath: m("ingest"), Imports: []string{m("cmd/ingestd")}}, []string{"ingest imports cmd/ingestd: a package may import only packages below its layer"}},
+		{pkg{ImportPath: m("newtop")}, []string{"package newtop has no layer"}},
+	} {
+		v := check([]pkg{tc.p})
+		if len(v) == 0 {
+			t.Errorf("%s importing %v: no violation reported", tc.p.ImportPath, tc.p.Imports)
+			continue
+		}
+		for _, w := range tc.want {
+			if !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, w) }) {
+				t.Errorf("%s importing %v: no message contains %q:\n%s", tc.p.ImportPath, tc.p.Imports, w, strings.Join(v, "\n"))
+			}
+		}
+	}
+	// Several rules at once: deltawriter importing ingest breaks the layers and the
+	// deltawriter rule.
+	v := check([]pkg{{ImportPath: m("deltawriter"), Imports: []string{m("ingest"), m("schemaguard")}}})
+	for _, w := range []string{"deltawriter imports ingest: a package may import only packages below its layer",
+		`deltawriter imports ingest: rule "deltawriter/..." must not import "ingest/..."`,
+		`deltawriter imports schemaguard: rule "deltawriter/..." must not import "schemaguard/..."`,
+		"deltawriter imports schemaguard: a package may import only packages below its layer"} {
+		if !slices.ContainsFunc(v, func(s string) bool { return strings.HasPrefix(s, w) }) {
+			t.Errorf("no message starts with %q:\n%s", w, strings.Join(v, "\n"))
+		}
+	}
+}
