@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -23,71 +22,6 @@ import (
 // errSnapshotChanged asks flushLocked to rebuild the commit on a fresh snapshot: another
 // writer changed the table's metadata or protocol.
 var errSnapshotChanged = errors.New("table changed under the commit")
-
-// flushLocked writes the buffered records (p.mu held) and retries until they are
-// committed: transient failures (registry, broker, store) with backoff, a lost commit race
-// with a metadata change on the new snapshot. It is the replay's flush (the consumer
-// pipeline makes one attempt per flush and backs off per partition instead). When ctx ends
-// first it returns ctx's error; nothing past the last txn was committed, so a rerun reads
-// the records again. Records dead-lettered (or carried forward) by an attempt whose
-// produce succeeded stay so in every later attempt (p.deadSet): their DLQ copies name
-// p.commitID, which the attempts share until one commits.
-func (p *Pipeline) flushLocked(ctx context.Context) error {
-	recs := p.batch.Take()
-	if len(recs) == 0 {
-		return nil
-	}
-	for attempt := 0; ; attempt++ {
-		err := p.flushOnce(ctx, recs)
-		switch {
-		case err == nil:
-			if attempt > 0 {
-				p.status.recovered()
-			}
-			return nil
-		case errors.Is(err, errSnapshotChanged):
-			p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
-			p.log.Info("table changed by another writer; re-running the guard on the new snapshot", "attempt", attempt+1)
-			if attempt >= 3 { // a busy table: back off before racing again
-				if serr := sleepCtx(ctx, backoff(attempt-3)); serr != nil {
-					return fmt.Errorf("flush: %w", serr)
-				}
-			}
-			continue
-		case errors.Is(err, fs.ErrPermission):
-			return fmt.Errorf("write table %s: %w (give ingestd's user write access to the table directory)", p.cfg.Table.URI, err)
-		case isTransient(err):
-			var te *transientError
-			stage := "flush"
-			if errors.As(err, &te) {
-				stage = te.stage
-			}
-			p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
-			p.status.retrying(err)
-			p.log.Warn("flush failed, retrying", "err", err, "attempt", attempt+1)
-			if serr := sleepCtx(ctx, backoff(attempt)); serr != nil {
-				return fmt.Errorf("flush after %v: %w", err, serr)
-			}
-			continue
-		default:
-			return err
-		}
-	}
-}
-
-// transientError marks a failure worth retrying with the same records.
-type transientError struct {
-	stage string
-	err   error
-}
-
-func (e *transientError) Error() string { return e.stage + ": " + e.err.Error() }
-func (e *transientError) Unwrap() error { return e.err }
-
-func isTransient(err error) bool {
-	var t *transientError
-	return errors.As(err, &t) || errors.Is(err, decode.ErrTransient)
-}
 
 // outcome is what happens to one record.
 type outcome int
@@ -501,7 +435,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	// Once acknowledged they join p.deadSet: every rebuild of this batch keeps them.
 	if len(dlq) > 0 {
 		if err := p.produceDeadLetters(ctx, dlq); err != nil {
-			return &transientError{"produce dead letters", err}
+			return produceError("produce dead letters", p.cfg.DeadLetter.Topic, err)
 		}
 		for _, d := range dlq {
 			p.deadSet[keyOf(d.rec)] = deadEntry{dl: d}

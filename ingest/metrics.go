@@ -24,6 +24,7 @@ type Metrics struct {
 	CommitDuration       *prometheus.HistogramVec // pipeline, seconds
 	SchemaEvolutions     *prometheus.CounterVec   // pipeline, kind
 	PipelineHalted       *prometheus.GaugeVec     // pipeline: 1 when halted
+	PipelineFailures     *prometheus.CounterVec   // pipeline: runs ended by a permanent failure
 	TransientErrors      *prometheus.CounterVec   // pipeline, stage
 	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
@@ -61,6 +62,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Schema changes applied to tables, by kind (add_column, widen, relax_nullability)."}, []string{"pipeline", "kind"}),
 		PipelineHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_pipeline_halted",
 			Help: "1 when the pipeline is halted by its schema policy and needs a person."}, []string{"pipeline"}),
+		PipelineFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_pipeline_failures_total",
+			Help: "Pipeline runs ended by a permanent failure that needs a person (see the pipeline's status and error log)."}, []string{"pipeline"}),
 		TransientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_transient_errors_total",
 			Help: "Transient failures that were retried (registry, broker, store), by stage."}, []string{"pipeline", "stage"}),
 		PartitionsBackingOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_partitions_backing_off",
@@ -71,13 +74,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.Batches, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
-		m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	return m
 }
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
 func (m *Metrics) initPipeline(name string) {
-	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.Batches, m.Commits, m.CommitConflicts} {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
 		c.WithLabelValues(name)
 	}
 	m.PipelineHalted.WithLabelValues(name).Set(0)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/internal/backoff"
 )
 
 // SchemaSource resolves a schema id to its writer schema. decode.Registry implements it
@@ -127,7 +127,7 @@ const (
 	revokeFlushTimeout   = 45 * time.Second
 	shutdownFlushTimeout = 60 * time.Second
 	maxPollRecords       = 10_000
-	maxConflictRebuilds  = 8
+	metadataAttempts     = 10 // start-up topic check: about 1.5 min of retryBackoff
 )
 
 // errAbandon, as the cancel cause of Run's context, stops Run like a crash: nothing
@@ -187,7 +187,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			p.status.set(StateFailed, err)
-			p.log.Error("pipeline failed", "err", err)
+			p.observe(verdict{action: actFatal, err: err}, 1, "pipeline failed")
 		} else {
 			p.status.set(StateStopped, nil)
 		}
@@ -377,9 +377,9 @@ func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool
 	}
 	p.pending = keep
 	left, err := p.tryFlushLocked(ctx, recs)
-	if err != nil && !isTransient(err) && ctx.Err() == nil {
+	if v := classify(err); v.action == actFatal && ctx.Err() == nil {
 		p.pending = append(p.pending, left...)
-		return err
+		return v.err
 	}
 	if len(left) > 0 {
 		p.deferLocked(left, err)
@@ -397,7 +397,7 @@ func (p *Pipeline) drainLocked(ctx context.Context) error {
 			return nil
 		}
 		d, _ := p.wakeLocked()
-		if err := sleepCtx(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
+		if err := backoff.Wait(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
 			n := len(p.pending)
 			p.pending = nil
 			return fmt.Errorf("%d records not committed (they are read again after a restart): %w", n, err)
@@ -431,18 +431,49 @@ func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left
 func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) error {
 	for attempt := 0; ; attempt++ {
 		err := p.flushOnce(ctx, recs)
-		if !errors.Is(err, errSnapshotChanged) {
+		if classify(err).action != actRebuild {
 			return err
 		}
-		p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
-		p.log.Info("table changed by another writer; rebuilding the commit on the new snapshot", "attempt", attempt+1)
+		p.observe(verdict{action: actRebuild, err: err}, 1, "table changed by another writer; rebuilding the commit on the new snapshot", "attempt", attempt+1)
 		if attempt+1 >= maxConflictRebuilds {
 			return &transientError{"commit", err}
 		}
-		if attempt >= 2 { // a busy table: back off before racing again
-			if serr := sleepCtx(ctx, backoff(attempt-2)); serr != nil {
-				return &transientError{"commit", serr}
+		if serr := rebuildWait(ctx, attempt); serr != nil { // a busy table: back off before racing again
+			return &transientError{"commit", serr}
+		}
+	}
+}
+
+// flushLocked writes the buffered records (p.mu held) and retries until they are
+// committed: transient failures (registry, broker, store) with retryBackoff, a lost commit
+// race by rebuilding on the new snapshot (writeLocked). It is the replay's flush (the
+// consumer pipeline makes one attempt per flush and backs off per partition instead).
+// When ctx ends first it returns ctx's error; nothing past the last txn was committed, so
+// a rerun reads the records again. Records dead-lettered (or carried forward) by an
+// attempt whose produce succeeded stay so in every later attempt (p.deadSet): their DLQ
+// copies name p.commitID, which the attempts share until one commits. A fatal failure
+// (classify) is returned with its fix.
+func (p *Pipeline) flushLocked(ctx context.Context) error {
+	recs := p.batch.Take()
+	if len(recs) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := p.writeLocked(ctx, recs)
+		switch v := classify(err); v.action {
+		case actNone:
+			if attempt > 0 {
+				p.status.recovered()
 			}
+			return nil
+		case actRetry:
+			p.status.retrying(err)
+			p.observe(v, len(recs), "flush failed, retrying", "attempt", attempt+1)
+			if serr := retryBackoff.Sleep(ctx, attempt); serr != nil {
+				return fmt.Errorf("flush after %v: %w", err, serr)
+			}
+		default:
+			return v.err
 		}
 	}
 }
@@ -525,12 +556,9 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 // exponentially growing backoff of their own. Nothing is dead-lettered for it.
 func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 	now := time.Now()
-	stage := "flush"
-	var te *transientError
-	if errors.As(cause, &te) {
-		stage = te.stage
-	} else if errors.Is(cause, decode.ErrTransient) {
-		stage = "schema registry"
+	v := classify(cause)
+	if v.action != actRetry { // e.g. ctx ended during the flush: retried like a transient failure
+		v = verdict{action: actRetry, stage: "flush", err: cause}
 	}
 	pause := map[string][]int32{}
 	seen := map[topicPartition]bool{}
@@ -548,7 +576,7 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 			p.backoffs[k] = b
 			pause[k.topic] = append(pause[k.topic], k.partition)
 		}
-		d := backoff(b.attempt)
+		d := retryBackoff.Duration(b.attempt)
 		b.until = now.Add(d)
 		b.attempt++
 		maxWait, attempt = max(maxWait, d), max(attempt, b.attempt)
@@ -557,11 +585,10 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 	if len(pause) > 0 && p.cl != nil {
 		p.cl.PauseFetchPartitions(pause)
 	}
-	p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
 	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
 	p.status.retrying(cause)
-	p.log.Warn("transient failure: partitions paused, records kept for a retry (nothing dead-lettered)",
-		"stage", stage, "err", cause, "partitions", len(seen), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
+	p.observe(v, len(recs), "transient failure: partitions paused, records kept for a retry (nothing dead-lettered)",
+		"partitions", len(seen), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
 }
 
 // takeLocked removes and returns the buffered records (pending first) of the partitions
@@ -629,11 +656,17 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		topics = append(topics, p.cfg.DeadLetter.Topic)
 	}
 	var details kadm.TopicDetails
-	err := retryTransient(ctx, p, "metadata", func() error {
-		var err error
-		details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...)
-		return err
-	}, 10) // about 1.5 min of backoff: a broker restarting while we start is not a failure
+	var err error
+	// About 1.5 min of backoff: a broker restarting while we start is not a failure.
+	for attempt := 0; ; attempt++ {
+		if details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...); err == nil {
+			break
+		}
+		p.m.TransientErrors.WithLabelValues(p.cfg.Name, "metadata").Inc()
+		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, err)
 	}
@@ -659,42 +692,6 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		return fmt.Errorf("check topics: %s", strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// retryTransient runs fn up to attempts times with jittered exponential backoff.
-func retryTransient(ctx context.Context, p *Pipeline, stage string, fn func() error, attempts int) error {
-	var err error
-	for i := range attempts {
-		if err = fn(); err == nil {
-			return nil
-		}
-		p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
-		if i == attempts-1 {
-			break
-		}
-		if serr := sleepCtx(ctx, backoff(i)); serr != nil {
-			return err
-		}
-	}
-	return err
-}
-
-// backoff returns the wait before retry n (0-based): 250 ms doubling to 30 s, ±25% jitter.
-func backoff(n int) time.Duration {
-	d := 250 * time.Millisecond << min(n, 7)
-	d = min(d, 30*time.Second)
-	return d - d/4 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // adjustOffsets seeks newly assigned partitions to the Delta txn version + 1, or to the
