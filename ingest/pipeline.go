@@ -57,10 +57,14 @@ type Pipeline struct {
 	status statusBox
 
 	// mu guards everything below: the poll loop and the rebalance callbacks both flush.
-	mu       sync.Mutex
-	cl       *kgo.Client
-	dlq      *kgo.Client // dead-letter producer; nil: cl produces
-	batch    *batcher.Batcher[*kgo.Record]
+	mu  sync.Mutex
+	cl  *kgo.Client
+	dlq *kgo.Client // dead-letter producer; nil: cl produces
+	// batch buffers the records read and not yet committed: fresh ones, and those whose
+	// flush failed transiently, held back per partition (their partitions paused) until
+	// a jittered, growing backoff ends. A partition's records are always flushed
+	// held-first, so its txn never passes a record that is still waiting (batcher).
+	batch    *batcher.Batcher[topicPartition, *kgo.Record]
 	halted   map[topicPartition]HaltedPartition
 	compiled map[decoderKey]*decode.Decoder
 
@@ -90,12 +94,6 @@ type Pipeline struct {
 	// bytes of the batch being decoded, and the column value slices.
 	arena   decode.Arena
 	colBufs [][]parquet.Value
-	// pending holds records whose flush failed transiently (registry, broker, store), in
-	// arrival order; their partitions are paused until backoffs[tp].until. Records of a
-	// partition are always flushed pending-first, so a partition's txn never passes a
-	// record that is still waiting.
-	pending  []*kgo.Record
-	backoffs map[topicPartition]*partBackoff
 	// abandoned makes Run and the revoke callback drop buffered records without flushing:
 	// the in-process stand-in for kill -9 used by tests.
 	abandoned bool
@@ -111,11 +109,7 @@ type topicPartition struct {
 	partition int32
 }
 
-// partBackoff is the retry state of one partition after a transient failure.
-type partBackoff struct {
-	attempt int
-	until   time.Time
-}
+func partOf(r *kgo.Record) topicPartition { return topicPartition{r.Topic, r.Partition} }
 
 // Timeouts that keep the poll loop and the rebalance callbacks inside the rebalance
 // timeout: one flush attempt is bounded by the registry lookup, the dead-letter delivery
@@ -147,11 +141,10 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		deps: deps,
 		log:  log,
 		m:    deps.Metrics,
-		batch: batcher.New[*kgo.Record](batcher.Limits{
-			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}),
+		batch: batcher.New(batcher.Limits{
+			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}, partOf),
 		halted:   map[topicPartition]HaltedPartition{},
 		compiled: map[decoderKey]*decode.Decoder{},
-		backoffs: map[topicPartition]*partBackoff{},
 		hwm:      map[topicPartition]int64{},
 		next:     map[topicPartition]int64{},
 		commitID: newCommitID(),
@@ -247,7 +240,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	for ctx.Err() == nil {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		p.mu.Lock()
-		if d, ok := p.wakeLocked(); ok {
+		if d, ok := p.batch.Deadline(); ok {
 			pollCtx, cancel = context.WithDeadline(ctx, d)
 		}
 		p.mu.Unlock()
@@ -275,8 +268,8 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 				ferr = p.flushDueLocked(ctx, now, false) // full: records or bytes bound reached
 			}
 		})
-		if ferr == nil && (p.batch.Due(now) || p.retryDueLocked(now)) {
-			ferr = p.flushDueLocked(ctx, now, false)
+		if ferr == nil {
+			ferr = p.flushDueLocked(ctx, now, false) // aged, or a partition's backoff ended
 		}
 		p.mu.Unlock()
 		cl.AllowRebalance()
@@ -287,8 +280,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if errors.Is(context.Cause(ctx), errAbandon) {
 		p.mu.Lock()
 		p.abandoned = true
-		p.pending = nil
-		p.batch.Take()
+		p.batch.Take(time.Now(), true)
 		p.mu.Unlock()
 		p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
 		return nil
@@ -329,56 +321,21 @@ func (p *Pipeline) produceDLQ(ctx context.Context, recs []*kgo.Record) error {
 
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 
-// wakeLocked is when the poll loop must wake up even without records: the batch's age
-// bound or the earliest end of a partition's backoff.
-func (p *Pipeline) wakeLocked() (time.Time, bool) {
-	d, ok := p.batch.Deadline()
-	for _, b := range p.backoffs {
-		if !ok || b.until.Before(d) {
-			d, ok = b.until, true
-		}
-	}
-	return d, ok
-}
-
-// retryDueLocked reports whether a partition's backoff has ended and its records wait.
-func (p *Pipeline) retryDueLocked(now time.Time) bool {
-	for _, r := range p.pending {
-		if b := p.backoffs[topicPartition{r.Topic, r.Partition}]; b == nil || !now.Before(b.until) {
-			return true
-		}
-	}
-	return false
-}
-
-// flushDueLocked flushes the batch and the pending records whose partition is not in
-// backoff (all of them when force is set), oldest first. Transient failures keep the
-// records and pause their partitions with a jittered backoff; only a permanent failure
-// is returned.
+// flushDueLocked flushes the buffered records that are due (batcher.Take: a bound or
+// the age reached, or a partition's backoff ended; everything when force is set), held
+// ones first, and counts the flush by its trigger. Transient failures hold the records
+// back and pause their partitions with a jittered backoff; only a permanent failure is
+// returned.
 func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool) error {
-	var recs, keep []*kgo.Record
-	waits := func(r *kgo.Record) bool {
-		b := p.backoffs[topicPartition{r.Topic, r.Partition}]
-		return !force && b != nil && now.Before(b.until)
+	recs, trigger := p.batch.Take(now, force)
+	if len(recs) == 0 {
+		return nil
 	}
-	for _, r := range p.pending {
-		if waits(r) {
-			keep = append(keep, r)
-		} else {
-			recs = append(recs, r)
-		}
-	}
-	for _, r := range p.batch.Take() {
-		if waits(r) {
-			keep = append(keep, r)
-		} else {
-			recs = append(recs, r)
-		}
-	}
-	p.pending = keep
+	p.m.BatchFlushes.WithLabelValues(p.cfg.Name, trigger.String()).Inc()
 	left, err := p.tryFlushLocked(ctx, recs)
 	if v := classify(err); v.action == actFatal && ctx.Err() == nil {
-		p.pending = append(p.pending, left...)
+		// Kept, due at once: the revoke callback of the client's Close tries them once more.
+		p.batch.Hold(left, now, func(int) time.Duration { return 0 })
 		return v.err
 	}
 	if len(left) > 0 {
@@ -393,13 +350,13 @@ func (p *Pipeline) drainLocked(ctx context.Context) error {
 		if err := p.flushDueLocked(ctx, time.Now(), true); err != nil {
 			return err
 		}
-		if len(p.pending) == 0 {
+		if p.batch.Len() == 0 {
 			return nil
 		}
-		d, _ := p.wakeLocked()
+		d, _ := p.batch.Deadline()
 		if err := backoff.Wait(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
-			n := len(p.pending)
-			p.pending = nil
+			recs, _ := p.batch.Take(time.Now(), true)
+			n := len(recs)
 			return fmt.Errorf("%d records not committed (they are read again after a restart): %w", n, err)
 		}
 	}
@@ -454,7 +411,7 @@ func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) error {
 // copies name p.commitID, which the attempts share until one commits. A fatal failure
 // (classify) is returned with its fix.
 func (p *Pipeline) flushLocked(ctx context.Context) error {
-	recs := p.batch.Take()
+	recs, _ := p.batch.Take(time.Now(), true)
 	if len(recs) == 0 {
 		return nil
 	}
@@ -536,19 +493,21 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 			continue
 		}
 		p.setNext(k, off+1)
-		if b := p.backoffs[k]; b != nil && !still[k] {
-			delete(p.backoffs, k)
+		if still[k] {
+			continue
+		}
+		if n, ok := p.batch.Release(k); ok {
 			resume[k.topic] = append(resume[k.topic], k.partition)
-			p.log.Info("partition resumed after transient failures", "topic", k.topic, "partition", k.partition, "attempts", b.attempt)
+			p.log.Info("partition resumed after transient failures", "topic", k.topic, "partition", k.partition, "attempts", n)
 		}
 	}
 	if len(resume) > 0 && p.cl != nil {
 		p.cl.ResumeFetchPartitions(resume)
 	}
-	if len(p.backoffs) == 0 {
+	if p.batch.Holding() == 0 {
 		p.status.recovered()
 	}
-	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
+	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
 }
 
 // deferLocked keeps recs for a retry after a transient failure: their partitions are
@@ -561,56 +520,22 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 		v = verdict{action: actRetry, stage: "flush", err: cause}
 	}
 	pause := map[string][]int32{}
-	seen := map[topicPartition]bool{}
 	var maxWait time.Duration
 	attempt := 0
-	for _, r := range recs {
-		k := topicPartition{r.Topic, r.Partition}
-		if seen[k] {
-			continue
+	holds := p.batch.Hold(recs, now, retryBackoff.Duration)
+	for _, h := range holds {
+		if h.Attempt == 1 { // newly held: stop fetching it
+			pause[h.Key.topic] = append(pause[h.Key.topic], h.Key.partition)
 		}
-		seen[k] = true
-		b := p.backoffs[k]
-		if b == nil {
-			b = &partBackoff{}
-			p.backoffs[k] = b
-			pause[k.topic] = append(pause[k.topic], k.partition)
-		}
-		d := retryBackoff.Duration(b.attempt)
-		b.until = now.Add(d)
-		b.attempt++
-		maxWait, attempt = max(maxWait, d), max(attempt, b.attempt)
+		maxWait, attempt = max(maxWait, h.Until.Sub(now)), max(attempt, h.Attempt)
 	}
-	p.pending = append(p.pending, recs...)
 	if len(pause) > 0 && p.cl != nil {
 		p.cl.PauseFetchPartitions(pause)
 	}
-	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
+	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
 	p.status.retrying(cause)
 	p.observe(v, len(recs), "transient failure: partitions paused, records kept for a retry (nothing dead-lettered)",
-		"partitions", len(seen), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
-}
-
-// takeLocked removes and returns the buffered records (pending first) of the partitions
-// in gone, in their order.
-func (p *Pipeline) takeLocked(gone map[topicPartition]bool) []*kgo.Record {
-	var out, keep []*kgo.Record
-	for _, r := range p.pending {
-		if gone[topicPartition{r.Topic, r.Partition}] {
-			out = append(out, r)
-		} else {
-			keep = append(keep, r)
-		}
-	}
-	p.pending = keep
-	p.batch.Drop(func(r *kgo.Record) bool {
-		if gone[topicPartition{r.Topic, r.Partition}] {
-			out = append(out, r)
-			return true
-		}
-		return false
-	}, recordSize)
-	return out
+		"partitions", len(holds), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
 }
 
 // checkTable opens the table's snapshot (refusing tables ingestd cannot safely write,
@@ -747,8 +672,9 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	recs := p.takeLocked(gone)
+	recs := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })
 	if len(recs) > 0 && !p.abandoned {
+		p.m.BatchFlushes.WithLabelValues(p.cfg.Name, batcher.TriggerRevoke.String()).Inc()
 		fctx, cancel := context.WithTimeout(ctx, revokeFlushTimeout)
 		left, err := p.tryFlushLocked(fctx, recs)
 		cancel()
@@ -769,7 +695,7 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.takeLocked(gone)); n > 0 {
+	if n := len(p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })); n > 0 {
 		p.log.Warn("partitions lost; buffered records dropped (the new owner re-reads them from the Delta txn)", "records", n)
 	}
 	p.forgetLocked(lost, gone)
@@ -794,7 +720,7 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 			delete(p.halted, k)
 			p.status.unhalt(k.topic, k.partition)
 		}
-		delete(p.backoffs, k)
+		p.batch.Release(k)
 		delete(p.noTableTxns, k) // the new owner re-reads them; their dead letters become orphans
 	}
 	if p.cl != nil {
@@ -805,8 +731,8 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 		halted = 1
 	}
 	p.m.PipelineHalted.WithLabelValues(p.cfg.Name).Set(halted)
-	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
-	if len(p.backoffs) == 0 {
+	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
+	if p.batch.Holding() == 0 {
 		p.status.recovered()
 	}
 	p.lagMu.Lock()

@@ -837,4 +837,9 @@ func TestRegistryOutagePausesOnlyWaitingPartitions(t *testing.T) {
 	if b := testutil.ToFloat64(h.metrics.PartitionsBackingOff.WithLabelValues("orders")); b != 0 {
 		t.Errorf("partitions backing off after recovery = %v, want 0", b)
 	}
+	for _, trigger := range []string{"age", "retry"} {
+		if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", trigger)); n < 1 {
+			t.Errorf("ingestd_batch_flushes_total{trigger=%q} = %v, want >= 1", trigger, n)
+		}
+	}
 }
