@@ -88,13 +88,7 @@ func TestDeadLetterRefusedFailsPipeline(t *testing.T) {
 	}
 	h.produceRaw(0, []byte(`{"order_id":1}`)) // bad magic: a dead letter
 	m := h.start("a", nil)
-	var runErr error
-	select {
-	case runErr = <-m.done:
-		m.done <- runErr
-	case <-time.After(30 * time.Second):
-		t.Fatal("the pipeline kept retrying a dead letter the broker refuses for good")
-	}
+	runErr := m.stopped(t, 30*time.Second, "the pipeline kept retrying a dead letter the broker refuses for good")
 	if runErr == nil {
 		t.Fatal("Run returned nil, want the refused dead letter")
 	}

@@ -508,8 +508,8 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 		p.applyHalts(halts)
 		return nil
 	}
-	if p.beforeCommit != nil {
-		if err := p.beforeCommit(len(dlq)); err != nil {
+	if p.hooks.beforeCommit != nil {
+		if err := p.hooks.beforeCommit(len(dlq)); err != nil {
 			return err
 		}
 	}

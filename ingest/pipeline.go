@@ -85,18 +85,12 @@ type Pipeline struct {
 	// table moves these txns too, under the same commitID the dead letters name, so replay
 	// classifies them as real. Dropped with the partition on revoke/loss.
 	noTableTxns map[topicPartition]int64
-	// beforeCommit, when set (tests only), runs after the dead letters of a flush are
-	// acknowledged and before its commit, with their number; an error ends the flush
-	// there, like a crash (nothing committed).
-	beforeCommit func(deadLetters int) error
 
 	// Decode buffers reused across flushes (guarded by mu, like flushOnce): the string
 	// bytes of the batch being decoded, and the column value slices.
 	arena   decode.Arena
 	colBufs [][]parquet.Value
-	// abandoned makes Run and the revoke callback drop buffered records without flushing:
-	// the in-process stand-in for kill -9 used by tests.
-	abandoned bool
+	hooks   hooks // test seams; zero in production
 
 	// lagMu guards the consumer-lag bookkeeping, also written by adjustOffsets.
 	lagMu sync.Mutex
@@ -124,10 +118,19 @@ const (
 	metadataAttempts     = 10 // start-up topic check: about 1.5 min of retryBackoff
 )
 
-// errAbandon, as the cancel cause of Run's context, stops Run like a crash: nothing
-// buffered is flushed, no offsets are committed (tests use it with a broker that ignores
-// the LeaveGroup, to model kill -9).
-var errAbandon = errors.New("pipeline abandoned without flushing")
+// hooks are seams for the ingest tests (helpers_test.go sets them); production leaves
+// them zero and every use checks for nil.
+type hooks struct {
+	// beforeCommit runs after the dead letters of a flush are acknowledged and before its
+	// commit, with their number; an error ends the flush there, like a crash (nothing
+	// committed).
+	beforeCommit func(deadLetters int) error
+	// abandon is asked when Run's loop ends: true stops Run like kill -9 (nothing
+	// buffered is flushed, no offsets are committed); abandoned (guarded by mu) then makes
+	// the revoke callback drop its records too.
+	abandon   func(ctx context.Context) bool
+	abandoned bool
+}
 
 // NewPipeline returns a pipeline for cfg; it does no I/O.
 func NewPipeline(cfg *Config, deps Deps) *Pipeline {
@@ -176,6 +179,10 @@ func (p *Pipeline) appID(topic string, partition int32) string {
 // Status while the others go on. Run returns an error when the pipeline cannot start
 // (table refused, dead-letter topic missing, broker unreachable at start) or hits a
 // permanent failure; the error is also reported by Status.
+//
+// Run goes through three phases: start (check the table, build the Kafka clients, check
+// the topics), loop (poll, batch, flush, until ctx ends) and drain (flush and commit what
+// is buffered, in a bounded time of its own).
 func (p *Pipeline) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -185,58 +192,75 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			p.status.set(StateStopped, nil)
 		}
 	}()
-	if err := p.checkTable(ctx); err != nil {
+	s, err := p.start(ctx)
+	if err != nil {
 		return err
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(p.cfg.Kafka.Brokers...),
-		kgo.ConsumerGroup(p.cfg.Kafka.Group),
-		kgo.ConsumeTopics(p.cfg.Kafka.Topics...),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.RebalanceTimeout(rebalanceTimeout),
-		kgo.SessionTimeout(p.cfg.Kafka.SessionTimeout),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(time.Second), // resumed partitions wait at most this for the fetch in flight
-		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
-		kgo.OnPartitionsRevoked(p.onRevoked),
-		kgo.OnPartitionsLost(p.onLost),
-		kgo.WithLogger(kgoLogger{p.log}),
+	defer s.close()
+	if err := s.loop(ctx); err != nil {
+		return err
 	}
-	opts = append(opts, p.deps.KafkaOpts...)
-	cl, err := kgo.NewClient(opts...)
+	if p.hooks.abandon != nil && p.hooks.abandon(ctx) {
+		s.abandon()
+		return nil
+	}
+	return s.drain(ctx)
+}
+
+// session is one run of a pipeline after a successful start: the Kafka clients it
+// made, which close closes.
+type session struct {
+	p   *Pipeline
+	cl  *kgo.Client // group consumer; also the advisory offset committer
+	dlq *kgo.Client // dead-letter producer; nil without a dead-letter topic
+}
+
+// start refuses a table the pipeline cannot write, builds the consumer and the
+// dead-letter producer (kafkaClients) and checks the source and dead-letter topics; the
+// pipeline is running once it returns. On error nothing stays open.
+func (p *Pipeline) start(ctx context.Context) (*session, error) {
+	if err := p.checkTable(ctx); err != nil {
+		return nil, err
+	}
+	clients := newKafkaClients(p.cfg, p.log, p.deps.KafkaOpts)
+	cl, err := clients.consumer(consumerCallbacks{adjust: p.adjustOffsets, revoked: p.onRevoked, lost: p.onLost})
 	if err != nil {
-		return fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
-	defer cl.Close()
-	var dlq *kgo.Client
+	s := &session{p: p, cl: cl}
 	if p.cfg.DeadLetter.Topic != "" {
-		// A producer of its own: dead letters never queue behind the consumer, and it is
-		// not idempotent (the dead-letter topic is at-least-once by design; replay
-		// dedupes), so it needs no producer id: after a broker restart the first produce
-		// does not wait for InitProducerId, and no sequence state can wedge a partition.
-		dopts := append([]kgo.Opt{
-			kgo.SeedBrokers(p.cfg.Kafka.Brokers...),
-			kgo.DisableIdempotentWrite(),
-			kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.ProducerLinger(0),
-			kgo.WithLogger(kgoLogger{p.log.With("client", "dead-letter producer")}),
-		}, p.deps.KafkaOpts...)
-		if dlq, err = kgo.NewClient(dopts...); err != nil {
-			return fmt.Errorf("create dead-letter producer: %w", err)
+		if s.dlq, err = clients.deadLetterProducer(); err != nil {
+			s.close()
+			return nil, err
 		}
-		defer dlq.Close()
 	}
 	p.mu.Lock()
-	p.cl, p.dlq = cl, dlq
+	p.cl, p.dlq = s.cl, s.dlq
 	p.mu.Unlock()
 	if err := p.checkTopics(ctx, cl); err != nil {
-		return err
+		s.close()
+		return nil, err
 	}
 	p.status.set(StateRunning, nil)
 	p.log.Info("pipeline started", "topics", p.cfg.Kafka.Topics, "group", p.cfg.Kafka.Group,
 		"table", p.cfg.Table.URI, "policy", p.cfg.Schema.Policy)
+	return s, nil
+}
 
+// close closes the consumer first (leaving the group runs the revoke callback, whose
+// flush may still produce dead letters), then the dead-letter producer.
+func (s *session) close() {
+	s.cl.Close()
+	if s.dlq != nil {
+		s.dlq.Close()
+	}
+}
+
+// loop polls until ctx ends, adding records to the batch and flushing what is due (a
+// bound, the age, or a partition's backoff). It returns nil when ctx ends or the client
+// is closed, and the error of a flush that failed for good (classify: fatal).
+func (s *session) loop(ctx context.Context) error {
+	p, cl := s.p, s.cl
 	for ctx.Err() == nil {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		p.mu.Lock()
@@ -247,12 +271,11 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		fs := cl.PollRecords(pollCtx, maxPollRecords)
 		cancel()
 		if fs.IsClientClosed() {
-			break
+			return nil
 		}
 		fs.EachError(func(t string, part int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				p.m.TransientErrors.WithLabelValues(p.cfg.Name, "fetch").Inc()
-				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+				p.observe(verdict{action: actRetry, stage: "fetch", err: err}, 1, "fetch error", "topic", t, "partition", part)
 			}
 		})
 		p.observeFetch(fs)
@@ -277,15 +300,13 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			return ferr
 		}
 	}
-	if errors.Is(context.Cause(ctx), errAbandon) {
-		p.mu.Lock()
-		p.abandoned = true
-		p.batch.Take(time.Now(), true)
-		p.mu.Unlock()
-		p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
-		return nil
-	}
-	// Shutdown: flush and commit what is buffered, with a bounded time of its own.
+	return nil
+}
+
+// drain is the shutdown (SIGTERM): flush and commit what is buffered, retrying transient
+// failures for at most shutdownFlushTimeout (ctx has ended; its values are kept).
+func (s *session) drain(ctx context.Context) error {
+	p := s.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
 	defer cancel()
 	p.mu.Lock()
@@ -296,6 +317,17 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	}
 	p.log.Info("pipeline stopped")
 	return nil
+}
+
+// abandon ends the session like kill -9 (tests only, see hooks.abandon): buffered records
+// are dropped without a flush, and the revoke callback of close flushes nothing.
+func (s *session) abandon() {
+	p := s.p
+	p.mu.Lock()
+	p.hooks.abandoned = true
+	p.batch.Take(time.Now(), true)
+	p.mu.Unlock()
+	p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
 }
 
 // produceDLQ produces dead letters and waits until every one is acknowledged, or
@@ -673,7 +705,7 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	recs := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })
-	if len(recs) > 0 && !p.abandoned {
+	if len(recs) > 0 && !p.hooks.abandoned {
 		p.m.BatchFlushes.WithLabelValues(p.cfg.Name, batcher.TriggerRevoke.String()).Inc()
 		fctx, cancel := context.WithTimeout(ctx, revokeFlushTimeout)
 		left, err := p.tryFlushLocked(fctx, recs)
@@ -777,26 +809,4 @@ func (p *Pipeline) updateLagLocked(k topicPartition) {
 		return
 	}
 	p.m.ConsumerLag.WithLabelValues(p.cfg.Name, k.topic, strconv.Itoa(int(k.partition))).Set(float64(max(h-n, 0)))
-}
-
-// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	if k.l.Enabled(context.Background(), slog.LevelDebug) {
-		return kgo.LogLevelInfo // --log-level debug: kgo's connection and group lifecycle too
-	}
-	return kgo.LogLevelWarn
-}
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
-	switch level {
-	case kgo.LogLevelInfo:
-		k.l.Debug("kafka: "+msg, kv...)
-	case kgo.LogLevelError:
-		k.l.Error("kafka: "+msg, kv...)
-	case kgo.LogLevelWarn:
-		k.l.Warn("kafka: "+msg, kv...)
-	default:
-		k.l.Debug("kafka: "+msg, kv...)
-	}
 }

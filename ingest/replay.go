@@ -496,24 +496,19 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	if err := p.checkTable(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...),
-		// No RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a
-		// dead letter keeps its (old) source timestamp; produceDLQ bounds delivery instead.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.WithLogger(kgoLogger{p.log})}, deps.KafkaOpts...)...)
+	clients := newKafkaClients(cfg, p.log, deps.KafkaOpts)
+	cl, err := clients.replayReader()
 	if err != nil {
-		return nil, fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
 	p.cl = cl
 	p.replay.adm = kadm.NewClient(cl)
 	if !opts.DryRun && opts.filtered() {
 		// Carried records go back to the partition they were read from.
-		cc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.WithLogger(kgoLogger{p.log.With("client", "carry-forward producer")})}, deps.KafkaOpts...)...)
+		cc, err := clients.carryProducer()
 		if err != nil {
-			return nil, fmt.Errorf("create kafka client: %w", err)
+			return nil, err
 		}
 		defer cc.Close()
 		p.replay.carryCl = cc
