@@ -595,9 +595,8 @@ func (p *Pipeline) applyHalts(halts []HaltedPartition) {
 		k := topicPartition{h.Topic, h.Partition}
 		p.halted[k] = h
 		p.status.halt(h)
-		p.m.PipelineHalted.WithLabelValues(p.cfg.Name).Set(1)
-		p.log.Error("pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
-			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "reason", h.Reason, "field", h.Field, "message", h.Message)
+		p.observe(verdict{action: actHalt, reason: h.Reason}, 1, "pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
+			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "field", h.Field, "message", h.Message)
 		if p.cl != nil {
 			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})
 		}
@@ -635,10 +634,13 @@ func (p *Pipeline) produceDeadLetters(ctx context.Context, dlq []deadLetter) err
 	if err := p.produceDLQ(ctx, recs); err != nil {
 		return fmt.Errorf("produce to %s: %w", p.cfg.DeadLetter.Topic, err)
 	}
+	byReason := map[string]int{}
 	for _, d := range dlq {
-		p.m.RecordsDeadLettered.WithLabelValues(p.cfg.Name, d.reason).Inc()
+		byReason[d.reason]++
 	}
-	p.log.Info("dead-lettered records", "topic", recs[0].Topic, "count", len(dlq))
+	for _, reason := range slices.Sorted(maps.Keys(byReason)) {
+		p.observe(verdict{action: actDeadLetter, reason: reason}, byReason[reason], "dead-lettered records", "topic", recs[0].Topic)
+	}
 	return nil
 }
 

@@ -619,7 +619,7 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		if details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...); err == nil {
 			break
 		}
-		p.m.TransientErrors.WithLabelValues(p.cfg.Name, "metadata").Inc()
+		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
 		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {
 			break
 		}
@@ -660,8 +660,9 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 	switch {
 	case errors.Is(err, deltawriter.ErrTableNotFound):
 	case err != nil:
-		p.m.TransientErrors.WithLabelValues(p.cfg.Name, "read txn versions").Inc()
-		return nil, fmt.Errorf("read txn versions: %w", err) // the session fails and rejoins
+		err = fmt.Errorf("read txn versions: %w", err)
+		p.observe(verdict{action: actRetry, stage: "read txn versions", err: err}, 1, "partitions not assigned; the session fails and rejoins")
+		return nil, err
 	default:
 		txns, retention = snap.Txns, snap.TxnRetention > 0
 	}
