@@ -452,6 +452,10 @@ func TestTwoMembersShareTopicExactlyOnce(t *testing.T) {
 	if n := h.dlqCount(); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}
+	// A backlog of 6,000 records fills batches of batch.max_records (500).
+	if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", "records")); n < 1 {
+		t.Errorf("ingestd_batch_flushes_total{trigger=\"records\"} = %v, want >= 1", n)
+	}
 }
 
 // swallowLeave makes the broker answer the next LeaveGroup with success without removing
