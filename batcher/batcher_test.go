@@ -1,34 +1,56 @@
 package batcher
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
 
+// item is a test record: a key (partition) and a sequence number within it (offset).
+type item struct {
+	key int
+	seq int
+}
+
+func keyOf(it item) int { return it.key }
+
+func newTest(l Limits) *Batcher[int, item] { return New[int, item](l, keyOf) }
+
+func wait(d time.Duration) func(int) time.Duration { return func(int) time.Duration { return d } }
+
 func TestBounds(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	tests := []struct {
-		name   string
-		limits Limits
-		sizes  []int64
-		wantAt int // index of the Add that returns full, -1 if none
+		name    string
+		limits  Limits
+		sizes   []int64
+		wantAt  int // index of the Add that returns full, -1 if none
+		trigger Trigger
 	}{
-		{"records", Limits{MaxRecords: 3}, []int64{1, 1, 1, 1}, 2},
-		{"bytes", Limits{MaxBytes: 10}, []int64{4, 4, 4}, 2},
-		{"bytes exact", Limits{MaxBytes: 8}, []int64{4, 4}, 1},
-		{"no bound", Limits{}, []int64{100, 100}, -1},
+		{"records", Limits{MaxRecords: 3}, []int64{1, 1, 1, 1}, 2, TriggerRecords},
+		{"bytes", Limits{MaxBytes: 10}, []int64{4, 4, 4}, 2, TriggerBytes},
+		{"bytes exact", Limits{MaxBytes: 8}, []int64{4, 4}, 1, TriggerBytes},
+		{"no bound", Limits{}, []int64{100, 100}, -1, TriggerNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := New[int](tt.limits)
+			b := newTest(tt.limits)
 			got := -1
 			for i, s := range tt.sizes {
-				if b.Add(i, s, t0) && got < 0 {
+				if b.Add(item{0, i}, s, t0) && got < 0 {
 					got = i
 				}
 			}
 			if got != tt.wantAt {
 				t.Fatalf("full at %d, want %d", got, tt.wantAt)
+			}
+			items, trig := b.Take(t0, false)
+			if trig != tt.trigger {
+				t.Fatalf("trigger %v, want %v", trig, tt.trigger)
+			}
+			if tt.trigger != TriggerNone && len(items) != len(tt.sizes) {
+				t.Fatalf("took %d items, want %d", len(items), len(tt.sizes))
 			}
 		})
 	}
@@ -36,8 +58,8 @@ func TestBounds(t *testing.T) {
 
 func TestAgeAndTake(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	b := New[string](Limits{MaxAge: 10 * time.Second})
-	if b.Due(t0) {
+	b := New[string, string](Limits{MaxAge: 10 * time.Second}, func(string) string { return "" })
+	if b.Due(t0) != TriggerNone {
 		t.Fatal("empty batch is due")
 	}
 	if _, ok := b.Deadline(); ok {
@@ -48,15 +70,18 @@ func TestAgeAndTake(t *testing.T) {
 	if d, _ := b.Deadline(); !d.Equal(t0.Add(10 * time.Second)) {
 		t.Fatalf("deadline %v, want first add + 10s", d)
 	}
-	if b.Due(t0.Add(9 * time.Second)) {
+	if b.Due(t0.Add(9*time.Second)) != TriggerNone {
 		t.Fatal("due before max age")
 	}
-	if !b.Due(t0.Add(10 * time.Second)) {
+	if items, trig := b.Take(t0.Add(9*time.Second), false); items != nil || trig != TriggerNone || b.Len() != 2 {
+		t.Fatalf("take before max age = %v, %v; len %d", items, trig, b.Len())
+	}
+	if b.Due(t0.Add(10*time.Second)) != TriggerAge {
 		t.Fatal("not due at max age")
 	}
-	items := b.Take()
-	if len(items) != 2 || items[0] != "a" || items[1] != "b" || b.Len() != 0 || b.Bytes() != 0 {
-		t.Fatalf("take = %v, len %d bytes %d", items, b.Len(), b.Bytes())
+	items, trig := b.Take(t0.Add(10*time.Second), false)
+	if len(items) != 2 || items[0] != "a" || items[1] != "b" || b.Len() != 0 || trig != TriggerAge {
+		t.Fatalf("take = %v (%v), len %d", items, trig, b.Len())
 	}
 	b.Add("c", 1, t0.Add(time.Hour))
 	if d, _ := b.Deadline(); !d.Equal(t0.Add(time.Hour + 10*time.Second)) {
@@ -64,22 +89,193 @@ func TestAgeAndTake(t *testing.T) {
 	}
 }
 
-func TestDrop(t *testing.T) {
-	b := New[int](Limits{})
+func TestTakeKeys(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	b := newTest(Limits{MaxBytes: 100})
 	for i := range 6 {
-		b.Add(i, int64(i), time.Unix(0, 0))
+		b.Add(item{i % 2, i}, int64(i), t0)
 	}
-	b.Drop(func(v int) bool { return v%2 == 0 }, func(v int) int64 { return int64(v) })
-	got := b.Take()
-	if len(got) != 3 || got[0] != 1 || got[1] != 3 || got[2] != 5 {
-		t.Fatalf("after drop %v, want [1 3 5]", got)
+	got := b.TakeKeys(func(k int) bool { return k == 0 })
+	if !slices.Equal(got, []item{{0, 0}, {0, 2}, {0, 4}}) {
+		t.Fatalf("taken %v, want key 0's items in order", got)
 	}
-	b.Add(7, 7, time.Unix(0, 0))
-	b.Drop(func(int) bool { return true }, func(v int) int64 { return int64(v) })
-	if b.Len() != 0 || b.Bytes() != 0 {
-		t.Fatal("drop all left items")
+	if b.bytes != 1+3+5 {
+		t.Fatalf("bytes after TakeKeys = %d, want 9", b.bytes)
+	}
+	rest, _ := b.Take(t0, true)
+	if !slices.Equal(rest, []item{{1, 1}, {1, 3}, {1, 5}}) {
+		t.Fatalf("left %v, want [1 3 5] of key 1", rest)
+	}
+	b.Add(item{0, 7}, 7, t0)
+	b.TakeKeys(func(int) bool { return true })
+	if b.Len() != 0 || b.bytes != 0 {
+		t.Fatal("TakeKeys of every key left items")
 	}
 	if _, ok := b.Deadline(); ok {
-		t.Fatal("deadline after dropping everything")
+		t.Fatal("deadline after taking everything")
+	}
+}
+
+// TestHolds: key 0's flush fails and its items are held back; key 1 goes on; key 0's
+// new items wait behind its held ones; the retry hands them out held first, in order.
+func TestHolds(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	b := newTest(Limits{MaxRecords: 3, MaxAge: 10 * time.Second})
+	b.Add(item{0, 0}, 1, at(0))
+	b.Add(item{1, 0}, 1, at(0))
+	if !b.Add(item{0, 1}, 1, at(0)) {
+		t.Fatal("third item did not fill the batch")
+	}
+	got, trig := b.Take(at(0), false)
+	if trig != TriggerRecords || !slices.Equal(got, []item{{0, 0}, {1, 0}, {0, 1}}) {
+		t.Fatalf("first take = %v (%v)", got, trig)
+	}
+	// key 0 failed from its first item; key 1 was committed.
+	hs := b.Hold([]item{{0, 0}, {0, 1}}, at(10), wait(5*time.Second))
+	if len(hs) != 1 || hs[0] != (Hold[int]{Key: 0, Attempt: 1, Until: at(15)}) {
+		t.Fatalf("holds = %+v", hs)
+	}
+	if b.Holding() != 1 || b.Len() != 2 {
+		t.Fatalf("holding %d keys, %d items; want 1, 2", b.Holding(), b.Len())
+	}
+	if d, ok := b.Deadline(); !ok || !d.Equal(at(15)) {
+		t.Fatalf("deadline %v %v, want the hold's end", d, ok)
+	}
+	// New items of both keys fill the batch: key 1's go, key 0's stay behind its held ones.
+	b.Add(item{1, 1}, 1, at(11))
+	b.Add(item{0, 2}, 1, at(11))
+	b.Add(item{1, 2}, 1, at(11))
+	got, trig = b.Take(at(11), false)
+	if trig != TriggerRecords || !slices.Equal(got, []item{{1, 1}, {1, 2}}) {
+		t.Fatalf("take during key 0's hold = %v (%v), want key 1's items only", got, trig)
+	}
+	if d, _ := b.Deadline(); !d.Equal(at(15)) {
+		t.Fatalf("deadline %v, want the hold's end", d)
+	}
+	if tr := b.Due(at(14)); tr != TriggerNone {
+		t.Fatalf("due %v during the hold", tr)
+	}
+	if tr := b.Due(at(15)); tr != TriggerRetry {
+		t.Fatalf("due %v at the hold's end, want retry", tr)
+	}
+	got, trig = b.Take(at(15), false)
+	if trig != TriggerRetry || !slices.Equal(got, []item{{0, 0}, {0, 1}, {0, 2}}) {
+		t.Fatalf("retry take = %v (%v), want key 0's items held first, in order", got, trig)
+	}
+	// It fails again: the next wait grows with the number of holds.
+	hs = b.Hold(got, at(15), func(n int) time.Duration { return time.Duration(n+1) * 10 * time.Second })
+	if hs[0].Attempt != 2 || !hs[0].Until.Equal(at(35)) {
+		t.Fatalf("second hold = %+v", hs[0])
+	}
+	if got, trig := b.Take(at(30), false); got != nil || trig != TriggerNone {
+		t.Fatalf("take during the hold = %v (%v)", got, trig)
+	}
+	got, trig = b.Take(at(30), true)
+	if trig != TriggerShutdown || !slices.Equal(got, []item{{0, 0}, {0, 1}, {0, 2}}) {
+		t.Fatalf("forced take = %v (%v)", got, trig)
+	}
+	if n, ok := b.Release(0); !ok || n != 2 {
+		t.Fatalf("release = %d %v, want 2 holds", n, ok)
+	}
+	if _, ok := b.Release(0); ok || b.Holding() != 0 {
+		t.Fatal("released twice")
+	}
+	// A held-back item whose key is not on hold any more is due at once.
+	b.Hold([]item{{2, 0}}, at(30), wait(time.Hour))
+	b.Release(2)
+	if d, ok := b.Deadline(); !ok || !d.IsZero() || b.Due(at(30)) != TriggerRetry {
+		t.Fatalf("released key's item: deadline %v %v, due %v", d, ok, b.Due(at(30)))
+	}
+}
+
+func TestTriggerNames(t *testing.T) {
+	want := []string{"records", "bytes", "age", "retry", "revoke", "shutdown"}
+	var got []string
+	for _, tr := range Triggers() {
+		got = append(got, tr.String())
+	}
+	if !slices.Equal(got, want) || TriggerNone.String() != "none" {
+		t.Fatalf("trigger names %v", got)
+	}
+}
+
+// TestHeldFirstProperty: a random consumer adds items per key in sequence, takes them
+// (on time, forced, or by key), commits a prefix of each key's taken items and holds the
+// rest back. Whatever the order of operations, every key's items are committed exactly
+// in sequence: a key's commit never passes an item that is still waiting, and nothing is
+// lost or repeated.
+func TestHeldFirstProperty(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		b := newTest(Limits{MaxRecords: 1 + rng.IntN(8), MaxBytes: int64(5 + rng.IntN(40)), MaxAge: time.Duration(1+rng.IntN(5)) * time.Second})
+		now := time.Unix(0, 0)
+		const keys = 4
+		next := [keys]int{}      // next sequence to add
+		committed := [keys]int{} // next sequence expected to commit
+		flush := func(items []item) {
+			t.Helper()
+			byKey := map[int][]item{}
+			var order []int
+			for _, it := range items {
+				if _, ok := byKey[it.key]; !ok {
+					order = append(order, it.key)
+				}
+				byKey[it.key] = append(byKey[it.key], it)
+			}
+			var back []item
+			for _, k := range order {
+				its := byKey[k]
+				cut := len(its)
+				if rng.IntN(3) == 0 {
+					cut = rng.IntN(len(its) + 1)
+				}
+				for _, it := range its[:cut] {
+					if it.seq != committed[k] {
+						t.Fatalf("seed %d: key %d committed %d, want %d (a waiting item was passed)", seed, k, it.seq, committed[k])
+					}
+					committed[k]++
+				}
+				if cut < len(its) {
+					back = append(back, its[cut:]...)
+				} else {
+					b.Release(k)
+				}
+			}
+			b.Hold(back, now, func(n int) time.Duration { return time.Duration(rng.IntN(3)+n) * time.Second })
+		}
+		for range 300 {
+			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			switch op := rng.IntN(10); {
+			case op < 6:
+				k := rng.IntN(keys)
+				if b.Add(item{k, next[k]}, int64(rng.IntN(10)), now) {
+					items, _ := b.Take(now, false)
+					flush(items)
+				}
+				next[k]++
+			case op < 8:
+				items, _ := b.Take(now, false)
+				flush(items)
+			case op < 9:
+				items, _ := b.Take(now, true)
+				flush(items)
+			default:
+				k := rng.IntN(keys)
+				flush(b.TakeKeys(func(x int) bool { return x == k }))
+			}
+		}
+		for b.Len() > 0 {
+			items, _ := b.Take(now, true)
+			for _, it := range items {
+				if it.seq != committed[it.key] {
+					t.Fatalf("seed %d: final key %d committed %d, want %d", seed, it.key, it.seq, committed[it.key])
+				}
+				committed[it.key]++
+			}
+		}
+		if committed != next {
+			t.Fatalf("seed %d: committed %v of %v", seed, committed, next)
+		}
 	}
 }

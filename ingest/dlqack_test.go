@@ -20,36 +20,37 @@ import (
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
-// runUntil runs a pipeline with hook (see flusher.beforeCommit; kill is kill -9: the
+// runUntil runs a pipeline with hook (see hooks.beforeCommit; kill is kill -9: the
 // pipeline stops without flushing) until the table's txns account for want source
 // records (then stops it like SIGTERM), or until Run returns; it returns Run's error.
 func (h *harness) runUntil(cfg *Config, hook func(dead int, kill func()) error, want int64) (*Pipeline, error) {
 	h.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{h.t, "pipeline"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p := NewPipeline(cfg, h.deps(log))
+	abandonOnCause(p)
 	ctx, cancelCause := context.WithCancelCause(context.Background())
 	cancel := func() { cancelCause(nil) }
 	defer cancel()
 	if hook != nil {
-		p.fl.beforeCommit = func(dead int) error { return hook(dead, func() { cancelCause(errAbandon) }) }
+		p.hooks.beforeCommit = func(dead int) error { return hook(dead, func() { cancelCause(errAbandon) }) }
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var runErr error
+	waitFor(h.t, 30*time.Second, func() error {
 		select {
-		case err := <-done:
-			return p, err
-		case <-time.After(20 * time.Millisecond):
+		case runErr = <-done:
+			return nil
+		default:
 		}
-		if h.handled() >= want {
-			cancel()
-			return p, <-done
+		if n := h.handled(); n < want {
+			return fmt.Errorf("pipeline handled %d of %d", n, want)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("pipeline handled %d of %d", h.handled(), want)
-		}
-	}
+		cancel()
+		runErr = <-done
+		return nil
+	})
+	return p, runErr
 }
 
 func (h *harness) addChannel() {
@@ -251,7 +252,7 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 	cfg := h.config()
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
 	m := h.startWith("pipeline", cfg, nil)
-	h.waitFor("2 dead letters", func() bool { return h.dlqCount() >= 2 })
+	waitFor(h.t, 30*time.Second, func() error { return atLeast("dead letters", h.dlqCount(), 2) })
 	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, dlq.AckPending)) {
 		t.Errorf("DLQ states before the table exists %v, want pending", states)
 	}
@@ -276,9 +277,9 @@ func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h := newHarness(t, 2)
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
 	m := h.start("pipeline", nil)
-	h.waitFor("2 dead letters", func() bool { return h.dlqCount() >= 2 })
+	waitFor(h.t, 30*time.Second, func() error { return atLeast("dead letters", h.dlqCount(), 2) })
 	h.produce(1, 10, 0, 2, 1) // partition 1 only: creates the table
-	h.waitFor("the creating commit", func() bool { return h.snapshot().Version >= 0 })
+	waitFor(h.t, 30*time.Second, func() error { return atLeast("table version", h.snapshot().Version, 0) })
 	if got := h.snapshot().Txns["orders-orders-0"]; got != 1 {
 		t.Errorf("creating commit: partition 0 txn %d, want 1 (past its two dead letters)", got)
 	}
@@ -328,7 +329,7 @@ func TestProgressBeforeTheTableExists(t *testing.T) {
 		t.Helper()
 		m := h.startWith("pipeline", cfg, nil)
 		h.produceRaw(0, produce...)
-		h.waitFor(fmt.Sprintf("%d dead letters", wantDLQ), func() bool { return h.dlqCount() >= wantDLQ })
+		waitFor(h.t, 30*time.Second, func() error { return atLeast("dead letters", h.dlqCount(), wantDLQ) })
 		m.stop(t)
 		if n := h.dlqCount(); n != wantDLQ {
 			t.Fatalf("DLQ holds %d records, want %d (each once)", n, wantDLQ)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,24 +20,10 @@ import (
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
-// errSnapshotChanged asks the flusher's owner to rebuild the commit on a fresh snapshot
-// at once: another writer changed the table's metadata or protocol, or moved one of the
+// errSnapshotChanged asks the flusher's owner (Pipeline.writeLocked, replayer.flush) to
+// rebuild the commit on a fresh snapshot: another writer changed the table's metadata or protocol, or moved one of the
 // batch's txns.
 var errSnapshotChanged = errors.New("table changed under the commit")
-
-// transientError marks a failure worth retrying with the same records.
-type transientError struct {
-	stage string
-	err   error
-}
-
-func (e *transientError) Error() string { return e.stage + ": " + e.err.Error() }
-func (e *transientError) Unwrap() error { return e.err }
-
-func isTransient(err error) bool {
-	var t *transientError
-	return errors.As(err, &t) || errors.Is(err, decode.ErrTransient)
-}
 
 const engineInfo = "ingestd"
 
@@ -85,10 +73,8 @@ type flusher struct {
 	arena    decode.Arena
 	colBufs  [][]parquet.Value
 
-	// beforeCommit, when set (tests only), runs after a flush's dead letters are
-	// acknowledged and before its commit, with their number; an error ends the flush
-	// there, like a crash (nothing committed).
-	beforeCommit func(deadLetters int) error
+	// hooks are the owner's test seams (hooks.beforeCommit); nil in a replay.
+	hooks *hooks
 }
 
 func newFlusher(cfg *Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
@@ -350,13 +336,16 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			recs[i] = f.mode.deadLetter(d, now)
 		}
 		if err := f.dlq.Produce(ctx, recs); err != nil {
-			return &transientError{"produce dead letters", err}
+			return produceError("produce dead letters", recs[0].Topic, err)
 		}
+		byReason := map[string]int{}
 		for _, d := range out.fresh {
 			f.deadSet[keyOf(d.Rec)] = deadEntry{dl: d}
-			f.m.RecordsDeadLettered.WithLabelValues(f.cfg.Name, d.Reason).Inc()
+			byReason[d.Reason]++
 		}
-		f.log.Info("dead-lettered records", "topic", recs[0].Topic, "count", len(recs))
+		for _, reason := range slices.Sorted(maps.Keys(byReason)) {
+			observe(f.m, f.log, f.cfg.Name, verdict{action: actDeadLetter, reason: reason}, byReason[reason], "dead-lettered records", "topic", recs[0].Topic)
+		}
 	}
 	if carried := out.carried[len(out.carried)-out.newCarried:]; len(carried) > 0 {
 		recs := make([]*kgo.Record, len(carried))
@@ -364,7 +353,7 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			recs[i] = dlq.Carried(r, f.ackOf(r))
 		}
 		if err := f.carry.Produce(ctx, recs); err != nil {
-			return &transientError{"carry forward to " + recs[0].Topic, err}
+			return produceError("carry forward to "+recs[0].Topic, recs[0].Topic, err)
 		}
 		for _, r := range carried {
 			f.deadSet[keyOf(r)] = deadEntry{carried: true}
@@ -424,8 +413,8 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		f.forget(recs) // nothing to record
 		return nil
 	}
-	if f.beforeCommit != nil {
-		if err := f.beforeCommit(len(out.fresh)); err != nil {
+	if f.hooks != nil && f.hooks.beforeCommit != nil {
+		if err := f.hooks.beforeCommit(len(out.fresh)); err != nil {
 			return err
 		}
 	}

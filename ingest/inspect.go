@@ -3,8 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kgo"
+	"log/slog"
 
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
@@ -18,11 +17,13 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*dlq.
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, deps.KafkaOpts...)...)
+	cl, err := newKafkaClients(cfg, deps.Logger, deps.KafkaOpts).inspectReader()
 	if err != nil {
-		return nil, fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
 	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples,
 		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger})
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

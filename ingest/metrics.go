@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
@@ -19,11 +20,13 @@ type Metrics struct {
 	RecordsSkipped       *prometheus.CounterVec   // pipeline, reason (tombstone, null_record, already_committed)
 	BytesWritten         *prometheus.CounterVec   // pipeline: Parquet bytes
 	Batches              *prometheus.CounterVec   // pipeline: flush attempts with records
+	BatchFlushes         *prometheus.CounterVec   // pipeline, trigger: why buffered records were flushed
 	Commits              *prometheus.CounterVec   // pipeline
 	CommitConflicts      *prometheus.CounterVec   // pipeline
 	CommitDuration       *prometheus.HistogramVec // pipeline, seconds
 	SchemaEvolutions     *prometheus.CounterVec   // pipeline, kind
 	PipelineHalted       *prometheus.GaugeVec     // pipeline: 1 when halted
+	PipelineFailures     *prometheus.CounterVec   // pipeline: runs ended by a permanent failure
 	TransientErrors      *prometheus.CounterVec   // pipeline, stage
 	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
@@ -51,6 +54,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Bytes of Parquet data files written."}, []string{"pipeline"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batches_total",
 			Help: "Batches handed to the writer (each ends in a commit, nothing to commit, or a retry)."}, []string{"pipeline"}),
+		BatchFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batch_flushes_total",
+			Help: "Flushes of buffered records, by trigger: records or bytes (batch bound reached), age (batch.max_age), " +
+				"retry (a partition's backoff ended), revoke (partitions moving to another member), shutdown (the drain on stop)."}, []string{"pipeline", "trigger"}),
 		Commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_delta_commits_total",
 			Help: "Delta commits made."}, []string{"pipeline"}),
 		CommitConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_delta_commit_conflicts_total",
@@ -61,6 +67,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Schema changes applied to tables, by kind (add_column, widen, relax_nullability)."}, []string{"pipeline", "kind"}),
 		PipelineHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_pipeline_halted",
 			Help: "1 when the pipeline is halted by its schema policy and needs a person."}, []string{"pipeline"}),
+		PipelineFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_pipeline_failures_total",
+			Help: "Pipeline runs ended by a permanent failure that needs a person (see the pipeline's status and error log)."}, []string{"pipeline"}),
 		TransientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_transient_errors_total",
 			Help: "Transient failures that were retried (registry, broker, store), by stage."}, []string{"pipeline", "stage"}),
 		PartitionsBackingOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_partitions_backing_off",
@@ -70,15 +78,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
-		m.Batches, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
-		m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
+		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	return m
 }
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
 func (m *Metrics) initPipeline(name string) {
-	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.Batches, m.Commits, m.CommitConflicts} {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
 		c.WithLabelValues(name)
+	}
+	for _, t := range batcher.Triggers() {
+		m.BatchFlushes.WithLabelValues(name, t.String())
 	}
 	m.PipelineHalted.WithLabelValues(name).Set(0)
 	m.PartitionsBackingOff.WithLabelValues(name).Set(0)

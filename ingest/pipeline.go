@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/ingest/decode"
 	ingestdlq "github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/internal/backoff"
 )
 
 // SchemaSource resolves a schema id to its writer schema. decode.Registry implements it
@@ -57,22 +57,17 @@ type Pipeline struct {
 	status statusBox
 
 	// mu guards everything below: the poll loop and the rebalance callbacks both flush.
-	mu     sync.Mutex
-	cl     *kgo.Client
-	batch  *batcher.Batcher[*kgo.Record]
+	mu sync.Mutex
+	cl *kgo.Client
+	// batch buffers the records read and not yet committed: fresh ones, and those whose
+	// flush failed transiently, held back per partition (their partitions paused) until
+	// a jittered, growing backoff ends. A partition's records are always flushed
+	// held-first, so its txn never passes a record that is still waiting (batcher).
+	batch  *batcher.Batcher[topicPartition, *kgo.Record]
 	halted map[topicPartition]HaltedPartition
 	fl     *flusher      // one batch → one commit; its mode is cm
 	cm     *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
-
-	// pending holds records whose flush failed transiently (registry, broker, store), in
-	// arrival order; their partitions are paused until backoffs[tp].until. Records of a
-	// partition are always flushed pending-first, so a partition's txn never passes a
-	// record that is still waiting.
-	pending  []*kgo.Record
-	backoffs map[topicPartition]*partBackoff
-	// abandoned makes Run and the revoke callback drop buffered records without flushing:
-	// the in-process stand-in for kill -9 used by tests.
-	abandoned bool
+	hooks  hooks         // test seams; zero in production
 
 	// lagMu guards the consumer-lag bookkeeping, also written by adjustOffsets.
 	lagMu sync.Mutex
@@ -85,11 +80,7 @@ type topicPartition struct {
 	partition int32
 }
 
-// partBackoff is the retry state of one partition after a transient failure.
-type partBackoff struct {
-	attempt int
-	until   time.Time
-}
+func partOf(r *kgo.Record) topicPartition { return topicPartition{r.Topic, r.Partition} }
 
 // Timeouts that keep the poll loop and the rebalance callbacks inside the rebalance
 // timeout: one flush attempt is bounded by the registry lookup, the dead-letter delivery
@@ -101,13 +92,22 @@ const (
 	revokeFlushTimeout   = 45 * time.Second
 	shutdownFlushTimeout = 60 * time.Second
 	maxPollRecords       = 10_000
-	maxConflictRebuilds  = 8
+	metadataAttempts     = 10 // start-up topic check: about 1.5 min of retryBackoff
 )
 
-// errAbandon, as the cancel cause of Run's context, stops Run like a crash: nothing
-// buffered is flushed, no offsets are committed (tests use it with a broker that ignores
-// the LeaveGroup, to model kill -9).
-var errAbandon = errors.New("pipeline abandoned without flushing")
+// hooks are seams for the ingest tests (helpers_test.go sets them); production leaves
+// them zero and every use checks for nil.
+type hooks struct {
+	// beforeCommit runs after the dead letters of a flush are acknowledged and before its
+	// commit, with their number; an error ends the flush there, like a crash (nothing
+	// committed).
+	beforeCommit func(deadLetters int) error
+	// abandon is asked when Run's loop ends: true stops Run like kill -9 (nothing
+	// buffered is flushed, no offsets are committed); abandoned (guarded by mu) then makes
+	// the revoke callback drop its records too.
+	abandon   func(ctx context.Context) bool
+	abandoned bool
+}
 
 // NewPipeline returns a pipeline for cfg; it does no I/O.
 func NewPipeline(cfg *Config, deps Deps) *Pipeline {
@@ -121,15 +121,15 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		deps: deps,
 		log:  log,
 		m:    deps.Metrics,
-		batch: batcher.New[*kgo.Record](batcher.Limits{
-			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}),
-		halted:   map[topicPartition]HaltedPartition{},
-		backoffs: map[topicPartition]*partBackoff{},
-		hwm:      map[topicPartition]int64{},
-		next:     map[topicPartition]int64{},
-		cm:       &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
+		batch: batcher.New(batcher.Limits{
+			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}, partOf),
+		halted: map[topicPartition]HaltedPartition{},
+		hwm:    map[topicPartition]int64{},
+		next:   map[topicPartition]int64{},
+		cm:     &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
 	}
 	p.fl = newFlusher(cfg, deps, log, p.cm, p.halted)
+	p.fl.hooks = &p.hooks
 	p.status.s = Status{Pipeline: cfg.Name, State: StateStarting, Since: time.Now()}
 	p.m.initPipeline(cfg.Name)
 	if rs, ok := deps.Schemas.(registryStatser); ok {
@@ -154,87 +154,106 @@ func (p *Pipeline) appID(topic string, partition int32) string {
 // Status while the others go on. Run returns an error when the pipeline cannot start
 // (table refused, dead-letter topic missing, broker unreachable at start) or hits a
 // permanent failure; the error is also reported by Status.
+//
+// Run goes through three phases: start (check the table, build the Kafka clients, check
+// the topics), loop (poll, batch, flush, until ctx ends) and drain (flush and commit what
+// is buffered, in a bounded time of its own).
 func (p *Pipeline) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			p.status.set(StateFailed, err)
-			p.log.Error("pipeline failed", "err", err)
+			p.observe(verdict{action: actFatal, err: err}, 1, "pipeline failed")
 		} else {
 			p.status.set(StateStopped, nil)
 		}
 	}()
-	if err := p.checkTable(ctx); err != nil {
+	s, err := p.start(ctx)
+	if err != nil {
 		return err
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(p.cfg.Kafka.Brokers...),
-		kgo.ConsumerGroup(p.cfg.Kafka.Group),
-		kgo.ConsumeTopics(p.cfg.Kafka.Topics...),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.RebalanceTimeout(rebalanceTimeout),
-		kgo.SessionTimeout(p.cfg.Kafka.SessionTimeout),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(time.Second), // resumed partitions wait at most this for the fetch in flight
-		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
-		kgo.OnPartitionsRevoked(p.onRevoked),
-		kgo.OnPartitionsLost(p.onLost),
-		kgo.WithLogger(kgoLogger{p.log}),
+	defer s.close()
+	if err := s.loop(ctx); err != nil {
+		return err
 	}
-	opts = append(opts, p.deps.KafkaOpts...)
-	cl, err := kgo.NewClient(opts...)
+	if p.hooks.abandon != nil && p.hooks.abandon(ctx) {
+		s.abandon()
+		return nil
+	}
+	return s.drain(ctx)
+}
+
+// session is one run of a pipeline after a successful start: the Kafka clients it
+// made, which close closes.
+type session struct {
+	p   *Pipeline
+	cl  *kgo.Client // group consumer; also the advisory offset committer
+	dlq *kgo.Client // dead-letter producer; nil without a dead-letter topic
+}
+
+// start refuses a table the pipeline cannot write, builds the consumer and the
+// dead-letter producer (kafkaClients) and checks the source and dead-letter topics; the
+// pipeline is running once it returns. On error nothing stays open.
+func (p *Pipeline) start(ctx context.Context) (*session, error) {
+	if err := p.checkTable(ctx); err != nil {
+		return nil, err
+	}
+	clients := newKafkaClients(p.cfg, p.log, p.deps.KafkaOpts)
+	cl, err := clients.consumer(consumerCallbacks{adjust: p.adjustOffsets, revoked: p.onRevoked, lost: p.onLost})
 	if err != nil {
-		return fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
-	defer cl.Close()
-	var dlq *kgo.Client
+	s := &session{p: p, cl: cl}
 	if p.cfg.DeadLetter.Topic != "" {
-		// A producer of its own: dead letters never queue behind the consumer, and it is
-		// not idempotent (the dead-letter topic is at-least-once by design; replay
-		// dedupes), so it needs no producer id: after a broker restart the first produce
-		// does not wait for InitProducerId, and no sequence state can wedge a partition.
-		dopts := append([]kgo.Opt{
-			kgo.SeedBrokers(p.cfg.Kafka.Brokers...),
-			kgo.DisableIdempotentWrite(),
-			kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.ProducerLinger(0),
-			kgo.WithLogger(kgoLogger{p.log.With("client", "dead-letter producer")}),
-		}, p.deps.KafkaOpts...)
-		if dlq, err = kgo.NewClient(dopts...); err != nil {
-			return fmt.Errorf("create dead-letter producer: %w", err)
+		if s.dlq, err = clients.deadLetterProducer(); err != nil {
+			s.close()
+			return nil, err
 		}
-		defer dlq.Close()
 	}
 	p.mu.Lock()
-	p.cl = cl
-	p.cm.cl = cl
-	if dlq != nil {
-		p.fl.dlq = ingestdlq.NewProducer(dlq)
+	p.cl, p.cm.cl = s.cl, s.cl
+	if s.dlq != nil {
+		p.fl.dlq = ingestdlq.NewProducer(s.dlq)
 	}
 	p.mu.Unlock()
 	if err := p.checkTopics(ctx, cl); err != nil {
-		return err
+		s.close()
+		return nil, err
 	}
 	p.status.set(StateRunning, nil)
 	p.log.Info("pipeline started", "topics", p.cfg.Kafka.Topics, "group", p.cfg.Kafka.Group,
 		"table", p.cfg.Table.URI, "policy", p.cfg.Schema.Policy)
+	return s, nil
+}
 
+// close closes the consumer first (leaving the group runs the revoke callback, whose
+// flush may still produce dead letters), then the dead-letter producer.
+func (s *session) close() {
+	s.cl.Close()
+	if s.dlq != nil {
+		s.dlq.Close()
+	}
+}
+
+// loop polls until ctx ends, adding records to the batch and flushing what is due (a
+// bound, the age, or a partition's backoff). It returns nil when ctx ends or the client
+// is closed, and the error of a flush that failed for good (classify: fatal).
+func (s *session) loop(ctx context.Context) error {
+	p, cl := s.p, s.cl
 	for ctx.Err() == nil {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		p.mu.Lock()
-		if d, ok := p.wakeLocked(); ok {
+		if d, ok := p.batch.Deadline(); ok {
 			pollCtx, cancel = context.WithDeadline(ctx, d)
 		}
 		p.mu.Unlock()
 		fs := cl.PollRecords(pollCtx, maxPollRecords)
 		cancel()
 		if fs.IsClientClosed() {
-			break
+			return nil
 		}
 		fs.EachError(func(t string, part int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				p.m.TransientErrors.WithLabelValues(p.cfg.Name, "fetch").Inc()
-				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+				p.observe(verdict{action: actRetry, stage: "fetch", err: err}, 1, "fetch error", "topic", t, "partition", part)
 			}
 		})
 		p.observeFetch(fs)
@@ -250,8 +269,8 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 				ferr = p.flushDueLocked(ctx, now, false) // full: records or bytes bound reached
 			}
 		})
-		if ferr == nil && (p.batch.Due(now) || p.retryDueLocked(now)) {
-			ferr = p.flushDueLocked(ctx, now, false)
+		if ferr == nil {
+			ferr = p.flushDueLocked(ctx, now, false) // aged, or a partition's backoff ended
 		}
 		p.mu.Unlock()
 		cl.AllowRebalance()
@@ -259,16 +278,13 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			return ferr
 		}
 	}
-	if errors.Is(context.Cause(ctx), errAbandon) {
-		p.mu.Lock()
-		p.abandoned = true
-		p.pending = nil
-		p.batch.Take()
-		p.mu.Unlock()
-		p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
-		return nil
-	}
-	// Shutdown: flush and commit what is buffered, with a bounded time of its own.
+	return nil
+}
+
+// drain is the shutdown (SIGTERM): flush and commit what is buffered, retrying transient
+// failures for at most shutdownFlushTimeout (ctx has ended; its values are kept).
+func (s *session) drain(ctx context.Context) error {
+	p := s.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
 	defer cancel()
 	p.mu.Lock()
@@ -281,6 +297,17 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// abandon ends the session like kill -9 (tests only, see hooks.abandon): buffered records
+// are dropped without a flush, and the revoke callback of close flushes nothing.
+func (s *session) abandon() {
+	p := s.p
+	p.mu.Lock()
+	p.hooks.abandoned = true
+	p.batch.Take(time.Now(), true)
+	p.mu.Unlock()
+	p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
+}
+
 // flushOnce makes one flush attempt for recs (flusher.flush) and applies its halts.
 func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	out, err := p.fl.flush(ctx, recs)
@@ -291,74 +318,24 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// applyHalts pauses halted partitions and reports them (logs, status, metric).
-func (p *Pipeline) applyHalts(halts []HaltedPartition) {
-	for _, h := range halts {
-		k := topicPartition{h.Topic, h.Partition}
-		p.halted[k] = h
-		p.status.halt(h)
-		p.m.PipelineHalted.WithLabelValues(p.cfg.Name).Set(1)
-		p.log.Error("pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
-			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "reason", h.Reason, "field", h.Field, "message", h.Message)
-		if p.cl != nil {
-			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})
-		}
-	}
-}
-
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 
-// wakeLocked is when the poll loop must wake up even without records: the batch's age
-// bound or the earliest end of a partition's backoff.
-func (p *Pipeline) wakeLocked() (time.Time, bool) {
-	d, ok := p.batch.Deadline()
-	for _, b := range p.backoffs {
-		if !ok || b.until.Before(d) {
-			d, ok = b.until, true
-		}
-	}
-	return d, ok
-}
-
-// retryDueLocked reports whether a partition's backoff has ended and its records wait.
-func (p *Pipeline) retryDueLocked(now time.Time) bool {
-	for _, r := range p.pending {
-		if b := p.backoffs[topicPartition{r.Topic, r.Partition}]; b == nil || !now.Before(b.until) {
-			return true
-		}
-	}
-	return false
-}
-
-// flushDueLocked flushes the batch and the pending records whose partition is not in
-// backoff (all of them when force is set), oldest first. Transient failures keep the
-// records and pause their partitions with a jittered backoff; only a permanent failure
-// is returned.
+// flushDueLocked flushes the buffered records that are due (batcher.Take: a bound or
+// the age reached, or a partition's backoff ended; everything when force is set), held
+// ones first, and counts the flush by its trigger. Transient failures hold the records
+// back and pause their partitions with a jittered backoff; only a permanent failure is
+// returned.
 func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool) error {
-	var recs, keep []*kgo.Record
-	waits := func(r *kgo.Record) bool {
-		b := p.backoffs[topicPartition{r.Topic, r.Partition}]
-		return !force && b != nil && now.Before(b.until)
+	recs, trigger := p.batch.Take(now, force)
+	if len(recs) == 0 {
+		return nil
 	}
-	for _, r := range p.pending {
-		if waits(r) {
-			keep = append(keep, r)
-		} else {
-			recs = append(recs, r)
-		}
-	}
-	for _, r := range p.batch.Take() {
-		if waits(r) {
-			keep = append(keep, r)
-		} else {
-			recs = append(recs, r)
-		}
-	}
-	p.pending = keep
+	p.m.BatchFlushes.WithLabelValues(p.cfg.Name, trigger.String()).Inc()
 	left, err := p.tryFlushLocked(ctx, recs)
-	if err != nil && !isTransient(err) && ctx.Err() == nil {
-		p.pending = append(p.pending, left...)
-		return err
+	if v := classify(err); v.action == actFatal && ctx.Err() == nil {
+		// Kept, due at once: the revoke callback of the client's Close tries them once more.
+		p.batch.Hold(left, now, func(int) time.Duration { return 0 })
+		return v.err
 	}
 	if len(left) > 0 {
 		p.deferLocked(left, err)
@@ -372,13 +349,13 @@ func (p *Pipeline) drainLocked(ctx context.Context) error {
 		if err := p.flushDueLocked(ctx, time.Now(), true); err != nil {
 			return err
 		}
-		if len(p.pending) == 0 {
+		if p.batch.Len() == 0 {
 			return nil
 		}
-		d, _ := p.wakeLocked()
-		if err := sleepCtx(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
-			n := len(p.pending)
-			p.pending = nil
+		d, _ := p.batch.Deadline()
+		if err := backoff.Wait(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
+			recs, _ := p.batch.Take(time.Now(), true)
+			n := len(recs)
 			return fmt.Errorf("%d records not committed (they are read again after a restart): %w", n, err)
 		}
 	}
@@ -410,18 +387,29 @@ func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left
 func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) error {
 	for attempt := 0; ; attempt++ {
 		err := p.flushOnce(ctx, recs)
-		if !errors.Is(err, errSnapshotChanged) {
+		if classify(err).action != actRebuild {
 			return err
 		}
-		p.m.CommitConflicts.WithLabelValues(p.cfg.Name).Inc()
-		p.log.Info("table changed by another writer; rebuilding the commit on the new snapshot", "attempt", attempt+1)
+		p.observe(verdict{action: actRebuild, err: err}, 1, "table changed by another writer; rebuilding the commit on the new snapshot", "attempt", attempt+1)
 		if attempt+1 >= maxConflictRebuilds {
 			return &transientError{"commit", err}
 		}
-		if attempt >= 2 { // a busy table: back off before racing again
-			if serr := sleepCtx(ctx, backoff(attempt-2)); serr != nil {
-				return &transientError{"commit", serr}
-			}
+		if serr := rebuildWait(ctx, attempt); serr != nil { // a busy table: back off before racing again
+			return &transientError{"commit", serr}
+		}
+	}
+}
+
+// applyHalts pauses halted partitions and reports them (logs, status, metric).
+func (p *Pipeline) applyHalts(halts []HaltedPartition) {
+	for _, h := range halts {
+		k := topicPartition{h.Topic, h.Partition}
+		p.halted[k] = h
+		p.status.halt(h)
+		p.observe(verdict{action: actHalt, reason: h.Reason}, 1, "pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
+			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "field", h.Field, "message", h.Message)
+		if p.cl != nil {
+			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})
 		}
 	}
 }
@@ -487,19 +475,21 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 			continue
 		}
 		p.setNext(k, off+1)
-		if b := p.backoffs[k]; b != nil && !still[k] {
-			delete(p.backoffs, k)
+		if still[k] {
+			continue
+		}
+		if n, ok := p.batch.Release(k); ok {
 			resume[k.topic] = append(resume[k.topic], k.partition)
-			p.log.Info("partition resumed after transient failures", "topic", k.topic, "partition", k.partition, "attempts", b.attempt)
+			p.log.Info("partition resumed after transient failures", "topic", k.topic, "partition", k.partition, "attempts", n)
 		}
 	}
 	if len(resume) > 0 && p.cl != nil {
 		p.cl.ResumeFetchPartitions(resume)
 	}
-	if len(p.backoffs) == 0 {
+	if p.batch.Holding() == 0 {
 		p.status.recovered()
 	}
-	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
+	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
 }
 
 // deferLocked keeps recs for a retry after a transient failure: their partitions are
@@ -507,65 +497,27 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 // exponentially growing backoff of their own. Nothing is dead-lettered for it.
 func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 	now := time.Now()
-	stage := "flush"
-	var te *transientError
-	if errors.As(cause, &te) {
-		stage = te.stage
-	} else if errors.Is(cause, decode.ErrTransient) {
-		stage = "schema registry"
+	v := classify(cause)
+	if v.action != actRetry { // e.g. ctx ended during the flush: retried like a transient failure
+		v = verdict{action: actRetry, stage: "flush", err: cause}
 	}
 	pause := map[string][]int32{}
-	seen := map[topicPartition]bool{}
 	var maxWait time.Duration
 	attempt := 0
-	for _, r := range recs {
-		k := topicPartition{r.Topic, r.Partition}
-		if seen[k] {
-			continue
+	holds := p.batch.Hold(recs, now, retryBackoff.Duration)
+	for _, h := range holds {
+		if h.Attempt == 1 { // newly held: stop fetching it
+			pause[h.Key.topic] = append(pause[h.Key.topic], h.Key.partition)
 		}
-		seen[k] = true
-		b := p.backoffs[k]
-		if b == nil {
-			b = &partBackoff{}
-			p.backoffs[k] = b
-			pause[k.topic] = append(pause[k.topic], k.partition)
-		}
-		d := backoff(b.attempt)
-		b.until = now.Add(d)
-		b.attempt++
-		maxWait, attempt = max(maxWait, d), max(attempt, b.attempt)
+		maxWait, attempt = max(maxWait, h.Until.Sub(now)), max(attempt, h.Attempt)
 	}
-	p.pending = append(p.pending, recs...)
 	if len(pause) > 0 && p.cl != nil {
 		p.cl.PauseFetchPartitions(pause)
 	}
-	p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
-	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
+	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
 	p.status.retrying(cause)
-	p.log.Warn("transient failure: partitions paused, records kept for a retry (nothing dead-lettered)",
-		"stage", stage, "err", cause, "partitions", len(seen), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
-}
-
-// takeLocked removes and returns the buffered records (pending first) of the partitions
-// in gone, in their order.
-func (p *Pipeline) takeLocked(gone map[topicPartition]bool) []*kgo.Record {
-	var out, keep []*kgo.Record
-	for _, r := range p.pending {
-		if gone[topicPartition{r.Topic, r.Partition}] {
-			out = append(out, r)
-		} else {
-			keep = append(keep, r)
-		}
-	}
-	p.pending = keep
-	p.batch.Drop(func(r *kgo.Record) bool {
-		if gone[topicPartition{r.Topic, r.Partition}] {
-			out = append(out, r)
-			return true
-		}
-		return false
-	}, recordSize)
-	return out
+	p.observe(v, len(recs), "transient failure: partitions paused, records kept for a retry (nothing dead-lettered)",
+		"partitions", len(holds), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
 }
 
 // checkTable opens the table's snapshot (refusing tables ingestd cannot safely write,
@@ -595,11 +547,17 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		topics = append(topics, p.cfg.DeadLetter.Topic)
 	}
 	var details kadm.TopicDetails
-	err := retryTransient(ctx, p, "metadata", func() error {
-		var err error
-		details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...)
-		return err
-	}, 10) // about 1.5 min of backoff: a broker restarting while we start is not a failure
+	var err error
+	// About 1.5 min of backoff: a broker restarting while we start is not a failure.
+	for attempt := 0; ; attempt++ {
+		if details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...); err == nil {
+			break
+		}
+		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
+		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, err)
 	}
@@ -627,42 +585,6 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 	return nil
 }
 
-// retryTransient runs fn up to attempts times with jittered exponential backoff.
-func retryTransient(ctx context.Context, p *Pipeline, stage string, fn func() error, attempts int) error {
-	var err error
-	for i := range attempts {
-		if err = fn(); err == nil {
-			return nil
-		}
-		p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
-		if i == attempts-1 {
-			break
-		}
-		if serr := sleepCtx(ctx, backoff(i)); serr != nil {
-			return err
-		}
-	}
-	return err
-}
-
-// backoff returns the wait before retry n (0-based): 250 ms doubling to 30 s, ±25% jitter.
-func backoff(n int) time.Duration {
-	d := 250 * time.Millisecond << min(n, 7)
-	d = min(d, 30*time.Second)
-	return d - d/4 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // adjustOffsets seeks newly assigned partitions to the Delta txn version + 1, or to the
 // configured start when the table holds no txn for the partition. While the table does
 // not exist, the Kafka group offset is the progress of dead-letter-only flushes
@@ -676,8 +598,9 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 	case errors.Is(err, deltawriter.ErrTableNotFound):
 		noTable = true
 	case err != nil:
-		p.m.TransientErrors.WithLabelValues(p.cfg.Name, "read txn versions").Inc()
-		return nil, fmt.Errorf("read txn versions: %w", err) // the session fails and rejoins
+		err = fmt.Errorf("read txn versions: %w", err)
+		p.observe(verdict{action: actRetry, stage: "read txn versions", err: err}, 1, "partitions not assigned; the session fails and rejoins")
+		return nil, err
 	default:
 		txns, retention = snap.Txns, snap.TxnRetention > 0
 	}
@@ -729,8 +652,9 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	recs := p.takeLocked(gone)
-	if len(recs) > 0 && !p.abandoned {
+	recs := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })
+	if len(recs) > 0 && !p.hooks.abandoned {
+		p.m.BatchFlushes.WithLabelValues(p.cfg.Name, batcher.TriggerRevoke.String()).Inc()
 		fctx, cancel := context.WithTimeout(ctx, revokeFlushTimeout)
 		left, err := p.tryFlushLocked(fctx, recs)
 		cancel()
@@ -751,7 +675,7 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.takeLocked(gone)); n > 0 {
+	if n := len(p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })); n > 0 {
 		p.log.Warn("partitions lost; buffered records dropped (the new owner re-reads them from the Delta txn)", "records", n)
 	}
 	p.forgetLocked(lost, gone)
@@ -776,7 +700,7 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 			delete(p.halted, k)
 			p.status.unhalt(k.topic, k.partition)
 		}
-		delete(p.backoffs, k)
+		p.batch.Release(k)
 		delete(p.fl.noTableTxns, k) // the new owner resumes from the group offset, or re-reads them (their dead letters become orphans)
 		delete(p.fl.fromGroup, k)
 	}
@@ -788,8 +712,8 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 		halted = 1
 	}
 	p.m.PipelineHalted.WithLabelValues(p.cfg.Name).Set(halted)
-	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(len(p.backoffs)))
-	if len(p.backoffs) == 0 {
+	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
+	if p.batch.Holding() == 0 {
 		p.status.recovered()
 	}
 	p.lagMu.Lock()
@@ -834,26 +758,4 @@ func (p *Pipeline) updateLagLocked(k topicPartition) {
 		return
 	}
 	p.m.ConsumerLag.WithLabelValues(p.cfg.Name, k.topic, strconv.Itoa(int(k.partition))).Set(float64(max(h-n, 0)))
-}
-
-// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	if k.l.Enabled(context.Background(), slog.LevelDebug) {
-		return kgo.LogLevelInfo // --log-level debug: kgo's connection and group lifecycle too
-	}
-	return kgo.LogLevelWarn
-}
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
-	switch level {
-	case kgo.LogLevelInfo:
-		k.l.Debug("kafka: "+msg, kv...)
-	case kgo.LogLevelError:
-		k.l.Error("kafka: "+msg, kv...)
-	case kgo.LogLevelWarn:
-		k.l.Warn("kafka: "+msg, kv...)
-	default:
-		k.l.Debug("kafka: "+msg, kv...)
-	}
 }

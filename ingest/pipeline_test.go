@@ -191,6 +191,7 @@ func (h *harness) startWith(name string, cfg *Config, tweak func(*Deps)) *member
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	m := &member{p: NewPipeline(cfg, d), cancel: cancel, done: make(chan error, 1)}
+	abandonOnCause(m.p)
 	go func() { m.done <- m.p.Run(ctx) }()
 	h.t.Cleanup(func() {
 		cancel(nil)
@@ -248,33 +249,13 @@ func (h *harness) handled() int64 {
 
 func (h *harness) waitHandled(want int64, timeout time.Duration, members ...*member) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for h.handled() < want {
-		for _, m := range members {
-			select {
-			case err := <-m.done:
-				m.done <- err
-				h.t.Fatalf("a member stopped early: %v", err)
-			default:
-			}
+	waitFor(h.t, timeout, func() error {
+		running(h.t, members...)
+		if n := h.handled(); n < want {
+			return fmt.Errorf("the table handled %d of %d records", n, want)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out: the table handled %d of %d records", h.handled(), want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitFor polls ok every 20 ms and fails the test after 30 s, naming what it waited for.
-func (h *harness) waitFor(what string, ok func() bool) {
-	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitStableSplit waits until the group is Stable with n members that each own at least
@@ -282,17 +263,8 @@ func (h *harness) waitFor(what string, ok func() bool) {
 func (h *harness) waitStableSplit(n int, parts int32, timeout time.Duration, members ...*member) {
 	h.t.Helper()
 	adm := kadm.NewClient(h.producer)
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		for _, m := range members {
-			select {
-			case err := <-m.done:
-				m.done <- err
-				h.t.Fatalf("a member stopped early: %v", err)
-			default:
-			}
-		}
+	waitFor(h.t, timeout, func() error {
+		running(h.t, members...)
 		gs, err := adm.DescribeGroups(context.Background(), "ingestd-orders")
 		if err != nil {
 			h.t.Fatal(err)
@@ -314,33 +286,26 @@ func (h *harness) waitStableSplit(n int, parts int32, timeout time.Duration, mem
 			each = each && len(mine) > 0
 			split = append(split, fmt.Sprint(mine))
 		}
-		last = fmt.Sprintf("state %s, %d members, assignments %v", g.State, len(g.Members), split)
+		last := fmt.Sprintf("state %s, %d members, assignments %v", g.State, len(g.Members), split)
 		if g.Err == nil && g.State == "Stable" && len(g.Members) == n && each && len(owned) == int(parts) {
 			h.t.Logf("group %s", last)
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for a stable group of %d members sharing %d partitions: %s", n, parts, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("no stable group of %d members sharing %d partitions: %s", n, parts, last)
+	})
 }
 
 // waitCounter waits until c reaches want and returns it; it fails on another value
 // after timeout.
 func (h *harness) waitCounter(c prometheus.Collector, want float64, timeout time.Duration) float64 {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := testutil.ToFloat64(c)
-		if got == want {
-			return got
+	waitFor(h.t, timeout, func() error {
+		if got := testutil.ToFloat64(c); got != want {
+			return fmt.Errorf("counter is %v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("counter is %v after %v, want %v", got, timeout, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return want
 }
 
 // orderIDs reads the order_id column of every live data file: id → times present. It also
@@ -487,6 +452,10 @@ func TestTwoMembersShareTopicExactlyOnce(t *testing.T) {
 	if n := h.dlqCount(); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}
+	// A backlog of 6,000 records fills batches of batch.max_records (500).
+	if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", "records")); n < 1 {
+		t.Errorf("ingestd_batch_flushes_total{trigger=\"records\"} = %v, want >= 1", n)
+	}
 }
 
 // swallowLeave makes the broker answer the next LeaveGroup with success without removing
@@ -550,22 +519,16 @@ func TestKilledMemberWithoutLeaving(t *testing.T) {
 // partitions it owns.
 func (m *member) waitCommittedPast(t *testing.T, off int64, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	waitFor(t, timeout, func() error {
 		m.p.lagMu.Lock()
-		var past bool
+		defer m.p.lagMu.Unlock()
 		for _, next := range m.p.next {
-			past = past || next > off+1
+			if next > off+1 {
+				return nil
+			}
 		}
-		m.p.lagMu.Unlock()
-		if past {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the member committed nothing past offset %d in %v", off, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("the member committed nothing past offset %d", off)
+	})
 }
 
 // staticSchemas serves fixed writer schemas by id; down makes ids in fail transient.
@@ -744,13 +707,12 @@ func TestIdlePollsAndDeadLetterOnlyBatch(t *testing.T) {
 		fetches.Add(1)
 		return nil, nil, false
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for fetches.Load() < 10 { // ten empty polls (FetchMaxWait is 100 ms here)
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d fetches in 30 s", fetches.Load())
+	waitFor(t, 30*time.Second, func() error { // ten empty polls (FetchMaxWait is 100 ms here)
+		if n := fetches.Load(); n < 10 {
+			return fmt.Errorf("only %d fetches", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if v := h.snapshot().Version; v != snap.Version {
 		t.Errorf("idle polls made commits: version %d -> %d", snap.Version, v)
 	}
@@ -802,20 +764,16 @@ func TestRegistryOutagePausesOnlyWaitingPartitions(t *testing.T) {
 	h.produce(301, 100, 1, parts, 0) // v2, partition 0 only: waits for the registry
 	h.produce(401, 200, 0, parts, 1) // v1 to partition 1 flows meanwhile
 	h.produce(601, 200, 0, parts, 2)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, func() error {
 		txns := h.snapshot().Txns
 		if txns["orders-orders-1"] == 299 && txns["orders-orders-2"] == 299 {
 			if txns["orders-orders-0"] != 99 {
 				t.Fatalf("partition 0 moved to %d during the outage, want 99", txns["orders-orders-0"])
 			}
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("other partitions did not progress during the outage: %v", txns)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("other partitions did not progress during the outage: %v", txns)
+	})
 	time.Sleep(time.Second)
 	if b := testutil.ToFloat64(h.metrics.PartitionsBackingOff.WithLabelValues("orders")); b != 1 {
 		t.Errorf("partitions backing off = %v, want 1", b)
@@ -836,5 +794,10 @@ func TestRegistryOutagePausesOnlyWaitingPartitions(t *testing.T) {
 	}
 	if b := testutil.ToFloat64(h.metrics.PartitionsBackingOff.WithLabelValues("orders")); b != 0 {
 		t.Errorf("partitions backing off after recovery = %v, want 0", b)
+	}
+	for _, trigger := range []string{"age", "retry"} {
+		if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", trigger)); n < 1 {
+			t.Errorf("ingestd_batch_flushes_total{trigger=%q} = %v, want >= 1", trigger, n)
+		}
 	}
 }

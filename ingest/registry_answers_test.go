@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,7 +46,7 @@ func TestRegistry400IsSchemaUnreadable(t *testing.T) {
 		h.produce(6, 3, 1, 1, 0) // schema v2: the registry answers 400
 		h.produce(9, 2, 0, 1, 0)
 		m := h.startWith("pipeline", cfg, nil)
-		h.waitFor("10 records handled", func() bool { return h.handled() >= 10 })
+		waitFor(t, 30*time.Second, func() error { return atLeast("records handled", h.handled(), 10) })
 		m.stop(t)
 		dl := h.readTopicAll(h.dlq)
 		var got []string
@@ -77,7 +78,12 @@ func TestRegistry400IsSchemaUnreadable(t *testing.T) {
 		h.produce(1, 5, 0, 1, 0)
 		h.produce(6, 3, 1, 1, 0)
 		m := h.startWith("pipeline", cfg, nil)
-		h.waitFor("a halted partition", func() bool { return len(m.p.Status().Halted) > 0 })
+		waitFor(t, 30*time.Second, func() error {
+			if len(m.p.Status().Halted) == 0 {
+				return errors.New("no halted partition")
+			}
+			return nil
+		})
 		hp := m.p.Status().Halted[0]
 		if hp.Offset != 5 || hp.Reason != "schema_unreadable" || !strings.Contains(hp.Message, unreadableMsg) {
 			t.Errorf("halted at %+v, want offset 5, reason schema_unreadable, the registry's message", hp)

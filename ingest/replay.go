@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"sort"
 	"time"
@@ -68,30 +67,25 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	if err := checkTableExists(ctx, cfg, deps.Table); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...),
-		// No RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a
-		// dead letter keeps its (old) source timestamp; dlq.Producer bounds delivery instead.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.WithLogger(kgoLogger{log})}, deps.KafkaOpts...)...)
+	clients := newKafkaClients(cfg, log, deps.KafkaOpts)
+	cl, err := clients.replayReader()
 	if err != nil {
-		return nil, fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
 	rm := &replayMode{appID: cfg.AppID, dlqTopic: topic, table: cfg.Table.URI, maxReplays: opts.MaxReplays, dryRun: opts.DryRun,
 		landed: map[string]bool{}, carry: map[*kgo.Record]bool{}, adm: kadm.NewClient(cl),
 		sum: ReplaySummary{DeadLetterTopic: topic, DeadLettered: map[string]int{}, ByReason: map[string]*ReasonOutcome{}, DryRun: opts.DryRun}}
 	r := &replayer{cfg: cfg, log: log, opts: opts, mode: rm, halted: map[topicPartition]HaltedPartition{},
-		batch:        batcher.New[*kgo.Record](batcher.Limits{MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes)}),
+		batch:        batcher.New(batcher.Limits{MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes)}, partOf),
 		lastProgress: time.Now()}
 	r.fl = newFlusher(cfg, deps, log, rm, r.halted)
 	r.fl.dlq = dlq.NewProducer(cl)
 	if !opts.DryRun && opts.filtered() {
 		// Carried records go back to the partition they were read from.
-		cc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.WithLogger(kgoLogger{log.With("client", "carry-forward producer")})}, deps.KafkaOpts...)...)
+		cc, err := clients.carryProducer()
 		if err != nil {
-			return nil, fmt.Errorf("create kafka client: %w", err)
+			return nil, err
 		}
 		defer cc.Close()
 		r.fl.carry = dlq.NewProducer(cc)
@@ -168,7 +162,7 @@ type replayer struct {
 	fl     *flusher
 	mode   *replayMode
 	acks   *dlq.AckIndex // the commits that acknowledge the dead letters read
-	batch  *batcher.Batcher[*kgo.Record]
+	batch  *batcher.Batcher[topicPartition, *kgo.Record]
 	halted map[topicPartition]HaltedPartition
 
 	lastProgress time.Time
@@ -319,50 +313,39 @@ func (r *replayer) run(ctx context.Context, byPart map[int32][]*kgo.Record, ends
 	return sum, nil
 }
 
-// flush writes the batch and retries until it is committed: transient failures
-// (registry, broker, store) with backoff, a lost commit race on the new snapshot. It
+// flush writes the batch and retries until it is committed (classify): transient failures
+// (registry, broker, store) with retryBackoff, a lost commit race by rebuilding on the new
+// snapshot (rebuildWait); a fatal failure is returned with its fix. It
 // reports whether the replay halted. When ctx ends first it returns ctx's error; nothing
 // past the last txn was committed, so a rerun reads the records again. Records
 // dead-lettered (or carried forward) by an attempt whose produce succeeded stay so in
 // every later attempt (flusher.deadSet): their DLQ copies name the commit id, which the
 // attempts share until one commits.
 func (r *replayer) flush(ctx context.Context) (halted bool, err error) {
-	recs := r.batch.Take()
+	recs, _ := r.batch.Take(time.Now(), true)
 	if len(recs) == 0 {
 		return len(r.mode.sum.Halted) > 0, nil
 	}
-	m := r.fl.m
 	for attempt := 0; ; attempt++ {
 		out, err := r.fl.flush(ctx, recs)
-		switch {
-		case err == nil:
+		switch v := classify(err); v.action {
+		case actNone:
 			for _, h := range out.halts {
 				r.halted[topicPartition{h.Topic, h.Partition}] = h
 			}
 			return len(r.mode.sum.Halted) > 0, nil
-		case errors.Is(err, errSnapshotChanged):
-			m.CommitConflicts.WithLabelValues(r.cfg.Name).Inc()
-			r.log.Info("table changed by another writer; re-running the guard on the new snapshot", "attempt", attempt+1)
-			if attempt >= 3 { // a busy table: back off before racing again
-				if serr := sleepCtx(ctx, backoff(attempt-3)); serr != nil {
-					return false, fmt.Errorf("flush: %w", serr)
-				}
+		case actRebuild:
+			observe(r.fl.m, r.log, r.cfg.Name, v, 1, "table changed by another writer; re-running the guard on the new snapshot", "attempt", attempt+1)
+			if serr := rebuildWait(ctx, attempt); serr != nil {
+				return false, fmt.Errorf("flush: %w", serr)
 			}
-		case errors.Is(err, fs.ErrPermission):
-			return false, fmt.Errorf("write table %s: %w (give ingestd's user write access to the table directory)", r.cfg.Table.URI, err)
-		case isTransient(err):
-			var te *transientError
-			stage := "flush"
-			if errors.As(err, &te) {
-				stage = te.stage
-			}
-			m.TransientErrors.WithLabelValues(r.cfg.Name, stage).Inc()
-			r.log.Warn("flush failed, retrying", "err", err, "attempt", attempt+1)
-			if serr := sleepCtx(ctx, backoff(attempt)); serr != nil {
+		case actRetry:
+			observe(r.fl.m, r.log, r.cfg.Name, v, len(recs), "flush failed, retrying", "attempt", attempt+1)
+			if serr := retryBackoff.Sleep(ctx, attempt); serr != nil {
 				return false, fmt.Errorf("flush after %v: %w", err, serr)
 			}
 		default:
-			return false, err
+			return false, v.err
 		}
 	}
 }

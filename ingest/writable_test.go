@@ -79,14 +79,7 @@ func (h *harness) dataFiles() []string {
 func (h *harness) runUntilStopped() error {
 	h.t.Helper()
 	m := h.start("refused", nil)
-	select {
-	case err := <-m.done:
-		m.done <- nil
-		return err
-	case <-time.After(20 * time.Second):
-		h.t.Fatal("the pipeline kept running on a table it cannot write")
-		return nil
-	}
+	return m.stopped(h.t, 20*time.Second, "the pipeline kept running on a table it cannot write")
 }
 
 // A table ingestd cannot append to safely is refused before any byte is written: at
@@ -138,13 +131,7 @@ func TestRefusesTableItCannotWriteSafely(t *testing.T) {
 		v := snap.Version + 1
 		h.commitOther(v, proto, meta)
 		h.produce(10, 10, 0, 1, -1)
-		var err error
-		select {
-		case err = <-m.done:
-			m.done <- nil
-		case <-time.After(20 * time.Second):
-			t.Fatal("the pipeline kept running after the table became unwritable")
-		}
+		err := m.stopped(t, 20*time.Second, "the pipeline kept running after the table became unwritable")
 		if !errors.Is(err, deltawriter.ErrUnsupportedFeature) {
 			t.Fatalf("Run = %v, want ErrUnsupportedFeature", err)
 		}

@@ -10,10 +10,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/internal/backoff"
 )
+
+// alterRetry is the wait before a step commits again after another writer changed the
+// table's metadata first (up to 5 times).
+var alterRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.25}
 
 // Alter is one `ingestd table alter` invocation. Its changes are committed in this order,
 // each as one Delta commit: EnableFeatures (UPGRADE PROTOCOL), SetProperties (SET
@@ -94,6 +100,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			c.ReadVersion, c.Operation, c.EngineInfo = s.Version, op, engineInfo
 			v, err := table.Commit(ctx, c)
 			if errors.Is(err, deltawriter.ErrMetadataChanged) && attempt < 5 {
+				if err := alterRetry.Sleep(ctx, attempt); err != nil {
+					return fmt.Errorf("commit %s: %w", op, err)
+				}
 				continue
 			}
 			if err != nil {

@@ -1,0 +1,134 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaClients builds every Kafka client ingestd makes for one pipeline, from the
+// pipeline's config: the consumer, the dead-letter producer, the replay's reader and
+// carry-forward producer, and the `dlq inspect` reader. What every client shares (seed
+// brokers, the logger, and later TLS and SASL) is set once, in base; the Deps' extra
+// options (e.g. a test's dialer) come last, so they may override any of it. Each client
+// is the caller's to Close.
+type kafkaClients struct {
+	cfg   *Config
+	log   *slog.Logger
+	extra []kgo.Opt
+}
+
+// newKafkaClients returns the client factory of cfg; log (nil: discard) receives the
+// clients' own logs, labelled client=<role>; extra are Deps.KafkaOpts.
+func newKafkaClients(cfg *Config, log *slog.Logger, extra []kgo.Opt) kafkaClients {
+	if log == nil {
+		log = discardLogger()
+	}
+	return kafkaClients{cfg: cfg, log: log, extra: extra}
+}
+
+// newClient builds the client of role with base's options, then opts, then the extras.
+// Errors: "create <role>: <kgo's reason>" (a bad option; no I/O happens here).
+func (f kafkaClients) newClient(role string, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append(f.base(role), opts...)
+	all = append(all, f.extra...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", role, err)
+	}
+	return cl, nil
+}
+
+// base is what every client of the pipeline shares: where the brokers are, and the logger.
+func (f kafkaClients) base(role string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(f.cfg.Kafka.Brokers...),
+		kgo.WithLogger(kgoLogger{f.log.With("client", role)}),
+	}
+}
+
+// consumerCallbacks are the group consumer's hooks into the pipeline.
+type consumerCallbacks struct {
+	// adjust seeks newly assigned partitions (to the Delta txn version + 1).
+	adjust func(context.Context, map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error)
+	// revoked and lost run when partitions move away, cleanly or not.
+	revoked, lost func(context.Context, *kgo.Client, map[string][]int32)
+}
+
+// consumer is the pipeline's group consumer of its source topics: offsets are committed by
+// the pipeline after each Delta commit (advisory), polls block rebalances until
+// AllowRebalance, and only committed transactional records are read.
+func (f kafkaClients) consumer(cb consumerCallbacks) (*kgo.Client, error) {
+	k := f.cfg.Kafka
+	return f.newClient("consumer",
+		kgo.ConsumerGroup(k.Group),
+		kgo.ConsumeTopics(k.Topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.RebalanceTimeout(rebalanceTimeout),
+		kgo.SessionTimeout(k.SessionTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(time.Second), // resumed partitions wait at most this for the fetch in flight
+		kgo.AdjustFetchOffsetsFn(cb.adjust),
+		kgo.OnPartitionsRevoked(cb.revoked),
+		kgo.OnPartitionsLost(cb.lost),
+	)
+}
+
+// deadLetterProducer is a producer of its own: dead letters never queue behind the
+// consumer, and it is not idempotent (the dead-letter topic is at-least-once by design;
+// replay dedupes), so it needs no producer id: after a broker restart the first produce
+// does not wait for InitProducerId, and no sequence state can wedge a partition.
+// Delivery is bounded by the caller's context (produceDLQ), not RecordDeliveryTimeout.
+func (f kafkaClients) deadLetterProducer() (*kgo.Client, error) {
+	return f.newClient("dead-letter producer",
+		kgo.DisableIdempotentWrite(),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	)
+}
+
+// replayReader reads the dead-letter topic for a replay (partitions assigned by the
+// replay, committed records only) and produces its re-dead-letters. No
+// RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a dead letter
+// keeps its (old) source timestamp; produceDLQ bounds delivery instead.
+func (f kafkaClients) replayReader() (*kgo.Client, error) {
+	return f.newClient("replay reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// carryProducer re-produces a replay's carried-forward records to the partition they
+// were read from.
+func (f kafkaClients) carryProducer() (*kgo.Client, error) {
+	return f.newClient("carry-forward producer", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+}
+
+// inspectReader reads the dead-letter topic for `ingestd dlq inspect` (committed records
+// only); it produces nothing.
+func (f kafkaClients) inspectReader() (*kgo.Client, error) {
+	return f.newClient("dlq inspect reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelInfo // --log-level debug: kgo's connection and group lifecycle too
+	}
+	return kgo.LogLevelWarn
+}
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+	switch level {
+	case kgo.LogLevelInfo:
+		k.l.Debug("kafka: "+msg, kv...)
+	case kgo.LogLevelError:
+		k.l.Error("kafka: "+msg, kv...)
+	case kgo.LogLevelWarn:
+		k.l.Warn("kafka: "+msg, kv...)
+	default:
+		k.l.Debug("kafka: "+msg, kv...)
+	}
+}
