@@ -87,7 +87,6 @@ func partOf(r *kgo.Record) topicPartition { return topicPartition{r.Topic, r.Par
 // and the store; a transient failure never blocks the loop, it pauses the partitions.
 const (
 	rebalanceTimeout     = 2 * time.Minute
-	dlqDeliveryTimeout   = 30 * time.Second
 	schemaLookupTimeout  = 10 * time.Second
 	revokeFlushTimeout   = 45 * time.Second
 	shutdownFlushTimeout = 60 * time.Second
