@@ -62,12 +62,14 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
 	}
+	var storeOpts storage.Options // --table: settings from the environment only
 	if *config != "" {
 		cfg, code := onePipeline(*config, stderr)
 		if cfg == nil {
 			return code
 		}
 		*uri = cfg.Table.URI
+		storeOpts = cfg.Table.StorageOptions()
 	}
 	if *uri == "" {
 		fmt.Fprintln(stderr, "ingestd table: --table or --config is required")
@@ -75,7 +77,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	st, err := storage.Open(*uri)
+	st, err := storage.OpenWith(ctx, *uri, storeOpts)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd table:", err)
 		return exitUsage

@@ -103,3 +103,13 @@ func (p *probeOnce) check(ctx context.Context, probe func(context.Context) error
 	}
 	return err
 }
+
+// CheckPutIfAbsent runs the store's start-up probe (see Probe) now, sharing its outcome
+// with the store's own check before its first write, so a process probes a store once.
+// Local stores pass without I/O.
+func CheckPutIfAbsent(ctx context.Context, st Store) error {
+	if p, ok := st.(interface{ beforeWrite(context.Context) error }); ok {
+		return p.beforeWrite(ctx)
+	}
+	return Probe(ctx, st)
+}
