@@ -72,24 +72,27 @@ func needStore(t *testing.T, kind string) objectStore {
 			hostport = u.Host
 		}
 		st.storageOptions = map[string]string{
-			"AWS_ENDPOINT_URL": st.endpoint, "AWS_ACCESS_KEY_ID": get("AWS_ACCESS_KEY_ID"),
-			"AWS_SECRET_ACCESS_KEY": get("AWS_SECRET_ACCESS_KEY"), "AWS_REGION": get("AWS_REGION"),
-			"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_FORCE_PATH_STYLE": "true",
+			"aws_endpoint_url": st.endpoint, "aws_access_key_id": get("AWS_ACCESS_KEY_ID"),
+			"aws_secret_access_key": get("AWS_SECRET_ACCESS_KEY"), "aws_region": get("AWS_REGION"),
+			"aws_allow_http": "true",
 		}
 	case "gcs":
 		vars = []string{"STORAGE_EMULATOR_HOST"}
 		hostport = get("STORAGE_EMULATOR_HOST")
 		st.endpoint = hostport
-		st.storageOptions = map[string]string{"GOOGLE_BASE_URL": "http://" + hostport, "GOOGLE_SKIP_SIGNATURE": "true"}
+		// object_store reads a test endpoint from a service-account key without OAuth.
+		st.storageOptions = map[string]string{"google_service_account_key": `{"gcs_base_url": "http://` + hostport +
+			`", "disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}`}
 	case "azure":
-		vars = []string{"AZURE_STORAGE_CONNECTION_STRING"}
+		vars = []string{"AZURE_STORAGE_CONNECTION_STRING", "AZURITE_BLOB_ENDPOINT", "AZURITE_ACCOUNT_KEY"}
 		st.endpoint = get("AZURITE_BLOB_ENDPOINT")
 		if u, err := url.Parse(st.endpoint); err == nil {
 			hostport = u.Host
 		}
-		st.storageOptions = map[string]string{"AZURE_STORAGE_USE_EMULATOR": "true", "AZURE_STORAGE_ALLOW_HTTP": "true",
-			"AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1", "AZURE_STORAGE_ACCOUNT_KEY": get("AZURITE_ACCOUNT_KEY"),
-			"AZURITE_BLOB_STORAGE_URL": strings.TrimSuffix(st.endpoint, "/devstoreaccount1")}
+		// The emulator's URL reaches object_store as AZURITE_BLOB_STORAGE_URL in the
+		// reader's environment (readTableAt).
+		st.storageOptions = map[string]string{"azure_storage_use_emulator": "true",
+			"azure_storage_account_name": "devstoreaccount1", "azure_storage_account_key": get("AZURITE_ACCOUNT_KEY")}
 	default:
 		t.Fatalf("needStore: unknown kind %q", kind)
 	}
@@ -109,7 +112,7 @@ func needStore(t *testing.T, kind string) objectStore {
 		}
 		t.Skip(msg)
 	}
-	for _, v := range append(vars, "AZURITE_BLOB_ENDPOINT") {
+	for _, v := range vars {
 		if val := get(v); val != "" {
 			t.Setenv(v, val)
 			st.env = append(st.env, v+"="+val)
