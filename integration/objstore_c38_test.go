@@ -10,6 +10,9 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -465,4 +468,99 @@ func mustOpen(t *testing.T, uri string) storage.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// overwritingS3 starts a private versitygw with --nometa, which keeps no object
+// metadata and so lets every If-None-Match: * put overwrite (a real S3 server that does
+// not honour the precondition), and returns its endpoint. Its bucket "lake" exists.
+func overwritingS3(t *testing.T, o objectStore) string {
+	t.Helper()
+	bins, _ := filepath.Glob(filepath.Join(repoRoot, ".stack", "stores", "versitygw-*", "versitygw"))
+	if len(bins) == 0 {
+		msg := "integration test needs versitygw in .stack/stores (built by scripts/stack.sh start-stores)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	addr := freePort(t)
+	cmd := exec.Command(bins[0], "--port", addr, "posix", "--nometa", t.TempDir())
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+stackEnvOr("AWS_ACCESS_KEY_ID"), "ROOT_SECRET_KEY="+stackEnvOr("AWS_SECRET_ACCESS_KEY"))
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	endpoint := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for !reachableTCP(addr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("versitygw --nometa did not listen on %s:\n%s", addr, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := storage.CreateBucket(context.Background(), "s3://lake/x", storage.Options{Endpoint: endpoint}); err != nil {
+		t.Fatalf("create bucket on versitygw --nometa: %v", err)
+	}
+	return endpoint
+}
+
+// stackEnvOr returns the environment's value of k, else .stack/env's.
+func stackEnvOr(k string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return stackEnv()[k]
+}
+
+// TestUnsafeStoreRefusedAtStartup: a pipeline whose S3 store silently overwrites
+// (versitygw --nometa ignores If-None-Match) fails at start-up with a message naming the
+// store and the fix, /readyz reports it, the daemon's other pipeline keeps running, and
+// nothing is left under the refused table (the probe object is deleted).
+func TestUnsafeStoreRefusedAtStartup(t *testing.T) {
+	s := need(t)
+	o := needStore(t, "s3")
+	unsafeEndpoint := overwritingS3(t, o)
+	topic := createTopic(t, s, "orders", 1)
+	dlq := createTopic(t, s, "orders.dlq", 1)
+	produce(t, s, topic, 50, 0, 1)
+	unsafeURI := o.base + "/unsafe/orders"
+	safeURI := o.base + "/safe/orders"
+	cfgDir := filepath.Join(t.TempDir(), "configs")
+	mustMkdir(t, cfgDir)
+	unsafe := strings.Replace(pipelineYAMLAt("orders-unsafe", s, topic, unsafeURI, "evolve", dlq),
+		fmt.Sprintf("table: {uri: %q, create: true}", unsafeURI),
+		fmt.Sprintf("table: {uri: %q, create: true, storage: {endpoint: %q}}", unsafeURI, unsafeEndpoint), 1)
+	writePipeline(t, cfgDir, "unsafe", unsafe)
+	writePipeline(t, cfgDir, "safe", pipelineYAMLAt("orders-safe", s, topic, safeURI, "evolve", dlq))
+	d := startDaemon(t, cfgDir)
+	var failure string
+	waitFor(t, d, 2*time.Minute, "the unsafe pipeline to be refused and the safe one to land 50 records", func() bool {
+		r, _ := d.readyz(t)
+		for _, pl := range r.Pipelines {
+			if pl.Pipeline == "orders-unsafe" && pl.State == "failed" {
+				failure = pl.Error
+			}
+		}
+		return failure != "" && handledAt(t, safeURI) == 50
+	})
+	for _, want := range []string{"s3://lake/", "/unsafe/orders", "does not honour put-if-absent", "If-None-Match", "Fix:"} {
+		if !strings.Contains(failure, want) {
+			t.Errorf("refusal %q does not mention %q", failure, want)
+		}
+	}
+	if code := d.stop(t); code == 0 {
+		t.Errorf("exit code 0 with a failed pipeline")
+	}
+	ctx := context.Background()
+	st, err := storage.OpenWith(ctx, unsafeURI, storage.Options{Endpoint: unsafeEndpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"", "_delta_log"} {
+		if ents, err := st.List(ctx, dir); err != nil || len(ents) != 0 {
+			t.Errorf("refused table %s/%s holds %v (%v), want nothing", unsafeURI, dir, ents, err)
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"strings"
 	"sync"
@@ -139,6 +138,21 @@ func TestStoreContract(t *testing.T) {
 					t.Errorf("probe object left behind: %s", e.Name)
 				}
 			}
+			if kind == "azure" {
+				// The same blobs through an ADLS Gen2 URI, mapped onto the Blob API (the
+				// account's endpoint comes from the connection string: Azurite).
+				abfss := strings.Replace(o.base, "az://lake/", "abfss://lake@devstoreaccount1.dfs.core.windows.net/", 1) + "/contract"
+				st2, err := storage.OpenWith(ctx, abfss, storage.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b, err := st2.Get(ctx, "_delta_log/00000000000000000003.json"); err != nil || string(b) != "commit 3\n" {
+					t.Fatalf("%s: version 3 = %q, %v", abfss, b, err)
+				}
+				if err := st2.PutIfAbsent(ctx, "_delta_log/00000000000000000004.json", []byte("x")); !errors.Is(err, storage.ErrExist) {
+					t.Fatalf("%s: put-if-absent of an existing version: %v, want ErrExist", abfss, err)
+				}
+			}
 			if d, ok := st.(storage.Deleter); !ok {
 				t.Errorf("%T has no Delete", st)
 			} else {
@@ -196,5 +210,3 @@ func TestStorePutIfAbsentRace(t *testing.T) {
 		})
 	}
 }
-
-var _ = io.EOF
