@@ -37,6 +37,24 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 }
 
+// configs/s3 holds the bronze pipeline with its table on S3 (docker-compose.yml runs it).
+func TestExampleS3ConfigLoads(t *testing.T) {
+	t.Setenv("S3_ENDPOINT", "http://s3:7070")
+	t.Setenv("AWS_REGION", "")
+	cfgs, err := LoadConfigs("../configs/s3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfgs) != 1 {
+		t.Fatalf("loaded %d pipelines, want 1", len(cfgs))
+	}
+	c := cfgs[0]
+	if c.Name != "orders-bronze-s3" || c.Table.URI != "s3://lake/bronze/orders" || c.Schema.Policy != "evolve" ||
+		c.Table.Storage.Endpoint != "http://s3:7070" || c.Table.Storage.Region != "us-east-1" {
+		t.Errorf("configs/s3: %s %s %s %+v", c.Name, c.Table.URI, c.Schema.Policy, c.Table.Storage)
+	}
+}
+
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "p.yaml")
