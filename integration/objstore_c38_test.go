@@ -553,6 +553,9 @@ func TestUnsafeStoreRefusedAtStartup(t *testing.T) {
 	if code := d.stop(t); code == 0 {
 		t.Errorf("exit code 0 with a failed pipeline")
 	}
+	if logs, _ := os.ReadFile(d.logs.Name()); strings.Contains(string(logs), stackEnvOr("AWS_SECRET_ACCESS_KEY")) {
+		t.Errorf("the daemon's log shows the S3 secret key")
+	}
 	ctx := context.Background()
 	st, err := storage.OpenWith(ctx, unsafeURI, storage.Options{Endpoint: unsafeEndpoint})
 	if err != nil {

@@ -50,7 +50,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("table "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, tableUsage, "\nFlags:\n"); fs.PrintDefaults() }
-	uri := fs.String("table", "", "table `URI` (file:///path or /path)")
+	uri := fs.String("table", "", "table `URI`: file:///path, /path, s3://, gs://, az:// or abfss:// (store settings from the environment)")
 	config := fs.String("config", "", "pipeline `file` whose table to use")
 	n := fs.Int("n", 20, "history: number of commits (0 for all)")
 	asJSON := fs.Bool("json", false, "history, describe: print JSON")
