@@ -380,7 +380,11 @@ up_failed() {
 }
 
 cmd_up() {
+  mkdir -p "$STACK" "$LOGS"
+  # Build/install the emulators (first time only) while Kafka and the registry start.
+  stores_dist & local dist_pid=$!
   kafka_registry_up
+  wait "$dist_pid" || die "could not install the object-store emulators (see above)"
   # The emulators start in seconds once built (the first build takes a few minutes).
   UP_STARTED=""; STORES_STARTED=""
   trap up_failed EXIT
