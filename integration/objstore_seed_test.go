@@ -19,14 +19,19 @@ import (
 
 // pipelineYAMLAt is pipelineYAML for a table URI (s3://…, gs://…, az://…).
 func pipelineYAMLAt(name string, s stack, topic, uri, policy, dlq string) string {
+	return pipelineYAMLAtBatch(name, s, topic, uri, policy, dlq, "{max_records: 2000, max_bytes: 64MiB, max_age: 1s}")
+}
+
+// pipelineYAMLAtBatch is pipelineYAMLAt with the batch bounds given.
+func pipelineYAMLAtBatch(name string, s stack, topic, uri, policy, dlq, batch string) string {
 	return fmt.Sprintf(`name: %s
 kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
 table: {uri: %q, create: true}
 schema: {policy: %s, on_incompatible: halt}
 dead_letter: {topic: %s}
-batch: {max_records: 2000, max_bytes: 64MiB, max_age: 1s}
-`, name, s.brokers, topic, name, time.Now().UnixNano(), s.registry, uri, policy, dlq)
+batch: %s
+`, name, s.brokers, topic, name, time.Now().UnixNano(), s.registry, uri, policy, dlq, batch)
 }
 
 // handledAt is handled for a table URI (0 when the table does not exist yet).
