@@ -40,6 +40,7 @@ type Azure struct {
 	account   string
 	container string
 	prefix    string
+	base      string // az://container or abfss://container@account.dfs.core.windows.net
 	probe     *probeOnce
 	unprobed  bool
 }
@@ -49,12 +50,15 @@ func openAzure(ctx context.Context, u *url.URL, opts Options) (*Azure, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := "az://" + cont + "/" + prefix
+	base := "az://" + cont // how the URI named the container, for URI and messages
+	if u.Scheme != "az" {
+		base = u.Scheme + "://" + cont + "@" + u.Host
+	}
 	cc, account, err := azureContainerClient(cont, account, opts.Endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", name, err)
+		return nil, fmt.Errorf("open store %s/%s: %w", base, prefix, err)
 	}
-	return &Azure{cc: cc, account: account, container: cont, prefix: prefix, probe: &probeOnce{}}, nil
+	return &Azure{cc: cc, account: account, container: cont, prefix: prefix, base: base, probe: &probeOnce{}}, nil
 }
 
 // parseAzureURI returns container, account ("" when the URI does not name it) and key
@@ -88,6 +92,9 @@ func parseAzureURI(u *url.URL) (cont, account, prefix string, err error) {
 // http://127.0.0.1:10000/devstoreaccount1).
 func azureContainerClient(cont, account, endpoint string) (*container.Client, string, error) {
 	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" && endpoint == "" {
+		if csAccount := connStringAccount(cs); account != "" && csAccount != "" && !strings.EqualFold(account, csAccount) {
+			return nil, "", fmt.Errorf("the URI names storage account %q but AZURE_STORAGE_CONNECTION_STRING is for account %q", account, csAccount)
+		}
 		cc, err := container.NewClientFromConnectionString(cs, cont, nil)
 		if err != nil {
 			// The SDK's message may quote the string: never pass it on.
@@ -131,10 +138,27 @@ func azureContainerClient(cont, account, endpoint string) (*container.Client, st
 	return cc, account, err
 }
 
-// URI implements Store: az://container/prefix.
-func (a *Azure) URI() string { return "az://" + a.container + "/" + a.prefix }
+// connStringAccount returns the AccountName of an Azure connection string, or "".
+func connStringAccount(cs string) string {
+	for _, part := range strings.Split(cs, ";") {
+		if k, v, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), "AccountName") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
 
-func (a *Azure) object(key string) string { return "az://" + a.container + "/" + key }
+// URI implements Store: az://container/prefix, or the abfss:// form it was opened with.
+func (a *Azure) URI() string { return a.baseURI() + "/" + a.prefix }
+
+func (a *Azure) baseURI() string {
+	if a.base == "" {
+		return "az://" + a.container
+	}
+	return a.base
+}
+
+func (a *Azure) object(key string) string { return a.baseURI() + "/" + key }
 
 func (a *Azure) key(op, p string) (string, error) {
 	k, err := joinKey(a.prefix, p)

@@ -314,6 +314,13 @@ func TestParseCloudURIs(t *testing.T) {
 			t.Errorf("%s: %q %q %q %v", c.uri, cont, account, prefix, err)
 		}
 	}
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;")
+	if _, err := Open("abfss://lake@other.dfs.core.windows.net/t"); err == nil || !strings.Contains(err.Error(), `names storage account "other" but AZURE_STORAGE_CONNECTION_STRING is for account "devstoreaccount1"`) || strings.Contains(err.Error(), "a2V5") {
+		t.Errorf("abfss account other than the connection string's: %v", err)
+	}
+	if st, err := Open("abfss://lake@devstoreaccount1.dfs.core.windows.net/t"); err != nil || st.URI() != "abfss://lake@devstoreaccount1.dfs.core.windows.net/t" {
+		t.Errorf("abfss with the connection string's account: %v, %v", st, err)
+	}
 	if _, err := Open("s3://user:secret@lake/x"); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("s3 URI with credentials: %v, want a refusal that does not repeat them", err)
 	}
