@@ -109,7 +109,7 @@ func s3ErrorReply(w http.ResponseWriter, status int, code string) {
 
 // c38Table creates s3://lake/<test>/orders at version 6 (create + 6 commits by
 // "orders-setup") directly on the emulator and returns its URI.
-func c38Table(t *testing.T, o objectStore) string {
+func c38Table(t testing.TB, o objectStore) string {
 	t.Helper()
 	ctx := context.Background()
 	uri := o.base + "/orders"
@@ -461,7 +461,7 @@ func TestC38S3Commits(t *testing.T) {
 	})
 }
 
-func mustOpen(t *testing.T, uri string) storage.Store {
+func mustOpen(t testing.TB, uri string) storage.Store {
 	t.Helper()
 	st, err := storage.OpenWith(context.Background(), uri, storage.Options{})
 	if err != nil {

@@ -49,7 +49,7 @@ func stackEnv() map[string]string {
 // scripts/stack.sh, with its variables set in the test's environment (so that a daemon
 // started by the test inherits them) and its bucket created. Without it the test skips
 // locally, naming what is missing, and fails under CI=true.
-func needStore(t *testing.T, kind string) objectStore {
+func needStore(t testing.TB, kind string) objectStore {
 	t.Helper()
 	env := stackEnv()
 	get := func(k string) string {
