@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -95,7 +96,7 @@ func azureContainerClient(cont, account, endpoint string) (*container.Client, st
 		if csAccount := connStringAccount(cs); account != "" && csAccount != "" && !strings.EqualFold(account, csAccount) {
 			return nil, "", fmt.Errorf("the URI names storage account %q but AZURE_STORAGE_CONNECTION_STRING is for account %q", account, csAccount)
 		}
-		cc, err := container.NewClientFromConnectionString(cs, cont, nil)
+		cc, err := container.NewClientFromConnectionString(cs, cont, azureClientOptions())
 		if err != nil {
 			// The SDK's message may quote the string: never pass it on.
 			return nil, "", errors.New("AZURE_STORAGE_CONNECTION_STRING is not a valid connection string")
@@ -120,11 +121,11 @@ func azureContainerClient(cont, account, endpoint string) (*container.Client, st
 		if err != nil {
 			return nil, "", errors.New("AZURE_STORAGE_KEY is not a valid account key (base64)")
 		}
-		cc, err := container.NewClientWithSharedKeyCredential(curl, cred, nil)
+		cc, err := container.NewClientWithSharedKeyCredential(curl, cred, azureClientOptions())
 		return cc, account, err
 	}
 	if sas := os.Getenv("AZURE_STORAGE_SAS_TOKEN"); sas != "" {
-		cc, err := container.NewClientWithNoCredential(curl+"?"+strings.TrimPrefix(sas, "?"), nil)
+		cc, err := container.NewClientWithNoCredential(curl+"?"+strings.TrimPrefix(sas, "?"), azureClientOptions())
 		if err != nil {
 			return nil, "", errors.New("AZURE_STORAGE_SAS_TOKEN does not make a valid container URL")
 		}
@@ -134,8 +135,16 @@ func azureContainerClient(cont, account, endpoint string) (*container.Client, st
 	if err != nil {
 		return nil, "", fmt.Errorf("no Azure credential (set AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, or configure DefaultAzureCredential): %w", err)
 	}
-	cc, err := container.NewClient(curl, cred, nil)
+	cc, err := container.NewClient(curl, cred, azureClientOptions())
 	return cc, account, err
+}
+
+// azureClientOptions bounds each try of a request (a commit, one 8 MiB block) to two
+// minutes, so a store that never answers does not stall a commit; the SDK then retries.
+func azureClientOptions() *container.ClientOptions {
+	o := &container.ClientOptions{}
+	o.Retry.TryTimeout = 2 * time.Minute
+	return o
 }
 
 // connStringAccount returns the AccountName of an Azure connection string, or "".

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -44,6 +46,9 @@ type S3 struct {
 	unprobed bool // the probe's own view: writes skip the probe
 }
 
+// requestAnswerTimeout bounds the wait for the start of an answer to a sent request.
+const requestAnswerTimeout = time.Minute
+
 func openS3(ctx context.Context, u *url.URL, opts Options) (*S3, error) {
 	bucket, prefix, err := bucketPrefix(u)
 	if err != nil {
@@ -53,6 +58,12 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*S3, error) {
 	if opts.Region != "" {
 		lopts = append(lopts, config.WithRegion(opts.Region))
 	}
+	// A store that accepts a request and never answers must not stall a commit forever:
+	// the answer to a fully sent request (a commit, one 8 MiB part) must start within a
+	// minute; the SDK then retries, or the caller does.
+	lopts = append(lopts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.ResponseHeaderTimeout = requestAnswerTimeout
+	})))
 	cfg, err := config.LoadDefaultConfig(ctx, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("open store s3://%s/%s: load AWS configuration: %w", bucket, prefix, err)
