@@ -4,6 +4,13 @@
 //
 // Paths are slash-separated and relative to the table root ("_delta_log/00…0.json",
 // "part-00000-….parquet"); they must not be absolute nor contain ".." elements.
+//
+// Stores: Local (POSIX filesystem, link(2) for put-if-absent), S3 (aws-sdk-go-v2,
+// If-None-Match: *), GCS (cloud.google.com/go/storage, ifGenerationMatch=0) and Azure
+// (azblob, If-None-Match: *; az:// and abfss:// URIs), opened by OpenWith. This is the only
+// package of ingestd that imports cloud SDKs; cloud errors are *StoreError values classed
+// ErrExist, ErrNotExist, ErrPermission or ErrTransient (see errors.go). Cloud stores probe
+// put-if-absent before their first write (Probe).
 package storage
 
 import (
