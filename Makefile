@@ -16,7 +16,7 @@ unit:
 fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testdata/fuzz)
 	for t in FuzzDecode FuzzDifferential; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 40000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
 
-integration: ## needs Java 17+, Maven and Python 3; starts Kafka + registry via scripts/stack.sh
+integration: ## needs Java 17+, Maven, Python 3, Go and Node.js; starts Kafka, the registry and the S3/GCS/Azure emulators via scripts/stack.sh
 	scripts/venv.sh
 	scripts/spark-jars.sh
 	scripts/stack.sh up

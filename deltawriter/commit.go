@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -139,6 +140,40 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 			return -1, fmt.Errorf("commit: versions %d..%d taken by concurrent writers: %w", snap.Version+1, version, ErrCommitAttempts)
 		}
 		version++
+		// Lost a race: back off with jitter (so contending writers spread out instead of
+		// retrying in a tight loop), then step over the versions other writers took in the
+		// meantime by reading them (each checked like the winner above), not by one
+		// conditional put per taken version.
+		if err := lostRaceBackoff(ctx, attempt); err != nil {
+			return -1, fmt.Errorf("commit: %w", err)
+		}
+		for {
+			next, err := readCommit(ctx, t.store, version)
+			if storage.IsNotExist(err) {
+				break
+			}
+			if err != nil {
+				return -1, fmt.Errorf("commit: %w", err)
+			}
+			if err := checkWinner(&c, version, next); err != nil {
+				return -1, err
+			}
+			version++
+		}
+	}
+}
+
+// lostRaceBackoff sleeps before the commit attempt after attempt (1-based) lost its
+// version: full jitter over 5 ms · 2^(attempt-1), at most 500 ms.
+func lostRaceBackoff(ctx context.Context, attempt int) error {
+	d := min(5*time.Millisecond<<min(attempt-1, 7), 500*time.Millisecond)
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -157,8 +192,12 @@ var putRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second, Jitt
 // The identical bytes (same commitInfo.txnId) are then put again, up to 3 times: success
 // means it was not written before; ErrExist sends the caller to read the winner and
 // compare its txnId with ours (PROTOCOL.md "Creation of New Log Entries"; checklist §1.7).
+// A refusal (storage.ErrPermission, storage.ErrUnsafeStore) is returned as it is.
 func (t *Table) putCommit(ctx context.Context, version int64, data []byte) error {
 	err := t.store.PutIfAbsent(ctx, commitPath(version), data)
+	if errors.Is(err, storage.ErrPermission) || errors.Is(err, storage.ErrUnsafeStore) {
+		return err // refused before anything was written: not ambiguous, and retrying cannot help
+	}
 	for retry := 0; err != nil && !errors.Is(err, storage.ErrExist) && retry < 3; retry++ {
 		t.logf("commit put failed, retrying the identical put", "version", version, "err", err)
 		if putRetry.Sleep(ctx, retry) != nil {

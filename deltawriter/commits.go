@@ -2,6 +2,7 @@ package deltawriter
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"maps"
 	"slices"
@@ -38,11 +39,28 @@ func CommitTxnID(actions []deltalog.Action) string {
 // checkpoint (log cleanup removes old commits); other files (checkpoints, .crc, temp
 // files) are ignored. It returns an error when the listing fails.
 func CommitVersions(ctx context.Context, st storage.Store) ([]int64, error) {
-	l, err := listLog(ctx, st)
+	return commitVersionsAfter(ctx, st, -1)
+}
+
+// commitVersionsAfter is CommitVersions for the versions above after (-1: all), listing
+// only the names after after's commit file (storage.ListFrom: a start-after key on object
+// stores, so a replay does not list the whole log per refresh).
+func commitVersionsAfter(ctx context.Context, st storage.Store, after int64) ([]int64, error) {
+	from := ""
+	if after >= 0 {
+		from = fmt.Sprintf("%020d.json", after)
+	}
+	l, err := listLog(ctx, st, from)
 	if err != nil {
 		return nil, err
 	}
-	return slices.Sorted(maps.Keys(l.commits)), nil
+	var out []int64
+	for _, v := range slices.Sorted(maps.Keys(l.commits)) {
+		if v > after {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 // ReadCommit reads and parses the commit file of version v of the table stored at st.
@@ -58,12 +76,12 @@ func ReadCommit(ctx context.Context, st storage.Store, v int64) (CommitEntry, er
 
 // Commits yields, in version order, the commits of the table stored at st whose version
 // is above after (-1: all) and whose JSON file is present when the iteration starts: one
-// listing of _delta_log (CommitVersions), then each file read as it is reached
+// listing of _delta_log from after's commit file on, then each file read as it is reached
 // (ReadCommit). A failure is yielded once, with a zero CommitEntry, and ends the
 // iteration.
 func Commits(ctx context.Context, st storage.Store, after int64) iter.Seq2[CommitEntry, error] {
 	return func(yield func(CommitEntry, error) bool) {
-		versions, err := CommitVersions(ctx, st)
+		versions, err := commitVersionsAfter(ctx, st, after)
 		if err != nil {
 			yield(CommitEntry{}, err)
 			return

@@ -479,7 +479,7 @@ func TestConformanceNamedDataTables(t *testing.T) {
 			// Delete every commit the newest checkpoint covers: the snapshot must then come
 			// from the checkpoint (and its sidecars) alone.
 			dir := copyTree(t, root(name))
-			l, err := listLog(context.Background(), mustLocal(t, dir))
+			l, err := listLog(context.Background(), mustLocal(t, dir), "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -298,7 +298,7 @@ func TestV2CheckpointWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := listLog(ctx, st)
+	l, err := listLog(ctx, st, "")
 	if err != nil {
 		t.Fatal(err)
 	}

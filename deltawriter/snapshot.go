@@ -186,8 +186,12 @@ type logListing struct {
 // (<v>.checkpoint.parquet), multi-part ones (<v>.checkpoint.<part:10>.<parts:10>.parquet;
 // only complete sets count) and V2 UUID-named ones (<v>.checkpoint.<uuid>.{json,parquet}),
 // and ignores everything else (.crc files, compacted logs, temp files, _commits/).
-func listLog(ctx context.Context, st storage.Store) (*logListing, error) {
-	ents, err := st.List(ctx, logDir)
+//
+// With after set, only names after it are listed (storage.ListFrom: S3 StartAfter, GCS
+// StartOffset, Azure StartFrom), so a load from a checkpoint does not list the history
+// before it.
+func listLog(ctx context.Context, st storage.Store, after string) (*logListing, error) {
+	ents, err := storage.ListFrom(ctx, st, logDir, after)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", logDir, err)
 	}
@@ -274,15 +278,37 @@ func isUUID(s string) bool {
 // checkpoint that cannot be read completely (missing part or sidecar, corrupt file) is
 // skipped for an older one. It returns an error wrapping ErrTableNotFound when there is
 // no commit at all, and an error when commit versions are not contiguous.
+//
+// When _last_checkpoint names a version, _delta_log is first listed from that version
+// on only; the whole log is listed when that checkpoint is missing or unreadable.
 func loadSnapshot(ctx context.Context, st storage.Store, now time.Time) (*Snapshot, error) {
-	l, err := listLog(ctx, st)
+	hint := readLastCheckpoint(ctx, st)
+	if hint >= 0 {
+		l, err := listLog(ctx, st, fmt.Sprintf("%020d", hint))
+		if err != nil {
+			return nil, err
+		}
+		for _, names := range l.checkpoints[hint] {
+			s, err := readCheckpoint(ctx, st, hint, names)
+			if err != nil {
+				continue // the full listing below looks for another one
+			}
+			if l.maxCommit > hint && !l.commits[hint+1] {
+				return nil, fmt.Errorf("load snapshot: commit %d after checkpoint %d is missing (versions are not contiguous up to %d)", hint+1, hint, l.maxCommit)
+			}
+			if err := replayCommits(ctx, st, s, l, hint+1); err != nil {
+				return nil, err
+			}
+			return s, s.finish(now)
+		}
+	}
+	l, err := listLog(ctx, st, "")
 	if err != nil {
 		return nil, err
 	}
 	if l.maxCommit < 0 && len(l.checkpoints) == 0 {
 		return nil, fmt.Errorf("load snapshot: no commit in %s: %w", logDir, ErrTableNotFound)
 	}
-	hint := readLastCheckpoint(ctx, st)
 	// Candidate checkpoints, newest first; _last_checkpoint's version first when it is
 	// complete in the listing (it normally is the newest).
 	var cands []int64

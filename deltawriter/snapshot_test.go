@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -223,4 +225,56 @@ func TestKernelTables(t *testing.T) {
 
 func removeFile(st *storage.Local, p string) error {
 	return os.Remove(filepath.Join(st.Root(), filepath.FromSlash(p)))
+}
+
+// listRecorder is a local store that records its listings: (dir, after) pairs, after ""
+// for a full List.
+type listRecorder struct {
+	*storage.Local
+	calls []string
+}
+
+func (r *listRecorder) List(ctx context.Context, dir string) ([]storage.FileInfo, error) {
+	r.calls = append(r.calls, dir+" (full)")
+	return r.Local.List(ctx, dir)
+}
+
+func (r *listRecorder) ListFrom(ctx context.Context, dir, after string) ([]storage.FileInfo, error) {
+	r.calls = append(r.calls, dir+" after "+after)
+	return storage.ListFrom(ctx, r.Local, dir, after)
+}
+
+// A full load lists _delta_log from the version _last_checkpoint names, not its whole
+// history; without a readable checkpoint there it lists everything.
+func TestLoadListsFromLastCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	tbl, _ := Open(ctx, st)
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "3"})
+	for i := 1; i <= 7; i++ {
+		if _, err := tbl.Commit(ctx, Commit{ReadVersion: int64(i - 1), Adds: []deltalog.Add{fakeAdd(fmt.Sprintf("f%d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &listRecorder{Local: st}
+	s, err := loadSnapshot(ctx, rec, time.Now())
+	if err != nil || s.Version != 7 || len(s.Files) != 7 {
+		t.Fatalf("load: version %d, %d files, %v; want 7, 7", s.Version, len(s.Files), err)
+	}
+	if got, want := fmt.Sprint(rec.calls), "[_delta_log after 00000000000000000006]"; got != want {
+		t.Fatalf("listings %s, want %s", got, want)
+	}
+	// The checkpoint _last_checkpoint names is gone: the whole log is listed, and the
+	// older checkpoint (3) is used.
+	if err := removeFile(st, checkpointPath(6)); err != nil {
+		t.Fatal(err)
+	}
+	rec.calls = nil
+	s, err = loadSnapshot(ctx, rec, time.Now())
+	if err != nil || s.Version != 7 || len(s.Files) != 7 {
+		t.Fatalf("load without checkpoint 6: version %d, %d files, %v", s.Version, len(s.Files), err)
+	}
+	if got, want := fmt.Sprint(rec.calls), "[_delta_log after 00000000000000000006 _delta_log after ]"; got != want {
+		t.Fatalf("listings %s, want %s", got, want)
+	}
 }

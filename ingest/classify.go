@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/internal/backoff"
 )
@@ -100,12 +101,15 @@ func classify(err error) verdict {
 	case errors.Is(err, errSnapshotChanged), errors.Is(err, deltawriter.ErrMetadataChanged),
 		errors.Is(err, deltawriter.ErrConcurrentTxn), errors.Is(err, deltawriter.ErrTxnAlreadyCommitted):
 		return verdict{action: actRebuild, err: err}
-	case errors.As(err, &re), errors.Is(err, deltawriter.ErrUnsupportedFeature):
+	case errors.As(err, &re), errors.Is(err, deltawriter.ErrUnsupportedFeature), errors.Is(err, storage.ErrUnsafeStore):
 		return verdict{action: actFatal, err: err}
-	case errors.Is(err, fs.ErrPermission):
-		return verdict{action: actFatal, err: fmt.Errorf("%w (give ingestd's user write access to the table directory)", err)}
+	case errors.Is(err, fs.ErrPermission): // storage.ErrPermission too: a store's 401/403
+		return verdict{action: actFatal, err: fmt.Errorf("%w (give ingestd write access to the table: "+
+			"the directory's owner on local disk, the bucket or container policy of its credentials on an object store)", err)}
 	case errors.As(err, &te):
 		return verdict{action: actRetry, stage: te.stage, err: err}
+	case errors.Is(err, storage.ErrTransient):
+		return verdict{action: actRetry, stage: "store", err: err}
 	case errors.Is(err, decode.ErrTransient):
 		return verdict{action: actRetry, stage: "schema registry", err: err}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
@@ -30,6 +31,9 @@ func TestClassify(t *testing.T) {
 		{"txn already committed", deltawriter.ErrTxnAlreadyCommitted, actRebuild, ""},
 		{"unsupported feature", fmt.Errorf("commit: %w", deltawriter.ErrUnsupportedFeature), actFatal, ""},
 		{"no write access", &transientError{"write data file", fs.ErrPermission}, actFatal, ""},
+		{"store refused the credentials (403)", &transientError{"commit", &storage.StoreError{Op: "put", Object: "s3://lake/t/_delta_log/00000000000000000001.json", Status: 403, Class: storage.ErrPermission, Err: errors.New("AccessDenied")}}, actFatal, ""},
+		{"store overwrites", fmt.Errorf("open store: %w", storage.ErrUnsafeStore), actFatal, ""},
+		{"store throttles", &storage.StoreError{Op: "get", Object: "s3://lake/t/_delta_log/_last_checkpoint", Status: 503, Class: storage.ErrTransient, Err: errors.New("SlowDown")}, actRetry, "store"},
 		{"transient", &transientError{"read snapshot", errors.New("503")}, actRetry, "read snapshot"},
 		{"registry", fmt.Errorf("look up: %w", decode.ErrTransient), actRetry, "schema registry"},
 		{"dead letter refused", produceError("produce dead letters", "t.dlq", fmt.Errorf("x: %w", kerr.MessageTooLarge)), actFatal, ""},

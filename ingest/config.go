@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
@@ -59,13 +61,34 @@ type RegistryConfig struct {
 
 // TableConfig locates the Delta table.
 type TableConfig struct {
-	URI         string            `yaml:"uri"`    // file:///abs/path or /abs/path
+	// URI is the table root: file:///abs/path or /abs/path, s3://bucket/path,
+	// gs://bucket/path, az://container/path or
+	// abfss://container@account.dfs.core.windows.net/path (see storage.OpenWith).
+	URI         string            `yaml:"uri"`
 	Create      bool              `yaml:"create"` // create the table on first write if it does not exist
 	PartitionBy []string          `yaml:"partition_by"`
 	Properties  map[string]string `yaml:"properties"` // table properties set on create, e.g. delta.checkpointInterval
 	// ColumnMapping is delta.columnMapping.mode for a table ingestd creates: none
 	// (default), name or id. Names such as "order id" need it.
 	ColumnMapping string `yaml:"column_mapping"`
+	// Storage holds optional object-store settings; credentials always come from the
+	// cloud's standard environment and credential chain, never from this file.
+	Storage StorageConfig `yaml:"storage"`
+}
+
+// StorageConfig is table.storage: settings of the table's object store.
+type StorageConfig struct {
+	// Endpoint is an S3-compatible server (MinIO, R2, Ceph, versitygw; path-style
+	// addressing is then used) or an Azure Blob endpoint (Azurite). Default: the cloud's
+	// own, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
+	Endpoint string `yaml:"endpoint"`
+	// Region is the S3 region; default AWS_REGION, the shared config, else us-east-1.
+	Region string `yaml:"region"`
+}
+
+// StorageOptions returns the storage.Options of table.storage.
+func (t TableConfig) StorageOptions() storage.Options {
+	return storage.Options{Endpoint: t.Storage.Endpoint, Region: t.Storage.Region}
 }
 
 // SchemaConfig is the guard's policy for this table.
@@ -404,8 +427,14 @@ func (c *Config) validate() []error {
 	}
 	if c.Table.URI == "" {
 		bad("$.table", "table.uri is missing", `set table.uri: "file:///var/lib/ingestd/<table>"`)
-	} else if !strings.HasPrefix(c.Table.URI, "file:///") && !filepath.IsAbs(c.Table.URI) {
-		bad("$.table.uri", fmt.Sprintf("table.uri %q: only local tables (file:///abs/path or /abs/path) are supported so far", c.Table.URI), "use an absolute file:// URI")
+	} else if err := storage.CheckURI(c.Table.URI, storage.Options{}); err != nil {
+		bad("$.table.uri", fmt.Sprintf("table.uri %q: %v", c.Table.URI, err), `use file:///abs/path, s3://bucket/path, gs://bucket/path, az://container/path or abfss://container@account.dfs.core.windows.net/path`)
+	} else if err := storage.CheckURI(c.Table.URI, c.Table.StorageOptions()); err != nil {
+		path := "$.table.storage.endpoint"
+		if c.Table.Storage.Endpoint == "" || strings.Contains(err.Error(), "region") {
+			path = "$.table.storage.region"
+		}
+		bad(path, fmt.Sprintf("table.%v", err), "remove the setting or correct it")
 	}
 	switch c.Table.ColumnMapping {
 	case "", "none", "name", "id":
@@ -479,4 +508,30 @@ func splitComment(line []byte) (content, comment []byte) {
 		}
 	}
 	return line, nil
+}
+
+// CheckStorageCredentials resolves, for each pipeline whose table is in object storage,
+// the credentials its store would use (storage.CheckCredentials: no request to the store,
+// no secret printed). It returns where each pipeline's credentials come from, by pipeline
+// name ("" for local tables), and a ConfigError (file:line of table.uri) per pipeline
+// whose credentials do not resolve, joined.
+func CheckStorageCredentials(ctx context.Context, cfgs []*Config) (map[string]string, error) {
+	src := map[string]string{}
+	var errs []error
+	for _, c := range cfgs {
+		if !storage.IsCloudURI(c.Table.URI) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		s, err := storage.CheckCredentials(cctx, c.Table.URI, c.Table.StorageOptions())
+		cancel()
+		if err != nil {
+			errs = append(errs, &ConfigError{File: c.File, Line: c.line("$.table.uri"),
+				Msg: fmt.Sprintf("credentials for table %s: %v", c.Table.URI, err),
+				Fix: "provide credentials through the cloud's standard environment (see README, Tables in object storage)"})
+			continue
+		}
+		src[c.Name] = s
+	}
+	return src, errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,24 @@ func TestExampleConfigsLoad(t *testing.T) {
 		if c.AppID != c.Name || c.Schema.OnIncompatible != "halt" {
 			t.Errorf("%s: defaults app_id=%q on_incompatible=%q", c.Name, c.AppID, c.Schema.OnIncompatible)
 		}
+	}
+}
+
+// configs/s3 holds the bronze pipeline with its table on S3 (docker-compose.yml runs it).
+func TestExampleS3ConfigLoads(t *testing.T) {
+	t.Setenv("S3_ENDPOINT", "http://s3:7070")
+	t.Setenv("AWS_REGION", "")
+	cfgs, err := LoadConfigs("../configs/s3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfgs) != 1 {
+		t.Fatalf("loaded %d pipelines, want 1", len(cfgs))
+	}
+	c := cfgs[0]
+	if c.Name != "orders-bronze-s3" || c.Table.URI != "s3://lake/bronze/orders" || c.Schema.Policy != "evolve" ||
+		c.Table.Storage.Endpoint != "http://s3:7070" || c.Table.Storage.Region != "us-east-1" {
+		t.Errorf("configs/s3: %s %s %s %+v", c.Name, c.Table.URI, c.Schema.Policy, c.Table.Storage)
 	}
 }
 
@@ -105,6 +124,39 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// table.uri takes object-store URIs and table.storage their settings; mistakes name
+// their line and the fix.
+func TestConfigTableStorage(t *testing.T) {
+	s3 := strings.Replace(goodConfig, `table: {uri: "file:///tmp/t", create: true}`,
+		"table:\n  uri: \"s3://lake/bronze/orders\"\n  create: true\n  storage:\n    endpoint: \"http://127.0.0.1:7070\"\n    region: eu-west-1\n", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, s3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].Table.StorageOptions(); got.Endpoint != "http://127.0.0.1:7070" || got.Region != "eu-west-1" || cfgs[0].Table.URI != "s3://lake/bronze/orders" {
+		t.Fatalf("table %+v, storage options %+v", cfgs[0].Table, got)
+	}
+	for _, uri := range []string{"gs://lake/t", "az://lake/t", "abfss://lake@acct.dfs.core.windows.net/t", "/abs/t"} {
+		if _, err := LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", uri, 1))); err != nil {
+			t.Errorf("%s: %v", uri, err)
+		}
+	}
+	for _, tc := range []struct{ body, want string }{
+		{strings.Replace(goodConfig, "file:///tmp/t", "hdfs://nn/t", 1), `p.yaml:4: table.uri "hdfs://nn/t": scheme "hdfs" is not supported`},
+		{strings.Replace(goodConfig, "file:///tmp/t", "abfss://acct.dfs.core.windows.net/t", 1), "p.yaml:4: table.uri \"abfss://acct.dfs.core.windows.net/t\": open store abfss://acct.dfs.core.windows.net/t: write abfss://container@account.dfs.core.windows.net/path"},
+		{strings.Replace(goodConfig, "file:///tmp/t", "s3:///t", 1), "no bucket in the URI"},
+		{strings.Replace(s3, "s3://lake/bronze/orders", "gs://lake/o", 1), "p.yaml:8: table.storage.endpoint is not used for GCS: set STORAGE_EMULATOR_HOST"},
+		{strings.Replace(s3, "http://127.0.0.1:7070", "127.0.0.1:7070", 1), `p.yaml:8: table.storage.endpoint "127.0.0.1:7070" is not an http(s) URL`},
+		{strings.Replace(strings.Replace(s3, "s3://lake/bronze/orders", "az://lake/o", 1), "    endpoint: \"http://127.0.0.1:7070\"\n", "", 1), "p.yaml:8: table.storage.region is only used for s3:// tables"},
+		{strings.Replace(s3, "region: eu-west-1", "regoin: eu-west-1", 1), `unknown field "regoin"`},
+	} {
+		_, err := LoadConfigs(writeConfig(t, tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v\n does not contain %q", err, tc.want)
+		}
+	}
+}
+
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{"128MiB": 128 << 20, "64MB": 64e6, "512": 512, `"1GiB"`: 1 << 30, "10KB": 10000} {
 		s, err := parseByteSize(strings.Trim(in, `"`))
@@ -126,7 +178,7 @@ func TestConfigEnvEdges(t *testing.T) {
 		t.Errorf("brokers %q, want the comma-separated list split", got)
 	}
 	_, err = LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", "file://relative/t", 1)))
-	if err == nil || !strings.Contains(err.Error(), "only local tables") {
+	if err == nil || !strings.Contains(err.Error(), "a file URI needs an absolute path") {
 		t.Errorf("file://relative accepted: %v", err)
 	}
 }
@@ -152,5 +204,44 @@ func TestConfigSameTopicSameTable(t *testing.T) {
 	}
 	if strings.Count(err.Error(), "would land twice") != 1 {
 		t.Fatalf("want exactly one error (c.yaml reads another topic): %v", err)
+	}
+}
+
+// validate resolves object-store credentials without printing them, and names the
+// pipeline file and line when they do not resolve.
+func TestCheckStorageCredentials(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "")
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "")
+	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	body := strings.Replace(goodConfig, "file:///tmp/t", "s3://lake/orders", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = CheckStorageCredentials(context.Background(), cfgs)
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:4: credentials for table s3://lake/orders: no AWS credentials") {
+		t.Fatalf("no credentials: %v", err)
+	}
+	const secret = "wJalrXUtnFEMI-do-not-print"
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	src, err := CheckStorageCredentials(context.Background(), cfgs)
+	if err != nil || src["orders-silver"] != "AWS EnvConfigCredentials" {
+		t.Fatalf("env credentials: %v, %v; want AWS EnvConfigCredentials", src, err)
+	}
+	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:4443")
+	cfgs[0].Table.URI = "gs://lake/orders"
+	if src, err := CheckStorageCredentials(context.Background(), cfgs); err != nil || !strings.Contains(src["orders-silver"], "GCS emulator") {
+		t.Fatalf("gcs emulator: %v, %v", src, err)
+	}
+	for _, s := range src {
+		if strings.Contains(s, secret) {
+			t.Fatalf("credential source shows the secret: %q", s)
+		}
 	}
 }

@@ -21,13 +21,23 @@ func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipe
 	if err != nil {
 		return nil, err
 	}
+	// Refuse, before anything is written, a store that does not honour put-if-absent or
+	// whose credentials are refused. A transient failure (network, throttling) is left to
+	// the store's own check before its first write, which the pipeline retries.
+	if err := storage.CheckPutIfAbsent(ctx, deps.Table.Store()); err != nil {
+		if !storage.IsTransient(err) {
+			_ = CloseDeps(ctx, deps)
+			return nil, fmt.Errorf("check store %s: %w", cfg.Table.URI, err)
+		}
+		log.Warn("store check failed transiently; it is retried before the first write", "table", cfg.Table.URI, "err", err)
+	}
 	return NewPipeline(cfg, deps), nil
 }
 
 // OpenDeps builds what a pipeline (or a replay) of cfg needs: the table's store and log,
 // and the schema source (registry client with caches, or the static .avsc).
 func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (Deps, error) {
-	store, err := storage.Open(cfg.Table.URI)
+	store, err := storage.OpenWith(ctx, cfg.Table.URI, cfg.Table.StorageOptions())
 	if err != nil {
 		return Deps{}, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
 	}

@@ -12,9 +12,14 @@
 # other whitespace returns the same id, as Confluent's registry does, and its global
 # compatibility is set to BACKWARD, Confluent's default.
 #
-# Usage: scripts/stack.sh up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry
-#   up      start both (idempotent: a no-op when they already run), write .stack/env
-#   down    stop both and delete their data, so the next `up` starts fresh
+#   - one object-store emulator per cloud (scripts/stack-stores.sh): versitygw for S3,
+#     fake-gcs-server for GCS (both built from the Go module proxy) and Azurite for Azure Blob
+#     (npm), each checked to refuse a second conditional create, each with a bucket "lake".
+#
+# Usage: scripts/stack.sh up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry|start-stores|stop-stores
+#   up      start everything (idempotent: a no-op for what already runs), write .stack/env
+#   down    stop everything and delete its data, so the next `up` starts fresh
+#   start-stores / stop-stores: the object-store emulators alone (idempotent; stop keeps data)
 #   status  print what runs
 #   start-kafka / stop-kafka / restart-kafka, start-registry / stop-registry: one service,
 #           data kept (Kafka's log dirs; the registry is in-memory), for chaos tests.
@@ -24,6 +29,10 @@
 # (default 8081). An unset port whose default is taken by another program is replaced by a
 # free one; an explicitly set port that is taken is an error. .stack/env holds the result:
 #   . .stack/env   # KAFKA_BROKERS, SCHEMA_REGISTRY_URL (the ccompat root, with its path)
+# Store ports: S3_PORT (7070), GCS_PORT (4443), AZURITE_PORT (10000), same rules; .stack/env
+# then also has AWS_ENDPOINT_URL_S3 (and S3_ENDPOINT), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+# AWS_REGION, STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING, AZURITE_BLOB_ENDPOINT and
+# AZURITE_ACCOUNT_KEY (the emulators' test credentials).
 # Timeouts: KAFKA_START_TIMEOUT (default 120 s), SR_START_TIMEOUT (default 180 s).
 set -euo pipefail
 
@@ -58,6 +67,9 @@ DEP_PLUGIN_COPY="org.apache.maven.plugins:maven-dependency-plugin:2.8"
 
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 SR_START_TIMEOUT="${SR_START_TIMEOUT:-180}"
+
+# shellcheck source=scripts/stack-stores.sh
+. "$ROOT/scripts/stack-stores.sh"
 
 log() { echo "stack.sh: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -345,11 +357,17 @@ sr_wait() {
 
 # ---------------------------------------------------------------------------------------
 
+# write_env: .stack/env from what this instance runs (Kafka and the registry, the stores).
 write_env() {
-  cat > "$STACK/env" <<EOF
+  : > "$STACK/env.tmp"
+  if [ -f "$STACK/kafka.port" ] && [ -f "$STACK/registry.port" ]; then
+    cat >> "$STACK/env.tmp" <<EOF
 export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")
 export SCHEMA_REGISTRY_URL=$(sr_url)
 EOF
+  fi
+  if [ -f "$STACK/stores.env" ]; then cat "$STACK/stores.env" >> "$STACK/env.tmp"; fi
+  mv "$STACK/env.tmp" "$STACK/env"
 }
 
 UP_STARTED=""
@@ -357,10 +375,26 @@ up_failed() {
   local rc=$? name
   [ "$rc" = 0 ] && return
   for name in $UP_STARTED; do stop_pid "$name" "$STACK/$name.pid"; done
+  for name in ${STORES_STARTED:-}; do stop_store "$name"; done
   exit "$rc"
 }
 
 cmd_up() {
+  mkdir -p "$STACK" "$LOGS"
+  # Build/install the emulators (first time only) while Kafka and the registry start.
+  stores_dist & local dist_pid=$!
+  kafka_registry_up
+  wait "$dist_pid" || die "could not install the object-store emulators (see above)"
+  # The emulators start in seconds once built (the first build takes a few minutes).
+  UP_STARTED=""; STORES_STARTED=""
+  trap up_failed EXIT
+  stores_up
+  trap - EXIT
+  write_env
+  cat "$STACK/env"
+}
+
+kafka_registry_up() {
   mkdir -p "$STACK" "$LOGS"
   local started=0
   # A port asked for explicitly must be the one a running service uses.
@@ -372,7 +406,7 @@ cmd_up() {
   fi
   if alive kafka "$KAFKA_PID" && alive registry "$SR_PID" && [ -f "$STACK/env" ] \
      && port_open "$(cat "$STACK/kafka.port")" && sr_probe; then
-    log "already running"; cat "$STACK/env"; return 0
+    log "Kafka and the registry already running"; return 0
   fi
   ensure_tools
   kafka_jars
@@ -409,15 +443,16 @@ cmd_up() {
   sr_wait
   write_env
   trap - EXIT
-  [ "$started" = 1 ] && log "ready"
-  cat "$STACK/env"
+  if [ "$started" = 1 ]; then log "Kafka and the registry ready"; fi
 }
 
 cmd_down() {
   stop_pid registry "$SR_PID"
   stop_pid kafka "$KAFKA_PID"
+  stores_down
   rm -rf "$KAFKA_DATA" "$KAFKA_DIR" "$STACK/env" "$STACK/kafka.port" "$STACK/kafka.controller.port" \
-    "$STACK/registry.port" "$STACK/registry.fresh"
+    "$STACK/registry.port" "$STACK/registry.fresh" "$STACK/stores.env" "$STACK/s3.port" "$STACK/gcs.port" \
+    "$STACK/azurite.port" "$STACK/s3-data" "$STACK/s3-meta" "$STACK/gcs-data" "$STACK/azurite-data"
   log "stopped; data removed (downloads kept in $STACK)"
 }
 
@@ -441,6 +476,7 @@ cmd_status() {
   else
     echo "registry: not running"; rc=1
   fi
+  stores_status || rc=1
   [ -f "$STACK/env" ] && { echo "env ($STACK/env):"; sed 's/^/  /' "$STACK/env"; }
   return "$rc"
 }
@@ -516,5 +552,7 @@ case "${1:-}" in
   restart-kafka) cmd_restart_kafka ;;
   start-registry) cmd_start_registry ;;
   stop-registry) cmd_stop_registry ;;
-  *) echo "usage: $0 up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry" >&2; exit 2 ;;
+  start-stores) STORES_STARTED=""; trap up_failed EXIT; stores_up; trap - EXIT; write_env; cat "$STACK/env" ;;
+  stop-stores) stores_down ;;
+  *) echo "usage: $0 up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry|start-stores|stop-stores" >&2; exit 2 ;;
 esac

@@ -20,7 +20,7 @@ import (
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "validate --config DIR|FILE", "Load and check pipeline files without connecting to anything.", stderr)
+	fs := newFlagSet("validate", "validate --config DIR|FILE", "Load and check pipeline files, and that object-store credentials resolve, without connecting to Kafka, the registry or the stores.", stderr)
 	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
 	if code, done := parseFlags(fs, args); done {
 		return code
@@ -34,8 +34,18 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	// Object-store credentials must resolve (nothing is sent to the store; no secret printed).
+	creds, err := ingest.CheckStorageCredentials(context.Background(), cfgs)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
 	for _, c := range cfgs {
-		fmt.Fprintf(stdout, "ok  %s  %s  topics=%v  table=%s  policy=%s\n", c.File, c.Name, c.Kafka.Topics, c.Table.URI, c.Schema.Policy)
+		extra := ""
+		if s := creds[c.Name]; s != "" {
+			extra = "  credentials=" + s
+		}
+		fmt.Fprintf(stdout, "ok  %s  %s  topics=%v  table=%s  policy=%s%s\n", c.File, c.Name, c.Kafka.Topics, c.Table.URI, c.Schema.Policy, extra)
 	}
 	return exitOK
 }

@@ -48,7 +48,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		sub = args[0]
 	}
 	fs := newFlagSet("table "+sub, tableSynopsis, tableSummary, stderr)
-	uri := fs.String("table", "", "table `URI` (/path, a relative path or file:///path), instead of the argument")
+	uri := fs.String("table", "", "table `URI` (/path, a relative path, file:///path, s3://, gs://, az:// or abfss://; store settings from the environment), instead of the argument")
 	config := fs.String("config", "", "pipeline `file` whose table to use, instead of the argument")
 	n := fs.Int("n", 20, "history: number of `commits` (0 for all)")
 	asJSON := fs.Bool("json", false, "history, describe: print JSON")
@@ -68,12 +68,13 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if done {
 		return code
 	}
-	if *uri, code = tableArg(sub, pos, *uri, *config, stderr); *uri == "" {
+	var storeOpts storage.Options // the pipeline's table.storage with --config; else the environment only
+	if *uri, storeOpts, code = tableArg(sub, pos, *uri, *config, stderr); *uri == "" {
 		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	st, err := storage.Open(*uri)
+	st, err := storage.OpenWith(ctx, *uri, storeOpts)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd table:", err)
 		return exitUsage
@@ -172,9 +173,10 @@ func kv(m map[string]string) string {
 // argument, --table or the pipeline file's table; when more than one is given they must
 // name the same table. A relative path is made absolute (the stores take absolute paths
 // and file:// URIs).
-func tableArg(sub string, pos []string, table, config string, stderr io.Writer) (string, int) {
+func tableArg(sub string, pos []string, table, config string, stderr io.Writer) (string, storage.Options, int) {
 	type source struct{ name, uri string }
 	var given []source
+	var opts storage.Options
 	if len(pos) > 0 {
 		given = append(given, source{"the argument " + pos[0], pos[0]})
 	}
@@ -184,25 +186,26 @@ func tableArg(sub string, pos []string, table, config string, stderr io.Writer) 
 	if config != "" {
 		cfg, code := onePipeline(config, stderr)
 		if cfg == nil {
-			return "", code
+			return "", opts, code
 		}
+		opts = cfg.Table.StorageOptions()
 		given = append(given, source{"--config " + config + " (table " + cfg.Table.URI + ")", cfg.Table.URI})
 	}
 	if len(given) == 0 {
 		fmt.Fprintf(stderr, "ingestd table: name the table: ingestd table %s URI (or --table URI, or --config PIPELINE.yaml)\n", sub)
-		return "", exitUsage
+		return "", opts, exitUsage
 	}
 	for _, g := range given[1:] {
 		if sameTable(g.uri) != sameTable(given[0].uri) {
 			fmt.Fprintf(stderr, "ingestd table: %s and %s name different tables; give one\n", given[0].name, g.name)
-			return "", exitUsage
+			return "", opts, exitUsage
 		}
 	}
 	u := given[0].uri
 	if !strings.Contains(u, "://") && !filepath.IsAbs(u) {
 		u = absPath(u)
 	}
-	return u, exitOK
+	return u, opts, exitOK
 }
 
 // sameTable is a table URI in one spelling for comparisons: local paths and file:// URIs

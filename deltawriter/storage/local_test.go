@@ -120,7 +120,7 @@ func TestOpen(t *testing.T) {
 		{uri: dir, root: dir},
 		{uri: "file://" + dir, root: dir},
 		{uri: "file://localhost" + dir, root: dir},
-		{uri: "s3://bucket/table", err: true},
+		{uri: "hdfs://nn/table", err: true},
 		{uri: "relative/path", err: true},
 		{uri: "file://otherhost/x", err: true},
 	} {
@@ -139,8 +139,17 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open(%q) root = %q, want %q", tc.uri, got, tc.root)
 		}
 	}
-	if _, err := Open("s3://bucket/t"); err == nil || !strings.Contains(err.Error(), "not supported yet") {
-		t.Errorf("Open(s3) error = %v, want 'not supported yet'", err)
+	if _, err := Open("hdfs://nn/t"); err == nil || !strings.Contains(err.Error(), `scheme "hdfs" is not supported`) {
+		t.Errorf("Open(hdfs) error = %v, want 'scheme \"hdfs\" is not supported'", err)
+	}
+	// Object stores open without a request (credentials and reachability are checked by
+	// their first request); see cloud_test.go.
+	for uri, want := range map[string]string{"s3://bucket/t": "s3://bucket/t", "az://lake/t/": "az://lake/t"} {
+		t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;")
+		st, err := Open(uri)
+		if err != nil || st.URI() != want {
+			t.Errorf("Open(%q) = %v, %v; want a store with URI %s", uri, st, err, want)
+		}
 	}
 }
 

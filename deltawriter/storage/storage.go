@@ -4,6 +4,13 @@
 //
 // Paths are slash-separated and relative to the table root ("_delta_log/00…0.json",
 // "part-00000-….parquet"); they must not be absolute nor contain ".." elements.
+//
+// Stores: Local (POSIX filesystem, link(2) for put-if-absent), S3 (aws-sdk-go-v2,
+// If-None-Match: *), GCS (cloud.google.com/go/storage, ifGenerationMatch=0) and Azure
+// (azblob, If-None-Match: *; az:// and abfss:// URIs), opened by OpenWith. This is the only
+// package of ingestd that imports cloud SDKs; cloud errors are *StoreError values classed
+// ErrExist, ErrNotExist, ErrPermission or ErrTransient (see errors.go). Cloud stores probe
+// put-if-absent before their first write (Probe).
 package storage
 
 import (
@@ -64,9 +71,38 @@ type Writer interface {
 	Abort() error
 }
 
-// Open returns the Store for a table URI: "file:///abs/path" or a plain absolute path.
-// Other schemes (s3, gs, abfss, …) return an error saying they are not supported yet.
-func Open(uri string) (Store, error) {
+// Options are the per-table storage settings (table.storage in a pipeline file). Every
+// field is optional: credentials and anything unset come from each cloud's standard
+// environment and credential chain (see OpenWith).
+type Options struct {
+	// Endpoint overrides the service endpoint: an S3-compatible store
+	// ("http://127.0.0.1:7070", MinIO, R2, Ceph; path-style addressing is then used) or an
+	// Azure Blob endpoint ("http://127.0.0.1:10000/devstoreaccount1" for Azurite). For GCS
+	// use STORAGE_EMULATOR_HOST instead (an error here).
+	Endpoint string
+	// Region is the S3 region (default: AWS_REGION / the shared config; else us-east-1).
+	Region string
+}
+
+// Open returns the Store for a table URI with the settings from the environment only
+// (Options{}); see OpenWith.
+func Open(uri string) (Store, error) { return OpenWith(context.Background(), uri, Options{}) }
+
+// OpenWith returns the Store for a table URI:
+//   - "file:///abs/path" or "/abs/path": Local;
+//   - "s3://bucket/prefix": S3 (aws-sdk-go-v2; credentials from the default chain: env,
+//     shared profile, SSO, web identity, ECS/IMDS; AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL
+//     when opts.Endpoint is empty);
+//   - "gs://bucket/prefix": GCS (application default credentials; STORAGE_EMULATOR_HOST);
+//   - "az://container/prefix" and
+//     "abfss://container@account.dfs.core.windows.net/prefix" (ADLS Gen2, mapped onto the
+//     Blob API of the same account): Azure Blob (AZURE_STORAGE_CONNECTION_STRING, or
+//     AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN, or
+//     DefaultAzureCredential).
+//
+// Opening sends no request. A cloud store checks, once, before its first write, that it
+// honours put-if-absent (see Probe); readers never write.
+func OpenWith(ctx context.Context, uri string, opts Options) (Store, error) {
 	if strings.HasPrefix(uri, "/") {
 		return NewLocal(uri)
 	}
@@ -80,11 +116,67 @@ func Open(uri string) (Store, error) {
 			return nil, fmt.Errorf("open store %q: file URI with host %q is not supported", uri, u.Host)
 		}
 		return NewLocal(u.Path)
+	case "s3", "s3a":
+		return openS3(ctx, u, opts)
+	case "gs":
+		return openGCS(ctx, u, opts)
+	case "az", "abfss", "abfs":
+		return openAzure(ctx, u, opts)
 	case "":
-		return nil, fmt.Errorf("open store %q: need an absolute path or a file:// URI", uri)
+		return nil, fmt.Errorf("open store %q: need an absolute path, a file:// URI or s3://, gs://, az://, abfss://", uri)
 	default:
-		return nil, fmt.Errorf("open store %q: scheme %q is not supported yet", uri, u.Scheme)
+		return nil, fmt.Errorf("open store %q: scheme %q is not supported (use file://, s3://, gs://, az:// or abfss://)", uri, u.Scheme)
 	}
+}
+
+// IsCloudURI reports whether uri names an object store (s3, gs, az, abfss).
+func IsCloudURI(uri string) bool {
+	for _, p := range []string{"s3://", "s3a://", "gs://", "az://", "abfss://", "abfs://"} {
+		if strings.HasPrefix(uri, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// bucketPrefix splits a URI's host and path into bucket and a key prefix without
+// leading or trailing slashes.
+func bucketPrefix(u *url.URL) (bucket, prefix string, err error) {
+	if u.Host == "" {
+		return "", "", fmt.Errorf("open store %s: no bucket in the URI (write %s://bucket/path)", u.Redacted(), u.Scheme)
+	}
+	if u.User != nil && u.Scheme != "abfss" && u.Scheme != "abfs" {
+		return "", "", fmt.Errorf("open store %s://%s%s: credentials in the URI are not supported (use the environment)", u.Scheme, u.Host, u.Path)
+	}
+	p := strings.Trim(path.Clean("/"+u.Path), "/")
+	return u.Host, p, nil
+}
+
+// joinKey joins a key prefix and a store-relative path.
+func joinKey(prefix, p string) (string, error) {
+	if _, err := cleanRel(p); err != nil {
+		return "", err
+	}
+	c := path.Clean(p)
+	if prefix == "" {
+		return c, nil
+	}
+	return prefix + "/" + c, nil
+}
+
+// dirKey is the listing prefix of directory dir ("" or "." is the root), ending in "/".
+func dirKey(prefix, dir string) (string, error) {
+	if dir == "" || dir == "." {
+		if prefix == "" {
+			return "", nil
+		}
+		return prefix + "/", nil
+	}
+	k, err := joinKey(prefix, dir)
+	if err != nil {
+		return "", err
+	}
+	return k + "/", nil
 }
 
 // cleanRel validates a store-relative path and returns it in OS form.

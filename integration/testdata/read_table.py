@@ -16,6 +16,11 @@ TABLE_PATH output:
   or {"version": N, "unsupported": why} for a table this delta-rs release cannot read (a
   reader feature it lacks, e.g. typeWidening): the caller checks such tables with Spark.
 
+TABLE_PATH may be an object-store URI (s3://, gs://, az://, abfss://); delta-rs then takes
+its storage_options from the environment variable READ_TABLE_STORAGE_OPTIONS, a JSON object
+of strings (e.g. {"AWS_ENDPOINT_URL": "http://127.0.0.1:7070", "AWS_ALLOW_HTTP": "true", ...}),
+kept out of the command line because it may hold credentials.
+
 --parquet DIR prints {"rows": [...]} for the plain Parquet files of DIR (e.g. the expected/
 folder of a delta-kernel-rs golden table), rendered the same way.
 
@@ -76,8 +81,13 @@ def unsupported(e):
     return isinstance(e, DeltaProtocolError) or (isinstance(e, DeltaError) and "Unsupported table features" in str(e))
 
 
+def storage_options():
+    raw = os.environ.get("READ_TABLE_STORAGE_OPTIONS", "")
+    return json.loads(raw) if raw else None
+
+
 def read_table(path, txns):
-    dt = DeltaTable(path)
+    dt = DeltaTable(path, storage_options=storage_options())
     try:
         schema = pa.schema(dt.schema().to_arrow())
         got = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
