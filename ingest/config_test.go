@@ -154,3 +154,107 @@ func TestConfigSameTopicSameTable(t *testing.T) {
 		t.Fatalf("want exactly one error (c.yaml reads another topic): %v", err)
 	}
 }
+
+// errorsOf loads body as p.yaml and returns its error text with the temp dir removed,
+// one error per line.
+func errorsOf(t *testing.T, body string) string {
+	t.Helper()
+	p := writeConfig(t, body)
+	_, err := LoadConfigs(p)
+	if err == nil {
+		t.Fatalf("no error for:\n%s", body)
+	}
+	return strings.ReplaceAll(err.Error(), filepath.Dir(p)+string(filepath.Separator), "")
+}
+
+// A broker list written the way Kafka users write it (an unquoted host:port in a flow
+// list) is the YAML 1.2 plain scalar "localhost:9092", not a mapping.
+func TestConfigUnquotedBrokerList(t *testing.T) {
+	body := strings.Replace(goodConfig, `kafka: {brokers: ["k:9092"], topics: [orders]}`, `kafka: {brokers: [localhost:9092, 10.0.0.2:9093], topics: [orders]}`, 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfgs[0].Kafka.Brokers, "|"); got != "localhost:9092|10.0.0.2:9093" {
+		t.Fatalf("brokers %q", got)
+	}
+	block := "name: x\nkafka:\n  brokers:\n    - localhost:9092\n  topics: [orders]\nschema_registry: {url: \"http://r:8081\"}\ntable: {uri: /tmp/t}\nschema: {policy: evolve}\n"
+	cfgs, err = LoadConfigs(writeConfig(t, block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfgs[0].Kafka.Brokers, "|"); got != "localhost:9092" {
+		t.Fatalf("block list brokers %q", got)
+	}
+}
+
+// ${VAR} is expanded in scalar values after parsing: a value with " #", ": ", quotes,
+// braces or a backslash is taken exactly as the variable holds it, and never parsed.
+func TestConfigEnvValueTakenAsWritten(t *testing.T) {
+	const pw = `p #a: b, {c} [d] 'e' "f" \g &h *i !j %k @l`
+	t.Setenv("SR_PW_TEST", pw)
+	t.Setenv("SR_USER_TEST", "ingestd")
+	body := strings.Replace(goodConfig, `schema_registry: {url: "http://r:8081"}`,
+		"schema_registry:\n  url: \"http://r:8081\"\n  username: ${SR_USER_TEST}\n  password: ${SR_PW_TEST}   # a comment is still a comment", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfgs[0].SchemaRegistry
+	if r.Username != "ingestd" || string(r.Password) != pw {
+		t.Fatalf("username %q, password %q; want %q", r.Username, string(r.Password), pw)
+	}
+	// a default may hold ": " and " #" too, and a set variable wins over it
+	body = strings.Replace(goodConfig, "topic: orders.dlq", `topic: "${DLQ_UNSET_TEST:-a: b #c}"`, 1)
+	cfgs, err = LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].DeadLetter.Topic; got != "a: b #c" {
+		t.Fatalf("default %q", got)
+	}
+}
+
+// Every error names the file, the line, the key and the expected form, exactly.
+func TestConfigErrorMessagesExact(t *testing.T) {
+	t.Setenv("SECRET_PW_TEST", "hunter2-secret")
+	tests := []struct{ name, body, want string }{
+		{"unknown key with a suggestion", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
+			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout)`},
+		{"unknown top-level key", goodConfig + "tabel: {}\n",
+			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, table, schema, dead_letter, batch)`},
+		{"list given a single value", strings.Replace(goodConfig, `brokers: ["k:9092"]`, `brokers: k:9092`, 1),
+			`p.yaml:2: kafka.brokers: expected a list such as [a, b], got a single value (fix: write a list such as [a, b])`},
+		{"syntax error names the line", goodConfig + "batch:\n  max_age: 1s\n   max_records: 5\n",
+			`p.yaml:9: invalid YAML: mapping values are not allowed in this context (fix: check the indentation and quoting on that line (quote values that contain ': ' or ' #'))`},
+		{"unclosed flow mapping names where it starts", strings.Replace(goodConfig, "{policy: dead_letter}", "{policy: dead_letter", 1),
+			`p.yaml:5: invalid YAML in the list or mapping that starts here: did not find expected ',' or '}' (fix: check the indentation and quoting on that line (quote values that contain ': ' or ' #'))`},
+		{"block list given a single value", "name: x\nkafka:\n  brokers: localhost:9092\n  topics: [orders]\n",
+			`p.yaml:3: kafka.brokers: expected a list such as [a, b], got a single value (fix: write a list such as [a, b])`},
+		{"list given a mapping", "name: x\nkafka:\n  brokers: [k:1]\n  topics: {orders: 1}\n",
+			`p.yaml:4: kafka.topics: expected a list such as [a, b], got a mapping ({key: value}) (fix: write a list such as [a, b])`},
+		{"section given a list", goodConfig + "batch: [1]\n",
+			`p.yaml:7: batch: expected a mapping of keys such as {key: value}, got a list ([a, b]) (fix: write a mapping of keys such as {key: value})`},
+		{"bool", strings.Replace(goodConfig, "create: true", "create: yes", 1),
+			`p.yaml:4: table.create: "yes" is not true or false (fix: write true or false)`},
+		{"whole number", goodConfig + "batch: {max_records: lots}\n",
+			`p.yaml:7: batch.max_records: "lots" is not a whole number (fix: write a whole number)`},
+		{"duration", goodConfig + "batch:\n  max_age: 2\n",
+			`p.yaml:8: batch.max_age: "2" is not a duration such as 10s or 500ms (fix: write a duration such as 10s or 500ms)`},
+		{"byte size", goodConfig + "batch: {max_bytes: 12 parsecs}\n",
+			`p.yaml:7: batch.max_bytes: invalid byte size "12 parsecs": write a number with an optional unit, e.g. 128MiB (fix: write a size such as 128MiB)`},
+		{"repeated key", goodConfig + "name: again\n",
+			`p.yaml:7: name is set twice (also on line 1) (fix: keep one)`},
+		{"unset variable names the key", strings.Replace(goodConfig, "{topic: orders.dlq}", `{topic: "${DLQ_NOT_SET_TEST}"}`, 1),
+			`p.yaml:6: environment variable DLQ_NOT_SET_TEST is not set (used by dead_letter.topic) (fix: export DLQ_NOT_SET_TEST=… or write ${DLQ_NOT_SET_TEST:-default})`},
+		{"a secret's value is never quoted", strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", password: [hunter2-secret]}`, 1),
+			`p.yaml:3: schema_registry.password: expected a string, got a list ([a, b]) (fix: write a string)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
