@@ -27,6 +27,9 @@ type Config struct {
 
 	// File is the path the config was loaded from (set by LoadConfigs).
 	File string `yaml:"-"`
+	// Warnings are settings that work but are unsafe (SASL without TLS, skipped
+	// certificate checks); `validate` prints them and `run` logs them at WARN.
+	Warnings []*ConfigError `yaml:"-"`
 
 	lines map[string]int // line of every YAML path seen ("$.schema.policy"), for validation errors
 }
@@ -40,13 +43,27 @@ type KafkaConfig struct {
 	// SessionTimeout is how long the group coordinator waits for a silent member (e.g. a
 	// killed process) before moving its partitions; default 45s, the broker allows 6s..30m.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// ClientID names ingestd in broker logs, quotas and ACL audit (default "ingestd").
+	ClientID string `yaml:"client_id"`
+	// InstanceID turns on static group membership (KIP-345) for the consumer: a restart
+	// within session_timeout gets its partitions back without a rebalance. Unique per
+	// process in the group, e.g. ${HOSTNAME} in a StatefulSet.
+	InstanceID string      `yaml:"instance_id"`
+	TLS        *TLSConfig  `yaml:"tls"`  // absent: plaintext; `tls: {}`: TLS with the system roots
+	SASL       *SASLConfig `yaml:"sasl"` // absent: no SASL
 }
 
 // RegistryConfig is a Confluent-compatible schema registry.
 type RegistryConfig struct {
 	URL      string `yaml:"url"`
 	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	// Password is a literal password (kept for compatibility; prefer PasswordFile or
+	// PasswordEnv, resolved after parsing and re-read on every request).
+	Password        Secret     `yaml:"password"`
+	PasswordFile    string     `yaml:"password_file"`
+	PasswordEnv     string     `yaml:"password_env"`
+	BearerTokenFile string     `yaml:"bearer_token_file"` // instead of basic auth; re-read on every request
+	TLS             *TLSConfig `yaml:"tls"`
 }
 
 // TableConfig locates the Delta table.
@@ -311,7 +328,7 @@ func (c *Config) validate() []error {
 	case c.SchemaRegistry != nil && c.AvroSchemaFile != "":
 		bad("$.avro_schema_file", "both schema_registry and avro_schema_file are set", "keep one: schema_registry for Confluent-framed records, avro_schema_file for raw Avro")
 	case c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://"):
-		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", c.SchemaRegistry.URL), `set schema_registry.url: "http://host:8081"`)
+		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", redactURL(c.SchemaRegistry.URL)), `set schema_registry.url: "http://host:8081"`)
 	case c.AvroSchemaFile != "":
 		p := c.AvroSchemaFile
 		if !filepath.IsAbs(p) {
@@ -361,6 +378,9 @@ func (c *Config) validate() []error {
 			bad("$.dead_letter.topic", fmt.Sprintf("dead_letter.topic %q is also a source topic", t), "use a separate dead-letter topic")
 		}
 	}
+	c.validateSecurity(bad, func(path, msg, fix string) {
+		c.Warnings = append(c.Warnings, &ConfigError{File: c.File, Line: c.line(path), Msg: msg, Fix: fix})
+	})
 	if c.Batch.MaxRecords < 0 {
 		bad("$.batch.max_records", "batch.max_records is negative", "use a positive number")
 	}

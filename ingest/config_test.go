@@ -220,7 +220,7 @@ func TestConfigErrorMessagesExact(t *testing.T) {
 	t.Setenv("SECRET_PW_TEST", "hunter2-secret")
 	tests := []struct{ name, body, want string }{
 		{"unknown key with a suggestion", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
-			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout)`},
+			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
 		{"unknown top-level key", goodConfig + "tabel: {}\n",
 			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, table, schema, dead_letter, batch)`},
 		{"list given a single value", strings.Replace(goodConfig, `brokers: ["k:9092"]`, `brokers: k:9092`, 1),

@@ -48,7 +48,7 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*DLQR
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, deps.KafkaOpts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, deps.kafkaOpts()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("create kafka client: %w", err)
 	}

@@ -44,6 +44,9 @@ type Deps struct {
 	Framed    bool // records carry the Confluent frame (magic 0 + 4-byte schema id)
 	Table     *deltawriter.Table
 	KafkaOpts []kgo.Opt // extra client options (e.g. a dialer in tests)
+	// KafkaSecurity is kafkaSecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by
+	// OpenDeps; every client gets it, before KafkaOpts (see Deps.kafkaOpts).
+	KafkaSecurity []kgo.Opt
 }
 
 // Pipeline moves one set of topics into one Delta table. Create it with NewPipeline and
@@ -210,7 +213,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.WithLogger(kgoLogger{p.log}),
 	}
-	opts = append(opts, p.deps.KafkaOpts...)
+	opts = append(append(opts, p.deps.kafkaOpts()...), kafkaGroupOpts(p.cfg.Kafka)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("create kafka client: %w", err)
@@ -228,7 +231,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerLinger(0),
 			kgo.WithLogger(kgoLogger{p.log.With("client", "dead-letter producer")}),
-		}, p.deps.KafkaOpts...)
+		}, p.deps.kafkaOpts()...)
 		if dlq, err = kgo.NewClient(dopts...); err != nil {
 			return fmt.Errorf("create dead-letter producer: %w", err)
 		}

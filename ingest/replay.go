@@ -500,7 +500,7 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 		// No RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a
 		// dead letter keeps its (old) source timestamp; produceDLQ bounds delivery instead.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.WithLogger(kgoLogger{p.log})}, deps.KafkaOpts...)...)
+		kgo.WithLogger(kgoLogger{p.log})}, deps.kafkaOpts()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("create kafka client: %w", err)
 	}
@@ -511,7 +511,7 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 		// Carried records go back to the partition they were read from.
 		cc, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.WithLogger(kgoLogger{p.log.With("client", "carry-forward producer")})}, deps.KafkaOpts...)...)
+			kgo.WithLogger(kgoLogger{p.log.With("client", "carry-forward producer")})}, deps.kafkaOpts()...)...)
 		if err != nil {
 			return nil, fmt.Errorf("create kafka client: %w", err)
 		}

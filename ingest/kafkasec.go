@@ -1,0 +1,260 @@
+package ingest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// defaultClientID is kafka.client_id when the config leaves it empty.
+const defaultClientID = "ingestd"
+
+// tokenReads counts OAUTHBEARER token_file/token_env reads (one per authentication and
+// re-authentication, all clients together), for tests of token refresh.
+var tokenReads atomic.Int64
+
+// kafkaSecurityOpts returns the kgo options every Kafka client of a pipeline needs for
+// k's security settings: kgo.ClientID (default "ingestd"), kgo.DialTLSConfig when
+// kafka.tls is present, and kgo.SASL with a callback that re-reads the password or token
+// source on every connection and every KIP-368 re-authentication (so a rotated file is
+// used without a restart). The consumer adds kafkaGroupOpts. Errors: an unreadable or
+// invalid CA bundle or key pair, an unknown mechanism (validation reports both earlier,
+// with file:line). The options never hold a secret's value, only where to read it.
+func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
+	id := k.ClientID
+	if id == "" {
+		id = defaultClientID
+	}
+	opts := []kgo.Opt{kgo.ClientID(id)}
+	if k.TLS != nil {
+		tc, err := buildTLS(k.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("configure kafka.tls: %w", err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc)) // kgo sets ServerName per broker when empty
+	}
+	if k.SASL == nil {
+		return opts, nil
+	}
+	m, err := saslMechanism(k.SASL)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, kgo.SASL(m)), nil
+}
+
+// saslMechanism is the franz-go mechanism for s, with a credential callback that runs on
+// every connection and every re-authentication and re-reads the password or token file
+// (or variable) each time; MSK IAM re-reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+// AWS_SESSION_TOKEN. Errors: an unknown mechanism.
+func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
+	password := func() (string, error) {
+		p, err := readSecret(s.PasswordFile, s.PasswordEnv)
+		if err != nil {
+			return "", fmt.Errorf("read kafka.sasl password: %w", err)
+		}
+		return p.Reveal(), nil
+	}
+	switch strings.ToUpper(s.Mechanism) {
+	case MechPlain:
+		return plain.Plain(func(context.Context) (plain.Auth, error) {
+			p, err := password()
+			return plain.Auth{User: s.Username, Pass: p}, err
+		}), nil
+	case MechScram256, MechScram512:
+		fn := func(context.Context) (scram.Auth, error) {
+			p, err := password()
+			return scram.Auth{User: s.Username, Pass: p}, err
+		}
+		if strings.ToUpper(s.Mechanism) == MechScram256 {
+			return scram.Sha256(fn), nil
+		}
+		return scram.Sha512(fn), nil
+	case MechOAuthBearer:
+		ext := s.Extensions
+		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			tokenReads.Add(1)
+			t, err := readSecret(s.TokenFile, s.TokenEnv)
+			if err != nil {
+				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: %w", err)
+			}
+			return oauth.Auth{Token: t.Reveal(), Extensions: ext}, nil
+		}), nil
+	case MechMSKIAM:
+		return aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) {
+			a := aws.Auth{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+				SessionToken: os.Getenv("AWS_SESSION_TOKEN"), UserAgent: "ingestd"}
+			if a.AccessKey == "" || a.SecretKey == "" {
+				return a, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
+			}
+			return a, nil
+		}), nil
+	}
+	return nil, fmt.Errorf("configure kafka.sasl: unknown mechanism %q", s.Mechanism)
+}
+
+// kafkaGroupOpts are the consumer-only options: kgo.InstanceID for static membership
+// when kafka.instance_id is set.
+func kafkaGroupOpts(k KafkaConfig) []kgo.Opt {
+	if k.InstanceID == "" {
+		return nil
+	}
+	return []kgo.Opt{kgo.InstanceID(k.InstanceID)}
+}
+
+// kafkaPrincipal describes who the broker sees, for error messages: the SASL user, the
+// OAUTHBEARER token's subject, the client certificate's subject, or ANONYMOUS. It never
+// includes a secret.
+func kafkaPrincipal(k KafkaConfig) string {
+	if s := k.SASL; s != nil {
+		switch strings.ToUpper(s.Mechanism) {
+		case MechPlain, MechScram256, MechScram512:
+			return fmt.Sprintf("User:%s (%s)", s.Username, strings.ToUpper(s.Mechanism))
+		case MechOAuthBearer:
+			if t, err := readSecret(s.TokenFile, s.TokenEnv); err == nil {
+				if sub := jwtSubject(t.Reveal()); sub != "" {
+					return fmt.Sprintf("User:%s (OAUTHBEARER token subject)", sub)
+				}
+			}
+			return "the OAUTHBEARER token's principal"
+		case MechMSKIAM:
+			return fmt.Sprintf("the IAM identity of access key %s (AWS_MSK_IAM)", os.Getenv("AWS_ACCESS_KEY_ID"))
+		}
+	}
+	if t := k.TLS; t != nil && t.CertFile != "" {
+		if b, err := os.ReadFile(t.CertFile); err == nil {
+			if kp, err := tls.X509KeyPair(b, mustRead(t.KeyFile)); err == nil && len(kp.Certificate) > 0 {
+				if c, err := x509.ParseCertificate(kp.Certificate[0]); err == nil {
+					return fmt.Sprintf("the client certificate %q (the broker's principal is this DN unless ssl.principal.mapping.rules maps it)", c.Subject.String())
+				}
+			}
+		}
+		return "the client certificate " + t.CertFile
+	}
+	return "User:ANONYMOUS (no SASL, no client certificate)"
+}
+
+func mustRead(f string) []byte { b, _ := os.ReadFile(f); return b }
+
+// jwtSubject returns the "sub" claim of a JWS compact token, or "" (no signature check:
+// only for naming the principal in messages).
+func jwtSubject(tok string) string {
+	parts := strings.Split(tok, ".")
+	if len(parts) < 2 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	return c.Sub
+}
+
+// aclHint is the kafka-acls.sh command that grants op on a resource ("topic" or
+// "group") to the principal of k, when the principal is a named user.
+func aclHint(k KafkaConfig, op, resource, name string) string {
+	user := "<principal>"
+	if s := k.SASL; s != nil && s.Username != "" {
+		user = "User:" + s.Username
+	}
+	return fmt.Sprintf("kafka-acls.sh --bootstrap-server <broker> --add --allow-principal %s --operation %s --%s %s", user, op, resource, name)
+}
+
+// fatalKafkaError reports whether err is a permanent security failure that retrying
+// cannot fix, and then returns the message for the pipeline's error and /readyz: it
+// names the principal (kafkaPrincipal), the resource and what is missing. need is the
+// permission the failed call needed on a topic, e.g. "READ on topic orders" (used for
+// TOPIC_AUTHORIZATION_FAILED; may be ""). Fatal: SASL_AUTHENTICATION_FAILED,
+// UNSUPPORTED_SASL_MECHANISM, TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED,
+// FENCED_INSTANCE_ID, certificate verification errors on either side, a TLS client on a
+// plaintext listener, and a failure to read a secret file. Everything else (network
+// errors, broker restarts, ILLEGAL_SASL_STATE around a re-authentication) is transient:
+// ("", false).
+func fatalKafkaError(k KafkaConfig, need string, err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	who := kafkaPrincipal(k)
+	mech := "no SASL"
+	if k.SASL != nil {
+		mech = "SASL " + strings.ToUpper(k.SASL.Mechanism)
+	}
+	var (
+		unknownCA *x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		hdr       tls.RecordHeaderError
+	)
+	msg := err.Error()
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Sprintf("kafka authentication failed for %s: %v (fix: check kafka.sasl.username and the password/token file or variable; the broker must know this user for %s)", who, err, mech), true
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Sprintf("kafka: the broker does not offer %s on this listener: %v (fix: use a mechanism the listener enables, see sasl.enabled.mechanisms)", mech, err), true
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		return fmt.Sprintf("kafka authorization failed: %s may not use consumer group %s: missing READ on group %s (fix: %s)", who, k.Group, k.Group, aclHint(k, "Read", "group", k.Group)), true
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		if need == "" {
+			need = fmt.Sprintf("READ on topic %s", strings.Join(k.Topics, ", "))
+		}
+		op, res, name := splitNeed(need)
+		return fmt.Sprintf("kafka authorization failed: %s is missing %s (fix: %s)", who, need, aclHint(k, op, res, name)), true
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return fmt.Sprintf("kafka authorization failed: %s is missing IDEMPOTENT_WRITE on the cluster (or WRITE on a topic, Kafka 2.8+)%s (fix: grant WRITE on the topic it produces to)", who, needSuffix(need)), true
+	case errors.Is(err, kerr.FencedInstanceID):
+		return fmt.Sprintf("kafka: another consumer joined group %s with kafka.instance_id %q, fencing this one (fix: give every process its own instance_id, e.g. ${HOSTNAME})", k.Group, k.InstanceID), true
+	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalid), errors.As(err, &verify):
+		return fmt.Sprintf("kafka TLS: the broker's certificate was refused: %v (fix: set kafka.tls.ca_file to the CA that signed the broker's certificate; the certificate must name the advertised host, or set kafka.tls.server_name)", err), true
+	case strings.Contains(msg, "remote error: tls: "):
+		return fmt.Sprintf("kafka TLS: the broker refused the client certificate of %s: %v (fix: set kafka.tls.cert_file and key_file to a certificate signed by a CA the broker trusts, not expired)", who, err), true
+	case errors.As(err, &hdr), strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("kafka TLS: kafka.tls is set but the broker answered in plaintext: %v (fix: point kafka.brokers at the TLS listener, or remove kafka.tls)", err), true
+	case strings.Contains(msg, "read kafka.sasl password") || strings.Contains(msg, "read kafka.sasl token") || strings.Contains(msg, "load client certificate"):
+		return fmt.Sprintf("kafka credentials for %s: %v (fix: restore the file or variable)", who, err), true
+	}
+	return "", false
+}
+
+// splitNeed splits "WRITE on topic orders.dlq" into ("Write", "topic", "orders.dlq").
+func splitNeed(need string) (op, resource, name string) {
+	f := strings.Fields(need)
+	if len(f) < 4 {
+		return "Read", "topic", "<topic>"
+	}
+	return strings.ToUpper(f[0][:1]) + strings.ToLower(f[0][1:]), f[2], strings.Join(f[3:], " ")
+}
+
+func needSuffix(need string) string {
+	if need == "" {
+		return ""
+	}
+	return "; the request needed " + need
+}
+
+// kafkaOpts are the options every Kafka client built from d gets: the security options
+// (TLS, SASL, client id), then the extra ones (tests' dialers).
+func (d Deps) kafkaOpts() []kgo.Opt {
+	return append(append([]kgo.Opt(nil), d.KafkaSecurity...), d.KafkaOpts...)
+}
