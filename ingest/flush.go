@@ -85,6 +85,9 @@ func (e *transientError) Error() string { return e.stage + ": " + e.err.Error() 
 func (e *transientError) Unwrap() error { return e.err }
 
 func isTransient(err error) bool {
+	if errors.As(err, new(*KafkaSecurityError)) {
+		return false // authentication/authorization/TLS: fail, do not retry (kafkasec.go)
+	}
 	var t *transientError
 	return errors.As(err, &t) || errors.Is(err, decode.ErrTransient)
 }

@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -257,4 +260,136 @@ func needSuffix(need string) string {
 // (TLS, SASL, client id), then the extra ones (tests' dialers).
 func (d Deps) kafkaOpts() []kgo.Opt {
 	return append(append([]kgo.Opt(nil), d.KafkaSecurity...), d.KafkaOpts...)
+}
+
+// KafkaSecurityError is a permanent authentication, authorization or TLS failure
+// (fatalKafkaError): the pipeline fails with it (StateFailed, named in /readyz) instead
+// of retrying it as transient. Msg names the principal, the resource and the fix.
+type KafkaSecurityError struct {
+	Msg string
+	Err error
+}
+
+func (e *KafkaSecurityError) Error() string { return e.Msg }
+func (e *KafkaSecurityError) Unwrap() error { return e.Err }
+
+// securityError is fatalKafkaError as an error: a *KafkaSecurityError, or nil when err
+// is not a security failure (or is one already).
+func securityError(k KafkaConfig, need string, err error) error {
+	var se *KafkaSecurityError
+	if errors.As(err, &se) {
+		return se
+	}
+	if msg, fatal := fatalKafkaError(k, need, err); fatal {
+		return &KafkaSecurityError{Msg: msg, Err: err}
+	}
+	return nil
+}
+
+// missingACL is the start-up check's message for a permission the broker denies:
+// principal, "<OP> on <resource> <name>" and the kafka-acls.sh command.
+func missingACL(k KafkaConfig, op, resource, name string) string {
+	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", kafkaPrincipal(k), strings.ToUpper(op), resource, name,
+		aclHint(k, strings.ToUpper(op[:1])+strings.ToLower(op[1:]), resource, name))
+}
+
+// Runtime security errors (poll loop): C40 reports single spurious authorization
+// failures around re-authentication, so one occurrence is not fatal; the same failure
+// seen fatalRepeats times, or twice fatalGrace apart, is. A poll that returns records
+// forgets them; so does a quiet minute.
+const (
+	fatalRepeats = 3
+	fatalGrace   = 5 * time.Second
+	fatalForget  = time.Minute
+)
+
+// fatalWatch counts security failures seen by the poll loop (see fatalRepeats).
+type fatalWatch struct {
+	first, last time.Time
+	n           int
+}
+
+// observe records one failure at now and reports whether it is now fatal.
+func (w *fatalWatch) observe(now time.Time) bool {
+	if w.n > 0 && now.Sub(w.last) > fatalForget {
+		w.n = 0
+	}
+	if w.n == 0 {
+		w.first = now
+	}
+	w.n++
+	w.last = now
+	return w.n >= fatalRepeats || (w.n >= 2 && now.Sub(w.first) >= fatalGrace)
+}
+
+// fetchErrors checks a poll's errors for security failures: it returns the
+// *KafkaSecurityError to fail the pipeline with once w says the failure persists, else
+// nil (the poll loop logs and counts the errors as transient as before).
+func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
+	var fatal error
+	fs.EachError(func(t string, _ int32, err error) {
+		need := ""
+		if t != "" {
+			need = "READ on topic " + t
+		}
+		if se := securityError(p.cfg.Kafka, need, err); se != nil && fatal == nil {
+			p.log.Warn("kafka security error", "err", se)
+			if w.observe(time.Now()) {
+				fatal = se
+			}
+		}
+	})
+	if fatal == nil && fs.NumRecords() > 0 {
+		w.n = 0
+	}
+	return fatal
+}
+
+// checkGroupAccess is the start-up check that the principal may join the consumer
+// group: DescribeGroups (DESCRIBE on the group) with KIP-430 authorized operations must
+// include READ. Brokers without an authorizer report no operations and pass. Errors: a
+// *KafkaSecurityError naming the missing ACL; other errors are not reported here (the
+// join reports them).
+func (p *Pipeline) checkGroupAccess(ctx context.Context, cl *kgo.Client) error {
+	k := p.cfg.Kafka
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, k.Group)
+	if se := securityError(k, "", err); se != nil {
+		return se
+	}
+	if err != nil {
+		return nil
+	}
+	g, ok := groups[k.Group]
+	switch {
+	case !ok:
+		return nil
+	case errors.Is(g.Err, kerr.GroupAuthorizationFailed):
+		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: g.Err}
+	case len(g.AuthorizedOperations) > 0 && !slices.Contains(g.AuthorizedOperations, kadm.OpRead) && !slices.Contains(g.AuthorizedOperations, kadm.OpAll):
+		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: kerr.GroupAuthorizationFailed}
+	}
+	return nil
+}
+
+// listTopicsEach is kadm's ListTopics with authorized operations, one topic per request:
+// kadm fails a whole request when one topic is denied, and the start-up check must say
+// which one. A denied topic gets Err TOPIC_AUTHORIZATION_FAILED in its detail.
+func listTopicsEach(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
+	out := kadm.TopicDetails{}
+	for _, t := range topics {
+		d, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), t)
+		if errors.Is(err, kerr.TopicAuthorizationFailed) {
+			out[t] = kadm.TopicDetail{Topic: t, Err: kerr.TopicAuthorizationFailed}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range d {
+			out[k] = v
+		}
+	}
+	return out, nil
 }

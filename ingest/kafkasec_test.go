@@ -222,9 +222,9 @@ func TestKafkaSecurityOptsAgainstKfake(t *testing.T) {
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.caPool, ClientAuth: tls.RequireAndVerifyClientCert}),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "admin-pw"),
 		kfake.User("SCRAM-SHA-512", "alice", "alice #pw: 1",
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders", Operation: kmsg.ACLOperationRead, Allow: true},
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders", Operation: kmsg.ACLOperationDescribe, Allow: true},
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders.dlq", Operation: kmsg.ACLOperationDescribe, Allow: true}),
+			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders", Operation: kmsg.ACLOperationRead, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral},
+			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders", Operation: kmsg.ACLOperationDescribe, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral},
+			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders.dlq", Operation: kmsg.ACLOperationDescribe, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral}),
 		kfake.EnableACLs())
 	if err != nil {
 		t.Fatal(err)
@@ -401,5 +401,80 @@ func TestSASLMechanismsFirstMessage(t *testing.T) {
 	}
 	if _, _, err = iam.Authenticate(context.Background(), "kafka.internal.example.com:9098"); err == nil {
 		t.Fatal("custom DNS without AWS_REGION signed")
+	}
+}
+
+// The start-up check on a kfake cluster with SCRAM and ACLs: a principal without WRITE
+// on the dead-letter topic, and one without READ on the group, are refused before
+// consuming, with the ACL named; the status says failed with the same message.
+func TestStartupAccessCheck(t *testing.T) {
+	h := newHarness(t, 1)
+	topicACL := func(name string, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name, Operation: op, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "orders.dlq"), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-512", "admin", "admin-pw"),
+		kfake.User("SCRAM-SHA-512", "alice", "alice-pw", topicACL("orders", kmsg.ACLOperationRead), topicACL("orders", kmsg.ACLOperationDescribe),
+			topicACL("orders.dlq", kmsg.ACLOperationDescribe),
+			kfake.ACL{Resource: kmsg.ACLResourceTypeGroup, Name: "ingestd-orders", Operation: kmsg.ACLOperationRead, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral}),
+		kfake.User("SCRAM-SHA-512", "bob", "bob-pw", topicACL("orders", kmsg.ACLOperationRead), topicACL("orders", kmsg.ACLOperationDescribe),
+			topicACL("orders.dlq", kmsg.ACLOperationDescribe), topicACL("orders.dlq", kmsg.ACLOperationWrite),
+			kfake.ACL{Resource: kmsg.ACLResourceTypeGroup, Name: "ingestd-orders", Operation: kmsg.ACLOperationDescribe, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral}),
+		kfake.User("SCRAM-SHA-512", "carol", "carol-pw", topicACL("orders", kmsg.ACLOperationRead), topicACL("orders", kmsg.ACLOperationDescribe),
+			kfake.ACL{Resource: kmsg.ACLResourceTypeGroup, Name: "ingestd-orders", Operation: kmsg.ACLOperationRead, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral}),
+		kfake.EnableACLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	for user, want := range map[string]string{
+		"alice": `check topics: dead-letter topic "orders.dlq": User:alice (SCRAM-SHA-512) is missing WRITE on topic orders.dlq (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:alice --operation Write --topic orders.dlq)`,
+		"carol": `check topics: dead-letter topic "orders.dlq": User:carol (SCRAM-SHA-512) is missing WRITE on topic orders.dlq (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:carol --operation Write --topic orders.dlq)`,
+		"bob":   `check group: User:bob (SCRAM-SHA-512) is missing READ on group ingestd-orders (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:bob --operation Read --group ingestd-orders)`,
+	} {
+		cfg := h.config()
+		cfg.Kafka.Brokers = c.ListenAddrs()
+		cfg.Kafka.SASL = &SASLConfig{Mechanism: MechScram512, Username: user, PasswordFile: writeSecretFile(t, dir, user, user+"-pw")}
+		sec, err := kafkaSecurityOpts(cfg.Kafka)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		m := h.startWith(user, cfg, func(d *Deps) { d.KafkaSecurity = sec })
+		select {
+		case err := <-m.done:
+			m.done <- err
+			if err == nil || err.Error() != want {
+				t.Fatalf("%s: Run returned %v\nwant %s", user, err, want)
+			}
+			if s := m.p.Status(); s.State != StateFailed || s.Error != want {
+				t.Fatalf("%s: status %+v", user, s)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("%s: refused after %v", user, d)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: pipeline still running", user)
+		}
+	}
+}
+
+func TestFatalWatch(t *testing.T) {
+	var w fatalWatch
+	t0 := time.Now()
+	if w.observe(t0) || w.observe(t0.Add(time.Second)) {
+		t.Fatal("fatal after two quick failures")
+	}
+	if !w.observe(t0.Add(2 * time.Second)) {
+		t.Fatal("not fatal after three")
+	}
+	w = fatalWatch{}
+	if w.observe(t0) || !w.observe(t0.Add(fatalGrace)) {
+		t.Fatal("two failures fatalGrace apart are fatal")
+	}
+	w = fatalWatch{}
+	if w.observe(t0) || w.observe(t0.Add(2*fatalForget)) || w.observe(t0.Add(2*fatalForget+time.Second)) {
+		t.Fatal("a failure a quiet minute ago still counted")
 	}
 }

@@ -243,10 +243,14 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if err := p.checkTopics(ctx, cl); err != nil {
 		return err
 	}
+	if err := p.checkGroupAccess(ctx, cl); err != nil {
+		return err
+	}
 	p.status.set(StateRunning, nil)
 	p.log.Info("pipeline started", "topics", p.cfg.Kafka.Topics, "group", p.cfg.Kafka.Group,
 		"table", p.cfg.Table.URI, "policy", p.cfg.Schema.Policy)
 
+	var fw fatalWatch // security errors that persist fail the pipeline (kafkasec.go)
 	for ctx.Err() == nil {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		p.mu.Lock()
@@ -258,6 +262,9 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		cancel()
 		if fs.IsClientClosed() {
 			break
+		}
+		if err := p.fetchErrors(fs, &fw); err != nil {
+			return err
 		}
 		fs.EachError(func(t string, part int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -322,6 +329,9 @@ func (p *Pipeline) produceDLQ(ctx context.Context, recs []*kgo.Record) error {
 	dctx, cancel := context.WithTimeout(ctx, dlqDeliveryTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(dctx, recs...).FirstErr(); err != nil {
+		if se := securityError(p.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
+			return se
+		}
 		if dctx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("not acknowledged within %v: %w", dlqDeliveryTimeout, err)
 		}
@@ -634,7 +644,7 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 	var details kadm.TopicDetails
 	err := retryTransient(ctx, p, "metadata", func() error {
 		var err error
-		details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...)
+		details, err = listTopicsEach(ctx, adm, topics)
 		return err
 	}, 10) // about 1.5 min of backoff: a broker restarting while we start is not a failure
 	if err != nil {
@@ -651,11 +661,11 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			problems = append(problems, fmt.Sprintf("%s topic %q does not exist on %v (create it, e.g. kafka-topics.sh --create --topic %s)", what, t, p.cfg.Kafka.Brokers, t))
 		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-			problems = append(problems, fmt.Sprintf("%s topic %q: not authorized (grant this client %s on it)", what, t, need))
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
 		case d.Err != nil:
 			problems = append(problems, fmt.Sprintf("%s topic %q: %v", what, t, d.Err))
 		case len(d.AuthorizedOperations) > 0 && !slices.Contains(d.AuthorizedOperations, need) && !slices.Contains(d.AuthorizedOperations, kmsg.ACLOperationAll):
-			problems = append(problems, fmt.Sprintf("%s topic %q: this client may not %s it (grant %s on the topic)", what, t, strings.ToLower(need.String()), need))
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
 		}
 	}
 	if len(problems) > 0 {
@@ -670,6 +680,9 @@ func retryTransient(ctx context.Context, p *Pipeline, stage string, fn func() er
 	for i := range attempts {
 		if err = fn(); err == nil {
 			return nil
+		}
+		if se := securityError(p.cfg.Kafka, "", err); se != nil {
+			return se // authentication, authorization, certificates: retrying cannot help
 		}
 		p.m.TransientErrors.WithLabelValues(p.cfg.Name, stage).Inc()
 		if i == attempts-1 {
