@@ -217,7 +217,7 @@ func fatalKafkaError(k KafkaConfig, need string, err error) (string, bool) {
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Sprintf("kafka: the broker does not offer %s on this listener: %v (fix: use a mechanism the listener enables, see sasl.enabled.mechanisms)", mech, err), true
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
-		return fmt.Sprintf("kafka authorization failed: %s may not use consumer group %s: missing READ on group %s (fix: %s)", who, k.Group, k.Group, aclHint(k, "Read", "group", k.Group)), true
+		return "kafka authorization failed: " + missingACL(k, "READ", "group", k.Group), true
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
 		if need == "" {
 			need = fmt.Sprintf("READ on topic %s", strings.Join(k.Topics, ", "))
@@ -355,6 +355,9 @@ func (p *Pipeline) checkGroupAccess(ctx context.Context, cl *kgo.Client) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, k.Group)
+	if errors.Is(err, kerr.GroupAuthorizationFailed) { // kadm fails the whole request
+		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: err}
+	}
 	if se := securityError(k, "", err); se != nil {
 		return se
 	}

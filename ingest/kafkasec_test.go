@@ -300,7 +300,7 @@ func TestFatalKafkaErrorClassification(t *testing.T) {
 		want  string
 	}{
 		{&kgo.ErrGroupSession{Err: kerr.GroupAuthorizationFailed}, true,
-			"kafka authorization failed: User:ANONYMOUS (no SASL, no client certificate) may not use consumer group ingestd-orders: missing READ on group ingestd-orders (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal <principal> --operation Read --group ingestd-orders)"},
+			"kafka authorization failed: User:ANONYMOUS (no SASL, no client certificate) is missing READ on group ingestd-orders (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal <principal> --operation Read --group ingestd-orders)"},
 		{fmt.Errorf("fetch: %w", kerr.TopicAuthorizationFailed), true,
 			"kafka authorization failed: User:ANONYMOUS (no SASL, no client certificate) is missing READ on topic orders (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal <principal> --operation Read --topic orders)"},
 		{kerr.FencedInstanceID, true,

@@ -647,6 +647,9 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		details, err = listTopicsEach(ctx, adm, topics)
 		return err
 	}, 10) // about 1.5 min of backoff: a broker restarting while we start is not a failure
+	if se := securityError(p.cfg.Kafka, "", err); se != nil {
+		return se // its message names the principal and the fix
+	}
 	if err != nil {
 		return fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, err)
 	}

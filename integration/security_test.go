@@ -1,0 +1,329 @@
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// secureStack is the broker's secured listeners and test credentials (scripts/stack.sh
+// writes them to .stack/env): SSL with client certificates, SASL_SSL with SCRAM, PLAIN
+// and OAUTHBEARER, the StandardAuthorizer; PLAINTEXT (s.brokers) is the super user the
+// tests use to create topics, users and ACLs.
+type secureStack struct {
+	stack
+	ssl, saslSSL        string // listeners
+	ca, cert, key       string // CA bundle; client certificate CN=ingestd (User:ingestd)
+	user, passwordFile  string // SCRAM/PLAIN user ingestd
+	password            string // its password, to grep the output for
+}
+
+// secureEnv are the .stack/env keys needSecure reads (the environment wins).
+var secureEnv = []string{"KAFKA_SSL_BROKERS", "KAFKA_SASL_SSL_BROKERS", "KAFKA_TLS_CA_FILE", "KAFKA_TLS_CERT_FILE",
+	"KAFKA_TLS_KEY_FILE", "KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD_FILE"}
+
+// needSecure is need plus the secured listeners; it skips locally (fails under CI=true)
+// naming what is missing.
+func needSecure(t *testing.T) secureStack {
+	t.Helper()
+	s := secureStack{stack: need(t)}
+	env := map[string]string{}
+	if b, err := os.ReadFile(filepath.Join(repoRoot, ".stack", "env")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+			if ok {
+				env[k] = strings.Trim(v, `"'`)
+			}
+		}
+	}
+	get := func(k string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return env[k]
+	}
+	var missing []string
+	for _, k := range secureEnv {
+		if get(k) == "" {
+			missing = append(missing, k)
+		}
+	}
+	s.ssl, s.saslSSL = get("KAFKA_SSL_BROKERS"), get("KAFKA_SASL_SSL_BROKERS")
+	s.ca, s.cert, s.key = get("KAFKA_TLS_CA_FILE"), get("KAFKA_TLS_CERT_FILE"), get("KAFKA_TLS_KEY_FILE")
+	s.user, s.passwordFile = get("KAFKA_SASL_USERNAME"), get("KAFKA_SASL_PASSWORD_FILE")
+	if len(missing) == 0 && (!reachable(s.ssl) || !reachable(s.saslSSL)) {
+		missing = append(missing, "reachable SSL/SASL_SSL listeners ("+s.ssl+", "+s.saslSSL+")")
+	}
+	if pw, err := os.ReadFile(s.passwordFile); len(missing) == 0 && err != nil {
+		missing = append(missing, "the SASL password file ("+err.Error()+")")
+	} else {
+		s.password = strings.TrimSpace(string(pw))
+	}
+	if len(missing) > 0 {
+		msg := "secured-Kafka test needs " + strings.Join(missing, ", ") + " from .stack/env: restart the stack with this scripts/stack.sh (down, up), which adds the SSL and SASL_SSL listeners"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return s
+}
+
+// grant gives principal ops on topics and READ on group, over PLAINTEXT as the super
+// user; it also (re)creates SCRAM credentials for user when password is not "".
+func grant(t *testing.T, s secureStack, user, password string, topicOps map[string][]kadm.ACLOperation, group string) {
+	t.Helper()
+	adm := kadm.NewClient(kafkaClient(t, s.stack))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if password != "" {
+		// one request per mechanism: Kafka refuses a user twice in one request
+		for _, m := range []kadm.ScramMechanism{kadm.ScramSha512, kadm.ScramSha256} {
+			res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: m, Iterations: 4096, Password: password}})
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				t.Fatalf("create SCRAM user %s (%v): %v", user, m, err)
+			}
+		}
+	}
+	b := kadm.NewACLs()
+	for topic, ops := range topicOps {
+		res, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:"+user).AllowHosts().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(ops...))
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("grant %s %v on topic %s: %v", user, ops, topic, err)
+		}
+	}
+	if group != "" {
+		b = b.Allow("User:"+user).AllowHosts().Groups(group).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead, kadm.OpDescribe)
+		res, err := adm.CreateACLs(ctx, b)
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("grant %s READ on group %s: %v", user, group, err)
+		}
+	}
+}
+
+// secureYAML is one pipeline whose kafka block is written in block style, with an
+// unquoted host:port list (the way Kafka users write it) and the given security lines.
+func secureYAML(name string, s secureStack, brokers, security, topic, table, policy, dlq, group string) string {
+	return fmt.Sprintf(`name: %s
+kafka:
+  brokers: [%s]
+  topics: [%s]
+  group: %s
+  start_offset: earliest
+  session_timeout: 6s
+%s
+schema_registry: {url: %q}
+table: {uri: "file://%s", create: true}
+schema: {policy: %s, on_incompatible: halt}
+dead_letter: {topic: %s}
+batch: {max_records: 2000, max_bytes: 64MiB, max_age: 1s}
+`, name, brokers, topic, group, security, s.registry, table, policy, dlq)
+}
+
+// unsecuredJWT is a token Kafka's unsecured OAUTHBEARER validator accepts (alg none).
+func unsecuredJWT(sub string, life time.Duration) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	now := time.Now().Unix()
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"sub":%q,"iat":%d,"exp":%d}`, sub, now, now+int64(life.Seconds()))) + "."
+}
+
+func writeFile(t *testing.T, path, body string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// noSecret fails if any of the secrets occurs in text.
+func noSecret(t *testing.T, where, text string, secrets ...string) {
+	t.Helper()
+	for _, sec := range secrets {
+		if sec != "" && strings.Contains(text, sec) {
+			t.Errorf("%s contains a secret (%d bytes long)", where, len(sec))
+		}
+	}
+}
+
+// TestSecuredSeed: the seed data (2,000 v1 + 200 v2 orders, 3 partitions) read by one
+// `ingestd run` with three pipelines, each over a secured listener as a principal that
+// holds only the ACLs it needs: dead_letter over SASL_SSL SCRAM-SHA-512, evolve over mTLS
+// (SSL, client certificate CN=ingestd), evolve over SASL_SSL OAUTHBEARER (unsecured JWT);
+// tables read back by delta-rs; `dlq inspect` and `replay --dry-run` over SASL_SSL too;
+// no password or token in any output.
+func TestSecuredSeed(t *testing.T) {
+	s := needSecure(t)
+	const nV1, nV2 = 2000, 200
+	topic := createTopic(t, s.stack, "sec-orders", 3)
+	dlq := createTopic(t, s.stack, "sec-orders.dlq", 1)
+	orders := produce(t, s.stack, topic, nV1, nV2, 1)
+	dir := t.TempDir()
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	stamp := time.Now().UnixNano()
+	token := unsecuredJWT(s.user, time.Hour)
+	tokenFile := writeFile(t, filepath.Join(dir, "token"), token+"\n")
+	type pl struct{ name, brokers, security, policy string }
+	pls := []pl{
+		{"silver-scram", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-512, username: %s, password_file: %s}", s.ca, s.user, s.passwordFile), "dead_letter"},
+		{"bronze-mtls", s.ssl, fmt.Sprintf("  tls: {ca_file: %s, cert_file: %s, key_file: %s}", s.ca, s.cert, s.key), "evolve"},
+		{"bronze-oauth", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: OAUTHBEARER, token_file: %s, extensions: {traceId: abc}}", s.ca, tokenFile), "evolve"},
+	}
+	tables := map[string]string{}
+	for _, p := range pls {
+		group := fmt.Sprintf("%s-%d", p.name, stamp)
+		tables[p.name] = filepath.Join(dir, p.name)
+		writePipeline(t, cfgDir, p.name, secureYAML(p.name, s, p.brokers, p.security, topic, tables[p.name], p.policy, dlq, group))
+		grant(t, s, s.user, "", map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpWrite, kadm.OpDescribe, kadm.OpRead}}, group)
+	}
+	// the password file is the stack's; its SCRAM user may predate it (an old data dir)
+	grant(t, s, s.user, s.password, nil, "")
+
+	val, err := exec.Command(ingestdBin(t), "validate", "--config", cfgDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, val)
+	}
+	noSecret(t, "validate output", string(val), s.password, token)
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 3*time.Minute, "every pipeline to handle 2,200 records", func() bool {
+		for _, p := range pls {
+			if handled(t, tables[p.name]) != nV1+nV2 {
+				return false
+			}
+		}
+		return true
+	})
+	r, code := d.readyz(t)
+	if code != 200 || !r.Ready || len(r.Pipelines) != 3 {
+		t.Errorf("/readyz %d %+v", code, r)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	var v1 []order
+	for _, o := range orders {
+		if o.Version == "v1" {
+			v1 = append(v1, o)
+		}
+	}
+	checkOrders(t, "silver-scram", readTable(t, s.stack, tables["silver-scram"]), v1, false)
+	checkOrders(t, "bronze-mtls", readTable(t, s.stack, tables["bronze-mtls"]), orders, true)
+	checkOrders(t, "bronze-oauth", readTable(t, s.stack, tables["bronze-oauth"]), orders, true)
+	if n := len(readDLQ(t, s.stack, dlq)); n != nV2 {
+		t.Errorf("DLQ holds %d records, want %d", n, nV2)
+	}
+
+	// dlq inspect and a replay dry run over SASL_SSL with the same file
+	silver := filepath.Join(cfgDir, "silver-scram.yaml")
+	insp, err := exec.Command(ingestdBin(t), "dlq", "inspect", "--config", silver).CombinedOutput()
+	if err != nil || !strings.Contains(string(insp), "schema_mismatch") || !strings.Contains(string(insp), fmt.Sprint(nV2)) {
+		t.Errorf("dlq inspect over SASL_SSL: %v\n%s", err, insp)
+	}
+	dry, err := exec.Command(ingestdBin(t), "replay", "--config", silver, "--dry-run", "--json").CombinedOutput()
+	if err != nil || !strings.Contains(string(dry), `"schema_mismatch"`) {
+		t.Errorf("replay --dry-run over SASL_SSL: %v\n%s", err, dry)
+	}
+	logs, _ := os.ReadFile(d.logs.Name())
+	noSecret(t, "ingestd run output", string(logs), s.password, token)
+	noSecret(t, "dlq inspect / replay output", string(insp)+string(dry), s.password, token)
+	t.Logf("SASL_SSL SCRAM-SHA-512 %s, SSL mTLS %s, SASL_SSL OAUTHBEARER: 3 tables checked with delta-rs, DLQ %d", s.saslSSL, s.ssl, nV2)
+}
+
+// TestSecuredFailFast: in one `ingestd run`, a wrong password fails its pipeline within
+// 10 s with SASL_AUTHENTICATION_FAILED and the principal in /readyz; a principal without
+// WRITE on the dead-letter topic and one without READ on the group are refused at start-up
+// with the ACL named; a good pipeline next to them keeps consuming; no password in the output.
+func TestSecuredFailFast(t *testing.T) {
+	s := needSecure(t)
+	topic := createTopic(t, s.stack, "sec-fail", 1)
+	dlq := createTopic(t, s.stack, "sec-fail.dlq", 1)
+	orders := produce(t, s.stack, topic, 300, 0, 1)
+	dir := t.TempDir()
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	stamp := time.Now().UnixNano()
+	wrongPW := "not-the-Password-42"
+	noDLQUser, noGroupUser := fmt.Sprintf("nodlq%d", stamp), fmt.Sprintf("nogroup%d", stamp)
+	userPW := "u-secret-" + fmt.Sprint(stamp)
+	pwFile := writeFile(t, filepath.Join(dir, "user.pw"), userPW+"\n")
+	wrongFile := writeFile(t, filepath.Join(dir, "wrong.pw"), wrongPW+"\n")
+	src := map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}}
+	grant(t, s, noDLQUser, userPW, map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpDescribe}}, "nodlq-"+fmt.Sprint(stamp))
+	grant(t, s, noGroupUser, userPW, map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpWrite, kadm.OpDescribe}}, "")
+	grant(t, s, s.user, s.password, map[string][]kadm.ACLOperation{topic: src[topic], dlq: {kadm.OpWrite, kadm.OpDescribe}}, "good-"+fmt.Sprint(stamp))
+	sasl := func(user, file string) string {
+		return fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-256, username: %s, password_file: %s}", s.ca, user, file)
+	}
+	for _, p := range []struct{ name, user, file, group string }{
+		{"wrongpw", s.user, wrongFile, "wrongpw-" + fmt.Sprint(stamp)},
+		{"nodlq", noDLQUser, pwFile, "nodlq-" + fmt.Sprint(stamp)},
+		{"nogroup", noGroupUser, pwFile, "nogroup-" + fmt.Sprint(stamp)},
+		{"good", s.user, s.passwordFile, "good-" + fmt.Sprint(stamp)},
+	} {
+		writePipeline(t, cfgDir, p.name, secureYAML(p.name, s, s.saslSSL, sasl(p.user, p.file), topic, filepath.Join(dir, p.name), "dead_letter", dlq, p.group))
+	}
+	ingestdBin(t) // built before the clock starts
+	start := time.Now()
+	d := startDaemon(t, cfgDir)
+	want := map[string]string{
+		"wrongpw": "kafka authentication failed for User:" + s.user + " (SCRAM-SHA-256): SASL_AUTHENTICATION_FAILED",
+		"nodlq":   fmt.Sprintf(`check topics: dead-letter topic %q: User:%s (SCRAM-SHA-256) is missing WRITE on topic %s (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Write --topic %s)`, dlq, noDLQUser, dlq, noDLQUser, dlq),
+		"nogroup":  fmt.Sprintf(`check group: User:%s (SCRAM-SHA-256) is missing READ on group nogroup-%d (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Read --group nogroup-%d)`, noGroupUser, stamp, noGroupUser, stamp),
+	}
+	failedAt := map[string]time.Duration{}
+	waitFor(t, d, 60*time.Second, "three pipelines to fail and one to handle 300 records", func() bool {
+		r, _ := d.readyz(t)
+		for _, p := range r.Pipelines {
+			if _, ok := failedAt[p.Pipeline]; !ok && p.State == "failed" {
+				failedAt[p.Pipeline] = time.Since(start)
+			}
+		}
+		return len(failedAt) >= 3 && handled(t, filepath.Join(dir, "good")) == int64(len(orders))
+	})
+	r, code := d.readyz(t)
+	if code != 503 || r.Ready {
+		t.Errorf("/readyz with failed pipelines: %d ready=%v", code, r.Ready)
+	}
+	for _, p := range r.Pipelines {
+		w, bad := want[p.Pipeline]
+		switch {
+		case !bad && p.State != "running":
+			t.Errorf("%s: state %s (%s), want running", p.Pipeline, p.State, p.Error)
+		case bad && (p.State != "failed" || !strings.HasPrefix(p.Error, w)):
+			t.Errorf("%s: state %s error\n  %s\nwant prefix\n  %s", p.Pipeline, p.State, p.Error, w)
+		case bad && failedAt[p.Pipeline] > 10*time.Second:
+			t.Errorf("%s failed %v after start, want < 10s", p.Pipeline, failedAt[p.Pipeline])
+		}
+	}
+	if code := d.stop(t); code == 0 {
+		t.Errorf("exit code 0 with failed pipelines")
+	}
+	logs, _ := os.ReadFile(d.logs.Name())
+	noSecret(t, "ingestd run output", string(logs), s.password, wrongPW, userPW)
+	t.Logf("failed after %v; /readyz: %+v", failedAt, r.Pipelines)
+}
