@@ -20,10 +20,10 @@ import (
 // tests use to create topics, users and ACLs.
 type secureStack struct {
 	stack
-	ssl, saslSSL        string // listeners
-	ca, cert, key       string // CA bundle; client certificate CN=ingestd (User:ingestd)
-	user, passwordFile  string // SCRAM/PLAIN user ingestd
-	password            string // its password, to grep the output for
+	ssl, saslSSL       string // listeners
+	ca, cert, key      string // CA bundle; client certificate CN=ingestd (User:ingestd)
+	user, passwordFile string // SCRAM/PLAIN user ingestd
+	password           string // its password, to grep the output for
 }
 
 // secureEnv are the .stack/env keys needSecure reads (the environment wins).
@@ -293,7 +293,7 @@ func TestSecuredFailFast(t *testing.T) {
 	want := map[string]string{
 		"wrongpw": "kafka authentication failed for User:" + s.user + " (SCRAM-SHA-256): SASL_AUTHENTICATION_FAILED",
 		"nodlq":   fmt.Sprintf(`check topics: dead-letter topic %q: User:%s (SCRAM-SHA-256) is missing WRITE on topic %s (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Write --topic %s)`, dlq, noDLQUser, dlq, noDLQUser, dlq),
-		"nogroup":  fmt.Sprintf(`check group: User:%s (SCRAM-SHA-256) is missing READ on group nogroup-%d (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Read --group nogroup-%d)`, noGroupUser, stamp, noGroupUser, stamp),
+		"nogroup": fmt.Sprintf(`check group: User:%s (SCRAM-SHA-256) is missing READ on group nogroup-%d (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Read --group nogroup-%d)`, noGroupUser, stamp, noGroupUser, stamp),
 	}
 	failedAt := map[string]time.Duration{}
 	waitFor(t, d, 60*time.Second, "three pipelines to fail and one to handle 300 records", func() bool {
