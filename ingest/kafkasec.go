@@ -294,16 +294,15 @@ func missingACL(k KafkaConfig, op, resource, name string) string {
 }
 
 // Runtime security errors (poll loop): C40 reports single spurious authorization
-// failures around re-authentication, so one occurrence is not fatal; the same failure
-// seen fatalRepeats times, or twice fatalGrace apart, is. A poll that returns records
-// forgets them; so does a quiet minute.
+// failures around re-authentication (kgo reports one on several polls in a burst), so a
+// burst is not fatal; a failure still seen fatalGrace after the first one is. A poll
+// that returns records forgets them; so does a quiet minute.
 const (
-	fatalRepeats = 3
-	fatalGrace   = 5 * time.Second
-	fatalForget  = time.Minute
+	fatalGrace  = 3 * time.Second
+	fatalForget = time.Minute
 )
 
-// fatalWatch counts security failures seen by the poll loop (see fatalRepeats).
+// fatalWatch counts security failures seen by the poll loop (see fatalGrace).
 type fatalWatch struct {
 	first, last time.Time
 	n           int
@@ -319,7 +318,7 @@ func (w *fatalWatch) observe(now time.Time) bool {
 	}
 	w.n++
 	w.last = now
-	return w.n >= fatalRepeats || (w.n >= 2 && now.Sub(w.first) >= fatalGrace)
+	return w.n >= 2 && now.Sub(w.first) >= fatalGrace
 }
 
 // fetchErrors checks a poll's errors for security failures: it returns the

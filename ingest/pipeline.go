@@ -264,6 +264,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			break
 		}
 		if err := p.fetchErrors(fs, &fw); err != nil {
+			cl.AllowRebalance() // or Close would wait for the rebalance this poll blocks
 			return err
 		}
 		fs.EachError(func(t string, part int32, err error) {

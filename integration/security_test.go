@@ -320,10 +320,34 @@ func TestSecuredFailFast(t *testing.T) {
 			t.Errorf("%s failed %v after start, want < 10s", p.Pipeline, failedAt[p.Pipeline])
 		}
 	}
-	if code := d.stop(t); code == 0 {
-		t.Errorf("exit code 0 with failed pipelines")
+
+	// Run time: the good pipeline loses READ on its group and topic (C40 R5, run 2): it
+	// fails within seconds naming the ACL, not retried forever as a transient warning.
+	adm := kadm.NewClient(kafkaClient(t, s.stack))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:" + s.user).AllowHosts().Groups("good-" + fmt.Sprint(stamp)).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead, kadm.OpDescribe),
+		kadm.NewACLs().Allow("User:" + s.user).AllowHosts().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead),
+	} {
+		if _, err := adm.DeleteACLs(ctx, b); err != nil {
+			t.Fatalf("delete ACLs: %v", err)
+		}
 	}
+	revoked := time.Now()
+	// the last running pipeline fails, so the process exits (1) on its own
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the good pipeline still runs 30 s after its ACLs were removed")
+	}
+	took := time.Since(revoked)
 	logs, _ := os.ReadFile(d.logs.Name())
+	wantLog := `"msg":"pipeline failed","pipeline":"good","err":"kafka authorization failed: User:` + s.user + ` (SCRAM-SHA-256) is missing READ on `
+	if code := d.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(logs), wantLog) {
+		t.Errorf("after the ACLs were removed: exit %d after %v; log lacks %s", code, took, wantLog)
+	}
+	t.Logf("ACLs removed at run time: the pipeline failed and ingestd exited after %v", took)
 	noSecret(t, "ingestd run output", string(logs), s.password, wrongPW, userPW)
 	t.Logf("failed after %v; /readyz: %+v", failedAt, r.Pipelines)
 }
