@@ -2,12 +2,18 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +135,11 @@ func grant(t *testing.T, s secureStack, user, password string, topicOps map[stri
 // secureYAML is one pipeline whose kafka block is written in block style, with an
 // unquoted host:port list (the way Kafka users write it) and the given security lines.
 func secureYAML(name string, s secureStack, brokers, security, topic, table, policy, dlq, group string) string {
+	return secureYAMLReg(name, fmt.Sprintf("schema_registry: {url: %q}", s.registry), brokers, security, topic, table, policy, dlq, group)
+}
+
+// secureYAMLReg is secureYAML with its own schema_registry block.
+func secureYAMLReg(name, registry, brokers, security, topic, table, policy, dlq, group string) string {
 	return fmt.Sprintf(`name: %s
 kafka:
   brokers: [%s]
@@ -137,12 +148,12 @@ kafka:
   start_offset: earliest
   session_timeout: 6s
 %s
-schema_registry: {url: %q}
+%s
 table: {uri: "file://%s", create: true}
 schema: {policy: %s, on_incompatible: halt}
 dead_letter: {topic: %s}
 batch: {max_records: 2000, max_bytes: 64MiB, max_age: 1s}
-`, name, brokers, topic, group, security, s.registry, table, policy, dlq)
+`, name, brokers, topic, group, security, registry, table, policy, dlq)
 }
 
 // unsecuredJWT is a token Kafka's unsecured OAUTHBEARER validator accepts (alg none).
@@ -188,17 +199,28 @@ func TestSecuredSeed(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	token := unsecuredJWT(s.user, time.Hour)
 	tokenFile := writeFile(t, filepath.Join(dir, "token"), token+"\n")
+	srPW := "sr-Secret-" + fmt.Sprint(stamp)
+	srToken := "sr-token-" + fmt.Sprint(stamp)
+	front := startRegistryFront(t, s, "ingestd", srPW, srToken)
+	srPWFile := writeFile(t, filepath.Join(dir, "sr.pw"), srPW+"\n")
+	srTokenFile := writeFile(t, filepath.Join(dir, "sr.token"), srToken+"\n")
+	basicReg := fmt.Sprintf("schema_registry:\n  url: %s\n  username: ingestd\n  password_file: %s\n  tls: {ca_file: %s}", front.url, srPWFile, s.ca)
+	bearerReg := fmt.Sprintf("schema_registry: {url: %q, bearer_token_file: %s, tls: {ca_file: %s}}", front.url, srTokenFile, s.ca)
 	type pl struct{ name, brokers, security, policy string }
 	pls := []pl{
 		{"silver-scram", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-512, username: %s, password_file: %s}", s.ca, s.user, s.passwordFile), "dead_letter"},
-		{"bronze-mtls", s.ssl, fmt.Sprintf("  tls: {ca_file: %s, cert_file: %s, key_file: %s}", s.ca, s.cert, s.key), "evolve"},
+		{"bronze-mtls", s.ssl, fmt.Sprintf("  tls: {ca_file: %s, cert_file: %s, key_file: %s}\n  instance_id: mtls-%d\n  client_id: ingestd-mtls", s.ca, s.cert, s.key, stamp), "evolve"},
 		{"bronze-oauth", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: OAUTHBEARER, token_file: %s, extensions: {traceId: abc}}", s.ca, tokenFile), "evolve"},
 	}
 	tables := map[string]string{}
 	for _, p := range pls {
 		group := fmt.Sprintf("%s-%d", p.name, stamp)
 		tables[p.name] = filepath.Join(dir, p.name)
-		writePipeline(t, cfgDir, p.name, secureYAML(p.name, s, p.brokers, p.security, topic, tables[p.name], p.policy, dlq, group))
+		reg := basicReg
+		if p.name == "bronze-oauth" {
+			reg = bearerReg
+		}
+		writePipeline(t, cfgDir, p.name, secureYAMLReg(p.name, reg, p.brokers, p.security, topic, tables[p.name], p.policy, dlq, group))
 		grant(t, s, s.user, "", map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpWrite, kadm.OpDescribe, kadm.OpRead}}, group)
 	}
 	// the password file is the stack's; its SCRAM user may predate it (an old data dir)
@@ -208,7 +230,7 @@ func TestSecuredSeed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("validate: %v\n%s", err, val)
 	}
-	noSecret(t, "validate output", string(val), s.password, token)
+	noSecret(t, "validate output", string(val), s.password, token, srPW, srToken)
 	d := startDaemon(t, cfgDir)
 	waitFor(t, d, 3*time.Minute, "every pipeline to handle 2,200 records", func() bool {
 		for _, p := range pls {
@@ -248,10 +270,14 @@ func TestSecuredSeed(t *testing.T) {
 	if err != nil || !strings.Contains(string(dry), `"schema_mismatch"`) {
 		t.Errorf("replay --dry-run over SASL_SSL: %v\n%s", err, dry)
 	}
+	if front.allowed.Load() == 0 || front.refused.Load() != 0 {
+		t.Errorf("registry front (HTTPS + auth): %d requests allowed, %d refused; want some, none", front.allowed.Load(), front.refused.Load())
+	}
 	logs, _ := os.ReadFile(d.logs.Name())
-	noSecret(t, "ingestd run output", string(logs), s.password, token)
-	noSecret(t, "dlq inspect / replay output", string(insp)+string(dry), s.password, token)
-	t.Logf("SASL_SSL SCRAM-SHA-512 %s, SSL mTLS %s, SASL_SSL OAUTHBEARER: 3 tables checked with delta-rs, DLQ %d", s.saslSSL, s.ssl, nV2)
+	noSecret(t, "ingestd run output", string(logs), s.password, token, srPW, srToken)
+	noSecret(t, "dlq inspect / replay output", string(insp)+string(dry), s.password, token, srPW, srToken)
+	t.Logf("SASL_SSL SCRAM-SHA-512 %s, SSL mTLS %s (static member), SASL_SSL OAUTHBEARER; registry over HTTPS with basic auth and a Bearer token (%d requests): 3 tables checked with delta-rs, DLQ %d",
+		s.saslSSL, s.ssl, front.allowed.Load(), nV2)
 }
 
 // TestSecuredFailFast: in one `ingestd run`, a wrong password fails its pipeline within
@@ -327,7 +353,7 @@ func TestSecuredFailFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, b := range []*kadm.ACLBuilder{
-		kadm.NewACLs().Allow("User:" + s.user).AllowHosts().Groups("good-" + fmt.Sprint(stamp)).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead, kadm.OpDescribe),
+		kadm.NewACLs().Allow("User:"+s.user).AllowHosts().Groups("good-"+fmt.Sprint(stamp)).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead, kadm.OpDescribe),
 		kadm.NewACLs().Allow("User:" + s.user).AllowHosts().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead),
 	} {
 		if _, err := adm.DeleteACLs(ctx, b); err != nil {
@@ -350,4 +376,43 @@ func TestSecuredFailFast(t *testing.T) {
 	t.Logf("ACLs removed at run time: the pipeline failed and ingestd exited after %v", took)
 	noSecret(t, "ingestd run output", string(logs), s.password, wrongPW, userPW)
 	t.Logf("failed after %v; /readyz: %+v", failedAt, r.Pipelines)
+}
+
+// registryFront is an HTTPS front for the test registry (the stack's registry.crt, signed
+// by the test CA) that demands basic auth (user, password) or a Bearer token and proxies
+// to the plaintext registry; it counts what it let through and what it refused.
+type registryFront struct {
+	url              string // https://127.0.0.1:port + the registry's path
+	allowed, refused atomic.Int64
+}
+
+func startRegistryFront(t *testing.T, s secureStack, user, password, token string) *registryFront {
+	t.Helper()
+	dir := filepath.Dir(s.ca)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "registry.crt"), filepath.Join(dir, "registry.key"))
+	if err != nil {
+		t.Fatalf("registry certificate from the stack: %v", err)
+	}
+	target, err := url.Parse(s.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	f := &registryFront{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, basic := r.BasicAuth()
+		if !(basic && u == user && p == password) && r.Header.Get("Authorization") != "Bearer "+token {
+			f.refused.Add(1)
+			http.Error(w, `{"error_code":401,"message":"Unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		f.allowed.Add(1)
+		r.Header.Del("Authorization")
+		proxy.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	f.url = srv.URL + target.Path
+	return f
 }
