@@ -204,6 +204,11 @@ func TestConfigEnvValueTakenAsWritten(t *testing.T) {
 	if r.Username != "ingestd" || string(r.Password) != pw {
 		t.Fatalf("username %q, password %q; want %q", r.Username, string(r.Password), pw)
 	}
+	// only ${NAME} is expanded: Event Hubs' literal user name "$ConnectionString" stays
+	cfgs, err = LoadConfigs(writeConfig(t, strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", username: "$ConnectionString", password: x}`, 1)))
+	if err != nil || cfgs[0].SchemaRegistry.Username != "$ConnectionString" {
+		t.Fatalf("$ConnectionString: %v", err)
+	}
 	// a default may hold ": " and " #" too, and a set variable wins over it
 	body = strings.Replace(goodConfig, "topic: orders.dlq", `topic: "${DLQ_UNSET_TEST:-a: b #c}"`, 1)
 	cfgs, err = LoadConfigs(writeConfig(t, body))

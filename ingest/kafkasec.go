@@ -295,10 +295,14 @@ func missingACL(k KafkaConfig, op, resource, name string) string {
 
 // Runtime security errors (poll loop): C40 reports single spurious authorization
 // failures around re-authentication (kgo reports one on several polls in a burst), so a
-// burst is not fatal; a failure still seen fatalGrace after the first one is. A poll
-// that returns records forgets them; so does a quiet minute.
+// burst is not fatal; a failure still seen fatalGrace after the first one is. An
+// authentication failure gets authGrace: after a password rotation the broker may know the
+// new password before the password_file has it (C40 R4), and every reconnect re-reads the
+// file. A poll that returns records forgets them; so does a quiet minute. At start-up
+// every one of these is fatal at once.
 const (
 	fatalGrace  = 3 * time.Second
+	authGrace   = 30 * time.Second
 	fatalForget = time.Minute
 )
 
@@ -308,8 +312,9 @@ type fatalWatch struct {
 	n           int
 }
 
-// observe records one failure at now and reports whether it is now fatal.
-func (w *fatalWatch) observe(now time.Time) bool {
+// observe records one failure at now and reports whether it is now fatal: still failing
+// grace after the first one.
+func (w *fatalWatch) observe(now time.Time, grace time.Duration) bool {
 	if w.n > 0 && now.Sub(w.last) > fatalForget {
 		w.n = 0
 	}
@@ -318,7 +323,7 @@ func (w *fatalWatch) observe(now time.Time) bool {
 	}
 	w.n++
 	w.last = now
-	return w.n >= 2 && now.Sub(w.first) >= fatalGrace
+	return w.n >= 2 && now.Sub(w.first) >= grace
 }
 
 // fetchErrors checks a poll's errors for security failures: it returns the
@@ -333,7 +338,11 @@ func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
 		}
 		if se := securityError(p.cfg.Kafka, need, err); se != nil && fatal == nil {
 			p.log.Warn("kafka security error", "err", se)
-			if w.observe(time.Now()) {
+			grace := fatalGrace
+			if errors.Is(err, kerr.SaslAuthenticationFailed) {
+				grace = authGrace
+			}
+			if w.observe(time.Now(), grace) {
 				fatal = se
 			}
 		}

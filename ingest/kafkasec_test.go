@@ -464,15 +464,19 @@ func TestFatalWatch(t *testing.T) {
 	var w fatalWatch
 	t0 := time.Now()
 	for i := range 10 { // a burst of polls, as kgo reports one failure
-		if w.observe(t0.Add(time.Duration(i) * 10 * time.Millisecond)) {
+		if w.observe(t0.Add(time.Duration(i)*10*time.Millisecond), fatalGrace) {
 			t.Fatalf("fatal within a burst (poll %d)", i)
 		}
 	}
-	if !w.observe(t0.Add(fatalGrace)) {
+	if !w.observe(t0.Add(fatalGrace), fatalGrace) {
 		t.Fatal("a failure still seen fatalGrace later is fatal")
 	}
 	w = fatalWatch{}
-	if w.observe(t0) || w.observe(t0.Add(2*fatalForget)) || w.observe(t0.Add(2*fatalForget+time.Second)) {
+	if w.observe(t0, fatalGrace) || w.observe(t0.Add(2*fatalForget), fatalGrace) || w.observe(t0.Add(2*fatalForget+time.Second), fatalGrace) {
 		t.Fatal("a failure a quiet minute ago still counted")
+	}
+	w = fatalWatch{}
+	if w.observe(t0, authGrace) || w.observe(t0.Add(fatalGrace), authGrace) || !w.observe(t0.Add(authGrace), authGrace) {
+		t.Fatal("an authentication failure is fatal after authGrace, not before")
 	}
 }

@@ -182,9 +182,11 @@ func noSecret(t *testing.T, where, text string, secrets ...string) {
 }
 
 // TestSecuredSeed: the seed data (2,000 v1 + 200 v2 orders, 3 partitions) read by one
-// `ingestd run` with three pipelines, each over a secured listener as a principal that
+// `ingestd run` with four pipelines, each over a secured listener as a principal that
 // holds only the ACLs it needs: dead_letter over SASL_SSL SCRAM-SHA-512, evolve over mTLS
-// (SSL, client certificate CN=ingestd), evolve over SASL_SSL OAUTHBEARER (unsecured JWT);
+// (SSL, client certificate CN=ingestd, static member), evolve over SASL_SSL OAUTHBEARER
+// (unsecured JWT), evolve over SASL_SSL PLAIN (password_env); the registry behind an
+// HTTPS front with basic auth (password_file) or a Bearer token (bearer_token_file);
 // tables read back by delta-rs; `dlq inspect` and `replay --dry-run` over SASL_SSL too;
 // no password or token in any output.
 func TestSecuredSeed(t *testing.T) {
@@ -211,7 +213,9 @@ func TestSecuredSeed(t *testing.T) {
 		{"silver-scram", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-512, username: %s, password_file: %s}", s.ca, s.user, s.passwordFile), "dead_letter"},
 		{"bronze-mtls", s.ssl, fmt.Sprintf("  tls: {ca_file: %s, cert_file: %s, key_file: %s}\n  instance_id: mtls-%d\n  client_id: ingestd-mtls", s.ca, s.cert, s.key, stamp), "evolve"},
 		{"bronze-oauth", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: OAUTHBEARER, token_file: %s, extensions: {traceId: abc}}", s.ca, tokenFile), "evolve"},
+		{"bronze-plain", s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: PLAIN, username: %s, password_env: INGESTD_TEST_KAFKA_PASSWORD}", s.ca, s.user), "evolve"},
 	}
+	t.Setenv("INGESTD_TEST_KAFKA_PASSWORD", s.password) // inherited by the ingestd processes
 	tables := map[string]string{}
 	for _, p := range pls {
 		group := fmt.Sprintf("%s-%d", p.name, stamp)
@@ -241,7 +245,7 @@ func TestSecuredSeed(t *testing.T) {
 		return true
 	})
 	r, code := d.readyz(t)
-	if code != 200 || !r.Ready || len(r.Pipelines) != 3 {
+	if code != 200 || !r.Ready || len(r.Pipelines) != len(pls) {
 		t.Errorf("/readyz %d %+v", code, r)
 	}
 	if code := d.stop(t); code != 0 {
@@ -256,6 +260,7 @@ func TestSecuredSeed(t *testing.T) {
 	checkOrders(t, "silver-scram", readTable(t, s.stack, tables["silver-scram"]), v1, false)
 	checkOrders(t, "bronze-mtls", readTable(t, s.stack, tables["bronze-mtls"]), orders, true)
 	checkOrders(t, "bronze-oauth", readTable(t, s.stack, tables["bronze-oauth"]), orders, true)
+	checkOrders(t, "bronze-plain", readTable(t, s.stack, tables["bronze-plain"]), orders, true)
 	if n := len(readDLQ(t, s.stack, dlq)); n != nV2 {
 		t.Errorf("DLQ holds %d records, want %d", n, nV2)
 	}
@@ -276,7 +281,7 @@ func TestSecuredSeed(t *testing.T) {
 	logs, _ := os.ReadFile(d.logs.Name())
 	noSecret(t, "ingestd run output", string(logs), s.password, token, srPW, srToken)
 	noSecret(t, "dlq inspect / replay output", string(insp)+string(dry), s.password, token, srPW, srToken)
-	t.Logf("SASL_SSL SCRAM-SHA-512 %s, SSL mTLS %s (static member), SASL_SSL OAUTHBEARER; registry over HTTPS with basic auth and a Bearer token (%d requests): 3 tables checked with delta-rs, DLQ %d",
+	t.Logf("SASL_SSL SCRAM-SHA-512 %s, SSL mTLS %s (static member), SASL_SSL OAUTHBEARER, SASL_SSL PLAIN (password_env); registry over HTTPS with basic auth and a Bearer token (%d requests): 4 tables checked with delta-rs, DLQ %d",
 		s.saslSSL, s.ssl, front.allowed.Load(), nV2)
 }
 
@@ -415,4 +420,49 @@ func startRegistryFront(t *testing.T, s secureStack, user, password, token strin
 	t.Cleanup(srv.Close)
 	f.url = srv.URL + target.Path
 	return f
+}
+
+// TestSecuredPasswordRotation is C40 R4: the SCRAM password changes on the broker, the
+// password_file follows 5 s later; the broker's re-authentication deadline (30 s for
+// SCRAM-SHA-512 on the test listener) makes every connection authenticate again, reading
+// the file again: consumption goes on without a restart, every record once.
+func TestSecuredPasswordRotation(t *testing.T) {
+	s := needSecure(t)
+	topic := createTopic(t, s.stack, "sec-rot", 2)
+	dlq := createTopic(t, s.stack, "sec-rot.dlq", 1)
+	stamp := time.Now().UnixNano()
+	user, group := fmt.Sprintf("rot%d", stamp), fmt.Sprintf("rot-%d", stamp)
+	pw1, pw2 := "first-Secret-"+fmt.Sprint(stamp), "second-Secret-"+fmt.Sprint(stamp)
+	grant(t, s, user, pw1, map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpWrite, kadm.OpDescribe}}, group)
+	dir := t.TempDir()
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	pwFile := writeFile(t, filepath.Join(dir, "pw"), pw1+"\n")
+	table := filepath.Join(dir, "rot")
+	writePipeline(t, cfgDir, "rot", secureYAML("rot", s, s.saslSSL,
+		fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-512, username: %s, password_file: %s}", s.ca, user, pwFile),
+		topic, table, "evolve", dlq, group))
+	first := produce(t, s.stack, topic, 200, 0, 1)
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 60*time.Second, "the first 200 records", func() bool { return handled(t, table) == 200 })
+
+	changed := time.Now()
+	grant(t, s, user, pw2, nil, "") // the broker now knows only pw2
+	time.Sleep(5 * time.Second)
+	writeFile(t, pwFile, pw2+"\n")
+	// past the re-authentication deadline of every connection made before the change
+	time.Sleep(time.Until(changed.Add(35 * time.Second)))
+	second := produce(t, s.stack, topic, 200, 0, 1001)
+	waitFor(t, d, 60*time.Second, "the next 200 records after the rotation", func() bool { return handled(t, table) == 400 })
+	r, _ := d.readyz(t)
+	if len(r.Pipelines) != 1 || r.Pipelines[0].State != "running" {
+		t.Errorf("after the rotation: %+v", r.Pipelines)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	checkOrders(t, "rot", readTable(t, s.stack, table), append(first, second...), false)
+	logs, _ := os.ReadFile(d.logs.Name())
+	noSecret(t, "ingestd run output", string(logs), pw1, pw2)
+	t.Logf("password rotated on the broker, file 5 s later: 400 records once, no restart; log has %d lines", strings.Count(string(logs), "\n"))
 }
