@@ -323,7 +323,7 @@ func (w *fatalWatch) observe(now time.Time, grace time.Duration) bool {
 	}
 	w.n++
 	w.last = now
-	return w.n >= 2 && now.Sub(w.first) >= grace
+	return (w.n >= 2 || grace == 0) && now.Sub(w.first) >= grace
 }
 
 // fetchErrors checks a poll's errors for security failures: it returns the
@@ -339,8 +339,11 @@ func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
 		if se := securityError(p.cfg.Kafka, need, err); se != nil && fatal == nil {
 			p.log.Warn("kafka security error", "err", se)
 			grace := fatalGrace
-			if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			switch {
+			case errors.Is(err, kerr.SaslAuthenticationFailed):
 				grace = authGrace
+			case errors.Is(err, kerr.FencedInstanceID):
+				grace = 0 // kgo does not rejoin after a fence: reported once, fatal at once
 			}
 			if w.observe(time.Now(), grace) {
 				fatal = se
