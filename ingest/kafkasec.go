@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -140,19 +141,20 @@ func kafkaPrincipal(k KafkaConfig) string {
 		}
 	}
 	if t := k.TLS; t != nil && t.CertFile != "" {
-		if b, err := os.ReadFile(t.CertFile); err == nil {
-			if kp, err := tls.X509KeyPair(b, mustRead(t.KeyFile)); err == nil && len(kp.Certificate) > 0 {
-				if c, err := x509.ParseCertificate(kp.Certificate[0]); err == nil {
-					return fmt.Sprintf("the client certificate %q (the broker's principal is this DN unless ssl.principal.mapping.rules maps it)", c.Subject.String())
-				}
-			}
-		}
-		return "the client certificate " + t.CertFile
+		return "the client certificate " + certSubject(t) + " (the broker's principal is its DN unless ssl.principal.mapping.rules maps it)"
 	}
 	return "User:ANONYMOUS (no SASL, no client certificate)"
 }
 
-func mustRead(f string) []byte { b, _ := os.ReadFile(f); return b }
+// certSubject is the subject DN of tls.cert_file, quoted, or the file name.
+func certSubject(t *TLSConfig) string {
+	if kp, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err == nil && len(kp.Certificate) > 0 {
+		if c, err := x509.ParseCertificate(kp.Certificate[0]); err == nil {
+			return strconv.Quote(c.Subject.String())
+		}
+	}
+	return t.CertFile
+}
 
 // jwtSubject returns the "sub" claim of a JWS compact token, or "" (no signature check:
 // only for naming the principal in messages).
@@ -230,8 +232,10 @@ func fatalKafkaError(k KafkaConfig, need string, err error) (string, bool) {
 		return fmt.Sprintf("kafka: another consumer joined group %s with kafka.instance_id %q, fencing this one (fix: give every process its own instance_id, e.g. ${HOSTNAME})", k.Group, k.InstanceID), true
 	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalid), errors.As(err, &verify):
 		return fmt.Sprintf("kafka TLS: the broker's certificate was refused: %v (fix: set kafka.tls.ca_file to the CA that signed the broker's certificate; the certificate must name the advertised host, or set kafka.tls.server_name)", err), true
+	case strings.Contains(msg, "remote error: tls: ") && (k.TLS == nil || k.TLS.CertFile == ""):
+		return fmt.Sprintf("kafka TLS: the broker refused the handshake without a client certificate: %v (fix: set kafka.tls.cert_file and key_file, the listener requires mTLS)", err), true
 	case strings.Contains(msg, "remote error: tls: "):
-		return fmt.Sprintf("kafka TLS: the broker refused the client certificate of %s: %v (fix: set kafka.tls.cert_file and key_file to a certificate signed by a CA the broker trusts, not expired)", who, err), true
+		return fmt.Sprintf("kafka TLS: the broker refused the client certificate %s: %v (fix: use a certificate signed by a CA the broker trusts, not expired, with the clientAuth usage)", certSubject(k.TLS), err), true
 	case errors.As(err, &hdr), strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return fmt.Sprintf("kafka TLS: kafka.tls is set but the broker answered in plaintext: %v (fix: point kafka.brokers at the TLS listener, or remove kafka.tls)", err), true
 	case strings.Contains(msg, "read kafka.sasl password") || strings.Contains(msg, "read kafka.sasl token") || strings.Contains(msg, "load client certificate"):

@@ -2,9 +2,16 @@ package integration
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -248,6 +255,7 @@ func TestSecuredSeed(t *testing.T) {
 	if code != 200 || !r.Ready || len(r.Pipelines) != len(pls) {
 		t.Errorf("/readyz %d %+v", code, r)
 	}
+	noSecret(t, "/metrics", d.metrics(t), s.password, token, srPW, srToken)
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
@@ -318,23 +326,32 @@ func TestSecuredFailFast(t *testing.T) {
 	} {
 		writePipeline(t, cfgDir, p.name, secureYAML(p.name, s, s.saslSSL, sasl(p.user, p.file), topic, filepath.Join(dir, p.name), "dead_letter", dlq, p.group))
 	}
+	// certificates of another CA: as the trust anchor (the broker's is refused) and as the
+	// client certificate on the mTLS listener (the broker refuses it)
+	otherCA, otherCert, otherKey := foreignPKI(t, dir)
+	writePipeline(t, cfgDir, "wrongca", secureYAML("wrongca", s, s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-512, username: %s, password_file: %s}", otherCA, s.user, s.passwordFile),
+		topic, filepath.Join(dir, "wrongca"), "dead_letter", dlq, "wrongca-"+fmt.Sprint(stamp)))
+	writePipeline(t, cfgDir, "foreigncert", secureYAML("foreigncert", s, s.ssl, fmt.Sprintf("  tls: {ca_file: %s, cert_file: %s, key_file: %s}", s.ca, otherCert, otherKey),
+		topic, filepath.Join(dir, "foreigncert"), "dead_letter", dlq, "foreigncert-"+fmt.Sprint(stamp)))
 	ingestdBin(t) // built before the clock starts
 	start := time.Now()
 	d := startDaemon(t, cfgDir)
 	want := map[string]string{
-		"wrongpw": "kafka authentication failed for User:" + s.user + " (SCRAM-SHA-256): SASL_AUTHENTICATION_FAILED",
-		"nodlq":   fmt.Sprintf(`check topics: dead-letter topic %q: User:%s (SCRAM-SHA-256) is missing WRITE on topic %s (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Write --topic %s)`, dlq, noDLQUser, dlq, noDLQUser, dlq),
-		"nogroup": fmt.Sprintf(`check group: User:%s (SCRAM-SHA-256) is missing READ on group nogroup-%d (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Read --group nogroup-%d)`, noGroupUser, stamp, noGroupUser, stamp),
+		"wrongpw":     "kafka authentication failed for User:" + s.user + " (SCRAM-SHA-256): SASL_AUTHENTICATION_FAILED",
+		"nodlq":       fmt.Sprintf(`check topics: dead-letter topic %q: User:%s (SCRAM-SHA-256) is missing WRITE on topic %s (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Write --topic %s)`, dlq, noDLQUser, dlq, noDLQUser, dlq),
+		"wrongca":     "kafka TLS: the broker's certificate was refused: ",
+		"foreigncert": `kafka TLS: the broker refused the client certificate "CN=intruder": remote error: tls: `,
+		"nogroup":     fmt.Sprintf(`check group: User:%s (SCRAM-SHA-256) is missing READ on group nogroup-%d (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Read --group nogroup-%d)`, noGroupUser, stamp, noGroupUser, stamp),
 	}
 	failedAt := map[string]time.Duration{}
-	waitFor(t, d, 60*time.Second, "three pipelines to fail and one to handle 300 records", func() bool {
+	waitFor(t, d, 60*time.Second, "five pipelines to fail and one to handle 300 records", func() bool {
 		r, _ := d.readyz(t)
 		for _, p := range r.Pipelines {
 			if _, ok := failedAt[p.Pipeline]; !ok && p.State == "failed" {
 				failedAt[p.Pipeline] = time.Since(start)
 			}
 		}
-		return len(failedAt) >= 3 && handled(t, filepath.Join(dir, "good")) == int64(len(orders))
+		return len(failedAt) >= 5 && handled(t, filepath.Join(dir, "good")) == int64(len(orders))
 	})
 	r, code := d.readyz(t)
 	if code != 503 || r.Ready {
@@ -465,4 +482,30 @@ func TestSecuredPasswordRotation(t *testing.T) {
 	logs, _ := os.ReadFile(d.logs.Name())
 	noSecret(t, "ingestd run output", string(logs), pw1, pw2)
 	t.Logf("password rotated on the broker, file 5 s later: 400 records once, no restart; log has %d lines", strings.Count(string(logs), "\n"))
+}
+
+// foreignPKI writes a CA the broker does not know and a client certificate (CN=intruder)
+// signed by it; it returns the CA, certificate and key files.
+func foreignPKI(t *testing.T, dir string) (ca, cert, key string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "foreign-ca"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "intruder"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &k.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(k)
+	pemFile := func(name, typ string, b []byte) string {
+		return writeFile(t, filepath.Join(dir, name), string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b})))
+	}
+	return pemFile("foreign-ca.crt", "CERTIFICATE", caDER), pemFile("intruder.crt", "CERTIFICATE", der), pemFile("intruder.key", "PRIVATE KEY", kder)
 }
