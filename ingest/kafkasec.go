@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,9 +29,26 @@ import (
 // defaultClientID is kafka.client_id when the config leaves it empty.
 const defaultClientID = "ingestd"
 
-// tokenReads counts OAUTHBEARER token_file/token_env reads (one per authentication and
-// re-authentication, all clients together), for tests of token refresh.
-var tokenReads atomic.Int64
+// tokenReads and passwordReads count SASL credential reads (one per authentication and
+// re-authentication, every client of the process together): the metric
+// ingestd_kafka_sasl_credential_reads_total{credential="token"|"password"} shows that
+// re-authentication happens and re-reads the file.
+var tokenReads, passwordReads atomic.Int64
+
+// saslReadsCollector exports tokenReads and passwordReads.
+func saslReadsCollector() prometheus.Collector {
+	return saslReads{prometheus.NewDesc("ingestd_kafka_sasl_credential_reads_total",
+		"SASL passwords and OAUTHBEARER tokens read from their file or variable: one per Kafka authentication and re-authentication (KIP-368), all pipelines.",
+		[]string{"credential"}, nil)}
+}
+
+type saslReads struct{ d *prometheus.Desc }
+
+func (c saslReads) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
+func (c saslReads) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(passwordReads.Load()), "password")
+	ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(tokenReads.Load()), "token")
+}
 
 // kafkaSecurityOpts returns the kgo options every Kafka client of a pipeline needs for
 // k's security settings: kgo.ClientID (default "ingestd"), kgo.DialTLSConfig when
@@ -68,6 +86,7 @@ func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
 // AWS_SESSION_TOKEN. Errors: an unknown mechanism.
 func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 	password := func() (string, error) {
+		passwordReads.Add(1)
 		p, err := readSecret(s.PasswordFile, s.PasswordEnv)
 		if err != nil {
 			return "", fmt.Errorf("read kafka.sasl password: %w", err)
@@ -96,6 +115,12 @@ func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 			t, err := readSecret(s.TokenFile, s.TokenEnv)
 			if err != nil {
 				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: %w", err)
+			}
+			// An expired JWT is refused here, naming it, rather than sent for the broker to
+			// refuse (C40 R2): the pipeline fails within seconds of the re-authentication.
+			if sub, exp := jwtClaims(t.Reveal()); exp > 0 && time.Unix(exp, 0).Before(time.Now()) {
+				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: the token from %s (sub %q) expired at %s; whatever renews it has stopped",
+					secretSource(s.TokenFile, s.TokenEnv), sub, time.Unix(exp, 0).UTC().Format(time.RFC3339))
 			}
 			return oauth.Auth{Token: t.Reveal(), Extensions: ext}, nil
 		}), nil
@@ -156,24 +181,37 @@ func certSubject(t *TLSConfig) string {
 	return t.CertFile
 }
 
-// jwtSubject returns the "sub" claim of a JWS compact token, or "" (no signature check:
-// only for naming the principal in messages).
-func jwtSubject(tok string) string {
+// jwtSubject returns the "sub" claim of a JWS compact token, or "".
+func jwtSubject(tok string) string { sub, _ := jwtClaims(tok); return sub }
+
+// jwtClaims returns the "sub" and "exp" (Unix seconds, 0 if absent) claims of a JWS
+// compact token; "" and 0 for a token that is not a JWT. No signature check: only for
+// messages and the expiry check.
+func jwtClaims(tok string) (sub string, exp int64) {
 	parts := strings.Split(tok, ".")
 	if len(parts) < 2 {
-		return ""
+		return "", 0
 	}
 	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	var c struct {
-		Sub string `json:"sub"`
+		Sub string  `json:"sub"`
+		Exp float64 `json:"exp"`
 	}
 	if json.Unmarshal(b, &c) != nil {
-		return ""
+		return "", 0
 	}
-	return c.Sub
+	return c.Sub, int64(c.Exp)
+}
+
+// secretSource names where a secret comes from, for messages: "file X" or "$VAR".
+func secretSource(file, env string) string {
+	if file != "" {
+		return "file " + file
+	}
+	return "$" + env
 }
 
 // aclHint is the kafka-acls.sh command that grants op on a resource ("topic" or

@@ -385,6 +385,19 @@ func TestSASLMechanismsFirstMessage(t *testing.T) {
 	if _, first, _ = m.Authenticate(context.Background(), "b:9094"); !strings.Contains(string(first), "auth=Bearer hdr.rotated.") || tokenReads.Load()-before != 2 {
 		t.Fatalf("token not re-read: %q reads %d", first, tokenReads.Load()-before)
 	}
+	// an expired JWT is refused before it is sent, named by its file and subject
+	enc := base64.RawURLEncoding.EncodeToString
+	expired := enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(`{"sub":"alice","exp":1700000000}`)) + "."
+	writeSecretFile(t, dir, "tok", expired)
+	_, _, err = m.Authenticate(context.Background(), "b:9094")
+	want := fmt.Sprintf(`read kafka.sasl token: the token from file %s (sub "alice") expired at 2023-11-14T22:13:20Z; whatever renews it has stopped`, tok)
+	if err == nil || err.Error() != want {
+		t.Fatalf("expired token: %v\nwant %s", err, want)
+	}
+	if msg, fatal := fatalKafkaError(KafkaConfig{SASL: &SASLConfig{Mechanism: MechOAuthBearer, TokenFile: tok}}, "", err); !fatal || strings.Contains(msg, expired) ||
+		!strings.HasPrefix(msg, "kafka credentials for User:alice (OAUTHBEARER token subject): "+want) {
+		t.Fatalf("expired token classified %v %q", fatal, msg)
+	}
 	// the MSK IAM callback reads the environment on each authentication
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalr")

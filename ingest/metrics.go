@@ -72,6 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.Batches, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
 		m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
+	reg.MustRegister(saslReadsCollector()) // kafkasec.go: SASL credential reads, process-wide
 	return m
 }
 

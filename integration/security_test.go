@@ -509,3 +509,98 @@ func foreignPKI(t *testing.T, dir string) (ca, cert, key string) {
 	}
 	return pemFile("foreign-ca.crt", "CERTIFICATE", caDER), pemFile("intruder.crt", "CERTIFICATE", der), pemFile("intruder.key", "PRIVATE KEY", kder)
 }
+
+// metricValue returns the value of one exact series from /metrics, or -1.
+func metricValue(text, series string) float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// TestSecuredTokenRefresh is C40 R2 with a short token life: a writer renews token_file
+// every 5 s with a JWT that expires 20 s later, so the broker (session lifetime capped by
+// the token's exp) makes every connection re-authenticate; each re-authentication reads
+// the file again and consumption goes on. When the writer stops, the next
+// re-authentication finds an expired token: the pipeline fails naming it, within seconds.
+func TestSecuredTokenRefresh(t *testing.T) {
+	s := needSecure(t)
+	topic := createTopic(t, s.stack, "sec-token", 1)
+	dlq := createTopic(t, s.stack, "sec-token.dlq", 1)
+	stamp := time.Now().UnixNano()
+	group := fmt.Sprintf("token-%d", stamp)
+	grant(t, s, s.user, "", map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpWrite, kadm.OpDescribe}}, group)
+	dir := t.TempDir()
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	tokenFile := filepath.Join(dir, "token")
+	var tokens []string
+	renew := func() {
+		tok := unsecuredJWT(s.user, 20*time.Second)
+		tokens = append(tokens, tok)
+		writeFile(t, tokenFile, tok+"\n")
+	}
+	renew()
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Second):
+				renew()
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-stopped
+	}()
+	table := filepath.Join(dir, "token")
+	writePipeline(t, cfgDir, "token", secureYAML("token", s, s.saslSSL, fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: OAUTHBEARER, token_file: %s}", s.ca, tokenFile),
+		topic, table+"-table", "evolve", dlq, group))
+	first := produce(t, s.stack, topic, 100, 0, 1)
+	start := time.Now()
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 60*time.Second, "the first 100 records", func() bool { return handled(t, table+"-table") == 100 })
+	reads0 := metricValue(d.metrics(t), `ingestd_kafka_sasl_credential_reads_total{credential="token"}`)
+	time.Sleep(time.Until(start.Add(45 * time.Second))) // two token lifetimes
+	second := produce(t, s.stack, topic, 100, 0, 101)
+	waitFor(t, d, 30*time.Second, "the next 100 records, after two token lifetimes", func() bool { return handled(t, table+"-table") == 200 })
+	reads1 := metricValue(d.metrics(t), `ingestd_kafka_sasl_credential_reads_total{credential="token"}`)
+	if reads0 < 1 || reads1-reads0 < 2 {
+		t.Errorf("token_file reads: %v after the first records, %v 45 s later; want re-authentications to read it again", reads0, reads1)
+	}
+	close(stop)
+	<-stopped
+	last := time.Now()
+	waitFor(t, d, 60*time.Second, "the pipeline to fail once the last token expired", func() bool {
+		select {
+		case <-d.done: // its only pipeline failed: the process exited
+			return true
+		default:
+			return false
+		}
+	})
+	took := time.Since(last)
+	logs, _ := os.ReadFile(d.logs.Name())
+	wantFailed := `"msg":"pipeline failed","pipeline":"token","err":"kafka credentials for User:` + s.user + ` (OAUTHBEARER token subject): `
+	wantExpired := `read kafka.sasl token: the token from file ` + tokenFile + ` (sub \"` + s.user + `\") expired at `
+	if !strings.Contains(string(logs), wantFailed) || !strings.Contains(string(logs), wantExpired) || took > 45*time.Second {
+		t.Errorf("after the last token (20 s life) the pipeline ended after %v; log lacks the expired-token failure", took)
+	}
+	checkOrders(t, "token", readTable(t, s.stack, table+"-table"), append(first, second...), false)
+	noSecret(t, "ingestd run output", string(logs), tokens...)
+	t.Logf("token_file read %v times in the first 45 s (%v after the first records); failed %v after the renewals stopped", reads1, reads0, took.Round(time.Second))
+}
