@@ -194,7 +194,8 @@ func noSecret(t *testing.T, where, text string, secrets ...string) {
 // (SSL, client certificate CN=ingestd, static member), evolve over SASL_SSL OAUTHBEARER
 // (unsecured JWT), evolve over SASL_SSL PLAIN (password_env); the registry behind an
 // HTTPS front with basic auth (password_file) or a Bearer token (bearer_token_file);
-// tables read back by delta-rs; `dlq inspect` and `replay --dry-run` over SASL_SSL too;
+// tables read back by delta-rs; `dlq inspect`, `replay --dry-run`, `table alter` and a
+// real replay of the silver pipeline over SASL_SSL too;
 // no password or token in any output.
 func TestSecuredSeed(t *testing.T) {
 	s := needSecure(t)
@@ -283,12 +284,21 @@ func TestSecuredSeed(t *testing.T) {
 	if err != nil || !strings.Contains(string(dry), `"schema_mismatch"`) {
 		t.Errorf("replay --dry-run over SASL_SSL: %v\n%s", err, dry)
 	}
+	// the silver workflow for real: alter the table, replay over SASL_SSL, every order once
+	if out, err := exec.Command(ingestdBin(t), "table", "alter", "--config", silver, "--add-column", "channel STRING").CombinedOutput(); err != nil {
+		t.Fatalf("table alter: %v\n%s", err, out)
+	}
+	rep, err := exec.Command(ingestdBin(t), "replay", "--config", silver).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay over SASL_SSL: %v\n%s", err, rep)
+	}
+	checkOrders(t, "silver-scram after replay", readTable(t, s.stack, tables["silver-scram"]), orders, true)
 	if front.allowed.Load() == 0 || front.refused.Load() != 0 {
 		t.Errorf("registry front (HTTPS + auth): %d requests allowed, %d refused; want some, none", front.allowed.Load(), front.refused.Load())
 	}
 	logs, _ := os.ReadFile(d.logs.Name())
 	noSecret(t, "ingestd run output", string(logs), s.password, token, srPW, srToken)
-	noSecret(t, "dlq inspect / replay output", string(insp)+string(dry), s.password, token, srPW, srToken)
+	noSecret(t, "dlq inspect / replay output", string(insp)+string(dry)+string(rep), s.password, token, srPW, srToken)
 	t.Logf("SASL_SSL SCRAM-SHA-512 %s, SSL mTLS %s (static member), SASL_SSL OAUTHBEARER, SASL_SSL PLAIN (password_env); registry over HTTPS with basic auth and a Bearer token (%d requests): 4 tables checked with delta-rs, DLQ %d",
 		s.saslSSL, s.ssl, front.allowed.Load(), nV2)
 }
