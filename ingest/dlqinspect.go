@@ -64,7 +64,7 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*DLQR
 	if log == nil {
 		log = discardLogger()
 	}
-	byPart, err := readToEnd(ctx, cl, cfg.DeadLetter.Topic, ends[cfg.DeadLetter.Topic], log)
+	byPart, err := readToEnd(ctx, cl, cfg.Kafka, cfg.DeadLetter.Topic, ends[cfg.DeadLetter.Topic], log)
 	if err != nil {
 		return nil, err
 	}

@@ -449,3 +449,22 @@ func listTopicsEach(ctx context.Context, adm *kadm.Client, topics []string) (kad
 	}
 	return out, nil
 }
+
+// checkRead fails with a *KafkaSecurityError when the broker reports (KIP-430 authorized
+// operations) that k's principal may not READ topic; brokers without an authorizer, and
+// errors of the check itself, pass (the read reports them).
+func checkRead(ctx context.Context, cl *kgo.Client, k KafkaConfig, topic string) error {
+	d, err := listTopicsEach(ctx, kadm.NewClient(cl), []string{topic})
+	if se := securityError(k, "READ on topic "+topic, err); se != nil {
+		return se
+	}
+	td, ok := d[topic]
+	switch {
+	case err != nil || !ok:
+		return nil
+	case errors.Is(td.Err, kerr.TopicAuthorizationFailed),
+		len(td.AuthorizedOperations) > 0 && !slices.Contains(td.AuthorizedOperations, kadm.OpRead) && !slices.Contains(td.AuthorizedOperations, kadm.OpAll):
+		return &KafkaSecurityError{Msg: "read " + topic + ": " + missingACL(k, "READ", "topic", topic), Err: kerr.TopicAuthorizationFailed}
+	}
+	return nil
+}

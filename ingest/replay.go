@@ -539,7 +539,7 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	// Read every DLQ partition from its start to its end offset now: records at or before
 	// the replay's txn version only feed the duplicate check, records past the stop point
 	// only the copy check (superseded).
-	byPart, err := readToEnd(ctx, cl, dlq, ends[dlq], p.log)
+	byPart, err := readToEnd(ctx, cl, cfg.Kafka, dlq, ends[dlq], p.log)
 	if err != nil {
 		return nil, err
 	}
@@ -734,8 +734,10 @@ func withoutValue(r *kgo.Record) *kgo.Record {
 }
 
 // readToEnd reads every partition of topic from its start to the given end offsets
-// (exclusive) and returns the records by partition, in offset order.
-func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32]kadm.ListedOffset, log interface {
+// (exclusive) and returns the records by partition, in offset order. A security failure
+// (fatalKafkaError, e.g. no READ on the topic) ends it with a *KafkaSecurityError naming
+// k's principal.
+func readToEnd(ctx context.Context, cl *kgo.Client, k KafkaConfig, topic string, ends map[int32]kadm.ListedOffset, log interface {
 	Warn(string, ...any)
 }) (map[int32][]*kgo.Record, error) {
 	endOf := map[int32]int64{}
@@ -753,6 +755,11 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32
 	if len(starts) == 0 {
 		return byPart, nil
 	}
+	// Without READ the broker answers fetches with errors kgo retries quietly, and the read
+	// would end as "no more records": ask first (authorized operations, KIP-430).
+	if err := checkRead(ctx, cl, k, topic); err != nil {
+		return nil, err
+	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts})
 	defer cl.PurgeTopicsFromConsuming(topic)
 	// A partition is complete at its record end-1; when the last offsets are transaction
@@ -769,11 +776,18 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32
 			log.Warn("no more records before the end offsets (transaction markers?); stopping the read", "topic", topic, "partitions_unfinished", remaining)
 			break
 		}
+		var fatal error
 		fs.EachError(func(t string, part int32, err error) {
+			if se := securityError(k, "READ on topic "+topic, err); se != nil && fatal == nil {
+				fatal = se
+			}
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				log.Warn("fetch error", "topic", t, "partition", part, "err", err)
 			}
 		})
+		if fatal != nil {
+			return nil, fatal
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end := endOf[r.Partition]
 			if r.Offset >= end {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // secureStack is the broker's secured listeners and test credentials (scripts/stack.sh
@@ -378,6 +379,20 @@ func TestSecuredFailFast(t *testing.T) {
 			t.Errorf("%s failed %v after start, want < 10s", p.Pipeline, failedAt[p.Pipeline])
 		}
 	}
+
+	// dlq inspect as a principal that may describe the dead-letter topic but not read it:
+	// a clear error naming the ACL, not an endless fetch loop
+	if err := kafkaClient(t, s.stack).ProduceSync(context.Background(), &kgo.Record{Topic: dlq, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ictx, icancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer icancel()
+	insp, err := exec.CommandContext(ictx, ingestdBin(t), "dlq", "inspect", "--config", filepath.Join(cfgDir, "nodlq.yaml")).CombinedOutput()
+	wantInsp := fmt.Sprintf("User:%s (SCRAM-SHA-256) is missing READ on topic %s (fix: kafka-acls.sh", noDLQUser, dlq)
+	if err == nil || ictx.Err() != nil || !strings.Contains(string(insp), wantInsp) {
+		t.Errorf("dlq inspect without READ on the DLQ: %v (timeout: %v)\n%s\nwant %s", err, ictx.Err(), insp, wantInsp)
+	}
+	noSecret(t, "dlq inspect output", string(insp), userPW)
 
 	// Run time: the good pipeline loses READ on its group and topic (C40 R5, run 2): it
 	// fails within seconds naming the ACL, not retried forever as a transient warning.
