@@ -423,10 +423,12 @@ sr_wait() {
 
 # ---------------------------------------------------------------------------------------
 
-# kafka_env: the broker's endpoints and test credentials, as export lines.
+# kafka_env: the broker's endpoints and test credentials, as export lines (the secured
+# ones only when this broker has them: one started by an older stack.sh has not; restart it).
 kafka_env() {
+  echo "export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")"
+  [ -f "$STACK/kafka.ssl.port" ] && [ -f "$STACK/kafka.sasl.port" ] && [ -f "$KAFKA_CERTS/ca.crt" ] || return 0
   cat <<EOF
-export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")
 export KAFKA_SSL_BROKERS=127.0.0.1:$(cat "$STACK/kafka.ssl.port")
 export KAFKA_SASL_SSL_BROKERS=127.0.0.1:$(cat "$STACK/kafka.sasl.port")
 export KAFKA_TLS_CA_FILE=$KAFKA_CERTS/ca.crt
