@@ -188,6 +188,32 @@ func TestConfigUnquotedBrokerList(t *testing.T) {
 	}
 }
 
+// Anchors, aliases and merge keys work; the mapping's own keys win over merged ones.
+func TestConfigMergeKeys(t *testing.T) {
+	body := `x-kafka: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}
+name: m
+kafka:
+  <<: *k
+  start_offset: earliest
+schema_registry: {url: "http://r:8081"}
+table: {uri: /tmp/t}
+schema: {policy: evolve}
+`
+	// x-kafka is not a pipeline key: refused like any unknown key
+	if got := errorsOf(t, body); !strings.HasPrefix(got, `p.yaml:1: unknown field "x-kafka" at the top level`) {
+		t.Fatalf("got %s", got)
+	}
+	body = strings.Replace(body, "x-kafka: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}\nname: m\nkafka:\n  <<: *k",
+		"name: m\nkafka:\n  <<: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := cfgs[0].Kafka; strings.Join(k.Brokers, ",") != "b1:9092,b2:9092" || k.Topics[0] != "orders" || k.StartOffset != "earliest" {
+		t.Fatalf("merged kafka %+v", k)
+	}
+}
+
 // ${VAR} is expanded in scalar values after parsing: a value with " #", ": ", quotes,
 // braces or a backslash is taken exactly as the variable holds it, and never parsed.
 func TestConfigEnvValueTakenAsWritten(t *testing.T) {

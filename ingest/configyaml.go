@@ -225,9 +225,27 @@ func (d *yamlDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		fields[tag] = i
 		names = append(names, tag)
 	}
+	// merge keys (`<<: *defaults`, or a list of aliases) first: the mapping's own keys win
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, val := n.Content[i], n.Content[i+1]; k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			srcs := []*yaml.Node{val}
+			if val.Kind == yaml.SequenceNode {
+				srcs = val.Content
+			}
+			for _, src := range srcs {
+				for src.Kind == yaml.AliasNode {
+					src = src.Alias
+				}
+				d.decodeStruct(src, v, path)
+			}
+		}
+	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			continue
+		}
 		p := path + "." + k.Value
 		if path == "$" {
 			p = "$." + k.Value
