@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,4 +493,30 @@ func TestFatalWatch(t *testing.T) {
 	if w.observe(t0, authGrace) || w.observe(t0.Add(fatalGrace), authGrace) || !w.observe(t0.Add(authGrace), authGrace) {
 		t.Fatal("an authentication failure is fatal after authGrace, not before")
 	}
+}
+
+// C40 R5, run 1: one spurious GROUP_AUTHORIZATION_FAILED (as seen around a
+// re-authentication) on a heartbeat does not fail the pipeline: it rejoins and goes on,
+// every record once. A persistent one is fatal (TestSecuredFailFast, real broker).
+func TestSpuriousGroupAuthErrorIsNotFatal(t *testing.T) {
+	h := newHarness(t, 2)
+	h.produce(1, 1000, 0, 2, -1)
+	m := h.start("a", nil)
+	h.waitHandled(1000, 30*time.Second, m)
+	var injected atomic.Int32
+	h.cluster.ControlKey(kmsg.Heartbeat.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		resp := kr.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		injected.Add(1)
+		return resp, nil, true
+	})
+	h.waitFor("the injected heartbeat failure", func() bool { return injected.Load() == 1 })
+	h.produce(1001, 1000, 0, 2, -1)
+	h.waitHandled(2000, 30*time.Second, m)
+	time.Sleep(fatalGrace + time.Second) // past the grace a persistent failure would get
+	if s := m.p.Status(); s.State != StateRunning {
+		t.Fatalf("after one spurious group authorization failure: %+v", s)
+	}
+	m.stop(t)
+	h.checkExactlyOnce(2000)
 }
