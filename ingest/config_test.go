@@ -278,6 +278,8 @@ func TestConfigErrorMessagesExact(t *testing.T) {
 			`p.yaml:7: name is set twice (also on line 1) (fix: keep one)`},
 		{"unset variable names the key", strings.Replace(goodConfig, "{topic: orders.dlq}", `{topic: "${DLQ_NOT_SET_TEST}"}`, 1),
 			`p.yaml:6: environment variable DLQ_NOT_SET_TEST is not set (used by dead_letter.topic) (fix: export DLQ_NOT_SET_TEST=… or write ${DLQ_NOT_SET_TEST:-default})`},
+		{"an empty tls block is not plaintext by accident", strings.Replace(goodConfig, "topics: [orders]}", "topics: [orders], tls: }", 1),
+			`p.yaml:2: kafka.tls is empty (fix: write kafka.tls: {} for TLS with the system roots, fill it in, or remove the key)`},
 		{"a secret's value is never quoted", strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", password: [hunter2-secret]}`, 1),
 			`p.yaml:3: schema_registry.password: expected a string, got a list ([a, b]) (fix: write a string)`},
 	}

@@ -121,6 +121,17 @@ var extNameRe = regexp.MustCompile(`^[A-Za-z]+$`)
 // are never put in a message) and appends WARNs for settings that work but are unsafe.
 func (c *Config) validateSecurity(bad func(path, msg, fix string), warn func(path, msg, fix string)) {
 	k := c.Kafka
+	// `tls:` with nothing under it (every key commented out) would silently mean plaintext
+	for path, absent := range map[string]bool{"$.kafka.tls": k.TLS == nil, "$.kafka.sasl": k.SASL == nil,
+		"$.schema_registry.tls": c.SchemaRegistry == nil || c.SchemaRegistry.TLS == nil} {
+		if _, written := c.lines[path]; written && absent {
+			fix := "write " + key(path) + ": {} for TLS with the system roots, fill it in, or remove the key"
+			if path == "$.kafka.sasl" {
+				fix = "set kafka.sasl.mechanism and its credentials, or remove the key"
+			}
+			bad(path, key(path)+" is empty", fix)
+		}
+	}
 	if k.TLS != nil {
 		c.validateTLS("$.kafka.tls", k.TLS, bad)
 		if k.TLS.InsecureSkipVerify {
