@@ -122,9 +122,12 @@ var extNameRe = regexp.MustCompile(`^[A-Za-z]+$`)
 func (c *Config) validateSecurity(bad func(path, msg, fix string), warn func(path, msg, fix string)) {
 	k := c.Kafka
 	// `tls:` with nothing under it (every key commented out) would silently mean plaintext
-	for path, absent := range map[string]bool{"$.kafka.tls": k.TLS == nil, "$.kafka.sasl": k.SASL == nil,
-		"$.schema_registry.tls": c.SchemaRegistry == nil || c.SchemaRegistry.TLS == nil} {
-		if _, written := c.lines[path]; written && absent {
+	for _, b := range []struct {
+		path   string
+		absent bool
+	}{{"$.kafka.tls", k.TLS == nil}, {"$.kafka.sasl", k.SASL == nil}, {"$.schema_registry.tls", c.SchemaRegistry == nil || c.SchemaRegistry.TLS == nil}} {
+		path := b.path
+		if _, written := c.lines[path]; written && b.absent {
 			fix := "write " + key(path) + ": {} for TLS with the system roots, fill it in, or remove the key"
 			if path == "$.kafka.sasl" {
 				fix = "set kafka.sasl.mechanism and its credentials, or remove the key"
