@@ -63,7 +63,7 @@ type consumerCallbacks struct {
 // AllowRebalance, and only committed transactional records are read.
 func (f kafkaClients) consumer(cb consumerCallbacks) (*kgo.Client, error) {
 	k := f.cfg.Kafka
-	return f.newClient("consumer",
+	return f.newClient("consumer", append([]kgo.Opt{
 		kgo.ConsumerGroup(k.Group),
 		kgo.ConsumeTopics(k.Topics...),
 		kgo.DisableAutoCommit(),
@@ -75,7 +75,7 @@ func (f kafkaClients) consumer(cb consumerCallbacks) (*kgo.Client, error) {
 		kgo.AdjustFetchOffsetsFn(cb.adjust),
 		kgo.OnPartitionsRevoked(cb.revoked),
 		kgo.OnPartitionsLost(cb.lost),
-	)
+	}, kafkaGroupOpts(k)...)...)
 }
 
 // deadLetterProducer is a producer of its own: dead letters never queue behind the

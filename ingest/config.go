@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,11 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
-	"github.com/goccy/go-yaml/token"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
@@ -37,8 +31,11 @@ type Config struct {
 
 	// File is the path the config was loaded from (set by LoadConfigs).
 	File string `yaml:"-"`
+	// Warnings are settings that work but are unsafe (SASL without TLS, skipped
+	// certificate checks); `validate` prints them and `run` logs them at WARN.
+	Warnings []*ConfigError `yaml:"-"`
 
-	ast *ast.File // parsed source, for line numbers in validation errors
+	lines map[string]int // line of every YAML path seen ("$.schema.policy"), for validation errors
 }
 
 // KafkaConfig names the source topics and the consumer group.
@@ -50,13 +47,27 @@ type KafkaConfig struct {
 	// SessionTimeout is how long the group coordinator waits for a silent member (e.g. a
 	// killed process) before moving its partitions; default 45s, the broker allows 6s..30m.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// ClientID names ingestd in broker logs, quotas and ACL audit (default "ingestd").
+	ClientID string `yaml:"client_id"`
+	// InstanceID turns on static group membership (KIP-345) for the consumer: a restart
+	// within session_timeout gets its partitions back without a rebalance. Unique per
+	// process in the group, e.g. ${HOSTNAME} in a StatefulSet.
+	InstanceID string      `yaml:"instance_id"`
+	TLS        *TLSConfig  `yaml:"tls"`  // absent: plaintext; `tls: {}`: TLS with the system roots
+	SASL       *SASLConfig `yaml:"sasl"` // absent: no SASL
 }
 
 // RegistryConfig is a Confluent-compatible schema registry.
 type RegistryConfig struct {
 	URL      string `yaml:"url"`
 	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	// Password is a literal password (kept for compatibility; prefer PasswordFile or
+	// PasswordEnv, resolved after parsing and re-read on every request).
+	Password        Secret     `yaml:"password"`
+	PasswordFile    string     `yaml:"password_file"`
+	PasswordEnv     string     `yaml:"password_env"`
+	BearerTokenFile string     `yaml:"bearer_token_file"` // instead of basic auth; re-read on every request
+	TLS             *TLSConfig `yaml:"tls"`
 }
 
 // TableConfig locates the Delta table.
@@ -115,13 +126,12 @@ type ByteSize int64
 
 var sizeRe = regexp.MustCompile(`^\s*(\d+)\s*([KMGT]i?B|B)?\s*$`)
 
-// UnmarshalYAML parses a byte size; decimal units (KB, MB) are powers of 1000, binary
-// units (KiB, MiB) powers of 1024. Errors carry the node's position.
-func (s *ByteSize) UnmarshalYAML(node ast.Node) error {
-	str := strings.Trim(strings.TrimSpace(node.String()), `"'`)
-	n, err := parseByteSize(str)
+// UnmarshalText parses a byte size; decimal units (KB, MB) are powers of 1000, binary
+// units (KiB, MiB) powers of 1024. The config decoder adds the key and line to errors.
+func (s *ByteSize) UnmarshalText(b []byte) error {
+	n, err := parseByteSize(string(b))
 	if err != nil {
-		return &yaml.SyntaxError{Message: err.Error(), Token: node.GetToken()}
+		return err
 	}
 	*s = n
 	return nil
@@ -237,64 +247,19 @@ func sharedTopics(a, b *Config) []string {
 
 var envRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
-// expandEnv replaces ${NAME} and ${NAME:-default}; other '$' are left alone. It returns a
-// ConfigError per unset variable without a default.
-func expandEnv(file string, src []byte) ([]byte, []error) {
-	var errs []error
-	lines := bytes.Split(src, []byte("\n"))
-	for i, full := range lines {
-		// Comments are left alone: a ${VAR} there is documentation, not configuration.
-		line, comment := splitComment(full)
-		lines[i] = append(envRe.ReplaceAllFunc(line, func(m []byte) []byte {
-			sub := envRe.FindSubmatch(m)
-			name := string(sub[1])
-			if v, ok := os.LookupEnv(name); ok && v != "" {
-				return []byte(v)
-			}
-			if sub[2] != nil {
-				return sub[3]
-			}
-			errs = append(errs, &ConfigError{File: file, Line: i + 1, Msg: fmt.Sprintf("environment variable %s is not set", name),
-				Fix: fmt.Sprintf("export %s=… or write ${%s:-default}", name, name)})
-			return m
-		}), comment...)
-	}
-	return bytes.Join(lines, []byte("\n")), errs
-}
-
+// loadConfigFile decodes and validates one pipeline file; see decodeYAML for what is
+// reported. The result is nil when there is any error.
 func loadConfigFile(file string) (*Config, []error) {
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return nil, []error{&ConfigError{File: file, Msg: err.Error()}}
 	}
-	src, errs := expandEnv(file, raw)
+	c := &Config{}
+	lines, errs := decodeYAML(file, raw, c)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	c := &Config{}
-	err = yaml.UnmarshalWithOptions(src, c, yaml.DisallowUnknownField())
-	c.File = file // after decoding: an empty document resets the struct
-	if err != nil {
-		ce := &ConfigError{File: file, Msg: err.Error()}
-		var ye yaml.Error
-		if errors.As(err, &ye) {
-			ce.Msg = ye.GetMessage()
-			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
-				ce.Line = tok.Position.Line
-			}
-			var uf *yaml.UnknownFieldError
-			if errors.As(err, &uf) {
-				ce.Fix = "remove it or correct its spelling; see configs/ for every key"
-			} else if msg, fix, ok := typeMismatch(ce.Msg, ye.GetToken()); ok {
-				ce.Msg, ce.Fix = msg, fix
-			}
-		}
-		return nil, []error{ce}
-	}
-	f, err := parser.ParseBytes(src, 0)
-	if err == nil {
-		c.ast = f
-	}
+	c.File, c.lines = file, lines
 	c.applyDefaults()
 	if errs := c.validate(); len(errs) > 0 {
 		return nil, errs
@@ -302,48 +267,22 @@ func loadConfigFile(file string) (*Config, []error) {
 	return c, nil
 }
 
-var typeErrRe = regexp.MustCompile(`cannot unmarshal (\S+) into Go (?:struct field \S+|value) of type (\S+)`)
-
-// typeMismatch turns the YAML decoder's "cannot unmarshal string into Go struct field
-// Config.Table of type bool" into "table.create: "yes" is not true or false", with the
-// key the value belongs to. ok is false for other messages.
-func typeMismatch(msg string, tok *token.Token) (text, fix string, ok bool) {
-	m := typeErrRe.FindStringSubmatch(msg)
-	if m == nil {
-		return "", "", false
-	}
-	want := map[string]string{
-		"bool": "true or false", "time.Duration": "a duration such as 10s or 500ms",
-		"int": "a whole number", "int64": "a whole number", "int32": "a whole number", "uint64": "a whole number",
-		"string": "a string", "[]string": "a list such as [a, b]", "ingest.ByteSize": "a size such as 128MiB",
-	}[m[2]]
-	if want == "" {
-		want = "a " + m[2]
-	}
-	key, value := "", ""
-	if tok != nil {
-		value = tok.Value
-		if p := tok.Prev; p != nil && p.Type == token.MappingValueType && p.Prev != nil {
-			key = p.Prev.Value + ": "
-		}
-	}
-	return fmt.Sprintf("%s%q is not %s", key, value, want), "write " + want, true
-}
-
-// line returns the 1-based line of the YAML path (e.g. "$.schema.policy"), or 0.
+// line returns the 1-based line of a YAML path ("$", "$.schema.policy",
+// "$.schema.allow_table_features[0]"): the key's line for a mapping entry, the item's for
+// a list entry; for a path that is absent, the line of its nearest present parent; 0 for
+// an empty file.
 func (c *Config) line(path string) int {
-	if c.ast == nil {
-		return 0
+	for path != "" {
+		if l, ok := c.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
 	}
-	p, err := yaml.PathString(path)
-	if err != nil {
-		return 0
-	}
-	n, err := p.FilterFile(c.ast)
-	if err != nil || n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
-		return 0
-	}
-	return n.GetToken().Position.Line
+	return 0
 }
 
 func (c *Config) applyDefaults() {
@@ -414,7 +353,7 @@ func (c *Config) validate() []error {
 	case c.SchemaRegistry != nil && c.AvroSchemaFile != "":
 		bad("$.avro_schema_file", "both schema_registry and avro_schema_file are set", "keep one: schema_registry for Confluent-framed records, avro_schema_file for raw Avro")
 	case c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://"):
-		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", c.SchemaRegistry.URL), `set schema_registry.url: "http://host:8081"`)
+		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", redactURL(c.SchemaRegistry.URL)), `set schema_registry.url: "http://host:8081"`)
 	case c.AvroSchemaFile != "":
 		p := c.AvroSchemaFile
 		if !filepath.IsAbs(p) {
@@ -470,6 +409,9 @@ func (c *Config) validate() []error {
 			bad("$.dead_letter.topic", fmt.Sprintf("dead_letter.topic %q is also a source topic", t), "use a separate dead-letter topic")
 		}
 	}
+	c.validateSecurity(bad, func(path, msg, fix string) {
+		c.Warnings = append(c.Warnings, &ConfigError{File: c.File, Line: c.line(path), Msg: msg, Fix: fix})
+	})
 	if c.Batch.MaxRecords < 0 {
 		bad("$.batch.max_records", "batch.max_records is negative", "use a positive number")
 	}
@@ -489,25 +431,6 @@ func slicesHasEmpty(s []string) bool {
 		}
 	}
 	return false
-}
-
-// splitComment splits a YAML line at the '#' that starts a comment (at the line start or
-// after whitespace, outside quotes); comment is "" when there is none.
-func splitComment(line []byte) (content, comment []byte) {
-	var quote byte
-	for i, c := range line {
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
-			return line[:i:i], line[i:]
-		}
-	}
-	return line, nil
 }
 
 // CheckStorageCredentials resolves, for each pipeline whose table is in object storage,

@@ -37,24 +37,6 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 }
 
-// configs/s3 holds the bronze pipeline with its table on S3 (docker-compose.yml runs it).
-func TestExampleS3ConfigLoads(t *testing.T) {
-	t.Setenv("S3_ENDPOINT", "http://s3:7070")
-	t.Setenv("AWS_REGION", "")
-	cfgs, err := LoadConfigs("../configs/s3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfgs) != 1 {
-		t.Fatalf("loaded %d pipelines, want 1", len(cfgs))
-	}
-	c := cfgs[0]
-	if c.Name != "orders-bronze-s3" || c.Table.URI != "s3://lake/bronze/orders" || c.Schema.Policy != "evolve" ||
-		c.Table.Storage.Endpoint != "http://s3:7070" || c.Table.Storage.Region != "us-east-1" {
-		t.Errorf("configs/s3: %s %s %s %+v", c.Name, c.Table.URI, c.Schema.Policy, c.Table.Storage)
-	}
-}
-
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "p.yaml")
@@ -124,39 +106,6 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// table.uri takes object-store URIs and table.storage their settings; mistakes name
-// their line and the fix.
-func TestConfigTableStorage(t *testing.T) {
-	s3 := strings.Replace(goodConfig, `table: {uri: "file:///tmp/t", create: true}`,
-		"table:\n  uri: \"s3://lake/bronze/orders\"\n  create: true\n  storage:\n    endpoint: \"http://127.0.0.1:7070\"\n    region: eu-west-1\n", 1)
-	cfgs, err := LoadConfigs(writeConfig(t, s3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfgs[0].Table.StorageOptions(); got.Endpoint != "http://127.0.0.1:7070" || got.Region != "eu-west-1" || cfgs[0].Table.URI != "s3://lake/bronze/orders" {
-		t.Fatalf("table %+v, storage options %+v", cfgs[0].Table, got)
-	}
-	for _, uri := range []string{"gs://lake/t", "az://lake/t", "abfss://lake@acct.dfs.core.windows.net/t", "/abs/t"} {
-		if _, err := LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", uri, 1))); err != nil {
-			t.Errorf("%s: %v", uri, err)
-		}
-	}
-	for _, tc := range []struct{ body, want string }{
-		{strings.Replace(goodConfig, "file:///tmp/t", "hdfs://nn/t", 1), `p.yaml:4: table.uri "hdfs://nn/t": scheme "hdfs" is not supported`},
-		{strings.Replace(goodConfig, "file:///tmp/t", "abfss://acct.dfs.core.windows.net/t", 1), "p.yaml:4: table.uri \"abfss://acct.dfs.core.windows.net/t\": open store abfss://acct.dfs.core.windows.net/t: write abfss://container@account.dfs.core.windows.net/path"},
-		{strings.Replace(goodConfig, "file:///tmp/t", "s3:///t", 1), "no bucket in the URI"},
-		{strings.Replace(s3, "s3://lake/bronze/orders", "gs://lake/o", 1), "p.yaml:8: table.storage.endpoint is not used for GCS: set STORAGE_EMULATOR_HOST"},
-		{strings.Replace(s3, "http://127.0.0.1:7070", "127.0.0.1:7070", 1), `p.yaml:8: table.storage.endpoint "127.0.0.1:7070" is not an http(s) URL`},
-		{strings.Replace(strings.Replace(s3, "s3://lake/bronze/orders", "az://lake/o", 1), "    endpoint: \"http://127.0.0.1:7070\"\n", "", 1), "p.yaml:8: table.storage.region is only used for s3:// tables"},
-		{strings.Replace(s3, "region: eu-west-1", "regoin: eu-west-1", 1), `unknown field "regoin"`},
-	} {
-		_, err := LoadConfigs(writeConfig(t, tc.body))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %v\n does not contain %q", err, tc.want)
-		}
-	}
-}
-
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{"128MiB": 128 << 20, "64MB": 64e6, "512": 512, `"1GiB"`: 1 << 30, "10KB": 10000} {
 		s, err := parseByteSize(strings.Trim(in, `"`))
@@ -204,6 +153,194 @@ func TestConfigSameTopicSameTable(t *testing.T) {
 	}
 	if strings.Count(err.Error(), "would land twice") != 1 {
 		t.Fatalf("want exactly one error (c.yaml reads another topic): %v", err)
+	}
+}
+
+// errorsOf loads body as p.yaml and returns its error text with the temp dir removed,
+// one error per line.
+func errorsOf(t *testing.T, body string) string {
+	t.Helper()
+	p := writeConfig(t, body)
+	_, err := LoadConfigs(p)
+	if err == nil {
+		t.Fatalf("no error for:\n%s", body)
+	}
+	return strings.ReplaceAll(err.Error(), filepath.Dir(p)+string(filepath.Separator), "")
+}
+
+// A broker list written the way Kafka users write it (an unquoted host:port in a flow
+// list) is the YAML 1.2 plain scalar "localhost:9092", not a mapping.
+func TestConfigUnquotedBrokerList(t *testing.T) {
+	body := strings.Replace(goodConfig, `kafka: {brokers: ["k:9092"], topics: [orders]}`, `kafka: {brokers: [localhost:9092, 10.0.0.2:9093], topics: [orders]}`, 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfgs[0].Kafka.Brokers, "|"); got != "localhost:9092|10.0.0.2:9093" {
+		t.Fatalf("brokers %q", got)
+	}
+	block := "name: x\nkafka:\n  brokers:\n    - localhost:9092\n  topics: [orders]\nschema_registry: {url: \"http://r:8081\"}\ntable: {uri: /tmp/t}\nschema: {policy: evolve}\n"
+	cfgs, err = LoadConfigs(writeConfig(t, block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfgs[0].Kafka.Brokers, "|"); got != "localhost:9092" {
+		t.Fatalf("block list brokers %q", got)
+	}
+}
+
+// Anchors, aliases and merge keys work; the mapping's own keys win over merged ones.
+func TestConfigMergeKeys(t *testing.T) {
+	body := `x-kafka: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}
+name: m
+kafka:
+  <<: *k
+  start_offset: earliest
+schema_registry: {url: "http://r:8081"}
+table: {uri: /tmp/t}
+schema: {policy: evolve}
+`
+	// x-kafka is not a pipeline key: refused like any unknown key
+	if got := errorsOf(t, body); !strings.HasPrefix(got, `p.yaml:1: unknown field "x-kafka" at the top level`) {
+		t.Fatalf("got %s", got)
+	}
+	body = strings.Replace(body, "x-kafka: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}\nname: m\nkafka:\n  <<: *k",
+		"name: m\nkafka:\n  <<: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := cfgs[0].Kafka; strings.Join(k.Brokers, ",") != "b1:9092,b2:9092" || k.Topics[0] != "orders" || k.StartOffset != "earliest" {
+		t.Fatalf("merged kafka %+v", k)
+	}
+}
+
+// ${VAR} is expanded in scalar values after parsing: a value with " #", ": ", quotes,
+// braces or a backslash is taken exactly as the variable holds it, and never parsed.
+func TestConfigEnvValueTakenAsWritten(t *testing.T) {
+	const pw = `p #a: b, {c} [d] 'e' "f" \g &h *i !j %k @l`
+	t.Setenv("SR_PW_TEST", pw)
+	t.Setenv("SR_USER_TEST", "ingestd")
+	body := strings.Replace(goodConfig, `schema_registry: {url: "http://r:8081"}`,
+		"schema_registry:\n  url: \"http://r:8081\"\n  username: ${SR_USER_TEST}\n  password: ${SR_PW_TEST}   # a comment is still a comment", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfgs[0].SchemaRegistry
+	if r.Username != "ingestd" || string(r.Password) != pw {
+		t.Fatalf("username %q, password %q; want %q", r.Username, string(r.Password), pw)
+	}
+	// only ${NAME} is expanded: Event Hubs' literal user name "$ConnectionString" stays
+	cfgs, err = LoadConfigs(writeConfig(t, strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", username: "$ConnectionString", password: x}`, 1)))
+	if err != nil || cfgs[0].SchemaRegistry.Username != "$ConnectionString" {
+		t.Fatalf("$ConnectionString: %v", err)
+	}
+	// a default may hold ": " and " #" too, and a set variable wins over it
+	body = strings.Replace(goodConfig, "topic: orders.dlq", `topic: "${DLQ_UNSET_TEST:-a: b #c}"`, 1)
+	cfgs, err = LoadConfigs(writeConfig(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].DeadLetter.Topic; got != "a: b #c" {
+		t.Fatalf("default %q", got)
+	}
+}
+
+// Every error names the file, the line, the key and the expected form, exactly.
+func TestConfigErrorMessagesExact(t *testing.T) {
+	t.Setenv("SECRET_PW_TEST", "hunter2-secret")
+	tests := []struct{ name, body, want string }{
+		{"unknown key with a suggestion", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
+			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
+		{"unknown top-level key", goodConfig + "tabel: {}\n",
+			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, table, schema, dead_letter, batch)`},
+		{"list given a single value", strings.Replace(goodConfig, `brokers: ["k:9092"]`, `brokers: k:9092`, 1),
+			`p.yaml:2: kafka.brokers: expected a list such as [a, b], got a single value (fix: write a list such as [a, b])`},
+		{"syntax error names the line", goodConfig + "batch:\n  max_age: 1s\n   max_records: 5\n",
+			`p.yaml:9: invalid YAML: mapping values are not allowed in this context (fix: check the indentation and quoting on that line (quote values that contain ': ' or ' #'))`},
+		{"unclosed flow mapping names where it starts", strings.Replace(goodConfig, "{policy: dead_letter}", "{policy: dead_letter", 1),
+			`p.yaml:5: invalid YAML in the list or mapping that starts here: did not find expected ',' or '}' (fix: check the indentation and quoting on that line (quote values that contain ': ' or ' #'))`},
+		{"block list given a single value", "name: x\nkafka:\n  brokers: localhost:9092\n  topics: [orders]\n",
+			`p.yaml:3: kafka.brokers: expected a list such as [a, b], got a single value (fix: write a list such as [a, b])`},
+		{"list given a mapping", "name: x\nkafka:\n  brokers: [k:1]\n  topics: {orders: 1}\n",
+			`p.yaml:4: kafka.topics: expected a list such as [a, b], got a mapping ({key: value}) (fix: write a list such as [a, b])`},
+		{"section given a list", goodConfig + "batch: [1]\n",
+			`p.yaml:7: batch: expected a mapping of keys such as {key: value}, got a list ([a, b]) (fix: write a mapping of keys such as {key: value})`},
+		{"bool", strings.Replace(goodConfig, "create: true", "create: yes", 1),
+			`p.yaml:4: table.create: "yes" is not true or false (fix: write true or false)`},
+		{"whole number", goodConfig + "batch: {max_records: lots}\n",
+			`p.yaml:7: batch.max_records: "lots" is not a whole number (fix: write a whole number)`},
+		{"duration", goodConfig + "batch:\n  max_age: 2\n",
+			`p.yaml:8: batch.max_age: "2" is not a duration such as 10s or 500ms (fix: write a duration such as 10s or 500ms)`},
+		{"byte size", goodConfig + "batch: {max_bytes: 12 parsecs}\n",
+			`p.yaml:7: batch.max_bytes: invalid byte size "12 parsecs": write a number with an optional unit, e.g. 128MiB (fix: write a size such as 128MiB)`},
+		{"repeated key", goodConfig + "name: again\n",
+			`p.yaml:7: name is set twice (also on line 1) (fix: keep one)`},
+		{"unset variable names the key", strings.Replace(goodConfig, "{topic: orders.dlq}", `{topic: "${DLQ_NOT_SET_TEST}"}`, 1),
+			`p.yaml:6: environment variable DLQ_NOT_SET_TEST is not set (used by dead_letter.topic) (fix: export DLQ_NOT_SET_TEST=… or write ${DLQ_NOT_SET_TEST:-default})`},
+		{"an empty tls block is not plaintext by accident", strings.Replace(goodConfig, "topics: [orders]}", "topics: [orders], tls: }", 1),
+			`p.yaml:2: kafka.tls is empty (fix: write kafka.tls: {} for TLS with the system roots, fill it in, or remove the key)`},
+		{"a secret's value is never quoted", strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", password: [hunter2-secret]}`, 1),
+			`p.yaml:3: schema_registry.password: expected a string, got a list ([a, b]) (fix: write a string)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// configs/s3 holds the bronze pipeline with its table on S3 (docker-compose.yml runs it).
+func TestExampleS3ConfigLoads(t *testing.T) {
+	t.Setenv("S3_ENDPOINT", "http://s3:7070")
+	t.Setenv("AWS_REGION", "")
+	cfgs, err := LoadConfigs("../configs/s3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfgs) != 1 {
+		t.Fatalf("loaded %d pipelines, want 1", len(cfgs))
+	}
+	c := cfgs[0]
+	if c.Name != "orders-bronze-s3" || c.Table.URI != "s3://lake/bronze/orders" || c.Schema.Policy != "evolve" ||
+		c.Table.Storage.Endpoint != "http://s3:7070" || c.Table.Storage.Region != "us-east-1" {
+		t.Errorf("configs/s3: %s %s %s %+v", c.Name, c.Table.URI, c.Schema.Policy, c.Table.Storage)
+	}
+}
+
+// table.uri takes object-store URIs and table.storage their settings; mistakes name
+// their line and the fix.
+func TestConfigTableStorage(t *testing.T) {
+	s3 := strings.Replace(goodConfig, `table: {uri: "file:///tmp/t", create: true}`,
+		"table:\n  uri: \"s3://lake/bronze/orders\"\n  create: true\n  storage:\n    endpoint: \"http://127.0.0.1:7070\"\n    region: eu-west-1\n", 1)
+	cfgs, err := LoadConfigs(writeConfig(t, s3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].Table.StorageOptions(); got.Endpoint != "http://127.0.0.1:7070" || got.Region != "eu-west-1" || cfgs[0].Table.URI != "s3://lake/bronze/orders" {
+		t.Fatalf("table %+v, storage options %+v", cfgs[0].Table, got)
+	}
+	for _, uri := range []string{"gs://lake/t", "az://lake/t", "abfss://lake@acct.dfs.core.windows.net/t", "/abs/t"} {
+		if _, err := LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", uri, 1))); err != nil {
+			t.Errorf("%s: %v", uri, err)
+		}
+	}
+	for _, tc := range []struct{ body, want string }{
+		{strings.Replace(goodConfig, "file:///tmp/t", "hdfs://nn/t", 1), `p.yaml:4: table.uri "hdfs://nn/t": scheme "hdfs" is not supported`},
+		{strings.Replace(goodConfig, "file:///tmp/t", "abfss://acct.dfs.core.windows.net/t", 1), "p.yaml:4: table.uri \"abfss://acct.dfs.core.windows.net/t\": open store abfss://acct.dfs.core.windows.net/t: write abfss://container@account.dfs.core.windows.net/path"},
+		{strings.Replace(goodConfig, "file:///tmp/t", "s3:///t", 1), "no bucket in the URI"},
+		{strings.Replace(s3, "s3://lake/bronze/orders", "gs://lake/o", 1), "p.yaml:8: table.storage.endpoint is not used for GCS: set STORAGE_EMULATOR_HOST"},
+		{strings.Replace(s3, "http://127.0.0.1:7070", "127.0.0.1:7070", 1), `p.yaml:8: table.storage.endpoint "127.0.0.1:7070" is not an http(s) URL`},
+		{strings.Replace(strings.Replace(s3, "s3://lake/bronze/orders", "az://lake/o", 1), "    endpoint: \"http://127.0.0.1:7070\"\n", "", 1), "p.yaml:8: table.storage.region is only used for s3:// tables"},
+		{strings.Replace(s3, "region: eu-west-1", "regoin: eu-west-1", 1), `unknown field "regoin"`},
+	} {
+		_, err := LoadConfigs(writeConfig(t, tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v\n does not contain %q", err, tc.want)
+		}
 	}
 }
 

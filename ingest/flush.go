@@ -336,6 +336,9 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			recs[i] = f.mode.deadLetter(d, now)
 		}
 		if err := f.dlq.Produce(ctx, recs); err != nil {
+			if se := securityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
+				return se // authentication, authorization, certificates: fatal, names the principal and the ACL
+			}
 			return produceError("produce dead letters", recs[0].Topic, err)
 		}
 		byReason := map[string]int{}
@@ -353,6 +356,9 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			recs[i] = dlq.Carried(r, f.ackOf(r))
 		}
 		if err := f.carry.Produce(ctx, recs); err != nil {
+			if se := securityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
+				return se
+			}
 			return produceError("carry forward to "+recs[0].Topic, recs[0].Topic, err)
 		}
 		for _, r := range carried {

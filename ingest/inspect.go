@@ -17,13 +17,23 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*dlq.
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
-	cl, err := newKafkaClients(cfg, deps.Logger, deps.KafkaOpts).inspectReader()
+	cl, err := newKafkaClients(cfg, deps.Logger, deps.kafkaOpts()).inspectReader()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRead(ctx, cl, cfg.Kafka, cfg.DeadLetter.Topic); err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples,
-		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger})
+		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger, FetchError: readFatal(cfg.Kafka, cfg.DeadLetter.Topic)})
+}
+
+// readFatal is the fetch-error check of a dead-letter topic read (dlq.ReadToEnd): a
+// security failure (no READ on topic, authentication) ends the read with a
+// *KafkaSecurityError naming k's principal; other fetch errors are logged and retried.
+func readFatal(k KafkaConfig, topic string) func(error) error {
+	return func(err error) error { return securityError(k, "READ on topic "+topic, err) }
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

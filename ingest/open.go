@@ -37,6 +37,10 @@ func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipe
 // OpenDeps builds what a pipeline (or a replay) of cfg needs: the table's store and log,
 // and the schema source (registry client with caches, or the static .avsc).
 func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (Deps, error) {
+	sec, err := kafkaSecurityOpts(cfg.Kafka)
+	if err != nil {
+		return Deps{}, err
+	}
 	store, err := storage.OpenWith(ctx, cfg.Table.URI, cfg.Table.StorageOptions())
 	if err != nil {
 		return Deps{}, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
@@ -47,11 +51,11 @@ func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (D
 	if err != nil {
 		return Deps{}, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
 	}
-	deps := Deps{Logger: log, Metrics: m, Table: table}
+	deps := Deps{Logger: log, Metrics: m, Table: table, KafkaSecurity: sec}
 	if cfg.SchemaRegistry != nil {
-		opts := []sr.ClientOpt{sr.URLs(cfg.SchemaRegistry.URL), sr.HTTPClient(&http.Client{Timeout: 10 * time.Second})}
-		if cfg.SchemaRegistry.Username != "" {
-			opts = append(opts, sr.BasicAuth(cfg.SchemaRegistry.Username, cfg.SchemaRegistry.Password))
+		opts, err := registryClientOpts(cfg.SchemaRegistry)
+		if err != nil {
+			return Deps{}, err
 		}
 		cl, err := sr.NewClient(opts...)
 		if err != nil {
@@ -91,3 +95,45 @@ func CloseDeps(ctx context.Context, d Deps) error {
 type staticSource struct{ ws *decode.WriterSchema }
 
 func (s staticSource) Schema(context.Context, int) (*decode.WriterSchema, error) { return s.ws, nil }
+
+// registryClientOpts returns the sr client options for r: the URL, a 10 s HTTP timeout,
+// sr.DialTLSConfig when schema_registry.tls is present, and a PreReq hook that sets
+// basic auth (username + password, password_file or password_env) or a Bearer token
+// (bearer_token_file), re-reading the file or variable on every request so a rotated
+// secret is used without a restart. Errors: an unreadable or invalid CA or key pair.
+func registryClientOpts(r *RegistryConfig) ([]sr.ClientOpt, error) {
+	opts := []sr.ClientOpt{sr.URLs(r.URL), sr.HTTPClient(&http.Client{Timeout: 10 * time.Second}), sr.UserAgent("ingestd")}
+	if r.TLS != nil {
+		tc, err := buildTLS(r.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("configure schema_registry.tls: %w", err)
+		}
+		opts = append(opts, sr.DialTLSConfig(tc))
+	}
+	switch {
+	case r.BearerTokenFile != "":
+		file := r.BearerTokenFile
+		opts = append(opts, sr.PreReq(func(req *http.Request) error {
+			t, err := readSecret(file, "")
+			if err != nil {
+				return fmt.Errorf("read schema_registry.bearer_token_file: %w", err)
+			}
+			req.Header.Set("Authorization", "Bearer "+t.Reveal())
+			return nil
+		}))
+	case r.Username != "":
+		user, literal, file, env := r.Username, r.Password, r.PasswordFile, r.PasswordEnv
+		opts = append(opts, sr.PreReq(func(req *http.Request) error {
+			p := literal
+			if file != "" || env != "" {
+				var err error
+				if p, err = readSecret(file, env); err != nil {
+					return fmt.Errorf("read schema_registry password: %w", err)
+				}
+			}
+			req.SetBasicAuth(user, p.Reveal())
+			return nil
+		}))
+	}
+	return opts, nil
+}

@@ -44,6 +44,9 @@ type Deps struct {
 	Framed    bool // records carry the Confluent frame (magic 0 + 4-byte schema id)
 	Table     *deltawriter.Table
 	KafkaOpts []kgo.Opt // extra client options (e.g. a dialer in tests)
+	// KafkaSecurity is kafkaSecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by
+	// OpenDeps; every client gets it, before KafkaOpts (see Deps.kafkaOpts).
+	KafkaSecurity []kgo.Opt
 }
 
 // Pipeline moves one set of topics into one Delta table. Create it with NewPipeline and
@@ -196,7 +199,7 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	if err := p.checkTable(ctx); err != nil {
 		return nil, err
 	}
-	clients := newKafkaClients(p.cfg, p.log, p.deps.KafkaOpts)
+	clients := newKafkaClients(p.cfg, p.log, p.deps.kafkaOpts())
 	cl, err := clients.consumer(consumerCallbacks{adjust: p.adjustOffsets, revoked: p.onRevoked, lost: p.onLost})
 	if err != nil {
 		return nil, err
@@ -215,6 +218,10 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	}
 	p.mu.Unlock()
 	if err := p.checkTopics(ctx, cl); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := p.checkGroupAccess(ctx, cl); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -238,6 +245,7 @@ func (s *session) close() {
 // is closed, and the error of a flush that failed for good (classify: fatal).
 func (s *session) loop(ctx context.Context) error {
 	p, cl := s.p, s.cl
+	var fw fatalWatch // security errors that persist fail the pipeline (kafkasec.go)
 	for ctx.Err() == nil {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		p.mu.Lock()
@@ -249,6 +257,10 @@ func (s *session) loop(ctx context.Context) error {
 		cancel()
 		if fs.IsClientClosed() {
 			return nil
+		}
+		if err := p.fetchErrors(fs, &fw); err != nil {
+			cl.AllowRebalance() // or Close would wait for the rebalance this poll blocks
+			return err
 		}
 		fs.EachError(func(t string, part int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -549,8 +561,11 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 	var err error
 	// About 1.5 min of backoff: a broker restarting while we start is not a failure.
 	for attempt := 0; ; attempt++ {
-		if details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...); err == nil {
+		if details, err = listTopicsEach(ctx, adm, topics); err == nil {
 			break
+		}
+		if se := securityError(p.cfg.Kafka, "", err); se != nil {
+			return se // authentication, authorization, certificates: retrying cannot help; it names the principal and the fix
 		}
 		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
 		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {
@@ -571,11 +586,11 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			problems = append(problems, fmt.Sprintf("%s topic %q does not exist on %v (create it, e.g. kafka-topics.sh --create --topic %s)", what, t, p.cfg.Kafka.Brokers, t))
 		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-			problems = append(problems, fmt.Sprintf("%s topic %q: not authorized (grant this client %s on it)", what, t, need))
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
 		case d.Err != nil:
 			problems = append(problems, fmt.Sprintf("%s topic %q: %v", what, t, d.Err))
 		case len(d.AuthorizedOperations) > 0 && !slices.Contains(d.AuthorizedOperations, need) && !slices.Contains(d.AuthorizedOperations, kmsg.ACLOperationAll):
-			problems = append(problems, fmt.Sprintf("%s topic %q: this client may not %s it (grant %s on the topic)", what, t, strings.ToLower(need.String()), need))
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
 		}
 	}
 	if len(problems) > 0 {

@@ -67,7 +67,7 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	if err := checkTableExists(ctx, cfg, deps.Table); err != nil {
 		return nil, err
 	}
-	clients := newKafkaClients(cfg, log, deps.KafkaOpts)
+	clients := newKafkaClients(cfg, log, deps.kafkaOpts())
 	cl, err := clients.replayReader()
 	if err != nil {
 		return nil, err
@@ -111,7 +111,12 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 	// Read every DLQ partition from its start to its end offset now: records at or before
 	// the replay's txn version only feed the duplicate check, records past the stop point
 	// only the copy check (dlq.Superseded).
-	byPart, err := dlq.ReadToEnd(ctx, cl, topic, ends[topic], log)
+	// Without READ the broker answers fetches with errors kgo retries quietly, and the read
+	// would end as "no more records": ask first (authorized operations, KIP-430).
+	if err := checkRead(ctx, cl, cfg.Kafka, topic); err != nil {
+		return nil, err
+	}
+	byPart, err := dlq.ReadToEnd(ctx, cl, topic, ends[topic], log, readFatal(cfg.Kafka, topic))
 	if err != nil {
 		return nil, err
 	}

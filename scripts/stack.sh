@@ -25,10 +25,22 @@
 #           data kept (Kafka's log dirs; the registry is in-memory), for chaos tests.
 # STACK_DIR (default .stack) holds an instance's state; set it to run a private second
 # instance next to a shared one (downloads stay in .stack).
-# Environment: KAFKA_PORT (default 9092), KAFKA_CONTROLLER_PORT (default 9093), SR_PORT
-# (default 8081). An unset port whose default is taken by another program is replaced by a
-# free one; an explicitly set port that is taken is an error. .stack/env holds the result:
-#   . .stack/env   # KAFKA_BROKERS, SCHEMA_REGISTRY_URL (the ccompat root, with its path)
+# Environment: KAFKA_PORT (default 9092), KAFKA_CONTROLLER_PORT (default 9093),
+# KAFKA_SSL_PORT (default 9094), KAFKA_SASL_PORT (default 9095), SR_PORT (default 8081). An
+# unset port whose default is taken by another program is replaced by a free one; an
+# explicitly set port that is taken is an error. .stack/env holds the result:
+#   . .stack/env   # KAFKA_BROKERS, SCHEMA_REGISTRY_URL (the ccompat root, with its path),
+#                  # and the secured listeners below (KAFKA_SSL_BROKERS, KAFKA_SASL_SSL_BROKERS, ...)
+# The one broker has four listeners (no second JVM):
+#   PLAINTEXT  KAFKA_PORT       User:ANONYMOUS, a super user: every other test and tool uses it
+#   SSL        KAFKA_SSL_PORT   TLS with client certificates required (mTLS); CN=ingestd -> User:ingestd
+#   SASL_SSL   KAFKA_SASL_PORT  TLS + SASL SCRAM-SHA-512, SCRAM-SHA-256, PLAIN and OAUTHBEARER
+#                               (Kafka's unsecured JWS validator: any alg=none token with a sub)
+#   CONTROLLER KAFKA_CONTROLLER_PORT  KRaft, plaintext
+# with the StandardAuthorizer (no ACL, no access; super users User:ANONYMOUS and User:admin).
+# Test certificates (a CA, the broker with IP SAN 127.0.0.1, clients ingestd and other) are
+# made with openssl in $STACK_DIR/certs; SCRAM users admin and ingestd are created when the
+# storage is formatted (kafka-storage format --add-scram); PLAIN users are in the JAAS line.
 # Store ports: S3_PORT (7070), GCS_PORT (4443), AZURITE_PORT (10000), same rules; .stack/env
 # then also has AWS_ENDPOINT_URL_S3 (and S3_ENDPOINT), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 # AWS_REGION, STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING, AZURITE_BLOB_ENDPOINT and
@@ -49,6 +61,10 @@ KAFKA_JARS="$DL/kafka-jars"
 KAFKA_DIR="$STACK/kafka"            # config files
 KAFKA_DATA="$STACK/kafka-data"      # log.dirs (deleted by down)
 KAFKA_PID="$STACK/kafka.pid"
+KAFKA_CERTS="$STACK/certs"          # test CA, broker and client certificates, password files
+# Test credentials (loopback only). SCRAM: admin (super user) and ingestd; PLAIN: the same.
+KAFKA_ADMIN_PASSWORD="admin-secret"
+KAFKA_INGESTD_PASSWORD="ingestd-secret"
 KAFKA_HEAP="${KAFKA_HEAP:--Xms256m -Xmx768m}"
 # C1 only: start-up on two busy cores is about twice as fast, and a test broker needs no peak speed.
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:TieredStopAtLevel=1}"
@@ -168,18 +184,73 @@ kafka_jars() {
   rm -rf "$KAFKA_JARS"; mv "$KAFKA_JARS.tmp" "$KAFKA_JARS"
 }
 
-kafka_config() { # kafka_config PORT CPORT
+# kafka_certs: a test CA and certificates (ECDSA P-256, PKCS#8 keys as Kafka's PEM store
+# needs, 10 years), made once per STACK_DIR: the broker's has both EKUs and SANs
+# localhost + IP 127.0.0.1 (Go verifies IP SANs and rejects CN-only certificates); clients
+# CN=ingestd and CN=other (clientAuth); the registry's (serverAuth). Also the password files.
+kafka_certs() {
+  [ -f "$KAFKA_CERTS/ca.crt" ] && [ -f "$KAFKA_CERTS/broker-keystore.pem" ] && return
+  command -v openssl >/dev/null 2>&1 || apt_install openssl
+  log "making test certificates in $KAFKA_CERTS"
+  rm -rf "$KAFKA_CERTS.tmp"; mkdir -p "$KAFKA_CERTS.tmp"
+  (
+    set -e; cd "$KAFKA_CERTS.tmp"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -keyout ca.key -out ca.crt -subj "/CN=ingestd-test-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    leaf() { # leaf NAME EKU [SAN]
+      openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$1.key" -out "$1.csr" -subj "/CN=$1"
+      printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=%s\n%s\n' \
+        "$2" "${3:+subjectAltName=$3}" > "$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile "$1.ext" -out "$1.crt"
+      rm -f "$1.csr" "$1.ext"
+    }
+    leaf broker serverAuth,clientAuth "DNS:localhost,IP:127.0.0.1"
+    leaf registry serverAuth "DNS:localhost,IP:127.0.0.1"
+    leaf ingestd clientAuth
+    leaf other clientAuth
+    cat broker.key broker.crt ca.crt > broker-keystore.pem
+    printf '%s\n' "$KAFKA_INGESTD_PASSWORD" > ingestd.password
+    printf '%s\n' "$KAFKA_ADMIN_PASSWORD" > admin.password
+    chmod 600 ./*.key broker-keystore.pem ./*.password
+  ) > "$LOGS/certs.log" 2>&1 || { tail_log "$LOGS/certs.log"; die "openssl could not make the test certificates"; }
+  rm -rf "$KAFKA_CERTS"; mv "$KAFKA_CERTS.tmp" "$KAFKA_CERTS"
+}
+
+kafka_config() { # kafka_config PORT CPORT SSL_PORT SASL_PORT
   mkdir -p "$KAFKA_DIR" "$KAFKA_DATA"
   cat > "$KAFKA_DIR/server.properties" <<EOF
 # written by scripts/stack.sh
 process.roles=broker,controller
 node.id=1
-listeners=PLAINTEXT://127.0.0.1:$1,CONTROLLER://127.0.0.1:$2
-advertised.listeners=PLAINTEXT://127.0.0.1:$1
+listeners=PLAINTEXT://127.0.0.1:$1,CONTROLLER://127.0.0.1:$2,SSL://127.0.0.1:$3,SASL_SSL://127.0.0.1:$4
+advertised.listeners=PLAINTEXT://127.0.0.1:$1,SSL://127.0.0.1:$3,SASL_SSL://127.0.0.1:$4
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
 controller.quorum.bootstrap.servers=127.0.0.1:$2
+# TLS from PEM files (no store passwords with PEM). mTLS on the SSL listener only.
+ssl.keystore.type=PEM
+ssl.keystore.location=$KAFKA_CERTS/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$KAFKA_CERTS/ca.crt
+listener.name.ssl.ssl.client.auth=required
+# CN=ingestd -> User:ingestd (the default principal would be the whole DN)
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)(,.*|\$)/\$1/,DEFAULT
+# SASL on SASL_SSL: one JAAS line per mechanism
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN,OAUTHBEARER
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="$KAFKA_ADMIN_PASSWORD" user_ingestd="$KAFKA_INGESTD_PASSWORD";
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
+# KIP-368 re-authentication, so token refresh and re-reading credentials are exercised (C40)
+listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms=30000
+listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms=60000
+# ACLs. CONTROLLER and PLAINTEXT authenticate as User:ANONYMOUS, which must be a super user
+# (the broker registers with its own controller that way, and every plaintext test is admin).
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:admin
+allow.everyone.if.no.acl.found=false
 log.dirs=$KAFKA_DATA
 num.partitions=1
 default.replication.factor=1
@@ -254,20 +325,27 @@ kafka_probe() { # kafka_probe PORT: a real metadata round trip through the admin
     >/dev/null 2>&1
 }
 
-kafka_start() { # kafka_start PORT CONTROLLER_PORT
-  local port="$1" cport="$2" cluster_id
-  kafka_config "$port" "$cport"
+kafka_start() { # kafka_start PORT CONTROLLER_PORT SSL_PORT SASL_PORT
+  local port="$1" cport="$2" sslport="$3" saslport="$4" cluster_id
+  kafka_certs
+  kafka_config "$port" "$cport" "$sslport" "$saslport"
   if [ ! -f "$KAFKA_DATA/meta.properties" ]; then
     cluster_id="$(new_cluster_id)"
-    log "formatting $KAFKA_DATA (cluster id $cluster_id)"
+    log "formatting $KAFKA_DATA (cluster id $cluster_id, SCRAM users admin and ingestd)"
     if ! kafka_java kafka.tools.StorageTool format --standalone -t "$cluster_id" \
-          -c "$KAFKA_DIR/server.properties" > "$LOGS/kafka-format.log" 2>&1; then
+          -c "$KAFKA_DIR/server.properties" \
+          --add-scram "SCRAM-SHA-512=[name=\"admin\",password=\"$KAFKA_ADMIN_PASSWORD\"]" \
+          --add-scram "SCRAM-SHA-512=[name=\"ingestd\",password=\"$KAFKA_INGESTD_PASSWORD\"]" \
+          --add-scram "SCRAM-SHA-256=[name=\"ingestd\",password=\"$KAFKA_INGESTD_PASSWORD\"]" \
+          > "$LOGS/kafka-format.log" 2>&1; then
       tail_log "$LOGS/kafka-format.log"; die "kafka storage format failed"
     fi
   fi
   echo "$port" > "$STACK/kafka.port"
   echo "$cport" > "$STACK/kafka.controller.port"
-  log "starting Kafka on 127.0.0.1:$port (controller $cport), log $LOGS/kafka.log"
+  echo "$sslport" > "$STACK/kafka.ssl.port"
+  echo "$saslport" > "$STACK/kafka.sasl.port"
+  log "starting Kafka on 127.0.0.1:$port (SSL $sslport, SASL_SSL $saslport, controller $cport), log $LOGS/kafka.log"
   # shellcheck disable=SC2086
   launch kafka "$KAFKA_PID" "$LOGS/kafka.log" \
     java -Dingestd.stack=kafka $KAFKA_HEAP $KAFKA_JVM_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
@@ -357,14 +435,30 @@ sr_wait() {
 
 # ---------------------------------------------------------------------------------------
 
+# kafka_env: the broker's endpoints and test credentials, as export lines (the secured
+# ones only when this broker has them: one started by an older stack.sh has not; restart it).
+kafka_env() {
+  echo "export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")"
+  [ -f "$STACK/kafka.ssl.port" ] && [ -f "$STACK/kafka.sasl.port" ] && [ -f "$KAFKA_CERTS/ca.crt" ] || return 0
+  cat <<EOF
+export KAFKA_SSL_BROKERS=127.0.0.1:$(cat "$STACK/kafka.ssl.port")
+export KAFKA_SASL_SSL_BROKERS=127.0.0.1:$(cat "$STACK/kafka.sasl.port")
+export KAFKA_TLS_CA_FILE=$KAFKA_CERTS/ca.crt
+export KAFKA_TLS_CERT_FILE=$KAFKA_CERTS/ingestd.crt
+export KAFKA_TLS_KEY_FILE=$KAFKA_CERTS/ingestd.key
+export KAFKA_TLS_OTHER_CERT_FILE=$KAFKA_CERTS/other.crt
+export KAFKA_TLS_OTHER_KEY_FILE=$KAFKA_CERTS/other.key
+export KAFKA_SASL_USERNAME=ingestd
+export KAFKA_SASL_PASSWORD_FILE=$KAFKA_CERTS/ingestd.password
+export KAFKA_SASL_ADMIN_PASSWORD_FILE=$KAFKA_CERTS/admin.password
+EOF
+}
+
 # write_env: .stack/env from what this instance runs (Kafka and the registry, the stores).
 write_env() {
   : > "$STACK/env.tmp"
   if [ -f "$STACK/kafka.port" ] && [ -f "$STACK/registry.port" ]; then
-    cat >> "$STACK/env.tmp" <<EOF
-export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")
-export SCHEMA_REGISTRY_URL=$(sr_url)
-EOF
+    { kafka_env; echo "export SCHEMA_REGISTRY_URL=$(sr_url)"; } >> "$STACK/env.tmp"
   fi
   if [ -f "$STACK/stores.env" ]; then cat "$STACK/stores.env" >> "$STACK/env.tmp"; fi
   mv "$STACK/env.tmp" "$STACK/env"
@@ -412,16 +506,20 @@ kafka_registry_up() {
   kafka_jars
   sr_dist
   # Ports first, so that a taken port fails before anything starts.
-  local kport="" cport="" sport="" explicit
+  local kport="" cport="" sslport="" saslport="" sport="" explicit
   if ! alive kafka "$KAFKA_PID"; then
     explicit=0; [ -n "${KAFKA_PORT:-}" ] && explicit=1
     kport="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
     explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
     cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit" "$kport")"
+    explicit=0; [ -n "${KAFKA_SSL_PORT:-}" ] && explicit=1
+    sslport="$(pick_port KAFKA_SSL_PORT "${KAFKA_SSL_PORT:-9094}" "$explicit" "$kport" "$cport")"
+    explicit=0; [ -n "${KAFKA_SASL_PORT:-}" ] && explicit=1
+    saslport="$(pick_port KAFKA_SASL_PORT "${KAFKA_SASL_PORT:-9095}" "$explicit" "$kport" "$cport" "$sslport")"
   fi
   if ! alive registry "$SR_PID"; then
     explicit=0; [ -n "${SR_PORT:-}" ] && explicit=1
-    sport="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit" $kport $cport)"
+    sport="$(pick_port SR_PORT "${SR_PORT:-8081}" "$explicit" $kport $cport $sslport $saslport)"
   fi
   if [ -n "$kport" ] && { [ "$kport" = "$cport" ] || [ "$kport" = "$sport" ] || [ "$cport" = "$sport" ]; }; then
     die "port clash: KAFKA_PORT=$kport KAFKA_CONTROLLER_PORT=$cport SR_PORT=${sport:-running}"
@@ -437,7 +535,7 @@ kafka_registry_up() {
   if [ -z "$kport" ]; then
     log "Kafka already running (pid $(cat "$KAFKA_PID"))"
   else
-    rm -f "$KAFKA_PID"; UP_STARTED="$UP_STARTED kafka"; kafka_start "$kport" "$cport"; started=1
+    rm -f "$KAFKA_PID"; UP_STARTED="$UP_STARTED kafka"; kafka_start "$kport" "$cport" "$sslport" "$saslport"; started=1
   fi
   kafka_wait
   sr_wait
@@ -450,9 +548,9 @@ cmd_down() {
   stop_pid registry "$SR_PID"
   stop_pid kafka "$KAFKA_PID"
   stores_down
-  rm -rf "$KAFKA_DATA" "$KAFKA_DIR" "$STACK/env" "$STACK/kafka.port" "$STACK/kafka.controller.port" \
-    "$STACK/registry.port" "$STACK/registry.fresh" "$STACK/stores.env" "$STACK/s3.port" "$STACK/gcs.port" \
-    "$STACK/azurite.port" "$STACK/s3-data" "$STACK/s3-meta" "$STACK/gcs-data" "$STACK/azurite-data"
+  rm -rf "$KAFKA_DATA" "$KAFKA_DIR" "$KAFKA_CERTS" "$STACK/env" "$STACK/kafka.port" "$STACK/kafka.controller.port" \
+    "$STACK/kafka.ssl.port" "$STACK/kafka.sasl.port" "$STACK/registry.port" "$STACK/registry.fresh" "$STACK/stores.env" \
+    "$STACK/s3.port" "$STACK/gcs.port" "$STACK/azurite.port" "$STACK/s3-data" "$STACK/s3-meta" "$STACK/gcs-data" "$STACK/azurite-data"
   log "stopped; data removed (downloads kept in $STACK)"
 }
 
@@ -486,7 +584,7 @@ cmd_status() {
 # outage). Use them on a private instance (STACK_DIR) when others share the default one.
 
 write_kafka_env() {
-  echo "export KAFKA_BROKERS=127.0.0.1:$(cat "$STACK/kafka.port")" > "$STACK/kafka.env"
+  kafka_env > "$STACK/kafka.env"
 }
 
 cmd_start_kafka() { # start Kafka alone (idempotent), on the ports it used before if any
@@ -496,19 +594,26 @@ cmd_start_kafka() { # start Kafka alone (idempotent), on the ports it used befor
   fi
   ensure_tools
   kafka_jars
-  local kport cport explicit
+  local kport cport sslport saslport explicit
   if [ -f "$STACK/kafka.port" ] && [ -z "${KAFKA_PORT:-}" ]; then KAFKA_PORT="$(cat "$STACK/kafka.port")"; fi
   if [ -f "$STACK/kafka.controller.port" ] && [ -z "${KAFKA_CONTROLLER_PORT:-}" ]; then
     KAFKA_CONTROLLER_PORT="$(cat "$STACK/kafka.controller.port")"
   fi
+  # a restart keeps the secured ports too (clients hold them), so they become explicit
+  if [ -f "$STACK/kafka.ssl.port" ] && [ -z "${KAFKA_SSL_PORT:-}" ]; then KAFKA_SSL_PORT="$(cat "$STACK/kafka.ssl.port")"; fi
+  if [ -f "$STACK/kafka.sasl.port" ] && [ -z "${KAFKA_SASL_PORT:-}" ]; then KAFKA_SASL_PORT="$(cat "$STACK/kafka.sasl.port")"; fi
   explicit=0; [ -n "${KAFKA_PORT:-}" ] && explicit=1
   kport="$(pick_port KAFKA_PORT "${KAFKA_PORT:-9092}" "$explicit")"
   explicit=0; [ -n "${KAFKA_CONTROLLER_PORT:-}" ] && explicit=1
   cport="$(pick_port KAFKA_CONTROLLER_PORT "${KAFKA_CONTROLLER_PORT:-9093}" "$explicit" "$kport")"
+  explicit=0; [ -n "${KAFKA_SSL_PORT:-}" ] && explicit=1
+  sslport="$(pick_port KAFKA_SSL_PORT "${KAFKA_SSL_PORT:-9094}" "$explicit" "$kport" "$cport")"
+  explicit=0; [ -n "${KAFKA_SASL_PORT:-}" ] && explicit=1
+  saslport="$(pick_port KAFKA_SASL_PORT "${KAFKA_SASL_PORT:-9095}" "$explicit" "$kport" "$cport" "$sslport")"
   [ "$kport" != "$cport" ] || die "port clash: KAFKA_PORT=$kport KAFKA_CONTROLLER_PORT=$cport"
   rm -f "$KAFKA_PID"
   UP_STARTED="kafka"; trap up_failed EXIT
-  kafka_start "$kport" "$cport"
+  kafka_start "$kport" "$cport" "$sslport" "$saslport"
   kafka_wait
   trap - EXIT
   write_kafka_env

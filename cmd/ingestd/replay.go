@@ -169,5 +169,8 @@ func onePipeline(path string, stderr io.Writer) (*ingest.Config, int) {
 		fmt.Fprintf(stderr, "--config %s holds %d pipelines; name one pipeline file\n", path, len(cfgs))
 		return nil, exitUsage
 	}
+	for _, w := range cfgs[0].Warnings {
+		fmt.Fprintln(stderr, "warning: "+w.Error())
+	}
 	return cfgs[0], exitOK
 }

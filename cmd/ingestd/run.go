@@ -46,6 +46,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 			extra = "  credentials=" + s
 		}
 		fmt.Fprintf(stdout, "ok  %s  %s  topics=%v  table=%s  policy=%s%s\n", c.File, c.Name, c.Kafka.Topics, c.Table.URI, c.Schema.Policy, extra)
+		for _, w := range c.Warnings {
+			fmt.Fprintln(stdout, "warning: "+w.Error())
+		}
 	}
 	return exitOK
 }
@@ -79,6 +82,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var pipelines []*ingest.Pipeline
 	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
 	for _, c := range cfgs {
+		for _, w := range c.Warnings {
+			log.Warn("config: "+w.Msg, "pipeline", c.Name, "file", w.File, "line", w.Line, "fix", w.Fix)
+		}
 		p, err := ingest.Open(ctx, c, log, m)
 		if err != nil {
 			log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)

@@ -53,6 +53,8 @@ type InspectOptions struct {
 	Schemas  Source       // writer schemas of the samples
 	Framed   bool         // values carry the Confluent frame (magic 0 + 4-byte schema id)
 	Log      *slog.Logger // warnings while reading; nil discards them
+	// FetchError, when not nil, ends the read with its non-nil result (ReadToEnd's fatal).
+	FetchError func(error) error
 }
 
 // Inspect reads the whole dead-letter topic through cl (up to its end offsets now) and
@@ -72,7 +74,7 @@ func Inspect(ctx context.Context, cl *kgo.Client, o InspectOptions) (*Report, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	byPart, err := ReadToEnd(ctx, cl, o.Topic, ends[o.Topic], log)
+	byPart, err := ReadToEnd(ctx, cl, o.Topic, ends[o.Topic], log, o.FetchError)
 	if err != nil {
 		return nil, err
 	}

@@ -20,8 +20,10 @@ const readQuiet = 5 * time.Second
 // anything else, and returns the records by partition, in offset order. A partition is
 // complete at its record end-1; when the last offsets are transaction markers
 // (read_committed never returns them) a quiet spell of readQuiet ends the read instead,
-// logged at warn. Errors: an end offset that failed to list, or ctx's error.
-func ReadToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32]kadm.ListedOffset, log *slog.Logger) (map[int32][]*kgo.Record, error) {
+// logged at warn. fatal, when not nil, sees every fetch error: a non-nil result ends the
+// read with it (e.g. a missing READ permission); the others are logged and retried.
+// Errors: an end offset that failed to list, fatal's, or ctx's error.
+func ReadToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32]kadm.ListedOffset, log *slog.Logger, fatal func(error) error) (map[int32][]*kgo.Record, error) {
 	endOf := map[int32]int64{}
 	starts := map[int32]kgo.Offset{}
 	for part, o := range ends {
@@ -51,11 +53,18 @@ func ReadToEnd(ctx context.Context, cl *kgo.Client, topic string, ends map[int32
 			log.Warn("no more records before the end offsets (transaction markers?); stopping the read", "topic", topic, "partitions_unfinished", remaining)
 			break
 		}
+		var stop error
 		fs.EachError(func(t string, part int32, err error) {
+			if fatal != nil && stop == nil {
+				stop = fatal(err)
+			}
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				log.Warn("fetch error", "topic", t, "partition", part, "err", err)
 			}
 		})
+		if stop != nil {
+			return nil, stop
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end := endOf[r.Partition]
 			if r.Offset >= end {

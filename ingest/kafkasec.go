@@ -1,0 +1,470 @@
+package ingest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// defaultClientID is kafka.client_id when the config leaves it empty.
+const defaultClientID = "ingestd"
+
+// tokenReads and passwordReads count SASL credential reads (one per authentication and
+// re-authentication, every client of the process together): the metric
+// ingestd_kafka_sasl_credential_reads_total{credential="token"|"password"} shows that
+// re-authentication happens and re-reads the file.
+var tokenReads, passwordReads atomic.Int64
+
+// saslReadsCollector exports tokenReads and passwordReads.
+func saslReadsCollector() prometheus.Collector {
+	return saslReads{prometheus.NewDesc("ingestd_kafka_sasl_credential_reads_total",
+		"SASL passwords and OAUTHBEARER tokens read from their file or variable: one per Kafka authentication and re-authentication (KIP-368), all pipelines.",
+		[]string{"credential"}, nil)}
+}
+
+type saslReads struct{ d *prometheus.Desc }
+
+func (c saslReads) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
+func (c saslReads) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(passwordReads.Load()), "password")
+	ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(tokenReads.Load()), "token")
+}
+
+// kafkaSecurityOpts returns the kgo options every Kafka client of a pipeline needs for
+// k's security settings: kgo.ClientID (default "ingestd"), kgo.DialTLSConfig when
+// kafka.tls is present, and kgo.SASL with a callback that re-reads the password or token
+// source on every connection and every KIP-368 re-authentication (so a rotated file is
+// used without a restart). The consumer adds kafkaGroupOpts. Errors: an unreadable or
+// invalid CA bundle or key pair, an unknown mechanism (validation reports both earlier,
+// with file:line). The options never hold a secret's value, only where to read it.
+func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
+	id := k.ClientID
+	if id == "" {
+		id = defaultClientID
+	}
+	opts := []kgo.Opt{kgo.ClientID(id)}
+	if k.TLS != nil {
+		tc, err := buildTLS(k.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("configure kafka.tls: %w", err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc)) // kgo sets ServerName per broker when empty
+	}
+	if k.SASL == nil {
+		return opts, nil
+	}
+	m, err := saslMechanism(k.SASL)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, kgo.SASL(m)), nil
+}
+
+// saslMechanism is the franz-go mechanism for s, with a credential callback that runs on
+// every connection and every re-authentication and re-reads the password or token file
+// (or variable) each time; MSK IAM re-reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+// AWS_SESSION_TOKEN. Errors: an unknown mechanism.
+func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
+	password := func() (string, error) {
+		passwordReads.Add(1)
+		p, err := readSecret(s.PasswordFile, s.PasswordEnv)
+		if err != nil {
+			return "", fmt.Errorf("read kafka.sasl password: %w", err)
+		}
+		return p.Reveal(), nil
+	}
+	switch strings.ToUpper(s.Mechanism) {
+	case MechPlain:
+		return plain.Plain(func(context.Context) (plain.Auth, error) {
+			p, err := password()
+			return plain.Auth{User: s.Username, Pass: p}, err
+		}), nil
+	case MechScram256, MechScram512:
+		fn := func(context.Context) (scram.Auth, error) {
+			p, err := password()
+			return scram.Auth{User: s.Username, Pass: p}, err
+		}
+		if strings.ToUpper(s.Mechanism) == MechScram256 {
+			return scram.Sha256(fn), nil
+		}
+		return scram.Sha512(fn), nil
+	case MechOAuthBearer:
+		ext := s.Extensions
+		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			tokenReads.Add(1)
+			t, err := readSecret(s.TokenFile, s.TokenEnv)
+			if err != nil {
+				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: %w", err)
+			}
+			// An expired JWT is refused here, naming it, rather than sent for the broker to
+			// refuse (C40 R2): the pipeline fails within seconds of the re-authentication.
+			if sub, exp := jwtClaims(t.Reveal()); exp > 0 && time.Unix(exp, 0).Before(time.Now()) {
+				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: the token from %s (sub %q) expired at %s; whatever renews it has stopped",
+					secretSource(s.TokenFile, s.TokenEnv), sub, time.Unix(exp, 0).UTC().Format(time.RFC3339))
+			}
+			return oauth.Auth{Token: t.Reveal(), Extensions: ext}, nil
+		}), nil
+	case MechMSKIAM:
+		return aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) {
+			a := aws.Auth{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+				SessionToken: os.Getenv("AWS_SESSION_TOKEN"), UserAgent: "ingestd"}
+			if a.AccessKey == "" || a.SecretKey == "" {
+				return a, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
+			}
+			return a, nil
+		}), nil
+	}
+	return nil, fmt.Errorf("configure kafka.sasl: unknown mechanism %q", s.Mechanism)
+}
+
+// kafkaGroupOpts are the consumer-only options: kgo.InstanceID for static membership
+// when kafka.instance_id is set.
+func kafkaGroupOpts(k KafkaConfig) []kgo.Opt {
+	if k.InstanceID == "" {
+		return nil
+	}
+	return []kgo.Opt{kgo.InstanceID(k.InstanceID)}
+}
+
+// kafkaPrincipal describes who the broker sees, for error messages: the SASL user, the
+// OAUTHBEARER token's subject, the client certificate's subject, or ANONYMOUS. It never
+// includes a secret.
+func kafkaPrincipal(k KafkaConfig) string {
+	if s := k.SASL; s != nil {
+		switch strings.ToUpper(s.Mechanism) {
+		case MechPlain, MechScram256, MechScram512:
+			return fmt.Sprintf("User:%s (%s)", s.Username, strings.ToUpper(s.Mechanism))
+		case MechOAuthBearer:
+			if t, err := readSecret(s.TokenFile, s.TokenEnv); err == nil {
+				if sub := jwtSubject(t.Reveal()); sub != "" {
+					return fmt.Sprintf("User:%s (OAUTHBEARER token subject)", sub)
+				}
+			}
+			return "the OAUTHBEARER token's principal"
+		case MechMSKIAM:
+			return fmt.Sprintf("the IAM identity of access key %s (AWS_MSK_IAM)", os.Getenv("AWS_ACCESS_KEY_ID"))
+		}
+	}
+	if t := k.TLS; t != nil && t.CertFile != "" {
+		return "the client certificate " + certSubject(t) + " (the broker's principal is its DN unless ssl.principal.mapping.rules maps it)"
+	}
+	return "User:ANONYMOUS (no SASL, no client certificate)"
+}
+
+// certSubject is the subject DN of tls.cert_file, quoted, or the file name.
+func certSubject(t *TLSConfig) string {
+	if kp, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err == nil && len(kp.Certificate) > 0 {
+		if c, err := x509.ParseCertificate(kp.Certificate[0]); err == nil {
+			return strconv.Quote(c.Subject.String())
+		}
+	}
+	return t.CertFile
+}
+
+// jwtSubject returns the "sub" claim of a JWS compact token, or "".
+func jwtSubject(tok string) string { sub, _ := jwtClaims(tok); return sub }
+
+// jwtClaims returns the "sub" and "exp" (Unix seconds, 0 if absent) claims of a JWS
+// compact token; "" and 0 for a token that is not a JWT. No signature check: only for
+// messages and the expiry check.
+func jwtClaims(tok string) (sub string, exp int64) {
+	parts := strings.Split(tok, ".")
+	if len(parts) < 2 {
+		return "", 0
+	}
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return "", 0
+	}
+	var c struct {
+		Sub string  `json:"sub"`
+		Exp float64 `json:"exp"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return "", 0
+	}
+	return c.Sub, int64(c.Exp)
+}
+
+// secretSource names where a secret comes from, for messages: "file X" or "$VAR".
+func secretSource(file, env string) string {
+	if file != "" {
+		return "file " + file
+	}
+	return "$" + env
+}
+
+// aclHint is the kafka-acls.sh command that grants op on a resource ("topic" or
+// "group") to the principal of k, when the principal is a named user.
+func aclHint(k KafkaConfig, op, resource, name string) string {
+	user := "<principal>"
+	if s := k.SASL; s != nil && s.Username != "" {
+		user = "User:" + s.Username
+	}
+	return fmt.Sprintf("kafka-acls.sh --bootstrap-server <broker> --add --allow-principal %s --operation %s --%s %s", user, op, resource, name)
+}
+
+// fatalKafkaError reports whether err is a permanent security failure that retrying
+// cannot fix, and then returns the message for the pipeline's error and /readyz: it
+// names the principal (kafkaPrincipal), the resource and what is missing. need is the
+// permission the failed call needed on a topic, e.g. "READ on topic orders" (used for
+// TOPIC_AUTHORIZATION_FAILED; may be ""). Fatal: SASL_AUTHENTICATION_FAILED,
+// UNSUPPORTED_SASL_MECHANISM, TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED,
+// FENCED_INSTANCE_ID, certificate verification errors on either side, a TLS client on a
+// plaintext listener, and a failure to read a secret file. Everything else (network
+// errors, broker restarts, ILLEGAL_SASL_STATE around a re-authentication) is transient:
+// ("", false).
+func fatalKafkaError(k KafkaConfig, need string, err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	who := kafkaPrincipal(k)
+	mech := "no SASL"
+	if k.SASL != nil {
+		mech = "SASL " + strings.ToUpper(k.SASL.Mechanism)
+	}
+	var (
+		unknownCA *x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		hdr       tls.RecordHeaderError
+	)
+	msg := err.Error()
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Sprintf("kafka authentication failed for %s: %v (fix: check kafka.sasl.username and the password/token file or variable; the broker must know this user for %s)", who, err, mech), true
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Sprintf("kafka: the broker does not offer %s on this listener: %v (fix: use a mechanism the listener enables, see sasl.enabled.mechanisms)", mech, err), true
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		return "kafka authorization failed: " + missingACL(k, "READ", "group", k.Group), true
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		if need == "" {
+			need = fmt.Sprintf("READ on topic %s", strings.Join(k.Topics, ", "))
+		}
+		op, res, name := splitNeed(need)
+		return fmt.Sprintf("kafka authorization failed: %s is missing %s (fix: %s)", who, need, aclHint(k, op, res, name)), true
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return fmt.Sprintf("kafka authorization failed: %s is missing IDEMPOTENT_WRITE on the cluster (or WRITE on a topic, Kafka 2.8+)%s (fix: grant WRITE on the topic it produces to)", who, needSuffix(need)), true
+	case errors.Is(err, kerr.FencedInstanceID):
+		return fmt.Sprintf("kafka: another consumer joined group %s with kafka.instance_id %q, fencing this one (fix: give every process its own instance_id, e.g. ${HOSTNAME})", k.Group, k.InstanceID), true
+	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalid), errors.As(err, &verify):
+		return fmt.Sprintf("kafka TLS: the broker's certificate was refused: %v (fix: set kafka.tls.ca_file to the CA that signed the broker's certificate; the certificate must name the advertised host, or set kafka.tls.server_name)", err), true
+	case strings.Contains(msg, "remote error: tls: ") && (k.TLS == nil || k.TLS.CertFile == ""):
+		return fmt.Sprintf("kafka TLS: the broker refused the handshake without a client certificate: %v (fix: set kafka.tls.cert_file and key_file, the listener requires mTLS)", err), true
+	case strings.Contains(msg, "remote error: tls: "):
+		return fmt.Sprintf("kafka TLS: the broker refused the client certificate %s: %v (fix: use a certificate signed by a CA the broker trusts, not expired, with the clientAuth usage)", certSubject(k.TLS), err), true
+	case errors.As(err, &hdr), strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("kafka TLS: kafka.tls is set but the broker answered in plaintext: %v (fix: point kafka.brokers at the TLS listener, or remove kafka.tls)", err), true
+	case strings.Contains(msg, "read kafka.sasl password") || strings.Contains(msg, "read kafka.sasl token") || strings.Contains(msg, "load client certificate"):
+		return fmt.Sprintf("kafka credentials for %s: %v (fix: restore the file or variable)", who, err), true
+	}
+	return "", false
+}
+
+// splitNeed splits "WRITE on topic orders.dlq" into ("Write", "topic", "orders.dlq").
+func splitNeed(need string) (op, resource, name string) {
+	f := strings.Fields(need)
+	if len(f) < 4 {
+		return "Read", "topic", "<topic>"
+	}
+	return strings.ToUpper(f[0][:1]) + strings.ToLower(f[0][1:]), f[2], strings.Join(f[3:], " ")
+}
+
+func needSuffix(need string) string {
+	if need == "" {
+		return ""
+	}
+	return "; the request needed " + need
+}
+
+// kafkaOpts are the options every Kafka client built from d gets: the security options
+// (TLS, SASL, client id), then the extra ones (tests' dialers).
+func (d Deps) kafkaOpts() []kgo.Opt {
+	return append(append([]kgo.Opt(nil), d.KafkaSecurity...), d.KafkaOpts...)
+}
+
+// KafkaSecurityError is a permanent authentication, authorization or TLS failure
+// (fatalKafkaError): the pipeline fails with it (StateFailed, named in /readyz) instead
+// of retrying it as transient. Msg names the principal, the resource and the fix.
+type KafkaSecurityError struct {
+	Msg string
+	Err error
+}
+
+func (e *KafkaSecurityError) Error() string { return e.Msg }
+func (e *KafkaSecurityError) Unwrap() error { return e.Err }
+
+// securityError is fatalKafkaError as an error: a *KafkaSecurityError, or nil when err
+// is not a security failure (or is one already).
+func securityError(k KafkaConfig, need string, err error) error {
+	var se *KafkaSecurityError
+	if errors.As(err, &se) {
+		return se
+	}
+	if msg, fatal := fatalKafkaError(k, need, err); fatal {
+		return &KafkaSecurityError{Msg: msg, Err: err}
+	}
+	return nil
+}
+
+// missingACL is the start-up check's message for a permission the broker denies:
+// principal, "<OP> on <resource> <name>" and the kafka-acls.sh command.
+func missingACL(k KafkaConfig, op, resource, name string) string {
+	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", kafkaPrincipal(k), strings.ToUpper(op), resource, name,
+		aclHint(k, strings.ToUpper(op[:1])+strings.ToLower(op[1:]), resource, name))
+}
+
+// Runtime security errors (poll loop): C40 reports single spurious authorization
+// failures around re-authentication (kgo reports one on several polls in a burst), so a
+// burst is not fatal; a failure still seen fatalGrace after the first one is. An
+// authentication failure gets authGrace: after a password rotation the broker may know the
+// new password before the password_file has it (C40 R4), and every reconnect re-reads the
+// file. A poll that returns records forgets them; so does a quiet minute. At start-up
+// every one of these is fatal at once.
+const (
+	fatalGrace  = 3 * time.Second
+	authGrace   = 30 * time.Second
+	fatalForget = time.Minute
+)
+
+// fatalWatch counts security failures seen by the poll loop (see fatalGrace).
+type fatalWatch struct {
+	first, last time.Time
+	n           int
+}
+
+// observe records one failure at now and reports whether it is now fatal: still failing
+// grace after the first one.
+func (w *fatalWatch) observe(now time.Time, grace time.Duration) bool {
+	if w.n > 0 && now.Sub(w.last) > fatalForget {
+		w.n = 0
+	}
+	if w.n == 0 {
+		w.first = now
+	}
+	w.n++
+	w.last = now
+	return (w.n >= 2 || grace == 0) && now.Sub(w.first) >= grace
+}
+
+// fetchErrors checks a poll's errors for security failures: it returns the
+// *KafkaSecurityError to fail the pipeline with once w says the failure persists, else
+// nil (the poll loop logs and counts the errors as transient as before).
+func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
+	var fatal error
+	fs.EachError(func(t string, _ int32, err error) {
+		need := ""
+		if t != "" {
+			need = "READ on topic " + t
+		}
+		if se := securityError(p.cfg.Kafka, need, err); se != nil && fatal == nil {
+			p.log.Warn("kafka security error", "err", se)
+			grace := fatalGrace
+			switch {
+			case errors.Is(err, kerr.SaslAuthenticationFailed):
+				grace = authGrace
+			case errors.Is(err, kerr.FencedInstanceID):
+				grace = 0 // kgo does not rejoin after a fence: reported once, fatal at once
+			}
+			if w.observe(time.Now(), grace) {
+				fatal = se
+			}
+		}
+	})
+	if fatal == nil && fs.NumRecords() > 0 {
+		w.n = 0
+	}
+	return fatal
+}
+
+// checkGroupAccess is the start-up check that the principal may join the consumer
+// group: DescribeGroups (DESCRIBE on the group) with KIP-430 authorized operations must
+// include READ. Brokers without an authorizer report no operations and pass. Errors: a
+// *KafkaSecurityError naming the missing ACL; other errors are not reported here (the
+// join reports them).
+func (p *Pipeline) checkGroupAccess(ctx context.Context, cl *kgo.Client) error {
+	k := p.cfg.Kafka
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, k.Group)
+	if errors.Is(err, kerr.GroupAuthorizationFailed) { // kadm fails the whole request
+		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: err}
+	}
+	if se := securityError(k, "", err); se != nil {
+		return se
+	}
+	if err != nil {
+		return nil
+	}
+	g, ok := groups[k.Group]
+	switch {
+	case !ok:
+		return nil
+	case errors.Is(g.Err, kerr.GroupAuthorizationFailed):
+		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: g.Err}
+	case len(g.AuthorizedOperations) > 0 && !slices.Contains(g.AuthorizedOperations, kadm.OpRead) && !slices.Contains(g.AuthorizedOperations, kadm.OpAll):
+		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: kerr.GroupAuthorizationFailed}
+	}
+	return nil
+}
+
+// listTopicsEach is kadm's ListTopics with authorized operations, one topic per request:
+// kadm fails a whole request when one topic is denied, and the start-up check must say
+// which one. A denied topic gets Err TOPIC_AUTHORIZATION_FAILED in its detail.
+func listTopicsEach(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
+	out := kadm.TopicDetails{}
+	for _, t := range topics {
+		d, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), t)
+		if errors.Is(err, kerr.TopicAuthorizationFailed) {
+			out[t] = kadm.TopicDetail{Topic: t, Err: kerr.TopicAuthorizationFailed}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range d {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// checkRead fails with a *KafkaSecurityError when the broker reports (KIP-430 authorized
+// operations) that k's principal may not READ topic; brokers without an authorizer, and
+// errors of the check itself, pass (the read reports them).
+func checkRead(ctx context.Context, cl *kgo.Client, k KafkaConfig, topic string) error {
+	d, err := listTopicsEach(ctx, kadm.NewClient(cl), []string{topic})
+	if se := securityError(k, "READ on topic "+topic, err); se != nil {
+		return se
+	}
+	td, ok := d[topic]
+	switch {
+	case err != nil || !ok:
+		return nil
+	case errors.Is(td.Err, kerr.TopicAuthorizationFailed),
+		len(td.AuthorizedOperations) > 0 && !slices.Contains(td.AuthorizedOperations, kadm.OpRead) && !slices.Contains(td.AuthorizedOperations, kadm.OpAll):
+		return &KafkaSecurityError{Msg: "read " + topic + ": " + missingACL(k, "READ", "topic", topic), Err: kerr.TopicAuthorizationFailed}
+	}
+	return nil
+}
