@@ -8,11 +8,13 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter"
@@ -366,4 +368,88 @@ func TestProgressBeforeTheTableExists(t *testing.T) {
 		t.Errorf("replay %+v, want 4 landed", sum)
 	}
 	h.checkOrders(5)
+}
+
+// TestShutdownDuringDeadLetterProduce: SIGTERM while a flush waits for the broker to
+// acknowledge its dead letters. The flush finishes (the produce is not cancelled), so the
+// drain does not produce them again: the DLQ holds each record once (found by a break-it
+// review: 5 of 1,452 records were dead-lettered twice; without the fix this test sees 6
+// dead letters for 3 records).
+func TestShutdownDuringDeadLetterProduce(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Schema.Policy = PolicyDeadLetter
+	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`), []byte(`{"order_id":3}`))
+	// From here on the only producer is the pipeline's dead-letter producer.
+	var delayed, inFlight atomic.Bool
+	h.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		h.cluster.KeepControl()
+		if !delayed.Swap(true) {
+			inFlight.Store(true)
+			time.Sleep(1500 * time.Millisecond) // SIGTERM arrives meanwhile
+		}
+		return nil, nil, false
+	})
+	m := h.startWith("pipeline", cfg, nil)
+	waitFor(t, 30*time.Second, func() error {
+		if !inFlight.Load() {
+			return errors.New("no dead-letter produce in flight")
+		}
+		return nil
+	})
+	m.stop(t)
+	if n := h.dlqCount(); n != 3 {
+		t.Fatalf("DLQ holds %d records for 3 bad ones, want each once", n)
+	}
+}
+
+// TestProgressWithoutTableWhenAnotherWriterCreatesIt (break-it review): dead letters made
+// while the table did not exist are acknowledged by the group offset; then another
+// writer (here by hand; in the field another member or pipeline) creates the table.
+//   - The idle pipeline commits that progress as txns within a few seconds, naming the
+//     group offset position, so the dead letters are real (before: pending until the
+//     partition's next record, forever when idle).
+//   - A pipeline restarted after that resumes from the group offset (the table exists but
+//     has no txn for the partition) instead of re-reading and re-dead-lettering them
+//     (before: from earliest, a second copy of each, the first ones orphans).
+func TestProgressWithoutTableWhenAnotherWriterCreatesIt(t *testing.T) {
+	h := newHarness(t, 2)
+	cfg := h.config()
+	cfg.Schema.Policy = PolicyDeadLetter
+	m := h.startWith("pipeline", cfg, nil)
+	h.produceRaw(1, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
+	waitFor(t, 30*time.Second, func() error { return atLeast("dead letters", h.dlqCount(), 2) })
+	h.createTable(nil, nil)
+	waitFor(t, 30*time.Second, func() error {
+		if v, ok := h.snapshot().Txns["orders-orders-1"]; !ok || v != 1 {
+			return fmt.Errorf("txn of partition 1 %d (present %v), want 1", v, ok)
+		}
+		return nil
+	})
+	if states, _ := h.classifyDLQ(); !slices.Equal(states, allStates(2, dlq.AckReal)) {
+		t.Errorf("DLQ states %v, want 2 real", states)
+	}
+	m.stop(t)
+
+	// Same again on a partition whose progress is in the group offset only when the
+	// pipeline restarts with the table already there.
+	h2 := newHarness(t, 1)
+	cfg2 := h2.config()
+	cfg2.Schema.Policy = PolicyDeadLetter
+	m2 := h2.startWith("pipeline", cfg2, nil)
+	h2.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
+	waitFor(t, 30*time.Second, func() error { return atLeast("dead letters", h2.dlqCount(), 2) })
+	m2.stop(t)
+	h2.createTable(nil, nil)
+	m2 = h2.startWith("pipeline", cfg2, nil)
+	h2.produce(1, 1, 0, 1, 0)
+	h2.waitHandled(3, 30*time.Second, m2)
+	m2.stop(t)
+	if n := h2.dlqCount(); n != 2 {
+		t.Errorf("DLQ holds %d records after the restart, want 2 (each once)", n)
+	}
+	if states, _ := h2.classifyDLQ(); !slices.Equal(states, allStates(2, dlq.AckReal)) {
+		t.Errorf("DLQ states %v, want 2 real", states)
+	}
+	h2.checkOrders(1)
 }

@@ -71,6 +71,9 @@ type Pipeline struct {
 	fl     *flusher      // one batch → one commit; its mode is cm
 	cm     *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
 	hooks  hooks         // test seams; zero in production
+	// progressDue is when the poll loop next checks for a table to record
+	// flusher.noTableTxns in (recordProgressLocked).
+	progressDue time.Time
 
 	// lagMu guards the consumer-lag bookkeeping, also written by adjustOffsets.
 	lagMu sync.Mutex
@@ -246,10 +249,18 @@ func (s *session) close() {
 func (s *session) loop(ctx context.Context) error {
 	p, cl := s.p, s.cl
 	var fw fatalWatch // security errors that persist fail the pipeline (kafkasec.go)
+	// Flushes run to their end when ctx ends (SIGTERM) in the middle of one: an interrupted
+	// dead-letter produce would leave records in the DLQ that the drain produces again.
+	fctx, stop := flushContext(ctx, shutdownFlushTimeout)
+	defer stop()
 	for ctx.Err() == nil {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		p.mu.Lock()
-		if d, ok := p.batch.Deadline(); ok {
+		d, ok := p.batch.Deadline()
+		if len(p.fl.noTableTxns) > 0 && (!ok || p.progressDue.Before(d)) {
+			d, ok = p.progressDue, true // wake to record progress made without a table
+		}
+		if ok {
 			pollCtx, cancel = context.WithDeadline(ctx, d)
 		}
 		p.mu.Unlock()
@@ -277,11 +288,14 @@ func (s *session) loop(ctx context.Context) error {
 				return
 			}
 			if p.batch.Add(r, recordSize(r), now) && ferr == nil {
-				ferr = p.flushDueLocked(ctx, now, false) // full: records or bytes bound reached
+				ferr = p.flushDueLocked(fctx, now, false) // full: records or bytes bound reached
 			}
 		})
 		if ferr == nil {
-			ferr = p.flushDueLocked(ctx, now, false) // aged, or a partition's backoff ended
+			ferr = p.flushDueLocked(fctx, now, false) // aged, or a partition's backoff ended
+		}
+		if ferr == nil && len(p.fl.noTableTxns) > 0 && p.batch.Len() == 0 && !now.Before(p.progressDue) {
+			ferr = p.recordProgressLocked(fctx, now)
 		}
 		p.mu.Unlock()
 		cl.AllowRebalance()
@@ -306,6 +320,52 @@ func (s *session) drain(ctx context.Context) error {
 	}
 	p.log.Info("pipeline stopped")
 	return nil
+}
+
+// progressEvery is how often an idle pipeline holding progress made while the table did
+// not exist (flusher.noTableTxns) checks whether a table exists now, to commit that
+// progress as txns: another member, or another pipeline, may have created it.
+const progressEvery = 5 * time.Second
+
+// recordProgressLocked commits, as a txn-only commit, the progress of dead-letter-only
+// flushes made while the table did not exist, once a table exists (so that replay finds
+// the commit their dead letters name, or the group offset position it names, instead of
+// waiting for this partition's next record). Without a table it does nothing; a transient
+// failure is retried at the next check.
+func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) error {
+	p.progressDue = now.Add(progressEvery)
+	if _, err := p.deps.Table.Snapshot(ctx); err != nil {
+		return nil // no table yet (or the store is unreachable): checked again later
+	}
+	err := p.writeLocked(ctx, nil)
+	if v := classify(err); v.action == actRetry {
+		p.observe(v, 0, "commit of progress made without a table failed; retried later")
+		return nil
+	}
+	return err
+}
+
+// flushContext is ctx without its cancellation, for the flushes of the poll loop: once ctx
+// ends, a flush in flight gets grace to finish (its dead letters acknowledged, its commit
+// made) before the returned context ends too. stop releases it.
+func flushContext(ctx context.Context, grace time.Duration) (fctx context.Context, stop func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var t *time.Timer
+	var mu sync.Mutex
+	unhook := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t = time.AfterFunc(grace, cancel)
+	})
+	return fctx, func() {
+		unhook()
+		mu.Lock()
+		if t != nil {
+			t.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // abandon ends the session like kill -9 (tests only, see hooks.abandon): buffered records
@@ -527,7 +587,13 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 	}
 	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
 	p.status.retrying(cause)
-	p.observe(v, len(recs), "transient failure: partitions paused, records kept for a retry (nothing dead-lettered)",
+	msg := "transient failure: partitions paused, records kept for a retry (nothing dead-lettered)"
+	if v.stage == "produce dead letters" {
+		// Some dead letters may have been acknowledged before the failure: the retry produces
+		// them again under the same commit id, and replay skips the copies (dlq.DedupeKey).
+		msg = "transient failure: partitions paused, records kept for a retry (dead letters the broker acknowledged before the failure are produced again; replay skips the copies)"
+	}
+	p.observe(v, len(recs), msg,
 		"partitions", len(holds), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
 }
 
@@ -600,17 +666,18 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 }
 
 // adjustOffsets seeks newly assigned partitions to the Delta txn version + 1, or to the
-// configured start when the table holds no txn for the partition. While the table does
-// not exist, the Kafka group offset is the progress of dead-letter-only flushes
-// (consumerMode.done): a partition resumes there, and the commit that creates the table
-// moves its txn to it (flusher.fromGroup).
+// configured start when the table holds no txn for the partition and the group has no
+// offset for it. A group offset without a txn is the progress of dead-letter-only flushes
+// made while the table did not exist (consumerMode.done), possibly by another member
+// before another one created the table: the partition resumes there, and the next commit
+// (recordProgressLocked, if nothing else comes first) moves its txn to it and names that
+// position (flusher.fromGroup), so replay counts those dead letters as real.
 func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	txns := map[string]int64{}
-	retention, noTable := false, false
+	retention := false
 	snap, err := p.deps.Table.Snapshot(ctx)
 	switch {
 	case errors.Is(err, deltawriter.ErrTableNotFound):
-		noTable = true
 	case err != nil:
 		err = fmt.Errorf("read txn versions: %w", err)
 		p.observe(verdict{action: actRetry, stage: "read txn versions", err: err}, 1, "partitions not assigned; the session fails and rejoins")
@@ -633,7 +700,7 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 				p.setNext(k, eo.Offset)
 				p.log.Warn("partition assigned without a txn in a table that expires txns; resuming from the Kafka group offset",
 					"topic", t, "partition", part, "offset", eo.Offset, "from", "group offset")
-			} else if noTable && eo.Offset > 0 {
+			} else if eo.Offset > 0 {
 				// Records before eo.Offset were dead-lettered while no table existed.
 				ps[part] = kgo.NewOffset().At(eo.Offset).WithEpoch(-1)
 				p.setNext(k, eo.Offset)
@@ -641,7 +708,7 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 				p.fl.fromGroup[k] = eo.Offset - 1
 				p.fl.noTableTxns[k] = max(p.fl.noTableTxns[k], eo.Offset-1)
 				p.mu.Unlock()
-				p.log.Info("partition assigned", "topic", t, "partition", part, "offset", eo.Offset, "from", "group offset (no table yet)")
+				p.log.Info("partition assigned", "topic", t, "partition", part, "offset", eo.Offset, "from", "group offset (no txn yet)")
 			} else if p.cfg.Kafka.StartOffset == "latest" {
 				ps[part] = kgo.NewOffset().AtEnd()
 				p.log.Info("partition assigned", "topic", t, "partition", part, "from", "latest")
