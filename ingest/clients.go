@@ -43,11 +43,16 @@ func (f kafkaClients) newClient(role string, opts ...kgo.Opt) (*kgo.Client, erro
 }
 
 // base is what every client of the pipeline shares: where the brokers are, and the logger.
+// With SASL, a hook counts re-authentications (reauth.go).
 func (f kafkaClients) base(role string) []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(f.cfg.Kafka.Brokers...),
 		kgo.WithLogger(kgoLogger{f.log.With("client", role)}),
 	}
+	if f.cfg.Kafka.SASL != nil {
+		opts = append(opts, kgo.WithHooks(newReauthHook(f.cfg.Name, role)))
+	}
+	return opts
 }
 
 // consumerCallbacks are the group consumer's hooks into the pipeline.
