@@ -116,11 +116,19 @@ func (f kafkaClients) inspectReader() (*kgo.Client, error) {
 	return f.newClient("dlq inspect reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 }
 
-// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels.
+// LevelTrace is below slog.LevelDebug: `--log-level trace` adds franz-go's own debug
+// logs (every request written and read, SASL steps) to ingestd's debug logs.
+const LevelTrace = slog.LevelDebug - 4
+
+// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels;
+// kgo's debug level only at LevelTrace.
 type kgoLogger struct{ l *slog.Logger }
 
 func (k kgoLogger) Level() kgo.LogLevel {
-	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+	switch {
+	case k.l.Enabled(context.Background(), LevelTrace):
+		return kgo.LogLevelDebug
+	case k.l.Enabled(context.Background(), slog.LevelDebug):
 		return kgo.LogLevelInfo // --log-level debug: kgo's connection and group lifecycle too
 	}
 	return kgo.LogLevelWarn
@@ -134,6 +142,6 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 	case kgo.LogLevelWarn:
 		k.l.Warn("kafka: "+msg, kv...)
 	default:
-		k.l.Debug("kafka: "+msg, kv...)
+		k.l.Log(context.Background(), LevelTrace, "kafka: "+msg, kv...)
 	}
 }
