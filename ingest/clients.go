@@ -43,11 +43,16 @@ func (f kafkaClients) newClient(role string, opts ...kgo.Opt) (*kgo.Client, erro
 }
 
 // base is what every client of the pipeline shares: where the brokers are, and the logger.
+// With SASL, a hook counts re-authentications (reauth.go).
 func (f kafkaClients) base(role string) []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(f.cfg.Kafka.Brokers...),
 		kgo.WithLogger(kgoLogger{f.log.With("client", role)}),
 	}
+	if f.cfg.Kafka.SASL != nil {
+		opts = append(opts, kgo.WithHooks(newReauthHook(f.cfg.Name, role)))
+	}
+	return opts
 }
 
 // consumerCallbacks are the group consumer's hooks into the pipeline.
@@ -111,11 +116,19 @@ func (f kafkaClients) inspectReader() (*kgo.Client, error) {
 	return f.newClient("dlq inspect reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 }
 
-// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels.
+// LevelTrace is below slog.LevelDebug: `--log-level trace` adds franz-go's own debug
+// logs (every request written and read, SASL steps) to ingestd's debug logs.
+const LevelTrace = slog.LevelDebug - 4
+
+// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels;
+// kgo's debug level only at LevelTrace.
 type kgoLogger struct{ l *slog.Logger }
 
 func (k kgoLogger) Level() kgo.LogLevel {
-	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+	switch {
+	case k.l.Enabled(context.Background(), LevelTrace):
+		return kgo.LogLevelDebug
+	case k.l.Enabled(context.Background(), slog.LevelDebug):
 		return kgo.LogLevelInfo // --log-level debug: kgo's connection and group lifecycle too
 	}
 	return kgo.LogLevelWarn
@@ -129,6 +142,6 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 	case kgo.LogLevelWarn:
 		k.l.Warn("kafka: "+msg, kv...)
 	default:
-		k.l.Debug("kafka: "+msg, kv...)
+		k.l.Log(context.Background(), LevelTrace, "kafka: "+msg, kv...)
 	}
 }

@@ -83,7 +83,8 @@ func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
 // saslMechanism is the franz-go mechanism for s, with a credential callback that runs on
 // every connection and every re-authentication and re-reads the password or token file
 // (or variable) each time; MSK IAM re-reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-// AWS_SESSION_TOKEN. Errors: an unknown mechanism.
+// AWS_SESSION_TOKEN, and never signs with credentials that have less than
+// mskRefreshMargin left without asking for fresh ones first (mskcreds.go). Errors: an unknown mechanism.
 func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 	password := func() (string, error) {
 		passwordReads.Add(1)
@@ -125,14 +126,7 @@ func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 			return oauth.Auth{Token: t.Reveal(), Extensions: ext}, nil
 		}), nil
 	case MechMSKIAM:
-		return aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) {
-			a := aws.Auth{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
-				SessionToken: os.Getenv("AWS_SESSION_TOKEN"), UserAgent: "ingestd"}
-			if a.AccessKey == "" || a.SecretKey == "" {
-				return a, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
-			}
-			return a, nil
-		}), nil
+		return aws.ManagedStreamingIAM(newMSKCredentials(envAWSCredentials, mskRefreshMargin).get), nil
 	}
 	return nil, fmt.Errorf("configure kafka.sasl: unknown mechanism %q", s.Mechanism)
 }

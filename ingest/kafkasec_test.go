@@ -520,3 +520,45 @@ func TestSpuriousGroupAuthErrorIsNotFatal(t *testing.T) {
 	m.stop(t)
 	h.checkExactlyOnce(2000)
 }
+
+// C40 R5, run 1, on the request the reports name: one OffsetCommit answered with
+// GROUP_AUTHORIZATION_FAILED for every partition. Group offsets are advisory (the Delta
+// txns are the truth): the pipeline logs it, stays running past the grace a persistent
+// failure gets, and lands every record once.
+func TestSpuriousOffsetCommitAuthErrorIsNotFatal(t *testing.T) {
+	h := newHarness(t, 2)
+	h.produce(1, 1000, 0, 2, -1)
+	m := h.start("a", nil)
+	h.waitHandled(1000, 30*time.Second, m)
+	var injected atomic.Int32
+	h.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Version = req.Version
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		injected.Add(1)
+		return resp, nil, true
+	})
+	h.produce(1001, 1000, 0, 2, -1)
+	h.waitHandled(2000, 30*time.Second, m)
+	waitFor(t, 30*time.Second, func() error { return atLeast("injected offset commit failures", int64(injected.Load()), 1) })
+	time.Sleep(fatalGrace + time.Second)
+	if s := m.p.Status(); s.State != StateRunning {
+		t.Fatalf("after one spurious GROUP_AUTHORIZATION_FAILED on OffsetCommit: %+v", s)
+	}
+	if got := injected.Load(); got != 1 {
+		t.Errorf("%d offset commits answered with the failure, want 1", got)
+	}
+	m.stop(t)
+	h.checkExactlyOnce(2000)
+}

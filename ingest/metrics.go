@@ -81,6 +81,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
 		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	reg.MustRegister(saslReadsCollector()) // kafkasec.go: SASL credential reads, process-wide
+	reg.MustRegister(saslReauths)          // reauth.go: KIP-368 re-authentications, process-wide
 	return m
 }
 

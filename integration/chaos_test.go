@@ -408,6 +408,12 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 // startDaemonLogged is startDaemon with debug logs kept in logPath.
 func startDaemonLogged(t *testing.T, configDir, logPath string) *daemon {
 	t.Helper()
+	return startDaemonAt(t, configDir, logPath, "debug")
+}
+
+// startDaemonAt is startDaemon at --log-level level, its output kept in logPath.
+func startDaemonAt(t *testing.T, configDir, logPath, level string) *daemon {
+	t.Helper()
 	d := &daemon{listen: freePort(t), done: make(chan error, 1)}
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		t.Fatal(err)
@@ -417,7 +423,7 @@ func startDaemonLogged(t *testing.T, configDir, logPath string) *daemon {
 		t.Fatal(err)
 	}
 	d.logs = logs
-	d.cmd = exec.Command(ingestdBin(t), "run", "--config", configDir, "--listen", d.listen, "--log-level", "debug")
+	d.cmd = exec.Command(ingestdBin(t), "run", "--config", configDir, "--listen", d.listen, "--log-level", level)
 	d.cmd.Stdout, d.cmd.Stderr = logs, logs
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
+
+	"github.com/ingestd/ingestd/ingest"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -77,10 +80,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// newLogger: --log-level trace is debug plus the Kafka client's own debug logs (every
+// request it writes and reads; ingest.LevelTrace).
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("parse --log-level %q: use debug, info, warn or error", level)
+	if strings.EqualFold(level, "trace") {
+		lvl = ingest.LevelTrace
+	} else if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("parse --log-level %q: use trace, debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {

@@ -58,7 +58,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
 	listen := fs.String("listen", "127.0.0.1:9102", "`address` for /metrics, /healthz and /readyz (empty to disable)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logLevel := fs.String("log-level", "info", "log level: trace (debug and the Kafka client's own debug logs), debug, info, warn or error")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
