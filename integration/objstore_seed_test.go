@@ -82,11 +82,49 @@ func readTableAt(t *testing.T, s stack, o objectStore, uri string) tableData {
 	return d
 }
 
+// s3aConf is the Hadoop configuration with which Spark reads the S3 emulator through S3A
+// (hadoop-aws from scripts/spark-jars.sh): path-style requests to the endpoint, plain HTTP,
+// the emulator's static credentials.
+func s3aConf(o objectStore) map[string]string {
+	return map[string]string{
+		"fs.s3a.endpoint":                 o.endpoint,
+		"fs.s3a.endpoint.region":          o.storageOptions["aws_region"],
+		"fs.s3a.path.style.access":        "true",
+		"fs.s3a.connection.ssl.enabled":   "false",
+		"fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+		"fs.s3a.access.key":               o.storageOptions["aws_access_key_id"],
+		"fs.s3a.secret.key":               o.storageOptions["aws_secret_access_key"],
+	}
+}
+
+// sparkReadS3A reads the table at an s3:// URI with Spark through S3A (s3a://), as a
+// tableData with the schema as Spark reports it ([name, type, nullable]).
+func sparkReadS3A(t *testing.T, spark *sparkSession, o objectStore, uri string) tableData {
+	t.Helper()
+	if !strings.HasPrefix(uri, "s3://") {
+		t.Fatalf("sparkReadS3A: %s is not an s3:// URI", uri)
+	}
+	spark.call(t, map[string]any{"op": "hadoop", "conf": s3aConf(o)}, nil)
+	var r sparkRead
+	spark.call(t, map[string]any{"op": "read", "path": "s3a://" + strings.TrimPrefix(uri, "s3://")}, &r)
+	// Rows as read_table.py's are decoded (numbers as float64), for checkOrders.
+	b, _ := json.Marshal(r.Rows)
+	var d tableData
+	if err := json.Unmarshal(b, &d.Rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Schema {
+		d.Schema = append(d.Schema, []any{f.Name, f.Type, f.Nullable})
+	}
+	return d
+}
+
 // TestSeedScenarioObjectStores is the seed scenario (10,000 v1 + 1,000 v2 orders,
 // bronze/silver/gold) with the tables on each object-store emulator: one `ingestd run`
 // with nine pipelines (three per store) on one topic; every table read back by delta-rs
 // through the store's own protocol: exact rows, channel NULL for v1, silver without v2,
-// gold up to the first v2 offset of each partition.
+// gold up to the first v2 offset of each partition. The S3 tables are read by Spark too,
+// through S3A (hadoop-aws): the same exact rows.
 func TestSeedScenarioObjectStores(t *testing.T) {
 	s := need(t)
 	kinds := []string{"s3", "gcs", "azure"}
@@ -94,6 +132,8 @@ func TestSeedScenarioObjectStores(t *testing.T) {
 	for _, k := range kinds {
 		stores[k] = needStore(t, k)
 	}
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars) // boots while the tables are written
 	const nV1, nV2 = 10_000, 1_000
 	topic := createTopic(t, s, "orders", 3)
 	dlq := createTopic(t, s, "orders.dlq", 1)
@@ -187,6 +227,38 @@ func TestSeedScenarioObjectStores(t *testing.T) {
 			}
 		}
 		t.Logf("%s (%s): bronze %d rows, silver %d, gold %d", k, o.base, len(bronze.Rows), len(silver.Rows), len(gold.Rows))
+	}
+	// Spark through S3A reads the S3 tables with the same rows.
+	{
+		o := stores["s3"]
+		bronze := sparkReadS3A(t, spark, o, uris["s3/bronze"])
+		checkOrders(t, "s3 bronze (Spark S3A)", bronze, orders, true)
+		wantSchema := "[[order_id bigint true] [customer string true] [amount decimal(10,2) true] [created_at timestamp true] [status string true] [note string true] [channel string true]]"
+		if got := fmt.Sprint(bronze.Schema); got != wantSchema {
+			t.Errorf("s3 bronze schema (Spark S3A)\n got %s\nwant %s", got, wantSchema)
+		}
+		nullChannel := 0
+		for _, r := range bronze.Rows {
+			if id := int64(r["order_id"].(float64)); byID[id].Version == "v1" && r["channel"] == nil {
+				nullChannel++
+			}
+		}
+		if nullChannel != nV1 {
+			t.Errorf("s3 bronze (Spark S3A): %d v1 rows read channel NULL, want %d", nullChannel, nV1)
+		}
+		var v1 []order
+		for _, x := range orders {
+			if x.Version == "v1" {
+				v1 = append(v1, x)
+			}
+		}
+		silver := sparkReadS3A(t, spark, o, uris["s3/silver"])
+		checkOrders(t, "s3 silver (Spark S3A)", silver, v1, false)
+		gold := sparkReadS3A(t, spark, o, uris["s3/gold"])
+		if int64(len(gold.Rows)) != wantGold {
+			t.Errorf("s3 gold (Spark S3A) has %d rows, want %d", len(gold.Rows), wantGold)
+		}
+		t.Logf("Spark S3A (%s): bronze %d rows, silver %d, gold %d", o.base, len(bronze.Rows), len(silver.Rows), len(gold.Rows))
 	}
 	// One DLQ for the three silver pipelines: each v2 record once per store.
 	if recs := readDLQ(t, s, dlq); len(recs) != nV2*len(kinds) {

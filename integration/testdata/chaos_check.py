@@ -3,8 +3,11 @@ distinct ids, ids present more than once, ids 1..N missing, ids outside 1..N, ro
 channel, data files (and distinct ones), the version and the columns.
 
 usage: chaos_check.py TABLE_PATH N
+  TABLE_PATH may be an object-store URI (s3://…): delta-rs then takes its storage_options
+  from READ_TABLE_STORAGE_OPTIONS (a JSON object, as for read_table.py).
 """
 import json
+import os
 import sys
 
 import pyarrow.compute as pc
@@ -13,7 +16,8 @@ from deltalake import DeltaTable
 
 def main():
     path, n = sys.argv[1], int(sys.argv[2])
-    dt = DeltaTable(path)
+    raw = os.environ.get("READ_TABLE_STORAGE_OPTIONS", "")
+    dt = DeltaTable(path, storage_options=json.loads(raw) if raw else None)
     t = dt.to_pyarrow_table()
     ids = t.column("id")
     counts = pc.value_counts(ids)

@@ -14,6 +14,9 @@ Commands:
       rows sorted by their JSON form; values rendered like read_table.py (delta-rs)
       (timestamps as µs since the epoch, decimals as exact strings, binary as hex, dates ISO)
   {"op": "sql", "query": Q}   → {"ok": [row as dict, ...]} (values rendered the same way)
+  {"op": "hadoop", "conf": {K: V}} → {"ok": null}: sets Hadoop options (e.g. fs.s3a.* for
+      reading s3a:// paths through S3A, hadoop-aws among JAR_DIR's jars); sent on stdin, so
+      credentials never appear on a command line
   {"op": "quit"}
 """
 import datetime
@@ -97,6 +100,11 @@ def main():
                 rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
                 schema = [{"name": f.name, "type": f.dataType.simpleString(), "nullable": f.nullable} for f in df.schema.fields]
                 out = {"schema": schema, "rows": rows}
+            elif op == "hadoop":
+                hconf = spark.sparkContext._jsc.hadoopConfiguration()
+                for k, v in cmd["conf"].items():
+                    hconf.set(k, v)
+                out = None
             elif op == "sql":
                 out = [plain(r) for r in spark.sql(cmd["query"]).collect()]
             else:
