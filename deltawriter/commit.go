@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -163,18 +162,14 @@ func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
 	}
 }
 
+// lostRacePolicy spreads the commit attempts of writers that lost a version to each
+// other: uniform over [0, 5 ms · 2^n], at most 500 ms ("full jitter").
+var lostRacePolicy = backoff.Policy{Min: 2500 * time.Microsecond, Max: 250 * time.Millisecond, Jitter: 1}
+
 // lostRaceBackoff sleeps before the commit attempt after attempt (1-based) lost its
-// version: full jitter over 5 ms · 2^(attempt-1), at most 500 ms.
+// version (lostRacePolicy); it returns ctx's error if ctx ends first.
 func lostRaceBackoff(ctx context.Context, attempt int) error {
-	d := min(5*time.Millisecond<<min(attempt-1, 7), 500*time.Millisecond)
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return lostRacePolicy.Sleep(ctx, attempt-1)
 }
 
 // ErrCommitOutcomeUnknown is wrapped when the put of a commit failed in a way that does

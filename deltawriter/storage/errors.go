@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ingestd/ingestd/internal/backoff"
 )
 
 // Error classes of the cloud stores. Every error a cloud store returns for a failed
@@ -124,21 +125,9 @@ func isNetworkError(ctx context.Context, err error) bool {
 	return false
 }
 
-// backoff sleeps before retry attempt n (0-based): jittered exponential, 50 ms doubling
-// up to 2 s. It returns ctx.Err() if ctx ends first.
-func backoff(ctx context.Context, n int) error {
-	d := 50 * time.Millisecond << min(n, 5)
-	d = min(d, 2*time.Second)
-	d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// retryPolicy is the wait before a store request is sent again after a conflict that
+// asks for a retry (S3's 409 ConditionalRequestConflict): 50 ms doubling to 2 s, ±25%.
+var retryPolicy = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.25}
 
 // conflictRetries is how many times a put-if-absent answered with S3's 409
 // ConditionalRequestConflict (or another transient error) is re-sent before its

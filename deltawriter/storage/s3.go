@@ -276,7 +276,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, p string, data []byte) error {
 		var se *StoreError
 		// 409 ConditionalRequestConflict: nothing landed, retry the same put.
 		if attempt < conflictRetries && errors.As(err, &se) && se.Status == 409 && se.Code != "" && errors.Is(err, ErrTransient) {
-			if berr := backoff(ctx, attempt); berr != nil {
+			if berr := retryPolicy.Sleep(ctx, attempt); berr != nil {
 				return err
 			}
 			continue
