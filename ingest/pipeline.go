@@ -334,9 +334,7 @@ const progressEvery = 5 * time.Second
 // failure is retried at the next check.
 func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) error {
 	p.progressDue = now.Add(progressEvery)
-	if _, err := p.deps.Table.Snapshot(ctx); err != nil {
-		return nil // no table yet (or the store is unreachable): checked again later
-	}
+	// Without a table the flush commits nothing and keeps noTableTxns for the next check.
 	err := p.writeLocked(ctx, nil)
 	if v := classify(err); v.action == actRetry {
 		p.observe(v, 0, "commit of progress made without a table failed; retried later")
@@ -600,17 +598,7 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 // checkTable opens the table's snapshot (refusing tables ingestd cannot safely write,
 // before any byte is written) and fails if it does not exist and table.create is false.
 func (p *Pipeline) checkTable(ctx context.Context) error {
-	snap, err := p.deps.Table.Snapshot(ctx)
-	switch {
-	case errors.Is(err, deltawriter.ErrTableNotFound):
-		if !p.cfg.Table.Create {
-			return fmt.Errorf("open table %s: no Delta table there and table.create is false (set table.create: true in %s)", p.cfg.Table.URI, p.cfg.File)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("open table %s: %w", p.cfg.Table.URI, err)
-	}
-	return checkWritable(p.cfg, snap)
+	return checkTableExists(ctx, p.cfg, p.deps.Table)
 }
 
 // checkTopics fails with a clear message when a source topic or the dead-letter topic is
