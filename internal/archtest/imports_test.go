@@ -22,7 +22,7 @@ const module = "github.com/ingestd/ingestd"
 // names a package's layer. A package may import only packages of a lower layer (a larger
 // rank), or packages of its own "x/..." subtree. DESIGN.md §2: cmd → ingest →
 // {batcher, schemaguard, deltawriter}; inside deltawriter, tableops → deltawriter →
-// storage → deltalog.
+// {storage, expr} → deltalog.
 var layers = []struct {
 	pattern string
 	rank    int
@@ -36,6 +36,7 @@ var layers = []struct {
 	{"deltawriter/...", 3}, // tableops and other users of the Delta writer
 	{"deltawriter", 4},
 	{"deltawriter/storage/...", 5},
+	{"deltawriter/expr/...", 5}, // the SQL expression evaluator: below deltawriter and tableops, used by ingest
 	{"deltawriter/deltalog/...", 6},
 	{"internal/...", 7}, // shared helpers (tarzst): import nothing above
 }
@@ -58,6 +59,8 @@ var rules = []struct {
 		why: "deltawriter is the Delta protocol: no Kafka, no Avro, nothing of ingest; offsets arrive as plain (appId, version) pairs"},
 	{pkgs: "deltawriter/storage/...", only: []string{"deltawriter/storage/...", "deltawriter/deltalog", "internal/backoff"},
 		why: "deltawriter/storage holds the stores: it imports nothing of the module but deltawriter/deltalog and the one retry policy"},
+	{pkgs: "deltawriter/expr/...", only: []string{"deltawriter/expr/...", "deltawriter/deltalog"},
+		why: "deltawriter/expr evaluates Spark SQL expressions on the Delta model: it imports nothing of the module but deltawriter/deltalog"},
 	{pkgs: "deltawriter/deltalog/...", only: []string{"deltawriter/deltalog/..."},
 		why: "deltawriter/deltalog is the pure leaf of Delta facts: it imports nothing of the module"},
 	{pkgs: "ingest/...", deny: []string{"cmd/..."},
