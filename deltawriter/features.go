@@ -45,7 +45,7 @@ var supportedWriterFeatures = map[string]bool{
 	deltalog.FeatureAppendOnly:          true, // we only ever add files
 	deltalog.FeatureInvariants:          true, // inactive only (no delta.invariants field metadata)
 	deltalog.FeatureCheckConstraints:    true, // inactive only (no delta.constraints.* property)
-	deltalog.FeatureGeneratedColumns:    true, // inactive only (no delta.generationExpression)
+	deltalog.FeatureGeneratedColumns:    true, // top-level expressions in expr.Supported, computed and checked by the writer (GeneratedColumns)
 	deltalog.FeatureIdentityColumns:     true, // inactive only (no delta.identity.* metadata)
 	deltalog.FeatureAllowColumnDefaults: true, // inactive only (no CURRENT_DEFAULT metadata)
 	deltalog.FeatureColumnMapping:       true, // writes physical names and field ids; new fields get new ids
@@ -102,7 +102,8 @@ func checkReadable(p *deltalog.Protocol) error {
 
 // checkWritable refuses, before anything is written, a table whose protocol or metadata
 // requires writer behaviour we do not implement: unknown writer features, CHECK
-// constraints, invariants, generated and identity columns, column defaults.
+// constraints, invariants, identity columns, column defaults, and generated columns
+// whose expression is outside the evaluator's set (GeneratedColumns).
 func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.StructType) error {
 	if err := checkReadable(p); err != nil {
 		return err
@@ -138,13 +139,18 @@ func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.
 	if _, err := m.ColumnMappingMode(); err != nil {
 		return fmt.Errorf("check metadata: %w", err)
 	}
-	return checkSchemaWritable(schema, "")
+	if err := checkSchemaWritable(schema, ""); err != nil {
+		return err
+	}
+	if _, err := GeneratedColumns(schema, m.Configuration); err != nil {
+		return fmt.Errorf("check metadata: %w", err)
+	}
+	return nil
 }
 
 // Field metadata keys that make a column need writer-side evaluation.
 var refusedFieldMetadata = []struct{ prefix, feature string }{
 	{deltalog.MetaInvariants, deltalog.FeatureInvariants},
-	{deltalog.MetaGenerationExpression, deltalog.FeatureGeneratedColumns},
 	{deltalog.MetaIdentityPrefix, deltalog.FeatureIdentityColumns},
 	{deltalog.MetaCurrentDefault, deltalog.FeatureAllowColumnDefaults},
 }

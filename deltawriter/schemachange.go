@@ -194,6 +194,9 @@ func newTableMetadata(name string, schema *deltalog.StructType, partitionColumns
 	if cm {
 		p = deltalog.Protocol{MinReaderVersion: 2, MinWriterVersion: 5}
 	}
+	if hasGenerated(schema) && p.MinWriterVersion < 4 {
+		p.MinWriterVersion = 4 // generatedColumns, as Spark writes it: legacy writer version 4
+	}
 	var features []string
 	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
 		features = append(features, deltalog.FeatureTimestampNtz)

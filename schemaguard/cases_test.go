@@ -271,3 +271,32 @@ func schemaJSONNoT(s *dl.StructType) string {
 	b, _ := s.MarshalJSON()
 	return string(b)
 }
+
+// TestCaseC34GeneratedColumns: a writer schema lacking a generated column (even NOT NULL)
+// needs no change; one supplying it with the same type (or one that upcasts into it) is
+// written and checked per record; evolution never relaxes or widens it.
+func TestCaseC34GeneratedColumns(t *testing.T) {
+	gen := func(f *dl.StructField, e string) *dl.StructField {
+		f.Metadata = map[string]any{dl.MetaGenerationExpression: e}
+		return f
+	}
+	table := st(null("order_id", dl.Long), null("created_at", dl.Timestamp),
+		gen(notNull("event_date", dl.Date), "CAST(created_at AS DATE)"), gen(notNull("y", dl.Long), "YEAR(created_at)"))
+	v1 := st(null("order_id", dl.Long), null("created_at", dl.Timestamp))
+	if got := actions(decideAll(table, v1, TableState{})); got != "write/write/write" {
+		t.Errorf("v1 (no generated field): %s, want write/write/write", got)
+	}
+	v2 := st(null("order_id", dl.Long), null("created_at", dl.Timestamp), null("event_date", dl.Date), null("y", dl.Integer))
+	ds := decideAll(table, v2, TableState{})
+	if got := actions(ds); got != "write/write/write" {
+		t.Errorf("v2 (supplies event_date, nullable, and y as int): %s %v, want write/write/write", got, ds[0].Changes)
+	}
+	if got, ch := Apply(table, v2, true); got != table || len(ch) != 0 {
+		t.Errorf("Apply changed a generated column: %v", ch)
+	}
+	v3 := st(null("order_id", dl.Long), null("created_at", dl.Timestamp), null("event_date", dl.Timestamp))
+	ds = decideAll(table, v3, TableState{TypeWidening: true})
+	if got := actions(ds); got != "halt/dead_letter/halt" || ds[1].Field != "event_date" {
+		t.Errorf("v3 (event_date as timestamp, a widening of date): %s field %q, want halt/dead_letter/halt on event_date", got, ds[1].Field)
+	}
+}

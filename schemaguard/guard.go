@@ -164,13 +164,21 @@ func diffStruct(out *[]Change, prefix string, table, writer *deltalog.StructType
 			continue
 		}
 		path := join(prefix, tf.Name)
+		if Generated(tf) {
+			// Computed by the writer and checked against a supplied value per record:
+			// never relaxed or widened by evolution. A value type that upcasts into it fits.
+			if tf.Type.String() != wf.Type.String() && !Upcasts(wf.Type, tf.Type) {
+				*out = append(*out, Change{Kind: TypeMismatch, Path: path, TableType: tf.Type.String(), WriterType: wf.Type.String()})
+			}
+			continue
+		}
 		if wf.Nullable && !tf.Nullable {
 			*out = append(*out, Change{Kind: RelaxNullability, Path: path, TableType: tf.Type.String(), WriterType: wf.Type.String()})
 		}
 		diffType(out, path, tf.Type, wf.Type)
 	}
 	for _, tf := range table.Fields {
-		if _, ok := seen[deltalog.NameKey(tf.Name)]; !ok && !tf.Nullable {
+		if _, ok := seen[deltalog.NameKey(tf.Name)]; !ok && !tf.Nullable && !Generated(tf) {
 			*out = append(*out, Change{Kind: MissingNotNull, Path: join(prefix, tf.Name), TableType: tf.Type.String()})
 		}
 	}
@@ -369,6 +377,9 @@ func applyStruct(applied *[]Change, prefix string, table, writer *deltalog.Struc
 			continue
 		}
 		path := join(prefix, tf.Name)
+		if Generated(tf) {
+			continue // evolution never changes a generated column
+		}
 		if wf.Nullable && !tf.Nullable {
 			tf.Nullable = true
 			*applied = append(*applied, Change{Kind: RelaxNullability, Path: path})
@@ -535,4 +546,12 @@ func hasKind(cs []Change, k ChangeKind) bool {
 		}
 	}
 	return false
+}
+
+// Generated reports whether f is a generated column (delta.generationExpression; PROTOCOL.md,
+// "Generated Columns"): the writer computes it, so a writer schema may lack it (even
+// NOT NULL) and supplies it only as a value to check; evolution never relaxes or widens it.
+func Generated(f *deltalog.StructField) bool {
+	_, ok := f.Metadata[deltalog.MetaGenerationExpression]
+	return ok
 }

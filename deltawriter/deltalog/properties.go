@@ -25,6 +25,10 @@ const (
 	PropCheckpointStatsAsJSON    = "delta.checkpoint.writeStatsAsJson"
 	PropCheckpointStatsAsStruct  = "delta.checkpoint.writeStatsAsStruct"
 	PropRandomizeFilePrefixes    = "delta.randomizeFilePrefixes"
+	// PropGenerationTimeZone is ingestd's own table property (not Delta's): the IANA time
+	// zone generation expressions are evaluated in (Spark's session zone); UTC when absent
+	// (CASES.md C34).
+	PropGenerationTimeZone = "ingestd.generation.timeZone"
 	// PropFeaturePrefix + a feature name set to "supported" asks for the feature
 	// ("Table Features", "Enabling a table feature").
 	PropFeaturePrefix = "delta.feature."

@@ -362,11 +362,14 @@ func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, pat
 		}
 		matched[j] = i
 		fpq := extend(pqPath, tf.PhysicalName(c.mode))
-		if op, ok := c.fastField(wf.Type(), tf.Type, tf.Nullable, fp, fpq, def, rep); ok {
+		// A generated column takes a supplied null: the flush computes the column and
+		// checks the supplied value against it (ingest/generated.go), NOT NULL included.
+		nullable := tf.Nullable || generated(tf)
+		if op, ok := c.fastField(wf.Type(), tf.Type, nullable, fp, fpq, def, rep); ok {
 			steps = append(steps, op)
 			continue
 		}
-		fn, err := c.value(wf.Type(), tf.Type, tf.Nullable, fp, fpq, def, rep, depth+1)
+		fn, err := c.value(wf.Type(), tf.Type, nullable, fp, fpq, def, rep, depth+1)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -377,7 +380,7 @@ func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, pat
 		if matched[j] >= 0 {
 			continue
 		}
-		if !tf.Nullable {
+		if !tf.Nullable && !generated(tf) { // a generated column is computed, not missing
 			return nil, nil, newError(ReasonNotNullViolation, joinPath(path, tf.Name), errors.New("compile decoder: the writer schema has no field for this NOT NULL column"))
 		}
 		l, err := c.leaves(tf.Type, extend(pqPath, tf.PhysicalName(c.mode)), depth+1)
@@ -1223,4 +1226,12 @@ func decimalBytes(precision int) int {
 		n++
 	}
 	return n
+}
+
+// generated reports whether f is a generated column (delta.generationExpression; PROTOCOL.md,
+// "Generated Columns"): its value is computed after decoding, so a missing field or a
+// supplied null is not a NOT NULL violation here.
+func generated(f *deltalog.StructField) bool {
+	_, ok := f.Metadata[deltalog.MetaGenerationExpression]
+	return ok
 }
