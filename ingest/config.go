@@ -75,10 +75,14 @@ type TableConfig struct {
 	// URI is the table root: file:///abs/path or /abs/path, s3://bucket/path,
 	// gs://bucket/path, az://container/path or
 	// abfss://container@account.dfs.core.windows.net/path (see storage.OpenWith).
-	URI         string            `yaml:"uri"`
-	Create      bool              `yaml:"create"` // create the table on first write if it does not exist
-	PartitionBy []string          `yaml:"partition_by"`
-	Properties  map[string]string `yaml:"properties"` // table properties set on create, e.g. delta.checkpointInterval
+	URI         string   `yaml:"uri"`
+	Create      bool     `yaml:"create"` // create the table on first write if it does not exist
+	PartitionBy []string `yaml:"partition_by"`
+	// GeneratedColumns are the generated columns of a table ingestd creates: column name →
+	// Spark SQL generation expression (expr.Supported), stored as
+	// delta.generationExpression; the column's type is the expression's result type.
+	GeneratedColumns map[string]string `yaml:"generated_columns"`
+	Properties       map[string]string `yaml:"properties"` // table properties set on create, e.g. delta.checkpointInterval
 	// ColumnMapping is delta.columnMapping.mode for a table ingestd creates: none
 	// (default), name or id. Names such as "order id" need it.
 	ColumnMapping string `yaml:"column_mapping"`
@@ -383,6 +387,7 @@ func (c *Config) validate() []error {
 	if len(c.Table.PartitionBy) > 0 {
 		bad("$.table.partition_by", "table.partition_by: ingestd pipelines write only unpartitioned tables so far", "remove partition_by, or set it to []")
 	}
+	errs = append(errs, c.validateGenerated()...)
 	switch c.Schema.Policy {
 	case PolicyEvolve, PolicyDeadLetter, PolicyHalt:
 	case "":

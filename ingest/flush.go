@@ -256,7 +256,7 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		return nil, fmt.Errorf("encode table schema: %w", err)
 	}
 	b.key = string(b.cm) + string(js)
-	if b.fills, err = fillsFor(f.cfg, b.schema, b.cm, b.pq); err != nil {
+	if b.fills, err = fillsFor(f.cfg, b.schema, b.cm, b.pq, b.file.Configuration); err != nil {
 		return nil, err
 	}
 	if b.row, err = newRowView(b.schema, b.cm, b.pq); err != nil {
@@ -288,6 +288,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 				return err
 			}
 			b.row.begin(b.cols)
+			b.row.writer = it.ws.Delta
 			if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {
 				return err // DecodeWith appended nothing
 			}
@@ -534,6 +535,9 @@ func (f *flusher) ackOf(r *kgo.Record) dlq.Ack {
 // before any byte of that flush is written, since another writer may change the table.
 func checkWritable(cfg *Config, snap *deltawriter.Snapshot) error {
 	if err := snap.CheckWritable(); err != nil {
+		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
+	}
+	if err := checkGeneratedConfig(cfg, snap.Schema); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
 	if cols := snap.Metadata.PartitionColumns; len(cols) > 0 {

@@ -99,6 +99,7 @@ func guardOptions(cfg *Config, t tableState) schemaguard.Options {
 		Policy:         schemaguard.Policy(cfg.Schema.Policy),
 		OnIncompatible: schemaguard.Policy(cfg.Schema.OnIncompatible),
 		Allow:          map[string]bool{},
+		CreateColumns:  generatedCreateColumns(cfg),
 	}
 	for _, f := range cfg.Schema.AllowTableFeatures {
 		opts.Allow[f] = true
@@ -256,6 +257,11 @@ func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan) (deltawrit
 		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
 	if err != nil {
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("prepare the commit's schema change for %s: %w", cfg.Table.URI, err)
+	}
+	if !t.exists() {
+		if err := checkGeneratedConfig(cfg, fo.Schema); err != nil {
+			return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("create table %s: %w", cfg.Table.URI, err)
+		}
 	}
 	return change, fo, nil
 }

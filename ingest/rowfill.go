@@ -26,12 +26,22 @@ type columnFill interface {
 // columns first, then generated columns (a generated column may derive from
 // _kafka_timestamp). It returns none for a table without such columns. Errors: a column
 // the configuration asks for that the schema cannot hold (each constructor names it).
-func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema) ([]columnFill, error) {
+//
+// conf is the table's configuration after the flush's commit (FileOptions.Configuration):
+// generated columns are evaluated in its ingestd.generation.timeZone.
+func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string) ([]columnFill, error) {
 	_ = cfg
-	_, _, _ = schema, cm, pq
+	_, _ = cm, pq
 	var fills []columnFill
 	// Kafka columns (table.kafka_columns) go here, then generated columns
 	// (table.generated_columns).
+	gen, err := newGeneratedFill(schema, conf)
+	if err != nil {
+		return nil, fmt.Errorf("prepare generated columns: %w", err)
+	}
+	if gen != nil {
+		fills = append(fills, gen)
+	}
 	return fills, nil
 }
 
@@ -52,6 +62,9 @@ type topColumn struct {
 // primitive has repetition level 0 and definition level 1 when set, 0 when null; its
 // value's column index is its leaf index.
 type rowView struct {
+	// writer is the record's writer schema (Delta model): which columns the record
+	// supplies itself (a generated column it supplies is checked, not computed).
+	writer *deltalog.StructType
 	cols   [][]parquet.Value
 	mark   []int
 	byName map[string]topColumn // deltalog.NameKey(logical name) → column

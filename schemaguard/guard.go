@@ -31,6 +31,11 @@ type Options struct {
 	// Allow lists the table features Evolve may enable (schema.allow_table_features):
 	// deltalog.FeatureTypeWidening, FeatureTimestampNtz, FeatureColumnMapping.
 	Allow map[string]bool
+	// CreateColumns, when set, completes the schema of a table the batch creates (built
+	// from its first fitting writer schema) with the columns the writer itself adds:
+	// generated columns (delta.generationExpression), so that the batch's writers are
+	// decided against them. It returns the completed schema (it may modify its argument).
+	CreateColumns func(*deltalog.StructType) *deltalog.StructType
 }
 
 // TableState is what the guard needs to know about the table besides its schema.

@@ -56,6 +56,9 @@ func PlanBatch(table *deltalog.StructType, writers []Writer, opts Options) Batch
 			changes := Diff(&deltalog.StructType{}, w.Schema)
 			if d := Decide(changes, create); d.Action == EvolveAndWrite || d.Action == Write {
 				p.Base, p.Create = NewTableSchema(w.Schema), true
+				if opts.CreateColumns != nil {
+					p.Base = opts.CreateColumns(p.Base)
+				}
 				for _, f := range d.Features {
 					enable[f] = true
 				}

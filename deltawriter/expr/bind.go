@@ -315,3 +315,86 @@ func (b *binder) call(n Call) (evaluator, error) {
 	}
 	return nil, unsupported("function %s in %s", n.Name, what)
 }
+
+// supportedFunctions are the functions Bind evaluates (lower-case names).
+var supportedFunctions = map[string]bool{"date": true, "to_date": true, "year": true, "month": true, "day": true,
+	"dayofmonth": true, "hour": true, "date_format": true, "date_trunc": true, "substring": true, "substr": true}
+
+// CheckSupported reports, before a schema is known, whether n uses only functions and
+// constructs Bind evaluates: it returns the first other one, named, wrapping
+// ErrUnsupported. Bind still checks types, arities and columns.
+func CheckSupported(n Node) error {
+	switch n := n.(type) {
+	case Lit:
+		if n.Kind == "decimal" {
+			return unsupported("decimal literal %s", n.Text)
+		}
+		return nil
+	case Col:
+		if len(n.Parts) != 1 {
+			return unsupported("nested field reference %s", String(n))
+		}
+		return nil
+	case Cast:
+		if n.Type != "date" {
+			return unsupported("CAST to %s in %s", strings.ToUpper(n.Type), String(n))
+		}
+		return CheckSupported(n.X)
+	case Call:
+		if !supportedFunctions[strings.ToLower(n.Name)] {
+			return unsupported("function %s in %s", n.Name, String(n))
+		}
+		for _, a := range n.Args {
+			if err := CheckSupported(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	_, err := (&binder{schema: &deltalog.StructType{}}).bind(n) // the operators' messages
+	return err
+}
+
+// Columns returns the column references of n, as written (first part), in order of
+// appearance, each once.
+func Columns(n Node) []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(Node)
+	walk = func(n Node) {
+		switch n := n.(type) {
+		case Col:
+			if !seen[n.Parts[0]] {
+				seen[n.Parts[0]] = true
+				out = append(out, n.Parts[0])
+			}
+		case Cast:
+			walk(n.X)
+		case Call:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case Unary:
+			walk(n.X)
+		case Binary:
+			walk(n.L)
+			walk(n.R)
+		case IsNull:
+			walk(n.X)
+		case In:
+			walk(n.X)
+			for _, a := range n.List {
+				walk(a)
+			}
+		case Between:
+			walk(n.X)
+			walk(n.Lo)
+			walk(n.Hi)
+		case Like:
+			walk(n.X)
+			walk(n.Pattern)
+		}
+	}
+	walk(n)
+	return out
+}

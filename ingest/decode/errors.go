@@ -37,6 +37,10 @@ const (
 	ReasonSchemaMismatch   = "schema_mismatch"    // writer type cannot be written losslessly to the column
 	ReasonNotNullViolation = "not_null_violation" // null for a NOT NULL column
 	ReasonUnsupportedType  = "unsupported_type"   // writer schema not representable in Delta
+	// ReasonGeneratedColumnMismatch: the record supplies a value for a generated column
+	// that is not its expression's result under null-safe equality (Spark's <=>), or the
+	// expression cannot be evaluated on the record (PROTOCOL.md, "Generated Columns").
+	ReasonGeneratedColumnMismatch = "generated_column_mismatch"
 )
 
 // Error is a permanent decode failure for one record (or for every record of one writer

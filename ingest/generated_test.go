@@ -1,0 +1,210 @@
+package ingest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/decode"
+)
+
+const genConfig = `name: orders-silver
+kafka: {brokers: ["k:9092"], topics: [orders]}
+schema_registry: {url: "http://r:8081"}
+table:
+  uri: "file:///tmp/t"
+  create: true
+  generated_columns:
+    event_date: "CAST(created_at AS DATE)"
+    y: "YEAR(created_at)"
+schema: {policy: dead_letter}
+dead_letter: {topic: orders.dlq}
+`
+
+func TestGeneratedColumnsConfig(t *testing.T) {
+	cfgs, err := LoadConfigs(writeConfig(t, genConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].generatedNames(); strings.Join(got, ",") != "event_date,y" {
+		t.Errorf("generated columns in file order: %v", got)
+	}
+	for _, c := range []struct {
+		name, old, new string
+		want           []string
+	}{
+		{"unsupported function", `"YEAR(created_at)"`, `"upper(created_at)"`, []string{"p.yaml:9: ", "table.generated_columns.y", "function upper", "fix: use one of the supported expressions"}},
+		{"syntax error", `"YEAR(created_at)"`, `"YEAR(created_at"`, []string{"p.yaml:9: ", "table.generated_columns.y", `expected "," or ")"`}},
+		{"refers to a generated column", `"YEAR(created_at)"`, `"YEAR(event_date)"`, []string{"p.yaml:9: ", `refers to the generated column "event_date"`}},
+		{"no column", `"YEAR(created_at)"`, `"'x'"`, []string{"p.yaml:9: ", "reads no column"}},
+		{"bad time zone", "  create: true\n", "  create: true\n  properties: {ingestd.generation.timeZone: Mars/Olympus}\n", []string{"p.yaml:7: ", `ingestd.generation.timeZone="Mars/Olympus"`, "fix: set an IANA zone name"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadConfigs(writeConfig(t, strings.Replace(genConfig, c.old, c.new, 1)))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestGeneratedCreateAndCheck: the created schema gets each configured column, typed by
+// its expression, with delta.generationExpression; a source column the writer lacks, or
+// an existing table that differs, is an error naming file, line and fix.
+func TestGeneratedCreateAndCheck(t *testing.T) {
+	cfgs, err := LoadConfigs(writeConfig(t, genConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cfgs[0]
+	writer := &deltalog.StructType{Fields: []*deltalog.StructField{
+		{Name: "order_id", Type: deltalog.Long, Nullable: true}, {Name: "created_at", Type: deltalog.Timestamp, Nullable: true}}}
+	s := generatedCreateColumns(cfg)(writer.Clone())
+	if got := s.String(); got != "struct<order_id:long,created_at:timestamp,event_date:date,y:int>" && got != "struct<order_id:long,created_at:timestamp,event_date:date,y:integer>" {
+		t.Errorf("created schema %s", got)
+	}
+	if e := s.Fields[2].Metadata[deltalog.MetaGenerationExpression]; e != "CAST(created_at AS DATE)" {
+		t.Errorf("event_date metadata %v", s.Fields[2].Metadata)
+	}
+	if err := checkGeneratedConfig(cfg, s); err != nil {
+		t.Errorf("the created schema does not satisfy its config: %v", err)
+	}
+	noTS := &deltalog.StructType{Fields: []*deltalog.StructField{{Name: "order_id", Type: deltalog.Long, Nullable: true}}}
+	err = checkGeneratedConfig(cfg, generatedCreateColumns(cfg)(noTS))
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:8: table.generated_columns.event_date") || !strings.Contains(err.Error(), "reads created_at, which the table") {
+		t.Errorf("a missing source column: %v", err)
+	}
+	err = checkGeneratedConfig(cfg, writer)
+	if err == nil || !strings.Contains(err.Error(), `the table has no column "event_date"`) {
+		t.Errorf("an existing table without the column: %v", err)
+	}
+	s.Fields[3].Metadata[deltalog.MetaGenerationExpression] = "MONTH(created_at)"
+	err = checkGeneratedConfig(cfg, s)
+	if err == nil || !strings.Contains(err.Error(), "is GENERATED ALWAYS AS (MONTH(created_at)), not (YEAR(created_at))") {
+		t.Errorf("a different expression: %v", err)
+	}
+}
+
+// c34Schema is CASES.md C34's table (event_date, y, m, d generated from created_at).
+func c34Schema() *deltalog.StructType {
+	gen := func(name string, t deltalog.DataType, e string) *deltalog.StructField {
+		return &deltalog.StructField{Name: name, Type: t, Nullable: true, Metadata: map[string]any{deltalog.MetaGenerationExpression: e}}
+	}
+	return &deltalog.StructType{Fields: []*deltalog.StructField{
+		{Name: "order_id", Type: deltalog.Long, Nullable: true},
+		{Name: "created_at", Type: deltalog.Timestamp, Nullable: true},
+		gen("event_date", deltalog.Date, "CAST(created_at AS DATE)"),
+		gen("y", deltalog.Integer, "YEAR(created_at)"),
+		gen("m", deltalog.Integer, "MONTH(created_at)"),
+		gen("d", deltalog.Integer, "DAY(created_at)"),
+	}}
+}
+
+// fillRow runs the generated fill on one row whose decoded values are vals (by column
+// name; absent: null), with writer the record's writer schema, and returns the row's
+// values by column name, or the fill's error.
+func fillRow(t *testing.T, schema *deltalog.StructType, conf map[string]string, writer *deltalog.StructType, vals map[string]parquet.Value) (map[string]parquet.Value, error) {
+	t.Helper()
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, conf)
+	if err != nil || len(fills) != 1 {
+		t.Fatalf("fillsFor: %v %v", fills, err)
+	}
+	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := make([][]parquet.Value, len(pq.Columns()))
+	row.begin(cols)
+	for _, f := range schema.Fields {
+		first, _ := row.leaves(f.Name)
+		v, ok := vals[f.Name]
+		if !ok {
+			v = parquet.NullValue()
+		}
+		def := 1
+		if v.IsNull() {
+			def = 0
+		}
+		cols[first] = append(cols[first], v.Level(0, def, first))
+	}
+	row.cols, row.writer = cols, writer
+	if err := fills[0].fill(nil, row); err != nil {
+		return nil, err
+	}
+	out := map[string]parquet.Value{}
+	for _, f := range schema.Fields {
+		v, _, _ := row.top(f.Name)
+		out[f.Name] = v
+	}
+	return out, nil
+}
+
+// TestC34Fill is CASES.md C34 at the fill: computed values in UTC whatever TZ, supplied
+// values checked with <=>.
+func TestC34Fill(t *testing.T) {
+	t.Setenv("TZ", "Australia/Melbourne")
+	v1 := &deltalog.StructType{Fields: []*deltalog.StructField{{Name: "order_id", Type: deltalog.Long, Nullable: true}, {Name: "created_at", Type: deltalog.Timestamp, Nullable: true}}}
+	v2 := v1.Clone()
+	v2.Fields = append(v2.Fields, &deltalog.StructField{Name: "event_date", Type: deltalog.Date, Nullable: true})
+	ts := func(us int64) parquet.Value { return parquet.Int64Value(us) }
+	dt := func(d int32) parquet.Value { return parquet.Int32Value(d) }
+	null := parquet.NullValue()
+	type want struct {
+		date    any // int32 or nil
+		y, m, d any
+		err     string
+	}
+	for _, c := range []struct {
+		off    int
+		writer *deltalog.StructType
+		vals   map[string]parquet.Value
+		want   want
+	}{
+		{0, v1, map[string]parquet.Value{"created_at": ts(1673269200000000)}, want{int32(19366), int32(2023), int32(1), int32(9), ""}},
+		{1, v1, map[string]parquet.Value{"created_at": ts(1704067199999999)}, want{int32(19722), int32(2023), int32(12), int32(31), ""}},
+		{2, v1, map[string]parquet.Value{}, want{nil, nil, nil, nil, ""}},
+		{3, v2, map[string]parquet.Value{"created_at": ts(1673269200000000), "event_date": dt(19366)}, want{int32(19366), int32(2023), int32(1), int32(9), ""}},
+		{4, v2, map[string]parquet.Value{"created_at": ts(1673269200000000), "event_date": dt(19367)}, want{err: "the record supplies event_date = 2023-01-10, but event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is 2023-01-09"}},
+		{5, v2, map[string]parquet.Value{"created_at": ts(1673269200000000), "event_date": null}, want{err: "the record supplies event_date = NULL, but event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is 2023-01-09"}},
+		{6, v2, map[string]parquet.Value{"event_date": dt(19366)}, want{err: "the record supplies event_date = 2023-01-09, but event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is NULL"}},
+		{7, v2, map[string]parquet.Value{"event_date": null}, want{nil, nil, nil, nil, ""}},
+	} {
+		got, err := fillRow(t, c34Schema(), nil, c.writer, c.vals)
+		if c.want.err != "" {
+			var de *decode.Error
+			if !errors.As(err, &de) || de.Reason != decode.ReasonGeneratedColumnMismatch || de.Field != "event_date" || !strings.Contains(err.Error(), c.want.err) {
+				t.Errorf("off %d: error %v, want generated_column_mismatch at event_date: %q", c.off, err, c.want.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("off %d: %v", c.off, err)
+			continue
+		}
+		for name, w := range map[string]any{"event_date": c.want.date, "y": c.want.y, "m": c.want.m, "d": c.want.d} {
+			v := got[name]
+			switch {
+			case w == nil && !v.IsNull(), w != nil && (v.IsNull() || v.Int32() != w.(int32)):
+				t.Errorf("off %d: %s = %v, want %v", c.off, name, v, w)
+			}
+		}
+	}
+	// The table's zone property moves off 0 to the Melbourne date.
+	got, err := fillRow(t, c34Schema(), map[string]string{deltalog.PropGenerationTimeZone: "Australia/Melbourne"}, v1, map[string]parquet.Value{"created_at": ts(1673269200000000)})
+	if err != nil || got["event_date"].Int32() != 19367 || got["d"].Int32() != 10 {
+		t.Errorf("Melbourne generation zone: %v %v, want 2023-01-10", got, err)
+	}
+}
