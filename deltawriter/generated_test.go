@@ -64,17 +64,18 @@ func TestGeneratedColumns(t *testing.T) {
 	}
 }
 
-// TestCreateWithGeneratedColumns: a new table with a generated column gets writer version
-// 4, as Spark writes it, and is writable; with timestamp_ntz it gets table features with
-// generatedColumns listed.
+// TestCreateWithGeneratedColumns: a new table with a generated column gets the protocol
+// Spark (Delta 4.4) writes for CREATE TABLE … GENERATED ALWAYS AS: (1, 7) with writer
+// features appendOnly, invariants and generatedColumns; it is writable; with
+// timestamp_ntz it also gets the reader-writer feature.
 func TestCreateWithGeneratedColumns(t *testing.T) {
 	s := genSchema(map[string]string{"event_date": "CAST(created_at AS DATE)"}, map[string]deltalog.DataType{"event_date": deltalog.Date})
 	d, _, err := PrepareSchemaChange(nil, SchemaChange{Schema: s, Name: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := d.Protocol; p.MinReaderVersion != 1 || p.MinWriterVersion != 4 || len(p.WriterFeatures) != 0 {
-		t.Errorf("protocol %+v, want (1, 4)", p)
+	if p := d.Protocol; p.MinReaderVersion != 1 || p.MinWriterVersion != 7 || strings.Join(p.WriterFeatures, ",") != "appendOnly,invariants,generatedColumns" {
+		t.Errorf("protocol %+v, want (1, 7) [appendOnly invariants generatedColumns]", p)
 	}
 	if err := checkWritable(d.Protocol, d.Metadata, s); err != nil {
 		t.Errorf("a table with a supported generated column is refused: %v", err)
@@ -85,7 +86,8 @@ func TestCreateWithGeneratedColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := d.Protocol
-	if p.MinWriterVersion != 7 || !strings.Contains(strings.Join(p.WriterFeatures, ","), deltalog.FeatureGeneratedColumns) {
-		t.Errorf("protocol %+v, want writer 7 with generatedColumns", p)
+	if p.MinReaderVersion != 3 || p.MinWriterVersion != 7 || !strings.Contains(strings.Join(p.WriterFeatures, ","), deltalog.FeatureGeneratedColumns) ||
+		strings.Join(p.ReaderFeatures, ",") != deltalog.FeatureTimestampNtz {
+		t.Errorf("protocol %+v, want (3, 7) with generatedColumns and timestampNtz", p)
 	}
 }

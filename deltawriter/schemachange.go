@@ -194,10 +194,12 @@ func newTableMetadata(name string, schema *deltalog.StructType, partitionColumns
 	if cm {
 		p = deltalog.Protocol{MinReaderVersion: 2, MinWriterVersion: 5}
 	}
-	if hasGenerated(schema) && p.MinWriterVersion < 4 {
-		p.MinWriterVersion = 4 // generatedColumns, as Spark writes it: legacy writer version 4
-	}
 	var features []string
+	if hasGenerated(schema) {
+		// As Delta 4 writes it: writer table features (appendOnly, invariants,
+		// generatedColumns), not the legacy writer version 4.
+		features = append(features, deltalog.FeatureGeneratedColumns)
+	}
 	if schema != nil && hasType(schema, deltalog.TimestampNtz) {
 		features = append(features, deltalog.FeatureTimestampNtz)
 	}

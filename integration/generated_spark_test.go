@@ -287,9 +287,10 @@ func showRow(r genRow) string {
 }
 
 // TestGeneratedColumnsSpark runs the generated-column checks that need Spark in one
-// Spark session: the evaluator's property test against Spark.
+// Spark session: the evaluator's property test against Spark, and CASES.md C34.
 func TestGeneratedColumnsSpark(t *testing.T) {
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
 	t.Run("PropertyVsSpark", func(t *testing.T) { generatedPropertyVsSpark(t, spark) })
+	t.Run("C34", func(t *testing.T) { c34(t, spark) })
 }

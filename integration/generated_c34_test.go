@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// c34Partitioned says whether the C34 tables are partitioned by event_date (Spark's
+// PARTITIONED BY), which needs partitioned writes (issue 13, branch part).
+const c34Partitioned = false
+
+// c34 is CASES.md C34 end to end: Spark creates the tables (generated event_date, y, m,
+// d from created_at), confluent-kafka produces v1/v2 records through the real registry,
+// one `ingestd run` with process TZ=Australia/Melbourne runs an evolve (on_incompatible:
+// dead_letter), a dead_letter and a halt pipeline; delta-rs and Spark read the tables.
+func c34(t *testing.T, spark *sparkSession) {
+	s := need(t)
+	dir := t.TempDir()
+	partitionBy := ""
+	if c34Partitioned {
+		partitionBy = " PARTITIONED BY (event_date)"
+	}
+	create := func(path, tsType string) {
+		spark.call(t, map[string]any{"op": "sql", "query": "CREATE TABLE delta.`" + path + "` (order_id BIGINT, created_at " + tsType + ", " +
+			"event_date DATE GENERATED ALWAYS AS (CAST(created_at AS DATE)), y INT GENERATED ALWAYS AS (YEAR(created_at)), " +
+			"m INT GENERATED ALWAYS AS (MONTH(created_at)), d INT GENERATED ALWAYS AS (DAY(created_at))) USING DELTA" + partitionBy}, nil)
+	}
+	policies := []string{"evolve", "dead_letter", "halt"}
+	for _, p := range policies {
+		create(filepath.Join(dir, p), "TIMESTAMP")
+	}
+	create(filepath.Join(dir, "z"), "TIMESTAMP_NTZ")
+	proto := protocolOf(t, filepath.Join(dir, "dead_letter"))
+	t.Logf("Spark's protocol for a table with generated columns: %s", proto)
+
+	topic := createTopic(t, s, "c34", 1)
+	topicZ := createTopic(t, s, "c34z", 1)
+	dlqs := map[string]string{"evolve": createTopic(t, s, "c34-evolve.dlq", 1), "dead_letter": createTopic(t, s, "c34-dl.dlq", 1), "halt": createTopic(t, s, "c34-halt.dlq", 1), "z": createTopic(t, s, "c34z.dlq", 1)}
+	ts := `{"name":"created_at","type":["null",{"type":"long","logicalType":"timestamp-micros"}],"default":null}`
+	v1 := rec("Order", `{"name":"order_id","type":"long"}`, ts)
+	v2 := rec("Order", `{"name":"order_id","type":"long"}`, ts, `{"name":"event_date","type":["null",{"type":"int","logicalType":"date"}],"default":null}`)
+	produceSpec(t, s, topic, map[string]string{"v1": v1, "v2": v2}, [][2]string{
+		{"v1", `{"order_id":1,"created_at":1673269200000000}`},
+		{"v1", `{"order_id":2,"created_at":1704067199999999}`},
+		{"v1", `{"order_id":3,"created_at":null}`},
+		{"v2", `{"order_id":4,"created_at":1673269200000000,"event_date":19366}`},
+		{"v2", `{"order_id":5,"created_at":1673269200000000,"event_date":19367}`},
+		{"v2", `{"order_id":6,"created_at":1673269200000000,"event_date":null}`},
+		{"v2", `{"order_id":7,"created_at":null,"event_date":19366}`},
+		{"v2", `{"order_id":8,"created_at":null,"event_date":null}`},
+	})
+	vz := rec("Order", `{"name":"order_id","type":"long"}`, `{"name":"created_at","type":["null",{"type":"long","logicalType":"local-timestamp-micros"}],"default":null}`)
+	produceSpec(t, s, topicZ, map[string]string{"vz": vz}, [][2]string{{"vz", `{"order_id":1,"created_at":1673269200000000}`}})
+
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	batch := "{max_records: 100, max_bytes: 1MiB, max_age: 300ms}"
+	for _, p := range policies {
+		y := pipelineYAML("c34-"+strings.ReplaceAll(p, "_", "-"), s, topic, filepath.Join(dir, p), p, dlqs[p], batch)
+		if p == "evolve" {
+			y = strings.Replace(y, "on_incompatible: halt}", "on_incompatible: dead_letter}", 1)
+		}
+		writePipeline(t, cfgDir, p, y)
+	}
+	writePipeline(t, cfgDir, "z", pipelineYAML("c34-z", s, topicZ, filepath.Join(dir, "z"), "dead_letter", dlqs["z"], batch))
+	t.Setenv("TZ", "Australia/Melbourne") // the daemon's process zone: generated values stay UTC
+	d := startDaemon(t, cfgDir)
+	var haltedAt int64 = -1
+	waitFor(t, d, 90*time.Second, "the C34 pipelines to handle their records or halt", func() bool {
+		r, _ := d.readyz(t)
+		for _, p := range r.Pipelines {
+			if p.Pipeline == "c34-halt" && len(p.Halted) > 0 {
+				haltedAt = p.Halted[0].Offset
+			}
+		}
+		return haltedAt >= 0 && handled(t, filepath.Join(dir, "evolve")) == 8 && handled(t, filepath.Join(dir, "dead_letter")) == 8 && handled(t, filepath.Join(dir, "z")) == 1
+	})
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	if haltedAt != 4 {
+		t.Errorf("halt pipeline halted at offset %d, want 4 (the first mismatch)", haltedAt)
+	}
+
+	row := func(id int, ts any, date any, y, m, dd any) string {
+		b, _ := json.Marshal(map[string]any{"order_id": id, "created_at": ts, "event_date": date, "y": y, "m": m, "d": dd})
+		return string(b)
+	}
+	r1, r2 := row(1, 1673269200000000, "2023-01-09", 2023, 1, 9), row(2, 1704067199999999, "2023-12-31", 2023, 12, 31)
+	r3, r4, r8 := row(3, nil, nil, nil, nil, nil), row(4, 1673269200000000, "2023-01-09", 2023, 1, 9), row(8, nil, nil, nil, nil, nil)
+	want := map[string][]string{"evolve": {r1, r2, r3, r4, r8}, "dead_letter": {r1, r2, r3, r4, r8}, "halt": {r1, r2, r3, r4},
+		"z": {row(1, 1673269200000000, "2023-01-09", 2023, 1, 9)}}
+	for name, rows := range want {
+		slices.Sort(rows)
+		got := canon(t, readTable(t, s, filepath.Join(dir, name)).Rows)
+		if strings.Join(got, "\n") != strings.Join(rows, "\n") {
+			t.Errorf("%s (delta-rs)\n got %s\nwant %s", name, strings.Join(got, "\n     "), strings.Join(rows, "\n     "))
+		}
+		var sr sparkRead
+		spark.call(t, map[string]any{"op": "read", "path": filepath.Join(dir, name)}, &sr)
+		if got := canon(t, sr.Rows); strings.Join(got, "\n") != strings.Join(rows, "\n") {
+			t.Errorf("%s (Spark)\n got %s\nwant %s", name, strings.Join(got, "\n     "), strings.Join(rows, "\n     "))
+		}
+	}
+	// The three mismatches, dead-lettered with the column, the expression and both values.
+	wantDLQ := map[int64][2]string{
+		4: {"2023-01-10", "2023-01-09"},
+		5: {"NULL", "2023-01-09"},
+		6: {"2023-01-09", "NULL"},
+	}
+	for _, p := range []string{"evolve", "dead_letter"} {
+		got := map[int64]bool{}
+		for _, r := range readDLQ(t, s, dlqs[p]) {
+			var off int64
+			fmt.Sscan(r.headers["__connect.errors.offset"], &off)
+			got[off] = true
+			w, ok := wantDLQ[off]
+			msg := r.headers["__connect.errors.exception.message"]
+			if !ok || r.headers["ingestd.error.reason"] != "generated_column_mismatch" || r.headers["ingestd.error.field"] != "event_date" ||
+				!strings.Contains(msg, "event_date = "+w[0]+", but event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is "+w[1]) {
+				t.Errorf("%s: DLQ record of offset %d: reason %q field %q message %q", p, off, r.headers["ingestd.error.reason"], r.headers["ingestd.error.field"], msg)
+			}
+		}
+		if len(got) != 3 {
+			t.Errorf("%s: DLQ holds offsets %v, want 4, 5, 6", p, got)
+		}
+	}
+	for _, p := range []string{"halt", "z"} {
+		if n := len(readDLQ(t, s, dlqs[p])); n != 0 {
+			t.Errorf("%s: %d dead letters, want none", p, n)
+		}
+	}
+
+	// Spark's own insert (session zone UTC) lands in off 0's partition, with the same values.
+	dl := filepath.Join(dir, "dead_letter")
+	spark.call(t, map[string]any{"op": "sql", "query": "INSERT INTO delta.`" + dl + "` (order_id, created_at) VALUES (9, TIMESTAMP '2023-01-09 13:00:00 UTC')"}, nil)
+	var got []map[string]any
+	spark.call(t, map[string]any{"op": "sql", "query": "SELECT order_id, CAST(event_date AS STRING) AS event_date, y, m, d, input_file_name() AS f FROM delta.`" + dl + "` WHERE order_id IN (1, 9) ORDER BY order_id"}, &got)
+	if len(got) != 2 || fmt.Sprint(got[0]["event_date"], got[0]["y"], got[0]["m"], got[0]["d"]) != fmt.Sprint(got[1]["event_date"], got[1]["y"], got[1]["m"], got[1]["d"]) || got[1]["event_date"] != "2023-01-09" {
+		t.Errorf("Spark's insert and off 0: %v", got)
+	}
+	if c34Partitioned {
+		for _, r := range got {
+			if f, _ := r["f"].(string); !strings.Contains(f, "/event_date=2023-01-09/") {
+				t.Errorf("order %v in file %s, want partition event_date=2023-01-09", r["order_id"], f)
+			}
+		}
+	}
+}
+
+// canon renders rows as sorted canonical JSON.
+func canon(t *testing.T, rows []map[string]any) []string {
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// protocolOf returns the protocol action of a table's first commit, as JSON.
+func protocolOf(t *testing.T, path string) string {
+	b, err := os.ReadFile(filepath.Join(path, "_delta_log", "00000000000000000000.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, `{"protocol"`) {
+			return l
+		}
+	}
+	return ""
+}
