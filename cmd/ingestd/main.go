@@ -12,6 +12,9 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	// The IANA zone database inside the binary: generation expressions evaluated in
+	// ingestd.generation.timeZone give the same results on any host or image.
+	_ "time/tzdata"
 
 	"github.com/ingestd/ingestd/ingest"
 )

@@ -70,6 +70,19 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 	if err != nil {
 		return nil, fmt.Errorf("read table: %w", err)
 	}
+	if v, ok := a.SetProperties[deltalog.PropGenerationTimeZone]; ok {
+		gen, err := deltawriter.GeneratedColumns(snap.Schema, snap.Metadata.Configuration)
+		if err != nil {
+			return nil, fmt.Errorf("set property %s: %w", deltalog.PropGenerationTimeZone, err)
+		}
+		if _, err := deltawriter.GenerationTimeZone(map[string]string{deltalog.PropGenerationTimeZone: v}); err != nil {
+			return nil, fmt.Errorf("set property: %w", err)
+		}
+		if cur, _ := deltawriter.GenerationTimeZone(snap.Metadata.Configuration); len(gen) > 0 && cur.String() != v {
+			return nil, fmt.Errorf("set property %s=%s: the table has generated columns (%s, …) computed in %s; changing the zone would change them for new rows only. Recreate the table instead",
+				deltalog.PropGenerationTimeZone, v, gen[0].Field.Name, cur)
+		}
+	}
 	dry := snap.Schema.Clone()
 	for _, c := range a.AddColumns {
 		if dry, err = addColumn(dry, c); err != nil {
@@ -255,6 +268,9 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 	}
 	if f == nil {
 		return nil, nil, fmt.Errorf("widen %s: no such column", strings.Join(c.Path, "."))
+	}
+	if g, ok := f.Metadata[deltalog.MetaGenerationExpression].(string); ok {
+		return nil, nil, fmt.Errorf("widen %s: it is a generated column (GENERATED ALWAYS AS (%s)); its type is its expression's and cannot change", strings.Join(c.Path, "."), g)
 	}
 	if deltalog.Widening(f.Type, c.Type) == deltalog.WideningNone {
 		return nil, nil, fmt.Errorf("widen %s: %s → %s is not a Delta type widening (allowed: byte→short→int→long, float→double, byte/short/int→double, integer types→a decimal wide enough, date→timestamp_ntz, decimal precision/scale increase)", strings.Join(c.Path, "."), f.Type, c.Type)

@@ -180,3 +180,49 @@ func TestAlterWideningRules(t *testing.T) {
 		}
 	}
 }
+
+const generatedSchema = `{"type":"struct","fields":[{"name":"order_id","type":"long","nullable":true,"metadata":{}},{"name":"created_at","type":"timestamp","nullable":true,"metadata":{}},{"name":"y","type":"integer","nullable":true,"metadata":{"delta.generationExpression":"YEAR(created_at)"}}]}`
+
+// TestGeneratedColumnsDescribeAndAlter: describe and schema show generation expressions;
+// alter cannot widen a generated column or change the zone it is computed in.
+func TestGeneratedColumnsDescribeAndAlter(t *testing.T) {
+	ctx := context.Background()
+	tbl, _ := newTable(t, generatedSchema)
+	snap, _ := tbl.Snapshot(ctx)
+	d := Describe("/t", snap)
+	if len(d.GeneratedColumns) != 1 || d.GeneratedColumns["y"] != "YEAR(created_at)" {
+		t.Errorf("describe: generated columns %v", d.GeneratedColumns)
+	}
+	var out bytes.Buffer
+	WriteDetail(&out, d)
+	if !strings.Contains(out.String(), "generated columns: 1\n  y GENERATED ALWAYS AS (YEAR(created_at))\n") {
+		t.Errorf("describe output:\n%s", out.String())
+	}
+	out.Reset()
+	WriteSchema(&out, snap.Schema, snap.ColumnMapping)
+	if !strings.Contains(out.String(), "-- y: integer (nullable = true) GENERATED ALWAYS AS (YEAR(created_at))") {
+		t.Errorf("schema output:\n%s", out.String())
+	}
+	for _, tc := range []struct {
+		name string
+		a    Alter
+		want string
+	}{
+		{"widen a generated column", func() Alter {
+			c, _ := ParseColumnDef("y bigint")
+			return Alter{EnableFeatures: []string{"typeWidening"}, Widen: []ColumnDef{c}}
+		}(), "widen y: it is a generated column (GENERATED ALWAYS AS (YEAR(created_at)))"},
+		{"change the generation zone", Alter{SetProperties: map[string]string{deltalog.PropGenerationTimeZone: "Europe/Berlin"}}, "the table has generated columns (y, …) computed in UTC"},
+		{"an invalid zone", Alter{SetProperties: map[string]string{deltalog.PropGenerationTimeZone: "Nowhere/Land"}}, `ingestd.generation.timeZone="Nowhere/Land"`},
+	} {
+		if _, err := Apply(ctx, tbl, tc.a); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if snap, _ := tbl.Snapshot(ctx); snap.Version != 0 {
+		t.Errorf("a refused alter committed: version %d", snap.Version)
+	}
+	if _, err := Apply(ctx, tbl, Alter{SetProperties: map[string]string{deltalog.PropGenerationTimeZone: "UTC"}}); err != nil {
+		t.Errorf("setting the zone it already uses: %v", err)
+	}
+}

@@ -38,6 +38,9 @@ func writeFields(w io.Writer, s *deltalog.StructType, indent string, mode deltal
 		if tc, ok := f.Metadata[deltalog.MetaTypeChanges]; ok {
 			line += " typeChanges=" + mustJSON(tc)
 		}
+		if g, ok := f.Metadata[deltalog.MetaGenerationExpression].(string); ok {
+			line += " GENERATED ALWAYS AS (" + g + ")"
+		}
 		fmt.Fprintln(w, line)
 		writeNested(w, f.Type, indent+"    |", mode)
 	}
@@ -148,6 +151,9 @@ type Detail struct {
 	ReaderFeatures   []string          `json:"readerFeatures,omitempty"`
 	WriterFeatures   []string          `json:"writerFeatures,omitempty"`
 	PartitionColumns []string          `json:"partitionColumns"`
+	// GeneratedColumns are the top-level generated columns: name → generation expression
+	// (delta.generationExpression; PROTOCOL.md, "Generated Columns").
+	GeneratedColumns map[string]string `json:"generatedColumns,omitempty"`
 	Properties       map[string]string `json:"properties"`
 	NumFiles         int               `json:"numFiles"`
 	SizeInBytes      int64             `json:"sizeInBytes"`
@@ -164,6 +170,16 @@ func Describe(location string, s *deltawriter.Snapshot) Detail {
 	for _, f := range s.Files {
 		d.SizeInBytes += f.Size
 	}
+	if s.Schema != nil {
+		for _, f := range s.Schema.Fields {
+			if g, ok := f.Metadata[deltalog.MetaGenerationExpression].(string); ok {
+				if d.GeneratedColumns == nil {
+					d.GeneratedColumns = map[string]string{}
+				}
+				d.GeneratedColumns[f.Name] = g
+			}
+		}
+	}
 	return d
 }
 
@@ -177,6 +193,12 @@ func WriteDetail(w io.Writer, d Detail) {
 		fmt.Fprintf(w, "features:          reader %v, writer %v\n", d.ReaderFeatures, d.WriterFeatures)
 	}
 	fmt.Fprintf(w, "partition columns: %v\n", d.PartitionColumns)
+	if len(d.GeneratedColumns) > 0 {
+		fmt.Fprintf(w, "generated columns: %d\n", len(d.GeneratedColumns))
+		for _, k := range slices.Sorted(maps.Keys(d.GeneratedColumns)) {
+			fmt.Fprintf(w, "  %s GENERATED ALWAYS AS (%s)\n", k, d.GeneratedColumns[k])
+		}
+	}
 	keys := slices.Sorted(maps.Keys(d.Properties))
 	fmt.Fprintf(w, "properties:        %d\n", len(keys))
 	for _, k := range keys {
