@@ -287,10 +287,12 @@ func showRow(r genRow) string {
 }
 
 // TestGeneratedColumnsSpark runs the generated-column checks that need Spark in one
-// Spark session: the evaluator's property test against Spark, and CASES.md C34.
+// Spark session: the evaluator's property test against Spark, CASES.md C34, and the seed
+// scenario on tables with a generated event_date.
 func TestGeneratedColumnsSpark(t *testing.T) {
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
 	t.Run("PropertyVsSpark", func(t *testing.T) { generatedPropertyVsSpark(t, spark) })
 	t.Run("C34", func(t *testing.T) { c34(t, spark) })
+	t.Run("Seed", func(t *testing.T) { generatedSeed(t, spark) })
 }
