@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,7 +14,7 @@ import (
 
 // c34Partitioned says whether the C34 tables are partitioned by event_date (Spark's
 // PARTITIONED BY), which needs partitioned writes (issue 13, branch part).
-const c34Partitioned = false
+const c34Partitioned = true
 
 // c34 is CASES.md C34 end to end: Spark creates the tables (generated event_date, y, m,
 // d from created_at), confluent-kafka produces v1/v2 records through the real registry,
@@ -134,6 +135,39 @@ func c34(t *testing.T, spark *sparkSession) {
 	for _, p := range []string{"halt", "z"} {
 		if n := len(readDLQ(t, s, dlqs[p])); n != 0 {
 			t.Errorf("%s: %d dead letters, want none", p, n)
+		}
+	}
+
+	// Partition values and directories: one file per event_date of the flush, NULL in
+	// __HIVE_DEFAULT_PARTITION__; y, m, d are in the data files, event_date is not.
+	if c34Partitioned {
+		snap, err := openTable(t, filepath.Join(dir, "dead_letter")).Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pvs := map[string]bool{}
+		for _, a := range snap.Files {
+			pv, ok := a.PartitionValues["event_date"]
+			dirName := "event_date=__HIVE_DEFAULT_PARTITION__/"
+			key := "null"
+			if ok && pv != nil {
+				key, dirName = *pv, "event_date="+*pv+"/"
+			}
+			pvs[key] = true
+			if !ok || !strings.HasPrefix(a.Path, dirName) {
+				t.Errorf("add %s: partitionValues %v, want a file under %s", a.Path, a.PartitionValues, dirName)
+			}
+			if strings.Contains(a.Stats, "event_date") {
+				t.Errorf("add %s: stats name the partition column: %s", a.Path, a.Stats)
+			}
+			for _, c := range []string{`"y"`, `"m"`, `"d"`} {
+				if !strings.Contains(a.Stats, c) {
+					t.Errorf("add %s: stats lack the data column %s: %s", a.Path, c, a.Stats)
+				}
+			}
+		}
+		if fmt.Sprint(pvs) != "map[2023-01-09:true 2023-12-31:true null:true]" {
+			t.Errorf("partition values %v, want 2023-01-09, 2023-12-31 and null", pvs)
 		}
 	}
 
