@@ -231,7 +231,7 @@ func BenchmarkGeneratedFill(b *testing.B) {
 			first, _ := row.leaves(f.Name)
 			v := parquet.NullValue().Level(0, 0, first)
 			if f.Name == "created_at" {
-				v = parquet.Int64Value(1673269200000000 + int64(i)*3_600_000_000).Level(0, 1, first)
+				v = parquet.Int64Value(1673269200000000+int64(i)*3_600_000_000).Level(0, 1, first)
 			} else if f.Name == "order_id" {
 				v = parquet.Int64Value(int64(i)).Level(0, 1, first)
 			}

@@ -27,22 +27,24 @@ func c34(t *testing.T, spark *sparkSession) {
 	if c34Partitioned {
 		partitionBy = " PARTITIONED BY (event_date)"
 	}
-	create := func(path, tsType string) {
+	create := func(path, tsType, props string) {
 		spark.call(t, map[string]any{"op": "sql", "query": "CREATE TABLE delta.`" + path + "` (order_id BIGINT, created_at " + tsType + ", " +
 			"event_date DATE GENERATED ALWAYS AS (CAST(created_at AS DATE)), y INT GENERATED ALWAYS AS (YEAR(created_at)), " +
-			"m INT GENERATED ALWAYS AS (MONTH(created_at)), d INT GENERATED ALWAYS AS (DAY(created_at))) USING DELTA" + partitionBy}, nil)
+			"m INT GENERATED ALWAYS AS (MONTH(created_at)), d INT GENERATED ALWAYS AS (DAY(created_at))) USING DELTA" + partitionBy + props}, nil)
 	}
 	policies := []string{"evolve", "dead_letter", "halt"}
 	for _, p := range policies {
-		create(filepath.Join(dir, p), "TIMESTAMP")
+		create(filepath.Join(dir, p), "TIMESTAMP", "")
 	}
-	create(filepath.Join(dir, "z"), "TIMESTAMP_NTZ")
+	create(filepath.Join(dir, "z"), "TIMESTAMP_NTZ", "")
+	// cm: the dead_letter case on a table with column mapping (physical names differ).
+	create(filepath.Join(dir, "cm"), "TIMESTAMP", " TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
 	proto := protocolOf(t, filepath.Join(dir, "dead_letter"))
 	t.Logf("Spark's protocol for a table with generated columns: %s", proto)
 
 	topic := createTopic(t, s, "c34", 1)
 	topicZ := createTopic(t, s, "c34z", 1)
-	dlqs := map[string]string{"evolve": createTopic(t, s, "c34-evolve.dlq", 1), "dead_letter": createTopic(t, s, "c34-dl.dlq", 1), "halt": createTopic(t, s, "c34-halt.dlq", 1), "z": createTopic(t, s, "c34z.dlq", 1)}
+	dlqs := map[string]string{"evolve": createTopic(t, s, "c34-evolve.dlq", 1), "dead_letter": createTopic(t, s, "c34-dl.dlq", 1), "halt": createTopic(t, s, "c34-halt.dlq", 1), "z": createTopic(t, s, "c34z.dlq", 1), "cm": createTopic(t, s, "c34-cm.dlq", 1)}
 	ts := `{"name":"created_at","type":["null",{"type":"long","logicalType":"timestamp-micros"}],"default":null}`
 	v1 := rec("Order", `{"name":"order_id","type":"long"}`, ts)
 	v2 := rec("Order", `{"name":"order_id","type":"long"}`, ts, `{"name":"event_date","type":["null",{"type":"int","logicalType":"date"}],"default":null}`)
@@ -70,6 +72,7 @@ func c34(t *testing.T, spark *sparkSession) {
 		writePipeline(t, cfgDir, p, y)
 	}
 	writePipeline(t, cfgDir, "z", pipelineYAML("c34-z", s, topicZ, filepath.Join(dir, "z"), "dead_letter", dlqs["z"], batch))
+	writePipeline(t, cfgDir, "cm", pipelineYAML("c34-cm", s, topic, filepath.Join(dir, "cm"), "dead_letter", dlqs["cm"], batch))
 	t.Setenv("TZ", "Australia/Melbourne") // the daemon's process zone: generated values stay UTC
 	d := startDaemon(t, cfgDir)
 	var haltedAt int64 = -1
@@ -80,7 +83,7 @@ func c34(t *testing.T, spark *sparkSession) {
 				haltedAt = p.Halted[0].Offset
 			}
 		}
-		return haltedAt >= 0 && handled(t, filepath.Join(dir, "evolve")) == 8 && handled(t, filepath.Join(dir, "dead_letter")) == 8 && handled(t, filepath.Join(dir, "z")) == 1
+		return haltedAt >= 0 && handled(t, filepath.Join(dir, "evolve")) == 8 && handled(t, filepath.Join(dir, "dead_letter")) == 8 && handled(t, filepath.Join(dir, "z")) == 1 && handled(t, filepath.Join(dir, "cm")) == 8
 	})
 	if code := d.stop(t); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
@@ -95,7 +98,7 @@ func c34(t *testing.T, spark *sparkSession) {
 	}
 	r1, r2 := row(1, 1673269200000000, "2023-01-09", 2023, 1, 9), row(2, 1704067199999999, "2023-12-31", 2023, 12, 31)
 	r3, r4, r8 := row(3, nil, nil, nil, nil, nil), row(4, 1673269200000000, "2023-01-09", 2023, 1, 9), row(8, nil, nil, nil, nil, nil)
-	want := map[string][]string{"evolve": {r1, r2, r3, r4, r8}, "dead_letter": {r1, r2, r3, r4, r8}, "halt": {r1, r2, r3, r4},
+	want := map[string][]string{"evolve": {r1, r2, r3, r4, r8}, "dead_letter": {r1, r2, r3, r4, r8}, "cm": {r1, r2, r3, r4, r8}, "halt": {r1, r2, r3, r4},
 		"z": {row(1, 1673269200000000, "2023-01-09", 2023, 1, 9)}}
 	for name, rows := range want {
 		slices.Sort(rows)
@@ -115,7 +118,7 @@ func c34(t *testing.T, spark *sparkSession) {
 		5: {"NULL", "2023-01-09"},
 		6: {"2023-01-09", "NULL"},
 	}
-	for _, p := range []string{"evolve", "dead_letter"} {
+	for _, p := range []string{"evolve", "dead_letter", "cm"} {
 		got := map[int64]bool{}
 		for _, r := range readDLQ(t, s, dlqs[p]) {
 			var off int64

@@ -157,4 +157,3 @@ func sortedCopy(s []string) []string {
 	}
 	return out
 }
-

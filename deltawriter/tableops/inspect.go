@@ -142,15 +142,15 @@ func stringMap(v any) map[string]string {
 
 // Detail is what `ingestd table describe` shows.
 type Detail struct {
-	Location         string            `json:"location"`
-	Version          int64             `json:"version"`
-	ID               string            `json:"id"`
-	Name             string            `json:"name,omitempty"`
-	MinReaderVersion int               `json:"minReaderVersion"`
-	MinWriterVersion int               `json:"minWriterVersion"`
-	ReaderFeatures   []string          `json:"readerFeatures,omitempty"`
-	WriterFeatures   []string          `json:"writerFeatures,omitempty"`
-	PartitionColumns []string          `json:"partitionColumns"`
+	Location         string   `json:"location"`
+	Version          int64    `json:"version"`
+	ID               string   `json:"id"`
+	Name             string   `json:"name,omitempty"`
+	MinReaderVersion int      `json:"minReaderVersion"`
+	MinWriterVersion int      `json:"minWriterVersion"`
+	ReaderFeatures   []string `json:"readerFeatures,omitempty"`
+	WriterFeatures   []string `json:"writerFeatures,omitempty"`
+	PartitionColumns []string `json:"partitionColumns"`
 	// GeneratedColumns are the top-level generated columns: name → generation expression
 	// (delta.generationExpression; PROTOCOL.md, "Generated Columns").
 	GeneratedColumns map[string]string `json:"generatedColumns,omitempty"`
