@@ -343,7 +343,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			fresh = append(fresh, it.rec)
 		case routeDeadLetter:
 			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: why.fail.Reason,
-				Field: why.fail.Field, Message: why.message, SchemaID: it.schemaID(), TableVersion: t.version, Ack: f.ackOf(it.rec)})
+				Field: why.fail.Field, Message: why.message, Details: why.fail.Details, SchemaID: it.schemaID(), TableVersion: t.version, Ack: f.ackOf(it.rec)})
 		case routeCut:
 			out.cutAt[topicPartition{it.rec.Topic, it.rec.Partition}] = it.rec.Offset
 		case routeHalt:

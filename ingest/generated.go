@@ -208,7 +208,7 @@ func (g *generatedFill) fill(_ *kgo.Record, row *rowView) error {
 		}
 		want, err := c.Expr.Eval(c.args)
 		if err != nil {
-			return &decode.Error{Reason: decode.ReasonGeneratedColumnMismatch, Field: name,
+			return &decode.Error{Reason: decode.ReasonGeneratedColumnMismatch, Field: name, Details: map[string]string{"expression": c.Expr.String()},
 				Err: fmt.Errorf("generated column %s GENERATED ALWAYS AS (%s) cannot be computed for this record: %w", name, c.Expr, err)}
 		}
 		want.Type = c.Field.Type // an integer result widened into a long column keeps its value
@@ -223,6 +223,7 @@ func (g *generatedFill) fill(_ *kgo.Record, row *rowView) error {
 			}
 			if !expr.NullSafeEqual(got, want) {
 				return &decode.Error{Reason: decode.ReasonGeneratedColumnMismatch, Field: name,
+					Details: map[string]string{"expression": c.Expr.String(), "value": got.String(), "expected": want.String()},
 					Err: fmt.Errorf("the record supplies %s = %s, but %s GENERATED ALWAYS AS (%s) is %s for it (null-safe equality, Spark's <=>; generation time zone %s)",
 						name, got, name, c.Expr, want, g.tz)}
 			}

@@ -187,6 +187,9 @@ func TestC34Fill(t *testing.T) {
 			var de *decode.Error
 			if !errors.As(err, &de) || de.Reason != decode.ReasonGeneratedColumnMismatch || de.Field != "event_date" || !strings.Contains(err.Error(), c.want.err) {
 				t.Errorf("off %d: error %v, want generated_column_mismatch at event_date: %q", c.off, err, c.want.err)
+			} else if de.Details["expression"] != "CAST(created_at AS DATE)" || !strings.Contains(c.want.err, "supplies event_date = "+de.Details["value"]+",") ||
+				!strings.HasSuffix(c.want.err, " is "+de.Details["expected"]) {
+				t.Errorf("off %d: details %v", c.off, de.Details)
 			}
 			continue
 		}

@@ -127,8 +127,9 @@ func c34(t *testing.T, spark *sparkSession) {
 			w, ok := wantDLQ[off]
 			msg := r.headers["__connect.errors.exception.message"]
 			if !ok || r.headers["ingestd.error.reason"] != "generated_column_mismatch" || r.headers["ingestd.error.field"] != "event_date" ||
-				!strings.Contains(msg, "event_date = "+w[0]+", but event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is "+w[1]) {
-				t.Errorf("%s: DLQ record of offset %d: reason %q field %q message %q", p, off, r.headers["ingestd.error.reason"], r.headers["ingestd.error.field"], msg)
+				!strings.Contains(msg, "event_date = "+w[0]+", but event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is "+w[1]) ||
+				r.headers["ingestd.error.expression"] != "CAST(created_at AS DATE)" || r.headers["ingestd.error.value"] != w[0] || r.headers["ingestd.error.expected"] != w[1] {
+				t.Errorf("%s: DLQ record of offset %d: headers %v", p, off, r.headers)
 			}
 		}
 		if len(got) != 3 {

@@ -51,6 +51,10 @@ type Error struct {
 	Reason string
 	Field  string
 	Err    error
+	// Details are more named facts of the failure, each an ingestd.error.<name> header of
+	// its dead letter (generated_column_mismatch: expression, value, expected); nil for
+	// most reasons.
+	Details map[string]string
 }
 
 func (e *Error) Error() string {

@@ -12,6 +12,7 @@ package dlq
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,12 +32,18 @@ const (
 	HeaderConnectStage     = "__connect.errors.stage"
 	HeaderReason           = "ingestd.error.reason"
 	HeaderField            = "ingestd.error.field"
-	HeaderTable            = "ingestd.error.table"
-	HeaderPipeline         = "ingestd.error.pipeline"
-	HeaderTableVersion     = "ingestd.error.table_version"
-	HeaderSchemaID         = "ingestd.error.schema_id"
-	HeaderTime             = "ingestd.error.time"
-	HeaderReplayCount      = "ingestd.replay.count"
+	// HeaderExpression, HeaderValue and HeaderExpected are a generated_column_mismatch's
+	// generation expression, the value the record supplies and the expression's result
+	// (SQL text: dates yyyy-MM-dd, NULL), from DeadLetter.Details.
+	HeaderExpression   = "ingestd.error.expression"
+	HeaderValue        = "ingestd.error.value"
+	HeaderExpected     = "ingestd.error.expected"
+	HeaderTable        = "ingestd.error.table"
+	HeaderPipeline     = "ingestd.error.pipeline"
+	HeaderTableVersion = "ingestd.error.table_version"
+	HeaderSchemaID     = "ingestd.error.schema_id"
+	HeaderTime         = "ingestd.error.time"
+	HeaderReplayCount  = "ingestd.replay.count"
 	// HeaderCommitID is commitInfo.txnId of the Delta commit meant to acknowledge the dead
 	// letter (move HeaderTxnAppID's txn to HeaderTxnVersion or past it).
 	HeaderCommitID = "ingestd.commit.id"
@@ -96,14 +103,17 @@ func AckOf(r *kgo.Record) (a Ack, tableVersion int64, ok bool) {
 
 // DeadLetter describes why one record goes to the dead-letter topic.
 type DeadLetter struct {
-	Pipeline     string      // the pipeline that dead-lettered it (replay takes only its own)
-	Rec          *kgo.Record // the record as read: key, value, headers are kept untouched
-	Reason       string      // a stable code of Reasons
-	Field        string      // path (`a.b`, `items[].qty`, `m{}.v`), "" if not about one field
-	Message      string      // for a person
-	SchemaID     int         // the record's writer schema id; -1 when unknown
-	TableVersion int64       // the table version the record was checked against; -1: no table
-	Ack          Ack         // the commit that acknowledges it
+	Pipeline string      // the pipeline that dead-lettered it (replay takes only its own)
+	Rec      *kgo.Record // the record as read: key, value, headers are kept untouched
+	Reason   string      // a stable code of Reasons
+	Field    string      // path (`a.b`, `items[].qty`, `m{}.v`), "" if not about one field
+	Message  string      // for a person
+	// Details become ingestd.error.<name> headers, in name order (decode.Error.Details:
+	// e.g. a generated column's expression, the supplied value and the computed one).
+	Details      map[string]string
+	SchemaID     int   // the record's writer schema id; -1 when unknown
+	TableVersion int64 // the table version the record was checked against; -1: no table
+	Ack          Ack   // the commit that acknowledges it
 }
 
 // Record builds the dead-letter record for topic: key, value and timestamp untouched; the
@@ -132,6 +142,9 @@ func (d DeadLetter) Record(topic, table string, now time.Time) *kgo.Record {
 	add(HeaderConnectStage, connectStage(d.Reason))
 	add(HeaderReason, d.Reason)
 	add(HeaderField, d.Field)
+	for _, k := range slices.Sorted(maps.Keys(d.Details)) {
+		add("ingestd.error."+k, d.Details[k])
+	}
 	add(HeaderTable, table)
 	if d.Pipeline != "" {
 		add(HeaderPipeline, d.Pipeline)

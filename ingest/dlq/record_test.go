@@ -114,3 +114,27 @@ func TestSuperseded(t *testing.T) {
 		t.Error("Carried shares the header slice")
 	}
 }
+
+// TestDLQRecordDetails: a generated_column_mismatch's details become ingestd.error.*
+// headers (expression, value, expected), dropped when the record re-fails otherwise.
+func TestDLQRecordDetails(t *testing.T) {
+	src := &kgo.Record{Topic: "orders", Partition: 0, Offset: 4, Value: []byte{0, 0, 0, 0, 7}}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	r := DeadLetter{Rec: src, Reason: "generated_column_mismatch", Field: "event_date", Message: "m", SchemaID: 7, TableVersion: 3,
+		Details: map[string]string{"expression": "CAST(created_at AS DATE)", "value": "2023-01-10", "expected": "2023-01-09"}}.Record("d", "t", now)
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	if got[HeaderExpression] != "CAST(created_at AS DATE)" || got[HeaderValue] != "2023-01-10" || got[HeaderExpected] != "2023-01-09" ||
+		got[HeaderField] != "event_date" || got[HeaderConnectClass] != "ingestd.GeneratedColumnMismatchError" || got[HeaderConnectStage] != "TASK_PUT" {
+		t.Errorf("headers %v", got)
+	}
+	r.Topic, r.Offset = "d", 0
+	again := DeadLetter{Rec: r, Reason: "bad_magic", Message: "m2", SchemaID: -1, TableVersion: 4}.Record("d", "t", now)
+	for _, h := range again.Headers {
+		if h.Key == HeaderExpression || h.Key == HeaderValue || h.Key == HeaderExpected {
+			t.Errorf("re-failed record keeps %s", h.Key)
+		}
+	}
+}
