@@ -60,8 +60,21 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cfgs[0]
-	if c.Kafka.Group != "ingestd-orders-silver" || c.Kafka.StartOffset != "earliest" || c.Batch.MaxAge != 10*time.Second || c.Batch.MaxRecords != 100000 {
+	if c.Kafka.Group != "ingestd-orders-silver" || c.Kafka.StartOffset != "earliest" || c.Batch.MaxAge != 10*time.Second || c.Batch.MaxRecords != 100000 ||
+		c.Batch.MaxOpenPartitions != 256 {
 		t.Fatalf("defaults: %+v %+v", c.Kafka, c.Batch)
+	}
+}
+
+// TestConfigPartitionBy: table.partition_by is accepted (issue 13), in the YAML's order.
+func TestConfigPartitionBy(t *testing.T) {
+	cfgs, err := LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "create: true", "create: true, partition_by: [event_date, region]", 1)+
+		"batch: {max_open_partitions: 32}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfgs[0]; strings.Join(c.Table.PartitionBy, ",") != "event_date,region" || c.Batch.MaxOpenPartitions != 32 {
+		t.Fatalf("partition_by %v, max_open_partitions %d; want [event_date region], 32", c.Table.PartitionBy, c.Batch.MaxOpenPartitions)
 	}
 }
 
@@ -88,6 +101,10 @@ func TestConfigErrors(t *testing.T) {
 		{"duration without a unit", goodConfig + "batch: {max_age: 2}\n",
 			[]string{"p.yaml:7: ", `max_age: "2" is not a duration such as 10s`}},
 		{"empty file names the file", "", []string{"p.yaml: name is missing"}},
+		{"partition column listed twice", strings.Replace(goodConfig, "create: true", "create: true, partition_by: [event_date, EVENT_DATE]", 1),
+			[]string{"p.yaml:4: ", `table.partition_by: column "EVENT_DATE" is listed twice`, "fix: list each partition column once"}},
+		{"negative max_open_partitions", goodConfig + "batch: {max_open_partitions: -1}\n",
+			[]string{"p.yaml:7: ", "batch.max_open_partitions -1 is negative"}},
 		{"all errors at once", strings.NewReplacer("policy: dead_letter", "policy: nope", "start", "x").Replace(goodConfig) +
 			"batch: {max_age: -1s}\n", []string{"schema.policy \"nope\"", "batch.max_age is negative"}},
 	}

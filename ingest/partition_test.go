@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,8 +16,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/decode"
 )
 
 // commitAdds returns, per commit version of the harness's table, its add actions.
@@ -147,3 +152,76 @@ func TestPartitionedWritesBoundedFiles(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestPartitionerPlace: rows move into their partition's buffers with the narrower file
+// schema's column indexes and the table-wide buffers are left empty; an empty string in
+// a NOT NULL partition column is a not_null_violation; the limit refuses a new value
+// but not an open one.
+func TestPartitionerPlace(t *testing.T) {
+	ws, err := decode.ParseWriterSchema(1, rowfillAvro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := ws.Delta.Clone()
+	schema.Field("Region").Nullable = false
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := decode.Compile(ws, schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPartitioner(schema, []string{"region"}, deltalog.ColumnMappingNone, pq, row, false, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := make([][]parquet.Value, len(pq.Columns()))
+	place := func(id int64, region string) error {
+		row.begin(cols)
+		var err error
+		if cols, err = dec.Decode(rowfillRecord(t, id, &region, []string{"t"}), cols); err != nil {
+			t.Fatal(err)
+		}
+		row.cols = cols
+		err = p.place(row)
+		cols = row.cols
+		return err
+	}
+	for i, r := range []string{"US", "EU", "US"} {
+		if err := place(int64(i), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var de *decode.Error
+	if err := place(9, ""); !errors.As(err, &de) || de.Reason != decode.ReasonNotNullViolation || de.Field != "Region" {
+		t.Fatalf("empty string in NOT NULL Region: %v; want not_null_violation at Region", err)
+	}
+	if err := place(10, "APAC"); !errors.Is(err, errPartitionLimit) {
+		t.Fatalf("a third value with limit 2: %v; want errPartitionLimit", err)
+	}
+	if err := place(11, "EU"); err != nil {
+		t.Fatalf("an open value at the limit: %v", err)
+	}
+	for i, c := range cols {
+		if len(c) != 0 {
+			t.Errorf("table-wide leaf %d keeps %d values; want every row moved out", i, len(c))
+		}
+	}
+	if _, ok := p.file.Lookup("Region"); ok || len(p.file.Columns()) != len(pq.Columns())-1 {
+		t.Fatalf("file schema %v still has the partition column", p.file.Columns())
+	}
+	files := p.files()
+	if len(files) != 2 || *files[0].values["Region"] != "US" || files[0].rows != 2 || files[1].rows != 2 || files[0].dir != "Region=US" {
+		t.Fatalf("files %+v; want Region=US (2 rows), Region=EU (2 rows)", files)
+	}
+	idLeaf, _ := p.file.Lookup("id")
+	ids := files[0].cols[idLeaf.ColumnIndex]
+	if len(ids) != 2 || ids[0].Int64() != 0 || ids[1].Int64() != 2 || ids[1].Column() != idLeaf.ColumnIndex {
+		t.Fatalf("US ids %v; want [0 2] with column index %d", ids, idLeaf.ColumnIndex)
+	}
+}

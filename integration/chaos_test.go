@@ -53,6 +53,9 @@ type chaosPlan struct {
 	registryAt   time.Duration // registry outage start (30 s)
 	registryDown time.Duration
 	drain        time.Duration // after the chaos, time allowed to catch up
+	// partitioned: the records carry event_date (a date, 7 values) and the table is
+	// partitioned by it.
+	partitioned bool
 }
 
 // TestChaos runs three `ingestd run` processes in one group on one table from a
@@ -94,6 +97,41 @@ func TestChaosS3(t *testing.T) {
 		killEvery: [2]time.Duration{3 * time.Second, 6 * time.Second}, brokerAt: 6 * time.Second,
 		registryAt: 15 * time.Second, registryDown: 10 * time.Second, drain: 3 * time.Minute}
 	runChaos(t, s, plan, &o)
+}
+
+// TestChaosPartitioned is TestChaos's short run on a table partitioned by event_date
+// (7 dates, one data file per date per flush): the same kills, broker restart and
+// registry outage on 20,000 records; exactly once by id (delta-rs and Spark), every pill
+// dead-lettered, txns at the end offsets, no data file added twice, and every file in
+// its date's directory with its partition value.
+func TestChaosPartitioned(t *testing.T) {
+	s := need(t)
+	if testing.Short() {
+		t.Skip("chaos test skipped in -short mode")
+	}
+	plan := chaosPlan{records: 20_000, pillEvery: 499, produceFor: 25 * time.Second, chaosFor: 30 * time.Second,
+		killEvery: [2]time.Duration{3 * time.Second, 6 * time.Second}, brokerAt: 6 * time.Second,
+		registryAt: 15 * time.Second, registryDown: 10 * time.Second, drain: 3 * time.Minute, partitioned: true}
+	runChaos(t, s, plan, nil)
+}
+
+// checkChaosPartitions checks every add of the partitioned chaos table: one of the 7
+// dates in partitionValues, the file under event_date=<date>/.
+func checkChaosPartitions(t *testing.T, table string) {
+	t.Helper()
+	dates := map[string]int{}
+	for _, a := range logAdds(t, table) {
+		pv := a.PartitionValues["event_date"]
+		if pv == nil || len(a.PartitionValues) != 1 || !strings.HasPrefix(a.Path, "event_date="+*pv+"/part-") {
+			t.Errorf("add %s with partitionValues %v: want one event_date and its directory", a.Path, pvMap(a.PartitionValues))
+			continue
+		}
+		dates[*pv]++
+	}
+	if len(dates) != 7 || dates["2025-12-01"] == 0 || dates["2025-12-07"] == 0 {
+		t.Errorf("files per date %v; want the 7 dates 2025-12-01 … 2025-12-07", dates)
+	}
+	t.Logf("files per date: %v", dates)
 }
 
 // runChaos runs one chaos plan with the table on local disk (store nil; Spark reads it
@@ -146,7 +184,15 @@ func runChaos(t *testing.T, s stack, plan chaosPlan, store *objectStore) {
 	}
 	var ids [2]int
 	var schemas [2]avro.Schema
-	for i, text := range []string{chaosV1, chaosV2} {
+	texts := []string{chaosV1, chaosV2}
+	if plan.partitioned {
+		for i := range texts {
+			texts[i] = strings.Replace(texts[i], `{"name":"amount","type":"double"}`,
+				`{"name":"amount","type":"double"},
+  {"name":"event_date","type":{"type":"int","logicalType":"date"}}`, 1)
+		}
+	}
+	for i, text := range texts {
 		ss, err := src.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
 		if err != nil {
 			t.Fatalf("register schema v%d: %v", i+1, err)
@@ -166,10 +212,14 @@ func runChaos(t *testing.T, s stack, plan chaosPlan, store *objectStore) {
 	}
 	cfgDir := filepath.Join(dir, "configs")
 	mustMkdir(t, cfgDir)
+	partitionBy := ""
+	if plan.partitioned {
+		partitionBy = ", partition_by: [event_date]"
+	}
 	writePipeline(t, cfgDir, "chaos", fmt.Sprintf(`name: chaos
 kafka: {brokers: [%q], topics: [%s], group: chaos-%s, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
-table: {uri: %q, create: true}
+table: {uri: %q, create: true`+partitionBy+`}
 schema: {policy: evolve, on_incompatible: halt}
 dead_letter: {topic: %s}
 batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
@@ -203,6 +253,9 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 						v = 1
 					}
 					row := map[string]any{"id": int64(id), "customer": fmt.Sprintf("c-%d", id%97), "amount": float64(id) / 4}
+					if plan.partitioned {
+						row["event_date"] = int32(20423 + id%7) // 2025-12-01 … 2025-12-07
+					}
 					if v == 1 {
 						row["channel"] = "web"
 					}
@@ -396,6 +449,9 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 	}
 	if dup := duplicateAdds(t, table); len(dup) > 0 {
 		t.Errorf("data files added more than once across the log: %v", dup)
+	}
+	if plan.partitioned {
+		checkChaosPartitions(t, table)
 	}
 
 	// Spark reads every good id exactly once too (local tables).
