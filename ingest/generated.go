@@ -125,13 +125,10 @@ func checkGeneratedConfig(cfg *Config, schema *deltalog.StructType) error {
 		src := cfg.Table.GeneratedColumns[name]
 		where := fmt.Sprintf("%s:%d: table.generated_columns.%s", cfg.File, cfg.line("$.table.generated_columns."+name), name)
 		f := schema.FieldByKey(name)
-		got, _ := func() (string, bool) {
-			if f == nil {
-				return "", false
-			}
-			s, ok := f.Metadata[deltalog.MetaGenerationExpression].(string)
-			return s, ok
-		}()
+		var got string // the table's expression for the column, "" when it has none
+		if f != nil {
+			got, _ = f.Metadata[deltalog.MetaGenerationExpression].(string)
+		}
 		switch {
 		case f == nil || got == "":
 			missing := []string{}
