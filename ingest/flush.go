@@ -297,6 +297,10 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if err != nil {
 				return err
 			}
+			if len(b.fills) == 0 && b.parts == nil {
+				b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols)
+				return err // the row stays in b.cols: nothing to fill or move
+			}
 			b.row.begin(b.cols)
 			b.row.writer = it.ws.Delta
 			if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {

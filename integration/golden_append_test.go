@@ -412,7 +412,7 @@ func TestGoldenAppend(t *testing.T) {
 			var before sparkRead
 			spark.call(t, map[string]any{"op": "read", "path": r.orig}, &before)
 			old := canonJSONRows(t, before.Rows)
-			if len(old) == 0 {
+			if len(old) == 0 && !gc.empty {
 				t.Fatal("Spark read no rows from the original")
 			}
 			if r.deltaRSBefore != nil && !slices.Equal(old, r.deltaRSBefore) {
