@@ -37,6 +37,13 @@ const (
 	ReasonSchemaMismatch   = "schema_mismatch"    // writer type cannot be written losslessly to the column
 	ReasonNotNullViolation = "not_null_violation" // null for a NOT NULL column
 	ReasonUnsupportedType  = "unsupported_type"   // writer schema not representable in Delta
+	// ReasonKeyDecodeError: the record key cannot be written to _kafka_key in the
+	// configured table.key_format (not UTF-8 for string; empty, not Confluent-framed, an
+	// unknown schema id, undecodable or not fitting the column for avro).
+	ReasonKeyDecodeError = "key_decode_error"
+	// ReasonKafkaColumnCollision: the value's writer schema has a field named like a
+	// configured Kafka column (case-insensitively), which ingestd fills from the record.
+	ReasonKafkaColumnCollision = "kafka_column_collision"
 )
 
 // Error is a permanent decode failure for one record (or for every record of one writer
