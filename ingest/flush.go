@@ -231,6 +231,8 @@ type prepared struct {
 	pq     *parquet.Schema
 	key    string // decoder cache key of schema and cm
 	cols   [][]parquet.Value
+	fills  []columnFill // run on every decoded row, in order (fillsFor)
+	row    *rowView     // the row being decoded and filled
 }
 
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
@@ -254,6 +256,12 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		return nil, fmt.Errorf("encode table schema: %w", err)
 	}
 	b.key = string(b.cm) + string(js)
+	if b.fills, err = fillsFor(f.cfg, b.schema, b.cm, b.pq); err != nil {
+		return nil, err
+	}
+	if b.row, err = newRowView(b.schema, b.cm, b.pq); err != nil {
+		return nil, err
+	}
 	// The previous flush has returned: WriteDataFile keeps no values and dead letters hold
 	// Kafka records, so nothing references the previous batch's values.
 	f.arena.Reset()
@@ -279,8 +287,18 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if err != nil {
 				return err
 			}
-			b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols)
-			return err
+			b.row.begin(b.cols)
+			if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {
+				return err // DecodeWith appended nothing
+			}
+			b.row.cols = b.cols
+			for _, fl := range b.fills {
+				if err := fl.fill(it.rec, b.row); err != nil {
+					b.row.drop()
+					return err
+				}
+			}
+			return nil
 		}}
 	res := rt.route(items)
 	if b.cols != nil {

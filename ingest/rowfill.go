@@ -1,0 +1,166 @@
+package ingest
+
+import (
+	"fmt"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+)
+
+// columnFill computes or checks columns of one record after its value is decoded
+// (generated columns, Kafka columns). fill reads and writes the record's row through
+// row. A *decode.Error return rejects that record only: it is routed by its Reason like
+// any decode failure (rules.onFailure), and the flusher removes the row's values from the
+// buffers (rowView.drop). Any other error is routed as decode.ReasonDecodeError.
+//
+// The flusher runs a flush's fills (fillsFor) in order after every successful decode,
+// then reads the partition values from the row (partitioner.place).
+type columnFill interface {
+	fill(rec *kgo.Record, row *rowView) error
+}
+
+// fillsFor returns the column fills of a flush whose final table schema is schema, under
+// column mapping mode cm, with Parquet schema pq (from deltawriter.ParquetSchema): Kafka
+// columns first, then generated columns (a generated column may derive from
+// _kafka_timestamp). It returns none for a table without such columns. Errors: a column
+// the configuration asks for that the schema cannot hold (each constructor names it).
+func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema) ([]columnFill, error) {
+	_ = cfg
+	_, _, _ = schema, cm, pq
+	var fills []columnFill
+	// Kafka columns (table.kafka_columns) go here, then generated columns
+	// (table.generated_columns).
+	return fills, nil
+}
+
+// topColumn is a top-level column of the table schema: its field and the range of its
+// leaf columns in the Parquet schema (Columns() order).
+type topColumn struct {
+	field       *deltalog.StructField
+	first, n    int
+	primitive   bool // field.Type is a deltalog.PrimitiveType: one leaf, one value per row
+	maxDefLevel int  // of its single leaf when primitive (1: top-level fields are OPTIONAL)
+}
+
+// rowView is the values one record appended to the flush's column buffers: for leaf
+// column i (parquet schema Columns() order), cols[i][mark[i]:]. Top-level columns are
+// looked up by logical name, matched as Delta does (deltalog.NameKey).
+//
+// Levels: every top-level field is OPTIONAL (deltawriter.ParquetSchema), so a top-level
+// primitive has repetition level 0 and definition level 1 when set, 0 when null; its
+// value's column index is its leaf index.
+type rowView struct {
+	cols   [][]parquet.Value
+	mark   []int
+	byName map[string]topColumn // deltalog.NameKey(logical name) → column
+}
+
+// newRowView indexes the top-level columns of schema in pq (its Parquet schema under
+// column mapping mode cm). Errors: a top-level field that pq lacks.
+func newRowView(schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema) (*rowView, error) {
+	r := &rowView{mark: make([]int, len(pq.Columns())), byName: map[string]topColumn{}}
+	first := map[string][2]int{} // physical name → first leaf, leaves
+	i := 0
+	for _, f := range pq.Fields() {
+		n := leafCount(f)
+		first[f.Name()] = [2]int{i, n}
+		i += n
+	}
+	for _, f := range schema.Fields {
+		rg, ok := first[f.PhysicalName(cm)]
+		if !ok {
+			return nil, fmt.Errorf("index column %q: the Parquet schema has no field %q", f.Name, f.PhysicalName(cm))
+		}
+		_, prim := f.Type.(deltalog.PrimitiveType)
+		r.byName[deltalog.NameKey(f.Name)] = topColumn{field: f, first: rg[0], n: rg[1], primitive: prim, maxDefLevel: 1}
+	}
+	return r, nil
+}
+
+func leafCount(n parquet.Node) int {
+	if n.Leaf() {
+		return 1
+	}
+	c := 0
+	for _, f := range n.Fields() {
+		c += leafCount(f)
+	}
+	return c
+}
+
+// begin marks the current end of every buffer of cols: the next record's row starts there.
+func (r *rowView) begin(cols [][]parquet.Value) {
+	r.cols = cols
+	for i, c := range cols {
+		r.mark[i] = len(c)
+	}
+}
+
+// drop removes the row's values from every buffer, restoring them to begin's state.
+func (r *rowView) drop() {
+	for i := range r.cols {
+		clear(r.cols[i][r.mark[i]:])
+		r.cols[i] = r.cols[i][:r.mark[i]]
+	}
+}
+
+// leaf returns this record's values of leaf column i (one per value, with levels).
+func (r *rowView) leaf(i int) []parquet.Value { return r.cols[i][r.mark[i]:] }
+
+// replace replaces this record's values of leaf column i with vs; each value keeps its
+// repetition and definition levels and gets column index i.
+func (r *rowView) replace(i int, vs ...parquet.Value) {
+	c := r.cols[i][:r.mark[i]]
+	for _, v := range vs {
+		c = append(c, v.Level(v.RepetitionLevel(), v.DefinitionLevel(), i))
+	}
+	r.cols[i] = c
+}
+
+// column returns the top-level column named name (logical name, Delta's matching).
+func (r *rowView) column(name string) (topColumn, bool) {
+	c, ok := r.byName[deltalog.NameKey(name)]
+	return c, ok
+}
+
+// top returns this record's value of the top-level primitive column name (a null
+// value IsNull), with its field; ok is false when the table has no such primitive column.
+func (r *rowView) top(name string) (parquet.Value, deltalog.StructField, bool) {
+	c, ok := r.column(name)
+	if !ok || !c.primitive {
+		return parquet.Value{}, deltalog.StructField{}, false
+	}
+	vs := r.leaf(c.first)
+	if len(vs) != 1 {
+		return parquet.Value{}, *c.field, false
+	}
+	return vs[0], *c.field, true
+}
+
+// setTop sets this record's value of the top-level primitive column name to v (v.IsNull:
+// null); repetition level, definition level and column index are filled in. It returns
+// an error when the table has no such primitive column.
+func (r *rowView) setTop(name string, v parquet.Value) error {
+	c, ok := r.column(name)
+	if !ok || !c.primitive {
+		return fmt.Errorf("set column %q: the table has no top-level primitive column of that name", name)
+	}
+	def := c.maxDefLevel
+	if v.IsNull() {
+		def = 0
+	}
+	r.cols[c.first] = append(r.cols[c.first][:r.mark[c.first]], v.Level(0, def, c.first))
+	return nil
+}
+
+// leaves returns the leaf range [first, first+n) of the top-level column name of any type;
+// n is 0 when the table has no such column.
+func (r *rowView) leaves(name string) (first, n int) {
+	c, ok := r.column(name)
+	if !ok {
+		return 0, 0
+	}
+	return c.first, c.n
+}
