@@ -136,6 +136,11 @@ type kafkaFill struct {
 	hdrValue  parquet.LeafColumn
 	decs      map[int]*kafkacols.KeyDecoder
 	decErrs   map[int]error
+
+	// scratch, reused across records (replace copies the values into the buffers)
+	entries    []kafkacols.Header
+	keys, vals []parquet.Value
+	topics     map[string][]byte // topic name bytes, shared by the rows of a topic
 }
 
 // newKafkaFill builds the Kafka columns' fill for table schema (Parquet schema pq under
@@ -187,7 +192,15 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		}
 		return row.setTop(kafkacols.Column(c), v)
 	}
-	if err := set(kafkacols.Topic, parquet.ByteArrayValue([]byte(topic))); err != nil {
+	tb, ok := k.topics[topic]
+	if !ok && k.has(kafkacols.Topic) {
+		if k.topics == nil {
+			k.topics = map[string][]byte{}
+		}
+		tb = []byte(topic)
+		k.topics[topic] = tb
+	}
+	if err := set(kafkacols.Topic, parquet.ByteArrayValue(tb)); err != nil {
 		return err
 	}
 	if err := set(kafkacols.Partition, parquet.Int32Value(partition)); err != nil {
@@ -214,26 +227,27 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 func (k *kafkaFill) fillHeaders(hs []kgo.RecordHeader, row *rowView) {
 	ki, vi := k.hdrKey.ColumnIndex, k.hdrValue.ColumnIndex
 	kd, vd, rep := k.hdrKey.MaxDefinitionLevel, k.hdrValue.MaxDefinitionLevel, k.hdrKey.MaxRepetitionLevel
-	entries := kafkacols.HeaderMap(hs)
+	k.entries = kafkacols.AppendHeaderMap(k.entries[:0], hs)
+	entries := k.entries
 	if len(entries) == 0 {
 		row.replace(ki, parquet.NullValue().Level(0, kd-1, ki))
 		row.replace(vi, parquet.NullValue().Level(0, kd-1, vi))
 		return
 	}
-	keys := make([]parquet.Value, len(entries))
-	vals := make([]parquet.Value, len(entries))
+	keys, vals := k.keys[:0], k.vals[:0]
 	for j, e := range entries {
 		r := 0
 		if j > 0 {
 			r = rep
 		}
-		keys[j] = parquet.ByteArrayValue([]byte(e.Key)).Level(r, kd, ki)
+		keys = append(keys, parquet.ByteArrayValue([]byte(e.Key)).Level(r, kd, ki))
 		if e.Value == nil {
-			vals[j] = parquet.NullValue().Level(r, vd-1, vi)
+			vals = append(vals, parquet.NullValue().Level(r, vd-1, vi))
 		} else {
-			vals[j] = parquet.ByteArrayValue(e.Value).Level(r, vd, vi)
+			vals = append(vals, parquet.ByteArrayValue(e.Value).Level(r, vd, vi))
 		}
 	}
+	k.keys, k.vals = keys, vals
 	row.replace(ki, keys...)
 	row.replace(vi, vals...)
 }

@@ -163,3 +163,35 @@ func TestKafkaFillAvroKeyErrors(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKafkaFill is the per-record cost of the Kafka columns (every column, bytes
+// key, three headers with a repeat) on top of a one-column value decode: the decode alone
+// (none) beside decode + fill (all), in one run.
+func BenchmarkKafkaFill(b *testing.B) {
+	t := &testing.T{}
+	dec, pq, row, kf := kafkaFillSetup(t, kafkacols.KeyBytes)
+	rec := &kgo.Record{Topic: "orders", Partition: 3, Offset: 12, Timestamp: time.Unix(1_700_000_000, 0), Key: []byte("order-000042"),
+		Headers: []kgo.RecordHeader{{Key: "x-tag", Value: []byte("tag1")}, {Key: "x-tag", Value: []byte("tag2")}, {Key: "trace-id", Value: []byte("4bf92f3577b34da6a3ce929d0e0e4736")}}}
+	for _, fill := range []bool{false, true} {
+		name := map[bool]string{false: "none", true: "all"}[fill]
+		b.Run(name, func(b *testing.B) {
+			cols := make([][]parquet.Value, len(pq.Columns()))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if i%4096 == 0 {
+					for c := range cols {
+						cols[c] = cols[c][:0]
+					}
+				}
+				row.begin(cols)
+				cols, _ = dec.Decode([]byte{0x54}, cols)
+				row.cols = cols
+				if fill {
+					if err := kf.fill(rec, row); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -193,17 +193,40 @@ type Header struct {
 // null value stays nil. No headers: an empty (non-nil) map, never NULL. The record, and
 // its dead-letter copy, keep every header in order; only the column folds repeats.
 func HeaderMap(hs []kgo.RecordHeader) []Header {
-	out := make([]Header, 0, len(hs))
-	at := make(map[string]int, len(hs))
+	return AppendHeaderMap(make([]Header, 0, len(hs)), hs)
+}
+
+// AppendHeaderMap is HeaderMap appending to dst (reused by the caller across records).
+func AppendHeaderMap(dst []Header, hs []kgo.RecordHeader) []Header {
+	base := len(dst)
+	var at map[string]int // only for many headers; a few are searched linearly
+	if len(hs) > 16 {
+		at = make(map[string]int, len(hs))
+	}
 	for _, h := range hs {
-		if i, ok := at[h.Key]; ok {
-			out[i].Value = h.Value
+		i := -1
+		if at != nil {
+			if j, ok := at[h.Key]; ok {
+				i = j
+			}
+		} else {
+			for j := base; j < len(dst); j++ {
+				if dst[j].Key == h.Key {
+					i = j
+					break
+				}
+			}
+		}
+		if i >= 0 {
+			dst[i].Value = h.Value
 			continue
 		}
-		at[h.Key] = len(out)
-		out = append(out, Header{Key: h.Key, Value: h.Value})
+		if at != nil {
+			at[h.Key] = len(dst)
+		}
+		dst = append(dst, Header{Key: h.Key, Value: h.Value})
 	}
-	return out
+	return dst
 }
 
 // StringKey checks a key for key_format string: nil (a null key) and valid UTF-8 pass;
