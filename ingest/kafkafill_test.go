@@ -12,6 +12,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
@@ -193,5 +194,30 @@ func BenchmarkKafkaFill(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A replay fills the Kafka columns from the original record the dead letter keeps: its
+// source topic, partition, offset and headers, not the DLQ's.
+func TestKafkaFillReplayUsesOriginal(t *testing.T) {
+	dec, pq, row, kf := kafkaFillSetup(t, kafkacols.KeyBytes)
+	kf.state.replay = true
+	src := &kgo.Record{Topic: "orders", Partition: 3, Offset: 12, Key: []byte("k1"), Timestamp: time.UnixMilli(1_700_000_000_123),
+		Headers: []kgo.RecordHeader{{Key: "x-tag", Value: []byte("tag1")}, {Key: "x-tag", Value: []byte("tag2")}}}
+	dl := dlq.DeadLetter{Rec: src, Reason: decode.ReasonSchemaMismatch, SchemaID: 101, TableVersion: 1, Ack: dlq.Ack{CommitID: "c", TxnAppID: "a-orders-3", TxnVersion: 12}}
+	r := dl.Record("orders.dlq", "orders", time.Now())
+	r.Partition, r.Offset = 0, 77 // where the dead letter sits in the DLQ
+	cols := make([][]parquet.Value, len(pq.Columns()))
+	row.begin(cols)
+	cols, _ = dec.Decode([]byte{2}, cols)
+	row.cols = cols
+	if err := kf.fill(r, row); err != nil {
+		t.Fatal(err)
+	}
+	col := func(path ...string) []parquet.Value { lc, _ := pq.Lookup(path...); return row.leaf(lc.ColumnIndex) }
+	got := fmt.Sprintf("%s %s %s %s %s %s", leafString(col("_kafka_topic")), leafString(col("_kafka_partition")), leafString(col("_kafka_offset")),
+		leafString(col("_kafka_headers", "key_value", "key")), leafString(col("_kafka_headers", "key_value", "value")), leafString(col("_kafka_timestamp")))
+	if want := `"orders"(0,1) 3(0,1) 12(0,1) "x-tag"(0,2) "tag2"(0,3) 1700000000123000(0,1)`; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,8 +24,9 @@ import (
 
 // TestKafkaColumnsC36 is CASES.md C36 on the real broker and registry: one topic read by
 // three pipelines, one per table.key_format (bytes under dead_letter, string under halt,
-// avro under evolve with on_incompatible dead_letter), each into its own table with
-// every Kafka column. Partition 3 holds ten filler records (offsets 0..9, null keys, no
+// avro under evolve with on_incompatible dead_letter, and column mapping name, so the key
+// struct is written and read through physical names), each into its own table with every
+// Kafka column. Partition 3 holds ten filler records (offsets 0..9, null keys, no
 // headers), the case's records at offsets 10..15, and at 16 a record of a value schema
 // with a field named _kafka_offset (the case's ID 3602). Every row is read back by
 // delta-rs and by Spark and compared exactly; the dead letters keep the original key and
@@ -123,11 +125,11 @@ table:
   uri: "file://%s"
   create: true
   kafka_columns: [key, headers, topic, partition, offset, timestamp]
-  key_format: %s
+  key_format: %s%s
 schema: %s
 dead_letter: {topic: %s}
 batch: {max_records: 1000, max_age: 1s}
-`, f, s.brokers, topic, f, time.Now().UnixNano(), s.registry, tables[f], f, policy, dlqs[f]))
+`, f, s.brokers, topic, f, time.Now().UnixNano(), s.registry, tables[f], f, map[string]string{"avro": "\n  column_mapping: name"}[f], policy, dlqs[f]))
 	}
 	d := startDaemon(t, cfgDir)
 	// bytes and avro handle all 17 records (16 dead-lettered); string halts at 16, after 15.
@@ -210,6 +212,9 @@ batch: {max_records: 1000, max_age: 1s}
 		if fmt.Sprint(types) != fmt.Sprint(wantTypes) {
 			t.Errorf("%s table, Spark schema %v, want %v", f, types, wantTypes)
 		}
+	}
+	if snap, err := openTable(t, tables["avro"]).Snapshot(context.Background()); err != nil || snap.ColumnMapping != "name" {
+		t.Errorf("avro table: column mapping %v (%v), want name", snap.ColumnMapping, err)
 	}
 	// valueContainsNull is what lets `other` be NULL rather than X''.
 	if tbl := openTable(t, tables["bytes"]); !strings.Contains(mustJSON(t, tbl), `"name":"_kafka_headers","type":{"type":"map","keyType":"string","valueType":"binary","valueContainsNull":true}`) {
@@ -342,4 +347,57 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatalf("not a number: %q", s)
 	}
 	return n
+}
+
+// An existing table without the configured Kafka columns (or with one of another type) is
+// refused at start-up, before any byte is written, naming each column and the fix.
+func TestKafkaColumnsExistingTableRefused(t *testing.T) {
+	s := need(t)
+	topic := createTopic(t, s, "kcol-refuse", 1)
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "orders")
+	mustMkdir(t, tbl)
+	createInteropTable(t, tbl, `{"type":"struct","fields":[{"name":"order_id","type":"long","nullable":true,"metadata":{}},
+{"name":"_kafka_offset","type":"integer","nullable":true,"metadata":{}}]}`, nil)
+	produce(t, s, topic, 3, 0, 1)
+	cfgDir := filepath.Join(dir, "pipelines")
+	mustMkdir(t, cfgDir)
+	y := strings.Replace(pipelineYAML("kcol-refuse", s, topic, tbl, "dead_letter", topic+".dlq", ""),
+		"create: true}", "create: true, kafka_columns: [topic, offset]}", 1)
+	writePipeline(t, cfgDir, "kcol-refuse", y)
+	d := startDaemon(t, cfgDir)
+	// Its only pipeline failed at start-up: the process exits 1, the log names the problem.
+	select {
+	case err := <-d.done:
+		d.done <- err
+		if err == nil {
+			t.Fatal("ingestd exited 0 with its only pipeline refused")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingestd did not fail within 30 s")
+	}
+	logs, err := os.ReadFile(d.logs.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := string(logs)
+	for _, w := range []string{"refuse table file://" + tbl,
+		"column _kafka_topic is missing (add it: ALTER TABLE … ADD COLUMNS (_kafka_topic STRING), or remove topic from table.kafka_columns)",
+		"column _kafka_offset is integer, but ingestd writes long there (remove offset from table.kafka_columns, or use another table)"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q\n lacks %q", msg, w)
+		}
+	}
+	if v := openTableVersion(t, tbl); v != 0 {
+		t.Errorf("table version %d after the refusal, want 0 (nothing written)", v)
+	}
+}
+
+func openTableVersion(t *testing.T, path string) int64 {
+	t.Helper()
+	snap, err := openTable(t, path).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Version
 }
