@@ -3,7 +3,6 @@ package deltawriter
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -136,14 +135,4 @@ func compressionCodec(conf map[string]string) (compress.Codec, string, error) {
 	default:
 		return nil, "", fmt.Errorf("read %s: codec %q is not supported (snappy, zstd, gzip, uncompressed)", deltalog.PropCompressionCodec, c)
 	}
-}
-
-// escapePath turns a store path into add.path: a relative URI, each segment
-// percent-encoded once (checklist §1.4).
-func escapePath(p string) string {
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return strings.Join(segs, "/")
 }

@@ -66,13 +66,15 @@ var supportedWriterFeatures = map[string]bool{
 	deltalog.FeatureTypeWideningPreview: true,
 	// domainMetadata: domains are preserved in checkpoints; ingestd writes none itself.
 	deltalog.FeatureDomainMetadata: true,
+	// materializePartitionColumns: partition columns are written into the data files too
+	// (ingest's partitioner keeps them in the files' Parquet schema).
+	deltalog.FeatureMaterializePartitionColumns: true,
 }
 
 // Features that are refused outright (reader or writer), with the reason shown to the user.
 var refusedFeatures = map[string]string{
-	deltalog.FeatureCatalogManaged:              "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
-	deltalog.FeatureCatalogOwnedPreview:         "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
-	deltalog.FeatureMaterializePartitionColumns: "partition columns must be written into data files",
+	deltalog.FeatureCatalogManaged:      "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
+	deltalog.FeatureCatalogOwnedPreview: "commits are owned by a catalog; ingestd writes only filesystem-managed tables",
 }
 
 // ErrUnsupportedFeature is wrapped by the errors that refuse a table because its

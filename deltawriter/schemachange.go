@@ -80,7 +80,8 @@ func PrepareSchemaChange(snap *Snapshot, c SchemaChange) (SchemaDelta, FileOptio
 		schema = snap.Schema
 	}
 	if len(c.Enable) == 0 && sameSchema(snap.Schema, schema) {
-		return SchemaDelta{}, FileOptions{Schema: schema, ColumnMapping: snap.ColumnMapping, Configuration: snap.Metadata.Configuration}, nil
+		return SchemaDelta{}, FileOptions{Schema: schema, ColumnMapping: snap.ColumnMapping, Configuration: snap.Metadata.Configuration,
+			PartitionColumns: snap.Metadata.PartitionColumns}, nil
 	}
 	if slices.Contains(c.Enable, deltalog.FeatureColumnMapping) && snap.ColumnMapping == deltalog.ColumnMappingNone {
 		return SchemaDelta{}, FileOptions{}, fmt.Errorf("evolve table: enabling column mapping on an existing table is not supported yet; "+
@@ -108,7 +109,8 @@ func PrepareSchemaChange(snap *Snapshot, c SchemaChange) (SchemaDelta, FileOptio
 	if err != nil {
 		return SchemaDelta{}, FileOptions{}, fmt.Errorf("read column mapping mode: %w", err)
 	}
-	return SchemaDelta{Protocol: proto, Metadata: &meta}, FileOptions{Schema: schema, ColumnMapping: mode, Configuration: meta.Configuration}, nil
+	return SchemaDelta{Protocol: proto, Metadata: &meta}, FileOptions{Schema: schema, ColumnMapping: mode, Configuration: meta.Configuration,
+		PartitionColumns: meta.PartitionColumns}, nil
 }
 
 // prepareCreate is PrepareSchemaChange for a table that does not exist yet.
@@ -128,7 +130,16 @@ func prepareCreate(c SchemaChange) (SchemaDelta, FileOptions, error) {
 	if slices.Contains(c.Enable, deltalog.FeatureTypeWidening) {
 		conf[deltalog.PropEnableTypeWidening] = "true"
 	}
-	proto, meta := newTableMetadata(c.Name, c.Schema, c.PartitionColumns, conf, c.Enable...)
+	// Partition columns are checked before anything is written, and recorded with the
+	// schema's spelling (PROTOCOL.md, "Change Metadata": partitionColumns name columns).
+	if err := CheckPartitionColumns(c.Schema, c.PartitionColumns); err != nil {
+		return SchemaDelta{}, FileOptions{}, fmt.Errorf("create table metadata: %w", err)
+	}
+	var partitionColumns []string
+	for _, name := range c.PartitionColumns {
+		partitionColumns = append(partitionColumns, PartitionField(c.Schema, name).Name)
+	}
+	proto, meta := newTableMetadata(c.Name, c.Schema, partitionColumns, conf, c.Enable...)
 	meta, schema, err := evolveMetadata(meta, c.Schema)
 	if err != nil {
 		return SchemaDelta{}, FileOptions{}, fmt.Errorf("create table metadata: %w", err)
@@ -137,7 +148,8 @@ func prepareCreate(c SchemaChange) (SchemaDelta, FileOptions, error) {
 	if err != nil {
 		return SchemaDelta{}, FileOptions{}, fmt.Errorf("read column mapping mode: %w", err)
 	}
-	return SchemaDelta{Protocol: &proto, Metadata: &meta}, FileOptions{Schema: schema, ColumnMapping: mode, Configuration: meta.Configuration}, nil
+	return SchemaDelta{Protocol: &proto, Metadata: &meta}, FileOptions{Schema: schema, ColumnMapping: mode, Configuration: meta.Configuration,
+		PartitionColumns: meta.PartitionColumns}, nil
 }
 
 // sameSchema reports whether a and b are the same schema: the same object, or the same

@@ -12,7 +12,7 @@ import (
 
 func TestPrepareSchemaChangeCreate(t *testing.T) {
 	schema := mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}},{"name":"s","type":{"type":"struct","fields":[{"name":"b","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
-	ntz := mustSchema(t, `{"type":"struct","fields":[{"name":"t","type":"timestamp_ntz","nullable":true,"metadata":{}}]}`)
+	ntz := mustSchema(t, `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}},{"name":"t","type":"timestamp_ntz","nullable":true,"metadata":{}}]}`)
 	for _, tc := range []struct {
 		name     string
 		change   SchemaChange

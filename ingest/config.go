@@ -127,6 +127,10 @@ type BatchConfig struct {
 	MaxRecords int           `yaml:"max_records"`
 	MaxBytes   ByteSize      `yaml:"max_bytes"`
 	MaxAge     time.Duration `yaml:"max_age"`
+	// MaxOpenPartitions bounds the partition values (data files) one flush writes to a
+	// partitioned table (default 256): per source partition, the records from the first
+	// one that would open one value more are left for the next flush.
+	MaxOpenPartitions int `yaml:"max_open_partitions"`
 }
 
 // ByteSize is a size in bytes that YAML may spell as 134217728, "128MiB", "64MB" or "512KiB".
@@ -332,6 +336,9 @@ func (c *Config) applyDefaults() {
 	if c.Batch.MaxAge == 0 {
 		c.Batch.MaxAge = 10 * time.Second
 	}
+	if c.Batch.MaxOpenPartitions == 0 {
+		c.Batch.MaxOpenPartitions = 256
+	}
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -391,8 +398,19 @@ func (c *Config) validate() []error {
 	default:
 		bad("$.table.column_mapping", fmt.Sprintf("table.column_mapping %q is not none, name or id", c.Table.ColumnMapping), "use name (recommended) or id")
 	}
-	if len(c.Table.PartitionBy) > 0 {
-		bad("$.table.partition_by", "table.partition_by: ingestd pipelines write only unpartitioned tables so far", "remove partition_by, or set it to []")
+	seenPart := map[string]bool{}
+	for i, col := range c.Table.PartitionBy {
+		switch k := deltalog.NameKey(col); {
+		case strings.TrimSpace(col) == "":
+			bad(fmt.Sprintf("$.table.partition_by[%d]", i), "table.partition_by: an empty column name", "name a top-level column of the table, e.g. partition_by: [event_date]")
+		case seenPart[k]:
+			bad(fmt.Sprintf("$.table.partition_by[%d]", i), fmt.Sprintf("table.partition_by: column %q is listed twice", col), "list each partition column once")
+		default:
+			seenPart[k] = true
+		}
+	}
+	if c.Batch.MaxOpenPartitions < 0 {
+		bad("$.batch.max_open_partitions", fmt.Sprintf("batch.max_open_partitions %d is negative", c.Batch.MaxOpenPartitions), "use a positive number of partition values per flush (default 256)")
 	}
 	c.validateKafkaColumns(bad)
 	switch c.Schema.Policy {

@@ -97,8 +97,14 @@ type outcome struct {
 	carried    []*kgo.Record            // a replay's carried-forward records (kept ones first)
 	newCarried int                      // how many of carried this attempt produces (the tail)
 	written    []*kgo.Record            // with a mode identity: the records whose rows are written
-	noTable    bool                     // handled without a table to record it in (noTableTxns)
-	duplicates int                      // records routeDuplicate
+	files      int                      // data files written (one per partition value)
+	// cutAt holds, per partition whose records would have opened more than
+	// batch.max_open_partitions partition values, the offset of the first record left for
+	// the next flush (routeCut): it and every later record of that partition are not
+	// handled (the txn stays before it) and must be flushed again.
+	cutAt      map[topicPartition]int64
+	noTable    bool // handled without a table to record it in (noTableTxns)
+	duplicates int  // records routeDuplicate
 	halts      []HaltedPartition
 }
 
@@ -238,6 +244,7 @@ type prepared struct {
 	cols   [][]parquet.Value
 	fills  []columnFill // run on every decoded row, in order (fillsFor)
 	row    *rowView     // the row being decoded and filled
+	parts  *partitioner // nil: an unpartitioned table, whose rows stay in cols (one data file)
 }
 
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
@@ -268,6 +275,9 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		return nil, err
 	}
 	if b.row, err = newRowView(b.schema, b.cm, b.pq); err != nil {
+		return nil, err
+	}
+	if b.parts, err = f.partitioner(t, b); err != nil {
 		return nil, err
 	}
 	// The previous flush has returned: WriteDataFile keeps no values and dead letters hold
@@ -306,13 +316,16 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 					return err
 				}
 			}
+			if b.parts != nil {
+				return b.parts.place(b.row) // moves the row into its partition's file
+			}
 			return nil
 		}}
 	res := rt.route(items)
 	if b.cols != nil {
 		f.colBufs = b.cols // keep the grown slices for the next flush
 	}
-	out := &outcome{version: -1, rows: res.rows, handled: res.handled}
+	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{}}
 	var fresh []*kgo.Record
 	for i := range items {
 		it, why := &items[i], res.why[i]
@@ -338,6 +351,8 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 		case routeDeadLetter:
 			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: why.fail.Reason,
 				Field: why.fail.Field, Message: why.message, SchemaID: it.schemaID(), TableVersion: t.version, Ack: f.ackOf(it.rec)})
+		case routeCut:
+			out.cutAt[topicPartition{it.rec.Topic, it.rec.Partition}] = it.rec.Offset
 		case routeHalt:
 			out.halts = append(out.halts, HaltedPartition{Topic: it.rec.Topic, Partition: it.rec.Partition, Offset: it.rec.Offset,
 				Reason: why.fail.Reason, Field: why.fail.Field, Message: why.message})
@@ -429,14 +444,11 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		}
 		c.OperationParameters[dlq.ParamGroupOffsetTxns] = dlq.FormatGroupOffsetTxns(from)
 	}
-	if out.rows > 0 {
-		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, b.file)
-		if err != nil {
-			return &transientError{"write data file", err}
-		}
-		c.Adds = append(c.Adds, add)
-		out.bytes = add.Size
+	adds, err := f.writeFiles(ctx, b, out)
+	if err != nil {
+		return err
 	}
+	c.Adds = adds
 	now := time.Now().UnixMilli()
 	for k, off := range out.handled {
 		c.Txns = append(c.Txns, deltalog.Txn{AppID: f.mode.txnAppID(k.topic, k.partition), Version: off, LastUpdated: &now})
@@ -478,6 +490,60 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 	return nil
 }
 
+// writeFiles writes the flush's data files: one for an unpartitioned table, one per
+// partition value tuple otherwise (under its Hive-style directory, with its
+// add.partitionValues), all for the one commit. Errors: a *transientError (the store).
+func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]deltalog.Add, error) {
+	if out.rows == 0 {
+		return nil, nil
+	}
+	if b.parts == nil {
+		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, b.file)
+		if err != nil {
+			return nil, &transientError{"write data file", err}
+		}
+		out.bytes, out.files = add.Size, 1
+		return []deltalog.Add{add}, nil
+	}
+	adds := make([]deltalog.Add, 0, len(b.parts.files()))
+	for _, part := range b.parts.files() {
+		fo := b.file
+		fo.Dir, fo.PartitionValues = part.dir, part.values
+		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.parts.file, part.cols, part.rows, fo)
+		if err != nil {
+			return nil, &transientError{"write data file in " + part.dir, err}
+		}
+		adds = append(adds, add)
+		out.bytes += add.Size
+		out.files++
+	}
+	return adds, nil
+}
+
+// partitioner returns the partitioner of flush b, or nil for an unpartitioned table: the
+// partition columns and protocol are those the commit leaves (its new metaData, else
+// the snapshot's). A replay does not cut its batches (the limit bounds a consumer's
+// flush; a replay's batch is bounded by batch.max_records alone).
+func (f *flusher) partitioner(t tableState, b *prepared) (*partitioner, error) {
+	var cols []string
+	var proto *deltalog.Protocol
+	if t.snap != nil {
+		cols, proto = t.snap.Metadata.PartitionColumns, &t.snap.Protocol
+	}
+	if b.delta.Metadata != nil {
+		cols = b.delta.Metadata.PartitionColumns
+	}
+	if b.delta.Protocol != nil {
+		proto = b.delta.Protocol
+	}
+	materialize := proto != nil && slices.Contains(proto.WriterFeatures, deltalog.FeatureMaterializePartitionColumns)
+	limit := f.cfg.Batch.MaxOpenPartitions
+	if f.mode.identity() != nil {
+		limit = 0
+	}
+	return newPartitioner(b.schema, cols, b.cm, b.pq, b.row, materialize, limit, f.log)
+}
+
 // forget drops recs from deadSet after a flush that committed nothing: their dead letters
 // stay named with the commit id, which the next commit keeps.
 func (f *flusher) forget(recs []*kgo.Record) {
@@ -502,11 +568,9 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 		f.log.Warn("table protocol upgraded (irreversible), as schema.allow_table_features allows",
 			"features", b.guard.Enable, "min_reader_version", p.MinReaderVersion, "min_writer_version", p.MinWriterVersion, "version", out.version)
 	}
-	files := 0
-	if out.rows > 0 {
-		files = 1
-	}
-	f.log.Info("commit", "version", out.version, "rows", out.rows, "files", files, "bytes", out.bytes,
+	f.m.FilesWritten.WithLabelValues(name).Add(float64(out.files))
+	f.m.FilesPerCommit.WithLabelValues(name).Observe(float64(out.files))
+	f.log.Info("commit", "version", out.version, "rows", out.rows, "files", out.files, "bytes", out.bytes,
 		"dead_lettered", len(out.kept)+len(out.fresh), "partitions", len(out.handled), "duration_ms", dur.Milliseconds())
 }
 
@@ -536,9 +600,9 @@ func (f *flusher) ackOf(r *kgo.Record) dlq.Ack {
 
 // checkWritable refuses a table this pipeline cannot append to safely: one with a writer
 // feature, constraint or column kind deltawriter does not implement
-// (deltawriter.ErrUnsupportedFeature), or a partitioned one (the pipeline writes
-// unpartitioned files; PROTOCOL.md, Partition Value Serialization would need one file per
-// partition value). It is checked at start-up and again on every snapshot a flush reads,
+// (deltawriter.ErrUnsupportedFeature), or a partition column ingestd cannot serialise
+// (deltawriter.CheckPartitionColumns: binary, nested), or one that lacks a configured
+// Kafka column or holds it in another type (kafkacols.Check). It is checked at start-up and again on every snapshot a flush reads,
 // before any byte of that flush is written, since another writer may change the table.
 func checkWritable(cfg *Config, snap *deltawriter.Snapshot) error {
 	if err := snap.CheckWritable(); err != nil {
@@ -549,8 +613,8 @@ func checkWritable(cfg *Config, snap *deltawriter.Snapshot) error {
 			return fmt.Errorf("refuse table %s: %w (configured in %s)", cfg.Table.URI, err, cfg.File)
 		}
 	}
-	if cols := snap.Metadata.PartitionColumns; len(cols) > 0 {
-		return fmt.Errorf("refuse table %s: it is partitioned by %v, and ingestd pipelines write only unpartitioned tables so far (write to an unpartitioned table, or repartition it with Spark)", cfg.Table.URI, cols)
+	if err := deltawriter.CheckPartitionColumns(snap.Schema, snap.Metadata.PartitionColumns); err != nil {
+		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ type Metrics struct {
 	RecordsDeadLettered  *prometheus.CounterVec   // pipeline, reason
 	RecordsSkipped       *prometheus.CounterVec   // pipeline, reason (tombstone, null_record, already_committed)
 	BytesWritten         *prometheus.CounterVec   // pipeline: Parquet bytes
+	FilesWritten         *prometheus.CounterVec   // pipeline: data files committed
+	FilesPerCommit       *prometheus.HistogramVec // pipeline: data files per commit (one per partition value)
+	PartitionCuts        *prometheus.CounterVec   // pipeline: flushes cut at batch.max_open_partitions
 	Batches              *prometheus.CounterVec   // pipeline: flush attempts with records
 	BatchFlushes         *prometheus.CounterVec   // pipeline, trigger: why buffered records were flushed
 	Commits              *prometheus.CounterVec   // pipeline
@@ -52,6 +55,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records that carry no row (tombstone, null_record) or that the table already has (already_committed)."}, []string{"pipeline", "reason"}),
 		BytesWritten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_parquet_written_bytes_total",
 			Help: "Bytes of Parquet data files written."}, []string{"pipeline"}),
+		FilesWritten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_data_files_written_total",
+			Help: "Parquet data files committed (one per partition value per flush)."}, []string{"pipeline"}),
+		FilesPerCommit: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ingestd_data_files_per_commit",
+			Help:    "Data files in one Delta commit: 1 for an unpartitioned table, else the partition values the flush touched.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}, []string{"pipeline"}),
+		PartitionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_partition_limit_cuts_total",
+			Help: "Flushes cut short because their records would open more than batch.max_open_partitions partition values; the rest is flushed next."}, []string{"pipeline"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batches_total",
 			Help: "Batches handed to the writer (each ends in a commit, nothing to commit, or a retry)."}, []string{"pipeline"}),
 		BatchFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batch_flushes_total",
@@ -78,6 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
+		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
 		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	reg.MustRegister(saslReadsCollector()) // kafkasec.go: SASL credential reads, process-wide
@@ -87,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
 func (m *Metrics) initPipeline(name string) {
-	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
 		c.WithLabelValues(name)
 	}
 	for _, t := range batcher.Triggers() {

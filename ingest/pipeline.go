@@ -335,7 +335,7 @@ const progressEvery = 5 * time.Second
 func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) error {
 	p.progressDue = now.Add(progressEvery)
 	// Without a table the flush commits nothing and keeps noTableTxns for the next check.
-	err := p.writeLocked(ctx, nil)
+	_, err := p.writeLocked(ctx, nil)
 	if v := classify(err); v.action == actRetry {
 		p.observe(v, 0, "commit of progress made without a table failed; retried later")
 		return nil
@@ -377,14 +377,27 @@ func (s *session) abandon() {
 	p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
 }
 
-// flushOnce makes one flush attempt for recs (flusher.flush) and applies its halts.
-func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) error {
+// flushOnce makes one flush attempt for recs (flusher.flush) and applies its halts. cut
+// are the records the flush left for the next one (batch.max_open_partitions: per
+// partition, from the first record that would have opened one partition value more; their
+// txn did not move past them), in recs order.
+func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) (cut []*kgo.Record, err error) {
 	out, err := p.fl.flush(ctx, recs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.applyHalts(out.halts)
-	return nil
+	if len(out.cutAt) > 0 {
+		for _, r := range recs {
+			if off, ok := out.cutAt[topicPartition{r.Topic, r.Partition}]; ok && r.Offset >= off {
+				cut = append(cut, r)
+			}
+		}
+		p.m.PartitionCuts.WithLabelValues(p.cfg.Name).Inc()
+		p.log.Info("flush cut at batch.max_open_partitions; the rest of the batch is flushed next",
+			"max_open_partitions", p.cfg.Batch.MaxOpenPartitions, "files", out.files, "records_left", len(cut), "partitions_cut", len(out.cutAt))
+	}
+	return cut, nil
 }
 
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
@@ -440,31 +453,72 @@ func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left
 	}
 	p.m.Batches.WithLabelValues(p.cfg.Name).Inc()
 	ready, waiting, werr := p.resolveSchemas(ctx, recs)
-	if len(ready) > 0 {
-		if err := p.writeLocked(ctx, ready); err != nil {
-			return recs, err
+	// A flush cut at batch.max_open_partitions leaves the rest for the next flush, made at
+	// once: each commits at most that many data files, and its buffers go before the next.
+	for len(ready) > 0 {
+		cut, err := p.writeLocked(ctx, ready)
+		if err != nil {
+			return remaining(recs, ready, waiting), err
 		}
-		p.committedLocked(ready, waiting)
+		done := ready
+		if len(cut) > 0 {
+			done = make([]*kgo.Record, 0, len(ready)-len(cut))
+			left := recordSet(cut)
+			for _, r := range ready {
+				if !left[keyOf(r)] {
+					done = append(done, r)
+				}
+			}
+		}
+		p.committedLocked(done, append(cut[:len(cut):len(cut)], waiting...))
+		ready = cut
 	}
 	return waiting, werr
+}
+
+// remaining returns the records of recs that are in a or b, in recs order (all of recs
+// when a and b hold them all).
+func remaining(recs, a, b []*kgo.Record) []*kgo.Record {
+	if len(a)+len(b) == len(recs) {
+		return recs
+	}
+	keep := recordSet(a)
+	for _, r := range b {
+		keep[keyOf(r)] = true
+	}
+	out := make([]*kgo.Record, 0, len(a)+len(b))
+	for _, r := range recs {
+		if keep[keyOf(r)] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func recordSet(recs []*kgo.Record) map[recordKey]bool {
+	m := make(map[recordKey]bool, len(recs))
+	for _, r := range recs {
+		m[keyOf(r)] = true
+	}
+	return m
 }
 
 // writeLocked is flushOnce with rebuilds: a winner that changed the schema or moved one
 // of our partitions' txn (a zombie or a new owner) makes the batch be rebuilt on the new
 // snapshot, which drops what the table already has. Records already dead-lettered under
 // p.commitID stay dead-lettered in the rebuilds (p.deadSet), even when they fit now.
-func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) error {
+func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) (cut []*kgo.Record, err error) {
 	for attempt := 0; ; attempt++ {
-		err := p.flushOnce(ctx, recs)
+		cut, err := p.flushOnce(ctx, recs)
 		if classify(err).action != actRebuild {
-			return err
+			return cut, err
 		}
 		p.observe(verdict{action: actRebuild, err: err}, 1, "table changed by another writer; rebuilding the commit on the new snapshot", "attempt", attempt+1)
 		if attempt+1 >= maxConflictRebuilds {
-			return &transientError{"commit", err}
+			return nil, &transientError{"commit", err}
 		}
 		if serr := rebuildWait(ctx, attempt); serr != nil { // a busy table: back off before racing again
-			return &transientError{"commit", serr}
+			return nil, &transientError{"commit", serr}
 		}
 	}
 }

@@ -28,6 +28,7 @@ const (
 	routeKeep             // dead-lettered or carried by an earlier attempt under this commit id: stays so, not produced again
 	routeCarry            // replay: re-produced unchanged to the dead-letter topic
 	routeHalt             // the partition stops before it; nothing of the partition from here is handled
+	routeCut              // it would open one partition value more than batch.max_open_partitions: it and the rest of its partition wait for the next flush
 )
 
 // item is one record on its way through a flush.
@@ -191,6 +192,8 @@ func (rt router) route(items []item) routed {
 				out.why[i] = why
 			} else if err := rt.decode(it); errors.Is(err, decode.ErrNullRecord) {
 				r = routeSkip
+			} else if errors.Is(err, errPartitionLimit) {
+				r = routeCut
 			} else if err != nil {
 				fail := asDecodeError(err)
 				r = rt.rules.onFailure(fail.Reason, nil)
@@ -203,7 +206,7 @@ func (rt router) route(items []item) routed {
 			}
 		}
 		out.routes[i] = r
-		if r == routeHalt {
+		if r == routeHalt || r == routeCut {
 			stopped[k] = true
 			continue
 		}

@@ -210,4 +210,3 @@ func TestRowViewDropRestores(t *testing.T) {
 		t.Fatalf("id column after drop and a new record: %v; want [1 3]", v)
 	}
 }
-

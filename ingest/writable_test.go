@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +19,25 @@ import (
 
 // createTable writes version 0 of the harness's table as another writer would: the
 // orders columns, partitioned by partitionBy, with the given table properties.
-func (h *harness) createTable(partitionBy []string, conf map[string]string) {
+func (h *harness) createTable(partitionBy []string, conf map[string]string, extra ...*deltalog.StructField) {
 	h.t.Helper()
-	schema := &deltalog.StructType{Fields: []*deltalog.StructField{
+	schema := &deltalog.StructType{Fields: append([]*deltalog.StructField{
 		{Name: "order_id", Type: deltalog.Long, Nullable: true, Metadata: map[string]any{}},
 		{Name: "customer", Type: deltalog.String, Nullable: true, Metadata: map[string]any{}},
 		{Name: "amount", Type: deltalog.DecimalType{Precision: 10, Scale: 2}, Nullable: true, Metadata: map[string]any{}},
-	}}
+	}, extra...)}
+	if slices.ContainsFunc(extra, func(f *deltalog.StructField) bool { return f.Type == deltalog.Binary }) {
+		// PrepareSchemaChange refuses a binary partition column: write it as another writer would.
+		proto, meta := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, deltalog.Metadata{ID: "t", Format: deltalog.Format{Provider: "parquet", Options: map[string]string{}},
+			PartitionColumns: partitionBy, Configuration: map[string]string{}}
+		b, err := json.Marshal(schema)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		meta.SchemaString = string(b)
+		h.commitOther(0, proto, meta)
+		return
+	}
 	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: schema, PartitionColumns: partitionBy})
 	if err != nil {
 		h.t.Fatal(err)
@@ -85,13 +98,13 @@ func (h *harness) runUntilStopped() error {
 // A table ingestd cannot append to safely is refused before any byte is written: at
 // start-up, and when another writer makes it so under a running pipeline.
 func TestRefusesTableItCannotWriteSafely(t *testing.T) {
-	t.Run("partitioned at start-up", func(t *testing.T) {
+	t.Run("binary partition column at start-up", func(t *testing.T) {
 		h := newHarness(t, 1)
-		h.createTable([]string{"customer"}, nil)
+		h.createTable([]string{"raw"}, nil, &deltalog.StructField{Name: "raw", Type: deltalog.Binary, Nullable: true, Metadata: map[string]any{}})
 		// Nothing to consume: the refusal comes from start-up, not from a first flush.
 		err := h.runUntilStopped()
-		if err == nil || !strings.Contains(err.Error(), "partitioned by [customer]") {
-			t.Fatalf("Run = %v, want a refusal naming the partition columns", err)
+		if !errors.Is(err, deltawriter.ErrPartitionType) || !strings.Contains(err.Error(), `partition column "raw"`) || !strings.Contains(err.Error(), "binary") {
+			t.Fatalf("Run = %v, want a refusal naming the binary partition column", err)
 		}
 		if files := h.dataFiles(); len(files) != 0 {
 			t.Fatalf("data files written: %v", files)

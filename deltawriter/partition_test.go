@@ -1,0 +1,232 @@
+package deltawriter
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+)
+
+// TestPartitionStringC31: every row of CASES.md C31 table A: pv, directory, add.path prefix.
+func TestPartitionStringC31(t *testing.T) {
+	null := "<null>"
+	cases := []struct {
+		in        *string
+		pv        string // null: JSON null
+		dir, path string
+	}{
+		{sp("US/East"), "US/East", "region=US%2FEast", "region=US%252FEast/"},
+		{sp("a:b"), "a:b", "region=a%3Ab", "region=a%253Ab/"},
+		{sp("x=y"), "x=y", "region=x%3Dy", "region=x%253Dy/"},
+		{sp("100%"), "100%", "region=100%25", "region=100%2525/"},
+		{sp("a b"), "a b", "region=a b", "region=a%20b/"},
+		{sp("R&D"), "R&D", "region=R&D", "region=R&D/"},
+		{sp("ID$"), "ID$", "region=ID$", "region=ID$/"},
+		{sp("a{b}"), "a{b}", "region=a%7Bb}", "region=a%257Bb%7D/"},
+		{sp("München"), "München", "region=München", "region=München/"},
+		{sp(" "), " ", "region= ", "region=%20/"},
+		{sp(""), null, "region=__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__/"},
+		{nil, null, "region=__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__/"},
+		{sp("NULL"), "NULL", "region=NULL", "region=NULL/"},
+		{sp("__HIVE_DEFAULT_PARTITION__"), "__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__/"},
+		{sp("a\tb"), "a\tb", "region=a%09b", "region=a%2509b/"},
+	}
+	for _, c := range cases {
+		v := parquet.NullValue()
+		if c.in != nil {
+			v = parquet.ByteArrayValue([]byte(*c.in))
+		}
+		pv, err := PartitionValue(deltalog.String, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := str(pv); got != c.pv && !(pv == nil && c.pv == null) {
+			t.Errorf("%q: pv %q; want %q", deref(c.in), got, c.pv)
+		}
+		dir := PartitionDir([]string{"region"}, []string{PartitionDirValue(deltalog.String, pv, 0)})
+		if dir != c.dir {
+			t.Errorf("%q: directory %q; want %q", deref(c.in), dir, c.dir)
+		}
+		if p := escapePath(dir + "/part-00000-x-c000.snappy.parquet"); p[:len(c.path)] != c.path {
+			t.Errorf("%q: add.path %q; want prefix %q", deref(c.in), p, c.path)
+		}
+		if back := deltalog.CanonicalPath(escapePath(dir + "/f.parquet")); back != dir+"/f.parquet" {
+			t.Errorf("%q: add.path decodes once to %q; want the object key %q", deref(c.in), back, dir+"/f.parquet")
+		}
+	}
+	if p := escapePath("a<b>c|d`e"); p != "a%3Cb%3Ec%7Cd%60e" {
+		t.Errorf("escapePath(a<b>c|d`e) = %q", p)
+	}
+}
+
+// TestPartitionTypesC31: table B of C31.
+func TestPartitionTypesC31(t *testing.T) {
+	dec := deltalog.DecimalType{Precision: 10, Scale: 2}
+	type col struct {
+		t deltalog.DataType
+		v parquet.Value
+	}
+	check := func(row string, cols []col, want []string, wantDir string) {
+		t.Helper()
+		names := []string{"p_int", "p_long", "p_bool", "p_date", "p_dec", "p_dbl"}
+		var dirs []string
+		for i, c := range cols {
+			pv, err := PartitionValue(c.t, c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := str(pv); got != want[i] {
+				t.Errorf("%s %s: pv %q; want %q", row, names[i], got, want[i])
+			}
+			dirs = append(dirs, PartitionDirValue(c.t, pv, 0))
+		}
+		if d := PartitionDir(names, dirs); d != wantDir {
+			t.Errorf("%s: directory %q; want %q", row, d, wantDir)
+		}
+	}
+	check("r1", []col{{deltalog.Integer, parquet.Int32Value(-1)}, {deltalog.Long, parquet.Int64Value(math.MaxInt64)},
+		{deltalog.Boolean, parquet.BooleanValue(false)}, {deltalog.Date, parquet.Int32Value(19366)}, {dec, parquet.Int64Value(4200)},
+		{deltalog.Double, parquet.DoubleValue(math.Copysign(0, -1))}},
+		[]string{"-1", "9223372036854775807", "false", "2023-01-09", "42.00", "0.0"},
+		"p_int=-1/p_long=9223372036854775807/p_bool=false/p_date=2023-01-09/p_dec=42.00/p_dbl=0.0")
+	check("r2", []col{{deltalog.Integer, parquet.Int32Value(0)}, {deltalog.Long, parquet.Int64Value(math.MinInt64)},
+		{deltalog.Boolean, parquet.BooleanValue(true)}, {deltalog.Date, parquet.Int32Value(0)}, {dec, parquet.Int64Value(-5)},
+		{deltalog.Double, parquet.DoubleValue(1e7)}},
+		[]string{"0", "-9223372036854775808", "true", "1970-01-01", "-0.05", "1.0E7"},
+		"p_int=0/p_long=-9223372036854775808/p_bool=true/p_date=1970-01-01/p_dec=-0.05/p_dbl=1.0E7")
+	n := parquet.NullValue()
+	h := HiveDefaultPartition
+	check("r3", []col{{deltalog.Integer, n}, {deltalog.Long, n}, {deltalog.Boolean, n}, {deltalog.Date, n}, {dec, n}, {deltalog.Double, n}},
+		[]string{"<null>", "<null>", "<null>", "<null>", "<null>", "<null>"},
+		"p_int="+h+"/p_long="+h+"/p_bool="+h+"/p_date="+h+"/p_dec="+h+"/p_dbl="+h)
+	// Decimal on a fixed-length byte array (precision 38), scale kept.
+	b := make([]byte, 16)
+	for i := range b {
+		b[i] = 0xFF
+	}
+	b[15] = 0x9C // -100
+	if pv, _ := PartitionValue(deltalog.DecimalType{Precision: 38, Scale: 3}, parquet.FixedLenByteArrayValue(b)); str(pv) != "-0.100" {
+		t.Errorf("decimal(38,3) -100: %q; want -0.100", str(pv))
+	}
+	if pv, _ := PartitionValue(deltalog.DecimalType{Precision: 5, Scale: 0}, parquet.Int32Value(7)); str(pv) != "7" {
+		t.Errorf("decimal(5,0) 7: %q", str(pv))
+	}
+	for _, ty := range []deltalog.DataType{deltalog.Byte, deltalog.Short} {
+		if pv, _ := PartitionValue(ty, parquet.Int32Value(-128)); str(pv) != "-128" {
+			t.Errorf("%s -128: %q", ty, str(pv))
+		}
+	}
+}
+
+// TestJavaDoubleString: Java's Double.toString and Float.toString, as Spark writes them.
+func TestJavaDoubleString(t *testing.T) {
+	for _, c := range []struct {
+		f    float64
+		bits int
+		want string
+	}{
+		{1e7, 64, "1.0E7"}, {9999999, 64, "9999999.0"}, {0.001, 64, "0.001"}, {0.0001, 64, "1.0E-4"},
+		{1.5, 64, "1.5"}, {-2.25, 64, "-2.25"}, {100, 64, "100.0"}, {123456.789, 64, "123456.789"},
+		{1.2345e-5, 64, "1.2345E-5"}, {-1.5e300, 64, "-1.5E300"}, {math.Copysign(0, -1), 64, "0.0"}, {0, 64, "0.0"},
+		{math.NaN(), 64, "NaN"}, {math.Inf(1), 64, "Infinity"}, {math.Inf(-1), 64, "-Infinity"},
+		{float64(float32(0.1)), 32, "0.1"}, {float64(float32(3.4e38)), 32, "3.4E38"}, {float64(float32(1e7)), 32, "1.0E7"},
+	} {
+		if got := javaFloatString(c.f, c.bits); got != c.want {
+			t.Errorf("javaFloatString(%v, %d) = %q; want %q", c.f, c.bits, got, c.want)
+		}
+	}
+	if pv, _ := PartitionValue(deltalog.Float, parquet.FloatValue(0.1)); str(pv) != "0.1" {
+		t.Errorf("float 0.1: %q", str(pv))
+	}
+}
+
+// TestPartitionTimestampsC32: CASES.md C32, timestamp and timestamp_ntz (variant N),
+// whatever the process time zone.
+func TestPartitionTimestampsC32(t *testing.T) {
+	old := time.Local
+	time.Local = time.FixedZone("Melbourne", 11*3600)
+	defer func() { time.Local = old }()
+	values := []int64{1718479845000000, 1718495999999999, 0, -1, -2342342342}
+	wantTS := []string{"2024-06-15T19:30:45.000000Z", "2024-06-15T23:59:59.999999Z", "1970-01-01T00:00:00.000000Z", "1969-12-31T23:59:59.999999Z", "1969-12-31T23:20:57.657658Z"}
+	wantNtz := []string{"2024-06-15 19:30:45", "2024-06-15 23:59:59.999999", "1970-01-01 00:00:00", "1969-12-31 23:59:59.999999", "1969-12-31 23:20:57.657658"}
+	wantDir := []string{"window_start=2024-06-15 19%3A30%3A45", "window_start=2024-06-15 23%3A59%3A59.999999", "window_start=1970-01-01 00%3A00%3A00",
+		"window_start=1969-12-31 23%3A59%3A59.999999", "window_start=1969-12-31 23%3A20%3A57.657658"}
+	for i, us := range values {
+		pv, err := PartitionValue(deltalog.Timestamp, parquet.Int64Value(us))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if str(pv) != wantTS[i] {
+			t.Errorf("timestamp %d: pv %q; want %q", us, str(pv), wantTS[i])
+		}
+		dir := PartitionDir([]string{"window_start"}, []string{PartitionDirValue(deltalog.Timestamp, pv, us)})
+		if dir != wantDir[i] {
+			t.Errorf("timestamp %d: directory %q; want %q", us, dir, wantDir[i])
+		}
+		if back, err := ParsePartitionTimestamp(*pv, nil); err != nil || back != us {
+			t.Errorf("parse %q: %d, %v; want %d", *pv, back, err, us)
+		}
+		ntz, _ := PartitionValue(deltalog.TimestampNtz, parquet.Int64Value(us))
+		if str(ntz) != wantNtz[i] {
+			t.Errorf("timestamp_ntz %d: pv %q; want %q", us, str(ntz), wantNtz[i])
+		}
+		if back, err := ParsePartitionTimestamp(*ntz, nil); err != nil || back != us {
+			t.Errorf("parse legacy %q as UTC: %d, %v; want %d", *ntz, back, err, us)
+		}
+	}
+	if p := escapePath("window_start=2024-06-15 19%3A30%3A45/part-x"); p != "window_start=2024-06-15%2019%253A30%253A45/part-x" {
+		t.Errorf("add.path %q", p)
+	}
+	if pv, _ := PartitionValue(deltalog.Timestamp, parquet.NullValue()); pv != nil || PartitionDirValue(deltalog.Timestamp, pv, 0) != HiveDefaultPartition {
+		t.Errorf("null timestamp: %v", pv)
+	}
+	// Variant L: the legacy form and the ISO form are the same partition.
+	a, _ := NormalizePartitionValue(deltalog.Timestamp, sp("2024-06-15 19:30:45"), nil)
+	b, _ := NormalizePartitionValue(deltalog.Timestamp, sp("2024-06-15T19:30:45.000000Z"), nil)
+	if str(a) != "2024-06-15T19:30:45.000000Z" || str(b) != str(a) {
+		t.Errorf("normalised legacy %q, ISO %q; want both 2024-06-15T19:30:45.000000Z", str(a), str(b))
+	}
+	if c, _ := NormalizePartitionValue(deltalog.Timestamp, sp("2024-06-15 19:30:45"), time.FixedZone("x", 3600)); str(c) != "2024-06-15T18:30:45.000000Z" {
+		t.Errorf("legacy in UTC+1: %q", str(c))
+	}
+}
+
+// TestCheckPartitionColumns: binary and nested partition columns are refused by name.
+func TestCheckPartitionColumns(t *testing.T) {
+	s := &deltalog.StructType{Fields: []*deltalog.StructField{
+		{Name: "id", Type: deltalog.Long}, {Name: "raw", Type: deltalog.Binary},
+		{Name: "s", Type: &deltalog.StructType{Fields: []*deltalog.StructField{{Name: "a", Type: deltalog.Long}}}},
+		{Name: "ts", Type: deltalog.Timestamp}, {Name: "d", Type: deltalog.DecimalType{Precision: 10, Scale: 2}},
+	}}
+	if err := CheckPartitionColumns(s, []string{"id", "TS", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"raw", "s"} {
+		if err := CheckPartitionColumns(s, []string{c}); !errors.Is(err, ErrPartitionType) {
+			t.Errorf("%s: %v; want ErrPartitionType", c, err)
+		}
+	}
+	if err := CheckPartitionColumns(s, []string{"nope"}); err == nil {
+		t.Error("missing column: want an error")
+	}
+}
+
+func sp(s string) *string { return &s }
+
+func str(p *string) string {
+	if p == nil {
+		return "<null>"
+	}
+	return *p
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}

@@ -1,0 +1,181 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/decode"
+)
+
+// errPartitionLimit is returned by partitioner.place for a record whose partition value
+// would open one more data file than batch.max_open_partitions allows in this flush: the
+// record, and every later one of its Kafka partition, is left for the next flush.
+var errPartitionLimit = errors.New("partition value limit of the flush reached")
+
+// partitioner splits a flush's rows by partition value (PROTOCOL.md, "Partition Value
+// Serialization"): one data file per distinct tuple of partition values, under Spark's
+// directory layout. The rows' values are moved out of the flush's table-wide column
+// buffers into their partition's buffers, whose leaf column indexes are those of the data
+// files' Parquet schema: the table's without the partition columns, unless the table has
+// the materializePartitionColumns writer feature.
+type partitioner struct {
+	cols    []partColumn
+	file    *parquet.Schema // the data files' Parquet schema
+	leafMap []int           // table leaf index → data-file leaf index; -1: not in the files
+	max     int             // batch.max_open_partitions; 0: unbounded
+	parts   map[string]*partFile
+	order   []*partFile // in first-row order
+	log     *slog.Logger
+	warned  bool // the "__HIVE_DEFAULT_PARTITION__" string warning, once per flush
+}
+
+// partColumn is one partition column: its field, physical name and table leaf.
+type partColumn struct {
+	field *deltalog.StructField
+	phys  string
+	leaf  int
+}
+
+// partFile is the rows of one partition value tuple: one data file.
+type partFile struct {
+	values map[string]*string // add.partitionValues, by physical name
+	dir    string             // the Hive-escaped directory
+	cols   [][]parquet.Value  // by data-file leaf
+	rows   int
+}
+
+// newPartitioner returns the partitioner of a flush to a table with schema, partition
+// columns partitionBy (logical names, metaData.partitionColumns), column mapping mode cm
+// and table-wide Parquet schema pq; nil for an unpartitioned table. materialize keeps the
+// partition columns in the data files (writer feature materializePartitionColumns).
+// Errors: a partition column the schema lacks or cannot partition by
+// (deltawriter.CheckPartitionColumns).
+func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltalog.ColumnMappingMode, pq *parquet.Schema,
+	row *rowView, materialize bool, maxOpen int, log *slog.Logger) (*partitioner, error) {
+	if len(partitionBy) == 0 {
+		return nil, nil
+	}
+	if err := deltawriter.CheckPartitionColumns(schema, partitionBy); err != nil {
+		return nil, fmt.Errorf("partition table: %w", err)
+	}
+	p := &partitioner{max: maxOpen, parts: map[string]*partFile{}, log: log}
+	drop := map[string]bool{}
+	for _, name := range partitionBy {
+		f := deltawriter.PartitionField(schema, name)
+		c, ok := row.column(f.Name)
+		if !ok {
+			return nil, fmt.Errorf("partition table: column %q has no Parquet leaf", name)
+		}
+		p.cols = append(p.cols, partColumn{field: f, phys: f.PhysicalName(cm), leaf: c.first})
+		drop[deltalog.NameKey(f.Name)] = true
+	}
+	p.file = pq
+	p.leafMap = make([]int, len(pq.Columns()))
+	for i := range p.leafMap {
+		p.leafMap[i] = i
+	}
+	if !materialize {
+		narrow := &deltalog.StructType{}
+		for _, f := range schema.Fields {
+			if !drop[deltalog.NameKey(f.Name)] {
+				narrow.Fields = append(narrow.Fields, f)
+			}
+		}
+		file, err := deltawriter.ParquetSchema(narrow, cm)
+		if err != nil {
+			return nil, fmt.Errorf("build parquet schema of the partition files: %w", err)
+		}
+		p.file = file
+		for i, path := range pq.Columns() {
+			p.leafMap[i] = -1
+			if l, ok := file.Lookup(path...); ok {
+				p.leafMap[i] = l.ColumnIndex
+			}
+		}
+	}
+	return p, nil
+}
+
+// place moves the row into its partition's buffers (the flush's column buffers are left
+// as before the row). Errors (the row is then dropped from the buffers): errPartitionLimit
+// when the row's value would open one file more than max; a *decode.Error
+// not_null_violation for an empty string in a NOT NULL partition column (the protocol
+// makes it null); a serialisation failure.
+func (p *partitioner) place(row *rowView) error {
+	var key strings.Builder
+	values := make([]*string, len(p.cols))
+	for i, c := range p.cols {
+		vs := row.leaf(c.leaf)
+		if len(vs) != 1 {
+			row.drop()
+			return fmt.Errorf("partition row: column %q has %d values", c.field.Name, len(vs))
+		}
+		pv, err := deltawriter.PartitionValue(c.field.Type, vs[0])
+		if err != nil {
+			row.drop()
+			return &decode.Error{Reason: decode.ReasonDecodeError, Field: c.field.Name, Err: err}
+		}
+		if pv == nil && !c.field.Nullable {
+			row.drop()
+			return &decode.Error{Reason: decode.ReasonNotNullViolation, Field: c.field.Name,
+				Err: fmt.Errorf("partition column %s is NOT NULL and the value is empty (an empty string is a null partition value)", c.field.Name)}
+		}
+		values[i] = pv
+		if pv == nil {
+			key.WriteByte(0)
+		} else {
+			key.WriteByte(1)
+			key.WriteString(*pv)
+		}
+		key.WriteByte(0xFF)
+	}
+	part := p.parts[key.String()]
+	if part == nil {
+		if p.max > 0 && len(p.parts) >= p.max {
+			row.drop()
+			return errPartitionLimit
+		}
+		part = p.open(row, values)
+		p.parts[key.String()] = part
+		p.order = append(p.order, part)
+	}
+	for i, fi := range p.leafMap {
+		if fi < 0 {
+			continue
+		}
+		for _, v := range row.leaf(i) {
+			part.cols[fi] = append(part.cols[fi], v.Level(v.RepetitionLevel(), v.DefinitionLevel(), fi))
+		}
+	}
+	part.rows++
+	row.drop()
+	return nil
+}
+
+// open starts the file of a new partition value tuple.
+func (p *partitioner) open(row *rowView, values []*string) *partFile {
+	part := &partFile{values: map[string]*string{}, cols: make([][]parquet.Value, len(p.file.Columns()))}
+	names, dirs := make([]string, len(p.cols)), make([]string, len(p.cols))
+	for i, c := range p.cols {
+		part.values[c.phys] = values[i]
+		// Spark names directories by logical name; under column mapping too.
+		names[i] = c.field.Name
+		dirs[i] = deltawriter.PartitionDirValue(c.field.Type, values[i], row.leaf(c.leaf)[0].Int64())
+		if v := values[i]; v != nil && *v == deltawriter.HiveDefaultPartition && !p.warned {
+			p.warned = true
+			p.log.Warn("a partition value is the string __HIVE_DEFAULT_PARTITION__: add.partitionValues keeps the string (Delta readers see it), "+
+				"but directory-based readers (Hive, Spark without Delta) read that directory as NULL", "column", c.field.Name)
+		}
+	}
+	part.dir = deltawriter.PartitionDir(names, dirs)
+	return part
+}
+
+// files returns the flush's partition files in first-row order.
+func (p *partitioner) files() []*partFile { return p.order }
