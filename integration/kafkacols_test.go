@@ -401,3 +401,86 @@ func openTableVersion(t *testing.T, path string) int64 {
 	}
 	return snap.Version
 }
+
+// TestKafkaPartitionAsPartitionColumn: a table ingestd creates partitioned by the Kafka
+// column _kafka_partition (identity): one directory per source partition, partitionValues
+// as the protocol serialises an integer, and both readers see every row with its
+// partition and offset.
+func TestKafkaPartitionAsPartitionColumn(t *testing.T) {
+	s := need(t)
+	python := s.python
+	topic := createTopic(t, s, "kcol-part", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
+	ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := avro.MustParse(text)
+	var recs []*kgo.Record
+	for i := int64(0); i < 12; i++ {
+		body, err := avro.Marshal(sch, map[string]any{"order_id": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 3), Value: append(v, body...)})
+	}
+	cl := kafkaClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "orders")
+	cfgDir := filepath.Join(dir, "pipelines")
+	mustMkdir(t, cfgDir)
+	y := strings.Replace(pipelineYAML("kcol-part", s, topic, tbl, "dead_letter", topic+".dlq", ""),
+		"create: true}", "create: true, partition_by: [_kafka_partition], kafka_columns: [partition, offset]}", 1)
+	writePipeline(t, cfgDir, "kcol-part", y)
+	createTopicNamed(t, s, topic+".dlq", 1)
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 45*time.Second, "12 records handled", func() bool { return handled(t, tbl) == 12 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	var want []string
+	for _, r := range recs {
+		want = append(want, fmt.Sprintf(`{"_kafka_offset":%d,"_kafka_partition":%d,"order_id":%d}`, r.Offset, r.Partition, r.Offset*3+int64(r.Partition)))
+	}
+	rs := readDeltaRS(t, python, tbl)
+	sameJSONRows(t, "delta-rs", rs.Rows, want)
+	snap, err := openTable(t, tbl).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(snap.Metadata.PartitionColumns) != "[_kafka_partition]" {
+		t.Errorf("partition columns %v", snap.Metadata.PartitionColumns)
+	}
+	seen := map[string]bool{} // a flush writes one file per partition value; records may span flushes
+	for _, a := range snap.Files {
+		pv := a.PartitionValues["_kafka_partition"]
+		dirOK := strings.HasPrefix(a.Path, "_kafka_partition="+deref(pv)+"/")
+		seen[fmt.Sprintf("%v %v", deref(pv), dirOK)] = true
+	}
+	var got []string
+	for k := range seen {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if strings.Join(got, ",") != "0 true,1 true,2 true" {
+		t.Errorf("files (partition value, in its directory): %v, want one per source partition", got)
+	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return "<null>"
+	}
+	return *p
+}
