@@ -157,7 +157,9 @@ batch: {max_records: 1000, max_age: 1s}
 	}
 
 	// The expected rows, per format, by offset (binary as hex, timestamps in µs).
-	ts := func(off int64) int64 { return base.Add(time.Duration(off)*time.Second + 123*time.Millisecond).UnixMicro() }
+	ts := func(off int64) int64 {
+		return base.Add(time.Duration(off)*time.Second + 123*time.Millisecond).UnixMicro()
+	}
 	row := func(off int64, key any, headers map[string]any) string {
 		b, err := json.Marshal(map[string]any{"order_id": off, "customer": fmt.Sprintf("c%d", off),
 			"_kafka_key": key, "_kafka_headers": headers, "_kafka_topic": topic, "_kafka_partition": 3,
