@@ -361,7 +361,6 @@ func TestKafkaColumnsExistingTableRefused(t *testing.T) {
 	mustMkdir(t, tbl)
 	createInteropTable(t, tbl, `{"type":"struct","fields":[{"name":"order_id","type":"long","nullable":true,"metadata":{}},
 {"name":"_kafka_offset","type":"integer","nullable":true,"metadata":{}}]}`, nil)
-	produce(t, s, topic, 3, 0, 1)
 	cfgDir := filepath.Join(dir, "pipelines")
 	mustMkdir(t, cfgDir)
 	y := strings.Replace(pipelineYAML("kcol-refuse", s, topic, tbl, "dead_letter", topic+".dlq", ""),
