@@ -602,8 +602,9 @@ func (f *flusher) ackOf(r *kgo.Record) dlq.Ack {
 // feature, constraint or column kind deltawriter does not implement
 // (deltawriter.ErrUnsupportedFeature), or a partition column ingestd cannot serialise
 // (deltawriter.CheckPartitionColumns: binary, nested), or one that lacks a configured
-// Kafka column or holds it in another type (kafkacols.Check). It is checked at start-up and again on every snapshot a flush reads,
-// before any byte of that flush is written, since another writer may change the table.
+// Kafka column or holds it in another type (kafkacols.Check). It is checked at start-up
+// and again on every snapshot a flush reads, before any byte of that flush is written,
+// since another writer may change the table.
 func checkWritable(cfg *Config, snap *deltawriter.Snapshot) error {
 	if err := snap.CheckWritable(); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
