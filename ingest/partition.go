@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -33,6 +34,11 @@ type partitioner struct {
 	order   []*partFile // in first-row order
 	log     *slog.Logger
 	warned  bool // the "__HIVE_DEFAULT_PARTITION__" string warning, once per flush
+	// randomDirs: under column mapping, files go into random two-character directories
+	// instead of col=value ones, as Spark writes them (delta.randomPrefixLength: a
+	// column's name can change, its partition values are read from add.partitionValues
+	// by physical name, never from the path).
+	randomDirs bool
 }
 
 // partColumn is one partition column: its field, physical name and table leaf.
@@ -64,7 +70,7 @@ func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltal
 	if err := deltawriter.CheckPartitionColumns(schema, partitionBy); err != nil {
 		return nil, fmt.Errorf("partition table: %w", err)
 	}
-	p := &partitioner{max: maxOpen, parts: map[string]*partFile{}, log: log}
+	p := &partitioner{max: maxOpen, parts: map[string]*partFile{}, log: log, randomDirs: cm != deltalog.ColumnMappingNone}
 	drop := map[string]bool{}
 	for _, name := range partitionBy {
 		f := deltawriter.PartitionField(schema, name)
@@ -174,7 +180,17 @@ func (p *partitioner) open(row *rowView, values []*string) *partFile {
 		}
 	}
 	part.dir = deltawriter.PartitionDir(names, dirs)
+	if p.randomDirs {
+		part.dir = randomPrefix()
+	}
 	return part
+}
+
+// randomPrefix is a two-character alphanumeric directory name, as Spark's
+// delta.randomPrefixLength (2) gives files of column-mapped tables.
+func randomPrefix() string {
+	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	return string([]byte{chars[rand.IntN(len(chars))], chars[rand.IntN(len(chars))]})
 }
 
 // files returns the flush's partition files in first-row order.

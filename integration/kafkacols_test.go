@@ -478,10 +478,3 @@ func TestKafkaPartitionAsPartitionColumn(t *testing.T) {
 		t.Errorf("files (partition value, in its directory): %v, want one per source partition", got)
 	}
 }
-
-func deref(p *string) string {
-	if p == nil {
-		return "<null>"
-	}
-	return *p
-}

@@ -81,6 +81,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if !widening {
 			return nil, fmt.Errorf("widen %s: the table does not have type widening enabled; add --enable-feature typeWidening (an irreversible protocol upgrade)", strings.Join(c.Path, "."))
 		}
+		if err := checkNotPartition(snap.Metadata.PartitionColumns, c.Path); err != nil {
+			return nil, err
+		}
 		if dry, _, err = widen(dry, c); err != nil {
 			return nil, err
 		}
@@ -167,6 +170,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 	}
 	for _, c := range a.Widen {
 		err := step("CHANGE COLUMN", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
+			if err := checkNotPartition(s.Metadata.PartitionColumns, c.Path); err != nil {
+				return deltawriter.Commit{}, "", err
+			}
 			schema, from, err := widen(s.Schema, c)
 			if err != nil {
 				return deltawriter.Commit{}, "", err
@@ -247,6 +253,23 @@ func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error
 // widen returns a copy of s with the column at c.Path widened to c.Type, and the old
 // type. Only Delta's type-widening changes are accepted; deltawriter.PrepareSchemaChange records
 // the change in delta.typeChanges when it is committed.
+// checkNotPartition refuses to change a partition column (alter cannot drop columns at
+// all): its values are in every add.partitionValues and directory name, serialised for
+// its type (PROTOCOL.md, "Partition Value Serialization"), and a new type would need every
+// file rewritten. Repartition with Spark instead.
+func checkNotPartition(partitionColumns []string, path []string) error {
+	if len(path) != 1 {
+		return nil
+	}
+	for _, c := range partitionColumns {
+		if deltalog.NameKey(c) == deltalog.NameKey(path[0]) {
+			return fmt.Errorf("widen %s: it is a partition column, whose values are serialised in every file's partitionValues; "+
+				"table alter does not change or drop partition columns (repartition the table with Spark: CREATE TABLE … AS SELECT)", path[0])
+		}
+	}
+	return nil
+}
+
 func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.DataType, error) {
 	out := s.Clone()
 	_, f, err := lookup(out, c.Path)

@@ -152,6 +152,20 @@ type Detail struct {
 	NumFiles         int               `json:"numFiles"`
 	SizeInBytes      int64             `json:"sizeInBytes"`
 	Txns             map[string]int64  `json:"txnVersions"`
+	// Partitions are the table's partition value tuples with their live files, in value
+	// order; nil for an unpartitioned table.
+	Partitions []Partition `json:"partitions,omitempty"`
+}
+
+// Partition is one partition value tuple of a partitioned table and its live files.
+// Values are keyed by logical column name and normalised
+// (deltawriter.NormalizePartitionValue): a timestamp in the UTC ISO form whichever form
+// the writer used (a legacy zone-less value read as UTC), so that one partition written
+// by old and new writers is one entry; nil is the null partition.
+type Partition struct {
+	Values map[string]*string `json:"values"`
+	Files  int                `json:"files"`
+	Bytes  int64              `json:"bytes"`
 }
 
 // Describe summarises a snapshot like Spark's DESCRIBE DETAIL, plus txn versions by appId.
@@ -164,7 +178,80 @@ func Describe(location string, s *deltawriter.Snapshot) Detail {
 	for _, f := range s.Files {
 		d.SizeInBytes += f.Size
 	}
+	d.Partitions = partitions(s)
 	return d
+}
+
+// partitions groups the snapshot's live files by normalised partition values
+// (partitionValues are keyed by physical names under column mapping).
+func partitions(s *deltawriter.Snapshot) []Partition {
+	cols := s.Metadata.PartitionColumns
+	if len(cols) == 0 {
+		return nil
+	}
+	type col struct {
+		name, phys string
+		t          deltalog.DataType
+	}
+	var cs []col
+	for _, c := range cols {
+		f := deltawriter.PartitionField(s.Schema, c)
+		if f == nil {
+			cs = append(cs, col{name: c, phys: c})
+			continue
+		}
+		cs = append(cs, col{name: f.Name, phys: f.PhysicalName(s.ColumnMapping), t: f.Type})
+	}
+	byKey := map[string]*Partition{}
+	for _, f := range s.Files {
+		p := Partition{Values: map[string]*string{}}
+		key := ""
+		for _, c := range cs {
+			v, ok := f.PartitionValues[c.phys]
+			if !ok {
+				v = f.PartitionValues[c.name]
+			}
+			if c.t != nil {
+				if n, err := deltawriter.NormalizePartitionValue(c.t, v, nil); err == nil {
+					v = n
+				}
+			}
+			p.Values[c.name] = v
+			if v == nil {
+				key += "\x00\xff"
+			} else {
+				key += "\x01" + *v + "\xff"
+			}
+		}
+		e := byKey[key]
+		if e == nil {
+			e = &p
+			byKey[key] = e
+		}
+		e.Files++
+		e.Bytes += f.Size
+	}
+	out := make([]Partition, 0, len(byKey))
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		out = append(out, *byKey[k])
+	}
+	return out
+}
+
+// partitionLabel renders a partition's values as col=value pairs in cols order.
+func partitionLabel(cols []string, p Partition) string {
+	s := ""
+	for i, c := range cols {
+		if i > 0 {
+			s += ", "
+		}
+		v := "null"
+		if pv := p.Values[c]; pv != nil {
+			v = *pv
+		}
+		s += c + "=" + v
+	}
+	return s
 }
 
 // WriteDetail prints d for a person: one "key: value" line each, txns sorted by appId.
@@ -183,6 +270,17 @@ func WriteDetail(w io.Writer, d Detail) {
 		fmt.Fprintf(w, "  %s = %s\n", k, d.Properties[k])
 	}
 	fmt.Fprintf(w, "files:             %d (%d bytes)\n", d.NumFiles, d.SizeInBytes)
+	if d.Partitions != nil {
+		const show = 50
+		fmt.Fprintf(w, "partitions:        %d\n", len(d.Partitions))
+		for i, p := range d.Partitions {
+			if i == show {
+				fmt.Fprintf(w, "  … %d more (--json lists all)\n", len(d.Partitions)-show)
+				break
+			}
+			fmt.Fprintf(w, "  %s: %d files (%d bytes)\n", partitionLabel(d.PartitionColumns, p), p.Files, p.Bytes)
+		}
+	}
 	apps := make([]string, 0, len(d.Txns))
 	for k := range d.Txns {
 		apps = append(apps, k)
