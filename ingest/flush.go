@@ -129,7 +129,7 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record) (*outcome, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := f.resolveKeys(ctx, items); err != nil {
+	if err := f.resolveKeys(ctx, t, items); err != nil {
 		return nil, err
 	}
 	b, err := f.prepare(t, items)

@@ -24,6 +24,15 @@ type kafkaState struct {
 	replay  bool
 	schemas map[int]*decode.WriterSchema // key writer schemas by id
 	fails   map[int]*decode.Error        // this flush's permanent lookup failures by id
+	// subjectKey is the id of the latest schema of subject <topic>-key, looked up when a
+	// batch that creates the table has no record whose key resolves (0: none).
+	subjectKey int
+}
+
+// latestIDSource is a schema source that also answers a subject's latest schema id
+// (decode.Registry).
+type latestIDSource interface {
+	LatestID(ctx context.Context, subject string) (int, error)
 }
 
 func newKafkaState(md mode) *kafkaState {
@@ -46,12 +55,19 @@ func avroKeys(cfg *Config) bool {
 // key_decode_error). Errors: a *transientError when the registry fails transiently, the
 // registry's refusal of the credentials (permanent); a schema id the registry does not
 // serve is a per-record key_decode_error, remembered for this flush only.
-func (f *flusher) resolveKeys(ctx context.Context, items []item) error {
+//
+// Without a table, when no routed record's key resolves, it also looks up the latest
+// schema of subject <topic>-key (Confluent's TopicNameStrategy; the first such topic of
+// the batch, in record order) to type the _kafka_key column of the table the batch may
+// create (kafkaState.subjectKey; an unknown subject leaves it 0).
+func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) error {
 	if !avroKeys(f.cfg) {
 		return nil
 	}
 	ks := f.kafka
 	clear(ks.fails)
+	ks.subjectKey = 0
+	resolved := false
 	if len(ks.schemas) > 1024 {
 		clear(ks.schemas)
 	}
@@ -65,6 +81,7 @@ func (f *flusher) resolveKeys(ctx context.Context, items []item) error {
 			continue
 		}
 		if _, ok := ks.schemas[id]; ok {
+			resolved = true
 			continue
 		}
 		if _, ok := ks.fails[id]; ok {
@@ -81,7 +98,42 @@ func (f *flusher) resolveKeys(ctx context.Context, items []item) error {
 			return &transientError{"resolve key schema id " + strconv.Itoa(id), err}
 		default:
 			ks.schemas[id] = ws
+			resolved = true
 		}
+	}
+	if t.exists() || resolved {
+		return nil
+	}
+	src, ok := f.deps.Schemas.(latestIDSource)
+	if !ok {
+		return nil
+	}
+	for _, it := range items {
+		if it.route != routeGuard {
+			continue
+		}
+		subject := it.rec.Topic + "-key"
+		id, err := src.LatestID(ctx, subject)
+		var de *decode.Error
+		switch {
+		case errors.As(err, &de):
+			return nil // no such subject: the table cannot be typed (kafkaFieldsToCreate says so)
+		case errors.Is(err, decode.ErrRegistryAuth):
+			return err
+		case err != nil:
+			return &transientError{"resolve the latest schema of subject " + subject, err}
+		}
+		ws, err := f.deps.Schemas.Schema(ctx, id)
+		switch {
+		case errors.As(err, &de):
+			return nil
+		case errors.Is(err, decode.ErrRegistryAuth):
+			return err
+		case err != nil:
+			return &transientError{"resolve key schema id " + strconv.Itoa(id), err}
+		}
+		ks.schemas[id], ks.subjectKey = ws, id
+		return nil
 	}
 	return nil
 }
@@ -89,8 +141,8 @@ func (f *flusher) resolveKeys(ctx context.Context, items []item) error {
 // kafkaFieldsToCreate are the Kafka columns a flush that creates the table appends to
 // its schema (nil when it creates none). Under key_format avro the _kafka_key struct is
 // the Delta form of the key writer schema of the first routed record whose key resolves
-// (resolveKeys); when no record of the creating batch has one, the table cannot be
-// typed and the flush fails (permanent), naming the fix.
+// (resolveKeys), else the latest schema of subject <topic>-key; without either, the
+// table cannot be typed and the flush fails (permanent), naming the fix.
 func (f *flusher) kafkaFieldsToCreate(t tableState, create bool, items []item) ([]*deltalog.StructField, error) {
 	if t.exists() || !create || len(f.cfg.Table.KafkaColumns) == 0 {
 		return nil, nil
@@ -108,9 +160,12 @@ func (f *flusher) kafkaFieldsToCreate(t tableState, create bool, items []item) (
 				}
 			}
 		}
+		if ws := f.kafka.schemas[f.kafka.subjectKey]; keyType == nil && f.kafka.subjectKey != 0 && ws != nil && ws.DeltaErr == nil {
+			keyType = ws.Delta // no keyed record in the batch: the latest <topic>-key schema
+		}
 		if keyType == nil {
-			return nil, fmt.Errorf("create table %s: table.key_format is avro, and no record of the first batch has a Confluent-framed key whose schema the registry serves, so the _kafka_key struct cannot be typed "+
-				"(produce a keyed record first, create the table with a _kafka_key STRUCT column, or use key_format bytes in %s)", f.cfg.Table.URI, f.cfg.File)
+			return nil, fmt.Errorf("create table %s: table.key_format is avro, and no record of the first batch has a Confluent-framed key whose schema the registry serves, nor does the registry have a subject <topic>-key, so the _kafka_key struct cannot be typed "+
+				"(register the key schema under <topic>-key, create the table with a _kafka_key STRUCT column, or use key_format bytes in %s)", f.cfg.Table.URI, f.cfg.File)
 		}
 	}
 	return kafkacols.Fields(f.cfg.Table.KafkaColumns, f.cfg.Table.KeyFormat, keyType)

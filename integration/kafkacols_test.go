@@ -478,3 +478,51 @@ func TestKafkaPartitionAsPartitionColumn(t *testing.T) {
 		t.Errorf("files (partition value, in its directory): %v, want one per source partition", got)
 	}
 }
+
+// TestKafkaAvroKeyFromSubject: key_format avro, and the batch that creates the table has
+// only null keys: the _kafka_key struct is typed from the latest schema of subject
+// <topic>-key on the real registry, and the rows' keys are NULL.
+func TestKafkaAvroKeyFromSubject(t *testing.T) {
+	s := need(t)
+	topic := createTopic(t, s, "kcol-subject", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
+	ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.CreateSchema(ctx, topic+"-key", sr.Schema{Type: sr.TypeAvro,
+		Schema: `{"type":"record","name":"OrderKey","fields":[{"name":"region","type":"string"},{"name":"n","type":"int"}]}`}); err != nil {
+		t.Fatal(err)
+	}
+	sch := avro.MustParse(text)
+	var recs []*kgo.Record
+	for i := int64(0); i < 2; i++ {
+		body, _ := avro.Marshal(sch, map[string]any{"order_id": i})
+		v := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
+		recs = append(recs, &kgo.Record{Topic: topic, Value: append(v, body...)})
+	}
+	if err := kafkaClient(t, s).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "orders")
+	cfgDir := filepath.Join(dir, "pipelines")
+	mustMkdir(t, cfgDir)
+	createTopicNamed(t, s, topic+".dlq", 1)
+	writePipeline(t, cfgDir, "kcol-subject", strings.Replace(pipelineYAML("kcol-subject", s, topic, tbl, "dead_letter", topic+".dlq", ""),
+		"create: true}", "create: true, kafka_columns: [key], key_format: avro}", 1))
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 45*time.Second, "2 records handled", func() bool { return handled(t, tbl) == 2 })
+	d.stop(t)
+	if got, want := mustJSON(t, openTable(t, tbl)), `{"name":"_kafka_key","type":{"type":"struct","fields":[{"name":"region","type":"string","nullable":true,"metadata":{}},{"name":"n","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}`; !strings.Contains(got, want) {
+		t.Errorf("schema %s\nlacks %s", got, want)
+	}
+	sameJSONRows(t, "delta-rs", readDeltaRS(t, s.python, tbl).Rows, []string{`{"_kafka_key":null,"order_id":0}`, `{"_kafka_key":null,"order_id":1}`})
+}
