@@ -526,3 +526,58 @@ func TestKafkaAvroKeyFromSubject(t *testing.T) {
 	}
 	sameJSONRows(t, "delta-rs", readDeltaRS(t, s.python, tbl).Rows, []string{`{"_kafka_key":null,"order_id":0}`, `{"_kafka_key":null,"order_id":1}`})
 }
+
+// TestKafkaColumnsReplay: a dead-lettered record replayed after `table alter` lands with
+// the Kafka columns of its original record (source topic, partition, offset, key and
+// headers), not those of its dead-letter copy.
+func TestKafkaColumnsReplay(t *testing.T) {
+	s := need(t)
+	topic := createTopic(t, s, "kcol-rp", 1) // no "-replay-" in topic or pipeline: handled() skips replay txns by that infix
+	dlqTopic := topic + ".dlq"
+	createTopicNamed(t, s, dlqTopic, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
+	v2 := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"},{"name":"channel","type":"string"}]}`
+	var recs []*kgo.Record
+	for i, text := range []string{v1, v2} {
+		ss, err := reg.CreateSchema(ctx, fmt.Sprintf("%s-v%d", topic, i+1), sr.Schema{Schema: text, Type: sr.TypeAvro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := avro.Marshal(avro.MustParse(text), map[string]any{"order_id": int64(i), "channel": "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
+		recs = append(recs, &kgo.Record{Topic: topic, Value: append(v, body...)})
+	}
+	recs[1].Key = []byte("k1")
+	recs[1].Headers = []kgo.RecordHeader{{Key: "h1", Value: []byte("a")}, {Key: "h1", Value: []byte("b")}, {Key: "n"}}
+	if err := kafkaClient(t, s).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "orders")
+	cfgDir := filepath.Join(dir, "pipelines")
+	mustMkdir(t, cfgDir)
+	cfg := filepath.Join(cfgDir, "kcol-rp.yaml")
+	writePipeline(t, cfgDir, "kcol-rp", strings.Replace(pipelineYAML("kcol-rp", s, topic, tbl, "dead_letter", dlqTopic, ""),
+		"create: true}", "create: true, kafka_columns: [key, headers, topic, partition, offset]}", 1))
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 45*time.Second, "2 records handled", func() bool { return handled(t, tbl) == 2 })
+	d.stop(t)
+	if out, err := runCLI(t, "table", "alter", "--config", cfg, "--add-column", "channel STRING"); err != nil {
+		t.Fatalf("table alter: %v\n%s", err, out)
+	}
+	replay(t, cfg)
+	sameJSONRows(t, "delta-rs", readDeltaRS(t, s.python, tbl).Rows, []string{
+		fmt.Sprintf(`{"_kafka_headers":{},"_kafka_key":null,"_kafka_offset":0,"_kafka_partition":0,"_kafka_topic":%q,"channel":null,"order_id":0}`, topic),
+		fmt.Sprintf(`{"_kafka_headers":{"h1":"62","n":null},"_kafka_key":"6b31","_kafka_offset":1,"_kafka_partition":0,"_kafka_topic":%q,"channel":"web","order_id":1}`, topic),
+	})
+}
