@@ -15,6 +15,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
@@ -86,6 +87,13 @@ type TableConfig struct {
 	// ColumnMapping is delta.columnMapping.mode for a table ingestd creates: none
 	// (default), name or id. Names such as "order id" need it.
 	ColumnMapping string `yaml:"column_mapping"`
+	// KafkaColumns are the Kafka columns the table gets and ingestd fills from each
+	// record (any of key, headers, topic, partition, offset, timestamp: _kafka_key, …;
+	// see kafkacols). Opt-in: none by default.
+	KafkaColumns []string `yaml:"kafka_columns"`
+	// KeyFormat is how _kafka_key holds the record key: bytes (default: binary), string
+	// (UTF-8 text) or avro (Confluent-framed, decoded via the registry into a struct).
+	KeyFormat string `yaml:"key_format"`
 	// Storage holds optional object-store settings; credentials always come from the
 	// cloud's standard environment and credential chain, never from this file.
 	Storage StorageConfig `yaml:"storage"`
@@ -317,6 +325,9 @@ func (c *Config) applyDefaults() {
 	if c.Kafka.StartOffset == "" {
 		c.Kafka.StartOffset = "earliest"
 	}
+	if c.Table.KeyFormat == "" {
+		c.Table.KeyFormat = kafkacols.KeyBytes
+	}
 	if c.Schema.OnIncompatible == "" {
 		c.Schema.OnIncompatible = PolicyHalt
 	}
@@ -406,6 +417,7 @@ func (c *Config) validate() []error {
 		bad("$.batch.max_open_partitions", fmt.Sprintf("batch.max_open_partitions %d is negative", c.Batch.MaxOpenPartitions), "use a positive number of partition values per flush (default 256)")
 	}
 	errs = append(errs, c.validateGenerated()...)
+	c.validateKafkaColumns(bad)
 	switch c.Schema.Policy {
 	case PolicyEvolve, PolicyDeadLetter, PolicyHalt:
 	case "":
@@ -445,6 +457,31 @@ func (c *Config) validate() []error {
 		bad("$.batch.max_age", "batch.max_age is negative", "use a duration such as 10s")
 	}
 	return errs
+}
+
+// validateKafkaColumns checks table.kafka_columns and table.key_format.
+func (c *Config) validateKafkaColumns(bad func(path, msg, fix string)) {
+	seen := map[string]bool{}
+	for i, k := range c.Table.KafkaColumns {
+		path := fmt.Sprintf("$.table.kafka_columns[%d]", i)
+		switch {
+		case !slices.Contains(kafkacols.All, k):
+			bad(path, fmt.Sprintf("table.kafka_columns: unknown Kafka column %q", k), "use any of "+strings.Join(kafkacols.All, ", "))
+		case seen[k]:
+			bad(path, fmt.Sprintf("table.kafka_columns lists %q twice", k), "list each Kafka column once")
+		}
+		seen[k] = true
+	}
+	if !slices.Contains(kafkacols.KeyFormats, c.Table.KeyFormat) {
+		bad("$.table.key_format", fmt.Sprintf("table.key_format %q is not bytes, string or avro", c.Table.KeyFormat), "use bytes (default), string or avro")
+		return
+	}
+	if c.Table.KeyFormat == kafkacols.KeyAvro && c.SchemaRegistry == nil {
+		bad("$.table.key_format", "table.key_format avro needs schema_registry (keys are Confluent-framed Avro, decoded by their schema id)", "set schema_registry, or use key_format bytes or string")
+	}
+	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] {
+		bad("$.table.key_format", fmt.Sprintf("table.key_format %s has no effect: table.kafka_columns does not list key", c.Table.KeyFormat), "add key to table.kafka_columns, or remove key_format")
+	}
 }
 
 func slicesHasEmpty(s []string) bool {

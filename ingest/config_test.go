@@ -399,3 +399,37 @@ func TestCheckStorageCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigKafkaColumns(t *testing.T) {
+	cfgs, err := LoadConfigs(writeConfig(t, strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset, key, headers], key_format: string}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfgs[0].Table; strings.Join(c.KafkaColumns, ",") != "offset,key,headers" || c.KeyFormat != "string" {
+		t.Errorf("table: %+v", c)
+	}
+	cfgs, err = LoadConfigs(writeConfig(t, goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfgs[0].Table; len(c.KafkaColumns) != 0 || c.KeyFormat != "bytes" {
+		t.Errorf("defaults: no Kafka columns, key_format bytes; got %+v", c)
+	}
+	tests := []struct{ name, body, want string }{
+		{"unknown column", strings.Replace(goodConfig, "create: true}", "create: true,\n  kafka_columns: [key, value]}", 1),
+			`p.yaml:5: table.kafka_columns: unknown Kafka column "value" (fix: use any of key, headers, topic, partition, offset, timestamp)`},
+		{"twice", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset, offset]}", 1),
+			`p.yaml:4: table.kafka_columns lists "offset" twice (fix: list each Kafka column once)`},
+		{"bad format", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [key], key_format: json}", 1),
+			`p.yaml:4: table.key_format "json" is not bytes, string or avro (fix: use bytes (default), string or avro)`},
+		{"format without key", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset], key_format: string}", 1),
+			`p.yaml:4: table.key_format string has no effect: table.kafka_columns does not list key (fix: add key to table.kafka_columns, or remove key_format)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
@@ -70,6 +71,7 @@ type flusher struct {
 	// Decoders by (writer schema, table schema), and the buffers of the batch being
 	// decoded: string bytes and column values, reused across flushes.
 	compiled map[decoderKey]*decode.Decoder
+	kafka    *kafkaState // the Kafka columns' key schemas (table.kafka_columns)
 	arena    decode.Arena
 	colBufs  [][]parquet.Value
 
@@ -81,7 +83,7 @@ func newFlusher(cfg *Config, deps Deps, log *slog.Logger, md mode, halted map[to
 	return &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
-		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}}
+		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md)}
 }
 
 // outcome is what one flush did (or, for a dry run, would do).
@@ -125,6 +127,9 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record) (*outcome, erro
 	}
 	items, err := f.collect(ctx, t, recs)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.resolveKeys(ctx, t, items); err != nil {
 		return nil, err
 	}
 	b, err := f.prepare(t, items)
@@ -247,8 +252,11 @@ type prepared struct {
 func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	b := &prepared{opts: guardOptions(f.cfg, t)}
 	b.guard = schemaguard.PlanBatch(t.schema, writers(items), b.opts)
-	var err error
-	if b.delta, b.file, err = commitSchema(f.cfg, t, b.guard); err != nil {
+	kafka, err := f.kafkaFieldsToCreate(t, b.guard.Create, items)
+	if err != nil {
+		return nil, err
+	}
+	if b.delta, b.file, err = commitSchema(f.cfg, t, b.guard, kafka); err != nil {
 		return nil, err
 	}
 	b.schema, b.cm = b.file.Schema, b.file.ColumnMapping
@@ -263,7 +271,7 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		return nil, fmt.Errorf("encode table schema: %w", err)
 	}
 	b.key = string(b.cm) + string(js)
-	if b.fills, err = fillsFor(f.cfg, b.schema, b.cm, b.pq, b.file.Configuration); err != nil {
+	if b.fills, err = fillsFor(f.cfg, b.schema, b.cm, b.pq, b.file.Configuration, f.kafka); err != nil {
 		return nil, err
 	}
 	if b.row, err = newRowView(b.schema, b.cm, b.pq); err != nil {
@@ -578,7 +586,7 @@ func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder
 	if d, ok := f.compiled[k]; ok {
 		return d, nil
 	}
-	d, err := decode.Compile(ws, b.schema, b.cm, b.pq)
+	d, err := decode.Compile(ws, valueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
 	if err != nil {
 		return nil, err
 	}
@@ -598,14 +606,21 @@ func (f *flusher) ackOf(r *kgo.Record) dlq.Ack {
 // checkWritable refuses a table this pipeline cannot append to safely: one with a writer
 // feature, constraint or column kind deltawriter does not implement
 // (deltawriter.ErrUnsupportedFeature), or a partition column ingestd cannot serialise
-// (deltawriter.CheckPartitionColumns: binary, nested). It is checked at start-up and again on every snapshot a flush reads,
-// before any byte of that flush is written, since another writer may change the table.
+// (deltawriter.CheckPartitionColumns: binary, nested), or one that lacks a configured
+// Kafka column or holds it in another type (kafkacols.Check). It is checked at start-up
+// and again on every snapshot a flush reads, before any byte of that flush is written,
+// since another writer may change the table.
 func checkWritable(cfg *Config, snap *deltawriter.Snapshot) error {
 	if err := snap.CheckWritable(); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
 	if err := checkGeneratedConfig(cfg, snap.Schema); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
+	}
+	if len(cfg.Table.KafkaColumns) > 0 {
+		if err := kafkacols.Check(snap.Schema, cfg.Table.KafkaColumns, cfg.Table.KeyFormat); err != nil {
+			return fmt.Errorf("refuse table %s: %w (configured in %s)", cfg.Table.URI, err, cfg.File)
+		}
 	}
 	if err := deltawriter.CheckPartitionColumns(snap.Schema, snap.Metadata.PartitionColumns); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)

@@ -101,6 +101,7 @@ func guardOptions(cfg *Config, t tableState) schemaguard.Options {
 		OnIncompatible: schemaguard.Policy(cfg.Schema.OnIncompatible),
 		Allow:          map[string]bool{},
 		CreateColumns:  generatedCreateColumns(cfg),
+		KafkaColumns:   kafkaColumns(cfg),
 	}
 	for _, f := range cfg.Schema.AllowTableFeatures {
 		opts.Allow[f] = true
@@ -252,11 +253,18 @@ func (rt router) message(fail *decode.Error, it *item) string {
 // (under column mapping, new fields get ids and physical names here, before the Parquet
 // schema is built from fo.Schema). Without a table and no schema to create one with,
 // fo.Schema is nil.
-func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan) (deltawriter.SchemaDelta, deltawriter.FileOptions, error) {
+//
+// A table being created gets kafka (its Kafka columns, kafkaFieldsToCreate) appended
+// after the writer's columns.
+func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan, kafka []*deltalog.StructField) (deltawriter.SchemaDelta, deltawriter.FileOptions, error) {
 	if !t.exists() && !g.Create {
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{ColumnMapping: deltalog.ColumnMappingNone}, nil
 	}
-	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: g.Schema, Enable: g.Enable,
+	schema := g.Schema
+	if g.Create {
+		schema = withColumns(schema, kafka)
+	}
+	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: g.Enable,
 		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
 	if err != nil {
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("prepare the commit's schema change for %s: %w", cfg.Table.URI, err)

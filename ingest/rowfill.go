@@ -24,18 +24,22 @@ type columnFill interface {
 // fillsFor returns the column fills of a flush whose final table schema is schema, under
 // column mapping mode cm, with Parquet schema pq (from deltawriter.ParquetSchema): Kafka
 // columns first, then generated columns (a generated column may derive from
-// _kafka_timestamp). It returns none for a table without such columns. Errors: a column
+// _kafka_timestamp). kafka is the flusher's Kafka-column state (key schemas resolved
+// before the flush). It returns none for a table without such columns. Errors: a column
 // the configuration asks for that the schema cannot hold (each constructor names it).
 //
 // conf is the table's configuration after the flush's commit (FileOptions.Configuration):
 // generated columns are evaluated in its ingestd.generation.timeZone.
-func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string) ([]columnFill, error) {
-	_ = cfg
-	_, _ = cm, pq
+func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string, kafka *kafkaState) ([]columnFill, error) {
 	var fills []columnFill
-	// Kafka columns (table.kafka_columns) go here, then generated columns
-	// (table.generated_columns).
-	gen, err := newGeneratedFill(schema, conf)
+	if len(cfg.Table.KafkaColumns) > 0 { // Kafka columns (table.kafka_columns), kafkafill.go
+		kf, err := newKafkaFill(cfg, schema, cm, pq, kafka)
+		if err != nil {
+			return nil, err
+		}
+		fills = append(fills, kf)
+	}
+	gen, err := newGeneratedFill(schema, conf) // generated columns (table.generated_columns)
 	if err != nil {
 		return nil, fmt.Errorf("prepare generated columns: %w", err)
 	}

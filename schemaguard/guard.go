@@ -36,6 +36,12 @@ type Options struct {
 	// generated columns (delta.generationExpression), so that the batch's writers are
 	// decided against them. It returns the completed schema (it may modify its argument).
 	CreateColumns func(*deltalog.StructType) *deltalog.StructType
+	// KafkaColumns are the table's Kafka columns (table.kafka_columns: _kafka_key, …),
+	// which ingestd fills from the record, not from its value. Drift rules apply to the
+	// value schema only: the guard leaves these columns out of the comparison (they are
+	// never missing, whatever their nullability), and a writer field named like one
+	// (case-insensitively, deltalog.NameKey) is a KafkaColumnCollision, incompatible.
+	KafkaColumns []string
 }
 
 // TableState is what the guard needs to know about the table besides its schema.
@@ -86,6 +92,9 @@ const (
 	// NeedsFeature is an evolvable change whose table feature is neither on the table nor
 	// allowed by schema.allow_table_features; Decide turns such changes into this kind.
 	NeedsFeature ChangeKind = "needs_feature"
+	// KafkaColumnCollision is a top-level writer field named like a Kafka column of the
+	// table (Options.KafkaColumns); Decision.Reason is then kafka_column_collision.
+	KafkaColumnCollision ChangeKind = "kafka_column_collision"
 )
 
 // Change is one difference at a field path ("a.b", "items[].qty", "m{}.v").
@@ -109,6 +118,8 @@ func (c Change) String() string {
 		return fmt.Sprintf("field %s (NOT NULL %s) is missing from the writer schema", c.Path, c.TableType)
 	case NameClash:
 		return fmt.Sprintf("fields at %s differ only in case: %s", c.Path, c.WriterType)
+	case KafkaColumnCollision:
+		return fmt.Sprintf("field %s %s collides with Kafka column %s, which ingestd fills from the record (table.kafka_columns)", c.Path, c.WriterType, c.TableType)
 	case NeedsFeature:
 		what := "new field " + c.Path + " " + c.WriterType
 		if c.TableType != "" {
@@ -121,7 +132,37 @@ func (c Change) String() string {
 }
 
 func (k ChangeKind) incompatible() bool {
-	return k == TypeMismatch || k == MissingNotNull || k == NameClash || k == NeedsFeature
+	return k == TypeMismatch || k == MissingNotNull || k == NameClash || k == NeedsFeature || k == KafkaColumnCollision
+}
+
+// DiffValue is Diff for a record's value schema against a table with Kafka columns
+// kafka (Options.KafkaColumns): the Kafka columns are left out of the comparison, and
+// each writer field named like one (case-insensitively) is a KafkaColumnCollision change
+// (TableType names the column), listed first. Without Kafka columns it is Diff.
+func DiffValue(table, writer *deltalog.StructType, kafka []string) []Change {
+	if len(kafka) == 0 {
+		return Diff(table, writer)
+	}
+	reserved := make(map[string]string, len(kafka))
+	for _, k := range kafka {
+		reserved[deltalog.NameKey(k)] = k
+	}
+	var out []Change
+	w := &deltalog.StructType{}
+	for _, f := range writer.Fields {
+		if col, ok := reserved[deltalog.NameKey(f.Name)]; ok {
+			out = append(out, Change{Kind: KafkaColumnCollision, Path: f.Name, TableType: col, WriterType: f.Type.String()})
+			continue
+		}
+		w.Fields = append(w.Fields, f)
+	}
+	t := &deltalog.StructType{}
+	for _, f := range table.Fields {
+		if _, ok := reserved[deltalog.NameKey(f.Name)]; !ok {
+			t.Fields = append(t.Fields, f)
+		}
+	}
+	return append(out, Diff(t, w)...)
 }
 
 // Decision is the guard's verdict for one writer schema against one table schema.
@@ -322,6 +363,9 @@ func Decide(changes []Change, opts Options) Decision {
 		return d
 	}
 	d.Field, d.Reason = first.Path, "schema_mismatch"
+	if first.Kind == KafkaColumnCollision {
+		d.Reason = string(KafkaColumnCollision)
+	}
 	switch {
 	case incompatible && opts.Policy == Evolve:
 		d.Action = fromPolicy(opts.OnIncompatible)
@@ -479,6 +523,8 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 			fixes = append(fixes, fmt.Sprintf("ingestd table alter --widen '%s %s'", c.Path, strings.ToUpper(c.WriterType)))
 		case NeedsFeature:
 			fixes = append(fixes, fmt.Sprintf("add %s to schema.allow_table_features (an irreversible protocol upgrade)", c.Feature))
+		case KafkaColumnCollision:
+			fixes = append(fixes, fmt.Sprintf("rename field %s in the producer's schema, or remove %s from table.kafka_columns", c.Path, strings.TrimPrefix(c.TableType, "_kafka_")))
 		case TypeMismatch, NameClash, MissingNotNull:
 			fixes = append(fixes, fmt.Sprintf("fix the producer's schema at %s (Delta cannot store this change without rewriting the table)", c.Path))
 		}

@@ -53,7 +53,7 @@ func PlanBatch(table *deltalog.StructType, writers []Writer, opts Options) Batch
 		create := opts
 		create.Policy = Evolve
 		for _, w := range writers {
-			changes := Diff(&deltalog.StructType{}, w.Schema)
+			changes := DiffValue(&deltalog.StructType{}, w.Schema, opts.KafkaColumns)
 			if d := Decide(changes, create); d.Action == EvolveAndWrite || d.Action == Write {
 				p.Base, p.Create = NewTableSchema(w.Schema), true
 				if opts.CreateColumns != nil {
@@ -75,7 +75,7 @@ func PlanBatch(table *deltalog.StructType, writers []Writer, opts Options) Batch
 		if _, done := p.Decisions[w.ID]; done {
 			continue
 		}
-		d := Decide(Diff(p.Base, w.Schema), opts)
+		d := Decide(DiffValue(p.Base, w.Schema, opts.KafkaColumns), opts)
 		p.Decisions[w.ID] = d
 		if d.Action != EvolveAndWrite {
 			continue
@@ -92,7 +92,7 @@ func PlanBatch(table *deltalog.StructType, writers []Writer, opts Options) Batch
 			if p.Decisions[w.ID].Action != EvolveAndWrite {
 				continue
 			}
-			if again := Decide(Diff(p.Schema, w.Schema), opts); again.Action == DeadLetterIt || again.Action == HaltIt {
+			if again := Decide(DiffValue(p.Schema, w.Schema, opts.KafkaColumns), opts); again.Action == DeadLetterIt || again.Action == HaltIt {
 				p.Decisions[w.ID] = again
 			}
 		}

@@ -41,6 +41,13 @@ const (
 	// that is not its expression's result under null-safe equality (Spark's <=>), or the
 	// expression cannot be evaluated on the record (PROTOCOL.md, "Generated Columns").
 	ReasonGeneratedColumnMismatch = "generated_column_mismatch"
+	// ReasonKeyDecodeError: the record key cannot be written to _kafka_key in the
+	// configured table.key_format (not UTF-8 for string; empty, not Confluent-framed, an
+	// unknown schema id, undecodable or not fitting the column for avro).
+	ReasonKeyDecodeError = "key_decode_error"
+	// ReasonKafkaColumnCollision: the value's writer schema has a field named like a
+	// configured Kafka column (case-insensitively), which ingestd fills from the record.
+	ReasonKafkaColumnCollision = "kafka_column_collision"
 )
 
 // Error is a permanent decode failure for one record (or for every record of one writer

@@ -248,6 +248,19 @@ func (r *Registry) Schema(ctx context.Context, id int) (*WriterSchema, error) {
 	}
 }
 
+// LatestID returns the schema id of the latest version of subject (GET
+// /subjects/{subject}/versions/latest), uncached: it is asked rarely (the key schema of a
+// table being created, TopicNameStrategy's <topic>-key). Errors are Schema's: an *Error
+// with ReasonSchemaNotFound for an unknown subject, a *RegistryAuthError, or an error
+// wrapping ErrTransient.
+func (r *Registry) LatestID(ctx context.Context, subject string) (int, error) {
+	s, err := r.client.SchemaByVersion(ctx, subject, -1)
+	if err != nil {
+		return 0, r.classify("look up the latest schema of subject "+subject, err)
+	}
+	return s.ID, nil
+}
+
 // fetch runs one registry lookup for id and publishes its result.
 func (r *Registry) fetch(ctx context.Context, id int, c *call) {
 	r.fetches.Add(1)

@@ -159,6 +159,21 @@ func (d DeadLetter) Record(topic, table string, now time.Time) *kgo.Record {
 	return out
 }
 
+// OriginalHeaders are the headers of the source record a dead letter r keeps, in order,
+// repeats included: r's headers without ingestd's (ingestd.error.*, ingestd.replay.count,
+// the ack headers) and Kafka Connect's (__connect.errors.*).
+func OriginalHeaders(r *kgo.Record) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(r.Headers))
+	for _, h := range r.Headers {
+		if h.Key == HeaderReplayCount || h.Key == HeaderPipeline || strings.HasPrefix(h.Key, "ingestd.error.") ||
+			strings.HasPrefix(h.Key, "__connect.errors.") || slices.Contains(ackHeaders, h.Key) {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
 // Refailed is the dead letter of a DLQ record that a replay could not land: the source
 // coordinates of the original (Connect's headers) and its bytes, ingestd.replay.count + 1.
 // Record then replaces ingestd's other headers.

@@ -138,3 +138,19 @@ func TestDLQRecordDetails(t *testing.T) {
 		}
 	}
 }
+
+// OriginalHeaders gives a replay the source record's headers back: in order, repeats and
+// null values kept, without ingestd's and Kafka Connect's.
+func TestOriginalHeaders(t *testing.T) {
+	src := &kgo.Record{Topic: "orders", Partition: 3, Offset: 12, Key: []byte("k1"), Value: []byte{0, 0, 0, 0, 1, 2},
+		Headers: []kgo.RecordHeader{{Key: "x-tag", Value: []byte("tag1")}, {Key: "x-tag", Value: []byte("tag2")}, {Key: "other"}}}
+	dl := DeadLetter{Rec: src, Reason: "key_decode_error", Field: "_kafka_key", SchemaID: 5, TableVersion: 2, Ack: Ack{CommitID: "c", TxnAppID: "a-orders-3", TxnVersion: 12}}
+	r := dl.Record("orders.dlq", "orders", time.Unix(0, 0))
+	got := OriginalHeaders(r)
+	if len(got) != 3 || got[0].Key != "x-tag" || string(got[0].Value) != "tag1" || string(got[1].Value) != "tag2" || got[2].Key != "other" || got[2].Value != nil {
+		t.Errorf("OriginalHeaders = %+v, want the three source headers in order", got)
+	}
+	if again := OriginalHeaders(Refailed(DeadLetter{Rec: r}).Rec); len(again) != 3 {
+		t.Errorf("after a re-failure: %+v", again)
+	}
+}
