@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -300,4 +302,33 @@ func TestPartitionCheckpointRoundTripC32(t *testing.T) {
 			t.Errorf("%s: parse %d (%v), %d (%v); want %d", a.Path, a1, err1, a2, err2, micros[a.Path])
 		}
 	}
+}
+
+// FuzzPartitionPath: for any string value, the directory and add.path ingestd builds
+// decode back exactly once to the store path (deltalog.CanonicalPath), the directory is
+// one path segment (no '/' survives escaping), and pv is the value (empty → null).
+func FuzzPartitionPath(f *testing.F) {
+	for _, s := range []string{"US/East", "a:b", "x=y", "100%", "a b", "R&D", "ID$", "a{b}", "München", " ", "", "NULL", HiveDefaultPartition, "a\tb", "%2F", "a<b>|`", "\u00a0x", "..", "日本"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			t.Skip() // a string column holds UTF-8
+		}
+		pv, err := PartitionValue(deltalog.String, parquet.ByteArrayValue([]byte(s)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (s == "") != (pv == nil) || (pv != nil && *pv != s) {
+			t.Fatalf("pv of %q = %v", s, pv)
+		}
+		dir := PartitionDir([]string{"p"}, []string{PartitionDirValue(deltalog.String, pv, 0)})
+		if strings.Contains(dir, "/") {
+			t.Fatalf("directory %q of %q has a '/'", dir, s)
+		}
+		key := dir + "/part-00000-x-c000.snappy.parquet"
+		if back := deltalog.CanonicalPath(escapePath(key)); back != key {
+			t.Fatalf("add.path %q decodes to %q, want %q", escapePath(key), back, key)
+		}
+	})
 }

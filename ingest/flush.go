@@ -546,7 +546,8 @@ func (f *flusher) partitioner(t tableState, b *prepared) (*partitioner, error) {
 	if f.mode.identity() != nil {
 		limit = 0
 	}
-	return newPartitioner(b.schema, cols, b.cm, b.pq, b.row, materialize, limit, f.log)
+	random := b.cm != deltalog.ColumnMappingNone || b.file.Configuration[deltalog.PropRandomizeFilePrefixes] == "true"
+	return newPartitioner(b.schema, cols, b.cm, b.pq, b.row, materialize, random, limit, f.log)
 }
 
 // forget drops recs from deadSet after a flush that committed nothing: their dead letters

@@ -34,10 +34,10 @@ type partitioner struct {
 	order   []*partFile // in first-row order
 	log     *slog.Logger
 	warned  bool // the "__HIVE_DEFAULT_PARTITION__" string warning, once per flush
-	// randomDirs: under column mapping, files go into random two-character directories
-	// instead of col=value ones, as Spark writes them (delta.randomPrefixLength: a
-	// column's name can change, its partition values are read from add.partitionValues
-	// by physical name, never from the path).
+	// randomDirs: under column mapping (or delta.randomizeFilePrefixes), files go into
+	// random two-character directories instead of col=value ones, as Spark writes them
+	// (delta.randomPrefixLength: a column's name can change; partition values are read
+	// from add.partitionValues by physical name, never from the path).
 	randomDirs bool
 }
 
@@ -59,18 +59,20 @@ type partFile struct {
 // newPartitioner returns the partitioner of a flush to a table with schema, partition
 // columns partitionBy (logical names, metaData.partitionColumns), column mapping mode cm
 // and table-wide Parquet schema pq; nil for an unpartitioned table. materialize keeps the
-// partition columns in the data files (writer feature materializePartitionColumns).
+// partition columns in the data files (writer feature materializePartitionColumns);
+// randomDirs puts files in random two-character directories instead of col=value ones,
+// as Spark does under column mapping and with delta.randomizeFilePrefixes.
 // Errors: a partition column the schema lacks or cannot partition by
 // (deltawriter.CheckPartitionColumns).
 func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltalog.ColumnMappingMode, pq *parquet.Schema,
-	row *rowView, materialize bool, maxOpen int, log *slog.Logger) (*partitioner, error) {
+	row *rowView, materialize, randomDirs bool, maxOpen int, log *slog.Logger) (*partitioner, error) {
 	if len(partitionBy) == 0 {
 		return nil, nil
 	}
 	if err := deltawriter.CheckPartitionColumns(schema, partitionBy); err != nil {
 		return nil, fmt.Errorf("partition table: %w", err)
 	}
-	p := &partitioner{max: maxOpen, parts: map[string]*partFile{}, log: log, randomDirs: cm != deltalog.ColumnMappingNone}
+	p := &partitioner{max: maxOpen, parts: map[string]*partFile{}, log: log, randomDirs: randomDirs}
 	drop := map[string]bool{}
 	for _, name := range partitionBy {
 		f := deltawriter.PartitionField(schema, name)

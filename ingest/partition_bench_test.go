@@ -73,7 +73,7 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				parts, err := newPartitioner(schema, tc.by, deltalog.ColumnMappingNone, pq, row, false, 256, log)
+				parts, err := newPartitioner(schema, tc.by, deltalog.ColumnMappingNone, pq, row, false, false, 256, log)
 				if err != nil {
 					b.Fatal(err)
 				}

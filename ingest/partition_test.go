@@ -176,7 +176,7 @@ func TestPartitionerPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newPartitioner(schema, []string{"region"}, deltalog.ColumnMappingNone, pq, row, false, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := newPartitioner(schema, []string{"region"}, deltalog.ColumnMappingNone, pq, row, false, false, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

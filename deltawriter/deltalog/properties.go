@@ -8,6 +8,10 @@ const (
 	PropColumnMappingMaxColumnID = "delta.columnMapping.maxColumnId" // largest column mapping id in use
 	PropEnableTypeWidening       = "delta.enableTypeWidening"        // needs FeatureTypeWidening ("Type Widening")
 	PropCheckpointInterval       = "delta.checkpointInterval"        // commits between checkpoints (default 10)
+	// PropLegacyTimestampZone is ingestd's own table property: the IANA zone in which
+	// legacy zone-less timestamp partition values ("2024-06-15 19:30:45", written by Spark
+	// before Delta 3.3 in its session zone) are read; UTC when unset (CASES.md C32 variant L).
+	PropLegacyTimestampZone      = "ingestd.partition.legacyTimestampZone"
 	PropCompressionCodec         = "delta.parquet.compression.codec"
 	PropNumIndexedCols           = "delta.dataSkippingNumIndexedCols"
 	PropStatsColumns             = "delta.dataSkippingStatsColumns"

@@ -340,6 +340,10 @@ func checkPropertyValue(key, value string) error {
 		if !intervalRe.MatchString(value) {
 			return errors.New(`want an interval such as "interval 30 days"`)
 		}
+	case deltalog.PropLegacyTimestampZone:
+		if _, err := time.LoadLocation(value); err != nil || value == "" || value == "Local" {
+			return errors.New(`want an IANA time zone name such as "America/Los_Angeles" (the session zone of the Spark that wrote the legacy values)`)
+		}
 	}
 	return nil
 }

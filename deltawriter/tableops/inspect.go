@@ -166,7 +166,8 @@ type Detail struct {
 // Partition is one partition value tuple of a partitioned table and its live files.
 // Values are keyed by logical column name and normalised
 // (deltawriter.NormalizePartitionValue): a timestamp in the UTC ISO form whichever form
-// the writer used (a legacy zone-less value read as UTC), so that one partition written
+// the writer used (a legacy zone-less value read in the table's
+// deltalog.PropLegacyTimestampZone, UTC by default), so that one partition written
 // by old and new writers is one entry; nil is the null partition.
 type Partition struct {
 	Values map[string]*string `json:"values"`
@@ -218,6 +219,12 @@ func partitions(s *deltawriter.Snapshot) []Partition {
 		}
 		cs = append(cs, col{name: f.Name, phys: f.PhysicalName(s.ColumnMapping), t: f.Type})
 	}
+	loc := time.UTC
+	if z := s.Metadata.Configuration[deltalog.PropLegacyTimestampZone]; z != "" {
+		if l, err := time.LoadLocation(z); err == nil {
+			loc = l
+		}
+	}
 	byKey := map[string]*Partition{}
 	for _, f := range s.Files {
 		p := Partition{Values: map[string]*string{}}
@@ -228,7 +235,7 @@ func partitions(s *deltawriter.Snapshot) []Partition {
 				v = f.PartitionValues[c.name]
 			}
 			if c.t != nil {
-				if n, err := deltawriter.NormalizePartitionValue(c.t, v, nil); err == nil {
+				if n, err := deltawriter.NormalizePartitionValue(c.t, v, loc); err == nil {
 					v = n
 				}
 			}

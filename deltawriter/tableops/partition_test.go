@@ -90,4 +90,19 @@ func TestDescribePartitions(t *testing.T) {
 			t.Errorf("describe:\n%s\nwant the line %q", out, want)
 		}
 	}
+	// A table whose legacy values were written in a US Pacific session says so.
+	if _, err := Apply(ctx, tbl, Alter{SetProperties: map[string]string{deltalog.PropLegacyTimestampZone: "Mars/Olympus"}}); err == nil || !strings.Contains(err.Error(), "IANA time zone") {
+		t.Fatalf("an unknown zone: %v; want a refusal", err)
+	}
+	if _, err := Apply(ctx, tbl, Alter{SetProperties: map[string]string{deltalog.PropLegacyTimestampZone: "America/Los_Angeles"}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = tbl.Snapshot(ctx)
+	b.Reset()
+	WriteDetail(&b, Describe("t", snap))
+	for _, want := range []string{"partitions:        4\n", "  qty=1, ts=2024-06-16T02:30:45.000000Z: 1 files (10 bytes)\n", "  qty=1, ts=2024-06-15T19:30:45.000000Z: 1 files (10 bytes)\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("describe with %s:\n%s\nwant the line %q", deltalog.PropLegacyTimestampZone, b.String(), want)
+		}
+	}
 }
