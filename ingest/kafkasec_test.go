@@ -164,8 +164,7 @@ func TestConfigSecurityValidation(t *testing.T) {
 		{"bad extension name", cfg("  tls: {}\n  sasl: {mechanism: OAUTHBEARER, token_file: "+pw+", extensions: {auth: x}}", "http://r"),
 			`p.yaml:6: kafka.sasl.extensions: name "auth" must be letters only and not "auth" (RFC 7628) (fix: rename the extension)`},
 		{"MSK IAM without TLS", cfg("  sasl: {mechanism: AWS_MSK_IAM}", "http://r"),
-			"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.tls (MSK's IAM listeners are TLS only) (fix: add kafka: {tls: {}} (the system roots verify MSK))\n" +
-				"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set in ingestd's environment (fix: export them (and AWS_SESSION_TOKEN for temporary credentials); they are re-read on every authentication)"},
+			"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.tls (MSK's IAM listeners are TLS only) (fix: add kafka: {tls: {}} (the system roots verify MSK))"},
 		{"unknown mechanism", cfg("  sasl: {mechanism: GSSAPI}", "http://r"),
 			`p.yaml:5: kafka.sasl.mechanism "GSSAPI" is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM (fix: use one of those (Kafka's names))`},
 		{"credentials in the registry URL", cfg("", "https://bob:hunter2@reg:8081"),
@@ -185,6 +184,17 @@ func TestConfigSecurityValidation(t *testing.T) {
 			}
 		})
 	}
+	// AWS_MSK_IAM with an AWS configuration that does not load (AWS_PROFILE names a
+	// profile no file has): refused at start-up, file:line, the profile and the fix
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(pki.dir, "aws-config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(pki.dir, "aws-credentials"))
+	t.Setenv("AWS_PROFILE", "nosuch")
+	got := errorsOf(t, cfg("  tls: {}\n  sasl: {mechanism: AWS_MSK_IAM}", "http://r"))
+	if !strings.HasPrefix(got, "p.yaml:6: kafka.sasl.mechanism AWS_MSK_IAM: load AWS configuration: ") || !strings.Contains(got, "nosuch") ||
+		!strings.HasSuffix(got, "(fix: fix the AWS configuration (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE))") {
+		t.Errorf("missing AWS profile: %s", got)
+	}
+	t.Setenv("AWS_PROFILE", "")
 	// SASL without TLS loads, with a WARN naming the line
 	cfgs, err := LoadConfigs(writeConfig(t, cfg("  sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}", "http://r")))
 	if err != nil {
