@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,4 +98,83 @@ func TestSecuredReauth(t *testing.T) {
 	noSecret(t, "ingestd run --log-level debug output", text, s.password)
 	t.Logf("C40 R1: %d records in %d chunks over %v, 30 s SCRAM sessions; the consumer re-authenticated %v times on broker 1 (%v password reads, all clients), one group session; slowest chunk in the table after %v",
 		len(want), chunks, run.Round(time.Second), reauths, reads, slowest.Round(100*time.Millisecond))
+}
+
+// TestSecuredSpuriousCommitAuthError is C40 R5 run 1 on the real broker: ingestd reaches
+// the SASL_SSL listener (SCRAM-SHA-512, 30 s sessions) through kafkaProxy, which sends the
+// first OffsetCommit after a re-authentication to a group the principal may not read, so
+// the broker itself answers GROUP_AUTHORIZATION_FAILED and commits nothing. ingestd retries
+// the commit (C40 R5 Decision: up to 3 times, the first 1 s later), the retry is accepted,
+// the group's offset reaches the topic's end before any further record arrives, the
+// pipeline keeps running past the grace a persistent failure gets, and every record is in
+// Delta exactly once. (Run 2, the group ACL really removed, is in TestSecuredFailFast.)
+func TestSecuredSpuriousCommitAuthError(t *testing.T) {
+	t.Parallel()
+	s := needSecure(t)
+	topic := createTopic(t, s.stack, "sec-r5", 1)
+	dlq := createTopic(t, s.stack, "sec-r5.dlq", 1)
+	group := fmt.Sprintf("r5-%d", time.Now().UnixNano())
+	grant(t, s, s.user, "", map[string][]kadm.ACLOperation{topic: {kadm.OpRead, kadm.OpDescribe}, dlq: {kadm.OpWrite, kadm.OpDescribe}}, group)
+	dir := t.TempDir()
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	proxy := startKafkaProxy(t, dir, s.saslSSL, s.ca)
+	table := filepath.Join(dir, "r5")
+	writePipeline(t, cfgDir, "r5", secureYAML("r5", s, proxy.addr,
+		fmt.Sprintf("  tls: {ca_file: %s}\n  sasl: {mechanism: SCRAM-SHA-512, username: %s, password_file: %s}", proxy.ca, s.user, s.passwordFile),
+		topic, table, "evolve", dlq, group))
+	proxy.armed.Store(true)
+	d := startDaemon(t, cfgDir)
+	var want []order
+	start := time.Now()
+	// a chunk every 5 s until the proxy has spoiled a commit (after the first
+	// re-authentication, about 30 s in), then quiet: only the retry commits
+	for i := 0; proxy.spoiled.Load() == 0; i++ {
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("no OffsetCommit after a re-authentication in 90 s (%d re-authentications, %d commits through the proxy)", proxy.reauths.Load(), proxy.commits.Load())
+		}
+		want = append(want, produce(t, s.stack, topic, 100, 0, int64(1+len(want)))...)
+		waitFor(t, d, 10*time.Second, "the chunk in the table", func() bool { return handled(t, table) == int64(len(want)) })
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && proxy.spoiled.Load() == 0; {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	spoiledAt := time.Unix(0, proxy.spoilAt.Load())
+	var committed int64
+	adm := kadm.NewClient(kafkaClient(t, s.stack))
+	waitFor(t, d, 10*time.Second, "the group's offset at the topic's end after the retry", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		if o, ok := offs.Lookup(topic, 0); ok {
+			committed = o.At
+		}
+		return committed == int64(len(want))
+	})
+	retried := time.Since(spoiledAt)
+	time.Sleep(4 * time.Second) // past fatalGrace
+	if r, _ := d.readyz(t); len(r.Pipelines) != 1 || r.Pipelines[0].State != "running" {
+		t.Fatalf("after one spurious GROUP_AUTHORIZATION_FAILED on OffsetCommit: %+v", r.Pipelines)
+	}
+	want = append(want, produce(t, s.stack, topic, 100, 0, int64(1+len(want)))...)
+	waitFor(t, d, 15*time.Second, "the records after the refused commit", func() bool { return handled(t, table) == int64(len(want)) })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	logs, _ := os.ReadFile(d.logs.Name())
+	for _, line := range []string{
+		`"msg":"kafka offset commit refused with GROUP_AUTHORIZATION_FAILED; retrying"`,
+		`"msg":"kafka offset commit accepted on retry after GROUP_AUTHORIZATION_FAILED","pipeline":"r5","retry":1`,
+	} {
+		if n := strings.Count(string(logs), line); n != 1 {
+			t.Errorf("log has %d × %s, want 1", n, line)
+		}
+	}
+	checkOrders(t, "r5", readTable(t, s.stack, table), want, false)
+	noSecret(t, "ingestd run output", string(logs), s.password)
+	t.Logf("C40 R5 run 1: the first OffsetCommit after a re-authentication (%d re-authentications through the proxy) refused by the broker %v after start; the group offset reached %d %v later (the retry); %d records once",
+		proxy.reauths.Load(), spoiledAt.Sub(start).Round(100*time.Millisecond), committed, retried.Round(100*time.Millisecond), len(want))
 }
