@@ -2,15 +2,13 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
+
+	"github.com/ingestd/ingestd/internal/awscred"
 )
 
 // mskRefreshMargin is how much life AWS credentials must have left when AWS_MSK_IAM signs
@@ -67,54 +65,20 @@ func (m *mskCredentials) get(ctx context.Context) (aws.Auth, error) {
 	return a, nil
 }
 
-// sdkAWSCredentials is the AWS SDK's default credential chain as a source (aws-sdk-go-v2
-// config.LoadDefaultConfig, in its order: the environment — AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN —, the shared config and credentials files with
-// AWS_PROFILE (including SSO, credential_process and role profiles), web identity / IRSA
-// from AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN through STS, ECS or EKS Pod Identity
-// container credentials from AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI, then the
-// EC2 instance role through IMDS). Loading reads files and the environment only; the
-// network is contacted when credentials are first asked for.
-//
-// Every call asks the chain for fresh credentials (it invalidates the SDK's own cache):
-// mskCredentials calls it only when what it keeps has less than its margin left, and the
-// SDK's cache would hand back the same near-expiry credentials until they expire. The
-// expiry is the provider's (zero for long-term keys); environment keys take theirs from
-// AWS_CREDENTIAL_EXPIRATION (RFC 3339, as `aws configure export-credentials --format env`
-// writes it), which the SDK does not read. Errors name the chain's failure, never a secret.
+// sdkAWSCredentials is the AWS SDK's default credential chain (awscred.DefaultChain:
+// environment, shared profile, web identity / IRSA, ECS container credentials, EC2 IMDS)
+// as a source: every call asks the chain again, so mskCredentials' margin alone decides
+// when to refresh.
 func sdkAWSCredentials(ctx context.Context) (awsCredentialSource, error) {
-	// No expiry window in the SDK's cache: it would report container and IMDS credentials
-	// as expiring 5 minutes early, and the margin here would come on top of it.
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithCredentialsCacheOptions(func(o *awssdk.CredentialsCacheOptions) {
-		o.ExpiryWindow, o.ExpiryWindowJitterFrac = 0, 0
-	}))
+	src, err := awscred.DefaultChain(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	provider := cfg.Credentials
-	if provider == nil {
-		return nil, errors.New("load AWS configuration: no AWS credential provider")
+		return nil, err
 	}
 	return func(ctx context.Context) (aws.Auth, time.Time, error) {
-		if c, ok := provider.(interface{ Invalidate() }); ok {
-			c.Invalidate()
-		}
-		c, err := provider.Retrieve(ctx)
+		c, err := src(ctx)
 		if err != nil {
-			return aws.Auth{}, time.Time{}, fmt.Errorf("retrieve AWS credentials: %w", err)
+			return aws.Auth{}, time.Time{}, err
 		}
-		a := aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: "ingestd"}
-		var exp time.Time
-		if c.CanExpire {
-			exp = c.Expires
-		}
-		if v := os.Getenv("AWS_CREDENTIAL_EXPIRATION"); v != "" && c.Source == config.CredentialsSourceName {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return aws.Auth{}, time.Time{}, fmt.Errorf("retrieve AWS credentials: AWS_CREDENTIAL_EXPIRATION %q is not an RFC 3339 time", v)
-			}
-			exp = t
-		}
-		return a, exp, nil
+		return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: "ingestd"}, c.Expires, nil
 	}, nil
 }
