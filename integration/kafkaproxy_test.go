@@ -178,7 +178,7 @@ func requestHeader(frame []byte) (inflight, int, error) {
 	}
 	req.SetVersion(in.version)
 	in.flexible = req.IsFlexible()
-	off := 12 // after size, key, version, correlation id
+	off := 12                                                    // after size, key, version, correlation id
 	if l := int16(binary.BigEndian.Uint16(frame[off:])); l > 0 { // client id, -1: null
 		off += int(l)
 	}
@@ -246,7 +246,7 @@ func (p *kafkaProxy) response(in inflight, frame []byte) ([]byte, error) {
 	if in.key != 3 && in.key != 10 {
 		return frame, nil
 	}
-	hdrLen := 8 // size, correlation id
+	hdrLen := 8      // size, correlation id
 	if in.flexible { // response header v1 (ApiVersions, key 18, is never rewritten here)
 		var err error
 		if hdrLen, err = skipTags(frame, hdrLen); err != nil {
