@@ -101,17 +101,15 @@ func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []stri
 }
 
 // readCheckpointFile returns the actions of one checkpoint or sidecar file: NDJSON when
-// the name ends in .json, Parquet otherwise.
+// the name ends in .json, Parquet otherwise. A Parquet file on a store with ranged reads
+// (storage.RangeGetter: every store of package storage) is read through a
+// storage.ObjectReader — its size from Stat, then the footer and the column chunks in
+// blocks of storage.ReadBlockSize, at most storage.ReadBlocks held — so a checkpoint of
+// any size is never held whole (PROTOCOL.md, "Checkpoints": readers may read only the
+// columns they need); other stores read it whole.
 func readCheckpointFile(ctx context.Context, st storage.Store, p string) ([]deltalog.Action, error) {
-	data, err := st.Get(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if strings.HasSuffix(p, ".json") {
-		return deltalog.ParseCommit(bytes.NewReader(data))
-	}
 	var actions []deltalog.Action
-	err = readParquetRows(data, func(row map[string]any) error {
+	collect := func(row map[string]any) error {
 		a, err := checkpointAction(row)
 		if err != nil {
 			return err
@@ -120,13 +118,41 @@ func readCheckpointFile(ctx context.Context, st storage.Store, p string) ([]delt
 			actions = append(actions, *a)
 		}
 		return nil
-	})
+	}
+	if rg, ok := st.(storage.RangeGetter); ok && !strings.HasSuffix(p, ".json") {
+		fi, err := st.Stat(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		err = readParquetRowsAt(storage.NewObjectReader(ctx, rg, p, fi.Size), fi.Size, collect)
+		return actions, err
+	}
+	data, err := st.Get(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(p, ".json") {
+		return deltalog.ParseCommit(bytes.NewReader(data))
+	}
+	err = readParquetRowsAt(bytes.NewReader(data), int64(len(data)), collect)
 	return actions, err
 }
 
-// readParquetRows calls fn with every row of a Parquet file assembled as a tree.
+// readParquetRows calls fn with every row of a Parquet file in memory (readParquetRowsAt).
 func readParquetRows(data []byte, fn func(map[string]any) error) error {
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	return readParquetRowsAt(bytes.NewReader(data), int64(len(data)), fn)
+}
+
+// parquetReadBuffer is parquet-go's read buffer per column and the size of the optimistic
+// footer read (one request for the footer of a checkpoint).
+const parquetReadBuffer = 64 << 10
+
+// readParquetRowsAt calls fn with every row of the Parquet file of size bytes at r,
+// assembled as a tree. The footer is read with one optimistic read from the end, the page
+// index and bloom filters are skipped (a checkpoint reader scans every row).
+func readParquetRowsAt(r io.ReaderAt, size int64, fn func(map[string]any) error) error {
+	f, err := parquet.OpenFile(r, size, parquet.SkipMagicBytes(true), parquet.OptimisticRead(true),
+		parquet.ReadBufferSize(parquetReadBuffer), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -251,10 +252,10 @@ func (c *Config) validateSASL(s *SASLConfig, hasTLS bool, bad func(path, msg, fi
 			bad(p, "kafka.sasl.mechanism AWS_MSK_IAM needs kafka.tls (MSK's IAM listeners are TLS only)", "add kafka: {tls: {}} (the system roots verify MSK)")
 		}
 		if pw || tok || s.Username != "" {
-			bad(p, "kafka.sasl: AWS_MSK_IAM takes its credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, not username/password/token", "remove username, password_* and token_*")
+			bad(p, "kafka.sasl: AWS_MSK_IAM takes its credentials from the AWS default credential chain, not username/password/token", "remove username, password_* and token_*")
 		}
-		if os.Getenv("AWS_ACCESS_KEY_ID") == "" || os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
-			bad(p, "kafka.sasl.mechanism AWS_MSK_IAM: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set in ingestd's environment", "export them (and AWS_SESSION_TOKEN for temporary credentials); they are re-read on every authentication")
+		if _, err := sdkAWSCredentials(context.Background()); err != nil {
+			bad(p, "kafka.sasl.mechanism AWS_MSK_IAM: "+err.Error(), "fix the AWS configuration (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE)")
 		}
 		return
 	case "":

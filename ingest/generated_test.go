@@ -118,7 +118,7 @@ func fillRow(t *testing.T, schema *deltalog.StructType, conf map[string]string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, conf)
+	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, conf, nil)
 	if err != nil || len(fills) != 1 {
 		t.Fatalf("fillsFor: %v %v", fills, err)
 	}
@@ -217,7 +217,7 @@ func TestC34Fill(t *testing.T) {
 func BenchmarkGeneratedFill(b *testing.B) {
 	schema := c34Schema()
 	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
-	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, nil)
+	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

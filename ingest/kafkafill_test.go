@@ -48,7 +48,7 @@ func kafkaFillSetup(t *testing.T, format string) (*decode.Decoder, *parquet.Sche
 	if err != nil {
 		t.Fatal(err)
 	}
-	fills, err := fillsFor(cfg, schema, deltalog.ColumnMappingNone, pq, newKafkaState(nil))
+	fills, err := fillsFor(cfg, schema, deltalog.ColumnMappingNone, pq, nil, newKafkaState(nil))
 	if err != nil || len(fills) != 1 {
 		t.Fatalf("fillsFor: %v, %d fills", err, len(fills))
 	}

@@ -82,9 +82,11 @@ func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
 
 // saslMechanism is the franz-go mechanism for s, with a credential callback that runs on
 // every connection and every re-authentication and re-reads the password or token file
-// (or variable) each time; MSK IAM re-reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-// AWS_SESSION_TOKEN, and never signs with credentials that have less than
-// mskRefreshMargin left without asking for fresh ones first (mskcreds.go). Errors: an unknown mechanism.
+// (or variable) each time; MSK IAM takes its credentials from the AWS SDK's default chain
+// (environment, shared profile, web identity / IRSA, ECS container credentials, EC2 IMDS)
+// and never signs with credentials that have less than mskRefreshMargin left without
+// asking for fresh ones first (mskcreds.go). Errors: an unknown mechanism, an AWS
+// configuration that does not load (e.g. AWS_PROFILE names a missing profile).
 func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 	password := func() (string, error) {
 		passwordReads.Add(1)
@@ -126,7 +128,18 @@ func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 			return oauth.Auth{Token: t.Reveal(), Extensions: ext}, nil
 		}), nil
 	case MechMSKIAM:
-		return aws.ManagedStreamingIAM(newMSKCredentials(envAWSCredentials, mskRefreshMargin).get), nil
+		src, err := sdkAWSCredentials(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("configure kafka.sasl AWS_MSK_IAM: %w", err)
+		}
+		creds := newMSKCredentials(src, mskRefreshMargin)
+		return aws.ManagedStreamingIAM(func(ctx context.Context) (aws.Auth, error) {
+			a, err := creds.get(ctx)
+			if err != nil {
+				return aws.Auth{}, fmt.Errorf("read kafka.sasl AWS credentials: %w", err)
+			}
+			return a, nil
+		}), nil
 	}
 	return nil, fmt.Errorf("configure kafka.sasl: unknown mechanism %q", s.Mechanism)
 }
@@ -156,7 +169,10 @@ func kafkaPrincipal(k KafkaConfig) string {
 			}
 			return "the OAUTHBEARER token's principal"
 		case MechMSKIAM:
-			return fmt.Sprintf("the IAM identity of access key %s (AWS_MSK_IAM)", os.Getenv("AWS_ACCESS_KEY_ID"))
+			if k := os.Getenv("AWS_ACCESS_KEY_ID"); k != "" {
+				return fmt.Sprintf("the IAM identity of access key %s (AWS_MSK_IAM)", k)
+			}
+			return "the IAM identity of the AWS default credential chain (AWS_MSK_IAM)"
 		}
 	}
 	if t := k.TLS; t != nil && t.CertFile != "" {
@@ -270,6 +286,8 @@ func fatalKafkaError(k KafkaConfig, need string, err error) (string, bool) {
 		return fmt.Sprintf("kafka TLS: the broker refused the client certificate %s: %v (fix: use a certificate signed by a CA the broker trusts, not expired, with the clientAuth usage)", certSubject(k.TLS), err), true
 	case errors.As(err, &hdr), strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return fmt.Sprintf("kafka TLS: kafka.tls is set but the broker answered in plaintext: %v (fix: point kafka.brokers at the TLS listener, or remove kafka.tls)", err), true
+	case strings.Contains(msg, "read kafka.sasl AWS credentials"):
+		return fmt.Sprintf("kafka credentials for %s: %v (fix: check the AWS credential chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, the IRSA or ECS role, the instance profile)", who, err), true
 	case strings.Contains(msg, "read kafka.sasl password") || strings.Contains(msg, "read kafka.sasl token") || strings.Contains(msg, "load client certificate"):
 		return fmt.Sprintf("kafka credentials for %s: %v (fix: restore the file or variable)", who, err), true
 	}

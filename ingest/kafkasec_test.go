@@ -164,8 +164,7 @@ func TestConfigSecurityValidation(t *testing.T) {
 		{"bad extension name", cfg("  tls: {}\n  sasl: {mechanism: OAUTHBEARER, token_file: "+pw+", extensions: {auth: x}}", "http://r"),
 			`p.yaml:6: kafka.sasl.extensions: name "auth" must be letters only and not "auth" (RFC 7628) (fix: rename the extension)`},
 		{"MSK IAM without TLS", cfg("  sasl: {mechanism: AWS_MSK_IAM}", "http://r"),
-			"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.tls (MSK's IAM listeners are TLS only) (fix: add kafka: {tls: {}} (the system roots verify MSK))\n" +
-				"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set in ingestd's environment (fix: export them (and AWS_SESSION_TOKEN for temporary credentials); they are re-read on every authentication)"},
+			"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.tls (MSK's IAM listeners are TLS only) (fix: add kafka: {tls: {}} (the system roots verify MSK))"},
 		{"unknown mechanism", cfg("  sasl: {mechanism: GSSAPI}", "http://r"),
 			`p.yaml:5: kafka.sasl.mechanism "GSSAPI" is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM (fix: use one of those (Kafka's names))`},
 		{"credentials in the registry URL", cfg("", "https://bob:hunter2@reg:8081"),
@@ -185,6 +184,17 @@ func TestConfigSecurityValidation(t *testing.T) {
 			}
 		})
 	}
+	// AWS_MSK_IAM with an AWS configuration that does not load (AWS_PROFILE names a
+	// profile no file has): refused at start-up, file:line, the profile and the fix
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(pki.dir, "aws-config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(pki.dir, "aws-credentials"))
+	t.Setenv("AWS_PROFILE", "nosuch")
+	got := errorsOf(t, cfg("  tls: {}\n  sasl: {mechanism: AWS_MSK_IAM}", "http://r"))
+	if !strings.HasPrefix(got, "p.yaml:6: kafka.sasl.mechanism AWS_MSK_IAM: load AWS configuration: ") || !strings.Contains(got, "nosuch") ||
+		!strings.HasSuffix(got, "(fix: fix the AWS configuration (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE))") {
+		t.Errorf("missing AWS profile: %s", got)
+	}
+	t.Setenv("AWS_PROFILE", "")
 	// SASL without TLS loads, with a WARN naming the line
 	cfgs, err := LoadConfigs(writeConfig(t, cfg("  sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}", "http://r")))
 	if err != nil {
@@ -521,37 +531,68 @@ func TestSpuriousGroupAuthErrorIsNotFatal(t *testing.T) {
 	h.checkExactlyOnce(2000)
 }
 
+// gafCommit answers an OffsetCommit with GROUP_AUTHORIZATION_FAILED for every partition.
+func gafCommit(kr kmsg.Request) kmsg.Response {
+	req := kr.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	resp.Version = req.Version
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// committedOffsets are the group's committed offsets per partition of topic.
+func committedOffsets(t *testing.T, h *harness, group string) map[int32]int64 {
+	t.Helper()
+	resps, err := kadm.NewClient(h.producer).FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for _, ps := range resps {
+		for p, r := range ps {
+			out[p] = r.At
+		}
+	}
+	return out
+}
+
 // C40 R5, run 1, on the request the reports name: one OffsetCommit answered with
-// GROUP_AUTHORIZATION_FAILED for every partition. Group offsets are advisory (the Delta
-// txns are the truth): the pipeline logs it, stays running past the grace a persistent
-// failure gets, and lands every record once.
+// GROUP_AUTHORIZATION_FAILED for every partition while records flow. Its offsets are
+// committed again (the Decision: up to 3 retries, the first 1 s later), so the group's
+// offsets end at the topic's end even for a partition no later commit covered (without
+// the retry one partition stayed 500 behind); the pipeline stays running past the grace
+// a persistent failure gets and lands every record once.
 func TestSpuriousOffsetCommitAuthErrorIsNotFatal(t *testing.T) {
 	h := newHarness(t, 2)
 	h.produce(1, 1000, 0, 2, -1)
 	m := h.start("a", nil)
 	h.waitHandled(1000, 30*time.Second, m)
-	var injected atomic.Int32
+	time.Sleep(500 * time.Millisecond) // the last commit of the first records is out
+	var injected, after atomic.Int32
 	h.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		req := kr.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		resp.Version = req.Version
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
+		h.cluster.KeepControl()
+		if injected.Load() == 0 {
+			injected.Add(1)
+			return gafCommit(kr), nil, true
 		}
-		injected.Add(1)
-		return resp, nil, true
+		after.Add(1)
+		return nil, nil, false
 	})
 	h.produce(1001, 1000, 0, 2, -1)
 	h.waitHandled(2000, 30*time.Second, m)
 	waitFor(t, 30*time.Second, func() error { return atLeast("injected offset commit failures", int64(injected.Load()), 1) })
+	waitFor(t, 10*time.Second, func() error { return atLeast("offset commits after the refused one", int64(after.Load()), 1) })
+	time.Sleep(2 * time.Second) // the retry, 1 s after the refusal
 	time.Sleep(fatalGrace + time.Second)
 	if s := m.p.Status(); s.State != StateRunning {
 		t.Fatalf("after one spurious GROUP_AUTHORIZATION_FAILED on OffsetCommit: %+v", s)
@@ -559,6 +600,50 @@ func TestSpuriousOffsetCommitAuthErrorIsNotFatal(t *testing.T) {
 	if got := injected.Load(); got != 1 {
 		t.Errorf("%d offset commits answered with the failure, want 1", got)
 	}
+	if got := committedOffsets(t, h, h.config().Kafka.Group); got[0]+got[1] != 2000 {
+		t.Errorf("group offsets after the retry: %v, want the topic's end (2000 records over 2 partitions)", got)
+	}
 	m.stop(t)
 	h.checkExactlyOnce(2000)
+}
+
+// C40 R5, a persisting refusal: every OffsetCommit answered with
+// GROUP_AUTHORIZATION_FAILED (heartbeats and fetches still fine, so only the commit
+// path sees it). After the 3 retries (1, 2 and 4 s apart) the pipeline fails, 7 to 10 s
+// after the first refusal (a burst of refused commits from several flushes is one
+// refusal, not a persisting one), naming the principal and READ on the group; the records
+// it wrote before are in the table once.
+func TestPersistentOffsetCommitAuthErrorIsFatal(t *testing.T) {
+	h := newHarness(t, 2)
+	m := h.start("a", nil)
+	var refused atomic.Int32
+	var first atomic.Int64
+	h.cluster.ControlKey(kmsg.OffsetCommit.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		h.cluster.KeepControl()
+		if refused.Add(1) == 1 {
+			first.Store(time.Now().UnixNano())
+		}
+		return gafCommit(kr), nil, true
+	})
+	h.produce(1, 1000, 0, 2, -1)
+	h.waitHandled(1000, 30*time.Second, m)
+	var err error
+	select {
+	case err = <-m.done:
+		m.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still running 20 s after offset commits began to be refused (%d refused)", refused.Load())
+	}
+	took := time.Since(time.Unix(0, first.Load()))
+	want := "commit group offsets: kafka authorization failed: User:ANONYMOUS (no SASL, no client certificate) is missing READ on group ingestd-orders (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal <principal> --operation Read --group ingestd-orders)"
+	if s := m.p.Status(); s.State != StateFailed || s.Error != want {
+		t.Errorf("after persisting refusals: %s %q\nwant failed %q (run returned %v)", s.State, s.Error, want, err)
+	}
+	if took < 6*time.Second || took > 10*time.Second {
+		t.Errorf("failed %v after the first refusal, want after the retries (about 7 s), within 10 s", took)
+	}
+	if n := refused.Load(); n < 1+commitAuthRetries {
+		t.Errorf("%d offset commits refused, want at least %d (the commit and its retries)", n, 1+commitAuthRetries)
+	}
+	h.checkExactlyOnce(1000)
 }

@@ -47,6 +47,9 @@ type consumerMode struct {
 	table string // table.uri, named in the dead letters
 	log   *slog.Logger
 	cl    *kgo.Client // the group consumer, set once Run has built it; nil: no offsets committed
+	// commits sends the advisory commits and retries a spurious GROUP_AUTHORIZATION_FAILED
+	// (offsetcommit.go).
+	commits offsetCommits
 }
 
 func (m *consumerMode) txnAppID(topic string, partition int32) string {
@@ -70,7 +73,9 @@ func (m *consumerMode) beforeProduce(context.Context, *outcome) (bool, error) { 
 // dead-letter-only flush while the table does not exist they are the only record of
 // progress (adjustOffsets resumes from them until a table exists), so they are committed
 // synchronously, bounded by noTableCommitTimeout; a failure is logged, and after a
-// restart those records are dead-lettered again (replay dedupes the copies).
+// restart those records are dead-lettered again (replay dedupes the copies). An advisory
+// commit refused with GROUP_AUTHORIZATION_FAILED is retried, and fails the pipeline when
+// that persists (offsetCommits, C40 R5).
 func (m *consumerMode) done(ctx context.Context, out *outcome) {
 	if m.cl == nil || len(out.handled) == 0 || (out.version < 0 && !out.noTable) {
 		return
@@ -98,13 +103,7 @@ func (m *consumerMode) done(ctx context.Context, out *outcome) {
 		}
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	m.cl.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
-		defer cancel()
-		if err != nil {
-			m.log.Warn("commit kafka offsets (advisory) failed", "err", err)
-		}
-	})
+	m.commits.commit(ctx, m.cl, offs)
 }
 
 // noTableCommitTimeout bounds the synchronous group offset commit of a dead-letter-only

@@ -2,13 +2,13 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl/aws"
+
+	"github.com/ingestd/ingestd/internal/awscred"
 )
 
 // mskRefreshMargin is how much life AWS credentials must have left when AWS_MSK_IAM signs
@@ -23,8 +23,8 @@ type awsCredentialSource func(context.Context) (aws.Auth, time.Time, error)
 
 // mskCredentials is the AWS_MSK_IAM mechanism's credential callback: it keeps the last
 // credentials of its source and asks the source again, before signing, whenever they
-// have less than margin left (or their expiry is not known: long-term keys from the
-// environment are re-read on every authentication, which costs nothing). Credentials that
+// have less than margin left (or their expiry is not known: long-term keys are asked for
+// on every authentication, which costs nothing, the chain answers them from memory). Credentials that
 // have less than margin left even when fresh are still used while they are valid (they
 // are the best there is) but not kept, so the next re-authentication asks again; expired
 // ones are refused, naming their expiry, never signed.
@@ -65,22 +65,20 @@ func (m *mskCredentials) get(ctx context.Context) (aws.Auth, error) {
 	return a, nil
 }
 
-// envAWSCredentials reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN,
-// with their expiry from AWS_CREDENTIAL_EXPIRATION (RFC 3339, as `aws configure
-// export-credentials --format env` writes it) when set.
-func envAWSCredentials(context.Context) (aws.Auth, time.Time, error) {
-	a := aws.Auth{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
-		SessionToken: os.Getenv("AWS_SESSION_TOKEN"), UserAgent: "ingestd"}
-	if a.AccessKey == "" || a.SecretKey == "" {
-		return a, time.Time{}, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
+// sdkAWSCredentials is the AWS SDK's default credential chain (awscred.DefaultChain:
+// environment, shared profile, web identity / IRSA, ECS container credentials, EC2 IMDS)
+// as a source: every call asks the chain again, so mskCredentials' margin alone decides
+// when to refresh.
+func sdkAWSCredentials(ctx context.Context) (awsCredentialSource, error) {
+	src, err := awscred.DefaultChain(ctx)
+	if err != nil {
+		return nil, err
 	}
-	var exp time.Time
-	if v := os.Getenv("AWS_CREDENTIAL_EXPIRATION"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
+	return func(ctx context.Context) (aws.Auth, time.Time, error) {
+		c, err := src(ctx)
 		if err != nil {
-			return a, time.Time{}, fmt.Errorf("AWS_CREDENTIAL_EXPIRATION %q is not an RFC 3339 time", v)
+			return aws.Auth{}, time.Time{}, err
 		}
-		exp = t
-	}
-	return a, exp, nil
+		return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: "ingestd"}, c.Expires, nil
+	}, nil
 }

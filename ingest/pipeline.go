@@ -249,25 +249,37 @@ func (s *session) close() {
 func (s *session) loop(ctx context.Context) error {
 	p, cl := s.p, s.cl
 	var fw fatalWatch // security errors that persist fail the pipeline (kafkasec.go)
+	// An advisory offset commit still refused for group authorization after its retries
+	// fails the pipeline from kgo's callback: it ends the poll (offsetcommit.go).
+	lctx, failLoop := context.WithCancelCause(ctx)
+	defer failLoop(nil)
+	p.cm.commits.setup(p.log, failLoop, func(err error) error {
+		msg := "kafka authorization failed: " + missingACL(p.cfg.Kafka, "READ", "group", p.cfg.Kafka.Group)
+		return &KafkaSecurityError{Msg: "commit group offsets: " + msg, Err: err}
+	})
 	// Flushes run to their end when ctx ends (SIGTERM) in the middle of one: an interrupted
 	// dead-letter produce would leave records in the DLQ that the drain produces again.
 	fctx, stop := flushContext(ctx, shutdownFlushTimeout)
 	defer stop()
 	for ctx.Err() == nil {
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		pollCtx, cancel := lctx, context.CancelFunc(func() {})
 		p.mu.Lock()
 		d, ok := p.batch.Deadline()
 		if len(p.fl.noTableTxns) > 0 && (!ok || p.progressDue.Before(d)) {
 			d, ok = p.progressDue, true // wake to record progress made without a table
 		}
 		if ok {
-			pollCtx, cancel = context.WithDeadline(ctx, d)
+			pollCtx, cancel = context.WithDeadline(lctx, d)
 		}
 		p.mu.Unlock()
 		fs := cl.PollRecords(pollCtx, maxPollRecords)
 		cancel()
 		if fs.IsClientClosed() {
 			return nil
+		}
+		if lctx.Err() != nil && ctx.Err() == nil {
+			cl.AllowRebalance()
+			return context.Cause(lctx)
 		}
 		if err := p.fetchErrors(fs, &fw); err != nil {
 			cl.AllowRebalance() // or Close would wait for the rebalance this poll blocks

@@ -58,6 +58,28 @@ func (l *Local) Get(ctx context.Context, p string) ([]byte, error) {
 	return b, nil
 }
 
+// GetRange implements RangeGetter: length bytes from offset off of the file at p.
+func (l *Local) GetRange(ctx context.Context, p string, off, length int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a, err := l.abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", p, err)
+	}
+	f, err := os.Open(a)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", p, err)
+	}
+	defer f.Close()
+	b := make([]byte, length)
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return b, nil
+	}
+	return nil, fmt.Errorf("get %s: %d bytes at %d: %w", p, n, off, err)
+}
+
 // Stat implements Store.
 func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 	if err := ctx.Err(); err != nil {
