@@ -11,6 +11,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // Generated columns (PROTOCOL.md, "Generated Columns"): table.generated_columns adds them
@@ -93,6 +94,15 @@ func generatedCreateColumns(cfg *Config) func(*deltalog.StructType) *deltalog.St
 		return nil
 	}
 	names := cfg.generatedNames()
+	// The Kafka columns are appended after the guard (commitSchema), but a generated column
+	// may derive from one (e.g. DATE(_kafka_timestamp)): bind against them too. The avro
+	// key's struct is not known here; no supported expression reads a struct.
+	var kafka []*deltalog.StructField
+	if cols := slices.DeleteFunc(slices.Clone(cfg.Table.KafkaColumns), func(c string) bool {
+		return c == kafkacols.Key && cfg.Table.KeyFormat == kafkacols.KeyAvro
+	}); len(cols) > 0 {
+		kafka, _ = kafkacols.Fields(cols, cfg.Table.KeyFormat, nil)
+	}
 	return func(s *deltalog.StructType) *deltalog.StructType {
 		loc, err := deltawriter.GenerationTimeZone(cfg.Table.Properties)
 		if err != nil {
@@ -100,7 +110,11 @@ func generatedCreateColumns(cfg *Config) func(*deltalog.StructType) *deltalog.St
 		}
 		for _, name := range names {
 			src := cfg.Table.GeneratedColumns[name]
-			e, err := expr.Compile(src, s, expr.Options{TimeZone: loc})
+			bindTo := s
+			if len(kafka) > 0 {
+				bindTo = &deltalog.StructType{Fields: append(slices.Clone(s.Fields), kafka...)}
+			}
+			e, err := expr.Compile(src, bindTo, expr.Options{TimeZone: loc})
 			if err != nil {
 				continue
 			}

@@ -583,3 +583,80 @@ func TestKafkaColumnsReplay(t *testing.T) {
 		fmt.Sprintf(`{"_kafka_headers":{"h1":"62","n":null},"_kafka_key":"6b31","_kafka_offset":1,"_kafka_partition":0,"_kafka_topic":%q,"channel":"web","order_id":1}`, topic),
 	})
 }
+
+// TestKafkaTimestampGeneratedPartition: a Kafka column as the source of a generated
+// partition column (issue 13: "e.g. DATE(_kafka_timestamp)"). The records' timestamps
+// straddle a UTC midnight (the daemon's TZ is not UTC): event_date is the UTC date of
+// _kafka_timestamp, the table is partitioned by it, one directory per date.
+func TestKafkaTimestampGeneratedPartition(t *testing.T) {
+	s := need(t)
+	python := s.python
+	topic := createTopic(t, s, "kcol-tsgen", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
+	ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := avro.MustParse(text)
+	base := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC) // 4 records on 11-30, 4 on 12-01 (UTC)
+	var recs []*kgo.Record
+	for i := int64(0); i < 8; i++ {
+		body, err := avro.Marshal(sch, map[string]any{"order_id": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: append(v, body...),
+			Timestamp: base.Add(time.Duration(i) * 30 * time.Minute)})
+	}
+	cl := kafkaClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "orders")
+	cfgDir := filepath.Join(dir, "pipelines")
+	mustMkdir(t, cfgDir)
+	y := strings.Replace(pipelineYAML("kcol-tsgen", s, topic, tbl, "dead_letter", topic+".dlq", ""),
+		"create: true}", `create: true, partition_by: [event_date], kafka_columns: [offset, timestamp], generated_columns: {event_date: "DATE(_kafka_timestamp)"}}`, 1)
+	writePipeline(t, cfgDir, "kcol-tsgen", y)
+	createTopicNamed(t, s, topic+".dlq", 1)
+	t.Setenv("TZ", "America/Los_Angeles") // the daemon's zone: event_date stays the UTC date
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 45*time.Second, "8 records handled", func() bool { return handled(t, tbl) == 8 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	var want []string
+	for _, r := range recs {
+		day := r.Timestamp.UTC().Format(time.DateOnly) // a partition column: delta-rs reads it back as the date's text
+		want = append(want, fmt.Sprintf(`{"_kafka_offset":%d,"_kafka_timestamp":%d,"event_date":%q,"order_id":%d}`,
+			r.Offset, r.Timestamp.UnixMicro(), day, r.Offset*2+int64(r.Partition)))
+	}
+	sameJSONRows(t, "delta-rs", readDeltaRS(t, python, tbl).Rows, want)
+	snap, err := openTable(t, tbl).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Schema.FieldByKey("event_date"); got == nil || got.Metadata["delta.generationExpression"] != "DATE(_kafka_timestamp)" {
+		t.Errorf("event_date field %+v, want a generated column", got)
+	}
+	dates := map[string]bool{}
+	for _, a := range snap.Files {
+		pv := deref(a.PartitionValues["event_date"])
+		if !strings.HasPrefix(a.Path, "event_date="+pv+"/") {
+			t.Errorf("file %s not in its partition directory (pv %q)", a.Path, pv)
+		}
+		dates[pv] = true
+	}
+	if len(dates) != 2 || !dates["2026-11-30"] || !dates["2026-12-01"] {
+		t.Errorf("partition values %v, want 2026-11-30 and 2026-12-01", dates)
+	}
+}
