@@ -287,6 +287,13 @@ func javaFloatString(f float64, bits int) string {
 		return "0.0"
 	}
 	e := strconv.FormatFloat(f, 'e', -1, bits) // -d.dddde±xx
+	if !strings.Contains(e, ".") {
+		// One shortest digit: Java picks, among the two-digit decimals that round to f, the
+		// closest (Double.toString(Double.MIN_VALUE) is "4.9E-324", not "5.0E-324").
+		if two := strconv.FormatFloat(f, 'e', 1, bits); !strings.Contains(two, ".0e") && roundTrips(two, f, bits) {
+			e = two
+		}
+	}
 	neg := e[0] == '-'
 	if neg {
 		e = e[1:]
@@ -317,4 +324,10 @@ func javaFloatString(f float64, bits int) string {
 		return "-" + out
 	}
 	return out
+}
+
+// roundTrips reports whether the decimal s parses back to f at bits precision.
+func roundTrips(s string, f float64, bits int) bool {
+	g, err := strconv.ParseFloat(s, bits)
+	return err == nil && g == f
 }
