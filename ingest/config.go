@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
@@ -481,6 +482,24 @@ func (c *Config) validateKafkaColumns(bad func(path, msg, fix string)) {
 	}
 	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] {
 		bad("$.table.key_format", fmt.Sprintf("table.key_format %s has no effect: table.kafka_columns does not list key", c.Table.KeyFormat), "add key to table.kafka_columns, or remove key_format")
+	}
+	// A Kafka column's type is fixed by this file, so a partition column that cannot be
+	// one (deltawriter.CheckPartitionColumns: binary, struct, map) is refused here, not at
+	// the first flush's create.
+	for i, col := range c.Table.PartitionBy {
+		var what, kind, fix string
+		switch k := deltalog.NameKey(col); {
+		case seen[kafkacols.Key] && k == deltalog.NameKey(kafkacols.Column(kafkacols.Key)) && c.Table.KeyFormat == kafkacols.KeyBytes:
+			what, kind, fix = "binary under key_format bytes", "binary", "use key_format string to partition by the key, or partition by another column"
+		case seen[kafkacols.Key] && k == deltalog.NameKey(kafkacols.Column(kafkacols.Key)) && c.Table.KeyFormat == kafkacols.KeyAvro:
+			what, kind, fix = "a struct under key_format avro", "struct", "use key_format string to partition by the key, or partition by another column"
+		case seen[kafkacols.Headers] && k == deltalog.NameKey(kafkacols.Column(kafkacols.Headers)):
+			what, kind, fix = "map<string, binary>", "map", "partition by another column"
+		default:
+			continue
+		}
+		bad(fmt.Sprintf("$.table.partition_by[%d]", i), fmt.Sprintf("table.partition_by: column %q is %s, %s: %v: %s",
+			col, kafkacols.Column(strings.TrimPrefix(strings.ToLower(col), kafkacols.Prefix)), what, deltawriter.ErrPartitionType, kind), fix)
 	}
 }
 

@@ -424,6 +424,14 @@ func TestConfigKafkaColumns(t *testing.T) {
 			`p.yaml:4: table.key_format "json" is not bytes, string or avro (fix: use bytes (default), string or avro)`},
 		{"format without key", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset], key_format: string}", 1),
 			`p.yaml:4: table.key_format string has no effect: table.kafka_columns does not list key (fix: add key to table.kafka_columns, or remove key_format)`},
+		// A Kafka column's type is fixed by the configuration: a binary key, a struct key or
+		// the headers map cannot be a partition column, and that is known at start-up.
+		{"binary key partition", strings.Replace(goodConfig, "create: true}", "create: true, partition_by: [_KAFKA_KEY], kafka_columns: [key]}", 1),
+			`p.yaml:4: table.partition_by: column "_KAFKA_KEY" is _kafka_key, binary under key_format bytes: unsupported partition column type: binary (fix: use key_format string to partition by the key, or partition by another column)`},
+		{"avro key partition", strings.Replace(goodConfig, "create: true}", "create: true, partition_by: [_kafka_key], kafka_columns: [key], key_format: avro}", 1),
+			`p.yaml:4: table.partition_by: column "_kafka_key" is _kafka_key, a struct under key_format avro: unsupported partition column type: struct (fix: use key_format string to partition by the key, or partition by another column)`},
+		{"headers partition", strings.Replace(goodConfig, "create: true}", "create: true, partition_by: [_kafka_headers], kafka_columns: [headers]}", 1),
+			`p.yaml:4: table.partition_by: column "_kafka_headers" is _kafka_headers, map<string, binary>: unsupported partition column type: map (fix: partition by another column)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
