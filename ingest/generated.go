@@ -56,6 +56,11 @@ func (c *Config) validateGenerated() []error {
 			bad(path, "table.generated_columns has an empty column name", "name the column, e.g. event_date: \"CAST(created_at AS DATE)\"")
 			continue
 		}
+		if k, ok := kafkaColumnNamed(c.Table.KafkaColumns, name); ok {
+			bad(path, fmt.Sprintf("table.generated_columns.%s: the name is the Kafka column %s (table.kafka_columns lists %s)", name, kafkacols.Column(k), k),
+				"rename the generated column, or remove "+k+" from table.kafka_columns")
+			continue
+		}
 		n, err := expr.Parse(src)
 		if err != nil {
 			bad(path, fmt.Sprintf("table.generated_columns.%s: %v", name, err), "write a Spark SQL expression, e.g. \"CAST(created_at AS DATE)\"")
@@ -82,6 +87,17 @@ func (c *Config) validateGenerated() []error {
 		}
 	}
 	return errs
+}
+
+// kafkaColumnNamed returns the Kafka column of cols (table.kafka_columns: "offset", …)
+// whose column (_kafka_offset, …) is name under Delta's name matching.
+func kafkaColumnNamed(cols []string, name string) (string, bool) {
+	for _, k := range cols {
+		if deltalog.NameKey(kafkacols.Column(k)) == deltalog.NameKey(name) {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // generatedCreateColumns is the guard's schemaguard.Options.CreateColumns for cfg: it adds

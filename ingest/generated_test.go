@@ -41,6 +41,8 @@ func TestGeneratedColumnsConfig(t *testing.T) {
 		{"syntax error", `"YEAR(created_at)"`, `"YEAR(created_at"`, []string{"p.yaml:9: ", "table.generated_columns.y", `expected "," or ")"`}},
 		{"refers to a generated column", `"YEAR(created_at)"`, `"YEAR(event_date)"`, []string{"p.yaml:9: ", `refers to the generated column "event_date"`}},
 		{"no column", `"YEAR(created_at)"`, `"'x'"`, []string{"p.yaml:9: ", "reads no column"}},
+		{"named like a Kafka column", "    y: \"YEAR(created_at)\"\n", "    _KAFKA_offset: \"YEAR(created_at)\"\n  kafka_columns: [offset]\n",
+			[]string{"p.yaml:9: ", `table.generated_columns._KAFKA_offset: the name is the Kafka column _kafka_offset (table.kafka_columns lists offset)`, "fix: rename the generated column"}},
 		{"bad time zone", "  create: true\n", "  create: true\n  properties: {ingestd.generation.timeZone: Mars/Olympus}\n", []string{"p.yaml:7: ", `ingestd.generation.timeZone="Mars/Olympus"`, "fix: set an IANA zone name"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
