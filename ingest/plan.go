@@ -263,6 +263,18 @@ func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan, kafka []*d
 	schema := g.Schema
 	if g.Create {
 		schema = withColumns(schema, kafka)
+		// Before the log layer's checks, which cannot name the pipeline file: a generated
+		// column left out for a source the schema lacks, then a partition column missing.
+		if err := checkGeneratedConfig(cfg, schema); err != nil {
+			return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("create table %s: %w", cfg.Table.URI, err)
+		}
+		for i, col := range cfg.Table.PartitionBy {
+			if deltawriter.PartitionField(schema, col) == nil {
+				return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("create table %s: %s:%d: table.partition_by: column %q is neither in the writer schema creating the table nor a generated or Kafka column of %s "+
+					"(fix: name a top-level field of the value schema, a table.generated_columns key or a listed _kafka_ column)",
+					cfg.Table.URI, cfg.File, cfg.line(fmt.Sprintf("$.table.partition_by[%d]", i)), col, cfg.File)
+			}
+		}
 	}
 	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: g.Enable,
 		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
