@@ -113,13 +113,13 @@ schema: {policy: evolve, on_incompatible: halt, allow_table_features: []}
 dead_letter: {topic: $topic.dlq}
 batch: {max_records: $MAX_RECORDS, max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
-      "$B" run -out "$RESULTS" -label "ingestd GOMAXPROCS=$procs" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+      "$B" run -out "$RESULTS" -label "ingestd GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
         -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" >/dev/null ;;
     kdi)
       if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi
       "$PY" scripts/bench/create_table.py "$t"
-      "$B" run -out "$RESULTS" -label "kafka-delta-ingest" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+      "$B" run -out "$RESULTS" -label "kafka-delta-ingest${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" "$@" -- \
         "$KDI_BIN" ingest "$topic" "file://$t" --kafka "$KAFKA_BROKERS" --consumer_group "bench-$tag" --app_id "bench-$tag" \
         --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
@@ -152,7 +152,7 @@ if [ "$LATENCY" = 1 ]; then
     [ "$r" = kdi ] && { [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; } && continue
     topic="bench-e2e-lat-$r-$size-$STAMP"
     "$B" produce -topic "$topic" -partitions "$P" -n 0 -size "$size" > /dev/null  # register the schema, create the topic
-    run_reader "$r" "$topic" "$size" -latency &
+    SUFFIX=", latency run at $rate records/s" run_reader "$r" "$topic" "$size" -latency &
     rpid=$!
     sleep 3
     log "producing $((rate * LAT_SECONDS)) records at $rate records/s to $topic"
@@ -161,7 +161,8 @@ if [ "$LATENCY" = 1 ]; then
   done
 fi
 
-"$B" report "$RESULTS" > "$OUT/results.md"
+mib="${MAX_BYTES%MiB}"; [[ "$mib" =~ ^[0-9]+$ ]] || mib=128  # the RSS goal's max_bytes, in MiB
+"$B" report -max-bytes-mib "$mib" -max-age-s "${MAX_AGE%s}" "$RESULTS" > "$OUT/results.md"
 {
   cat "$OUT/results.md"
   echo

@@ -113,3 +113,25 @@ func TestMarkdownFlagsMismatch(t *testing.T) {
 		t.Fatalf("markdown:\n%s", md)
 	}
 }
+
+func TestGoals(t *testing.T) {
+	rs := []result{
+		{Label: "ingestd GOMAXPROCS=1", RecordBytes: 200, Records: 1_000_000, Bytes: 200_000_000, WallSeconds: 2, CPUSeconds: 0.8, PeakRSSMiB: 300},
+		{Label: "ingestd GOMAXPROCS=1", RecordBytes: 200, Records: 1_000_000, Bytes: 200_000_000, WallSeconds: 2, CPUSeconds: 1.2, PeakRSSMiB: 390},
+		{Label: "ingestd GOMAXPROCS=2", RecordBytes: 200, Records: 1_000_000, Bytes: 200_000_000, WallSeconds: 1, CPUSeconds: 1, PeakRSSMiB: 310},
+		{Label: "kafka-delta-ingest", RecordBytes: 200, Records: 1_000_000, Bytes: 200_000_000, WallSeconds: 20, CPUSeconds: 25},
+		{Label: "ingestd GOMAXPROCS=1, latency run at 1000 records/s", RecordBytes: 200, Records: 20_000, LatencyP50: 3, LatencyP99: 6.5},
+	}
+	g := goals(rs, goalLimits{MaxBytesMiB: 128, MaxAgeS: 5})
+	want := `- ≥ 1.0 M records per CPU-second at 200 B: **met** — 1.04 M records/CPU-s (GOMAXPROCS=1, mean of runs)
+- ≥ 400 MB per CPU-second at 1 KB: not measured — no 1024 B ingestd GOMAXPROCS=1 run
+- ≥ 30× kafka-delta-ingest per CPU-second (200 B): **not met** — 26.0× (ingestd GOMAXPROCS=1 1.04 M vs 40.0 K records/CPU-s)
+- ≥ 15× kafka-delta-ingest in wall time (200 B): **met** — 20.0× (ingestd GOMAXPROCS=2 1.00 M vs 50.0 K records/s)
+- 2 cores ≥ 1.7× one core in wall time (200 B): **met** — 2.00× (1.00 M vs 500.0 K records/s)
+- peak RSS ≤ max_bytes + 256 MiB (200 B): **not met** — 390 MiB, limit 384 MiB (highest of the ingestd runs)
+- p99 produce → visible ≤ max_age + 1 s at 50 % of capacity: **not met** — p99 6.50 s, p50 3.00 s, limit 6.0 s (ingestd GOMAXPROCS=1, latency run at 1000 records/s)
+`
+	if g != want {
+		t.Fatalf("goals:\n%s\nwant:\n%s", g, want)
+	}
+}

@@ -8,8 +8,8 @@
 //	    the consume-only baseline (franz-go, no decode) to the topic's end; appends a row.
 //	benche2e run -label L -want N -table DIR [-metrics URL] -out results.jsonl -- CMD ARGS...
 //	    runs a writer until N rows are committed, /proc usage, SIGTERM, log sums, delta-rs count.
-//	benche2e report results.jsonl
-//	    prints the rows as one markdown table.
+//	benche2e report [-max-bytes-mib 128] [-max-age-s 5] results.jsonl
+//	    prints the rows as one markdown table, then each goal of issue 15 met or not met.
 //
 // Units: seconds, records, MB = 10^6 bytes of framed record values, MiB for memory.
 package main
@@ -17,6 +17,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,14 +51,21 @@ func run(args []string, stdout io.Writer) error {
 		}
 		return appendResult(out, r, stdout)
 	case "report":
-		if len(args) != 2 {
-			return fmt.Errorf("usage: benche2e report results.jsonl")
+		fs := flag.NewFlagSet("report", flag.ContinueOnError)
+		var lim goalLimits
+		fs.Float64Var(&lim.MaxBytesMiB, "max-bytes-mib", 128, "ingestd's batch.max_bytes in MiB, for the RSS goal")
+		fs.Float64Var(&lim.MaxAgeS, "max-age-s", 5, "ingestd's batch.max_age in seconds, for the latency goal")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
 		}
-		rs, err := readResults(args[1])
+		if fs.NArg() != 1 {
+			return fmt.Errorf("usage: benche2e report [-max-bytes-mib M] [-max-age-s S] results.jsonl")
+		}
+		rs, err := readResults(fs.Arg(0))
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, markdown(rs))
+		_, err = io.WriteString(stdout, markdown(rs)+"\nGoals of issue 15:\n"+goals(rs, lim))
 		return err
 	}
 	return fmt.Errorf("unknown command %q: want produce, consume, run or report", args[0])
