@@ -87,6 +87,13 @@ if [[ " $READERS " == *" kdi "* ]]; then
 fi
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+NOTES="$OUT/notes.txt"; : > "$NOTES"
+# failed WHAT LOG: a writer that did not commit every record is noted (with its log's last
+# lines) and the benchmark goes on with the other readers.
+failed() {
+  log "FAILED: $1 (log: $2)"
+  { echo "FAILED: $1 — last lines of $2:"; tail -n 5 "$2" | cut -c1-400 | sed 's/^/    /'; } >> "$NOTES"
+}
 STAMP="$(date +%s)"
 LOADS="$OUT/load.txt"; : > "$LOADS"
 
@@ -115,7 +122,8 @@ batch: {max_records: $MAX_RECORDS, max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
       "$B" run -out "$RESULTS" -label "ingestd GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
-        -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" >/dev/null ;;
+        -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" >/dev/null \
+        || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     kdi)
       if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi
       "$PY" scripts/bench/create_table.py "$t"
@@ -123,7 +131,8 @@ YAML
         -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" "$@" -- \
         "$KDI_BIN" ingest "$topic" "file://$t" --kafka "$KAFKA_BROKERS" --consumer_group "bench-$tag" --app_id "bench-$tag" \
         --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
-        --max_messages_per_batch "$MAX_RECORDS" --checkpoints >/dev/null ;;
+        --max_messages_per_batch "$MAX_RECORDS" --checkpoints >/dev/null \
+        || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     *) die "unknown reader $r (want baseline, ingestd1, ingestd2 or kdi)" ;;
   esac
 }
@@ -168,5 +177,6 @@ mib="${MAX_BYTES%MiB}"; [[ "$mib" =~ ^[0-9]+$ ]] || mib=128  # the RSS goal's ma
   echo
   echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS records / $MAX_BYTES / $MAX_AGE; $(nproc) cores; results in $OUT"
   [ -n "$KDI_SKIP" ] && echo "kafka-delta-ingest skipped: $KDI_SKIP"
+  cat "$NOTES"
   echo "load average (1, 5, 15 min) at each run's start:"; sed 's/^/    /' "$LOADS"
 } | tee "$OUT/summary.md"
