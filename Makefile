@@ -2,7 +2,7 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit fuzz integration build stack-up stack-down bench
+.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
@@ -34,3 +34,6 @@ stack-down:
 
 bench: ## B1: the decoder beside hamba/avro's map and struct paths, one core
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench B1 -benchmem -cpu 1 ./ingest/decode/
+
+bench-e2e: ## issue 15: Kafka → Delta end to end, consume-only baseline, ingestd (GOMAXPROCS=1, 2) and kafka-delta-ingest on the same topic; not part of `make test` (N, P, SIZES, …: see scripts/bench-e2e.sh)
+	scripts/bench-e2e.sh

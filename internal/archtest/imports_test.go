@@ -65,6 +65,8 @@ var rules = []struct {
 		why: "deltawriter/deltalog is the pure leaf of Delta facts: it imports nothing of the module"},
 	{pkgs: "ingest/kafkacols/...", only: []string{"ingest/kafkacols/...", "ingest/decode", "schemaguard", "deltawriter", "deltawriter/deltalog"},
 		why: "ingest/kafkacols is the Kafka columns' types and per-record values: it decodes keys (ingest/decode), diffs key schemas (schemaguard) and builds Parquet layouts (deltawriter), and knows nothing of pipelines or dead letters"},
+	{pkgs: "cmd/benche2e", only: []string{"cmd/benche2e"},
+		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/...", deny: []string{"cmd/..."},
 		why: "commands are wired in cmd; nothing imports them"},
 }

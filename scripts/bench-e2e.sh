@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# End-to-end benchmark (issue 15; BENCHMARKS.md, "End to end"): Kafka → Delta for the whole
+# path, three readers of the same topic side by side:
+#   1. a consume-only baseline (franz-go, no decode): the broker's and client's share;
+#   2. `ingestd run`, one `evolve` pipeline, GOMAXPROCS=1 and GOMAXPROCS=2;
+#   3. kafka-delta-ingest (the closest peer), built once with cargo from the source archive
+#      in ../shared/peers/ and cached (BENCH_CACHE), into a table created beforehand.
+# They run one after another, then again in the other order, on one topic per record size.
+# Each writer runs until every record is committed (ingestd: its /metrics; kdi: its table's
+# log), is measured from /proc (utime+stime, VmHWM) at that moment, then gets SIGTERM; each
+# table is counted with delta-rs (rows and distinct ids must both equal N).
+#
+# Usage: scripts/bench-e2e.sh            (or: make bench-e2e)
+# Environment (defaults):
+#   N=2000000          records per topic          P=4       partitions
+#   SIZES="200 1024"   framed record sizes         COMPRESSION=none   (or lz4: producer side)
+#   READERS="baseline ingestd1 ingestd2 kdi"       the first order; the second is reversed
+#   LATENCY=1          also produce → visible latency at RATE records/s for LAT_SECONDS
+#   RATE=auto          (auto: 50 % of ingestd GOMAXPROCS=1's measured wall rate at the first size)
+#   LAT_SECONDS=20     MAX_RECORDS=100000  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
+#                      gets --max_messages_per_batch MAX_RECORDS --allowed_latency MAX_AGE)
+#   BENCH_ENV          a stack env file to use instead of `scripts/stack.sh up` + .stack/env
+#   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
+#                      kdi is built (default ~/.cache/ingestd-bench)
+#   KDI_BIN            a kafka-delta-ingest binary to use instead of building one
+# Output: $BENCH_OUT/results.jsonl and $BENCH_OUT/results.md (one markdown table), printed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+N="${N:-2000000}"; P="${P:-4}"; SIZES="${SIZES:-200 1024}"; COMPRESSION="${COMPRESSION:-none}"
+READERS="${READERS:-baseline ingestd1 ingestd2 kdi}"
+LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"
+MAX_RECORDS="${MAX_RECORDS:-100000}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
+OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-e2e.XXXX)}"
+CACHE="${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingestd-bench}"
+PEERS="$ROOT/../shared/peers"
+[ -d "$PEERS" ] || PEERS="/work/shared/peers"
+mkdir -p "$OUT/bin" "$OUT/tables" "$OUT/logs" "$CACHE"
+RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
+log() { echo "bench-e2e: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# --- the stack
+if [ -n "${BENCH_ENV:-}" ]; then
+  # shellcheck disable=SC1090
+  . "$BENCH_ENV"
+else
+  scripts/stack.sh up
+  # shellcheck disable=SC1091
+  . .stack/env
+fi
+[ -n "${KAFKA_BROKERS:-}" ] && [ -n "${SCHEMA_REGISTRY_URL:-}" ] || die "the stack env has no KAFKA_BROKERS / SCHEMA_REGISTRY_URL"
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || { scripts/venv.sh; }
+[ -x "$PY" ] || die "no Python venv at $ROOT/.venv (scripts/venv.sh)"
+
+# --- binaries
+log "building ingestd and benche2e"
+go build -o "$OUT/bin/ingestd" ./cmd/ingestd
+go build -o "$OUT/bin/benche2e" ./cmd/benche2e
+B="$OUT/bin/benche2e"
+
+# kdi: built once per source archive, cached. A failed build is reported and kdi skipped.
+KDI_SKIP=""
+build_kdi() {
+  local sum dir
+  sum="$(cat "$PEERS/kafka-delta-ingest-c6d42de.tar.gz" "$PEERS/Cargo.lock" | sha256sum | cut -c1-16)"
+  KDI_BIN="$CACHE/kafka-delta-ingest-$sum"
+  [ -x "$KDI_BIN" ] && return 0
+  command -v cargo >/dev/null || { KDI_SKIP="cargo is not installed"; return 1; }
+  dir="$CACHE/src-$sum"
+  rm -rf "$dir"; mkdir -p "$dir"
+  tar xzf "$PEERS/kafka-delta-ingest-c6d42de.tar.gz" -C "$dir"
+  cp "$PEERS/Cargo.lock" "$dir/kafka-delta-ingest/"
+  log "building kafka-delta-ingest with cargo (30–40 min of CPU the first time; log: $CACHE/build-$sum.log)"
+  # build.rs needs the s3 or azure feature; azure is the lighter one.
+  if ! (cd "$dir/kafka-delta-ingest" && CARGO_PROFILE_RELEASE_LTO=thin cargo build --release --locked --features azure) > "$CACHE/build-$sum.log" 2>&1; then
+    KDI_SKIP="cargo build failed: $(grep -m1 -E '^error' "$CACHE/build-$sum.log" || tail -1 "$CACHE/build-$sum.log")"
+    return 1
+  fi
+  cp "$dir/kafka-delta-ingest/target/release/kafka-delta-ingest" "$KDI_BIN"
+}
+if [[ " $READERS " == *" kdi "* ]]; then
+  if [ -n "${KDI_BIN:-}" ]; then [ -x "$KDI_BIN" ] || die "KDI_BIN=$KDI_BIN is not executable"
+  elif ! build_kdi; then log "kafka-delta-ingest skipped: $KDI_SKIP"; fi
+fi
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+NOTES="$OUT/notes.txt"; : > "$NOTES"
+# failed WHAT LOG: a writer that did not commit every record is noted (with its log's last
+# lines) and the benchmark goes on with the other readers.
+failed() {
+  log "FAILED: $1 (log: $2)"
+  { echo "FAILED: $1 — last lines of $2:"; tail -n 5 "$2" | cut -c1-400 | sed 's/^/    /'; } >> "$NOTES"
+}
+STAMP="$(date +%s)"
+LOADS="$OUT/load.txt"; : > "$LOADS"
+
+# run_reader READER TOPIC SIZE [extra run flags]: one measured run, appended to RESULTS.
+run_reader() {
+  local r="$1" topic="$2" size="$3"; shift 3
+  local tag="$topic-$r-$RANDOM" t
+  t="$OUT/tables/$tag"
+  echo "$(date -u +%T) $tag load $(load)" >> "$LOADS"
+  log "$r on $topic"
+  case "$r" in
+    baseline)
+      "$B" consume -out "$RESULTS" -topic "$topic" -record-bytes "$size" -label "consume-only (franz-go)" >/dev/null ;;
+    ingestd1|ingestd2)
+      local procs="${r#ingestd}" cfg="$OUT/cfg-$tag" port
+      mkdir -p "$cfg"
+      port=$((20000 + RANDOM % 20000))
+      cat > "$cfg/bench.yaml" <<YAML
+name: bench
+kafka: {brokers: ["$KAFKA_BROKERS"], topics: [$topic], group: bench-$tag, start_offset: earliest}
+schema_registry: {url: "$SCHEMA_REGISTRY_URL"}
+table: {uri: "file://$t", create: true, partition_by: []}
+schema: {policy: evolve, on_incompatible: halt, allow_table_features: []}
+dead_letter: {topic: $topic.dlq}
+batch: {max_records: $MAX_RECORDS, max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
+YAML
+      "$B" run -out "$RESULTS" -label "ingestd GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+        -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
+        -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" >/dev/null \
+        || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
+    kdi)
+      if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi
+      "$PY" scripts/bench/create_table.py "$t"
+      "$B" run -out "$RESULTS" -label "kafka-delta-ingest${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+        -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" "$@" -- \
+        "$KDI_BIN" ingest "$topic" "file://$t" --kafka "$KAFKA_BROKERS" --consumer_group "bench-$tag" --app_id "bench-$tag" \
+        --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
+        --max_messages_per_batch "$MAX_RECORDS" --checkpoints >/dev/null \
+        || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
+    *) die "unknown reader $r (want baseline, ingestd1, ingestd2 or kdi)" ;;
+  esac
+}
+
+reversed() { local out="" x; for x in $1; do out="$x $out"; done; echo "$out"; }
+
+FIRST_RATE=""
+for size in $SIZES; do
+  topic="bench-e2e-$size-$STAMP"
+  log "producing $N records of $size B to $topic ($P partitions, compression $COMPRESSION)"
+  echo "$(date -u +%T) produce $topic load $(load)" >> "$LOADS"
+  "$B" produce -topic "$topic" -partitions "$P" -n "$N" -size "$size" -compression "$COMPRESSION" > "$OUT/produce-$size.json"
+  N_WANT="$N"
+  for r in $READERS $(reversed "$READERS"); do run_reader "$r" "$topic" "$size"; done
+  if [ -z "$FIRST_RATE" ]; then
+    FIRST_RATE="$(awk -v t="$topic" -F'"wall_seconds":' '/"label":"ingestd GOMAXPROCS=1"/ && index($0, "\"topic\":\"" t "\"") {split($2, a, ","); w=a[1]; n=$0; sub(/.*"records":/, "", n); sub(/,.*/, "", n); print int(n / w / 2); exit}' "$RESULTS")"
+  fi
+done
+
+# --- produce → visible latency: a writer runs while records are produced at a fixed rate.
+if [ "$LATENCY" = 1 ]; then
+  rate="$RATE"; [ "$rate" = auto ] && rate="${FIRST_RATE:-50000}"
+  size="${SIZES%% *}"
+  N_WANT=$((rate * LAT_SECONDS))
+  for r in ingestd1 kdi; do
+    [ "$r" = kdi ] && { [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; } && continue
+    topic="bench-e2e-lat-$r-$size-$STAMP"
+    "$B" produce -topic "$topic" -partitions "$P" -n 0 -size "$size" > /dev/null  # register the schema, create the topic
+    SUFFIX=", latency run at $rate records/s" run_reader "$r" "$topic" "$size" -latency &
+    rpid=$!
+    sleep 3
+    log "producing $((rate * LAT_SECONDS)) records at $rate records/s to $topic"
+    "$B" produce -topic "$topic" -existing -partitions "$P" -n $((rate * LAT_SECONDS)) -size "$size" -compression "$COMPRESSION" -rate "$rate" > /dev/null
+    wait "$rpid"
+  done
+fi
+
+mib="${MAX_BYTES%MiB}"; [[ "$mib" =~ ^[0-9]+$ ]] || mib=128  # the RSS goal's max_bytes, in MiB
+"$B" report -max-bytes-mib "$mib" -max-age-s "${MAX_AGE%s}" "$RESULTS" > "$OUT/results.md"
+{
+  cat "$OUT/results.md"
+  echo
+  echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS records / $MAX_BYTES / $MAX_AGE; $(nproc) cores; results in $OUT"
+  [ -n "$KDI_SKIP" ] && echo "kafka-delta-ingest skipped: $KDI_SKIP"
+  cat "$NOTES"
+  echo "load average (1, 5, 15 min) at each run's start:"; sed 's/^/    /' "$LOADS"
+} | tee "$OUT/summary.md"

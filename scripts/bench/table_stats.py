@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Row count of a Delta table read with delta-rs, for scripts/bench-e2e.sh (issue 15).
+
+Usage: table_stats.py TABLE_DIR [--latency]
+Prints one JSON object: rows (delta-rs row count of the latest snapshot) and unique_ids
+(distinct values of the `id` column). With --latency also latency_p50_s / latency_p99_s:
+for every row, the time its commit became visible (the mtime of the _delta_log/N.json that
+added its file, PROTOCOL.md "Delta Log Entries") minus the record's `ts` (micros since the
+epoch, stamped when the producer made it).
+"""
+import json
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+
+def main():
+    table = sys.argv[1]
+    dt = DeltaTable(table)
+    ids = dt.to_pyarrow_dataset().to_table(columns=["id"]).column("id")
+    out = {"rows": len(ids), "unique_ids": pc.count_distinct(ids).as_py()}
+    if "--latency" in sys.argv[2:]:
+        out.update(latency(table))
+    print(json.dumps(out))
+
+
+def latency(table):
+    log = os.path.join(table, "_delta_log")
+    lat = []
+    for name in sorted(os.listdir(log)):
+        if not name.endswith(".json"):
+            continue
+        visible_us = os.stat(os.path.join(log, name)).st_mtime_ns // 1000
+        with open(os.path.join(log, name)) as f:
+            for line in f:
+                add = json.loads(line).get("add")
+                if add is None:
+                    continue
+                path = os.path.join(table, add["path"])
+                ts = pq.read_table(path, columns=["ts"]).column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+                lat.extend((visible_us - t) / 1e6 for t in ts.to_pylist())
+    lat.sort()
+    if not lat:
+        return {}
+    return {"latency_p50_s": lat[len(lat) // 2], "latency_p99_s": lat[min(len(lat) - 1, len(lat) * 99 // 100)]}
+
+
+if __name__ == "__main__":
+    main()
