@@ -9,8 +9,8 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/schemaguard"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/schemaguard"
 )
 
 const genConfig = `name: orders-silver

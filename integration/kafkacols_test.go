@@ -415,30 +415,7 @@ func TestKafkaPartitionAsPartitionColumn(t *testing.T) {
 	topic := createTopic(t, s, "kcol-part", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg, err := sr.NewClient(sr.URLs(s.registry))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
-	ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch := avro.MustParse(text)
-	var recs []*kgo.Record
-	for i := int64(0); i < 12; i++ {
-		body, err := avro.Marshal(sch, map[string]any{"order_id": i})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := []byte{0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 3), Value: append(v, body...)})
-	}
-	cl := kafkaClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	recs := produceOrderIDs(ctx, t, s, topic, 12, 3, nil)
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "orders")
 	cfgDir := filepath.Join(dir, "pipelines")
@@ -594,32 +571,8 @@ func TestKafkaTimestampGeneratedPartition(t *testing.T) {
 	topic := createTopic(t, s, "kcol-tsgen", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg, err := sr.NewClient(sr.URLs(s.registry))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
-	ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch := avro.MustParse(text)
 	base := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC) // 4 records on 11-30, 4 on 12-01 (UTC)
-	var recs []*kgo.Record
-	for i := int64(0); i < 8; i++ {
-		body, err := avro.Marshal(sch, map[string]any{"order_id": i})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := []byte{0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: append(v, body...),
-			Timestamp: base.Add(time.Duration(i) * 30 * time.Minute)})
-	}
-	cl := kafkaClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	recs := produceOrderIDs(ctx, t, s, topic, 8, 2, func(i int64) time.Time { return base.Add(time.Duration(i) * 30 * time.Minute) })
 	dir := t.TempDir()
 	tbl := filepath.Join(dir, "orders")
 	cfgDir := filepath.Join(dir, "pipelines")
@@ -659,4 +612,40 @@ func TestKafkaTimestampGeneratedPartition(t *testing.T) {
 	if len(dates) != 2 || !dates["2026-11-30"] || !dates["2026-12-01"] {
 		t.Errorf("partition values %v, want 2026-11-30 and 2026-12-01", dates)
 	}
+}
+
+// produceOrderIDs registers Order{order_id: long} under <topic>-value on the real registry
+// and produces n Confluent-framed records to topic, record i (order_id i) to partition
+// i % parts, stamped ts(i) when ts is set; it returns them with their offsets.
+func produceOrderIDs(ctx context.Context, t *testing.T, s stack, topic string, n int64, parts int32, ts func(int64) time.Time) []*kgo.Record {
+	t.Helper()
+	reg, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"type":"record","name":"Order","fields":[{"name":"order_id","type":"long"}]}`
+	ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := avro.MustParse(text)
+	var recs []*kgo.Record
+	for i := int64(0); i < n; i++ {
+		body, err := avro.Marshal(sch, map[string]any{"order_id": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(v[1:], uint32(ss.ID))
+		r := &kgo.Record{Topic: topic, Partition: int32(i % int64(parts)), Value: append(v, body...)}
+		if ts != nil {
+			r.Timestamp = ts(i)
+		}
+		recs = append(recs, r)
+	}
+	cl := kafkaClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
