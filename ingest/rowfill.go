@@ -61,7 +61,7 @@ func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappin
 type topColumn struct {
 	field       *deltalog.StructField
 	first, n    int
-	primitive   bool // field.Type is a deltalog.PrimitiveType: one leaf, one value per row
+	primitive   bool // field.Type is a deltalog.PrimitiveType or DecimalType: one leaf, one value per row
 	maxDefLevel int  // of its single leaf when primitive (1: top-level fields are OPTIONAL)
 }
 
@@ -98,6 +98,8 @@ func newRowView(schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *
 			return nil, fmt.Errorf("index column %q: the Parquet schema has no field %q", f.Name, f.PhysicalName(cm))
 		}
 		_, prim := f.Type.(deltalog.PrimitiveType)
+		_, dec := f.Type.(deltalog.DecimalType)
+		prim = prim || dec // a decimal is one leaf too
 		r.byName[deltalog.NameKey(f.Name)] = topColumn{field: f, first: rg[0], n: rg[1], primitive: prim, maxDefLevel: 1}
 	}
 	return r, nil
