@@ -32,6 +32,10 @@ Commands:
                --widen 'path TYPE'        widen a type (Delta type widening only)
                --set-property k=v         set a table property
                --enable-feature F         typeWidening or timestampNtz (irreversible)
+               --add-constraint 'n CHECK (e)'  add a CHECK constraint (existing rows checked)
+               --drop-constraint n        drop a CHECK constraint
+               --set-not-null col         make a column NOT NULL (existing rows checked)
+               --drop-not-null col        make a column nullable
 
 Works on any Delta table, not only ingestd's. A running pipeline picks the change up at
 its next commit, without a restart.`
@@ -57,6 +61,12 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&widen, "widen", "alter: `'path TYPE'` to widen to (repeatable)")
 	fs.Var(&props, "set-property", "alter: `key=value` to set (repeatable)")
 	fs.Var(&features, "enable-feature", "alter: `FEATURE` to enable, typeWidening or timestampNtz (repeatable)")
+	// CHECK constraints and NOT NULL (tableops/constraints.go)
+	var addCons, dropCons, setNotNull, dropNotNull stringList
+	fs.Var(&addCons, "add-constraint", "alter: `'name CHECK (expr)'` to add after checking every existing row (repeatable)")
+	fs.Var(&dropCons, "drop-constraint", "alter: constraint `name` to drop (repeatable)")
+	fs.Var(&setNotNull, "set-not-null", "alter: top-level `column` to make NOT NULL after checking every existing row (repeatable)")
+	fs.Var(&dropNotNull, "drop-not-null", "alter: top-level `column` to make nullable (repeatable)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {
@@ -140,7 +150,17 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				*list.out = append(*list.out, c)
 			}
 		}
-		if len(a.AddColumns)+len(a.Widen)+len(a.SetProperties)+len(a.EnableFeatures) == 0 {
+		for _, c := range addCons {
+			def, err := tableops.ParseConstraint(c)
+			if err != nil {
+				fmt.Fprintln(stderr, "ingestd table alter:", err)
+				return exitUsage
+			}
+			a.AddConstraints = append(a.AddConstraints, def)
+		}
+		a.DropConstraints, a.SetNotNull, a.DropNotNull = dropCons, setNotNull, dropNotNull
+		if len(a.AddColumns)+len(a.Widen)+len(a.SetProperties)+len(a.EnableFeatures)+
+			len(a.AddConstraints)+len(a.DropConstraints)+len(a.SetNotNull)+len(a.DropNotNull) == 0 {
 			fmt.Fprintln(stderr, "ingestd table alter: nothing to do; see ingestd table --help")
 			return exitUsage
 		}

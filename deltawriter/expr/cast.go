@@ -109,6 +109,19 @@ func (c castTo) eval(row []Value) (Value, error) {
 	return castValue(v, c.t, c.loc)
 }
 
+// CastString is Spark's CAST(s AS t) in a UTC session (ANSI mode): a partition value's
+// string (PROTOCOL.md, "Partition Value Serialization") to its column's type. Errors: a
+// string that is not a value of t, or a t the evaluator does not cast strings to.
+func CastString(s string, t deltalog.DataType) (Value, error) {
+	if !castable(deltalog.String, t) {
+		return Value{}, fmt.Errorf("cast a string to %s: %w", t, ErrUnsupported)
+	}
+	if t == deltalog.Binary {
+		return Value{Type: t, Str: s}, nil
+	}
+	return castValue(Str(s), t, time.UTC)
+}
+
 // castValue is Spark's CAST(v AS t) under ANSI mode; castable(v.Type, t) holds.
 func castValue(v Value, t deltalog.DataType, loc *time.Location) (Value, error) {
 	if v.Null {

@@ -24,12 +24,18 @@ var alterRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second
 // Alter is one `ingestd table alter` invocation. Its changes are committed in this order,
 // each as one Delta commit: EnableFeatures (UPGRADE PROTOCOL), SetProperties (SET
 // TBLPROPERTIES), AddColumns (ADD COLUMNS, all in one commit), Widen (CHANGE COLUMN, one
-// commit per column).
+// commit per column), then the constraint changes (constraints.go: DROP CONSTRAINT, ADD
+// CONSTRAINT, CHANGE COLUMN … SET NOT NULL, … DROP NOT NULL, one commit each).
 type Alter struct {
 	EnableFeatures []string // typeWidening, timestampNtz
 	SetProperties  map[string]string
 	AddColumns     []ColumnDef
 	Widen          []ColumnDef
+
+	AddConstraints  []ConstraintDef // CHECK constraints (ParseConstraint)
+	DropConstraints []string        // constraint names
+	SetNotNull      []string        // top-level column names
+	DropNotNull     []string
 }
 
 // Result is one commit made by Apply.
@@ -100,6 +106,10 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if dry, _, err = widen(dry, c); err != nil {
 			return nil, err
 		}
+	}
+
+	if err := checkConstraintChanges(snap, a); err != nil {
+		return nil, err
 	}
 
 	var out []Result
@@ -201,6 +211,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if err != nil {
 			return out, err
 		}
+	}
+	if err := applyConstraints(ctx, table, a, step); err != nil {
+		return out, err
 	}
 	return out, nil
 }

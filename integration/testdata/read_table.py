@@ -67,6 +67,8 @@ def plain(v, t):
         return str(v)
     if isinstance(v, bytes):
         return v.hex()
+    if isinstance(v, float) and v != v:  # NaN is not JSON: the string "NaN"
+        return "NaN"
     return v
 
 
