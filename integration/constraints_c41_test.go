@@ -365,9 +365,11 @@ func firstLine(s string) string {
 }
 
 // TestConstraintsSpark runs the CHECK-constraint checks that need Spark in one Spark
-// session: CASES.md C41.
+// session: CASES.md C41, and the seed exercise (constraints added by ingestd and by Spark
+// under running pipelines, replay after a drop).
 func TestConstraintsSpark(t *testing.T) {
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
 	t.Run("C41", func(t *testing.T) { c41(t, spark) })
+	t.Run("Seed", func(t *testing.T) { constraintsSeed(t, spark) })
 }
