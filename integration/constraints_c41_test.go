@@ -365,11 +365,12 @@ func firstLine(s string) string {
 }
 
 // TestConstraintsSpark runs the CHECK-constraint checks that need Spark in one Spark
-// session: CASES.md C41, and the seed exercise (constraints added by ingestd and by Spark
+// session: the evaluator's property test against Spark, CASES.md C41, and the seed exercise (constraints added by ingestd and by Spark
 // under running pipelines, replay after a drop).
 func TestConstraintsSpark(t *testing.T) {
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
+	t.Run("PropertyVsSpark", func(t *testing.T) { constraintsPropertyVsSpark(t, spark) })
 	t.Run("C41", func(t *testing.T) { c41(t, spark) })
 	t.Run("Seed", func(t *testing.T) { constraintsSeed(t, spark) })
 }
