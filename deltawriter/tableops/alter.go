@@ -24,12 +24,20 @@ var alterRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second
 // Alter is one `ingestd table alter` invocation. Its changes are committed in this order,
 // each as one Delta commit: EnableFeatures (UPGRADE PROTOCOL), SetProperties (SET
 // TBLPROPERTIES), AddColumns (ADD COLUMNS, all in one commit), Widen (CHANGE COLUMN, one
-// commit per column).
+// commit per column), then the column mapping operations of columns.go:
+// EnableColumnMapping (SET TBLPROPERTIES), RenameColumns (RENAME COLUMN, one commit each),
+// DropColumns (DROP COLUMNS, one commit), MoveColumns (CHANGE COLUMN, one commit each).
 type Alter struct {
 	EnableFeatures []string // typeWidening, timestampNtz
 	SetProperties  map[string]string
 	AddColumns     []ColumnDef
 	Widen          []ColumnDef
+
+	// Column mapping (columns.go).
+	EnableColumnMapping string         // "name": upgrade a table without column mapping
+	RenameColumns       []RenameColumn // need column mapping
+	DropColumns         [][]string     // column paths; need column mapping
+	MoveColumns         []MoveColumn   // FIRST / AFTER sibling
 }
 
 // Result is one commit made by Apply.
@@ -52,7 +60,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		switch f {
 		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz:
 		case deltalog.FeatureColumnMapping:
-			return nil, fmt.Errorf("enable %s: not supported by ingestd yet; use Spark: ALTER TABLE … SET TBLPROPERTIES ('%s'='name')", f, deltalog.PropColumnMappingMode)
+			return nil, fmt.Errorf("enable feature %s: use --enable-column-mapping name, which also gives every column its id and physical name", f)
 		default:
 			return nil, fmt.Errorf("enable feature %q: use %s or %s", f, deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz)
 		}
@@ -100,6 +108,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if dry, _, err = widen(dry, c); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkColumnChanges(snap, dry, a); err != nil {
+		return nil, err
 	}
 
 	var out []Result
@@ -201,6 +212,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if err != nil {
 			return out, err
 		}
+	}
+	if err := applyColumnChanges(a, step); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -307,7 +321,7 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 // would leave the protocol without the feature, which readers refuse.
 var featureProperties = map[string]string{
 	deltalog.PropEnableTypeWidening:                           "use --enable-feature typeWidening, which also upgrades the protocol",
-	deltalog.PropColumnMappingMode:                            "enabling column mapping is not supported by ingestd yet; use Spark",
+	deltalog.PropColumnMappingMode:                            "use --enable-column-mapping name, which also gives every column its id and physical name and upgrades the protocol",
 	deltalog.PropEnableDeletionVectors:                        "deletion vectors need a table feature ingestd does not write; use Spark",
 	deltalog.PropEnableRowTracking:                            "row tracking needs a table feature ingestd does not write; use Spark",
 	deltalog.PropEnableInCommitTimestamps:                     "in-commit timestamps need a table feature ingestd does not write; use Spark",
