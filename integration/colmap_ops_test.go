@@ -39,6 +39,8 @@ func sortedRows(rows []map[string]any) string {
 //     records with order_status land in the renamed column.
 func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 	s := need(t)
+	start := time.Now()
+	step := func(what string) { t.Logf("%5.1fs %s", time.Since(start).Seconds(), what) }
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars) // boots while the pipeline runs
 	topic := createTopic(t, s, "colmap-ops", 1)
@@ -58,6 +60,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 		{"v1", `{"order_id":1,"status":"NEW","country":"DE","tier":"gold","channel":"web"}`},
 		{"v1", `{"order_id":2,"status":"PAID","country":"US","tier":"silver","channel":"app"}`}})
 	d := startDaemon(t, cfgDir)
+	step("daemon started")
 	waitFor(t, d, time.Minute, "the first records", func() bool { return handled(t, table) == 2 })
 
 	alter := func(args ...string) string {
@@ -73,6 +76,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 	if ce, ok := err.(*cliError); !ok || !strings.Contains(ce.stderr, "drop column needs column mapping") || !strings.Contains(ce.stderr, "--enable-column-mapping name") {
 		t.Fatalf("drop without column mapping: %v", err)
 	}
+	step("first records landed")
 	before := openTableVersion(t, table)
 	out := alter("--enable-column-mapping", "name")
 	if want := fmt.Sprintf("version %d: SET TBLPROPERTIES column mapping name (protocol 2/5, maxColumnId 5)\n", before+1); out != want {
@@ -91,10 +95,12 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 		{"v1", `{"order_id":4,"status":"NEW","country":"IT","tier":"bronze","channel":"app"}`}})
 	waitFor(t, d, time.Minute, "the records after the rename", func() bool { return handled(t, table) == 4 })
 
+	step("records after the rename landed")
 	// Spark renames a column under the running pipeline.
 	spark.call(t, map[string]any{"op": "sql", "query": "ALTER TABLE delta.`" + table + "` RENAME COLUMN status TO order_status"}, nil)
 	produceSpec(t, s, topic, schemas, [][2]string{{"v3", `{"order_id":5,"order_status":"PAID","country_code":"ES","channel":"web"}`}})
 	waitFor(t, d, time.Minute, "the record after Spark's rename", func() bool { return handled(t, table) == 5 })
+	step("record after Spark rename landed")
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -138,6 +144,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 	if got := strings.Join(schemaNames(rs), ","); got != wantCols {
 		t.Errorf("delta-rs columns %s, want %s", got, wantCols)
 	}
+	step("delta-rs read")
 	var sp sparkRead
 	spark.call(t, map[string]any{"op": "read", "path": table}, &sp)
 	var spCols []string
@@ -151,6 +158,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 		t.Errorf("Spark rows\n got %s\nwant %s", got, want)
 	}
 
+	step("Spark read")
 	// Time travel to the version before the rename: the old names and the old values.
 	wantOld := sortedRows([]map[string]any{
 		{"order_id": 1, "status": "NEW", "country": "DE", "tier": "gold", "channel": "web"},
@@ -174,6 +182,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 		t.Errorf("delta-rs version=%d: columns %v\n got %s\nwant %s", vBeforeRename, schemaNames(oldRS), got, wantOld)
 	}
 
+	step("time travel read")
 	// DESCRIBE HISTORY shows ingestd's commits as Spark names them.
 	var hist []map[string]any
 	spark.call(t, map[string]any{"op": "sql", "query": fmt.Sprintf("DESCRIBE HISTORY delta.`%s`", table)}, &hist)
