@@ -430,7 +430,8 @@ func checkUnused(op string, path []string, schema *deltalog.StructType, meta *de
 }
 
 // renameColumn returns a copy of schema with r applied; meta is read for partition
-// columns, generated columns and constraints.
+// columns, generated columns and constraints, and its delta.dataSkippingStatsColumns
+// follows the rename.
 func renameColumn(schema *deltalog.StructType, meta *deltalog.Metadata, mode deltalog.ColumnMappingMode, r RenameColumn) (*deltalog.StructType, error) {
 	op := "rename column"
 	if err := needMapping(op, mode); err != nil {
@@ -454,10 +455,62 @@ func renameColumn(schema *deltalog.StructType, meta *deltalog.Metadata, mode del
 		return nil, err
 	}
 	f.Name = r.To
+	renamed := append(slices.Clone(r.Path[:len(r.Path)-1]), r.To)
+	editStatsColumns(meta, func(p []string) []string {
+		if len(p) >= len(r.Path) && samePath(p[:len(r.Path)], r.Path) {
+			return append(slices.Clone(renamed), p[len(r.Path):]...)
+		}
+		return p
+	})
 	return out, nil
 }
 
-// dropColumns returns a copy of schema without the fields at paths.
+// editStatsColumns rewrites the column list of delta.dataSkippingStatsColumns (comma
+// separated, backticks quoting names) in meta through edit, which returns the new path of
+// an entry or nil to remove it, as Spark does on RENAME COLUMN and DROP COLUMNS: the
+// property names logical columns. meta's configuration is copied before it changes.
+func editStatsColumns(meta *deltalog.Metadata, edit func([]string) []string) {
+	v, ok := meta.Configuration[deltalog.PropStatsColumns]
+	if !ok || strings.TrimSpace(v) == "" {
+		return
+	}
+	var out []string
+	for _, entry := range strings.Split(v, ",") {
+		p, rest, err := parsePath(entry)
+		if err != nil || rest != "" {
+			out = append(out, strings.TrimSpace(entry)) // not ours to judge: kept as written
+			continue
+		}
+		if p = edit(p); p != nil {
+			out = append(out, quotePath(p))
+		}
+	}
+	meta.Configuration = cloneConf(meta.Configuration)
+	meta.Configuration[deltalog.PropStatsColumns] = strings.Join(out, ",")
+}
+
+// quotePath writes a column path as Spark SQL does, backticking parts that are not plain
+// identifiers.
+func quotePath(p []string) string {
+	parts := make([]string, len(p))
+	for i, s := range p {
+		plain := s != ""
+		for _, c := range s {
+			if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				plain = false
+			}
+		}
+		if plain {
+			parts[i] = s
+		} else {
+			parts[i] = "`" + strings.ReplaceAll(s, "`", "``") + "`"
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// dropColumns returns a copy of schema without the fields at paths (and without them in
+// meta's delta.dataSkippingStatsColumns).
 func dropColumns(schema *deltalog.StructType, meta *deltalog.Metadata, mode deltalog.ColumnMappingMode, paths [][]string) (*deltalog.StructType, error) {
 	op := "drop column"
 	if err := needMapping(op, mode); err != nil {
@@ -482,6 +535,12 @@ func dropColumns(schema *deltalog.StructType, meta *deltalog.Metadata, mode delt
 			return nil, fmt.Errorf("%s %s: it is the last field of struct %s; drop %s instead", op, pathString(p), pathString(p[:len(p)-1]), pathString(p[:len(p)-1]))
 		}
 		parent.Fields = slices.DeleteFunc(parent.Fields, func(x *deltalog.StructField) bool { return x == f })
+		editStatsColumns(meta, func(sp []string) []string {
+			if len(sp) >= len(p) && samePath(sp[:len(p)], p) {
+				return nil
+			}
+			return sp
+		})
 	}
 	return out, nil
 }

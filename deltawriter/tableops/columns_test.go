@@ -292,3 +292,55 @@ func TestParseColumnOps(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveColumnWithoutColumnMapping: reordering needs no column mapping (Delta allows
+// it: Parquet columns are found by name, not position); nested fields move within their
+// struct.
+func TestMoveColumnWithoutColumnMapping(t *testing.T) {
+	ctx := context.Background()
+	tbl, st := newTable(t, ordersSchema)
+	m1, _ := ParseMove("qty FIRST")
+	m2, _ := ParseMove("customer AFTER order_id")
+	if _, err := Apply(ctx, tbl, Alter{MoveColumns: []MoveColumn{m1, m2}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"struct","fields":[{"name":"qty","type":"integer","nullable":true,"metadata":{}},{"name":"order_id","type":"long","nullable":true,"metadata":{}},{"name":"customer","type":{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`
+	if got := schemaJSON(t, tbl); got != want {
+		t.Errorf("schema\n got %s\nwant %s", got, want)
+	}
+	c := commitJSON(t, st, 2)
+	if got := fmt.Sprint(c["commitInfo"]["operationParameters"]); got != `map[column:{"metadata":{},"name":"customer","nullable":true,"type":{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}}]}} position:AFTER order_id]` {
+		t.Errorf("parameters %s", got)
+	}
+}
+
+// TestRenameDropFollowStatsColumns: delta.dataSkippingStatsColumns names logical columns;
+// rename and drop edit it as Spark does (RENAME COLUMN a TO a2 turns "a,b" into "a2,b";
+// DROP COLUMNS (b) into "a2").
+func TestRenameDropFollowStatsColumns(t *testing.T) {
+	ctx := context.Background()
+	f := func(name, typ string, id int) string {
+		return fmt.Sprintf(`{"name":%q,"type":%s,"nullable":true,"metadata":{"delta.columnMapping.id":%d,"delta.columnMapping.physicalName":"col-%d"}}`, name, typ, id, id)
+	}
+	schema := `{"type":"struct","fields":[` + f("a", `"long"`, 1) + "," + f("b c", `"string"`, 2) + "," +
+		f("s", `{"type":"struct","fields":[`+f("x", `"long"`, 4)+","+f("z", `"long"`, 5)+`]}`, 3) + `]}`
+	tbl := writeLog(t, schema, nil, map[string]string{"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "5",
+		"delta.dataSkippingStatsColumns": "a,`b c`,s.x"})
+	r1, _ := ParseRename("a TO a2")
+	r2, _ := ParseRename("s.x TO y")
+	d, _ := ParseColumnPath("`b c`")
+	if _, err := Apply(ctx, tbl, Alter{RenameColumns: []RenameColumn{r1, r2}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	if got := snap.Metadata.Configuration["delta.dataSkippingStatsColumns"]; got != "a2,`b c`,s.y" {
+		t.Errorf("after the renames: %q", got)
+	}
+	if _, err := Apply(ctx, tbl, Alter{DropColumns: [][]string{d}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = tbl.Snapshot(ctx)
+	if got := snap.Metadata.Configuration["delta.dataSkippingStatsColumns"]; got != "a2,s.y" {
+		t.Errorf("after the drop: %q", got)
+	}
+}
