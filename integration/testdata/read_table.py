@@ -13,9 +13,10 @@ TABLE_PATH output:
    "files": N                                      live data files,
    "history": [operation, ...]                     newest first, as delta-rs lists it,
    "txns": {APP_ID: version or null}}              only with --txn (delta-rs' transaction_version)
-  --version N reads the table as of version N (delta-rs time travel, DeltaTable(version=N)).
   or {"version": N, "unsupported": why} for a table this delta-rs release cannot read (a
   reader feature it lacks, e.g. typeWidening): the caller checks such tables with Spark.
+
+--version N reads the table as of version N (delta-rs time travel, DeltaTable(version=N)).
 
 TABLE_PATH may be an object-store URI (s3://, gs://, az://, abfss://); delta-rs then takes
 its storage_options from the environment variable READ_TABLE_STORAGE_OPTIONS, a JSON object
