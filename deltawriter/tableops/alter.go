@@ -53,7 +53,8 @@ const engineInfo = "ingestd table alter"
 // Apply makes the changes of a against the latest snapshot of table and returns the
 // commits made. It validates everything before the first commit: a column that already
 // exists (ignoring case), a parent that is missing or not a struct, a widening Delta does
-// not allow or a table without type widening, an unknown feature. A commit that loses to a
+// not allow or a table without type widening, an unknown feature, and the refusals of the
+// column mapping operations (checkColumnChanges, columns.go). A commit that loses to a
 // concurrent metadata change is retried on the new snapshot (up to 5 times).
 func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, error) {
 	for _, f := range a.EnableFeatures {
