@@ -197,3 +197,50 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 		t.Errorf("history of versions %d..%d: %s (all: %v)", before+1, before+4, got, rs.History)
 	}
 }
+
+// TestColumnMappingRenameDeadLetter: under dead_letter, after `--rename-column 'country TO
+// country_code'` on the live table, a record still carrying country is a new field to the
+// guard: dead-lettered (schema_mismatch, field country), while a record with country_code
+// lands in the renamed column beside its old values. No Spark: the readers' view of renames
+// is TestColumnMappingRenameDropUnderPipeline's.
+func TestColumnMappingRenameDeadLetter(t *testing.T) {
+	s := need(t)
+	topic := createTopic(t, s, "colmap-dlq", 1)
+	dlq := createTopic(t, s, "colmap-dlq.dlq", 1)
+	dir := t.TempDir()
+	table := filepath.Join(dir, "orders")
+	cfgDir := filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	writePipeline(t, cfgDir, "silver", pipelineYAML("colmap-dlq", s, topic, table, "dead_letter", dlq, "{max_records: 100, max_bytes: 1MiB, max_age: 200ms}"))
+	id := `{"name":"order_id","type":"long"}`
+	v1 := rec("Order", id, `{"name":"country","type":"string"}`)
+	v2 := rec("Order", id, `{"name":"country_code","type":"string"}`)
+	schemas := map[string]string{"v1": v1, "v2": v2}
+	produceSpec(t, s, topic, schemas, [][2]string{{"v1", `{"order_id":1,"country":"DE"}`}})
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, time.Minute, "the first record", func() bool { return handled(t, table) == 1 })
+	for _, args := range [][]string{{"--enable-column-mapping", "name"}, {"--rename-column", "country TO country_code"}} {
+		if out, err := runCLI(t, append([]string{"table", "alter", "--table", table}, args...)...); err != nil {
+			t.Fatalf("table alter %v: %v\n%s", args, err, out)
+		}
+	}
+	produceSpec(t, s, topic, schemas, [][2]string{{"v1", `{"order_id":2,"country":"US"}`}, {"v2", `{"order_id":3,"country_code":"FR"}`}})
+	waitFor(t, d, time.Minute, "the records after the rename", func() bool { return handled(t, table) == 3 })
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	dead := readDLQ(t, s, dlq)
+	if len(dead) != 1 || dead[0].headers["ingestd.error.reason"] != "schema_mismatch" || dead[0].headers["ingestd.error.field"] != "country" ||
+		dead[0].headers["__connect.errors.offset"] != "1" {
+		var hs []map[string]string
+		for _, r := range dead {
+			hs = append(hs, r.headers)
+		}
+		t.Fatalf("dead letters %v, want one: offset 1, schema_mismatch, field country", hs)
+	}
+	data := readTable(t, s, table)
+	want := sortedRows([]map[string]any{{"order_id": 1, "country_code": "DE"}, {"order_id": 3, "country_code": "FR"}})
+	if got := sortedRows(data.Rows); got != want || strings.Join(schemaNames(data), ",") != "order_id,country_code" {
+		t.Errorf("table %v\n got %s\nwant %s", schemaNames(data), got, want)
+	}
+}
