@@ -21,6 +21,7 @@ func ingestd(t *testing.T, args ...string) (int, string, string) {
 // --name (as the README and the messages spell them), never -name; both spellings parse.
 func TestHelpListsFlagsWithTwoDashes(t *testing.T) {
 	tableFlags := []string{"table", "config", "n", "json", "add-column", "widen", "set-property", "enable-feature"}
+	tableFlags = append(tableFlags, "enable-column-mapping", "rename-column", "drop-column", "move-column")
 	for _, c := range []struct {
 		args  []string
 		flags []string
@@ -191,5 +192,33 @@ func TestPipelineFileAsArgument(t *testing.T) {
 				t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", name, c.args, code, stdout, stderr, c.want)
 			}
 		}
+	}
+}
+
+// TestTableAlterColumnMapping: rename is refused without column mapping, naming the
+// command that enables it; after --enable-column-mapping name, rename, drop and move are
+// one commit each and the schema shows the kept physical names.
+func TestTableAlterColumnMapping(t *testing.T) {
+	dir := newTestTable(t, filepath.Join(t.TempDir(), "orders"))
+	code, stdout, stderr := ingestd(t, "table", "alter", dir, "--rename-column", "customer TO client")
+	if want := "ingestd table alter: rename column needs column mapping, which this table does not have (Parquet columns are found by name without it); " +
+		"run `ingestd table alter --table URI --enable-column-mapping name` first (a protocol upgrade to reader 2 / writer 5 that readers older than Delta 1.2 cannot follow)\n"; code != exitFailure || stdout != "" || stderr != want {
+		t.Errorf("rename without column mapping: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, _, stderr := ingestd(t, "table", "alter", dir, "--move-column", "customer LAST"); code != exitUsage ||
+		stderr != "ingestd table alter: --move-column: parse move \"customer LAST\": write 'column FIRST' or 'column AFTER other_column'\n" {
+		t.Errorf("bad --move-column: exit %d, stderr %q", code, stderr)
+	}
+	code, stdout, stderr = ingestd(t, "table", "alter", dir, "--enable-column-mapping", "name", "--add-column", "tier STRING")
+	if code != exitOK || stdout != "version 1: ADD COLUMNS tier string\nversion 2: SET TBLPROPERTIES column mapping name (protocol 2/5, maxColumnId 3)\n" {
+		t.Errorf("enable: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = ingestd(t, "table", "alter", dir, "--rename-column", "customer TO client", "--drop-column", "tier", "--move-column", "client FIRST")
+	if code != exitOK || stdout != "version 3: RENAME COLUMN customer TO client\nversion 4: DROP COLUMNS tier\nversion 5: CHANGE COLUMN client FIRST\n" {
+		t.Errorf("rename, drop, move: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = ingestd(t, "table", "schema", dir)
+	if want := "root\n |-- client: string (nullable = true) [id=2 physical=customer]\n |-- order_id: long (nullable = true) [id=1 physical=order_id]\n"; code != exitOK || stdout != want {
+		t.Errorf("schema: exit %d\n got %q\nwant %q", code, stdout, want)
 	}
 }

@@ -36,6 +36,10 @@ Commands:
                --drop-constraint n        drop a CHECK constraint
                --set-not-null col         make a column NOT NULL (existing rows checked)
                --drop-not-null col        make a column nullable
+               --enable-column-mapping name   give columns ids and physical names (irreversible)
+               --rename-column 'a TO b'   rename (nested: 's.a TO b'); needs column mapping
+               --drop-column path         drop a column (repeatable); needs column mapping
+               --move-column 'a AFTER b'  reorder ('a FIRST'); no data is rewritten
 
 Works on any Delta table, not only ingestd's. A running pipeline picks the change up at
 its next commit, without a restart.`
@@ -67,6 +71,12 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&dropCons, "drop-constraint", "alter: constraint `name` to drop (repeatable)")
 	fs.Var(&setNotNull, "set-not-null", "alter: top-level `column` to make NOT NULL after checking every existing row (repeatable)")
 	fs.Var(&dropNotNull, "drop-not-null", "alter: top-level `column` to make nullable (repeatable)")
+	// Column mapping operations (tableops/columns.go).
+	enableCM := fs.String("enable-column-mapping", "", "alter: column mapping `MODE` to enable: name (a protocol upgrade to reader 2 / writer 5)")
+	var renames, drops, moves stringList
+	fs.Var(&renames, "rename-column", "alter: `'path TO name'` to rename (repeatable; needs column mapping)")
+	fs.Var(&drops, "drop-column", "alter: column `path` to drop (repeatable, one commit; needs column mapping)")
+	fs.Var(&moves, "move-column", "alter: `'path FIRST'` or 'path AFTER sibling' to reorder (repeatable)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {
@@ -159,8 +169,34 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			a.AddConstraints = append(a.AddConstraints, def)
 		}
 		a.DropConstraints, a.SetNotNull, a.DropNotNull = dropCons, setNotNull, dropNotNull
+		a.EnableColumnMapping = *enableCM
+		for _, s := range renames {
+			r, err := tableops.ParseRename(s)
+			if err != nil {
+				fmt.Fprintln(stderr, "ingestd table alter: --rename-column:", err)
+				return exitUsage
+			}
+			a.RenameColumns = append(a.RenameColumns, r)
+		}
+		for _, s := range drops {
+			p, err := tableops.ParseColumnPath(s)
+			if err != nil {
+				fmt.Fprintln(stderr, "ingestd table alter: --drop-column:", err)
+				return exitUsage
+			}
+			a.DropColumns = append(a.DropColumns, p)
+		}
+		for _, s := range moves {
+			m, err := tableops.ParseMove(s)
+			if err != nil {
+				fmt.Fprintln(stderr, "ingestd table alter: --move-column:", err)
+				return exitUsage
+			}
+			a.MoveColumns = append(a.MoveColumns, m)
+		}
 		if len(a.AddColumns)+len(a.Widen)+len(a.SetProperties)+len(a.EnableFeatures)+
-			len(a.AddConstraints)+len(a.DropConstraints)+len(a.SetNotNull)+len(a.DropNotNull) == 0 {
+			len(a.AddConstraints)+len(a.DropConstraints)+len(a.SetNotNull)+len(a.DropNotNull)+
+			len(a.RenameColumns)+len(a.DropColumns)+len(a.MoveColumns) == 0 && a.EnableColumnMapping == "" {
 			fmt.Fprintln(stderr, "ingestd table alter: nothing to do; see ingestd table --help")
 			return exitUsage
 		}

@@ -25,7 +25,10 @@ var alterRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second
 // each as one Delta commit: EnableFeatures (UPGRADE PROTOCOL), SetProperties (SET
 // TBLPROPERTIES), AddColumns (ADD COLUMNS, all in one commit), Widen (CHANGE COLUMN, one
 // commit per column), then the constraint changes (constraints.go: DROP CONSTRAINT, ADD
-// CONSTRAINT, CHANGE COLUMN … SET NOT NULL, … DROP NOT NULL, one commit each).
+// CONSTRAINT, CHANGE COLUMN … SET NOT NULL, … DROP NOT NULL, one commit each), then the
+// column mapping operations of columns.go: EnableColumnMapping (SET TBLPROPERTIES),
+// RenameColumns (RENAME COLUMN, one commit each), DropColumns (DROP COLUMNS, one commit),
+// MoveColumns (CHANGE COLUMN, one commit each).
 type Alter struct {
 	EnableFeatures []string // typeWidening, timestampNtz
 	SetProperties  map[string]string
@@ -36,6 +39,12 @@ type Alter struct {
 	DropConstraints []string        // constraint names
 	SetNotNull      []string        // top-level column names
 	DropNotNull     []string
+
+	// Column mapping (columns.go).
+	EnableColumnMapping string         // "name": upgrade a table without column mapping
+	RenameColumns       []RenameColumn // need column mapping
+	DropColumns         [][]string     // column paths; need column mapping
+	MoveColumns         []MoveColumn   // FIRST / AFTER sibling
 }
 
 // Result is one commit made by Apply.
@@ -51,14 +60,15 @@ const engineInfo = "ingestd table alter"
 // Apply makes the changes of a against the latest snapshot of table and returns the
 // commits made. It validates everything before the first commit: a column that already
 // exists (ignoring case), a parent that is missing or not a struct, a widening Delta does
-// not allow or a table without type widening, an unknown feature. A commit that loses to a
+// not allow or a table without type widening, an unknown feature, and the refusals of the
+// column mapping operations (checkColumnChanges, columns.go). A commit that loses to a
 // concurrent metadata change is retried on the new snapshot (up to 5 times).
 func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, error) {
 	for _, f := range a.EnableFeatures {
 		switch f {
 		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz:
 		case deltalog.FeatureColumnMapping:
-			return nil, fmt.Errorf("enable %s: not supported by ingestd yet; use Spark: ALTER TABLE … SET TBLPROPERTIES ('%s'='name')", f, deltalog.PropColumnMappingMode)
+			return nil, fmt.Errorf("enable feature %s: use --enable-column-mapping name, which also gives every column its id and physical name", f)
 		default:
 			return nil, fmt.Errorf("enable feature %q: use %s or %s", f, deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz)
 		}
@@ -106,6 +116,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if dry, _, err = widen(dry, c); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkColumnChanges(snap, dry, a); err != nil {
+		return nil, err
 	}
 
 	if err := checkConstraintChanges(snap, a); err != nil {
@@ -215,6 +228,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 	if err := applyConstraints(ctx, table, a, step); err != nil {
 		return out, err
 	}
+	if err := applyColumnChanges(a, step); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 
@@ -320,7 +336,7 @@ func widen(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, deltalog.
 // would leave the protocol without the feature, which readers refuse.
 var featureProperties = map[string]string{
 	deltalog.PropEnableTypeWidening:                           "use --enable-feature typeWidening, which also upgrades the protocol",
-	deltalog.PropColumnMappingMode:                            "enabling column mapping is not supported by ingestd yet; use Spark",
+	deltalog.PropColumnMappingMode:                            "use --enable-column-mapping name, which also gives every column its id and physical name and upgrades the protocol",
 	deltalog.PropEnableDeletionVectors:                        "deletion vectors need a table feature ingestd does not write; use Spark",
 	deltalog.PropEnableRowTracking:                            "row tracking needs a table feature ingestd does not write; use Spark",
 	deltalog.PropEnableInCommitTimestamps:                     "in-commit timestamps need a table feature ingestd does not write; use Spark",

@@ -2,7 +2,7 @@
 """Read a Delta table with delta-rs (the `deltalake` package, a reader ingestd did not
 write) and print it as one JSON document on stdout.
 
-usage: read_table.py TABLE_PATH [--txn APP_ID ...]
+usage: read_table.py TABLE_PATH [--txn APP_ID ...] [--version N]
        read_table.py --parquet DIR
 
 TABLE_PATH output:
@@ -15,6 +15,8 @@ TABLE_PATH output:
    "txns": {APP_ID: version or null}}              only with --txn (delta-rs' transaction_version)
   or {"version": N, "unsupported": why} for a table this delta-rs release cannot read (a
   reader feature it lacks, e.g. typeWidening): the caller checks such tables with Spark.
+
+--version N reads the table as of version N (delta-rs time travel, DeltaTable(version=N)).
 
 TABLE_PATH may be an object-store URI (s3://, gs://, az://, abfss://); delta-rs then takes
 its storage_options from the environment variable READ_TABLE_STORAGE_OPTIONS, a JSON object
@@ -88,8 +90,8 @@ def storage_options():
     return json.loads(raw) if raw else None
 
 
-def read_table(path, txns):
-    dt = DeltaTable(path, storage_options=storage_options())
+def read_table(path, txns, version=None):
+    dt = DeltaTable(path, version=version, storage_options=storage_options())
     try:
         schema = pa.schema(dt.schema().to_arrow())
         got = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
@@ -130,8 +132,12 @@ def main():
     args = sys.argv[1:]
     if len(args) == 2 and args[0] == "--parquet":
         out = read_parquet(args[1])
-    elif args and not args[0].startswith("--") and len(args) % 2 == 1 and all(a == "--txn" for a in args[1::2]):
-        out = read_table(args[0], args[2::2])
+    elif args and not args[0].startswith("--") and len(args) % 2 == 1 and all(a in ("--txn", "--version") for a in args[1::2]):
+        flags = list(zip(args[1::2], args[2::2]))
+        versions = [int(v) for f, v in flags if f == "--version"]
+        if len(versions) > 1:
+            sys.exit(__doc__)
+        out = read_table(args[0], [v for f, v in flags if f == "--txn"], versions[0] if versions else None)
     else:
         sys.exit(__doc__)
     print(json.dumps(out, ensure_ascii=False))
