@@ -240,7 +240,9 @@ func TestOptimizeWideningColumnMappingPartitions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		phys := func(name string) string { return deltawriter.PartitionField(snap.Schema, name).PhysicalName(snap.ColumnMapping) }
+		phys := func(name string) string {
+			return deltawriter.PartitionField(snap.Schema, name).PhysicalName(snap.ColumnMapping)
+		}
 		stPhys := deltawriter.PartitionField(snap.Schema, "st").Type.(*deltalog.StructType).Fields[0].PhysicalName(snap.ColumnMapping)
 		wide := snap.Schema.Fields[0].Type == deltalog.Long
 		var rows []map[string]any
@@ -416,4 +418,3 @@ func commitActions(t *testing.T, root string, v int64) []deltalog.Action {
 	}
 	return actions
 }
-
