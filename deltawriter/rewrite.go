@@ -76,6 +76,7 @@ func (s *Snapshot) ReadDataFile(ctx context.Context, st storage.Store, add delta
 		byName[fld.Name()] = fld
 	}
 	var idx uint64
+	fields, leaves := fileSchema.Fields(), len(fileSchema.Columns())
 	buf := make([]parquet.Row, 256)
 	for _, rg := range f.RowGroups() {
 		rows := rg.Rows()
@@ -87,7 +88,7 @@ func (s *Snapshot) ReadDataFile(ctx context.Context, st storage.Store, add delta
 				if del.Contains(i) {
 					continue
 				}
-				tree := assembleRow(fileSchema, r)
+				tree := assembleRowFields(fields, leaves, r)
 				out, cerr := s.conformRow(tree, byName)
 				if cerr == nil {
 					cerr = fn(out)

@@ -97,7 +97,13 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "ingestd table:", err)
 		return exitUsage
 	}
-	tbl, err := deltawriter.Open(ctx, st)
+	var topts []deltawriter.Option
+	if sub == "optimize" || sub == "vacuum" {
+		// Maintenance beside busy pipelines steps over their commits for as long as it
+		// takes; it stops only on a real conflict (maintenance.Optimize).
+		topts = append(topts, deltawriter.WithMaxCommitAttempts(1_000_000))
+	}
+	tbl, err := deltawriter.Open(ctx, st, topts...)
 	if err == nil {
 		_, err = tbl.Snapshot(ctx)
 	}
@@ -206,6 +212,8 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stdout, "skipped %s: a concurrent commit compacted or removed its files first\n", p)
 		}
 		switch {
+		case res.Version < 0 && len(res.Dropped) > 0:
+			fmt.Fprintf(stdout, "nothing committed: every selected partition was compacted concurrently\n")
 		case res.Version >= 0:
 			fmt.Fprintf(stdout, "version %d: OPTIMIZE removed %d files (%d bytes), added %d files (%d bytes)\n", res.Version, res.FilesRemoved, res.BytesRemoved, res.FilesAdded, res.BytesAdded)
 		case *dryRun:

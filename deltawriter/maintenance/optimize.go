@@ -221,7 +221,8 @@ func Optimize(ctx context.Context, t *deltawriter.Table, o OptimizeOptions) (Opt
 		if len(groups) == 0 {
 			break
 		}
-		c.ReadVersion = latest.Version
+		// ReadVersion stays the version planned on: Commit checks every winner since then
+		// again, and the one that removed our files no longer conflicts.
 	}
 	for _, g := range groups {
 		res.Partitions = append(res.Partitions, g.summary())
