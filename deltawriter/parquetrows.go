@@ -165,7 +165,11 @@ func leafValue(f parquet.Field, v any) (parquet.Value, error) {
 	case float32:
 		pv = parquet.FloatValue(x)
 	case float64:
-		pv = parquet.DoubleValue(x)
+		if f.Type().Kind() == parquet.Float {
+			pv = parquet.FloatValue(float32(x)) // a float read back as float64 (goValue)
+		} else {
+			pv = parquet.DoubleValue(x)
+		}
 	case string:
 		pv = parquet.ByteArrayValue([]byte(x))
 	case []byte:

@@ -51,11 +51,14 @@ func (s *Snapshot) DataFileSchema() (*parquet.Schema, error) {
 // A row is a tree as RowsToColumns takes it, keyed by physical column names, conformed
 // to the snapshot's current schema: columns the file lacks are nil, columns the table no
 // longer has are dropped, and values of type-widened columns are widened (byte/short/int
-// → long or double, float → double, date → timestamp_ntz; PROTOCOL.md "Type Widening"),
-// INT96 timestamps become µs. It returns the number of rows read (live and deleted).
+// → long, double or decimal, float → double, date → timestamp_ntz, decimal precision
+// and scale up; PROTOCOL.md "Type Widening"), INT96 and millisecond/nanosecond timestamps
+// become µs. Inside arrays and maps values pass as read (integer widening still holds
+// there; date → timestamp_ntz and decimal rescaling do not). It returns the number of rows
+// read (live and deleted).
 //
 // Errors: the file or its deletion vector cannot be read, a value of a type that cannot
-// be conformed (e.g. a decimal whose scale was widened), or fn's error.
+// be conformed (e.g. a decimal whose scale is larger than the table's), or fn's error.
 func (s *Snapshot) ReadDataFile(ctx context.Context, st storage.Store, add deltalog.Add, fn func(row map[string]any) error) (int64, error) {
 	del, err := ReadDeletionVector(ctx, st, add.DeletionVector)
 	if err != nil {

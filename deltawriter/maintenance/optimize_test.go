@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -417,4 +418,85 @@ func commitActions(t *testing.T, root string, v int64) []deltalog.Action {
 		t.Fatal(err)
 	}
 	return actions
+}
+
+// Two OPTIMIZE runs on one partition: the slow one that planned it finds its files
+// removed by the fast one, drops that partition and commits the other, once; appends in
+// between never conflict.
+func TestOptimizeConcurrentDropsLostPartition(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "t")
+	tbl := openTable(t, root)
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"dt","type":"string","nullable":true,"metadata":{}}]}`)
+	delta, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Schema: schema, PartitionColumns: []string{"dt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: delta.Protocol, Metadata: delta.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+	id := int64(0)
+	appendFile := func(dt string) {
+		snap, _ := tbl.Snapshot(ctx)
+		pq, _ := snap.DataFileSchema()
+		var rows []map[string]any
+		for i := 0; i < 10; i++ {
+			rows = append(rows, map[string]any{"id": id})
+			id++
+		}
+		cols, _ := deltawriter.RowsToColumns(pq, rows)
+		opts := snap.FileOptions()
+		opts.PartitionValues, opts.Dir = map[string]*string{"dt": &dt}, "dt="+dt
+		add, err := deltawriter.WriteDataFile(ctx, tbl.Store(), pq, cols, len(rows), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{add}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		appendFile("a")
+		appendFile("b")
+	}
+	before := liveRows(t, tbl)
+	var size int64
+	snap, _ := tbl.Snapshot(ctx)
+	for _, a := range snap.Files {
+		size += a.Size
+	}
+	slow := make(chan OptimizeResult)
+	go func() {
+		// its own Table, as another process would have; ~1.5 s for every file
+		r, err := Optimize(ctx, openTable(t, root), OptimizeOptions{MinFiles: 2, MaxRewriteRate: size * 2 / 3})
+		if err != nil {
+			t.Error(err)
+		}
+		slow <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	fast, err := Optimize(ctx, openTable(t, root), OptimizeOptions{MinFiles: 2, Where: "dt = 'b'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendFile("a") // an append between the two OPTIMIZE commits
+	r := <-slow
+	if planString(fast) != "dt=b:4->1" || planString(r) != "dt=a:4->1" || jsonOf(r.Dropped) != `["dt=b"]` || r.Version <= fast.Version || r.ReadVersion >= fast.Version {
+		t.Fatalf("fast %q v%d; slow %q dropped %v v%d (read %d)", planString(fast), fast.Version, planString(r), r.Dropped, r.Version, r.ReadVersion)
+	}
+	got := map[string]bool{}
+	for _, r := range liveRows(t, openTable(t, root)) {
+		got[r] = true
+	}
+	for _, r := range before {
+		if !got[r] {
+			t.Fatalf("row %s lost", r)
+		}
+	}
+	if len(got) != len(before)+10 {
+		t.Fatalf("%d distinct rows, want the %d before and the 10 appended", len(got), len(before))
+	}
+	if snap, _ := openTable(t, root).Snapshot(ctx); len(snap.Files) != 3 {
+		t.Fatalf("%d files, want dt=a's and dt=b's compacted files and the late append", len(snap.Files))
+	}
 }
