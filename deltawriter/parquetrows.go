@@ -27,9 +27,10 @@ type mapEntry struct {
 // schema, in schema.Columns() order).
 func shredRows(schema *parquet.Schema, rows []map[string]any) ([][]parquet.Value, error) {
 	cols := make([][]parquet.Value, len(schema.Columns()))
+	fields := schema.Fields() // sorted anew on every call: once per batch, not per row
 	for _, r := range rows {
 		col := 0
-		for _, f := range schema.Fields() {
+		for _, f := range fields {
 			var err error
 			col, err = shredField(cols, f, r[f.Name()], 0, 0, 0, col)
 			if err != nil {
@@ -164,7 +165,11 @@ func leafValue(f parquet.Field, v any) (parquet.Value, error) {
 	case float32:
 		pv = parquet.FloatValue(x)
 	case float64:
-		pv = parquet.DoubleValue(x)
+		if f.Type().Kind() == parquet.Float {
+			pv = parquet.FloatValue(float32(x)) // a float read back as float64 (goValue)
+		} else {
+			pv = parquet.DoubleValue(x)
+		}
 	case string:
 		pv = parquet.ByteArrayValue([]byte(x))
 	case []byte:
@@ -186,13 +191,19 @@ func leafValue(f parquet.Field, v any) (parquet.Value, error) {
 // schema. It accepts the standard and the common non-standard LIST/MAP group names
 // (e.g. delta-rs checkpoints use "entries" for maps).
 func assembleRow(schema *parquet.Schema, row parquet.Row) map[string]any {
-	cols := make([][]parquet.Value, len(schema.Columns()))
+	return assembleRowFields(schema.Fields(), len(schema.Columns()), row)
+}
+
+// assembleRowFields is assembleRow with the schema's top-level fields and leaf count
+// computed once by the caller (parquet-go sorts the fields on every Fields call).
+func assembleRowFields(fields []parquet.Field, leaves int, row parquet.Row) map[string]any {
+	cols := make([][]parquet.Value, leaves)
 	for _, v := range row {
 		cols[v.Column()] = append(cols[v.Column()], v)
 	}
-	out := make(map[string]any, len(schema.Fields()))
+	out := make(map[string]any, len(fields))
 	col := 0
-	for _, f := range schema.Fields() {
+	for _, f := range fields {
 		n := countLeaves(f)
 		out[f.Name()] = assembleField(f, cols[col:col+n], 0, 0)
 		col += n
