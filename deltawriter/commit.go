@@ -48,6 +48,9 @@ type Commit struct {
 	Operation string
 	// OperationParameters is commitInfo.operationParameters (string values only).
 	OperationParameters map[string]string
+	// OperationMetrics, when set, is commitInfo.operationMetrics (string values, as Spark
+	// writes them); by default a write's numFiles, numOutputBytes and numOutputRows.
+	OperationMetrics map[string]string
 	// EngineInfo is commitInfo.engineInfo, e.g. "ingestd/0.1.0".
 	EngineInfo string
 	// TxnID is commitInfo.txnId (a UUID string); a random one when empty. A writer that
@@ -320,6 +323,9 @@ func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
 	metrics := map[string]string{"numFiles": strconv.Itoa(len(c.Adds)), "numOutputBytes": strconv.FormatInt(bytes, 10)}
 	if rowsKnown {
 		metrics["numOutputRows"] = strconv.FormatInt(rows, 10)
+	}
+	if c.OperationMetrics != nil {
+		metrics = c.OperationMetrics
 	}
 	info := deltalog.CommitInfo{
 		"timestamp":           nowMs,
