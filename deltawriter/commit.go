@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -25,6 +26,10 @@ var (
 	// ErrMetadataChanged: a commit after ReadVersion changed metaData or protocol. Re-run
 	// the schema guard on a fresh snapshot and rebuild the commit.
 	ErrMetadataChanged = errors.New("table metadata or protocol changed concurrently")
+	// ErrConcurrentDelete: a commit after ReadVersion removed a file this commit removes
+	// (Delta's ConcurrentDeleteDeleteException). Re-read the snapshot and drop what
+	// depended on that file. ConcurrentDeleteError names the files.
+	ErrConcurrentDelete = errors.New("a file this commit removes was removed concurrently")
 	// ErrCommitAttempts: every version tried was taken by blind appends.
 	ErrCommitAttempts = errors.New("too many concurrent commits")
 )
@@ -41,6 +46,10 @@ type Commit struct {
 	Metadata *deltalog.Metadata
 	// Adds are the new data files (from WriteDataFile).
 	Adds []deltalog.Add
+	// Removes are the files the commit removes (PROTOCOL.md, "Add File and Remove
+	// File"); OPTIMIZE removes with dataChange false. A winner that removed one of them
+	// fails the commit with a *ConcurrentDeleteError (ErrConcurrentDelete).
+	Removes []deltalog.Remove
 	// Txns record source progress, at most one per appId. LastUpdated defaults to the
 	// commit time.
 	Txns []deltalog.Txn
@@ -48,9 +57,12 @@ type Commit struct {
 	Operation string
 	// OperationParameters is commitInfo.operationParameters (string values only).
 	OperationParameters map[string]string
-	// OperationMetrics, when set, is commitInfo.operationMetrics (string values, as Spark
-	// writes them); by default a write's numFiles, numOutputBytes and numOutputRows.
+	// OperationMetrics, when set, is commitInfo.operationMetrics (string values); by
+	// default the metrics of a write (numFiles, numOutputBytes, numOutputRows).
 	OperationMetrics map[string]string
+	// IsolationLevel is commitInfo.isolationLevel: "Serializable" by default; Spark's
+	// OPTIMIZE writes "SnapshotIsolation".
+	IsolationLevel string
 	// EngineInfo is commitInfo.engineInfo, e.g. "ingestd/0.1.0".
 	EngineInfo string
 	// TxnID is commitInfo.txnId (a UUID string); a random one when empty. A writer that
@@ -61,12 +73,14 @@ type Commit struct {
 // Commit writes c as the next version with put-if-absent of
 // _delta_log/<version:020d>.json and returns that version (PROTOCOL.md, "Creation of New
 // Log Entries"; checklist §1.7). Actions are written in the order commitInfo, protocol,
-// metaData, txn, add.
+// metaData, txn, remove, add.
 //
 // Commits that landed after ReadVersion are checked first, and again each time the
 // version is taken: a winner with a txn for one of our appIds gives
 // ErrTxnAlreadyCommitted (its version >= ours) or ErrConcurrentTxn (lower); a winner
-// with metaData or protocol gives ErrMetadataChanged; otherwise (blind appends) the
+// with metaData or protocol gives ErrMetadataChanged; a winner that removed one of our
+// Removes gives a *ConcurrentDeleteError; otherwise (appends, and files other than
+// ours removed, whatever their dataChange) the
 // commit is retried at the next version, up to the attempt limit (ErrCommitAttempts).
 // Before anything is written, it refuses with an error wrapping ErrUnsupportedFeature a
 // table whose protocol or metadata it cannot honour.
@@ -234,6 +248,17 @@ func validateCommit(c *Commit) error {
 		}
 		seen[x.AppID] = true
 	}
+	removed := map[string]bool{}
+	for _, r := range c.Removes {
+		if r.Path == "" {
+			return fmt.Errorf("commit: remove with empty path")
+		}
+		k := deltalog.FileKey(r.Path, r.DeletionVector)
+		if removed[k] {
+			return fmt.Errorf("commit: two remove actions for path %q", r.Path)
+		}
+		removed[k] = true
+	}
 	paths := map[string]bool{}
 	for _, a := range c.Adds {
 		if a.Path == "" {
@@ -272,15 +297,49 @@ func (t *Table) checkCommitWritable(snap *Snapshot, c *Commit) error {
 	return nil
 }
 
+// ConcurrentDeleteError is the error of a commit whose Removes a winner removed first.
+type ConcurrentDeleteError struct {
+	Version int64    // the winner's version
+	Paths   []string // our removes' paths the winner removed
+}
+
+func (e *ConcurrentDeleteError) Error() string {
+	return fmt.Sprintf("commit: version %d removed %d file(s) this commit removes (%s): %v", e.Version, len(e.Paths), strings.Join(e.Paths, ", "), ErrConcurrentDelete)
+}
+
+// Unwrap returns ErrConcurrentDelete.
+func (e *ConcurrentDeleteError) Unwrap() error { return ErrConcurrentDelete }
+
 // checkWinner decides whether our commit may follow the winning commit at version v.
+// Files added or removed by the winner never conflict with an append (Delta's rules for
+// a blind append: it read no file), whatever their dataChange flag: an OPTIMIZE commit
+// (dataChange false) between a pipeline's read and its commit changes nothing for it.
+// Only a winner that removed a file we remove conflicts.
 func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
 	ours := make(map[string]int64, len(c.Txns))
 	for _, x := range c.Txns {
 		ours[x.AppID] = x.Version
 	}
+	var removing map[string]bool
+	if len(c.Removes) > 0 {
+		removing = make(map[string]bool, len(c.Removes))
+		for _, r := range c.Removes {
+			removing[deltalog.FileKey(r.Path, r.DeletionVector)] = true
+		}
+	}
 	var metaErr error
+	var gone []string
 	for _, a := range winner {
 		switch {
+		case a.Remove != nil && removing != nil:
+			if removing[deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)] || removing[deltalog.CanonicalPath(a.Remove.Path)] {
+				gone = append(gone, a.Remove.Path)
+			}
+		case a.Add != nil && removing != nil && a.Add.DeletionVector != nil:
+			// A DELETE that gave one of our files a (new) deletion vector replaced it.
+			if removing[deltalog.CanonicalPath(a.Add.Path)] {
+				gone = append(gone, a.Add.Path)
+			}
 		case a.Txn != nil:
 			if mine, ok := ours[a.Txn.AppID]; ok {
 				if a.Txn.Version >= mine {
@@ -293,6 +352,9 @@ func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
 		case a.Protocol != nil && metaErr == nil:
 			metaErr = fmt.Errorf("commit: version %d changed protocol: %w", v, ErrMetadataChanged)
 		}
+	}
+	if len(gone) > 0 {
+		return &ConcurrentDeleteError{Version: v, Paths: gone}
 	}
 	return metaErr
 }
@@ -327,12 +389,16 @@ func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
 	if c.OperationMetrics != nil {
 		metrics = c.OperationMetrics
 	}
+	isolation := c.IsolationLevel
+	if isolation == "" {
+		isolation = "Serializable"
+	}
 	info := deltalog.CommitInfo{
 		"timestamp":           nowMs,
 		"operation":           op,
 		"operationParameters": params,
-		"isolationLevel":      "Serializable",
-		"isBlindAppend":       true,
+		"isolationLevel":      isolation,
+		"isBlindAppend":       len(c.Removes) == 0,
 		"operationMetrics":    metrics,
 		"txnId":               txnID,
 	}
@@ -357,6 +423,14 @@ func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
 			x.LastUpdated = &ms
 		}
 		actions = append(actions, deltalog.Action{Txn: &x})
+	}
+	for i := range c.Removes {
+		r := c.Removes[i]
+		if r.DeletionTimestamp == nil {
+			ms := nowMs
+			r.DeletionTimestamp = &ms
+		}
+		actions = append(actions, deltalog.Action{Remove: &r})
 	}
 	for i := range c.Adds {
 		a := c.Adds[i]

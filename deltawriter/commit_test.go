@@ -171,9 +171,9 @@ func TestProtocolGate(t *testing.T) {
 	}{
 		{"unknown writer feature", `{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["appendOnly","rowTracking"]}`, `{}`, `{}`, `writer feature "rowTracking"`},
 		{"future writer version", `{"minReaderVersion":1,"minWriterVersion":8}`, `{}`, `{}`, `writer version 8`},
-		{"check constraint", `{"minReaderVersion":1,"minWriterVersion":3}`, `{"delta.constraints.positive":"a > 0"}`, `{}`, `CHECK constraint "positive"`},
-		{"invariant", `{"minReaderVersion":1,"minWriterVersion":2}`, `{}`, `{"delta.invariants":"{\"expression\":{\"expression\":\"a > 0\"}}"}`, `delta.invariants`},
-		{"generated column", `{"minReaderVersion":1,"minWriterVersion":4}`, `{}`, `{"delta.generationExpression":"a + 1"}`, `generatedColumns`},
+		{"check constraint", `{"minReaderVersion":1,"minWriterVersion":3}`, `{"delta.constraints.positive":"regexp_like(CAST(a AS STRING), '^1')"}`, `{}`, `CHECK constraint "positive" (regexp_like(CAST(a AS STRING), '^1')) (feature checkConstraints): bind expression "regexp_like(CAST(a AS STRING), '^1')": function regexp_like in regexp_like(CAST(` + "`a`" + ` AS STRING), '^1'): not supported`},
+		{"invariant", `{"minReaderVersion":1,"minWriterVersion":2}`, `{}`, `{"delta.invariants":"{\"expression\":{\"expression\":\"a || 'x' > 0\"}}"}`, `check invariant of column "a" (a || 'x' > 0) (feature invariants)`},
+		{"generated column", `{"minReaderVersion":1,"minWriterVersion":4}`, `{}`, `{"delta.generationExpression":"rand() + 1"}`, `generatedColumns`},
 		{"identity column", `{"minReaderVersion":1,"minWriterVersion":6}`, `{}`, `{"delta.identity.start":1}`, `identityColumns`},
 		{"row tracking", `{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":["rowTracking"]}`, `{}`, `{}`, `writer feature "rowTracking"`},
 		{"default value metadata", `{"minReaderVersion":1,"minWriterVersion":2}`, `{}`, `{"CURRENT_DEFAULT":"0"}`, `allowColumnDefaults`},

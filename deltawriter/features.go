@@ -3,7 +3,6 @@ package deltawriter
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -43,8 +42,8 @@ var supportedReaderFeatures = map[string]bool{
 // metadata/schema checks in checkWritable refuse the table as soon as it does.
 var supportedWriterFeatures = map[string]bool{
 	deltalog.FeatureAppendOnly:          true, // we only ever add files
-	deltalog.FeatureInvariants:          true, // inactive only (no delta.invariants field metadata)
-	deltalog.FeatureCheckConstraints:    true, // inactive only (no delta.constraints.* property)
+	deltalog.FeatureInvariants:          true, // top-level invariants in expr.Supported, checked per record by ingest (Constraints)
+	deltalog.FeatureCheckConstraints:    true, // delta.constraints.* in expr.Supported, checked per record by ingest (Constraints)
 	deltalog.FeatureGeneratedColumns:    true, // top-level expressions in expr.Supported, computed and checked by the writer (GeneratedColumns)
 	deltalog.FeatureIdentityColumns:     true, // inactive only (no delta.identity.* metadata)
 	deltalog.FeatureAllowColumnDefaults: true, // inactive only (no CURRENT_DEFAULT metadata)
@@ -103,9 +102,9 @@ func checkReadable(p *deltalog.Protocol) error {
 }
 
 // checkWritable refuses, before anything is written, a table whose protocol or metadata
-// requires writer behaviour we do not implement: unknown writer features, CHECK
-// constraints, invariants, identity columns, column defaults, and generated columns
-// whose expression is outside the evaluator's set (GeneratedColumns).
+// requires writer behaviour we do not implement: unknown writer features, identity
+// columns, column defaults, and CHECK constraints, invariants (Constraints) and generated
+// columns (GeneratedColumns) whose expression is outside the evaluator's set.
 func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.StructType) error {
 	if err := checkReadable(p); err != nil {
 		return err
@@ -126,18 +125,6 @@ func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.
 	if m == nil {
 		return fmt.Errorf("check metadata: table has no metaData action")
 	}
-	// Whatever the protocol says, these need evaluation we do not do (checklist §1.12:
-	// legacy versions imply features that are inactive unless metadata uses them).
-	keys := make([]string, 0, len(m.Configuration))
-	for k := range m.Configuration {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if strings.HasPrefix(k, deltalog.PropConstraintPrefix) {
-			return fmt.Errorf("check metadata: CHECK constraint %q (feature checkConstraints): %w", strings.TrimPrefix(k, deltalog.PropConstraintPrefix), ErrUnsupportedFeature)
-		}
-	}
 	if _, err := m.ColumnMappingMode(); err != nil {
 		return fmt.Errorf("check metadata: %w", err)
 	}
@@ -147,12 +134,14 @@ func checkWritable(p *deltalog.Protocol, m *deltalog.Metadata, schema *deltalog.
 	if _, err := GeneratedColumns(schema, m.Configuration); err != nil {
 		return fmt.Errorf("check metadata: %w", err)
 	}
+	if _, err := Constraints(schema, m.Configuration); err != nil {
+		return fmt.Errorf("check metadata: %w", err)
+	}
 	return nil
 }
 
 // Field metadata keys that make a column need writer-side evaluation.
 var refusedFieldMetadata = []struct{ prefix, feature string }{
-	{deltalog.MetaInvariants, deltalog.FeatureInvariants},
 	{deltalog.MetaIdentityPrefix, deltalog.FeatureIdentityColumns},
 	{deltalog.MetaCurrentDefault, deltalog.FeatureAllowColumnDefaults},
 }

@@ -30,6 +30,9 @@ type Config struct {
 	Schema         SchemaConfig    `yaml:"schema"`
 	DeadLetter     DeadLetter      `yaml:"dead_letter"`
 	Batch          BatchConfig     `yaml:"batch"`
+	// Maintenance is the optional background table maintenance of `ingestd run`
+	// (maintain.go); absent: none.
+	Maintenance MaintenanceConfig `yaml:"maintenance"`
 
 	// File is the path the config was loaded from (set by LoadConfigs).
 	File string `yaml:"-"`
@@ -137,6 +140,49 @@ type BatchConfig struct {
 	// one that would open one value more are left for the next flush.
 	MaxOpenPartitions int `yaml:"max_open_partitions"`
 }
+
+// MaintenanceConfig is the maintenance block: background OPTIMIZE and VACUUM of the
+// pipeline's table, run by one goroutine per table off the commit path (maintain.go).
+// Each job is off when its block is absent.
+type MaintenanceConfig struct {
+	Optimize *OptimizeConfig `yaml:"optimize"`
+	Vacuum   *VacuumConfig   `yaml:"vacuum"`
+}
+
+// OptimizeConfig is maintenance.optimize: bin-packing compaction
+// (maintenance.Optimize).
+type OptimizeConfig struct {
+	// Every is the interval between runs (required, at least 1s); the first run starts
+	// after a random part of it (jitter), so daemons started together spread out.
+	Every time.Duration `yaml:"every"`
+	// TargetFileSize is the size files are compacted towards, in bytes (default 256MiB);
+	// files at least this large are left alone.
+	TargetFileSize ByteSize `yaml:"target_file_size"`
+	// MinFiles is how many small files a partition needs before it is compacted
+	// (default 10, at least 2).
+	MinFiles int `yaml:"min_files"`
+	// MaxRewriteRate bounds the bytes read per second while rewriting (default 0:
+	// unthrottled), so compaction leaves the store's bandwidth to the pipeline.
+	MaxRewriteRate ByteSize `yaml:"max_rewrite_rate"`
+}
+
+// VacuumConfig is maintenance.vacuum: deletion of files no version inside the retention
+// still references (maintenance.Vacuum).
+type VacuumConfig struct {
+	// Every is the interval between runs (required, at least 1s), jittered like optimize.
+	Every time.Duration `yaml:"every"`
+	// Retain is how long removed files are kept (default 168h, Delta's
+	// delta.deletedFileRetentionDuration default); it may not be shorter than the table's
+	// delta.deletedFileRetentionDuration.
+	Retain time.Duration `yaml:"retain"`
+}
+
+// Maintenance defaults (issue 16; Delta's default retention of removed files).
+const (
+	DefaultTargetFileSize = ByteSize(256 << 20)
+	DefaultMinFiles       = 10
+	DefaultVacuumRetain   = 168 * time.Hour
+)
 
 // ByteSize is a size in bytes that YAML may spell as 134217728, "128MiB", "64MB" or "512KiB".
 type ByteSize int64
@@ -344,6 +390,17 @@ func (c *Config) applyDefaults() {
 	if c.Batch.MaxOpenPartitions == 0 {
 		c.Batch.MaxOpenPartitions = 256
 	}
+	if o := c.Maintenance.Optimize; o != nil {
+		if o.TargetFileSize == 0 {
+			o.TargetFileSize = DefaultTargetFileSize
+		}
+		if o.MinFiles == 0 {
+			o.MinFiles = DefaultMinFiles
+		}
+	}
+	if v := c.Maintenance.Vacuum; v != nil && v.Retain == 0 {
+		v.Retain = DefaultVacuumRetain
+	}
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -457,7 +514,34 @@ func (c *Config) validate() []error {
 	if c.Batch.MaxAge < 0 {
 		bad("$.batch.max_age", "batch.max_age is negative", "use a duration such as 10s")
 	}
+	c.validateMaintenance(bad)
 	return errs
+}
+
+// validateMaintenance checks the maintenance block.
+func (c *Config) validateMaintenance(bad func(path, msg, fix string)) {
+	if o := c.Maintenance.Optimize; o != nil {
+		if o.Every < time.Second {
+			bad("$.maintenance.optimize.every", fmt.Sprintf("maintenance.optimize.every %v is missing or shorter than 1s", o.Every), "set an interval such as every: 15m")
+		}
+		if o.TargetFileSize < 1<<20 {
+			bad("$.maintenance.optimize.target_file_size", fmt.Sprintf("maintenance.optimize.target_file_size %d bytes is below 1MiB", o.TargetFileSize), "use a size such as 256MiB")
+		}
+		if o.MinFiles < 2 {
+			bad("$.maintenance.optimize.min_files", fmt.Sprintf("maintenance.optimize.min_files %d is below 2 (one file cannot be compacted with itself)", o.MinFiles), "use e.g. min_files: 10")
+		}
+		if o.MaxRewriteRate < 0 {
+			bad("$.maintenance.optimize.max_rewrite_rate", "maintenance.optimize.max_rewrite_rate is negative", "use a rate in bytes per second such as 64MiB, or leave it out")
+		}
+	}
+	if v := c.Maintenance.Vacuum; v != nil {
+		if v.Every < time.Second {
+			bad("$.maintenance.vacuum.every", fmt.Sprintf("maintenance.vacuum.every %v is missing or shorter than 1s", v.Every), "set an interval such as every: 24h")
+		}
+		if v.Retain < 0 {
+			bad("$.maintenance.vacuum.retain", "maintenance.vacuum.retain is negative", "use a duration such as 168h")
+		}
+	}
 }
 
 // validateKafkaColumns checks table.kafka_columns and table.key_format.
@@ -537,3 +621,6 @@ func CheckStorageCredentials(ctx context.Context, cfgs []*Config) (map[string]st
 	}
 	return src, errors.Join(errs...)
 }
+
+// ParseByteSize parses a byte size as the config does ("256MiB", "64MB", "134217728").
+func ParseByteSize(s string) (ByteSize, error) { return parseByteSize(s) }

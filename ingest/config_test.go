@@ -271,7 +271,7 @@ func TestConfigErrorMessagesExact(t *testing.T) {
 		{"unknown key with a suggestion", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
 			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
 		{"unknown top-level key", goodConfig + "tabel: {}\n",
-			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, table, schema, dead_letter, batch)`},
+			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, table, schema, dead_letter, batch, maintenance)`},
 		{"list given a single value", strings.Replace(goodConfig, `brokers: ["k:9092"]`, `brokers: k:9092`, 1),
 			`p.yaml:2: kafka.brokers: expected a list such as [a, b], got a single value (fix: write a list such as [a, b])`},
 		{"syntax error names the line", goodConfig + "batch:\n  max_age: 1s\n   max_records: 5\n",
@@ -436,6 +436,49 @@ func TestConfigKafkaColumns(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// The maintenance block: defaults, and every bad value named with its line and fix.
+func TestMaintenanceConfig(t *testing.T) {
+	cfgs, err := LoadConfigs(writeConfig(t, goodConfig+"maintenance:\n  optimize: {every: 15m}\n  vacuum: {every: 24h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfgs[0].Maintenance
+	if o := m.Optimize; o.Every != 15*time.Minute || o.TargetFileSize != 256<<20 || o.MinFiles != 10 || o.MaxRewriteRate != 0 {
+		t.Errorf("optimize defaults: %+v", *o)
+	}
+	if v := m.Vacuum; v.Every != 24*time.Hour || v.Retain != 168*time.Hour {
+		t.Errorf("vacuum defaults: %+v", *v)
+	}
+	cfgs, err = LoadConfigs(writeConfig(t, goodConfig+"maintenance:\n  optimize: {every: 2s, target_file_size: 64MiB, min_files: 4, max_rewrite_rate: 1MB}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfgs[0].Maintenance.Optimize; o.Every != 2*time.Second || o.TargetFileSize != 64<<20 || o.MinFiles != 4 || o.MaxRewriteRate != 1e6 || cfgs[0].Maintenance.Vacuum != nil {
+		t.Errorf("optimize: %+v, vacuum %v", *o, cfgs[0].Maintenance.Vacuum)
+	}
+	tests := []struct{ name, body, want string }{
+		{"every missing", "maintenance:\n  optimize: {min_files: 4}\n",
+			`p.yaml:8: maintenance.optimize.every 0s is missing or shorter than 1s (fix: set an interval such as every: 15m)`},
+		{"target too small", "maintenance:\n  optimize:\n    every: 1m\n    target_file_size: 1KiB\n",
+			`p.yaml:10: maintenance.optimize.target_file_size 1024 bytes is below 1MiB (fix: use a size such as 256MiB)`},
+		{"min files", "maintenance:\n  optimize:\n    every: 1m\n    min_files: 1\n",
+			`p.yaml:10: maintenance.optimize.min_files 1 is below 2 (one file cannot be compacted with itself) (fix: use e.g. min_files: 10)`},
+		{"bad size", "maintenance:\n  optimize: {every: 1m, target_file_size: huge}\n",
+			`p.yaml:8: maintenance.optimize.target_file_size: invalid byte size "huge": write a number with an optional unit, e.g. 128MiB (fix: write a size such as 128MiB)`},
+		{"vacuum every", "maintenance:\n  vacuum:\n    retain: 200h\n",
+			`p.yaml:8: maintenance.vacuum.every 0s is missing or shorter than 1s (fix: set an interval such as every: 24h)`},
+		{"unknown job key", "maintenance:\n  optimise: {every: 1m}\n",
+			`p.yaml:8: unknown field "optimise" in maintenance (fix: remove it or correct its spelling: did you mean "optimize"?; known keys here: optimize, vacuum)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, goodConfig+tt.body); got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})

@@ -38,7 +38,7 @@ func TestGeneratedColumnsConfig(t *testing.T) {
 		name, old, new string
 		want           []string
 	}{
-		{"unsupported function", `"YEAR(created_at)"`, `"upper(created_at)"`, []string{"p.yaml:9: ", "table.generated_columns.y", "function upper", "fix: use one of the supported expressions"}},
+		{"unsupported function", `"YEAR(created_at)"`, `"regexp_like(created_at, 'x')"`, []string{"p.yaml:9: ", "table.generated_columns.y", "function regexp_like", "fix: use one of the supported expressions"}},
 		{"syntax error", `"YEAR(created_at)"`, `"YEAR(created_at"`, []string{"p.yaml:9: ", "table.generated_columns.y", `expected "," or ")"`}},
 		{"refers to a generated column", `"YEAR(created_at)"`, `"YEAR(event_date)"`, []string{"p.yaml:9: ", `refers to the generated column "event_date"`}},
 		{"no column", `"YEAR(created_at)"`, `"'x'"`, []string{"p.yaml:9: ", "reads no column"}},

@@ -177,6 +177,9 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer s.close()
+	// Background maintenance (maintain.go) runs beside the loop, off the commit path; it
+	// stops when Run returns.
+	defer p.startMaintenance(ctx)()
 	if err := s.loop(ctx); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ type columnFill interface {
 // fillsFor returns the column fills of a flush whose final table schema is schema, under
 // column mapping mode cm, with Parquet schema pq (from deltawriter.ParquetSchema): Kafka
 // columns first, then generated columns (a generated column may derive from
-// _kafka_timestamp). kafka is the flusher's Kafka-column state (key schemas resolved
+// _kafka_timestamp), then the check of the table's CHECK constraints and invariants. kafka is the flusher's Kafka-column state (key schemas resolved
 // before the flush). It returns none for a table without such columns. Errors: a column
 // the configuration asks for that the schema cannot hold (each constructor names it).
 //
@@ -45,6 +45,13 @@ func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappin
 	}
 	if gen != nil {
 		fills = append(fills, gen)
+	}
+	cons, err := newConstraintFill(schema, conf) // CHECK constraints and invariants: check only, after every column is filled
+	if err != nil {
+		return nil, fmt.Errorf("prepare CHECK constraints: %w", err)
+	}
+	if cons != nil {
+		fills = append(fills, cons)
 	}
 	return fills, nil
 }

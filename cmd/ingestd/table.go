@@ -15,6 +15,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/deltawriter/tableops"
+	"github.com/ingestd/ingestd/ingest"
 )
 
 const tableSynopsis = `table <command> URI [flags]
@@ -38,6 +39,12 @@ Commands:
                --widen 'path TYPE'        widen a type (Delta type widening only)
                --set-property k=v         set a table property
                --enable-feature F         typeWidening or timestampNtz (irreversible)
+  optimize   compact small files per partition (OPTIMIZE, dataChange false):
+               --target-file-size 256MiB  size new files approach; larger files stay
+               --min-files 10             small files a partition needs to be compacted
+               --where "dt >= '2026-11-01'"  partition predicate (partition columns only)
+               --max-rewrite-rate 64MiB   bytes read per second (default unthrottled)
+               --dry-run                  show the plan, write nothing
 
 Works on any Delta table, not only ingestd's. A running pipeline picks the change up at
 its next commit, without a restart.`
@@ -63,10 +70,15 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&widen, "widen", "alter: `'path TYPE'` to widen to (repeatable)")
 	fs.Var(&props, "set-property", "alter: `key=value` to set (repeatable)")
 	fs.Var(&features, "enable-feature", "alter: `FEATURE` to enable, typeWidening or timestampNtz (repeatable)")
+	dryRun := fs.Bool("dry-run", false, "optimize, vacuum: show what would be done, change nothing")
+	// optimize flags
+	targetSize := fs.String("target-file-size", "256MiB", "optimize: `size` new files approach (e.g. 256MiB, 134217728)")
+	minFiles := fs.Int("min-files", maintenance.DefaultMinFiles, "optimize: small files a partition needs before it is compacted")
+	where := fs.String("where", "", "optimize: partition `predicate` (Spark SQL on partition columns), e.g. \"dt >= '2026-11-01'\"")
+	maxRate := fs.String("max-rewrite-rate", "0", "optimize: `bytes` read per second while rewriting, e.g. 64MiB (0: unthrottled)")
 	// vacuum
 	retain := fs.Duration("retain", -1, "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days)")
 	force := fs.Bool("force", false, "vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration")
-	dryRun := fs.Bool("dry-run", false, "vacuum: list the files that would be deleted (path relative to the table, bytes); delete nothing")
 	nowFlag := fs.String("now", "", "vacuum: evaluate the retention as of this `RFC 3339 time` instead of the clock (what-if runs, tests)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
@@ -83,7 +95,11 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *uri, storeOpts, code = tableArg(sub, pos, *uri, *config, stderr); *uri == "" {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	timeout := 5 * time.Minute
+	if sub == "optimize" || sub == "vacuum" {
+		timeout = 24 * time.Hour // maintenance rewrites or lists whole tables
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := storage.OpenWith(ctx, *uri, storeOpts)
 	if err != nil {
@@ -162,6 +178,49 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			fmt.Fprintln(stderr, "ingestd table alter:", err)
 			return exitFailure
+		}
+	case "optimize":
+		target, err := ingest.ParseByteSize(*targetSize)
+		if err != nil || target <= 0 {
+			fmt.Fprintf(stderr, "ingestd table optimize: --target-file-size %q: write a positive size such as 256MiB\n", *targetSize)
+			return exitUsage
+		}
+		rate, err := ingest.ParseByteSize(*maxRate)
+		if err != nil {
+			fmt.Fprintf(stderr, "ingestd table optimize: --max-rewrite-rate %q: write a size per second such as 64MiB\n", *maxRate)
+			return exitUsage
+		}
+		if *minFiles < 2 {
+			fmt.Fprintf(stderr, "ingestd table optimize: --min-files %d: use 2 or more\n", *minFiles)
+			return exitUsage
+		}
+		res, err := maintenance.Optimize(ctx, tbl, maintenance.OptimizeOptions{TargetFileSize: int64(target), MinFiles: *minFiles,
+			Where: *where, DryRun: *dryRun, MaxRewriteRate: int64(rate), EngineInfo: "ingestd table optimize"})
+		if err != nil {
+			fmt.Fprintln(stderr, "ingestd table optimize:", err)
+			return exitFailure
+		}
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(res)
+			break
+		}
+		verb := "compacted"
+		if *dryRun {
+			verb = "would compact"
+		}
+		for _, p := range res.Partitions {
+			fmt.Fprintf(stdout, "%s %s: %d files (%d bytes) -> %d files\n", verb, p.Partition, p.FilesRemoved, p.BytesRemoved, p.FilesAdded)
+		}
+		for _, p := range res.Dropped {
+			fmt.Fprintf(stdout, "skipped %s: a concurrent commit compacted or removed its files first\n", p)
+		}
+		switch {
+		case res.Version >= 0:
+			fmt.Fprintf(stdout, "version %d: OPTIMIZE removed %d files (%d bytes), added %d files (%d bytes)\n", res.Version, res.FilesRemoved, res.BytesRemoved, res.FilesAdded, res.BytesAdded)
+		case *dryRun:
+			fmt.Fprintf(stdout, "dry run at version %d: nothing written\n", res.ReadVersion)
+		default:
+			fmt.Fprintf(stdout, "nothing committed at version %d: no partition has %d or more files below %d bytes\n", res.ReadVersion, *minFiles, target)
 		}
 	case "vacuum":
 		return tableVacuum(ctx, tbl, *retain, *force, *dryRun, *nowFlag, *asJSON, stdout, stderr)

@@ -67,10 +67,12 @@ type (
 		X, Lo, Hi Node
 		Not       bool
 	}
-	// Like is x [NOT] LIKE pattern.
+	// Like is x [NOT] LIKE pattern [ESCAPE 'c']; Escape is "" when the clause is absent
+	// (the escape character is then \).
 	Like struct {
 		X, Pattern Node
 		Not        bool
+		Escape     string
 	}
 )
 
@@ -374,7 +376,18 @@ func (p *parser) predicate() (Node, error) {
 			if err != nil {
 				return nil, err
 			}
-			l = Like{l, pat, not}
+			esc := ""
+			if p.keyword("ESCAPE") {
+				t := p.next()
+				if t.kind != tString {
+					return nil, p.errorf(t, "expected a string literal after ESCAPE")
+				}
+				esc = t.text
+				if utf8.RuneCountInString(esc) != 1 {
+					return nil, p.errorf(t, "the ESCAPE string must be one character, not %q", esc)
+				}
+			}
+			l = Like{l, pat, not, esc}
 		default:
 			return l, nil
 		}
@@ -601,7 +614,11 @@ func String(n Node) string {
 	case Between:
 		return String(n.X) + notStr(n.Not) + " BETWEEN " + String(n.Lo) + " AND " + String(n.Hi)
 	case Like:
-		return String(n.X) + notStr(n.Not) + " LIKE " + String(n.Pattern)
+		s := String(n.X) + notStr(n.Not) + " LIKE " + String(n.Pattern)
+		if n.Escape != "" {
+			s += " ESCAPE " + String(Lit{"string", n.Escape})
+		}
+		return s
 	}
 	return fmt.Sprintf("%v", n)
 }

@@ -48,6 +48,10 @@ const (
 	// ReasonKafkaColumnCollision: the value's writer schema has a field named like a
 	// configured Kafka column (case-insensitively), which ingestd fills from the record.
 	ReasonKafkaColumnCollision = "kafka_column_collision"
+	// ReasonCheckViolation: the record's row does not satisfy a CHECK constraint or column
+	// invariant of the table (its expression is false or NULL, or cannot be evaluated on
+	// the row); the ingestd.error.constraint header names every violated one.
+	ReasonCheckViolation = "check_violation"
 )
 
 // Error is a permanent decode failure for one record (or for every record of one writer

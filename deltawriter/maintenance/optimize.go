@@ -1,0 +1,631 @@
+package maintenance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/expr"
+)
+
+// Optimize defaults (issue 16).
+const (
+	DefaultTargetFileSize = 256 << 20 // bytes
+	DefaultMinFiles       = 10
+)
+
+// OptimizeOptions configures Optimize.
+type OptimizeOptions struct {
+	// TargetFileSize is the size in bytes the new files approach (default 256 MiB). Files
+	// at least this large are never rewritten.
+	TargetFileSize int64
+	// MinFiles is the number of small files (< TargetFileSize) a partition needs before it
+	// is compacted (default 10; at least 2).
+	MinFiles int
+	// Where is a Spark SQL predicate on partition columns only ("dt >= '2026-11-01'"),
+	// evaluated on each file's partition values with deltawriter/expr; "" selects every
+	// partition. A predicate on another column is refused, naming it.
+	Where string
+	// DryRun plans without writing anything: the result lists what would be compacted.
+	DryRun bool
+	// MaxRewriteRate bounds the bytes of source files read per second (0: no bound), so
+	// compaction leaves the store's bandwidth to the pipelines writing the table.
+	MaxRewriteRate int64
+	// Auto marks a run by the background maintenance (commitInfo operationParameters.auto).
+	Auto bool
+	// EngineInfo is commitInfo.engineInfo ("ingestd/<version>").
+	EngineInfo string
+	// Logger receives one line per compacted or dropped partition (default slog.Default).
+	Logger *slog.Logger
+}
+
+// PartitionPlan is what Optimize compacts in one partition.
+type PartitionPlan struct {
+	// Partition renders the partition values as "dt=2026-11-02" ("dt=NULL" for the null
+	// value; "" for an unpartitioned table).
+	Partition string
+	// Values are the files' add.partitionValues (physical names).
+	Values       map[string]*string
+	FilesRemoved int
+	BytesRemoved int64
+	// FilesAdded and BytesAdded are 0 on a dry run; on a dry run FilesAdded is the planned
+	// number of output files.
+	FilesAdded int
+	BytesAdded int64
+	// RowsWritten are the live rows rewritten (rows deleted by deletion vectors are not).
+	RowsWritten            int64
+	DeletionVectorsRemoved int
+}
+
+// OptimizeResult is the outcome of one Optimize.
+type OptimizeResult struct {
+	// ReadVersion is the snapshot the plan was made on; Version the OPTIMIZE commit's
+	// version, -1 when nothing was committed (dry run, nothing to do, every partition lost).
+	ReadVersion int64
+	Version     int64
+	// Partitions are the partitions compacted (or planned, on a dry run), sorted.
+	Partitions []PartitionPlan
+	// Dropped are the partitions left out of the commit because a concurrent commit
+	// removed files they would remove (another OPTIMIZE won them).
+	Dropped []string
+	// Totals over Partitions.
+	FilesRemoved, FilesAdded int
+	BytesRemoved, BytesAdded int64
+	RowsWritten              int64
+	DeletionVectorsRemoved   int
+	Duration                 time.Duration
+}
+
+// Optimize bin-packs the small files (size < TargetFileSize) of each partition of t into
+// files near TargetFileSize, in one commit (Spark's OPTIMIZE, PROTOCOL.md "Add File and
+// Remove File"). Files of different partitions are never mixed (null-partition files are
+// compacted among themselves); a partition is compacted only when it has at least
+// MinFiles small files. Within a partition, files are sorted by size and packed greedily
+// into bins of at most TargetFileSize bytes; a bin of one file is left alone. Each bin
+// becomes one new file, written through the pipeline's data-file path (WriteDataFile:
+// fresh stats, the table's codec) with rows read one row group at a time through the
+// table's column mapping, widened types and deletion vectors (deleted rows are not
+// rewritten). Memory is bounded by one bin, never a whole partition.
+//
+// The commit has, per source file, a remove with dataChange false, extendedFileMetadata
+// true, its partitionValues, size, stats and deletionVector, and per new file an add with
+// dataChange false; no txn and no metaData; commitInfo operation "OPTIMIZE" with Spark's
+// operationParameters (predicate, zOrderBy, clusterBy, auto, plus targetSize and
+// minFiles) and operationMetrics as strings (numRemovedFiles, numAddedFiles,
+// numRemovedBytes, numAddedBytes, minFileSize, maxFileSize, p25/p50/p75FileSize,
+// numDeletionVectorsRemoved).
+//
+// Concurrency (Delta's conflict rules, no coordinator): appends committed meanwhile never
+// conflict, the commit moves to the next free version. A winner that removed a file this
+// run removes (another OPTIMIZE, a DELETE) makes Optimize drop that file's partition from
+// the commit (OptimizeResult.Dropped) and commit the rest; the new files of a dropped
+// partition stay as uncommitted files for VACUUM. This never loops: every retry drops at
+// least one partition.
+//
+// Errors: no table, a table ingestd cannot write (deltawriter.ErrUnsupportedFeature,
+// before any byte is written), a bad Where (syntax, or a non-partition column named), a
+// file that cannot be read or conformed, a store failure, or a concurrent metadata or
+// protocol change (deltawriter.ErrMetadataChanged: run again).
+func Optimize(ctx context.Context, t *deltawriter.Table, o OptimizeOptions) (OptimizeResult, error) {
+	start := time.Now()
+	res := OptimizeResult{Version: -1}
+	if o.TargetFileSize <= 0 {
+		o.TargetFileSize = DefaultTargetFileSize
+	}
+	if o.MinFiles == 0 {
+		o.MinFiles = DefaultMinFiles
+	}
+	if o.MinFiles < 2 {
+		return res, fmt.Errorf("optimize: min files %d is below 2", o.MinFiles)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("table", t.String(), "job", "optimize")
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return res, fmt.Errorf("optimize: %w", err)
+	}
+	res.ReadVersion = snap.Version
+	if err := snap.CheckWritable(); err != nil {
+		return res, fmt.Errorf("optimize: %w", err)
+	}
+	keep, err := partitionFilter(snap, o.Where)
+	if err != nil {
+		return res, fmt.Errorf("optimize: %w", err)
+	}
+	groups, err := plan(snap, keep, o)
+	if err != nil {
+		return res, fmt.Errorf("optimize: %w", err)
+	}
+	if o.DryRun || len(groups) == 0 {
+		for _, g := range groups {
+			p := g.summary()
+			p.FilesAdded = len(g.bins)
+			res.Partitions = append(res.Partitions, p)
+		}
+		res.total()
+		res.Duration = time.Since(start)
+		return res, nil
+	}
+	pq, err := snap.DataFileSchema()
+	if err != nil {
+		return res, fmt.Errorf("optimize: %w", err)
+	}
+	thr := &throttle{rate: o.MaxRewriteRate, start: time.Now()}
+	for _, g := range groups {
+		if err := g.rewrite(ctx, t, snap, pq, thr); err != nil {
+			return res, fmt.Errorf("optimize partition %s: %w", g.name, err)
+		}
+	}
+
+	c := deltawriter.Commit{
+		ReadVersion:    snap.Version,
+		Operation:      "OPTIMIZE",
+		IsolationLevel: "SnapshotIsolation",
+		EngineInfo:     o.EngineInfo,
+		OperationParameters: map[string]string{
+			"predicate":  predicateParam(o.Where),
+			"zOrderBy":   "[]",
+			"clusterBy":  "[]",
+			"auto":       strconv.FormatBool(o.Auto),
+			"targetSize": strconv.FormatInt(o.TargetFileSize, 10),
+			"minFiles":   strconv.Itoa(o.MinFiles),
+		},
+	}
+	for {
+		c.Removes, c.Adds = nil, nil
+		for _, g := range groups {
+			c.Removes = append(c.Removes, g.removes...)
+			c.Adds = append(c.Adds, g.adds...)
+		}
+		c.OperationMetrics = optimizeMetrics(groups)
+		v, err := t.Commit(ctx, c)
+		if err == nil {
+			res.Version = v
+			break
+		}
+		var cde *deltawriter.ConcurrentDeleteError
+		if !errors.As(err, &cde) {
+			return res, fmt.Errorf("optimize: %w", err)
+		}
+		// Another commit removed files we remove: drop their partitions, keep the rest
+		// (every remaining remove is checked against the latest snapshot).
+		latest, serr := t.Snapshot(ctx)
+		if serr != nil {
+			return res, fmt.Errorf("optimize: %w", serr)
+		}
+		var left []*group
+		for _, g := range groups {
+			if g.allLive(latest) {
+				left = append(left, g)
+				continue
+			}
+			res.Dropped = append(res.Dropped, g.name)
+			log.Info("optimize partition dropped: a concurrent commit removed its files first", "partition", g.name,
+				"winner_version", cde.Version, "uncommitted_files", len(g.adds))
+		}
+		groups = left
+		if len(groups) == 0 {
+			break
+		}
+		c.ReadVersion = latest.Version
+	}
+	for _, g := range groups {
+		res.Partitions = append(res.Partitions, g.summary())
+		log.Info("optimize partition compacted", "partition", g.name, "version", res.Version,
+			"files_removed", len(g.removes), "files_added", len(g.adds), "bytes_removed", g.bytesRemoved(), "bytes_added", g.bytesAdded())
+	}
+	res.total()
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (r *OptimizeResult) total() {
+	for _, p := range r.Partitions {
+		r.FilesRemoved += p.FilesRemoved
+		r.FilesAdded += p.FilesAdded
+		r.BytesRemoved += p.BytesRemoved
+		r.BytesAdded += p.BytesAdded
+		r.RowsWritten += p.RowsWritten
+		r.DeletionVectorsRemoved += p.DeletionVectorsRemoved
+	}
+}
+
+// group is one partition's plan and, after rewrite, its actions.
+type group struct {
+	name    string
+	values  map[string]*string
+	bins    [][]deltalog.Add
+	removes []deltalog.Remove
+	adds    []deltalog.Add
+	rows    int64
+	dvs     int
+}
+
+func (g *group) files() (n int, bytes int64) {
+	for _, b := range g.bins {
+		for _, a := range b {
+			n++
+			bytes += a.Size
+		}
+	}
+	return n, bytes
+}
+
+func (g *group) bytesRemoved() int64 { _, b := g.files(); return b }
+
+func (g *group) bytesAdded() int64 {
+	var n int64
+	for _, a := range g.adds {
+		n += a.Size
+	}
+	return n
+}
+
+func (g *group) summary() PartitionPlan {
+	n, b := g.files()
+	dvs := 0
+	for _, bin := range g.bins {
+		for _, a := range bin {
+			if a.DeletionVector != nil {
+				dvs++
+			}
+		}
+	}
+	return PartitionPlan{Partition: g.name, Values: g.values, FilesRemoved: n, BytesRemoved: b,
+		FilesAdded: len(g.adds), BytesAdded: g.bytesAdded(), RowsWritten: g.rows, DeletionVectorsRemoved: dvs}
+}
+
+// allLive reports whether every file g removes is still in s.
+func (g *group) allLive(s *deltawriter.Snapshot) bool {
+	for _, r := range g.removes {
+		if _, ok := s.Files[deltalog.FileKey(r.Path, r.DeletionVector)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// plan groups the live files of s by partition, keeps the partitions keep accepts that
+// have at least o.MinFiles small files, and bin-packs those files.
+func plan(s *deltawriter.Snapshot, keep func(map[string]*string) (bool, error), o OptimizeOptions) ([]*group, error) {
+	cols := partitionColumns(s)
+	byKey := map[string]*group{}
+	small := map[string][]deltalog.Add{}
+	for _, a := range s.Files {
+		if a.Size >= o.TargetFileSize {
+			continue
+		}
+		k, name, err := partitionKey(s, cols, a.PartitionValues)
+		if err != nil {
+			return nil, err
+		}
+		if _, seen := byKey[k]; !seen {
+			ok, err := keep(a.PartitionValues)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				byKey[k] = nil
+				continue
+			}
+			byKey[k] = &group{name: name, values: a.PartitionValues}
+		}
+		if byKey[k] != nil {
+			small[k] = append(small[k], a)
+		}
+	}
+	var out []*group
+	for k, files := range small {
+		if len(files) < o.MinFiles {
+			continue
+		}
+		g := byKey[k]
+		sort.Slice(files, func(i, j int) bool {
+			if files[i].Size != files[j].Size {
+				return files[i].Size < files[j].Size
+			}
+			return files[i].Path < files[j].Path
+		})
+		var bin []deltalog.Add
+		var size int64
+		flush := func() {
+			if len(bin) > 1 {
+				g.bins = append(g.bins, bin)
+			}
+			bin, size = nil, 0
+		}
+		for _, a := range files {
+			if len(bin) > 0 && size+a.Size > o.TargetFileSize {
+				flush()
+			}
+			bin = append(bin, a)
+			size += a.Size
+		}
+		flush()
+		if len(g.bins) > 0 {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+type partCol struct {
+	field *deltalog.StructField
+	phys  string
+}
+
+func partitionColumns(s *deltawriter.Snapshot) []partCol {
+	var cols []partCol
+	for _, c := range s.Metadata.PartitionColumns {
+		f := deltawriter.PartitionField(s.Schema, c)
+		if f == nil {
+			continue
+		}
+		cols = append(cols, partCol{field: f, phys: f.PhysicalName(s.ColumnMapping)})
+	}
+	return cols
+}
+
+// partitionKey returns a file's partition as a comparison key (normalised values, so
+// that differently spelled equal values — timestamps, booleans — group together) and as
+// a display name.
+func partitionKey(s *deltawriter.Snapshot, cols []partCol, pv map[string]*string) (string, string, error) {
+	var key, name strings.Builder
+	for i, c := range cols {
+		v, err := deltawriter.NormalizePartitionValue(c.field.Type, pv[c.phys], time.UTC)
+		if err != nil {
+			return "", "", fmt.Errorf("read partition value of %s: %w", c.field.Name, err)
+		}
+		if i > 0 {
+			name.WriteByte('/')
+		}
+		name.WriteString(c.field.Name + "=")
+		if v == nil {
+			key.WriteString("\x00N")
+			name.WriteString("NULL")
+		} else {
+			key.WriteString("\x00V" + *v)
+			name.WriteString(*v)
+		}
+	}
+	return key.String(), name.String(), nil
+}
+
+// partitionFilter compiles Where into a test on partition values.
+func partitionFilter(s *deltawriter.Snapshot, where string) (func(map[string]*string) (bool, error), error) {
+	all := func(map[string]*string) (bool, error) { return true, nil }
+	if strings.TrimSpace(where) == "" {
+		return all, nil
+	}
+	n, err := expr.Parse(where)
+	if err != nil {
+		return nil, fmt.Errorf("parse --where %q: %w", where, err)
+	}
+	cols := partitionColumns(s)
+	schema := &deltalog.StructType{}
+	for _, c := range cols {
+		schema.Fields = append(schema.Fields, c.field)
+	}
+	var bad []string
+	for _, name := range expr.Columns(n) {
+		if deltawriter.PartitionField(schema, name) == nil {
+			bad = append(bad, name)
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("--where %q uses %s, which are not partition columns (partition columns: %v): OPTIMIZE selects whole partitions only", where, strings.Join(bad, ", "), s.Metadata.PartitionColumns)
+	}
+	e, err := expr.Bind(where, n, schema, expr.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("--where: %w", err)
+	}
+	if e.Type() != deltalog.Boolean {
+		return nil, fmt.Errorf("--where %q is of type %s, not boolean", where, e.Type())
+	}
+	phys := map[*deltalog.StructField]string{}
+	for _, c := range cols {
+		phys[c.field] = c.phys
+	}
+	return func(pv map[string]*string) (bool, error) {
+		args := make([]expr.Value, len(e.Columns()))
+		for i, f := range e.Columns() {
+			v, err := partitionExprValue(f.Type, pv[phys[f]])
+			if err != nil {
+				return false, fmt.Errorf("--where on partition value of %s: %w", f.Name, err)
+			}
+			args[i] = v
+		}
+		v, err := e.Eval(args)
+		if err != nil {
+			return false, err
+		}
+		return !v.Null && v.Int != 0, nil
+	}, nil
+}
+
+// partitionExprValue converts a serialised partition value (PROTOCOL.md, "Partition
+// Value Serialization") of type t to an expression value.
+func partitionExprValue(t deltalog.DataType, pv *string) (expr.Value, error) {
+	if pv == nil || *pv == "" {
+		return expr.Null(t), nil
+	}
+	s := *pv
+	switch t {
+	case deltalog.String, deltalog.Binary:
+		return expr.Value{Type: t, Str: s}, nil
+	case deltalog.Long, deltalog.Integer, deltalog.Short, deltalog.Byte:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return expr.Value{}, err
+		}
+		return expr.Int(t, n), nil
+	case deltalog.Boolean:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return expr.Value{}, err
+		}
+		if b {
+			return expr.Int(t, 1), nil
+		}
+		return expr.Int(t, 0), nil
+	case deltalog.Date:
+		d, err := time.Parse("2006-01-02", s)
+		if err != nil {
+			return expr.Value{}, err
+		}
+		return expr.Int(t, d.Unix()/86400), nil
+	case deltalog.Timestamp, deltalog.TimestampNtz:
+		us, err := deltawriter.ParsePartitionTimestamp(s, time.UTC)
+		if err != nil {
+			return expr.Value{}, err
+		}
+		return expr.Int(t, us), nil
+	}
+	return expr.Value{}, fmt.Errorf("a %v partition column is not supported in --where", t)
+}
+
+func predicateParam(where string) string {
+	if strings.TrimSpace(where) == "" {
+		return "[]"
+	}
+	b, _ := json.Marshal([]string{where})
+	return string(b)
+}
+
+// rewrite reads each bin's files and writes one new file per bin.
+func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawriter.Snapshot, pq *parquet.Schema, thr *throttle) error {
+	st := t.Store()
+	opts := snap.FileOptions()
+	opts.PartitionValues = g.values
+	for _, bin := range g.bins {
+		opts.Dir = ""
+		if d := path.Dir(deltalog.CanonicalPath(bin[0].Path)); d != "." && !strings.HasPrefix(d, "/") {
+			opts.Dir = d
+		}
+		cols := make([][]parquet.Value, len(pq.Columns()))
+		numRows := 0
+		for _, a := range bin {
+			var rows []map[string]any
+			if _, err := snap.ReadDataFile(ctx, st, a, func(r map[string]any) error {
+				rows = append(rows, r)
+				return nil
+			}); err != nil {
+				return err
+			}
+			fc, err := deltawriter.RowsToColumns(pq, rows)
+			if err != nil {
+				return fmt.Errorf("rewrite %s: %w", a.Path, err)
+			}
+			for i := range cols {
+				cols[i] = append(cols[i], fc[i]...)
+			}
+			numRows += len(rows)
+			if a.DeletionVector != nil {
+				g.dvs++
+			}
+			if err := thr.wait(ctx, a.Size); err != nil {
+				return err
+			}
+		}
+		add, err := deltawriter.WriteDataFile(ctx, st, pq, cols, numRows, opts)
+		if err != nil {
+			return err
+		}
+		add.DataChange = false
+		g.adds = append(g.adds, add)
+		g.rows += int64(numRows)
+		for _, a := range bin {
+			size := a.Size
+			g.removes = append(g.removes, deltalog.Remove{
+				Path: a.Path, DataChange: false, ExtendedFileMetadata: ptr(true), PartitionValues: a.PartitionValues,
+				Size: &size, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector,
+				BaseRowID: a.BaseRowID, DefaultRowCommitVersion: a.DefaultRowCommitVersion,
+			})
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// optimizeMetrics are Spark's OPTIMIZE operationMetrics, as strings.
+func optimizeMetrics(groups []*group) map[string]string {
+	var removedBytes, addedBytes int64
+	var removed, dvs int
+	var sizes []int64
+	for _, g := range groups {
+		removed += len(g.removes)
+		for _, r := range g.removes {
+			removedBytes += *r.Size
+			if r.DeletionVector != nil {
+				dvs++
+			}
+		}
+		for _, a := range g.adds {
+			addedBytes += a.Size
+			sizes = append(sizes, a.Size)
+		}
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	pct := func(p float64) string {
+		if len(sizes) == 0 {
+			return "0"
+		}
+		return strconv.FormatInt(sizes[int(p*float64(len(sizes)-1))], 10)
+	}
+	m := map[string]string{
+		"numRemovedFiles":           strconv.Itoa(removed),
+		"numRemovedBytes":           strconv.FormatInt(removedBytes, 10),
+		"numAddedFiles":             strconv.Itoa(len(sizes)),
+		"numAddedBytes":             strconv.FormatInt(addedBytes, 10),
+		"numDeletionVectorsRemoved": strconv.Itoa(dvs),
+		"minFileSize":               pct(0),
+		"p25FileSize":               pct(0.25),
+		"p50FileSize":               pct(0.5),
+		"p75FileSize":               pct(0.75),
+		"maxFileSize":               pct(1),
+	}
+	return m
+}
+
+// throttle spaces reads so that bytes/elapsed stays at or below rate (bytes per second).
+type throttle struct {
+	rate  int64
+	start time.Time
+	done  int64
+}
+
+func (t *throttle) wait(ctx context.Context, n int64) error {
+	if t.rate <= 0 {
+		return nil
+	}
+	t.done += n
+	due := t.start.Add(time.Duration(float64(t.done) / float64(t.rate) * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}

@@ -1,0 +1,207 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/maintenance"
+)
+
+// Background maintenance (issue 16): per table, one owner goroutine runs the jobs of
+// the maintenance block — OPTIMIZE every maintenance.optimize.every, VACUUM every
+// maintenance.vacuum.every — one at a time, on its own *deltawriter.Table (so a pipeline
+// commit never waits on it), throttled by maintenance.optimize.max_rewrite_rate and
+// started after a random part of the interval. Several daemons on one table need no lock:
+// Delta's optimistic concurrency decides (an OPTIMIZE that loses its files drops them).
+
+// Maintenance job names (the job label of the ingestd_maintenance_* metrics).
+const (
+	JobOptimize = "optimize"
+	JobVacuum   = "vacuum"
+)
+
+// Maintenance run results (the result label of ingestd_maintenance_runs_total).
+const (
+	resultSuccess = "success"
+	resultNoop    = "noop"
+	resultLost    = "lost"
+	resultSkipped = "skipped"
+	resultError   = "error"
+)
+
+// maintenanceOwners holds the one maintainer of each table in this process; pipelines
+// writing the same table share it (reference-counted).
+var maintenanceOwners = struct {
+	mu sync.Mutex
+	m  map[string]*maintainer
+}{m: map[string]*maintainer{}}
+
+// maintainer is the owner goroutine of one table's maintenance.
+type maintainer struct {
+	uri    string
+	cfg    MaintenanceConfig
+	table  *deltawriter.Table
+	log    *slog.Logger
+	m      *Metrics
+	users  int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startMaintenance starts (or joins) the table's maintainer when the pipeline has a
+// maintenance block; the returned stop leaves it and, for the last user, stops it and
+// waits for the job in progress to return (its context is cancelled). It never blocks
+// the pipeline: every job runs in the maintainer's goroutine.
+func (p *Pipeline) startMaintenance(ctx context.Context) (stop func()) {
+	mc := p.cfg.Maintenance
+	if mc.Optimize == nil && mc.Vacuum == nil {
+		return func() {}
+	}
+	uri := p.cfg.Table.URI
+	maintenanceOwners.mu.Lock()
+	mt := maintenanceOwners.m[uri]
+	if mt == nil {
+		// Its own Table on the pipeline's store: maintenance commits hold that Table's
+		// lock, never the pipeline's.
+		t, err := deltawriter.Open(ctx, p.deps.Table.Store(), deltawriter.WithLogger(p.log), deltawriter.WithMaxCommitAttempts(1000))
+		if err != nil && !errors.Is(err, deltawriter.ErrTableNotFound) {
+			maintenanceOwners.mu.Unlock()
+			p.log.Error("maintenance not started: open table", "table", uri, "err", err)
+			return func() {}
+		}
+		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		mt = &maintainer{uri: uri, cfg: mc, table: t, log: p.log.With("table", uri), m: p.m, cancel: cancel, done: make(chan struct{})}
+		maintenanceOwners.m[uri] = mt
+		go mt.run(mctx)
+	} else {
+		p.log.Info("maintenance shared with another pipeline of this table; its maintenance block applies", "table", uri)
+	}
+	mt.users++
+	maintenanceOwners.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			maintenanceOwners.mu.Lock()
+			mt.users--
+			last := mt.users == 0
+			if last {
+				delete(maintenanceOwners.m, uri)
+			}
+			maintenanceOwners.mu.Unlock()
+			if last {
+				mt.cancel()
+				<-mt.done
+			}
+		})
+	}
+}
+
+// job is one scheduled maintenance job.
+type job struct {
+	name  string
+	every time.Duration
+	due   time.Time
+}
+
+// run is the owner goroutine: it sleeps until the earliest due job, runs it, and
+// schedules its next run every ±10%. The first run of each job is after a random part of
+// its interval, so daemons started together do not all compact at once.
+func (mt *maintainer) run(ctx context.Context) {
+	defer close(mt.done)
+	now := time.Now()
+	var jobs []*job
+	if o := mt.cfg.Optimize; o != nil {
+		jobs = append(jobs, &job{name: JobOptimize, every: o.Every, due: now.Add(jitter(o.Every, 0, 1))})
+	}
+	if v := mt.cfg.Vacuum; v != nil {
+		jobs = append(jobs, &job{name: JobVacuum, every: v.Every, due: now.Add(jitter(v.Every, 0, 1))})
+	}
+	mt.log.Info("maintenance started", "jobs", len(jobs))
+	for {
+		next := jobs[0]
+		for _, j := range jobs[1:] {
+			if j.due.Before(next.due) {
+				next = j
+			}
+		}
+		tm := time.NewTimer(time.Until(next.due))
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			mt.log.Info("maintenance stopped")
+			return
+		case <-tm.C:
+		}
+		mt.runJob(ctx, next.name)
+		next.due = time.Now().Add(jitter(next.every, 0.9, 1.1))
+	}
+}
+
+// jitter returns a random duration in [lo·d, hi·d).
+func jitter(d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
+}
+
+// runJob runs one job and records its metrics and log line.
+func (mt *maintainer) runJob(ctx context.Context, name string) {
+	start := time.Now()
+	result, args := resultSuccess, []any{}
+	var err error
+	switch name {
+	case JobOptimize:
+		o := mt.cfg.Optimize
+		var r maintenance.OptimizeResult
+		r, err = maintenance.Optimize(ctx, mt.table, maintenance.OptimizeOptions{
+			TargetFileSize: int64(o.TargetFileSize), MinFiles: o.MinFiles, MaxRewriteRate: int64(o.MaxRewriteRate),
+			Auto: true, EngineInfo: engineInfo, Logger: mt.log})
+		if err == nil {
+			switch {
+			case r.Version < 0 && len(r.Dropped) > 0:
+				result = resultLost
+			case r.Version < 0:
+				result = resultNoop
+			}
+			mt.m.MaintenanceFiles.WithLabelValues(mt.uri).Add(float64(r.FilesRemoved))
+			mt.m.MaintenanceBytes.WithLabelValues(mt.uri).Add(float64(r.BytesRemoved))
+			args = append(args, "version", r.Version, "read_version", r.ReadVersion, "files_removed", r.FilesRemoved,
+				"files_added", r.FilesAdded, "bytes_rewritten", r.BytesRemoved, "partitions", len(r.Partitions), "partitions_dropped", len(r.Dropped))
+		}
+	case JobVacuum:
+		v := mt.cfg.Vacuum
+		var r maintenance.VacuumResult
+		r, err = maintenance.Vacuum(ctx, mt.table, maintenance.VacuumOptions{Retain: v.Retain, EngineInfo: engineInfo})
+		if err == nil {
+			if r.Deleted == 0 {
+				result = resultNoop
+			}
+			args = append(args, "files_deleted", r.Deleted, "bytes_deleted", r.Bytes, "start_version", r.StartVersion, "end_version", r.EndVersion)
+		}
+	}
+	if errors.Is(err, deltawriter.ErrTableNotFound) {
+		result, err = resultSkipped, nil
+	}
+	if ctx.Err() != nil && err != nil {
+		return // stopping: the job was cancelled, not failed
+	}
+	d := time.Since(start)
+	if err != nil {
+		result = resultError
+		args = append(args, "err", err)
+	}
+	mt.m.MaintenanceRuns.WithLabelValues(mt.uri, name, result).Inc()
+	mt.m.MaintenanceDuration.WithLabelValues(mt.uri, name).Observe(d.Seconds())
+	if result == resultSuccess || result == resultNoop {
+		mt.m.MaintenanceLastSuccess.WithLabelValues(mt.uri, name).Set(float64(time.Now().Unix()))
+	}
+	args = append([]any{"job", name, "result", result, "duration_ms", d.Milliseconds()}, args...)
+	if err != nil {
+		mt.log.Warn("maintenance run failed", args...)
+		return
+	}
+	mt.log.Info("maintenance run", args...)
+}
