@@ -123,6 +123,10 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		tableops.WriteSchema(stdout, snap.Schema, snap.ColumnMapping)
 	case "describe":
 		d := tableops.Describe(*uri, snap)
+		if err := tableops.AddMaintenance(ctx, st, &d); err != nil {
+			fmt.Fprintln(stderr, "ingestd table describe:", err)
+			return exitFailure
+		}
 		if *asJSON {
 			_ = json.NewEncoder(stdout).Encode(d)
 		} else {
