@@ -173,9 +173,9 @@ type Detail struct {
 	// LastOptimize is the newest OPTIMIZE commit and LastVacuum the newest VACUUM END (or,
 	// when a vacuum did not finish, VACUUM START) commit among the newest MaintenanceScan
 	// commits (AddMaintenance); nil when there is none.
-	LastOptimize *HistoryEntry `json:"lastOptimize,omitempty"`
-	LastVacuum   *HistoryEntry `json:"lastVacuum,omitempty"`
-	Txns             map[string]int64  `json:"txnVersions"`
+	LastOptimize *HistoryEntry    `json:"lastOptimize,omitempty"`
+	LastVacuum   *HistoryEntry    `json:"lastVacuum,omitempty"`
+	Txns         map[string]int64 `json:"txnVersions"`
 	// Partitions are the table's partition value tuples with their live files, in value
 	// order; nil for an unpartitioned table.
 	Partitions []Partition `json:"partitions,omitempty"`
