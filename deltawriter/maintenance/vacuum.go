@@ -122,8 +122,12 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 		retain = tableRet
 	}
 	if retain < tableRet && !o.Force {
-		return res, fmt.Errorf("vacuum %s: --retain %s is shorter than the table's %s = %q (%s): files that readers of versions inside that window, or flushes in flight, still need could be deleted; use --retain %s or longer, or add --force if no writer is running and no reader needs older versions: %w",
-			t, retain, deltalog.PropDeletedFileRetention, snap.Metadata.Configuration[deltalog.PropDeletedFileRetention], tableRet, tableRet, ErrRetentionTooShort)
+		setting := tableRet.String() + ", the default"
+		if v, ok := snap.Metadata.Configuration[deltalog.PropDeletedFileRetention]; ok {
+			setting = fmt.Sprintf("%q = %s", v, tableRet)
+		}
+		return res, fmt.Errorf("vacuum %s: --retain %s is shorter than the table's %s (%s): files that readers of versions inside that window, or flushes in flight, still need could be deleted; use --retain %s or longer, or add --force if no writer is running and no reader needs older versions: %w",
+			t, retain, deltalog.PropDeletedFileRetention, setting, tableRet, ErrRetentionTooShort)
 	}
 	now := time.Now
 	if o.Now != nil {

@@ -190,7 +190,7 @@ func TestVacuumRetentionCheck(t *testing.T) {
 	ctx := context.Background()
 	root, tbl := vacuumTable(t)
 	_, err := Vacuum(ctx, tbl, VacuumOptions{Retain: 30 * time.Minute})
-	want := `vacuum file://` + root + `: --retain 30m0s is shorter than the table's delta.deletedFileRetentionDuration = "interval 1 hours" (1h0m0s): files that readers of versions inside that window, or flushes in flight, still need could be deleted; use --retain 1h0m0s or longer, or add --force if no writer is running and no reader needs older versions: retention shorter than the table's delta.deletedFileRetentionDuration`
+	want := `vacuum file://` + root + `: --retain 30m0s is shorter than the table's delta.deletedFileRetentionDuration ("interval 1 hours" = 1h0m0s): files that readers of versions inside that window, or flushes in flight, still need could be deleted; use --retain 1h0m0s or longer, or add --force if no writer is running and no reader needs older versions: retention shorter than the table's delta.deletedFileRetentionDuration`
 	if err == nil || err.Error() != want || !errors.Is(err, ErrRetentionTooShort) {
 		t.Fatalf("error\n got %v\nwant %s", err, want)
 	}
