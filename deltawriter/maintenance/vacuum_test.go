@@ -244,3 +244,38 @@ func TestDVPath(t *testing.T) {
 		t.Error("an inline DV has a path")
 	}
 }
+
+// BenchmarkVacuumDryRun measures listing and diffing a local table of 2,000 live files
+// and 2,000 orphans in 20 partition directories (BENCHMARKS.md, "Maintenance").
+func BenchmarkVacuumDryRun(b *testing.B) {
+	root := b.TempDir()
+	st, _ := storage.NewLocal(root)
+	schema, _ := jsonString(schemaJSON)
+	var adds strings.Builder
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	for i := 0; i < 2000; i++ {
+		dir := fmt.Sprintf("p=%d/_kafka_partition=0", i%20)
+		fmt.Fprintf(&adds, `{"add":{"path":"%s/live-%d.parquet","partitionValues":{"p":"%d","_kafka_partition":"0"},"size":10,"modificationTime":1,"dataChange":true}}`+"\n", dir, i, i%20)
+		for _, name := range []string{fmt.Sprintf("live-%d.parquet", i), fmt.Sprintf("orphan-%d.parquet", i)} {
+			p := filepath.Join(root, dir, name)
+			_ = os.MkdirAll(filepath.Dir(p), 0o755)
+			_ = os.WriteFile(p, []byte("x"), 0o644)
+			_ = os.Chtimes(p, old, old)
+		}
+	}
+	ctx := context.Background()
+	_ = st.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":["p","_kafka_partition"],"configuration":{},"createdTime":1}}
+`+adds.String()))
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1, DryRun: true})
+		if err != nil || len(res.Files) != 2000 {
+			b.Fatalf("%d files, %v", len(res.Files), err)
+		}
+	}
+}
