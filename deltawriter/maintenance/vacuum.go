@@ -54,11 +54,12 @@ type VacuumFile struct {
 // VacuumResult says what a VACUUM did.
 type VacuumResult struct {
 	DryRun bool `json:"dryRun"`
-	// Retention is the retention applied; DeleteBefore = the clock at start - Retention.
-	Retention    time.Duration `json:"retentionMillis"`
+	// Retention is the retention applied (JSON: nanoseconds); DeleteBefore = the clock at
+	// start - Retention.
+	Retention    time.Duration `json:"retentionNanos"`
 	DeleteBefore time.Time     `json:"deleteBefore"`
-	// TableRetention is the table's delta.deletedFileRetentionDuration.
-	TableRetention time.Duration `json:"defaultRetentionMillis"`
+	// TableRetention is the table's delta.deletedFileRetentionDuration (JSON: nanoseconds).
+	TableRetention time.Duration `json:"tableRetentionNanos"`
 	// Files are the files and empty directories deleted (or, with DryRun, to delete),
 	// sorted by path.
 	Files []VacuumFile `json:"files"`
