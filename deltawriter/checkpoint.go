@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -340,34 +339,6 @@ func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) erro
 	return w.Close()
 }
 
-// durationProperty parses a Delta interval property such as "interval 1 week" or
-// "interval 30 days", returning def when unset.
-func durationProperty(m *deltalog.Metadata, key string, def time.Duration) (time.Duration, error) {
-	v, ok := m.Configuration[key]
-	if !ok {
-		return def, nil
-	}
-	f := strings.Fields(strings.ToLower(strings.TrimSpace(v)))
-	if len(f) == 3 && f[0] == "interval" {
-		f = f[1:]
-	}
-	if len(f) != 2 {
-		return 0, fmt.Errorf("read table property %s: cannot parse interval %q", key, v)
-	}
-	n, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("read table property %s: %w", key, err)
-	}
-	unit := map[string]time.Duration{
-		"week": 7 * 24 * time.Hour, "day": 24 * time.Hour, "hour": time.Hour, "minute": time.Minute,
-		"second": time.Second, "millisecond": time.Millisecond, "microsecond": time.Microsecond,
-	}[strings.TrimSuffix(f[1], "s")]
-	if unit == 0 {
-		return 0, fmt.Errorf("read table property %s: unknown unit in %q", key, v)
-	}
-	return time.Duration(n) * unit, nil
-}
-
 // writeV2Checkpoint writes the checkpoint of a table with the v2Checkpoint feature as a
 // V2 UUID-named JSON checkpoint without sidecars (PROTOCOL.md, "V2 Spec"):
 // <v>.checkpoint.<uuid>.json holding checkpointMetadata, protocol, metaData, txns,
@@ -394,7 +365,7 @@ func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now t
 		actions = append(actions, deltalog.Action{Add: &a})
 		numAdds++
 	}
-	retention, err := durationProperty(&s.Metadata, deltalog.PropDeletedFileRetention, 7*24*time.Hour)
+	retention, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, 7*24*time.Hour)
 	if err != nil {
 		return err
 	}

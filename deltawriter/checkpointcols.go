@@ -172,7 +172,7 @@ func (b *checkpointColumns) row() {
 // (background checkpoints let the committing goroutine run). The string values point
 // into s: s must not change until the columns are written.
 func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns, yield func()) (*checkpointColumns, error) {
-	retention, err := durationProperty(&s.Metadata, deltalog.PropDeletedFileRetention, 7*24*time.Hour)
+	retention, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, 7*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func checkpointRows(s *Snapshot, now time.Time) ([]map[string]any, int, error) {
 		rows = append(rows, map[string]any{"add": row})
 		numAdds++
 	}
-	retention, err := durationProperty(&s.Metadata, "delta.deletedFileRetentionDuration", 7*24*time.Hour)
+	retention, err := s.Metadata.DurationProperty("delta.deletedFileRetentionDuration", 7*24*time.Hour)
 	if err != nil {
 		return nil, 0, err
 	}

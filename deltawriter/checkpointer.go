@@ -57,6 +57,8 @@ func (c *checkpointer) run(ctx context.Context, t *Table, done chan struct{}) {
 		c.w.yield = runtime.Gosched
 		if err := c.w.write(ctx, t.store, s, t.opts.now()); err != nil {
 			t.logf("write checkpoint", "version", s.Version, "err", err)
+		} else if t.opts.afterCP != nil {
+			t.opts.afterCP(ctx, t, s.Version)
 		}
 	}
 }

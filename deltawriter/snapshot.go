@@ -136,7 +136,7 @@ func (s *Snapshot) finish(now time.Time) error {
 // Identifiers"; Spark's minSetTransactionRetentionTimestamp). Txns without lastUpdated
 // never expire.
 func (s *Snapshot) expireTxns(now time.Time) error {
-	ret, err := durationProperty(&s.Metadata, deltalog.PropTxnRetentionDuration, 0)
+	ret, err := s.Metadata.DurationProperty(deltalog.PropTxnRetentionDuration, 0)
 	if err != nil {
 		return fmt.Errorf("load snapshot at version %d: %w", s.Version, err)
 	}
@@ -163,6 +163,12 @@ func (s *Snapshot) CheckWritable() error {
 	}
 	return checkWritable(&s.Protocol, &s.Metadata, s.Schema)
 }
+
+// Tombstones returns the remove actions of the snapshot that no later add superseded
+// (PROTOCOL.md, "Add File and Remove File": tombstones are kept until
+// delta.deletedFileRetentionDuration after their deletionTimestamp, so that VACUUM keeps
+// their files for readers of older versions), keyed like Files. The map is a copy.
+func (s *Snapshot) Tombstones() map[string]deltalog.Remove { return maps.Clone(s.tombstones) }
 
 // ---- log listing ----
 

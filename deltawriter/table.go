@@ -42,6 +42,7 @@ type options struct {
 	now            func() time.Time
 	skipCheckpoint bool
 	bgCheckpoint   bool
+	afterCP        func(ctx context.Context, t *Table, version int64)
 }
 
 // WithBackgroundCheckpoints makes Commit hand due checkpoints to one background goroutine
@@ -52,6 +53,15 @@ type options struct {
 // skipped under load). Readers never depend on a checkpoint being present. Call Close
 // (or WaitCheckpoints) before exiting.
 func WithBackgroundCheckpoints() Option { return func(o *options) { o.bgCheckpoint = true } }
+
+// WithAfterCheckpoint runs fn on the background checkpoint goroutine after each
+// checkpoint it wrote (WithBackgroundCheckpoints; never on the commit path), with the
+// checkpoint's version: log cleanup (maintenance.CleanupLog, PROTOCOL.md "Metadata
+// Cleanup") runs there. Checkpoints written synchronously by Commit do not run it. fn
+// reports its own errors; the next checkpoint runs it again.
+func WithAfterCheckpoint(fn func(ctx context.Context, t *Table, version int64)) Option {
+	return func(o *options) { o.afterCP = fn }
+}
 
 // WaitCheckpoints blocks until the background checkpoints handed out so far are written
 // (or have failed; failures are logged).

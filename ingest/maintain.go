@@ -174,12 +174,12 @@ func (mt *maintainer) runJob(ctx context.Context, name string) {
 	case JobVacuum:
 		v := mt.cfg.Vacuum
 		var r maintenance.VacuumResult
-		r, err = maintenance.Vacuum(ctx, mt.table, maintenance.VacuumOptions{Retain: v.Retain})
+		r, err = maintenance.Vacuum(ctx, mt.table, maintenance.VacuumOptions{Retain: v.Retain, EngineInfo: engineInfo})
 		if err == nil {
-			if r.FilesDeleted == 0 {
+			if r.Deleted == 0 {
 				result = resultNoop
 			}
-			args = append(args, "files_deleted", r.FilesDeleted, "bytes_deleted", r.BytesDeleted)
+			args = append(args, "files_deleted", r.Deleted, "bytes_deleted", r.Bytes, "start_version", r.StartVersion, "end_version", r.EndVersion)
 		}
 	}
 	if errors.Is(err, deltawriter.ErrTableNotFound) {

@@ -47,11 +47,20 @@ func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (D
 	}
 	// Checkpoints are written by the table's background goroutine, so a commit never waits
 	// for one (BENCHMARKS.md, Commit path); Pipeline.Close / CloseDeps wait for it.
-	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log))
+	// After each of them, expired log files are removed (log cleanup, with the replay
+	// safeguard: logcleanup.go), on that goroutine too.
+	deps := Deps{Logger: log, Metrics: m, KafkaSecurity: sec}
+	lcLog := log
+	if lcLog == nil {
+		lcLog = slog.Default()
+	}
+	lc := &logCleaner{cfg: cfg, log: lcLog, clients: newKafkaClients(cfg, log, sec)}
+	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log),
+		deltawriter.WithAfterCheckpoint(lc.afterCheckpoint))
 	if err != nil {
 		return Deps{}, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
 	}
-	deps := Deps{Logger: log, Metrics: m, Table: table, KafkaSecurity: sec}
+	deps.Table = table
 	if cfg.SchemaRegistry != nil {
 		opts, err := registryClientOpts(cfg.SchemaRegistry)
 		if err != nil {

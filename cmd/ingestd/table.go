@@ -29,6 +29,11 @@ Commands:
   schema     the schema as a tree (types, nullability, column mapping ids)
   history    commits, newest first (version, time, operation, parameters, metrics)
   describe   protocol, features, properties, files, size, txn versions per app id
+  vacuum     delete files no version inside the retention references (removed files,
+             leftovers of crashed flushes), like Delta's VACUUM:
+               --retain 168h   (default: delta.deletedFileRetentionDuration, 7 days)
+               --dry-run       list them (path relative to the table, bytes)
+               --force         allow a --retain shorter than the table's setting
   alter      change the table, one Delta commit per change:
                --add-column 'path TYPE'   add a nullable column (nested: 'a.b TYPE')
                --widen 'path TYPE'        widen a type (Delta type widening only)
@@ -91,6 +96,10 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	minFiles := fs.Int("min-files", maintenance.DefaultMinFiles, "optimize: small files a partition needs before it is compacted")
 	where := fs.String("where", "", "optimize: partition `predicate` (Spark SQL on partition columns), e.g. \"dt >= '2026-11-01'\"")
 	maxRate := fs.String("max-rewrite-rate", "0", "optimize: `bytes` read per second while rewriting, e.g. 64MiB (0: unthrottled)")
+	// vacuum
+	retain := fs.Duration("retain", -1, "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days)")
+	force := fs.Bool("force", false, "vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration")
+	nowFlag := fs.String("now", "", "vacuum: evaluate the retention as of this `RFC 3339 time` instead of the clock (what-if runs, tests)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {
@@ -140,6 +149,10 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		tableops.WriteSchema(stdout, snap.Schema, snap.ColumnMapping)
 	case "describe":
 		d := tableops.Describe(*uri, snap)
+		if err := tableops.AddMaintenance(ctx, st, &d); err != nil {
+			fmt.Fprintln(stderr, "ingestd table describe:", err)
+			return exitFailure
+		}
 		if *asJSON {
 			_ = json.NewEncoder(stdout).Encode(d)
 		} else {
@@ -277,6 +290,8 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		default:
 			fmt.Fprintf(stdout, "nothing committed at version %d: no partition has %d or more files below %d bytes\n", res.ReadVersion, *minFiles, target)
 		}
+	case "vacuum":
+		return tableVacuum(ctx, tbl, *retain, *force, *dryRun, *nowFlag, *asJSON, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "ingestd table: unknown command %q\n\n", sub)
 		fs.Usage()
@@ -343,4 +358,45 @@ func sameTable(u string) string {
 		return absPath(u)
 	}
 	return strings.TrimRight(u, "/")
+}
+
+// tableVacuum runs "ingestd table vacuum" (maintenance.Vacuum) and prints the files
+// deleted (or, with --dry-run, to delete), one "path<TAB>bytes" line each, and a summary;
+// --json prints the VacuumResult.
+func tableVacuum(ctx context.Context, tbl *deltawriter.Table, retain time.Duration, force, dryRun bool, nowFlag string, asJSON bool, stdout, stderr io.Writer) int {
+	o := maintenance.VacuumOptions{Retain: retain, Force: force, DryRun: dryRun, EngineInfo: "ingestd table vacuum"}
+	if nowFlag != "" {
+		at, err := time.Parse(time.RFC3339, nowFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "ingestd table vacuum: --now %q: write an RFC 3339 time such as 2026-12-01T15:00:00Z\n", nowFlag)
+			return exitUsage
+		}
+		o.Now = func() time.Time { return at }
+	}
+	res, err := maintenance.Vacuum(ctx, tbl, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table vacuum:", err)
+		if errors.Is(err, maintenance.ErrRetentionTooShort) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	if asJSON {
+		_ = json.NewEncoder(stdout).Encode(res)
+		return exitOK
+	}
+	for _, f := range res.Files {
+		name := f.Path
+		if f.IsDir {
+			name += "/"
+		}
+		fmt.Fprintf(stdout, "%s\t%d\n", name, f.Size)
+	}
+	verb := "deleted"
+	if dryRun {
+		verb = "would delete"
+	}
+	fmt.Fprintf(stdout, "vacuum: %s %d files and directories (%d bytes) in %d directories; retention %s (files unreferenced before %s)\n",
+		verb, len(res.Files), res.Bytes, res.Dirs, res.Retention, res.DeleteBefore.UTC().Format(time.RFC3339))
+	return exitOK
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Protocol is the protocol action (PROTOCOL.md, "Protocol Evolution"). ReaderFeatures is
@@ -135,6 +136,38 @@ func (m *Metadata) IntProperty(key string, def int64) (int64, error) {
 		return 0, fmt.Errorf("read table property %s: %w", key, err)
 	}
 	return n, nil
+}
+
+// DurationProperty returns the interval table property key (Delta writes intervals as
+// "interval 7 days", "interval 1 week", "interval 30 days"; the "interval" word and the
+// plural are optional; units week, day, hour, minute, second, millisecond, microsecond),
+// or def when it is unset (delta.deletedFileRetentionDuration,
+// delta.logRetentionDuration, delta.setTransactionRetentionDuration). It returns an error
+// naming the key when the value does not parse.
+func (m *Metadata) DurationProperty(key string, def time.Duration) (time.Duration, error) {
+	v, ok := m.Configuration[key]
+	if !ok {
+		return def, nil
+	}
+	f := strings.Fields(strings.ToLower(strings.TrimSpace(v)))
+	if len(f) == 3 && f[0] == "interval" {
+		f = f[1:]
+	}
+	if len(f) != 2 {
+		return 0, fmt.Errorf("read table property %s: cannot parse interval %q", key, v)
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read table property %s: %w", key, err)
+	}
+	unit := map[string]time.Duration{
+		"week": 7 * 24 * time.Hour, "day": 24 * time.Hour, "hour": time.Hour, "minute": time.Minute,
+		"second": time.Second, "millisecond": time.Millisecond, "microsecond": time.Microsecond,
+	}[strings.TrimSuffix(f[1], "s")]
+	if unit == 0 {
+		return 0, fmt.Errorf("read table property %s: unknown unit in %q", key, v)
+	}
+	return time.Duration(n) * unit, nil
 }
 
 // Add is the add action (PROTOCOL.md, "Add File and Remove File"). Path is relative to

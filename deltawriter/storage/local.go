@@ -136,6 +136,23 @@ func (l *Local) List(ctx context.Context, dir string) ([]FileInfo, error) {
 
 const tmpPrefix = ".tmp-"
 
+// Delete implements Deleter: it removes the file, or the directory when it is empty, at p.
+// A missing p is not an error; a non-empty directory is (VACUUM deletes files first and
+// their directories once empty).
+func (l *Local) Delete(ctx context.Context, p string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a, err := l.abs(p)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	if err := os.Remove(a); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	return nil
+}
+
 // Put implements Store: temp file + fsync + rename + directory fsync.
 func (l *Local) Put(ctx context.Context, p string, data []byte) error {
 	return l.put(ctx, p, data, false)

@@ -96,32 +96,41 @@ func History(ctx context.Context, st storage.Store, n int) ([]HistoryEntry, erro
 	}
 	var out []HistoryEntry
 	for _, v := range versions {
-		commit, err := deltawriter.ReadCommit(ctx, st, v)
+		e, err := historyEntry(ctx, st, v)
 		if err != nil {
 			return nil, err
-		}
-		e := HistoryEntry{Version: v}
-		for _, a := range commit.Actions {
-			if a.CommitInfo == nil {
-				continue
-			}
-			ci := a.CommitInfo
-			switch ts := ci["timestamp"].(type) {
-			case float64:
-				e.Timestamp = time.UnixMilli(int64(ts)).UTC()
-			case json.Number:
-				if ms, err := ts.Int64(); err == nil {
-					e.Timestamp = time.UnixMilli(ms).UTC()
-				}
-			}
-			e.Operation, _ = ci["operation"].(string)
-			e.Engine, _ = ci["engineInfo"].(string)
-			e.Parameters = stringMap(ci["operationParameters"])
-			e.Metrics = stringMap(ci["operationMetrics"])
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// historyEntry reads commit v's commitInfo.
+func historyEntry(ctx context.Context, st storage.Store, v int64) (HistoryEntry, error) {
+	commit, err := deltawriter.ReadCommit(ctx, st, v)
+	if err != nil {
+		return HistoryEntry{}, err
+	}
+	e := HistoryEntry{Version: v}
+	for _, a := range commit.Actions {
+		if a.CommitInfo == nil {
+			continue
+		}
+		ci := a.CommitInfo
+		switch ts := ci["timestamp"].(type) {
+		case float64:
+			e.Timestamp = time.UnixMilli(int64(ts)).UTC()
+		case json.Number:
+			if ms, err := ts.Int64(); err == nil {
+				e.Timestamp = time.UnixMilli(ms).UTC()
+			}
+		}
+		e.Operation, _ = ci["operation"].(string)
+		e.Engine, _ = ci["engineInfo"].(string)
+		e.Parameters = stringMap(ci["operationParameters"])
+		e.Metrics = stringMap(ci["operationMetrics"])
+	}
+	return e, nil
 }
 
 func stringMap(v any) map[string]string {
@@ -157,7 +166,16 @@ type Detail struct {
 	Properties       map[string]string `json:"properties"`
 	NumFiles         int               `json:"numFiles"`
 	SizeInBytes      int64             `json:"sizeInBytes"`
-	Txns             map[string]int64  `json:"txnVersions"`
+	// SmallFiles counts the live files smaller than SmallFileThreshold bytes: what
+	// OPTIMIZE would compact.
+	SmallFiles         int   `json:"smallFiles"`
+	SmallFileThreshold int64 `json:"smallFileThresholdBytes"`
+	// LastOptimize is the newest OPTIMIZE commit and LastVacuum the newest VACUUM END (or,
+	// when a vacuum did not finish, VACUUM START) commit among the newest MaintenanceScan
+	// commits (AddMaintenance); nil when there is none.
+	LastOptimize *HistoryEntry    `json:"lastOptimize,omitempty"`
+	LastVacuum   *HistoryEntry    `json:"lastVacuum,omitempty"`
+	Txns         map[string]int64 `json:"txnVersions"`
 	// Partitions are the table's partition value tuples with their live files, in value
 	// order; nil for an unpartitioned table.
 	Partitions []Partition `json:"partitions,omitempty"`
@@ -175,15 +193,61 @@ type Partition struct {
 	Bytes  int64              `json:"bytes"`
 }
 
+// SmallFileThreshold is the size in bytes under which describe counts a file as small:
+// 32 MiB, an eighth of OPTIMIZE's default 256 MiB target (Databricks' auto compaction
+// treats files under that size as candidates too).
+const SmallFileThreshold = 32 << 20
+
+// MaintenanceScan bounds how many of the newest commits AddMaintenance reads.
+const MaintenanceScan = 500
+
+// AddMaintenance fills d.LastOptimize and d.LastVacuum from the history: the newest
+// commits with commitInfo.operation OPTIMIZE, and VACUUM END (or VACUUM START when no END
+// follows it), reading at most MaintenanceScan commits newest first. Errors: listing or
+// reading the log.
+func AddMaintenance(ctx context.Context, st storage.Store, d *Detail) error {
+	versions, err := deltawriter.CommitVersions(ctx, st)
+	if err != nil {
+		return fmt.Errorf("read history: %w", err)
+	}
+	slices.Reverse(versions)
+	if len(versions) > MaintenanceScan {
+		versions = versions[:MaintenanceScan]
+	}
+	for _, v := range versions {
+		if d.LastOptimize != nil && d.LastVacuum != nil {
+			break
+		}
+		h, err := historyEntry(ctx, st, v)
+		if err != nil {
+			return err
+		}
+		switch h.Operation {
+		case "OPTIMIZE":
+			if d.LastOptimize == nil {
+				d.LastOptimize = &h
+			}
+		case "VACUUM END", "VACUUM START":
+			if d.LastVacuum == nil {
+				d.LastVacuum = &h
+			}
+		}
+	}
+	return nil
+}
+
 // Describe summarises a snapshot like Spark's DESCRIBE DETAIL, plus txn versions by appId.
 func Describe(location string, s *deltawriter.Snapshot) Detail {
 	d := Detail{Location: location, Version: s.Version, ID: s.Metadata.ID, Name: s.Metadata.Name,
 		MinReaderVersion: s.Protocol.MinReaderVersion, MinWriterVersion: s.Protocol.MinWriterVersion,
 		ReaderFeatures: s.Protocol.ReaderFeatures, WriterFeatures: s.Protocol.WriterFeatures,
 		PartitionColumns: s.Metadata.PartitionColumns, Properties: s.Metadata.Configuration,
-		NumFiles: len(s.Files), Txns: s.Txns}
+		NumFiles: len(s.Files), Txns: s.Txns, SmallFileThreshold: SmallFileThreshold}
 	for _, f := range s.Files {
 		d.SizeInBytes += f.Size
+		if f.Size < SmallFileThreshold {
+			d.SmallFiles++
+		}
 	}
 	d.Partitions = partitions(s)
 	if s.Schema != nil {
@@ -299,6 +363,30 @@ func WriteDetail(w io.Writer, d Detail) {
 		fmt.Fprintf(w, "  %s = %s\n", k, d.Properties[k])
 	}
 	fmt.Fprintf(w, "files:             %d (%d bytes)\n", d.NumFiles, d.SizeInBytes)
+	fmt.Fprintf(w, "small files:       %d (under %d MiB)\n", d.SmallFiles, d.SmallFileThreshold>>20)
+	for _, m := range []struct {
+		label string
+		e     *HistoryEntry
+		keys  []string
+	}{
+		{"last OPTIMIZE:     ", d.LastOptimize, []string{"numRemovedFiles", "numAddedFiles", "numRemovedBytes", "numAddedBytes"}},
+		{"last VACUUM:       ", d.LastVacuum, []string{"numDeletedFiles", "numFilesToDelete", "sizeOfDataToDelete"}},
+	} {
+		if m.e == nil {
+			fmt.Fprintf(w, "%snone in the newest %d commits\n", m.label, MaintenanceScan)
+			continue
+		}
+		line := fmt.Sprintf("%sversion %d at %s (%s", m.label, m.e.Version, m.e.Timestamp.Format(time.RFC3339), m.e.Operation)
+		if st := m.e.Parameters["status"]; st != "" {
+			line += " " + st
+		}
+		for _, k := range m.keys {
+			if v, ok := m.e.Metrics[k]; ok {
+				line += ", " + k + "=" + v
+			}
+		}
+		fmt.Fprintln(w, line+")")
+	}
 	if d.Partitions != nil {
 		const show = 50
 		fmt.Fprintf(w, "partitions:        %d\n", len(d.Partitions))

@@ -1,0 +1,218 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// DefaultLogRetention is delta.logRetentionDuration when the table does not set it
+// (PROTOCOL.md, "Metadata Cleanup"; Spark's default, 30 days).
+const DefaultLogRetention = 30 * 24 * time.Hour
+
+// LogCleanupOptions are the settings of one log cleanup.
+type LogCleanupOptions struct {
+	// MinRetention is a floor under the table's delta.logRetentionDuration: no log file
+	// younger than it is deleted. ingest sets it from the dead-letter topic (the replay
+	// safeguard: replay reads the commits after a dead letter's table version to tell
+	// real dead letters from orphans, so those commits must outlive every dead letter
+	// still in the topic). Negative: never delete anything.
+	MinRetention time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// LogCleanupResult says what a log cleanup did.
+type LogCleanupResult struct {
+	// Checkpoint is the checkpoint version the log now starts from: every log file of a
+	// lower version was deleted (-1: nothing was deleted).
+	Checkpoint int64
+	// Deleted are the deleted paths, relative to the table root, ascending.
+	Deleted []string
+	// Retention is the retention applied: max(delta.logRetentionDuration, MinRetention).
+	Retention time.Duration
+}
+
+// logFile is one _delta_log entry that log cleanup knows.
+type logFile struct {
+	name    string
+	version int64 // for compacted logs, the end version of the range
+	modTime time.Time
+	commit  bool
+	cp      bool // a checkpoint file (classic, part of a multi-part one, or V2)
+}
+
+// CleanupLog deletes the expired part of the table's log (PROTOCOL.md, "Metadata
+// Cleanup"), as Spark does after a checkpoint: it finds the newest checkpoint C such that
+// every commit below C is older than the retention (the store's modification time, made
+// non-decreasing with the version, as Spark's BufferingLogDeletionIterator does) and
+// deletes every commit (<v>.json), checkpoint (classic, multi-part, V2 UUID-named),
+// checksum (<v>.crc) and compacted log (<a>.<b>.compacted.json) of a version below C.
+// What a reader needs to reconstruct any version from C on is kept: checkpoint C and
+// every commit after it. _last_checkpoint, _sidecars/ and unknown names are never touched.
+//
+// The retention is the table's delta.logRetentionDuration (default 30 days) or
+// o.MinRetention, whichever is longer; with delta.enableExpiredLogCleanup = false, or a
+// negative MinRetention, nothing is deleted. Errors: listing or deleting (wrapped store
+// errors; what was deleted stays deleted, the next run continues).
+func CleanupLog(ctx context.Context, t *deltawriter.Table, o LogCleanupOptions) (LogCleanupResult, error) {
+	res := LogCleanupResult{Checkpoint: -1}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return res, fmt.Errorf("clean up log of %s: %w", t, err)
+	}
+	if v, ok := snap.Metadata.Configuration[deltalog.PropEnableExpiredLogCleanup]; ok && strings.EqualFold(strings.TrimSpace(v), "false") {
+		return res, nil
+	}
+	if o.MinRetention < 0 {
+		return res, nil
+	}
+	ret, err := snap.Metadata.DurationProperty(deltalog.PropLogRetentionDuration, DefaultLogRetention)
+	if err != nil {
+		return res, fmt.Errorf("clean up log of %s: %w", t, err)
+	}
+	res.Retention = max(ret, o.MinRetention)
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	cutoff := now().Add(-res.Retention)
+
+	st := t.Store()
+	ents, err := st.List(ctx, "_delta_log")
+	if err != nil {
+		return res, fmt.Errorf("clean up log of %s: %w", t, err)
+	}
+	var files []logFile
+	commits := map[int64]time.Time{}
+	cps := map[int64]bool{}
+	var maxV int64 = -1
+	for _, e := range ents {
+		if e.IsDir {
+			continue
+		}
+		f, ok := parseLogName(e.Name)
+		if !ok {
+			continue
+		}
+		f.modTime = e.ModTime
+		files = append(files, f)
+		if f.commit {
+			commits[f.version] = e.ModTime
+			maxV = max(maxV, f.version)
+		}
+		if f.cp {
+			cps[f.version] = true
+		}
+	}
+	if len(commits) == 0 {
+		return res, nil
+	}
+	// expiredTo: every commit version <= expiredTo is expired (times made monotone);
+	// versions below the oldest present were removed before.
+	lo := minKey(commits)
+	expiredTo := lo - 1
+	var last time.Time
+	for v := lo; v <= maxV; v++ {
+		mt, ok := commits[v]
+		if !ok {
+			break // a gap: the log is not contiguous here, keep everything from it
+		}
+		if !mt.After(last) && !last.IsZero() {
+			mt = last.Add(time.Millisecond)
+		}
+		last = mt
+		if !mt.Before(cutoff) {
+			break
+		}
+		expiredTo = v
+	}
+	// The newest checkpoint C <= expiredTo+1: commits below C are all expired.
+	c := int64(-1)
+	for v := range cps {
+		if v <= expiredTo+1 && v > c && v <= maxV {
+			c = v
+		}
+	}
+	if c <= 0 {
+		return res, nil
+	}
+	del, ok := st.(storage.Deleter)
+	if !ok {
+		return res, fmt.Errorf("clean up log of %s: the store cannot delete objects", t)
+	}
+	res.Checkpoint = c
+	for _, f := range files {
+		if f.version >= c {
+			continue
+		}
+		p := "_delta_log/" + f.name
+		if err := del.Delete(ctx, p); err != nil {
+			return res, fmt.Errorf("clean up log of %s: delete %s: %w", t, p, err)
+		}
+		res.Deleted = append(res.Deleted, p)
+	}
+	return res, nil
+}
+
+func minKey(m map[int64]time.Time) int64 {
+	lo := int64(-1)
+	for v := range m {
+		if lo < 0 || v < lo {
+			lo = v
+		}
+	}
+	return lo
+}
+
+// parseLogName recognises the _delta_log names log cleanup deletes (PROTOCOL.md, "Delta
+// Log Entries", "Checkpoints", "Version Checksum File", "Log Compaction Files").
+func parseLogName(name string) (logFile, bool) {
+	if len(name) < 21 || name[20] != '.' {
+		return logFile{}, false
+	}
+	v, err := strconv.ParseInt(name[:20], 10, 64)
+	if err != nil {
+		return logFile{}, false
+	}
+	f := logFile{name: name, version: v}
+	rest := name[21:]
+	switch {
+	case rest == "json":
+		f.commit = true
+	case rest == "crc":
+	case strings.HasPrefix(rest, "checkpoint.") && (strings.HasSuffix(rest, ".parquet") || strings.HasSuffix(rest, ".json")):
+		f.cp = true
+		// A multi-part checkpoint counts once all its parts are there; log cleanup only
+		// needs to know a checkpoint exists at a version it keeps, and keeping more is safe.
+		if strings.Count(rest, ".") == 3 && !isCompletePart(rest) {
+			f.cp = false
+		}
+	case strings.HasSuffix(rest, ".compacted.json"):
+		end, err := strconv.ParseInt(strings.TrimSuffix(rest, ".compacted.json"), 10, 64)
+		if err != nil {
+			return logFile{}, false
+		}
+		f.version = end
+	default:
+		return logFile{}, false
+	}
+	return f, true
+}
+
+// isCompletePart reports whether "checkpoint.<part>.<parts>.parquet" is the single part of
+// a one-part multi-part checkpoint; the parts of larger ones are not trusted as the start
+// of the kept log (ingestd never writes them; a C from them is simply not chosen).
+func isCompletePart(rest string) bool {
+	f := strings.Split(strings.TrimSuffix(strings.TrimPrefix(rest, "checkpoint."), ".parquet"), ".")
+	if len(f) != 2 {
+		return true // V2 UUID-named
+	}
+	return f[0] == "0000000001" && f[1] == "0000000001"
+}
