@@ -179,17 +179,39 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // *transientError when the schema registry fails transiently.
 func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record) ([]item, error) {
 	items := make([]item, 0, len(recs))
+	// Per-record work is kept to what changes per record: records come in runs of one
+	// partition and one writer schema, so the partition's txn version and the last writer
+	// schema are looked up once per run (txnAppID formats a string; the registry's cache is
+	// a sync.Map with a boxed key), and empty maps are not hashed into.
+	var txn struct {
+		topic      string
+		partition  int32
+		valid, has bool
+		version    int64
+	}
+	var last struct {
+		id int
+		ws *decode.WriterSchema
+	}
 	for _, r := range recs {
-		if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
-			continue
+		if len(f.halted) > 0 {
+			if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
+				continue
+			}
 		}
-		if v, ok := t.txns[f.mode.txnAppID(r.Topic, r.Partition)]; ok && r.Offset <= v {
+		if !txn.valid || r.Partition != txn.partition || r.Topic != txn.topic {
+			txn.topic, txn.partition, txn.valid = r.Topic, r.Partition, true
+			txn.version, txn.has = t.txns[f.mode.txnAppID(r.Topic, r.Partition)]
+		}
+		if txn.has && r.Offset <= txn.version {
 			f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "already_committed").Inc()
 			continue
 		}
-		if _, kept := f.deadSet[keyOf(r)]; kept {
-			items = append(items, item{rec: r, route: routeKeep})
-			continue
+		if len(f.deadSet) > 0 {
+			if _, kept := f.deadSet[keyOf(r)]; kept {
+				items = append(items, item{rec: r, route: routeKeep})
+				continue
+			}
 		}
 		if r.Value == nil {
 			f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
@@ -210,6 +232,14 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 				continue
 			}
 		}
+		if last.ws != nil && id == last.id {
+			it.ws = last.ws
+			if last.ws.DeltaErr != nil {
+				it.fail = asDecodeError(last.ws.DeltaErr)
+			}
+			items = append(items, it)
+			continue
+		}
 		ws, err := f.deps.Schemas.Schema(ctx, id)
 		var de *decode.Error
 		switch {
@@ -221,6 +251,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 			return nil, &transientError{"resolve schema id " + strconv.Itoa(id), err}
 		default:
 			it.ws = ws
+			last.id, last.ws = id, ws
 			if ws.DeltaErr != nil {
 				it.fail = asDecodeError(ws.DeltaErr)
 			}

@@ -557,19 +557,35 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 	if !p.deps.Framed || p.deps.Schemas == nil {
 		return recs, nil, nil
 	}
+	ready = make([]*kgo.Record, 0, len(recs))
 	failed := map[int]bool{}
 	waits := map[topicPartition]bool{}
+	// okID is the last id this call resolved (or found permanently unknown): a batch holds
+	// one or a few writer schemas, so consecutive records repeat it and need no lookup (a
+	// lookup is a context with a timer, a sync.Map load and a boxed key: about a quarter of
+	// the daemon's CPU at 200 B records when done per record; BENCHMARKS.md, "End to end").
+	okID, haveOK := 0, false
 	for _, r := range recs {
 		k := topicPartition{r.Topic, r.Partition}
-		if waits[k] {
+		if len(waits) > 0 && waits[k] {
 			waiting = append(waiting, r)
 			continue
 		}
-		if _, h := p.halted[k]; h || r.Value == nil {
+		if r.Value == nil {
 			ready = append(ready, r)
 			continue
 		}
+		if len(p.halted) > 0 {
+			if _, h := p.halted[k]; h {
+				ready = append(ready, r)
+				continue
+			}
+		}
 		id, _, ferr := decode.ParseFrame(r.Value)
+		if ferr == nil && haveOK && id == okID {
+			ready = append(ready, r)
+			continue
+		}
 		if ferr == nil && !failed[id] {
 			lctx, cancel := context.WithTimeout(ctx, schemaLookupTimeout)
 			_, serr := p.deps.Schemas.Schema(lctx, id)
@@ -581,6 +597,8 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			if serr != nil && !errors.As(serr, &de) {
 				failed[id] = true
 				err = &transientError{"schema registry", serr}
+			} else {
+				okID, haveOK = id, true
 			}
 		}
 		if ferr == nil && failed[id] {
