@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,10 +103,15 @@ type outcome struct {
 	// batch.max_open_partitions partition values, the offset of the first record left for
 	// the next flush (routeCut): it and every later record of that partition are not
 	// handled (the txn stays before it) and must be flushed again.
-	cutAt      map[topicPartition]int64
-	noTable    bool // handled without a table to record it in (noTableTxns)
-	duplicates int  // records routeDuplicate
-	halts      []HaltedPartition
+	cutAt map[topicPartition]int64
+	// rawBytes are the key and value bytes of the written records; decodedBytes what the
+	// flush decoded them into: their Avro bodies (copied into the arena) and the column
+	// values (parquet.Value, valueBytes each). The consumer's batch.max_bytes budget
+	// charges decoded bytes by their ratio (Pipeline.budgetSize).
+	rawBytes, decodedBytes int64
+	noTable                bool // handled without a table to record it in (noTableTxns)
+	duplicates             int  // records routeDuplicate
+	halts                  []HaltedPartition
 }
 
 // deadLetters are the outcome's dead letters, kept ones first.
@@ -370,6 +376,8 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if rt.identity != nil {
 				out.written = append(out.written, it.rec)
 			}
+			out.rawBytes += recordSize(it.rec)
+			out.decodedBytes += int64(len(it.payload))
 		case routeSkip:
 			if it.route == routeGuard { // the guard's skip: a null top-level value
 				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "null_record").Inc()
@@ -396,7 +404,28 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	}
 	out.newCarried = len(fresh)
 	out.carried = append(out.carried, fresh...)
+	out.decodedBytes += valueBytes * b.values()
 	return out
+}
+
+// valueBytes is the size of one decoded column value.
+const valueBytes = int64(unsafe.Sizeof(parquet.Value{}))
+
+// values counts the column values the flush decoded (in cols, or moved into the
+// partitions' files).
+func (b *prepared) values() int64 {
+	var n int
+	for _, c := range b.cols {
+		n += len(c)
+	}
+	if b.parts != nil {
+		for _, part := range b.parts.files() {
+			for _, c := range part.cols {
+				n += len(c)
+			}
+		}
+	}
+	return int64(n)
 }
 
 // produce sends this attempt's dead letters and carried-forward records and waits for
