@@ -282,6 +282,10 @@ type prepared struct {
 	fills  []columnFill // run on every decoded row, in order (fillsFor)
 	row    *rowView     // the row being decoded and filled
 	parts  *partitioner // nil: an unpartitioned table, whose rows stay in cols (one data file)
+	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
+	// consecutive records share them, and the decoder cache's key hashes the table schema.
+	lastWS  *decode.WriterSchema
+	lastDec *decode.Decoder
 }
 
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
@@ -643,8 +647,12 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 // decoder returns the compiled decoder for (writer schema, b's table schema), compiling it
 // on first use.
 func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder, error) {
+	if ws == b.lastWS && b.lastDec != nil {
+		return b.lastDec, nil
+	}
 	k := decoderKey{ws.ID, b.key}
 	if d, ok := f.compiled[k]; ok {
+		b.lastWS, b.lastDec = ws, d
 		return d, nil
 	}
 	d, err := decode.Compile(ws, valueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
@@ -655,6 +663,7 @@ func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder
 		clear(f.compiled)
 	}
 	f.compiled[k] = d
+	b.lastWS, b.lastDec = ws, d
 	return d, nil
 }
 
