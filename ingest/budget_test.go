@@ -37,11 +37,14 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	if want := float64(decoded) / float64(raw); got != want {
 		t.Fatalf("decodedPerByte = %v, want %v (%d decoded bytes of %d raw)", got, want, decoded, raw)
 	}
-	if want := 100 + int64(100*got); size != want {
+	if want := 100 + int64(100*got) + recordOverhead; size != want {
 		t.Fatalf("budgetSize of a 100-byte record = %d, want %d", size, want)
 	}
 	if valueBytes != 24 {
 		t.Fatalf("valueBytes = %d, want 24 (parquet.Value)", valueBytes)
+	}
+	if recordOverhead < 200 || recordOverhead > 400 {
+		t.Fatalf("recordOverhead = %d, want the ~250 bytes of a kgo.Record and an item", recordOverhead)
 	}
 }
 
@@ -59,11 +62,12 @@ func TestByteBudgetFlushesOnDecodedBytes(t *testing.T) {
 	// The first flush takes the records up to the one whose charge reaches the budget.
 	first, charged := int64(0), int64(0)
 	for charged < 2*raw {
-		charged += sizes[first] + int64(float64(sizes[first])*initialDecodedPerByte)
+		charged += sizes[first] + int64(float64(sizes[first])*initialDecodedPerByte) + recordOverhead
 		first++
 	}
 	cfg := h.config()
-	// Raw bytes reach half the budget; charged at 1 + initialDecodedPerByte they exceed it.
+	// Raw bytes reach half the budget; charged with their decoded values and
+	// recordOverhead (1 + initialDecodedPerByte, +recordOverhead each) they exceed it.
 	cfg.Batch = BatchConfig{MaxRecords: 1 << 20, MaxBytes: ByteSize(2 * raw), MaxAge: 10 * time.Minute}
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)

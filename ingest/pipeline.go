@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -430,12 +431,17 @@ func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 // the first batch within batch.max_bytes for both.
 const initialDecodedPerByte = 2.5
 
+// recordOverhead is the memory a buffered record takes besides its bytes, in bytes: the
+// client's kgo.Record and the flush's item (≈ 250 bytes, more than a 200-byte record).
+const recordOverhead = int64(unsafe.Sizeof(kgo.Record{}) + unsafe.Sizeof(item{}))
+
 // budgetSize is r's charge against batch.max_bytes, in bytes: its key and value, plus the
-// decoded values the flush will build from them (decodedPerByte), so that the budget
-// bounds the memory a batch takes while it is written, not only its raw bytes (issue 15).
+// decoded values the flush will build from them (decodedPerByte) and recordOverhead, so
+// that the budget bounds the memory a batch takes while it is written, not only its raw
+// bytes (issue 15).
 func (p *Pipeline) budgetSize(r *kgo.Record) int64 {
 	n := recordSize(r)
-	return n + int64(float64(n)*p.decodedPerByte)
+	return n + int64(float64(n)*p.decodedPerByte) + recordOverhead
 }
 
 // measureDecoded updates decodedPerByte from a flush's outcome (p.mu held).
