@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,10 +103,15 @@ type outcome struct {
 	// batch.max_open_partitions partition values, the offset of the first record left for
 	// the next flush (routeCut): it and every later record of that partition are not
 	// handled (the txn stays before it) and must be flushed again.
-	cutAt      map[topicPartition]int64
-	noTable    bool // handled without a table to record it in (noTableTxns)
-	duplicates int  // records routeDuplicate
-	halts      []HaltedPartition
+	cutAt map[topicPartition]int64
+	// rawBytes are the key and value bytes of the written records; decodedBytes what the
+	// flush decoded them into: their Avro bodies (copied into the arena) and the column
+	// values (parquet.Value, valueBytes each). The consumer's batch.max_bytes budget
+	// charges decoded bytes by their ratio (Pipeline.budgetSize).
+	rawBytes, decodedBytes int64
+	noTable                bool // handled without a table to record it in (noTableTxns)
+	duplicates             int  // records routeDuplicate
+	halts                  []HaltedPartition
 }
 
 // deadLetters are the outcome's dead letters, kept ones first.
@@ -179,17 +185,39 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // *transientError when the schema registry fails transiently.
 func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record) ([]item, error) {
 	items := make([]item, 0, len(recs))
+	// Per-record work is kept to what changes per record: records come in runs of one
+	// partition and one writer schema, so the partition's txn version and the last writer
+	// schema are looked up once per run (txnAppID formats a string; the registry's cache is
+	// a sync.Map with a boxed key), and empty maps are not hashed into.
+	var txn struct {
+		topic      string
+		partition  int32
+		valid, has bool
+		version    int64
+	}
+	var last struct {
+		id int
+		ws *decode.WriterSchema
+	}
 	for _, r := range recs {
-		if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
-			continue
+		if len(f.halted) > 0 {
+			if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
+				continue
+			}
 		}
-		if v, ok := t.txns[f.mode.txnAppID(r.Topic, r.Partition)]; ok && r.Offset <= v {
+		if !txn.valid || r.Partition != txn.partition || r.Topic != txn.topic {
+			txn.topic, txn.partition, txn.valid = r.Topic, r.Partition, true
+			txn.version, txn.has = t.txns[f.mode.txnAppID(r.Topic, r.Partition)]
+		}
+		if txn.has && r.Offset <= txn.version {
 			f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "already_committed").Inc()
 			continue
 		}
-		if _, kept := f.deadSet[keyOf(r)]; kept {
-			items = append(items, item{rec: r, route: routeKeep})
-			continue
+		if len(f.deadSet) > 0 {
+			if _, kept := f.deadSet[keyOf(r)]; kept {
+				items = append(items, item{rec: r, route: routeKeep})
+				continue
+			}
 		}
 		if r.Value == nil {
 			f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
@@ -210,6 +238,14 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 				continue
 			}
 		}
+		if last.ws != nil && id == last.id {
+			it.ws = last.ws
+			if last.ws.DeltaErr != nil {
+				it.fail = asDecodeError(last.ws.DeltaErr)
+			}
+			items = append(items, it)
+			continue
+		}
 		ws, err := f.deps.Schemas.Schema(ctx, id)
 		var de *decode.Error
 		switch {
@@ -221,6 +257,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 			return nil, &transientError{"resolve schema id " + strconv.Itoa(id), err}
 		default:
 			it.ws = ws
+			last.id, last.ws = id, ws
 			if ws.DeltaErr != nil {
 				it.fail = asDecodeError(ws.DeltaErr)
 			}
@@ -245,6 +282,10 @@ type prepared struct {
 	fills  []columnFill // run on every decoded row, in order (fillsFor)
 	row    *rowView     // the row being decoded and filled
 	parts  *partitioner // nil: an unpartitioned table, whose rows stay in cols (one data file)
+	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
+	// consecutive records share them, and the decoder cache's key hashes the table schema.
+	lastWS  *decode.WriterSchema
+	lastDec *decode.Decoder
 }
 
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
@@ -339,6 +380,8 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if rt.identity != nil {
 				out.written = append(out.written, it.rec)
 			}
+			out.rawBytes += recordSize(it.rec)
+			out.decodedBytes += int64(len(it.payload))
 		case routeSkip:
 			if it.route == routeGuard { // the guard's skip: a null top-level value
 				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "null_record").Inc()
@@ -365,7 +408,28 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	}
 	out.newCarried = len(fresh)
 	out.carried = append(out.carried, fresh...)
+	out.decodedBytes += valueBytes * b.values()
 	return out
+}
+
+// valueBytes is the size of one decoded column value.
+const valueBytes = int64(unsafe.Sizeof(parquet.Value{}))
+
+// values counts the column values the flush decoded (in cols, or moved into the
+// partitions' files).
+func (b *prepared) values() int64 {
+	var n int
+	for _, c := range b.cols {
+		n += len(c)
+	}
+	if b.parts != nil {
+		for _, part := range b.parts.files() {
+			for _, c := range part.cols {
+				n += len(c)
+			}
+		}
+	}
+	return int64(n)
 }
 
 // produce sends this attempt's dead letters and carried-forward records and waits for
@@ -583,8 +647,12 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 // decoder returns the compiled decoder for (writer schema, b's table schema), compiling it
 // on first use.
 func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder, error) {
+	if ws == b.lastWS && b.lastDec != nil {
+		return b.lastDec, nil
+	}
 	k := decoderKey{ws.ID, b.key}
 	if d, ok := f.compiled[k]; ok {
+		b.lastWS, b.lastDec = ws, d
 		return d, nil
 	}
 	d, err := decode.Compile(ws, valueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
@@ -595,6 +663,7 @@ func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder
 		clear(f.compiled)
 	}
 	f.compiled[k] = d
+	b.lastWS, b.lastDec = ws, d
 	return d, nil
 }
 

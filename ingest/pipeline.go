@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,7 +71,12 @@ type Pipeline struct {
 	halted map[topicPartition]HaltedPartition
 	fl     *flusher      // one batch → one commit; its mode is cm
 	cm     *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
-	hooks  hooks         // test seams; zero in production
+	// decodedPerByte is the batch.max_bytes budget's estimate of the decoded bytes (arena
+	// copy and column values) one raw record byte becomes in a flush: measured by every
+	// flush that wrote rows (outcome.decodedBytes / rawBytes), initialDecodedPerByte
+	// before the first. budgetSize charges each record raw × (1 + decodedPerByte).
+	decodedPerByte float64
+	hooks          hooks // test seams; zero in production
 	// progressDue is when the poll loop next checks for a table to record
 	// flusher.noTableTxns in (recordProgressLocked).
 	progressDue time.Time
@@ -128,10 +134,11 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		m:    deps.Metrics,
 		batch: batcher.New(batcher.Limits{
 			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}, partOf),
-		halted: map[topicPartition]HaltedPartition{},
-		hwm:    map[topicPartition]int64{},
-		next:   map[topicPartition]int64{},
-		cm:     &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
+		halted:         map[topicPartition]HaltedPartition{},
+		hwm:            map[topicPartition]int64{},
+		next:           map[topicPartition]int64{},
+		cm:             &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
+		decodedPerByte: initialDecodedPerByte,
 	}
 	p.fl = newFlusher(cfg, deps, log, p.cm, p.halted)
 	p.fl.hooks = &p.hooks
@@ -297,12 +304,15 @@ func (s *session) loop(ctx context.Context) error {
 		now := time.Now()
 		var ferr error
 		p.mu.Lock()
+		consumed := p.m.RecordsConsumed.WithLabelValues(p.cfg.Name) // once per poll, not per record
 		fs.EachRecord(func(r *kgo.Record) {
-			p.m.RecordsConsumed.WithLabelValues(p.cfg.Name).Inc()
-			if _, h := p.halted[topicPartition{r.Topic, r.Partition}]; h {
-				return
+			consumed.Inc()
+			if len(p.halted) > 0 {
+				if _, h := p.halted[topicPartition{r.Topic, r.Partition}]; h {
+					return
+				}
 			}
-			if p.batch.Add(r, recordSize(r), now) && ferr == nil {
+			if p.batch.Add(r, p.budgetSize(r), now) && ferr == nil {
 				ferr = p.flushDueLocked(fctx, now, false) // full: records or bytes bound reached
 			}
 		})
@@ -401,6 +411,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) (cut []*kg
 	if err != nil {
 		return nil, err
 	}
+	p.measureDecoded(out)
 	p.applyHalts(out.halts)
 	if len(out.cutAt) > 0 {
 		for _, r := range recs {
@@ -416,6 +427,32 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) (cut []*kg
 }
 
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
+
+// initialDecodedPerByte is decodedPerByte before a flush has measured it: a 200-byte
+// record of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte copy in
+// the arena (≈ 2.5 decoded bytes per raw byte); a 1 KB one to ≈ 1.3. The larger keeps
+// the first batch within batch.max_bytes for both.
+const initialDecodedPerByte = 2.5
+
+// recordOverhead is the memory a buffered record takes besides its bytes, in bytes: the
+// client's kgo.Record and the flush's item (≈ 250 bytes, more than a 200-byte record).
+const recordOverhead = int64(unsafe.Sizeof(kgo.Record{}) + unsafe.Sizeof(item{}))
+
+// budgetSize is r's charge against batch.max_bytes, in bytes: its key and value, plus the
+// decoded values the flush will build from them (decodedPerByte) and recordOverhead, so
+// that the budget bounds the memory a batch takes while it is written, not only its raw
+// bytes (issue 15).
+func (p *Pipeline) budgetSize(r *kgo.Record) int64 {
+	n := recordSize(r)
+	return n + int64(float64(n)*p.decodedPerByte) + recordOverhead
+}
+
+// measureDecoded updates decodedPerByte from a flush's outcome (p.mu held).
+func (p *Pipeline) measureDecoded(out *outcome) {
+	if out.rawBytes > 0 && out.decodedBytes > 0 {
+		p.decodedPerByte = float64(out.decodedBytes) / float64(out.rawBytes)
+	}
+}
 
 // flushDueLocked flushes the buffered records that are due (batcher.Take: a bound or
 // the age reached, or a partition's backoff ended; everything when force is set), held
@@ -560,19 +597,35 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 	if !p.deps.Framed || p.deps.Schemas == nil {
 		return recs, nil, nil
 	}
+	ready = make([]*kgo.Record, 0, len(recs))
 	failed := map[int]bool{}
 	waits := map[topicPartition]bool{}
+	// okID is the last id this call resolved (or found permanently unknown): a batch holds
+	// one or a few writer schemas, so consecutive records repeat it and need no lookup (a
+	// lookup is a context with a timer, a sync.Map load and a boxed key: about a quarter of
+	// the daemon's CPU at 200 B records when done per record; BENCHMARKS.md, "End to end").
+	okID, haveOK := 0, false
 	for _, r := range recs {
 		k := topicPartition{r.Topic, r.Partition}
-		if waits[k] {
+		if len(waits) > 0 && waits[k] {
 			waiting = append(waiting, r)
 			continue
 		}
-		if _, h := p.halted[k]; h || r.Value == nil {
+		if r.Value == nil {
 			ready = append(ready, r)
 			continue
 		}
+		if len(p.halted) > 0 {
+			if _, h := p.halted[k]; h {
+				ready = append(ready, r)
+				continue
+			}
+		}
 		id, _, ferr := decode.ParseFrame(r.Value)
+		if ferr == nil && haveOK && id == okID {
+			ready = append(ready, r)
+			continue
+		}
 		if ferr == nil && !failed[id] {
 			lctx, cancel := context.WithTimeout(ctx, schemaLookupTimeout)
 			_, serr := p.deps.Schemas.Schema(lctx, id)
@@ -584,6 +637,8 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			if serr != nil && !errors.As(serr, &de) {
 				failed[id] = true
 				err = &transientError{"schema registry", serr}
+			} else {
+				okID, haveOK = id, true
 			}
 		}
 		if ferr == nil && failed[id] {

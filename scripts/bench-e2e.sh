@@ -23,6 +23,8 @@
 #   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
 #                      kdi is built (default ~/.cache/ingestd-bench)
 #   KDI_BIN            a kafka-delta-ingest binary to use instead of building one
+#   PROFILE=0          1: each ingestd run also writes a CPU and a heap profile (pprof) to
+#                      $BENCH_OUT/prof/<tag>.cpu and .mem (`go tool pprof -top FILE`)
 # Output: $BENCH_OUT/results.jsonl and $BENCH_OUT/results.md (one markdown table), printed.
 set -euo pipefail
 
@@ -110,6 +112,11 @@ run_reader() {
     ingestd1|ingestd2)
       local procs="${r#ingestd}" cfg="$OUT/cfg-$tag" port
       mkdir -p "$cfg"
+      local prof=()
+      if [ "${PROFILE:-0}" = 1 ]; then
+        mkdir -p "$OUT/prof"
+        prof=(--cpuprofile "$OUT/prof/$tag.cpu" --memprofile "$OUT/prof/$tag.mem")
+      fi
       port=$((20000 + RANDOM % 20000))
       cat > "$cfg/bench.yaml" <<YAML
 name: bench
@@ -122,7 +129,7 @@ batch: {max_records: $MAX_RECORDS, max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
       "$B" run -out "$RESULTS" -label "ingestd GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
-        -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" >/dev/null \
+        -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     kdi)
       if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi

@@ -59,6 +59,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:9102", "`address` for /metrics, /healthz and /readyz (empty to disable)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: trace (debug and the Kafka client's own debug logs), debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to `file`, closed at exit")
+	memProfile := fs.String("memprofile", "", "write a heap profile (pprof; alloc_space/alloc_objects since start) to `file` at exit")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -71,10 +73,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	stopProfiles, err := startProfiles(*cpuProfile, *memProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd run:", err)
+		return exitUsage
+	}
+	defer func() {
+		if err := stopProfiles(); err != nil {
+			log.Error("profile not written", "err", err)
+		}
+	}()
 	cfgs, err := ingest.LoadConfigs(*config)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
+	}
+	if limit, set := setMemoryLimit(cfgs); set {
+		log.Info("soft memory limit set from the pipelines' batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+
+	"github.com/ingestd/ingestd/ingest"
+)
+
+// startProfiles starts a CPU profile into cpuPath (when not empty) and returns the function
+// that stops it and writes the heap profile into memPath (when not empty). Both files are
+// pprof's protobuf format (`go tool pprof ingestd FILE`); the heap profile carries
+// alloc_space/alloc_objects since start and inuse_* at exit. Errors name the file.
+func startProfiles(cpuPath, memPath string) (stop func() error, err error) {
+	var cpu *os.File
+	if cpuPath != "" {
+		if cpu, err = os.Create(cpuPath); err != nil {
+			return nil, fmt.Errorf("create CPU profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			_ = cpu.Close()
+			return nil, fmt.Errorf("start CPU profile %s: %w", cpuPath, err)
+		}
+	}
+	return func() error {
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if err := cpu.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close CPU profile %s: %w", cpuPath, err))
+			}
+		}
+		if memPath != "" {
+			if err := writeHeapProfile(memPath); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create heap profile: %w", err)
+	}
+	runtime.GC() // up-to-date inuse figures
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write heap profile %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close heap profile %s: %w", path, err)
+	}
+	return nil
+}
+
+// memoryHeadroom is what the process may use besides its batches, in bytes: the Kafka
+// client's fetch buffers, a data file being encoded, the runtime (issue 15: peak RSS ≤
+// batch.max_bytes + 256 MiB).
+const memoryHeadroom = 256 << 20
+
+// memoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit, bytes) for cfgs:
+// the sum of their batch.max_bytes (which counts decoded values, Pipeline.budgetSize) and
+// memoryHeadroom.
+func memoryLimit(cfgs []*ingest.Config) int64 {
+	limit := int64(memoryHeadroom)
+	for _, c := range cfgs {
+		limit += int64(c.Batch.MaxBytes)
+	}
+	return limit
+}
+
+// setMemoryLimit sets memoryLimit(cfgs) as the Go runtime's soft memory limit unless the
+// GOMEMLIMIT environment variable is set (then the runtime's own setting stands; "off"
+// disables it). Without it the collector lets the heap grow to twice the live batches
+// (GOGC=100) before it runs; with it, the collector runs sooner as the heap nears the
+// limit. It returns the limit and whether it was set.
+func setMemoryLimit(cfgs []*ingest.Config) (int64, bool) {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok || len(cfgs) == 0 {
+		return 0, false
+	}
+	limit := memoryLimit(cfgs)
+	debug.SetMemoryLimit(limit)
+	return limit, true
+}
