@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +13,11 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// sortedRows renders rows as sorted JSON lines (keys sorted), numbers as written.
-func sortedRows(rows []map[string]any) string {
-	var out []string
-	for _, r := range rows {
-		b, _ := json.Marshal(r)
-		out = append(out, string(b))
-	}
-	slices.Sort(out)
-	return strings.Join(out, "\n")
+// rowsText renders rows as sorted JSON lines (keys sorted; sortedRows in vacuum_test.go)
+// joined by newlines, to compare and print row sets as one string.
+func rowsText(t *testing.T, rows []map[string]any) string {
+	t.Helper()
+	return strings.Join(sortedRows(t, rows), "\n")
 }
 
 // TestColumnMappingRenameDropUnderPipeline (issue 14): a table ingestd created and filled
@@ -131,7 +126,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 		t.Errorf("protocol %+v, maxColumnId %s", snap.Protocol, snap.Metadata.Configuration[deltalog.PropColumnMappingMaxColumnID])
 	}
 
-	want := sortedRows([]map[string]any{
+	want := rowsText(t, []map[string]any{
 		{"order_id": 1, "channel": "web", "order_status": "NEW", "country_code": "DE", "country": nil, "tier": nil},
 		{"order_id": 2, "channel": "app", "order_status": "PAID", "country_code": "US", "country": nil, "tier": nil},
 		{"order_id": 3, "channel": "web", "order_status": "SHIPPED", "country_code": "FR", "country": nil, "tier": nil},
@@ -140,7 +135,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 	})
 	wantCols := "order_id,channel,order_status,country_code,country,tier"
 	rs := readTable(t, s, table)
-	if got := sortedRows(rs.Rows); got != want {
+	if got := rowsText(t, rs.Rows); got != want {
 		t.Errorf("delta-rs rows\n got %s\nwant %s", got, want)
 	}
 	if got := strings.Join(schemaNames(rs), ","); got != wantCols {
@@ -156,19 +151,19 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 	if got := strings.Join(spCols, ","); got != wantCols {
 		t.Errorf("Spark columns %s, want %s", got, wantCols)
 	}
-	if got := sortedRows(sp.Rows); got != want {
+	if got := rowsText(t, sp.Rows); got != want {
 		t.Errorf("Spark rows\n got %s\nwant %s", got, want)
 	}
 
 	step("Spark read")
 	// Time travel to the version before the rename: the old names and the old values.
-	wantOld := sortedRows([]map[string]any{
+	wantOld := rowsText(t, []map[string]any{
 		{"order_id": 1, "status": "NEW", "country": "DE", "tier": "gold", "channel": "web"},
 		{"order_id": 2, "status": "PAID", "country": "US", "tier": "silver", "channel": "app"},
 	})
 	var old []map[string]any
 	spark.call(t, map[string]any{"op": "sql", "query": fmt.Sprintf("SELECT * FROM delta.`%s` VERSION AS OF %d", table, vBeforeRename)}, &old)
-	if got := sortedRows(old); got != wantOld {
+	if got := rowsText(t, old); got != wantOld {
 		t.Errorf("Spark VERSION AS OF %d\n got %s\nwant %s", vBeforeRename, got, wantOld)
 	}
 	cmd := exec.Command(s.python, filepath.Join(repoRoot, "integration", "testdata", "read_table.py"), table, "--version", fmt.Sprint(vBeforeRename))
@@ -180,7 +175,7 @@ func TestColumnMappingRenameDropUnderPipeline(t *testing.T) {
 	if err := json.Unmarshal(raw, &oldRS); err != nil {
 		t.Fatal(err)
 	}
-	if got := sortedRows(oldRS.Rows); got != wantOld || strings.Join(schemaNames(oldRS), ",") != "order_id,status,country,tier,channel" {
+	if got := rowsText(t, oldRS.Rows); got != wantOld || strings.Join(schemaNames(oldRS), ",") != "order_id,status,country,tier,channel" {
 		t.Errorf("delta-rs version=%d: columns %v\n got %s\nwant %s", vBeforeRename, schemaNames(oldRS), got, wantOld)
 	}
 
@@ -239,8 +234,8 @@ func TestColumnMappingRenameDeadLetter(t *testing.T) {
 		t.Fatalf("dead letters %v, want one: offset 1, schema_mismatch, field country", hs)
 	}
 	data := readTable(t, s, table)
-	want := sortedRows([]map[string]any{{"order_id": 1, "country_code": "DE"}, {"order_id": 3, "country_code": "FR"}})
-	if got := sortedRows(data.Rows); got != want || strings.Join(schemaNames(data), ",") != "order_id,country_code" {
+	want := rowsText(t, []map[string]any{{"order_id": 1, "country_code": "DE"}, {"order_id": 3, "country_code": "FR"}})
+	if got := rowsText(t, data.Rows); got != want || strings.Join(schemaNames(data), ",") != "order_id,country_code" {
 		t.Errorf("table %v\n got %s\nwant %s", schemaNames(data), got, want)
 	}
 }
