@@ -67,6 +67,7 @@ type chaosPlan struct {
 // exactly once by id (and so does Spark), the dead-letter topic holds every poison pill (duplicates counted),
 // each partition's txn version is its end offset - 1, and no data file is added twice.
 func TestChaos(t *testing.T) {
+	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	plan := chaosPlan{records: 100_000, pillEvery: 997, produceFor: 70 * time.Second, chaosFor: 75 * time.Second,
 		killEvery: [2]time.Duration{3 * time.Second, 6 * time.Second}, brokerAt: 12 * time.Second,
@@ -105,6 +106,7 @@ func TestChaosS3(t *testing.T) {
 // dead-lettered, txns at the end offsets, no data file added twice, and every file in
 // its date's directory with its partition value.
 func TestChaosPartitioned(t *testing.T) {
+	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short mode")
