@@ -63,6 +63,9 @@ type sparkSession struct {
 	p       *sparkProc
 	id      string
 	logFrom int64 // size of Spark's log when the test started, for the tail on failure
+	// under p.mu: commands sent, time inside them, time waiting for other tests' commands
+	calls        int
+	busy, queued time.Duration
 }
 
 // needSpark returns the venv's python and the Delta jar directory, resolving the jars
@@ -112,6 +115,10 @@ func startSpark(t *testing.T, python, jars string) *sparkSession {
 		if err := s.drop(); err != nil && !t.Failed() {
 			t.Errorf("drop Spark session %s: %v", s.id, err)
 		}
+		p.mu.Lock()
+		t.Logf("Spark session %s: %d commands, %v inside them, %v waiting for other tests' commands",
+			s.id, s.calls, s.busy.Round(time.Millisecond), s.queued.Round(time.Millisecond))
+		p.mu.Unlock()
 		if t.Failed() {
 			t.Logf("Spark log tail:\n%s", p.logTail(s.logFrom))
 		}
@@ -246,13 +253,21 @@ func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode Spark command: %w", err)
 	}
+	asked := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dead != nil {
 		return nil, fmt.Errorf("spark helper died earlier: %w", p.dead)
 	}
 	begin := time.Now()
-	defer func() { p.calls++; p.busy += time.Since(begin) }()
+	defer func() {
+		d := time.Since(begin)
+		p.calls++
+		p.busy += d
+		s.calls++
+		s.busy += d
+		s.queued += begin.Sub(asked)
+	}()
 	if _, err := p.in.Write(append(b, '\n')); err != nil {
 		p.dead = fmt.Errorf("write to spark helper: %w", err)
 		return nil, p.dead
@@ -265,7 +280,8 @@ func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
 	return raw, err
 }
 
-// drop ends the session: its Spark SQL session and Hadoop options are forgotten.
+// drop ends the session: its Spark SQL session and Hadoop options are forgotten. A helper
+// that is gone is no error of the dropping test's.
 func (s *sparkSession) drop() error {
 	select {
 	case <-s.p.booted:
@@ -276,6 +292,10 @@ func (s *sparkSession) drop() error {
 		return nil
 	}
 	_, err := s.do(map[string]any{"op": "drop"})
+	var se *sparkError
+	if err != nil && !errors.As(err, &se) {
+		return nil // the helper is gone: the test whose command saw it failed with the log tail
+	}
 	return err
 }
 
