@@ -550,11 +550,16 @@ func startPrivateKafka(t *testing.T) *privateKafka {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every listener on a port of its own: stack.sh's fallbacks for the SSL and SASL_SSL
+	// ports (19094, 19095) are the same for every private broker, so two at once (parallel
+	// tests, or another checkout's) would collide.
 	_, kport, _ := net.SplitHostPort(freePort(t))
 	_, cport, _ := net.SplitHostPort(freePort(t))
+	_, sslPort, _ := net.SplitHostPort(freePort(t))
+	_, saslPort, _ := net.SplitHostPort(freePort(t))
 	k := &privateKafka{dir: dir, brokers: "127.0.0.1:" + kport,
 		env: append(os.Environ(), "STACK_DIR="+dir, "KAFKA_PORT="+kport, "KAFKA_CONTROLLER_PORT="+cport,
-			"KAFKA_HEAP=-Xms128m -Xmx512m")}
+			"KAFKA_SSL_PORT="+sslPort, "KAFKA_SASL_PORT="+saslPort, "KAFKA_HEAP=-Xms128m -Xmx512m")}
 	t.Cleanup(func() {
 		if os.Getenv("INGESTD_CHAOS_KEEP") == "1" && t.Failed() {
 			t.Logf("private Kafka kept running for inspection: STACK_DIR=%s (stop it with scripts/stack.sh stop-kafka)", dir)
