@@ -106,7 +106,6 @@ func TestChaosS3(t *testing.T) {
 // dead-lettered, txns at the end offsets, no data file added twice, and every file in
 // its date's directory with its partition value.
 func TestChaosPartitioned(t *testing.T) {
-	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short mode")
