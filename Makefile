@@ -21,7 +21,7 @@ integration: ## needs Java 17+, Maven, Python 3, Go and Node.js; starts Kafka, t
 	scripts/venv.sh
 	scripts/spark-jars.sh
 	scripts/stack.sh up
-	$(GO) test -count=1 -v -timeout 45m ./integration/
+	$(GO) test -count=1 -v -timeout 45m -parallel 4 ./integration/
 
 build:
 	$(GO) build -o ingestd ./cmd/ingestd

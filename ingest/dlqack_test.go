@@ -413,6 +413,7 @@ func TestShutdownDuringDeadLetterProduce(t *testing.T) {
 //     has no txn for the partition) instead of re-reading and re-dead-lettering them
 //     (before: from earliest, a second copy of each, the first ones orphans).
 func TestProgressWithoutTableWhenAnotherWriterCreatesIt(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	h := newHarness(t, 2)
 	cfg := h.config()
 	cfg.Schema.Policy = PolicyDeadLetter

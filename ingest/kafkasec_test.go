@@ -509,6 +509,7 @@ func TestFatalWatch(t *testing.T) {
 // re-authentication) on a heartbeat does not fail the pipeline: it rejoins and goes on,
 // every record once. A persistent one is fatal (TestSecuredFailFast, real broker).
 func TestSpuriousGroupAuthErrorIsNotFatal(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	h := newHarness(t, 2)
 	h.produce(1, 1000, 0, 2, -1)
 	m := h.start("a", nil)
@@ -573,6 +574,7 @@ func committedOffsets(t *testing.T, h *harness, group string) map[int32]int64 {
 // the retry one partition stayed 500 behind); the pipeline stays running past the grace
 // a persistent failure gets and lands every record once.
 func TestSpuriousOffsetCommitAuthErrorIsNotFatal(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	h := newHarness(t, 2)
 	h.produce(1, 1000, 0, 2, -1)
 	m := h.start("a", nil)
@@ -614,6 +616,7 @@ func TestSpuriousOffsetCommitAuthErrorIsNotFatal(t *testing.T) {
 // refusal, not a persisting one), naming the principal and READ on the group; the records
 // it wrote before are in the table once.
 func TestPersistentOffsetCommitAuthErrorIsFatal(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	h := newHarness(t, 2)
 	m := h.start("a", nil)
 	var refused atomic.Int32

@@ -67,6 +67,7 @@ func (h *harness) commitAdds() map[int64][]deltalog.Add {
 // partition column and the stats do not name it; every order is in the table once and
 // the txns end at the end offsets.
 func TestPartitionedWritesBoundedFiles(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	const parts = 3
 	h := newHarness(t, parts)
 	h.createTable([]string{"customer"}, nil)

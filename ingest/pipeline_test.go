@@ -432,6 +432,7 @@ func (h *harness) dlqCount() int64 {
 // partitions are flushed within the callback) and later leaves cleanly. Every record is
 // in the table exactly once and the txns end at the end offsets.
 func TestTwoMembersShareTopicExactlyOnce(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	const parts = 6
 	h := newHarness(t, parts)
 	h.produce(1, 6000, 0, parts, -1)
@@ -480,6 +481,7 @@ func swallowLeave(c *kfake.Cluster, swallowed *atomic.Int32) {
 // every partition, seeks to the txn versions and the table ends with every record
 // exactly once.
 func TestKilledMemberWithoutLeaving(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	const parts = 4
 	h := newHarness(t, parts)
 	h.produce(1, 8000, 0, parts, -1) // offsets 0..1999 of each partition

@@ -242,6 +242,7 @@ func reasonCounts(s *ReplaySummary) string {
 // handles the carried copies, not the originals; the parked topic is needed only when a
 // record is parked, and its absence loses nothing.
 func TestReplayReasonCarriesForward(t *testing.T) {
+	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	h, cfg := deadLetterSetup(t)
 	before := h.snapshot().Version
 

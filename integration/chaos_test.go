@@ -70,6 +70,7 @@ type chaosPlan struct {
 // exactly once by id (and so does Spark), the dead-letter topic holds every poison pill (duplicates counted),
 // each partition's txn version is its end offset - 1, and no data file is added twice.
 func TestChaos(t *testing.T) {
+	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	plan := chaosPlan{records: 100_000, pillEvery: 997, produceFor: 70 * time.Second, chaosFor: 75 * time.Second,
 		killEvery: [2]time.Duration{3 * time.Second, 6 * time.Second}, brokerAt: 12 * time.Second,
@@ -588,11 +589,16 @@ func startPrivateKafka(t *testing.T) *privateKafka {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every listener on a port of its own: stack.sh's fallbacks for the SSL and SASL_SSL
+	// ports (19094, 19095) are the same for every private broker, so two at once (parallel
+	// tests, or another checkout's) would collide.
 	_, kport, _ := net.SplitHostPort(freePort(t))
 	_, cport, _ := net.SplitHostPort(freePort(t))
+	_, sslPort, _ := net.SplitHostPort(freePort(t))
+	_, saslPort, _ := net.SplitHostPort(freePort(t))
 	k := &privateKafka{dir: dir, brokers: "127.0.0.1:" + kport,
 		env: append(os.Environ(), "STACK_DIR="+dir, "KAFKA_PORT="+kport, "KAFKA_CONTROLLER_PORT="+cport,
-			"KAFKA_HEAP=-Xms128m -Xmx512m")}
+			"KAFKA_SSL_PORT="+sslPort, "KAFKA_SASL_PORT="+saslPort, "KAFKA_HEAP=-Xms128m -Xmx512m")}
 	t.Cleanup(func() {
 		if os.Getenv("INGESTD_CHAOS_KEEP") == "1" && t.Failed() {
 			t.Logf("private Kafka kept running for inspection: STACK_DIR=%s (stop it with scripts/stack.sh stop-kafka)", dir)

@@ -119,16 +119,11 @@ func produceC41(t *testing.T, s stack, topic string) {
 	}
 }
 
-// sparkTry runs one SQL statement and returns Spark's error, if any (the session must
-// have answered a call already).
+// sparkTry runs one SQL statement and returns Spark's error (a *sparkError), if any; a
+// Spark helper that is gone fails t.
 func sparkTry(t *testing.T, spark *sparkSession, query string) error {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"op": "sql", "query": query})
-	if _, err := spark.in.Write(append(b, '\n')); err != nil {
-		t.Fatal(err)
-	}
-	_, err := spark.reply()
-	return err
+	return spark.try(t, map[string]any{"op": "sql", "query": query}, nil)
 }
 
 // createC41Table creates C41's table with Spark (column mapping name) and adds the

@@ -25,24 +25,7 @@ func TestCrashSmoke(t *testing.T) {
 
 	// Kill as soon as the table shows progress past the last kill point, so each kill
 	// lands mid-stream with records consumed but not yet committed.
-	var last int64
-	for i, at := range []int64{n / 5, n / 2} {
-		d := startDaemon(t, cfgDir)
-		waitFor(t, d, 2*time.Minute, fmt.Sprintf("progress past %d records before kill %d", at, i+1), func() bool {
-			return handled(t, table) > max(last, at)
-		})
-		d.kill9(t)
-		last = handled(t, table)
-		t.Logf("kill -9 #%d with %d of %d records committed", i+1, last, n)
-		if last >= n {
-			t.Fatalf("kill -9 #%d came after the last commit: the test did not crash mid-stream", i+1)
-		}
-	}
-	d := startDaemon(t, cfgDir)
-	waitFor(t, d, 3*time.Minute, "all records handled after two crashes", func() bool { return handled(t, table) == n })
-	if code := d.stop(t); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM", code)
-	}
+	crashTwice(t, cfgDir, n, func() int64 { return handled(t, table) })
 	data := readTable(t, s, table)
 	if len(data.Rows) != n {
 		t.Errorf("bronze has %d rows after two crashes, want %d", len(data.Rows), n)
@@ -55,5 +38,31 @@ func TestCrashSmoke(t *testing.T) {
 			continue
 		}
 		checkRow(t, "bronze", r, o, false)
+	}
+}
+
+// crashTwice runs the pipelines of cfgDir and kills the daemon with SIGKILL twice, each
+// time as soon as committed (the table's handled records) passes the last kill point and
+// n/5, then n/2, failing t if a kill came after the last commit; a third daemon must
+// then handle all n records within 3 minutes and exit 0 on SIGTERM.
+func crashTwice(t *testing.T, cfgDir string, n int64, committed func() int64) {
+	t.Helper()
+	var last int64
+	for i, at := range []int64{n / 5, n / 2} {
+		d := startDaemon(t, cfgDir)
+		waitFor(t, d, 2*time.Minute, fmt.Sprintf("progress past %d records before kill %d", at, i+1), func() bool {
+			return committed() > max(last, at)
+		})
+		d.kill9(t)
+		last = committed()
+		t.Logf("kill -9 #%d with %d of %d records committed", i+1, last, n)
+		if last >= n {
+			t.Fatalf("kill -9 #%d came after the last commit: the test did not crash mid-stream", i+1)
+		}
+	}
+	d := startDaemon(t, cfgDir)
+	waitFor(t, d, 3*time.Minute, "all records handled after two crashes", func() bool { return committed() == n })
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 }

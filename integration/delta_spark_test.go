@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -14,6 +15,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,16 +25,47 @@ import (
 )
 
 // Interop with real Spark (pyspark + delta-spark, Delta jars from Maven Central through
-// scripts/spark-jars.sh) and delta-rs. Spark starts once per test process
-// (testdata/spark_delta_session.py, a long-lived helper fed one JSON command per line);
-// every Spark check of this file goes through that one session.
+// scripts/spark-jars.sh) and delta-rs. Spark starts once per test binary
+// (testdata/spark_delta_session.py, a long-lived helper fed one JSON command per line):
+// every test's startSpark hands out a view of that one process, and TestMain stops it.
 
-// sparkSession is the running helper.
+// sparkProc is the test binary's one Spark helper process, started by the first
+// startSpark and stopped by TestMain (stopSpark). Commands from all tests go through mu,
+// one at a time; each carries its test's session id.
+type sparkProc struct {
+	mu       sync.Mutex // held for one command and its reply
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	out      *bufio.Scanner
+	logPath  string        // Spark's stderr
+	booted   chan struct{} // closed once the first reply (or its failure) arrived
+	bootErr  error         // set before booted closes
+	bootTime time.Duration
+	dead     error // set under mu once the helper exited or replied garbage
+	sessions int   // session ids handed out, under mu
+	calls    int
+	busy     time.Duration // time inside commands, under mu
+	owner    string        // test that started it
+}
+
+var (
+	sparkOnce   sync.Once
+	sharedSpark *sparkProc
+	sparkErr    error // why the process could not be started
+)
+
+// sparkSession is one test's view of the shared helper: its own Spark SQL session
+// (SparkSession.newSession(): SQL conf such as spark.sql.session.timeZone and temp views
+// are the test's own) and its own Hadoop options (op "hadoop": applied to the shared
+// SparkContext only for this session's commands, see spark_delta_session.py). The
+// session is dropped when the test ends.
 type sparkSession struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   *bufio.Scanner
-	ready chan error
+	p       *sparkProc
+	id      string
+	logFrom int64 // size of Spark's log when the test started, for the tail on failure
+	// under p.mu: commands sent, time inside them, time waiting for other tests' commands
+	calls        int
+	busy, queued time.Duration
 }
 
 // needSpark returns the venv's python and the Delta jar directory, resolving the jars
@@ -62,90 +95,219 @@ func needSpark(t *testing.T) (python, jars string) {
 	return python, lines[len(lines)-1]
 }
 
-// startSpark starts the helper; Spark boots in the background while the caller works.
+// startSpark returns the test's session on the binary's one Spark helper, starting the
+// helper on first use; Spark boots in the background while the caller works (the first
+// call waits for it, up to 4 minutes). Tests may run in parallel: commands are
+// serialized. When the test fails, its cleanup logs the tail of Spark's log written
+// since the test started.
 func startSpark(t *testing.T, python, jars string) *sparkSession {
 	t.Helper()
-	cmd := exec.Command(python, filepath.Join(repoRoot, "integration", "testdata", "spark_delta_session.py"), jars)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "spark.log"))
-	if err != nil {
-		t.Fatal(err)
+	sparkOnce.Do(func() { sharedSpark, sparkErr = launchSpark(python, jars, t.Name()) })
+	if sparkErr != nil {
+		t.Fatalf("start Spark: %v", sparkErr)
 	}
-	cmd.Stderr = logf
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &sparkSession{cmd: cmd, in: in, out: bufio.NewScanner(outp), ready: make(chan error, 1)}
-	s.out.Buffer(make([]byte, 1<<20), 64<<20)
-	go func() {
-		_, err := s.reply()
-		s.ready <- err
-	}()
+	p := sharedSpark
+	p.mu.Lock()
+	p.sessions++
+	s := &sparkSession{p: p, id: fmt.Sprintf("s%d", p.sessions), logFrom: fileSize(p.logPath)}
+	p.mu.Unlock()
 	t.Cleanup(func() {
-		_, _ = io.WriteString(s.in, `{"op":"quit"}`+"\n")
-		_ = s.in.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
+		if err := s.drop(); err != nil && !t.Failed() {
+			t.Errorf("drop Spark session %s: %v", s.id, err)
 		}
+		p.mu.Lock()
+		t.Logf("Spark session %s: %d commands, %v inside them, %v waiting for other tests' commands",
+			s.id, s.calls, s.busy.Round(time.Millisecond), s.queued.Round(time.Millisecond))
+		p.mu.Unlock()
 		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("Spark log tail:\n%s", b)
+			t.Logf("Spark log tail:\n%s", p.logTail(s.logFrom))
 		}
 	})
 	return s
 }
 
-func (s *sparkSession) reply() (json.RawMessage, error) {
-	if !s.out.Scan() {
-		return nil, fmt.Errorf("spark helper exited: %v", s.out.Err())
+// launchSpark starts the helper process; its log lives in a temporary directory that
+// stopSpark removes.
+func launchSpark(python, jars, owner string) (*sparkProc, error) {
+	dir, err := os.MkdirTemp("", "ingestd-spark-")
+	if err != nil {
+		return nil, fmt.Errorf("create Spark log dir: %w", err)
+	}
+	logPath := filepath.Join(dir, "spark.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("create Spark log: %w", err)
+	}
+	cmd := exec.Command(python, filepath.Join(repoRoot, "integration", "testdata", "spark_delta_session.py"), jars)
+	cmd.Stderr = logf
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("open Spark stdin: %w", err)
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("open Spark stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	_ = logf.Close() // the child holds its own descriptor
+	p := &sparkProc{cmd: cmd, in: in, out: bufio.NewScanner(outp), logPath: logPath, booted: make(chan struct{}), owner: owner}
+	p.out.Buffer(make([]byte, 1<<20), 64<<20)
+	begin := time.Now()
+	go func() {
+		_, p.bootErr = p.reply()
+		p.bootTime = time.Since(begin)
+		close(p.booted)
+	}()
+	return p, nil
+}
+
+// stopSpark quits the helper if one was started (from TestMain, after every test), kills
+// it after 30 s, prints one line of usage figures and removes its log.
+func stopSpark() {
+	p := sharedSpark
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = io.WriteString(p.in, `{"op":"quit"}`+"\n")
+	_ = p.in.Close()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	fmt.Fprintf(os.Stderr, "spark: 1 JVM for the whole run (started by %s, booted in %v), %d sessions, %d commands, %v inside commands\n",
+		p.owner, p.bootTime.Round(time.Millisecond), p.sessions, p.calls, p.busy.Round(time.Millisecond))
+	_ = os.RemoveAll(filepath.Dir(p.logPath))
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logTail is the last 4,000 bytes of Spark's log from offset from on.
+func (p *sparkProc) logTail(from int64) string {
+	b, _ := os.ReadFile(p.logPath)
+	if from > int64(len(b)) {
+		from = 0
+	}
+	b = b[from:]
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+func (p *sparkProc) reply() (json.RawMessage, error) {
+	if !p.out.Scan() {
+		return nil, fmt.Errorf("spark helper exited: %v", p.out.Err())
 	}
 	var r struct {
 		OK    json.RawMessage `json:"ok"`
 		Error string          `json:"error"`
 		Trace string          `json:"trace"`
 	}
-	if err := json.Unmarshal(s.out.Bytes(), &r); err != nil {
-		return nil, fmt.Errorf("spark helper: %v in %q", err, s.out.Text())
+	if err := json.Unmarshal(p.out.Bytes(), &r); err != nil {
+		return nil, fmt.Errorf("spark helper: %v in %q", err, p.out.Text())
 	}
 	if r.Error != "" {
-		return nil, fmt.Errorf("spark: %s\n%s", r.Error, r.Trace)
+		return nil, &sparkError{msg: fmt.Sprintf("spark: %s\n%s", r.Error, r.Trace)}
 	}
 	return r.OK, nil
 }
 
+// sparkError is an error Spark reported for one command; the helper keeps running.
+type sparkError struct{ msg string }
+
+func (e *sparkError) Error() string { return e.msg }
+
+// do sends one command of session s and returns its reply: a *sparkError when Spark
+// refused the command, any other error when the helper is gone (every later command
+// then fails with the same error).
+func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
+	p := s.p
+	select {
+	case <-p.booted:
+	case <-time.After(4 * time.Minute):
+		return nil, fmt.Errorf("spark did not start within 4 minutes")
+	}
+	if p.bootErr != nil {
+		return nil, fmt.Errorf("start Spark: %w", p.bootErr)
+	}
+	withID := make(map[string]any, len(cmd)+1)
+	for k, v := range cmd {
+		withID[k] = v
+	}
+	withID["session"] = s.id
+	b, err := json.Marshal(withID)
+	if err != nil {
+		return nil, fmt.Errorf("encode Spark command: %w", err)
+	}
+	asked := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead != nil {
+		return nil, fmt.Errorf("spark helper died earlier: %w", p.dead)
+	}
+	begin := time.Now()
+	defer func() {
+		d := time.Since(begin)
+		p.calls++
+		p.busy += d
+		s.calls++
+		s.busy += d
+		s.queued += begin.Sub(asked)
+	}()
+	if _, err := p.in.Write(append(b, '\n')); err != nil {
+		p.dead = fmt.Errorf("write to spark helper: %w", err)
+		return nil, p.dead
+	}
+	raw, err := p.reply()
+	var se *sparkError
+	if err != nil && !errors.As(err, &se) {
+		p.dead = err
+	}
+	return raw, err
+}
+
+// drop ends the session: its Spark SQL session and Hadoop options are forgotten. A helper
+// that is gone is no error of the dropping test's.
+func (s *sparkSession) drop() error {
+	select {
+	case <-s.p.booted:
+	default:
+		return nil // never used: nothing to drop (and no need to wait for the boot)
+	}
+	if s.p.bootErr != nil {
+		return nil
+	}
+	_, err := s.do(map[string]any{"op": "drop"})
+	var se *sparkError
+	if err != nil && !errors.As(err, &se) {
+		return nil // the helper is gone: the test whose command saw it failed with the log tail
+	}
+	return err
+}
+
 func (s *sparkSession) call(t *testing.T, cmd map[string]any, into any) {
 	t.Helper()
-	if s.ready != nil {
-		select {
-		case err := <-s.ready:
-			if err != nil {
-				t.Fatalf("start Spark: %v", err)
-			}
-		case <-time.After(4 * time.Minute):
-			t.Fatal("Spark did not start within 4 minutes")
-		}
-		s.ready = nil
-	}
 	b, _ := json.Marshal(cmd)
-	if _, err := s.in.Write(append(b, '\n')); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := s.reply()
+	raw, err := s.do(cmd)
 	if err != nil {
+		var se *sparkError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: %v\nSpark log tail:\n%s", b, err, s.p.logTail(0))
+		}
 		t.Fatalf("%s: %v", b, err)
 	}
 	if into != nil {
@@ -429,6 +591,7 @@ func createInteropTable(t *testing.T, root string, schemaJSON string, conf map[s
 }
 
 func TestDeltaSparkInterop(t *testing.T) {
+	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	start := time.Now()
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars) // boots while the tables are written

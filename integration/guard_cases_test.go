@@ -42,6 +42,7 @@ func rec(name string, fields ...string) string {
 }
 
 func TestGuardCases(t *testing.T) {
+	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	cases := []guardCase{
 		{

@@ -293,23 +293,32 @@ func (p *kafkaProxy) response(in inflight, frame []byte) ([]byte, error) {
 // and returns it with a server certificate for 127.0.0.1 signed by it.
 func proxyPKI(t *testing.T, dir string) (string, tls.Certificate) {
 	t.Helper()
+	caDER, der, k := testPKI(t, "proxy-ca", "proxy", x509.ExtKeyUsageServerAuth, net.ParseIP("127.0.0.1"))
+	ca := filepath.Join(dir, "proxy-ca.crt")
+	writeFile(t, ca, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
+	return ca, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+}
+
+// testPKI makes a fresh P-256 CA named caName and a leaf certificate named leafName for
+// usage (and the IP addresses ips) signed by it, both valid from an hour ago to an hour
+// from now; it returns the DER of both and the leaf's key.
+func testPKI(t *testing.T, caName, leafName string, usage x509.ExtKeyUsage, ips ...net.IP) (caDER, leafDER []byte, leafKey *ecdsa.PrivateKey) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxy-ca"}, NotBefore: time.Now().Add(-time.Hour),
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: caName}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &caKey.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "proxy"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &k.PublicKey, caKey)
+	leafKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: leafName}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		IPAddresses: ips}
+	leafDER, err = x509.CreateCertificate(rand.Reader, leaf, caCert, &leafKey.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := filepath.Join(dir, "proxy-ca.crt")
-	writeFile(t, ca, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
-	return ca, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	return caDER, leafDER, leafKey
 }

@@ -10,6 +10,7 @@ import (
 // COLUMNS on the live table while `ingestd run` keeps running: new records with the field
 // pass directly at the pipeline's next commit, and replay lands the earlier dead letters.
 func TestReplayAfterSparkAlter(t *testing.T) {
+	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars) // boots while the pipeline runs

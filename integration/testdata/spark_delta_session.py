@@ -9,14 +9,21 @@ Usage: spark_delta_session.py JAR_DIR
   JAR_DIR holds the Delta jars resolved from Maven Central by scripts/spark-jars.sh; Spark
   is started with them in spark.jars and never downloads anything.
 
+Every command may carry "session": ID (the Go tests send their test's id): the command
+then runs in that session's own SparkSession (spark.newSession(): its own SQL conf, e.g.
+spark.sql.session.timeZone, and temp views) with that session's Hadoop options applied to
+the shared SparkContext's Hadoop configuration for the duration of the command, so one
+test's settings never reach another's commands. Commands are handled one at a time.
+
 Commands:
   {"op": "read", "path": P}   → {"ok": {"schema": [{name, type, nullable}], "rows": [...]}}
       rows sorted by their JSON form; values rendered like read_table.py (delta-rs)
       (timestamps as µs since the epoch, decimals as exact strings, binary as hex, dates ISO)
   {"op": "sql", "query": Q}   → {"ok": [row as dict, ...]} (values rendered the same way)
   {"op": "hadoop", "conf": {K: V}} → {"ok": null}: sets Hadoop options (e.g. fs.s3a.* for
-      reading s3a:// paths through S3A, hadoop-aws among JAR_DIR's jars); sent on stdin, so
-      credentials never appear on a command line
+      reading s3a:// paths through S3A, hadoop-aws among JAR_DIR's jars) for the session's
+      later commands; sent on stdin, so credentials never appear on a command line
+  {"op": "drop"}  → {"ok": null}: forgets the session (its SparkSession and Hadoop options)
   {"op": "quit"}
 """
 import datetime
@@ -83,35 +90,58 @@ def main():
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    sessions = {}  # id → SparkSession
+    hadoop = {}  # id → {key: value}
     print(json.dumps({"ok": {"spark": spark.version}}), flush=True)
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
+        saved = {}  # Hadoop options replaced for this command: key → previous value or None
         try:
             cmd = json.loads(line)
             op = cmd["op"]
+            sid = cmd.get("session")
             if op == "quit":
                 print(json.dumps({"ok": None}), flush=True)
                 break
+            if op == "drop":
+                sessions.pop(sid, None)
+                hadoop.pop(sid, None)
+                print(json.dumps({"ok": None}), flush=True)
+                continue
+            if op == "hadoop":
+                hadoop.setdefault(sid, {}).update(cmd["conf"])
+                print(json.dumps({"ok": None}), flush=True)
+                continue
+            session = spark
+            if sid is not None:
+                if sid not in sessions:
+                    sessions[sid] = spark.newSession()
+                session = sessions[sid]
+            for k, v in hadoop.get(sid, {}).items():
+                saved[k] = hconf.get(k)
+                hconf.set(k, v)
             if op == "read":
-                df = spark.read.format("delta").load(cmd["path"])
+                df = session.read.format("delta").load(cmd["path"])
                 rows = [plain(r) for r in df.collect()]
                 rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
                 schema = [{"name": f.name, "type": f.dataType.simpleString(), "nullable": f.nullable} for f in df.schema.fields]
                 out = {"schema": schema, "rows": rows}
-            elif op == "hadoop":
-                hconf = spark.sparkContext._jsc.hadoopConfiguration()
-                for k, v in cmd["conf"].items():
-                    hconf.set(k, v)
-                out = None
             elif op == "sql":
-                out = [plain(r) for r in spark.sql(cmd["query"]).collect()]
+                out = [plain(r) for r in session.sql(cmd["query"]).collect()]
             else:
                 raise ValueError("unknown op " + op)
             print(json.dumps({"ok": out}, ensure_ascii=False), flush=True)
         except Exception as e:  # noqa: BLE001 - reported to the Go test
             print(json.dumps({"error": f"{type(e).__name__}: {e}"[:4000], "trace": traceback.format_exc()[-2000:]}), flush=True)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    hconf.unset(k)
+                else:
+                    hconf.set(k, v)
     spark.stop()
 
 
