@@ -58,8 +58,13 @@ type Commit struct {
 	// OperationParameters is commitInfo.operationParameters (string values only).
 	OperationParameters map[string]string
 	// OperationMetrics, when set, is commitInfo.operationMetrics (string values); by
-	// default the metrics of a write (numFiles, numOutputBytes, numOutputRows).
+	// default the metrics of a write (numFiles, numOutputBytes, numOutputRows). An empty
+	// non-nil map writes {}, as Spark does for ALTER TABLE and CREATE TABLE without data.
 	OperationMetrics map[string]string
+	// ReadsData says the commit was computed from the table's data files (a scan, Spark's
+	// readFiles/readPredicates: ADD CONSTRAINT, SET NOT NULL): commitInfo.isBlindAppend is
+	// then false. isBlindAppend is also false when the commit removes files.
+	ReadsData bool
 	// IsolationLevel is commitInfo.isolationLevel: "Serializable" by default; Spark's
 	// OPTIMIZE writes "SnapshotIsolation".
 	IsolationLevel string
@@ -398,7 +403,7 @@ func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
 		"operation":           op,
 		"operationParameters": params,
 		"isolationLevel":      isolation,
-		"isBlindAppend":       len(c.Removes) == 0,
+		"isBlindAppend":       len(c.Removes) == 0 && !c.ReadsData,
 		"operationMetrics":    metrics,
 		"txnId":               txnID,
 	}

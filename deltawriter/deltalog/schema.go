@@ -204,20 +204,39 @@ type jsonField struct {
 func (s *StructType) MarshalJSON() ([]byte, error) {
 	fields := make([]jsonField, len(s.Fields))
 	for i, f := range s.Fields {
-		t, err := marshalType(f.Type)
+		jf, err := f.jsonField()
 		if err != nil {
-			return nil, fmt.Errorf("marshal field %q: %w", f.Name, err)
+			return nil, err
 		}
-		md := f.Metadata
-		if md == nil {
-			md = map[string]any{}
-		}
-		fields[i] = jsonField{Name: f.Name, Type: t, Nullable: f.Nullable, Metadata: md}
+		fields[i] = jf
 	}
 	return json.Marshal(struct {
 		Type   string      `json:"type"`
 		Fields []jsonField `json:"fields"`
 	}{"struct", fields})
+}
+
+// MarshalJSON writes the field as a schema string does (PROTOCOL.md, "Struct Field"):
+// {"name":…,"type":…,"nullable":…,"metadata":{…}} in that order, as Spark writes a column
+// in commitInfo.operationParameters (e.g. CHANGE COLUMN's "column").
+func (f StructField) MarshalJSON() ([]byte, error) {
+	jf, err := f.jsonField()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(jf)
+}
+
+func (f *StructField) jsonField() (jsonField, error) {
+	t, err := marshalType(f.Type)
+	if err != nil {
+		return jsonField{}, fmt.Errorf("marshal field %q: %w", f.Name, err)
+	}
+	md := f.Metadata
+	if md == nil {
+		md = map[string]any{}
+	}
+	return jsonField{Name: f.Name, Type: t, Nullable: f.Nullable, Metadata: md}, nil
 }
 
 func marshalType(t DataType) (json.RawMessage, error) {

@@ -5,8 +5,10 @@ import (
 	"math"
 	"math/big"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
@@ -434,13 +436,38 @@ func (s stringFn) eval(row []Value) (Value, error) {
 		}
 		return Int(deltalog.Integer, int64(utf8.RuneCountInString(v.Str))), nil
 	case "lower":
-		return Str(strings.Map(unicode.ToLower, v.Str)), nil
+		return Str(caseMap(v.Str, false)), nil
 	case "upper":
-		return Str(strings.Map(unicode.ToUpper, v.Str)), nil
+		return Str(caseMap(v.Str, true)), nil
 	case "trim": // Spark's UTF8String.trim: the space character only
 		return Str(strings.Trim(v.Str, " ")), nil
 	case "ltrim":
 		return Str(strings.TrimLeft(v.Str, " ")), nil
 	}
 	return Str(strings.TrimRight(v.Str, " ")), nil
+}
+
+// caseMap is Spark's upper (up) or lower of s: ASCII letters mapped directly (Spark's
+// UTF8String fast path), anything else by Unicode's full, locale-independent case mapping
+// as Java's String.toUpperCase/toLowerCase: SpecialCasing's one-to-many mappings (ß → SS,
+// ﬁ → FI, İ → i̇) and the final sigma (ΟΔΟΣ → οδος), which per-rune mapping misses.
+func caseMap(s string, up bool) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		if up {
+			return strings.ToUpper(s)
+		}
+		return strings.ToLower(s)
+	}
+	// A Caser keeps state: one per call (the evaluator runs on several goroutines).
+	if up {
+		return cases.Upper(language.Und).String(s)
+	}
+	return cases.Lower(language.Und).String(s)
 }

@@ -121,7 +121,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		return nil, err
 	}
 
-	if err := checkConstraintChanges(snap, a); err != nil {
+	if err := checkConstraintChanges(ctx, table, snap, a); err != nil {
 		return nil, err
 	}
 
@@ -137,6 +137,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 				return err
 			}
 			c.ReadVersion, c.Operation, c.EngineInfo = s.Version, op, engineInfo
+			if c.OperationMetrics == nil && len(c.Adds) == 0 && len(c.Removes) == 0 {
+				c.OperationMetrics = map[string]string{} // Spark writes {} for a metadata-only ALTER TABLE
+			}
 			v, err := table.Commit(ctx, c)
 			if errors.Is(err, deltawriter.ErrMetadataChanged) && attempt < 5 {
 				if err := alterRetry.Sleep(ctx, attempt); err != nil {
@@ -225,7 +228,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 			return out, err
 		}
 	}
-	if err := applyConstraints(ctx, table, a, step); err != nil {
+	if err := applyConstraints(ctx, table, snap, a, step); err != nil {
 		return out, err
 	}
 	if err := applyColumnChanges(a, step); err != nil {

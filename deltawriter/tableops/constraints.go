@@ -54,8 +54,10 @@ func ParseConstraint(s string) (ConstraintDef, error) {
 
 // checkConstraintChanges validates a's constraint and NOT NULL changes against snap
 // (before anything is committed): a constraint that already exists or does not, an
-// expression outside the evaluator's subset or not boolean, an unknown column.
-func checkConstraintChanges(snap *deltawriter.Snapshot, a Alter) error {
+// expression outside the evaluator's subset or not boolean, an unknown column, and then
+// existing rows that violate a constraint or NOT NULL to add (scanViolations over every
+// data file of snap), so that a refused alter commits none of its changes.
+func checkConstraintChanges(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, a Alter) error {
 	conf := snap.Metadata.Configuration
 	for _, c := range a.AddConstraints {
 		if old, ok := conf[deltalog.PropConstraintPrefix+c.Name]; ok {
@@ -65,6 +67,7 @@ func checkConstraintChanges(snap *deltawriter.Snapshot, a Alter) error {
 			return fmt.Errorf("add constraint %s: %w", c.Name, err)
 		}
 	}
+
 	for _, n := range a.DropConstraints {
 		if _, ok := conf[deltalog.PropConstraintPrefix+strings.ToLower(n)]; !ok {
 			return fmt.Errorf("drop constraint %s: the table has no such constraint (it has: %s)", n, strings.Join(constraintNames(conf), ", "))
@@ -74,6 +77,38 @@ func checkConstraintChanges(snap *deltawriter.Snapshot, a Alter) error {
 		if f := snap.Schema.FieldByKey(col); f == nil {
 			return fmt.Errorf("change column %s: the table has no top-level column of that name", col)
 		}
+	}
+	for _, c := range a.AddConstraints {
+		if err := scanConstraint(ctx, table, snap, c, nil); err != nil {
+			return err
+		}
+	}
+	for _, col := range a.SetNotNull {
+		if err := scanNotNull(ctx, table, snap, snap.Schema.FieldByKey(col).Name, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanConstraint refuses CHECK constraint c when a row of snap's data files, other than
+// those in done (already scanned), violates it.
+func scanConstraint(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, c ConstraintDef, done map[string]deltalog.Add) error {
+	cons, err := deltawriter.Constraints(snap.Schema, map[string]string{deltalog.PropConstraintPrefix + c.Name: c.Expr})
+	if err != nil {
+		return fmt.Errorf("add constraint %s: %w", c.Name, err)
+	}
+	if err := scanViolations(ctx, table, snap, cons[0].Expr, "", "CHECK constraint "+c.Name+" ("+c.Expr+")", done); err != nil {
+		return fmt.Errorf("add constraint %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// scanNotNull refuses NOT NULL on top-level column col when a row of snap's data files,
+// other than those in done (already scanned), has NULL in it.
+func scanNotNull(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, col string, done map[string]deltalog.Add) error {
+	if err := scanViolations(ctx, table, snap, nil, col, "NOT NULL constraint on "+col, done); err != nil {
+		return fmt.Errorf("set not null %s: %w", col, err)
 	}
 	return nil
 }
@@ -93,8 +128,9 @@ func constraintNames(conf map[string]string) []string {
 }
 
 // applyConstraints commits a's constraint changes through step, in this order: drop
-// constraints, add constraints, set NOT NULL, drop NOT NULL.
-func applyConstraints(ctx context.Context, table *deltawriter.Table, a Alter, step func(op string, build func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error)) error) error {
+// constraints, add constraints, set NOT NULL, drop NOT NULL. checkConstraintChanges has
+// scanned the data files of snapshot scanned; a step scans only the files added since.
+func applyConstraints(ctx context.Context, table *deltawriter.Table, scanned *deltawriter.Snapshot, a Alter, step func(op string, build func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error)) error) error {
 	for _, n := range a.DropConstraints {
 		name := strings.ToLower(n)
 		err := step("DROP CONSTRAINT", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
@@ -105,7 +141,7 @@ func applyConstraints(ctx context.Context, table *deltawriter.Table, a Alter, st
 				return deltawriter.Commit{}, "", fmt.Errorf("drop constraint %s: the table has no such constraint", name)
 			}
 			delete(meta.Configuration, deltalog.PropConstraintPrefix+name)
-			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"name": name, "expr": old}}, name + " CHECK (" + old + ")", nil
+			return deltawriter.Commit{Metadata: &meta, OperationParameters: map[string]string{"name": name, "expr": old, "existed": "true"}}, name + " CHECK (" + old + ")", nil
 		})
 		if err != nil {
 			return err
@@ -113,18 +149,14 @@ func applyConstraints(ctx context.Context, table *deltawriter.Table, a Alter, st
 	}
 	for _, c := range a.AddConstraints {
 		err := step("ADD CONSTRAINT", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
-			cons, err := deltawriter.Constraints(s.Schema, map[string]string{deltalog.PropConstraintPrefix + c.Name: c.Expr})
-			if err != nil {
-				return deltawriter.Commit{}, "", fmt.Errorf("add constraint %s: %w", c.Name, err)
-			}
-			if err := scanViolations(ctx, table, s, cons[0].Expr, "", "CHECK constraint "+c.Name+" ("+c.Expr+")"); err != nil {
-				return deltawriter.Commit{}, "", fmt.Errorf("add constraint %s: %w", c.Name, err)
+			if err := scanConstraint(ctx, table, s, c, scanned.Files); err != nil {
+				return deltawriter.Commit{}, "", err
 			}
 			meta := s.Metadata
 			meta.Configuration = cloneConf(meta.Configuration)
 			meta.Configuration[deltalog.PropConstraintPrefix+c.Name] = c.Expr
 			proto := protocolWith(s.Protocol, deltalog.FeatureCheckConstraints, 3)
-			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"name": c.Name, "expr": c.Expr}},
+			return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"name": c.Name, "expr": c.Expr}, ReadsData: true},
 				c.Name + " CHECK (" + c.Expr + ")", nil
 		})
 		if err != nil {
@@ -143,8 +175,8 @@ func applyConstraints(ctx context.Context, table *deltawriter.Table, a Alter, st
 					return deltawriter.Commit{}, "", fmt.Errorf("change column %s: the table has no top-level column of that name", col)
 				}
 				if cols.notNull {
-					if err := scanViolations(ctx, table, s, nil, f.Name, "NOT NULL constraint on "+f.Name); err != nil {
-						return deltawriter.Commit{}, "", fmt.Errorf("set not null %s: %w", f.Name, err)
+					if err := scanNotNull(ctx, table, s, f.Name, scanned.Files); err != nil {
+						return deltawriter.Commit{}, "", err
 					}
 				}
 				f.Nullable = !cols.notNull
@@ -158,12 +190,17 @@ func applyConstraints(ctx context.Context, table *deltawriter.Table, a Alter, st
 				if cols.notNull {
 					proto = protocolWith(s.Protocol, deltalog.FeatureInvariants, 2)
 				}
-				fj, _ := json.Marshal(f)
+				fj, err := json.Marshal(f)
+				if err != nil {
+					return deltawriter.Commit{}, "", fmt.Errorf("encode column %s: %w", f.Name, err)
+				}
 				detail := f.Name + " DROP NOT NULL"
 				if cols.notNull {
 					detail = f.Name + " SET NOT NULL"
 				}
-				return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"column": string(fj)}}, detail, nil
+				// SET NOT NULL read the data files (isBlindAppend false, as ADD CONSTRAINT);
+				// DROP NOT NULL did not (Spark: isBlindAppend true).
+				return deltawriter.Commit{Metadata: &meta, Protocol: proto, OperationParameters: map[string]string{"column": string(fj)}, ReadsData: cols.notNull}, detail, nil
 			})
 			if err != nil {
 				return err
@@ -194,11 +231,11 @@ func protocolWith(p deltalog.Protocol, f string, legacy int) *deltalog.Protocol 
 
 // scanViolations reads every live data file of snap and counts the rows that violate the
 // new constraint: e false or NULL (or not evaluable), or, when e is nil, column notNull
-// NULL. It returns nil when there are none, else an error naming how many, the
+// NULL. Files in done (already scanned) are skipped. It returns nil when there are none, else an error naming how many, the
 // constraint, and one example row (the columns it reads) with its file. Memory: one file
 // and one row group's columns at a time. Files with deletion vectors are refused (the
 // scan would count deleted rows).
-func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, e *expr.Expr, notNull, what string) error {
+func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, e *expr.Expr, notNull, what string, done map[string]deltalog.Add) error {
 	cm, err := snap.Metadata.ColumnMappingMode()
 	if err != nil {
 		return err
@@ -216,6 +253,9 @@ func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawr
 	paths := make([]string, 0, len(snap.Files))
 	adds := map[string]deltalog.Add{}
 	for k, a := range snap.Files {
+		if _, ok := done[k]; ok {
+			continue
+		}
 		paths = append(paths, k)
 		adds[k] = a
 	}
@@ -270,7 +310,7 @@ func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawr
 				for i, c := range cols {
 					switch {
 					case part[deltalog.NameKey(c.Name)]:
-						v, err := partitionValue(c, a.PartitionValues)
+						v, err := partitionValue(c, c.PhysicalName(cm), a.PartitionValues)
 						if err != nil {
 							return fmt.Errorf("scan %s: %w", a.Path, err)
 						}
@@ -306,11 +346,11 @@ func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawr
 		}
 	}
 	if count > 0 {
-		rows := "rows"
+		rows := "rows in %s violate"
 		if count == 1 {
-			rows = "row"
+			rows = "row in %s violates"
 		}
-		return fmt.Errorf("%d %s in %s violate the new %s, for example %s; fix or delete them first (DELTA_NEW_CHECK_CONSTRAINT_VIOLATION)", count, rows, table, what, example)
+		return fmt.Errorf("%d "+rows+" the new %s, for example %s; fix or delete them first (DELTA_NEW_CHECK_CONSTRAINT_VIOLATION)", count, table, what, example)
 	}
 	return nil
 }
@@ -341,12 +381,13 @@ func readColumn(cc parquet.ColumnChunk, n int64) ([]parquet.Value, error) {
 	return out, nil
 }
 
-// partitionValue converts a's serialised partition value of column c (PROTOCOL.md,
-// "Partition Value Serialization") to a Value: NULL for a missing or null value.
-func partitionValue(c *deltalog.StructField, pvs map[string]*string) (expr.Value, error) {
+// partitionValue converts the serialised partition value of column c, keyed by its
+// physical name phys in pvs (add.partitionValues; PROTOCOL.md, "Partition Value
+// Serialization", "Column Mapping") to a Value: NULL for a missing or null value.
+func partitionValue(c *deltalog.StructField, phys string, pvs map[string]*string) (expr.Value, error) {
 	var s *string
 	for k, v := range pvs {
-		if deltalog.NameKey(k) == deltalog.NameKey(c.Name) {
+		if deltalog.NameKey(k) == deltalog.NameKey(phys) {
 			s = v
 		}
 	}
