@@ -222,3 +222,43 @@ func TestTableAlterColumnMapping(t *testing.T) {
 		t.Errorf("schema: exit %d\n got %q\nwant %q", code, stdout, want)
 	}
 }
+
+// TestTableFlagOfAnotherCommand: a flag of one table subcommand given to another is
+// refused (exit 2) before the table is touched, naming the subcommands it belongs to:
+// `table alter --dry-run` used to commit the change, `table vacuum --where` to vacuum
+// the whole table. A negative --retain is refused too (it used to mean the default).
+func TestTableFlagOfAnotherCommand(t *testing.T) {
+	dir := newTestTable(t, filepath.Join(t.TempDir(), "orders"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"table", "alter", dir, "--dry-run", "--add-column", "channel STRING"},
+			"ingestd table alter: --dry-run does not apply to alter (it is a flag of: ingestd table optimize, ingestd table vacuum); remove it\n"},
+		{[]string{"table", "vacuum", dir, "--where", "dt = '2026-11-01'", "--dry-run"},
+			"ingestd table vacuum: --where does not apply to vacuum (it is a flag of: ingestd table optimize); remove it\n"},
+		{[]string{"table", "optimize", dir, "--retain", "1h"},
+			"ingestd table optimize: --retain does not apply to optimize (it is a flag of: ingestd table vacuum); remove it\n"},
+		{[]string{"table", "describe", dir, "--add-constraint", "p CHECK (order_id > 0)"},
+			"ingestd table describe: --add-constraint does not apply to describe (it is a flag of: ingestd table alter); remove it\n"},
+		{[]string{"table", "vacuum", dir, "--retain", "-1h", "--force"},
+			"ingestd table vacuum: --retain -1h0m0s is negative: write a duration such as 168h (or leave it out for the table's delta.deletedFileRetentionDuration)\n"},
+	} {
+		code, stdout, stderr := ingestd(t, c.args...)
+		if code != exitUsage || stdout != "" || stderr != c.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+	code, stdout, stderr := ingestd(t, "table", "history", dir, "--json", "-n", "0")
+	if code != exitOK || strings.Count(stdout, `"version":`) != 1 {
+		t.Errorf("nothing may have been committed: history exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, args := range [][]string{
+		{"table", "vacuum", dir, "--json", "--dry-run"},
+		{"table", "optimize", dir, "--json", "--dry-run"},
+	} {
+		if code, stdout, stderr := ingestd(t, args...); code != exitOK || !strings.HasPrefix(stdout, "{") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and JSON", args, code, stdout, stderr)
+		}
+	}
+}
