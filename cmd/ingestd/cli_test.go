@@ -262,3 +262,28 @@ func TestTableFlagOfAnotherCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestTableConstraintNames: --drop-constraint takes the name as --add-constraint does,
+// backticked when it holds dots or backticks; an empty or unquoted dotted name is refused
+// before anything is committed.
+func TestTableConstraintNames(t *testing.T) {
+	dir := newTestTable(t, filepath.Join(t.TempDir(), "orders"))
+	for _, c := range []struct {
+		args       []string
+		code       int
+		out, error string
+	}{
+		{[]string{"--add-constraint", "`Ops.Id``Max` CHECK (order_id < 1000000)"}, exitOK, "version 1: ADD CONSTRAINT ops.id`max CHECK (order_id < 1000000)\n", ""},
+		{[]string{"--drop-constraint", "`OPS.ID``MAX`"}, exitOK, "version 2: DROP CONSTRAINT ops.id`max CHECK (order_id < 1000000)\n", ""},
+		{[]string{"--add-constraint", "`` CHECK (order_id > 0)"}, exitUsage, "",
+			"ingestd table alter: parse constraint \"`` CHECK (order_id > 0)\": constraint name `` is empty\n"},
+		{[]string{"--add-constraint", "ops.pos CHECK (order_id > 0)"}, exitUsage, "",
+			"ingestd table alter: parse constraint \"ops.pos CHECK (order_id > 0)\": constraint name ops.pos: an unquoted name has only letters, digits and underscores; quote it in backticks: `ops.pos`\n"},
+		{[]string{"--drop-constraint", ""}, exitUsage, "", "ingestd table alter: --drop-constraint: constraint name is empty\n"},
+	} {
+		code, stdout, stderr := ingestd(t, append([]string{"table", "alter", dir}, c.args...)...)
+		if code != c.code || stdout != c.out || stderr != c.error {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, %q, %q", c.args, code, stdout, stderr, c.code, c.out, c.error)
+		}
+	}
+}

@@ -239,7 +239,15 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			a.AddConstraints = append(a.AddConstraints, def)
 		}
-		a.DropConstraints, a.SetNotNull, a.DropNotNull = dropCons, setNotNull, dropNotNull
+		for _, c := range dropCons {
+			name, err := tableops.ParseConstraintName(c)
+			if err != nil {
+				fmt.Fprintln(stderr, "ingestd table alter: --drop-constraint:", err)
+				return exitUsage
+			}
+			a.DropConstraints = append(a.DropConstraints, name)
+		}
+		a.SetNotNull, a.DropNotNull = setNotNull, dropNotNull
 		a.EnableColumnMapping = *enableCM
 		for _, s := range renames {
 			r, err := tableops.ParseRename(s)
