@@ -140,6 +140,11 @@ func TestEvalSQL(t *testing.T) {
 		"'abc' LIKE 'a%'":              "true",
 		"'a%c' LIKE 'a\\\\%c'":         "true",
 		"'abc' LIKE 'a\\\\%c'":         "false",
+		"'abc' LIKE 'a\\_c'":           "false", // Spark keeps \_ and \% escaped in a literal (unescapeSQLString)
+		"'a_c' LIKE 'a\\_c'":           "true",
+		"'a%c' LIKE 'a\\%c'":           "true",
+		"'abc' LIKE 'a\\%'":            "false",
+		"'a\\_c' = 'a\\\\_c'":          "true",
 		"'a_c' LIKE 'a!_c' ESCAPE '!'": "true",
 		"'Zoë' LIKE 'Zo_'":             "true",
 		"coalesce(NULL, 2, 3)":         "2",

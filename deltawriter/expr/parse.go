@@ -175,8 +175,8 @@ func lex(src string) ([]token, error) {
 }
 
 // lexString reads a quoted string literal with Spark's default escapes
-// (spark.sql.parser.escapedStringLiterals=false): \n, \t, \', \\, \uXXXX, … and returns
-// its value and length in bytes.
+// (spark.sql.parser.escapedStringLiterals=false): \n, \t, \', \\, \uXXXX, … (\% and \_
+// stay two characters, for LIKE) and returns its value and length in bytes.
 func lexString(s string) (string, int, error) {
 	q := s[0]
 	var b strings.Builder
@@ -200,6 +200,9 @@ func lexString(s string) (string, int, error) {
 				b.WriteByte(0)
 			case 'Z':
 				b.WriteByte(26)
+			case '%', '_': // kept escaped, as Spark's unescapeSQLString does, so LIKE 'a\_c' matches a literal _
+				b.WriteByte('\\')
+				b.WriteByte(e)
 			case 'u':
 				if i+4 < len(s) {
 					if v, err := strconv.ParseUint(s[i+1:i+5], 16, 32); err == nil {
