@@ -153,7 +153,7 @@ func TestEvalSQL(t *testing.T) {
 		"trim('  a b  ')":              "a b",
 		"CAST('NaN' AS DOUBLE) = CAST('NaN' AS DOUBLE)":              "true",
 		"CAST('NaN' AS DOUBLE) > 1000000.0":                          "true",
-		"CAST('1.9' AS INT)":                                         "1",
+		"CAST(' +19 ' AS INT)":                                       "19",
 		"CAST(2.5 AS INT)":                                           "2",
 		"CAST(-2.5 AS INT)":                                          "-2",
 		"CAST(0.125 AS DECIMAL(3,2))":                                "0.13",
@@ -190,6 +190,9 @@ func TestEvalErrors(t *testing.T) {
 		"1.0 % 0":                            "DIVIDE_BY_ZERO",
 		"2147483647 + 1":                     "ARITHMETIC_OVERFLOW",
 		"CAST('x' AS INT)":                   "CAST_INVALID_INPUT",
+		"CAST('1.9' AS INT)":                 "CAST_INVALID_INPUT", // ANSI: UTF8String.toIntExact takes no decimal point
+		"CAST('1.' AS BIGINT)":               "CAST_INVALID_INPUT",
+		"CAST('+-1' AS INT)":                 "CAST_INVALID_INPUT",
 		"CAST(1000 AS DECIMAL(3,1))":         "NUMERIC_VALUE_OUT_OF_RANGE",
 		"CAST(CAST('NaN' AS DOUBLE) AS INT)": "CAST_OVERFLOW",
 		"'a' LIKE 'a\\\\'":                   "ESC_AT_THE_END",
