@@ -253,12 +253,16 @@ func TestTableFlagOfAnotherCommand(t *testing.T) {
 	if code != exitOK || strings.Count(stdout, `"version":`) != 1 {
 		t.Errorf("nothing may have been committed: history exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	for _, args := range [][]string{
-		{"table", "vacuum", dir, "--json", "--dry-run"},
-		{"table", "optimize", dir, "--json", "--dry-run"},
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"table", "vacuum", dir, "--json", "--dry-run"}, `{"dryRun":true,"retentionNanos":604800000000000,`},
+		// camelCase keys with units, like vacuum's (they were Go field names, Duration unitless)
+		{[]string{"table", "optimize", dir, "--json", "--dry-run"}, `{"readVersion":0,"version":-1,"partitions":null,"dropped":null,"filesRemoved":0,"filesAdded":0,"bytesRemoved":0,"bytesAdded":0,"rowsWritten":0,"deletionVectorsRemoved":0,"durationNanos":`},
 	} {
-		if code, stdout, stderr := ingestd(t, args...); code != exitOK || !strings.HasPrefix(stdout, "{") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and JSON", args, code, stdout, stderr)
+		if code, stdout, stderr := ingestd(t, c.args...); code != exitOK || !strings.HasPrefix(stdout, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and JSON starting %s", c.args, code, stdout, stderr, c.want)
 		}
 	}
 }
