@@ -137,6 +137,9 @@ func TestAlterRefusesBeforeCommitting(t *testing.T) {
 		{"column mapping max id", func() Alter {
 			return Alter{SetProperties: map[string]string{"delta.columnMapping.maxColumnId": "1"}}
 		}, "set property delta.columnMapping.maxColumnId: Delta maintains it"},
+		{"protocol version as a property", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.minWriterVersion": "7"}}
+		}, "set property delta.minWriterVersion: the protocol is not a table property"},
 		{"retention without interval syntax", func() Alter {
 			return Alter{SetProperties: map[string]string{"delta.logRetentionDuration": "30 days"}}
 		}, `want an interval such as "interval 30 days"`},
