@@ -241,6 +241,8 @@ func TestTableFlagOfAnotherCommand(t *testing.T) {
 			"ingestd table optimize: --retain does not apply to optimize (it is a flag of: ingestd table vacuum); remove it\n"},
 		{[]string{"table", "describe", dir, "--add-constraint", "p CHECK (order_id > 0)"},
 			"ingestd table describe: --add-constraint does not apply to describe (it is a flag of: ingestd table alter); remove it\n"},
+		{[]string{"table", "vacuum", dir, "--now", "2099-01-01T00:00:00Z"},
+			"ingestd table vacuum: --now 2099-01-01T00:00:00Z is in the future: files removed, or written by flushes in flight, less than --retain before it (including now) would be deleted; add --dry-run to see what it would delete, or --force if no writer is running and no reader needs older versions\n"},
 		{[]string{"table", "vacuum", dir, "--retain", "-1h", "--force"},
 			"ingestd table vacuum: --retain -1h0m0s is negative: write a duration such as 168h (or leave it out for the table's delta.deletedFileRetentionDuration)\n"},
 	} {
@@ -258,6 +260,7 @@ func TestTableFlagOfAnotherCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"table", "vacuum", dir, "--json", "--dry-run"}, `{"dryRun":true,"retentionNanos":604800000000000,`},
+		{[]string{"table", "vacuum", dir, "--json", "--dry-run", "--now", "2099-01-01T00:00:00Z"}, `{"dryRun":true,"retentionNanos":604800000000000,"deleteBefore":"2098-12-25T00:00:00Z"`},
 		// camelCase keys with units, like vacuum's (they were Go field names, Duration unitless)
 		{[]string{"table", "optimize", dir, "--json", "--dry-run"}, `{"readVersion":0,"version":-1,"partitions":null,"dropped":null,"filesRemoved":0,"filesAdded":0,"bytesRemoved":0,"bytesAdded":0,"rowsWritten":0,"deletionVectorsRemoved":0,"durationNanos":`},
 	} {

@@ -413,6 +413,12 @@ func tableVacuum(ctx context.Context, tbl *deltawriter.Table, retain time.Durati
 			fmt.Fprintf(stderr, "ingestd table vacuum: --now %q: write an RFC 3339 time such as 2026-12-01T15:00:00Z\n", nowFlag)
 			return exitUsage
 		}
+		if at.After(time.Now()) && !dryRun && !force {
+			// a later "now" shortens the real retention by the difference: the check
+			// --force exists for, so it needs --force (or a dry run) too
+			fmt.Fprintf(stderr, "ingestd table vacuum: --now %s is in the future: files removed, or written by flushes in flight, less than --retain before it (including now) would be deleted; add --dry-run to see what it would delete, or --force if no writer is running and no reader needs older versions\n", nowFlag)
+			return exitUsage
+		}
 		o.Now = func() time.Time { return at }
 	}
 	res, err := maintenance.Vacuum(ctx, tbl, o)
