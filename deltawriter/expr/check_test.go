@@ -145,6 +145,8 @@ func TestEvalSQL(t *testing.T) {
 		"'a%c' LIKE 'a\\%c'":           "true",
 		"'abc' LIKE 'a\\%'":            "false",
 		"'a\\_c' = 'a\\\\_c'":          "true",
+		"'\\101\\0' = 'A\\u0000'":      "true", // octal \[01][0-7][0-7] as Spark's unescapeSQLString; \0 alone is NUL
+		"length('\\012')":              "1",
 		"'a_c' LIKE 'a!_c' ESCAPE '!'": "true",
 		"'Zoë' LIKE 'Zo_'":             "true",
 		"coalesce(NULL, 2, 3)":         "2",
