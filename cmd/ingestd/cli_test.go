@@ -222,3 +222,75 @@ func TestTableAlterColumnMapping(t *testing.T) {
 		t.Errorf("schema: exit %d\n got %q\nwant %q", code, stdout, want)
 	}
 }
+
+// TestTableFlagOfAnotherCommand: a flag of one table subcommand given to another is
+// refused (exit 2) before the table is touched, naming the subcommands it belongs to:
+// `table alter --dry-run` used to commit the change, `table vacuum --where` to vacuum
+// the whole table. A negative --retain is refused too (it used to mean the default).
+func TestTableFlagOfAnotherCommand(t *testing.T) {
+	dir := newTestTable(t, filepath.Join(t.TempDir(), "orders"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"table", "alter", dir, "--dry-run", "--add-column", "channel STRING"},
+			"ingestd table alter: --dry-run does not apply to alter (it is a flag of: ingestd table optimize, ingestd table vacuum); remove it\n"},
+		{[]string{"table", "vacuum", dir, "--where", "dt = '2026-11-01'", "--dry-run"},
+			"ingestd table vacuum: --where does not apply to vacuum (it is a flag of: ingestd table optimize); remove it\n"},
+		{[]string{"table", "optimize", dir, "--retain", "1h"},
+			"ingestd table optimize: --retain does not apply to optimize (it is a flag of: ingestd table vacuum); remove it\n"},
+		{[]string{"table", "describe", dir, "--add-constraint", "p CHECK (order_id > 0)"},
+			"ingestd table describe: --add-constraint does not apply to describe (it is a flag of: ingestd table alter); remove it\n"},
+		{[]string{"table", "vacuum", dir, "--now", "2099-01-01T00:00:00Z"},
+			"ingestd table vacuum: --now 2099-01-01T00:00:00Z is in the future: files removed, or written by flushes in flight, less than --retain before it (including now) would be deleted; add --dry-run to see what it would delete, or --force if no writer is running and no reader needs older versions\n"},
+		{[]string{"table", "vacuum", dir, "--retain", "-1h", "--force"},
+			"ingestd table vacuum: --retain -1h0m0s is negative: write a duration such as 168h (or leave it out for the table's delta.deletedFileRetentionDuration)\n"},
+	} {
+		code, stdout, stderr := ingestd(t, c.args...)
+		if code != exitUsage || stdout != "" || stderr != c.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+	code, stdout, stderr := ingestd(t, "table", "history", dir, "--json", "-n", "0")
+	if code != exitOK || strings.Count(stdout, `"version":`) != 1 {
+		t.Errorf("nothing may have been committed: history exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"table", "vacuum", dir, "--json", "--dry-run"}, `{"dryRun":true,"retentionNanos":604800000000000,`},
+		{[]string{"table", "vacuum", dir, "--json", "--dry-run", "--now", "2099-01-01T00:00:00Z"}, `{"dryRun":true,"retentionNanos":604800000000000,"deleteBefore":"2098-12-25T00:00:00Z"`},
+		// camelCase keys with units, like vacuum's (they were Go field names, Duration unitless)
+		{[]string{"table", "optimize", dir, "--json", "--dry-run"}, `{"readVersion":0,"version":-1,"partitions":null,"dropped":null,"filesRemoved":0,"filesAdded":0,"bytesRemoved":0,"bytesAdded":0,"rowsWritten":0,"deletionVectorsRemoved":0,"durationNanos":`},
+	} {
+		if code, stdout, stderr := ingestd(t, c.args...); code != exitOK || !strings.HasPrefix(stdout, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and JSON starting %s", c.args, code, stdout, stderr, c.want)
+		}
+	}
+}
+
+// TestTableConstraintNames: --drop-constraint takes the name as --add-constraint does,
+// backticked when it holds dots or backticks; an empty or unquoted dotted name is refused
+// before anything is committed.
+func TestTableConstraintNames(t *testing.T) {
+	dir := newTestTable(t, filepath.Join(t.TempDir(), "orders"))
+	for _, c := range []struct {
+		args       []string
+		code       int
+		out, error string
+	}{
+		{[]string{"--add-constraint", "`Ops.Id``Max` CHECK (order_id < 1000000)"}, exitOK, "version 1: ADD CONSTRAINT ops.id`max CHECK (order_id < 1000000)\n", ""},
+		{[]string{"--drop-constraint", "`OPS.ID``MAX`"}, exitOK, "version 2: DROP CONSTRAINT ops.id`max CHECK (order_id < 1000000)\n", ""},
+		{[]string{"--add-constraint", "`` CHECK (order_id > 0)"}, exitUsage, "",
+			"ingestd table alter: parse constraint \"`` CHECK (order_id > 0)\": constraint name `` is empty\n"},
+		{[]string{"--add-constraint", "ops.pos CHECK (order_id > 0)"}, exitUsage, "",
+			"ingestd table alter: parse constraint \"ops.pos CHECK (order_id > 0)\": constraint name ops.pos: an unquoted name has only letters, digits and underscores; quote it in backticks: `ops.pos`\n"},
+		{[]string{"--drop-constraint", ""}, exitUsage, "", "ingestd table alter: --drop-constraint: constraint name is empty\n"},
+	} {
+		code, stdout, stderr := ingestd(t, append([]string{"table", "alter", dir}, c.args...)...)
+		if code != c.code || stdout != c.out || stderr != c.error {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, %q, %q", c.args, code, stdout, stderr, c.code, c.out, c.error)
+		}
+	}
+}

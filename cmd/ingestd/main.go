@@ -40,6 +40,7 @@ Usage:
   ingestd run      --config DIR|FILE [--listen 127.0.0.1:9102]   run pipelines
   ingestd validate --config DIR|FILE                              check pipeline files
   ingestd table    schema|history|describe|alter URI              inspect or alter a Delta table
+                   optimize|vacuum URI                            compact it; delete files no version needs
                    (or --table URI, or --config PIPELINE.yaml: the pipeline's table)
   ingestd dlq inspect PIPELINE.yaml                               what is in the dead-letter topic
   ingestd replay   PIPELINE.yaml [--dry-run] [--max-replays N]    land dead letters that now fit

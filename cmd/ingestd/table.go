@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -57,6 +59,31 @@ Commands:
 Works on any Delta table, not only ingestd's. A running pipeline picks the change up at
 its next commit, without a restart.`
 
+// checkFlagsApply refuses a flag given to a table subcommand it does not belong to
+// (`table alter --dry-run` would otherwise commit, `table vacuum --where` would
+// vacuum everything): a flag whose usage starts "cmd, cmd: " belongs to those
+// subcommands; one without such a prefix (--table, --config) to all. It returns
+// exitOK, or exitUsage after printing which subcommands take the flag.
+func checkFlagsApply(fs *flag.FlagSet, sub string, stderr io.Writer) int {
+	code := exitOK
+	fs.Visit(func(f *flag.Flag) {
+		if code != exitOK {
+			return
+		}
+		prefix, _, ok := strings.Cut(f.Usage, ": ")
+		if !ok || strings.ContainsAny(prefix, "`(") {
+			return
+		}
+		subs := strings.Split(prefix, ", ")
+		if slices.Contains(subs, sub) {
+			return
+		}
+		fmt.Fprintf(stderr, "ingestd table %s: --%s does not apply to %s (it is a flag of: ingestd table %s); remove it\n", sub, f.Name, sub, strings.Join(subs, ", ingestd table "))
+		code = exitUsage
+	})
+	return code
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -72,7 +99,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	uri := fs.String("table", "", "table `URI` (/path, a relative path, file:///path, s3://, gs://, az:// or abfss://; store settings from the environment), instead of the argument")
 	config := fs.String("config", "", "pipeline `file` whose table to use, instead of the argument")
 	n := fs.Int("n", 20, "history: number of `commits` (0 for all)")
-	asJSON := fs.Bool("json", false, "history, describe: print JSON")
+	asJSON := fs.Bool("json", false, "history, describe, optimize, vacuum: print JSON")
 	var add, widen, props, features stringList
 	fs.Var(&add, "add-column", "alter: `'path TYPE'` to add (repeatable)")
 	fs.Var(&widen, "widen", "alter: `'path TYPE'` to widen to (repeatable)")
@@ -110,6 +137,13 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	pos, code, done := parseArgs(fs, args[1:], 1)
 	if done {
 		return code
+	}
+	if code := checkFlagsApply(fs, sub, stderr); code != exitOK {
+		return code
+	}
+	if sub == "vacuum" && *retain < 0 && *retain != -1 {
+		fmt.Fprintf(stderr, "ingestd table vacuum: --retain %s is negative: write a duration such as 168h (or leave it out for the table's delta.deletedFileRetentionDuration)\n", *retain)
+		return exitUsage
 	}
 	var storeOpts storage.Options // the pipeline's table.storage with --config; else the environment only
 	if *uri, storeOpts, code = tableArg(sub, pos, *uri, *config, stderr); *uri == "" {
@@ -205,7 +239,15 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			a.AddConstraints = append(a.AddConstraints, def)
 		}
-		a.DropConstraints, a.SetNotNull, a.DropNotNull = dropCons, setNotNull, dropNotNull
+		for _, c := range dropCons {
+			name, err := tableops.ParseConstraintName(c)
+			if err != nil {
+				fmt.Fprintln(stderr, "ingestd table alter: --drop-constraint:", err)
+				return exitUsage
+			}
+			a.DropConstraints = append(a.DropConstraints, name)
+		}
+		a.SetNotNull, a.DropNotNull = setNotNull, dropNotNull
 		a.EnableColumnMapping = *enableCM
 		for _, s := range renames {
 			r, err := tableops.ParseRename(s)
@@ -369,6 +411,12 @@ func tableVacuum(ctx context.Context, tbl *deltawriter.Table, retain time.Durati
 		at, err := time.Parse(time.RFC3339, nowFlag)
 		if err != nil {
 			fmt.Fprintf(stderr, "ingestd table vacuum: --now %q: write an RFC 3339 time such as 2026-12-01T15:00:00Z\n", nowFlag)
+			return exitUsage
+		}
+		if at.After(time.Now()) && !dryRun && !force {
+			// a later "now" shortens the real retention by the difference: the check
+			// --force exists for, so it needs --force (or a dry run) too
+			fmt.Fprintf(stderr, "ingestd table vacuum: --now %s is in the future: files removed, or written by flushes in flight, less than --retain before it (including now) would be deleted; add --dry-run to see what it would delete, or --force if no writer is running and no reader needs older versions\n", nowFlag)
 			return exitUsage
 		}
 		o.Now = func() time.Time { return at }

@@ -280,22 +280,17 @@ func trimSpaceControl(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
-// stringToIntegral is Spark's UTF8String.toLong: an optional sign, digits, and an
-// optional fraction that is dropped (CAST('1.9' AS INT) is 1).
+// stringToIntegral is Spark's ANSI cast of a string to an integral type,
+// UTF8String.toLongExact (toLong with allowDecimal false): after trimming, an optional
+// sign and digits only. A decimal point is invalid input (CAST('1.9' AS INT) fails with
+// CAST_INVALID_INPUT under ANSI; only the legacy non-ANSI cast truncates it to 1).
 func stringToIntegral(s string) (int64, bool) {
 	s = trimSpaceControl(s)
-	ip, fp, dot := strings.Cut(s, ".")
-	if dot && strings.Trim(fp, "0123456789") != "" {
+	body := strings.TrimLeft(s, "+-")
+	if len(s)-len(body) > 1 || body == "" || strings.Trim(body, "0123456789") != "" {
 		return 0, false
 	}
-	body := strings.TrimLeft(ip, "+-")
-	if len(ip)-len(body) > 1 || body == "" && !(dot && fp != "") || strings.Trim(body, "0123456789") != "" {
-		return 0, false
-	}
-	if body == "" {
-		return 0, true
-	}
-	n, err := strconv.ParseInt(ip, 10, 64)
+	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
 }
 

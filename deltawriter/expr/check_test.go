@@ -140,6 +140,13 @@ func TestEvalSQL(t *testing.T) {
 		"'abc' LIKE 'a%'":              "true",
 		"'a%c' LIKE 'a\\\\%c'":         "true",
 		"'abc' LIKE 'a\\\\%c'":         "false",
+		"'abc' LIKE 'a\\_c'":           "false", // Spark keeps \_ and \% escaped in a literal (unescapeSQLString)
+		"'a_c' LIKE 'a\\_c'":           "true",
+		"'a%c' LIKE 'a\\%c'":           "true",
+		"'abc' LIKE 'a\\%'":            "false",
+		"'a\\_c' = 'a\\\\_c'":          "true",
+		"'\\101\\0' = 'A\\u0000'":      "true", // octal \[01][0-7][0-7] as Spark's unescapeSQLString; \0 alone is NUL
+		"length('\\012')":              "1",
 		"'a_c' LIKE 'a!_c' ESCAPE '!'": "true",
 		"'Zoë' LIKE 'Zo_'":             "true",
 		"coalesce(NULL, 2, 3)":         "2",
@@ -159,7 +166,7 @@ func TestEvalSQL(t *testing.T) {
 		"trim('  a b  ')":                               "a b",
 		"CAST('NaN' AS DOUBLE) = CAST('NaN' AS DOUBLE)": "true",
 		"CAST('NaN' AS DOUBLE) > 1000000.0":             "true",
-		"CAST('1.9' AS INT)":                            "1",
+		"CAST(' +19 ' AS INT)":                          "19",
 		"CAST(2.5 AS INT)":                              "2",
 		"CAST(-2.5 AS INT)":                             "-2",
 		"CAST(0.125 AS DECIMAL(3,2))":                   "0.13",
@@ -196,6 +203,9 @@ func TestEvalErrors(t *testing.T) {
 		"1.0 % 0":                            "DIVIDE_BY_ZERO",
 		"2147483647 + 1":                     "ARITHMETIC_OVERFLOW",
 		"CAST('x' AS INT)":                   "CAST_INVALID_INPUT",
+		"CAST('1.9' AS INT)":                 "CAST_INVALID_INPUT", // ANSI: UTF8String.toIntExact takes no decimal point
+		"CAST('1.' AS BIGINT)":               "CAST_INVALID_INPUT",
+		"CAST('+-1' AS INT)":                 "CAST_INVALID_INPUT",
 		"CAST(1000 AS DECIMAL(3,1))":         "NUMERIC_VALUE_OUT_OF_RANGE",
 		"CAST(CAST('NaN' AS DOUBLE) AS INT)": "CAST_OVERFLOW",
 		"'a' LIKE 'a\\\\'":                   "ESC_AT_THE_END",

@@ -175,8 +175,8 @@ func lex(src string) ([]token, error) {
 }
 
 // lexString reads a quoted string literal with Spark's default escapes
-// (spark.sql.parser.escapedStringLiterals=false): \n, \t, \', \\, \uXXXX, … and returns
-// its value and length in bytes.
+// (spark.sql.parser.escapedStringLiterals=false): \n, \t, \', \\, \uXXXX, … (\% and \_
+// stay two characters, for LIKE; \101 is octal) and returns its value and length in bytes.
 func lexString(s string) (string, int, error) {
 	q := s[0]
 	var b strings.Builder
@@ -185,6 +185,10 @@ func lexString(s string) (string, int, error) {
 		switch {
 		case c == q:
 			return b.String(), i + 1, nil
+		case c == '\\' && i+3 < len(s) && (s[i+1] == '0' || s[i+1] == '1') && isOctal(s[i+2]) && isOctal(s[i+3]):
+			// \[01][0-7][0-7]: one character by its octal code, as Spark's OCTAL_CHAR_PATTERN
+			b.WriteRune(rune(s[i+1]-'0')<<6 | rune(s[i+2]-'0')<<3 | rune(s[i+3]-'0'))
+			i += 3
 		case c == '\\' && i+1 < len(s):
 			i++
 			switch e := s[i]; e {
@@ -200,6 +204,9 @@ func lexString(s string) (string, int, error) {
 				b.WriteByte(0)
 			case 'Z':
 				b.WriteByte(26)
+			case '%', '_': // kept escaped, as Spark's unescapeSQLString does, so LIKE 'a\_c' matches a literal _
+				b.WriteByte('\\')
+				b.WriteByte(e)
 			case 'u':
 				if i+4 < len(s) {
 					if v, err := strconv.ParseUint(s[i+1:i+5], 16, 32); err == nil {
@@ -218,6 +225,8 @@ func lexString(s string) (string, int, error) {
 	}
 	return "", 0, fmt.Errorf("unterminated string literal")
 }
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // Parse parses one Spark SQL expression. Errors name the offset and what was expected.
 func Parse(src string) (Node, error) {

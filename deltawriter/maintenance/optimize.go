@@ -54,37 +54,40 @@ type OptimizeOptions struct {
 type PartitionPlan struct {
 	// Partition renders the partition values as "dt=2026-11-02" ("dt=NULL" for the null
 	// value; "" for an unpartitioned table).
-	Partition string
+	Partition string `json:"partition"`
 	// Values are the files' add.partitionValues (physical names).
-	Values       map[string]*string
-	FilesRemoved int
-	BytesRemoved int64
+	Values       map[string]*string `json:"partitionValues"`
+	FilesRemoved int                `json:"filesRemoved"`
+	BytesRemoved int64              `json:"bytesRemoved"`
 	// FilesAdded and BytesAdded are 0 on a dry run; on a dry run FilesAdded is the planned
 	// number of output files.
-	FilesAdded int
-	BytesAdded int64
+	FilesAdded int   `json:"filesAdded"`
+	BytesAdded int64 `json:"bytesAdded"`
 	// RowsWritten are the live rows rewritten (rows deleted by deletion vectors are not).
-	RowsWritten            int64
-	DeletionVectorsRemoved int
+	RowsWritten            int64 `json:"rowsWritten"`
+	DeletionVectorsRemoved int   `json:"deletionVectorsRemoved"`
 }
 
 // OptimizeResult is the outcome of one Optimize.
 type OptimizeResult struct {
 	// ReadVersion is the snapshot the plan was made on; Version the OPTIMIZE commit's
 	// version, -1 when nothing was committed (dry run, nothing to do, every partition lost).
-	ReadVersion int64
-	Version     int64
+	ReadVersion int64 `json:"readVersion"`
+	Version     int64 `json:"version"`
 	// Partitions are the partitions compacted (or planned, on a dry run), sorted.
-	Partitions []PartitionPlan
+	Partitions []PartitionPlan `json:"partitions"`
 	// Dropped are the partitions left out of the commit because a concurrent commit
 	// removed files they would remove (another OPTIMIZE won them).
-	Dropped []string
+	Dropped []string `json:"dropped"`
 	// Totals over Partitions.
-	FilesRemoved, FilesAdded int
-	BytesRemoved, BytesAdded int64
-	RowsWritten              int64
-	DeletionVectorsRemoved   int
-	Duration                 time.Duration
+	FilesRemoved           int   `json:"filesRemoved"`
+	FilesAdded             int   `json:"filesAdded"`
+	BytesRemoved           int64 `json:"bytesRemoved"`
+	BytesAdded             int64 `json:"bytesAdded"`
+	RowsWritten            int64 `json:"rowsWritten"`
+	DeletionVectorsRemoved int   `json:"deletionVectorsRemoved"`
+	// Duration is the run's wall time (JSON: nanoseconds, as VacuumResult's durations).
+	Duration time.Duration `json:"durationNanos"`
 }
 
 // Optimize bin-packs the small files (size < TargetFileSize) of each partition of t into

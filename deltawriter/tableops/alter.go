@@ -77,6 +77,9 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if why, ok := featureProperties[k]; ok {
 			return nil, fmt.Errorf("set property %s: %s", k, why)
 		}
+		if why := managedProperty(k); why != "" {
+			return nil, fmt.Errorf("set property %s: %s", k, why)
+		}
 		if err := checkPropertyValue(k, v); err != nil {
 			return nil, fmt.Errorf("set property %s=%s: %w", k, v, err)
 		}
@@ -346,6 +349,25 @@ var featureProperties = map[string]string{
 	deltalog.PropEnableChangeDataFeed:                         "the change data feed needs a table feature; use Spark",
 	deltalog.PropFeaturePrefix + deltalog.FeatureTypeWidening: "use --enable-feature typeWidening",
 	deltalog.PropFeaturePrefix + deltalog.FeatureTimestampNtz: "use --enable-feature timestampNtz",
+}
+
+// managedProperty returns why key may not be set with --set-property, "" when it may:
+// a CHECK constraint (delta.constraints.<name>) set as a property would skip the scan of
+// the existing rows, the protocol upgrade to checkConstraints and the lower-casing of
+// its name (Spark refuses it too: "use ALTER TABLE ADD CONSTRAINT");
+// delta.columnMapping.maxColumnId is maintained by Delta, never by the user; and
+// delta.minReaderVersion / delta.minWriterVersion are protocol upgrades in Spark, not
+// properties (stored as one, the protocol would not change).
+func managedProperty(key string) string {
+	switch {
+	case strings.HasPrefix(strings.ToLower(key), deltalog.PropConstraintPrefix):
+		return "CHECK constraints are added with --add-constraint 'name CHECK (expression)' (which checks the existing rows and upgrades the protocol) and dropped with --drop-constraint name"
+	case strings.EqualFold(key, deltalog.PropColumnMappingMaxColumnID):
+		return "Delta maintains it (the largest column mapping id in use); --enable-column-mapping, --add-column and evolve set it"
+	case strings.EqualFold(key, "delta.minReaderVersion"), strings.EqualFold(key, "delta.minWriterVersion"), strings.EqualFold(key, "delta.ignoreProtocolDefaults"):
+		return "the protocol is not a table property (Spark's SET TBLPROPERTIES turns this one into a protocol upgrade; ingestd would only store the string): the commands that need a feature upgrade the protocol themselves (--enable-feature, --enable-column-mapping, --add-constraint, --set-not-null)"
+	}
+	return ""
 }
 
 // checkPropertyValue refuses a value Delta readers would reject or misread for the

@@ -128,6 +128,18 @@ func TestAlterRefusesBeforeCommitting(t *testing.T) {
 		{"checkpoint interval zero", func() Alter {
 			return Alter{SetProperties: map[string]string{"delta.checkpointInterval": "0"}}
 		}, "want a whole number of commits, at least 1"},
+		{"constraint as a property", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.constraints.Upper": "order_id > 0"}}
+		}, "set property delta.constraints.Upper: CHECK constraints are added with --add-constraint 'name CHECK (expression)' (which checks the existing rows and upgrades the protocol) and dropped with --drop-constraint name"},
+		{"empty constraint name as a property", func() Alter {
+			return Alter{SetProperties: map[string]string{"DELTA.CONSTRAINTS.": "order_id > 0"}}
+		}, "set property DELTA.CONSTRAINTS.: CHECK constraints are added with --add-constraint"},
+		{"column mapping max id", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.columnMapping.maxColumnId": "1"}}
+		}, "set property delta.columnMapping.maxColumnId: Delta maintains it"},
+		{"protocol version as a property", func() Alter {
+			return Alter{SetProperties: map[string]string{"delta.minWriterVersion": "7"}}
+		}, "set property delta.minWriterVersion: the protocol is not a table property"},
 		{"retention without interval syntax", func() Alter {
 			return Alter{SetProperties: map[string]string{"delta.logRetentionDuration": "30 days"}}
 		}, `want an interval such as "interval 30 days"`},

@@ -32,24 +32,54 @@ type ConstraintDef struct {
 	Expr string
 }
 
-var constraintRe = regexp.MustCompile(`(?is)^\s*(` + "`(?:[^`]|``)+`" + `|[^\s]+)\s+CHECK\s*\((.*)\)\s*$`)
+var constraintRe = regexp.MustCompile(`(?is)^\s*(` + "`(?:[^`]|``)*`" + `|[^\s]+)\s+CHECK\s*\((.*)\)\s*$`)
+
+// identRe is an unquoted Spark SQL identifier (letters, digits, underscores).
+var identRe = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 // ParseConstraint parses --add-constraint's 'name CHECK (expr)'; name may be backticked
 // (`ops.amount.max`) and is lower-cased, as Spark's ALTER TABLE … ADD CONSTRAINT does.
+// Errors: no 'name CHECK (…)' shape, a bad name (see ParseConstraintName), an expression
+// that does not parse.
 func ParseConstraint(s string) (ConstraintDef, error) {
 	m := constraintRe.FindStringSubmatch(s)
 	if m == nil {
 		return ConstraintDef{}, fmt.Errorf("parse constraint %q: want 'name CHECK (expression)', e.g. 'amount_pos CHECK (amount >= 0)'", s)
 	}
-	name := m[1]
-	if strings.HasPrefix(name, "`") {
-		name = strings.ReplaceAll(name[1:len(name)-1], "``", "`")
+	name, err := ParseConstraintName(m[1])
+	if err != nil {
+		return ConstraintDef{}, fmt.Errorf("parse constraint %q: %w", s, err)
 	}
 	src := strings.TrimSpace(m[2])
 	if _, err := expr.Parse(src); err != nil {
 		return ConstraintDef{}, fmt.Errorf("parse constraint %s: %w", name, err)
 	}
-	return ConstraintDef{Name: strings.ToLower(name), Expr: src}, nil
+	return ConstraintDef{Name: name, Expr: src}, nil
+}
+
+// ParseConstraintName parses a constraint name as Spark's ADD/DROP CONSTRAINT takes it:
+// an identifier (letters, digits, underscores) or a backticked name (a backtick inside written twice)
+// that may hold anything else, dots included; it returns the name lower-cased, as the
+// table stores it after "delta.constraints.". Errors: an empty name, an unquoted name
+// with other characters (naming the backticked form), an unbalanced backtick.
+func ParseConstraintName(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case len(s) >= 2 && s[0] == '`' && s[len(s)-1] == '`':
+		inner := s[1 : len(s)-1]
+		if strings.Contains(strings.ReplaceAll(inner, "``", ""), "`") {
+			return "", fmt.Errorf("constraint name %s: a backtick inside a backticked name is written twice (``)", s)
+		}
+		if inner = strings.ReplaceAll(inner, "``", "`"); strings.TrimSpace(inner) == "" {
+			return "", fmt.Errorf("constraint name %s is empty", s)
+		}
+		return strings.ToLower(inner), nil
+	case s == "":
+		return "", errors.New("constraint name is empty")
+	case !identRe.MatchString(s):
+		return "", fmt.Errorf("constraint name %s: an unquoted name has only letters, digits and underscores; quote it in backticks: `%s`", s, strings.ReplaceAll(s, "`", "``"))
+	}
+	return strings.ToLower(s), nil
 }
 
 // checkConstraintChanges validates a's constraint and NOT NULL changes against snap

@@ -16,6 +16,13 @@ func TestParseConstraint(t *testing.T) {
 		"Amount_Pos check(amount >= 0 AND x)":    "amount_pos|amount >= 0 AND x",
 		"`ops.amount.max` CHECK (amount < 1e6x)": "",
 		"`ops.amount.max` CHECK (amount < 100)":  "ops.amount.max|amount < 100",
+		"`Back``Tick` CHECK (amount < 100)":      "back`tick|amount < 100",
+		"`it's \"q\"` CHECK (amount < 100)":      "it's \"q\"|amount < 100",
+		"`` CHECK (amount < 100)":                "",
+		"`  ` CHECK (amount < 100)":              "",
+		"`abc CHECK (amount < 100)":              "",
+		"a.b CHECK (amount < 100)":               "",
+		"`a`b` CHECK (amount < 100)":             "",
 	} {
 		c, err := ParseConstraint(in)
 		got := c.Name + "|" + c.Expr
@@ -27,11 +34,36 @@ func TestParseConstraint(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		"amount >= 0":            `parse constraint "amount >= 0": want 'name CHECK (expression)', e.g. 'amount_pos CHECK (amount >= 0)'`,
-		"p CHECK (amount >= (0)": `parse constraint p: parse expression "amount >= (0": at offset 12: expected ")", found ""`,
+		"amount >= 0":             `parse constraint "amount >= 0": want 'name CHECK (expression)', e.g. 'amount_pos CHECK (amount >= 0)'`,
+		"p CHECK (amount >= (0)":  `parse constraint p: parse expression "amount >= (0": at offset 12: expected ")", found ""`,
+		"`` CHECK (amount >= 0)":  "parse constraint \"`` CHECK (amount >= 0)\": constraint name `` is empty",
+		"a.b CHECK (amount >= 0)": "parse constraint \"a.b CHECK (amount >= 0)\": constraint name a.b: an unquoted name has only letters, digits and underscores; quote it in backticks: `a.b`",
 	} {
 		if _, err := ParseConstraint(in); err == nil || err.Error() != want {
 			t.Errorf("ParseConstraint(%q): %v, want %s", in, err, want)
+		}
+	}
+}
+
+// TestParseConstraintName: the names ADD and DROP CONSTRAINT take, as Spark's parser does:
+// an identifier or a backticked name; never empty, never split on dots.
+func TestParseConstraintName(t *testing.T) {
+	for in, want := range map[string]string{
+		"Amount_Pos":       "amount_pos",
+		"`Ops.Amount.Max`": "ops.amount.max",
+		"`back``tick`":     "back`tick",
+		" `x y` ":          "x y",
+		"":                 "error: constraint name is empty",
+		"``":               "error: constraint name `` is empty",
+		"ops.amount.max":   "error: constraint name ops.amount.max: an unquoted name has only letters, digits and underscores; quote it in backticks: `ops.amount.max`",
+		"`a`b`":            "error: constraint name `a`b`: a backtick inside a backticked name is written twice (``)",
+	} {
+		got, err := ParseConstraintName(in)
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if got != want {
+			t.Errorf("ParseConstraintName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
