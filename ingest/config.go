@@ -171,17 +171,17 @@ type OptimizeConfig struct {
 type VacuumConfig struct {
 	// Every is the interval between runs (required, at least 1s), jittered like optimize.
 	Every time.Duration `yaml:"every"`
-	// Retain is how long removed files are kept (default 168h, Delta's
-	// delta.deletedFileRetentionDuration default); it may not be shorter than the table's
-	// delta.deletedFileRetentionDuration.
+	// Retain is how long removed and orphaned files are kept. 0 (unset): the table's own
+	// delta.deletedFileRetentionDuration (7 days unless the table sets it), as `ingestd
+	// table vacuum` without --retain; a value shorter than the table's setting fails each
+	// run (background vacuums never force).
 	Retain time.Duration `yaml:"retain"`
 }
 
-// Maintenance defaults (issue 16; Delta's default retention of removed files).
+// Maintenance defaults (issue 16).
 const (
 	DefaultTargetFileSize = ByteSize(256 << 20)
 	DefaultMinFiles       = 10
-	DefaultVacuumRetain   = 168 * time.Hour
 )
 
 // ByteSize is a size in bytes that YAML may spell as 134217728, "128MiB", "64MB" or "512KiB".
@@ -397,9 +397,6 @@ func (c *Config) applyDefaults() {
 		if o.MinFiles == 0 {
 			o.MinFiles = DefaultMinFiles
 		}
-	}
-	if v := c.Maintenance.Vacuum; v != nil && v.Retain == 0 {
-		v.Retain = DefaultVacuumRetain
 	}
 }
 

@@ -452,7 +452,7 @@ func TestMaintenanceConfig(t *testing.T) {
 	if o := m.Optimize; o.Every != 15*time.Minute || o.TargetFileSize != 256<<20 || o.MinFiles != 10 || o.MaxRewriteRate != 0 {
 		t.Errorf("optimize defaults: %+v", *o)
 	}
-	if v := m.Vacuum; v.Every != 24*time.Hour || v.Retain != 168*time.Hour {
+	if v := m.Vacuum; v.Every != 24*time.Hour || v.Retain != 0 {
 		t.Errorf("vacuum defaults: %+v", *v)
 	}
 	cfgs, err = LoadConfigs(writeConfig(t, goodConfig+"maintenance:\n  optimize: {every: 2s, target_file_size: 64MiB, min_files: 4, max_rewrite_rate: 1MB}\n"))

@@ -174,7 +174,11 @@ func (mt *maintainer) runJob(ctx context.Context, name string) {
 	case JobVacuum:
 		v := mt.cfg.Vacuum
 		var r maintenance.VacuumResult
-		r, err = maintenance.Vacuum(ctx, mt.table, maintenance.VacuumOptions{Retain: v.Retain, EngineInfo: engineInfo})
+		retain := v.Retain
+		if retain == 0 {
+			retain = -1 // the table's delta.deletedFileRetentionDuration
+		}
+		r, err = maintenance.Vacuum(ctx, mt.table, maintenance.VacuumOptions{Retain: retain, EngineInfo: engineInfo})
 		if err == nil {
 			if r.Deleted == 0 {
 				result = resultNoop
