@@ -53,6 +53,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// openPipeline is ingest.Open; a variable so a test can stand in for a slow open.
+var openPipeline = ingest.Open
+
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "run --config DIR|FILE [flags]", "Run every pipeline of a directory (or one file) until SIGTERM/SIGINT.", stderr)
 	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
@@ -100,8 +103,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, w := range c.Warnings {
 			log.Warn("config: "+w.Msg, "pipeline", c.Name, "file", w.File, "line", w.Line, "fix", w.Fix)
 		}
-		p, err := ingest.Open(ctx, c, log, m)
+		p, err := openPipeline(ctx, c, log, m)
 		if err != nil {
+			if ctx.Err() != nil {
+				// SIGTERM or SIGINT arrived while the pipeline was opening (its table, its
+				// clients): a shutdown, not a failure; nothing was consumed or written.
+				log.Info("stopped while the pipeline was opening", "pipeline", c.Name, "err", err)
+				continue
+			}
 			log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
 			openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
 			continue
