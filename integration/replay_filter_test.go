@@ -275,7 +275,7 @@ func TestReplayFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--reason", "schema_mismatch,nope"}, `--reason "nope" is not a dead-letter reason; use one of bad_magic, decode_error`},
+		{[]string{"--reason", "schema_mismatch,nope"}, `--reason "nope" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error`},
 		{[]string{"--from", "yesterday"}, `--from: parse bound "yesterday": want a DLQ offset (e.g. 1200) or an RFC 3339 time`},
 		{[]string{"--until", "-3"}, `--until: parse bound "-3": an offset is 0 or more`},
 		{[]string{"--from", "10", "--until", "5"}, "--from 10 is not before --until 5 (--until is exclusive): the range is empty"},
