@@ -3,7 +3,6 @@ package deltawriter
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/expr"
 )
 
 // HiveDefaultPartition is the directory name of a null partition value (Spark, Hive).
@@ -271,63 +271,11 @@ func NormalizePartitionValue(t deltalog.DataType, pv *string, loc *time.Location
 	return pv, nil
 }
 
-// javaFloatString renders f as Java's Double.toString (bits 64) or Float.toString (bits
-// 32): the shortest digits that round-trip; "ddd.ddd" (at least one fraction digit) for
-// 1e-3 <= |f| < 1e7, else "d.dddE±n" ("1.0E7", "1.0E-4"); "NaN", "Infinity",
-// "-Infinity"; -0.0 is rendered "0.0", as Spark writes it (the same partition as 0.0).
+// javaFloatString is expr.JavaFloatString for a partition value: -0.0 is rendered "0.0",
+// as Spark writes it (the same partition as 0.0).
 func javaFloatString(f float64, bits int) string {
-	switch {
-	case math.IsNaN(f):
-		return "NaN"
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	case f == 0:
+	if f == 0 {
 		return "0.0"
 	}
-	e := strconv.FormatFloat(f, 'e', -1, bits) // -d.dddde±xx
-	if !strings.Contains(e, ".") {
-		// One shortest digit: Java picks, among the two-digit decimals that round to f, the
-		// closest (Double.toString(Double.MIN_VALUE) is "4.9E-324", not "5.0E-324").
-		if two := strconv.FormatFloat(f, 'e', 1, bits); !strings.Contains(two, ".0e") && roundTrips(two, f, bits) {
-			e = two
-		}
-	}
-	neg := e[0] == '-'
-	if neg {
-		e = e[1:]
-	}
-	mant, expS, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expS)
-	digits := strings.Replace(mant, ".", "", 1)
-	var out string
-	abs := math.Abs(f)
-	if abs >= 1e-3 && abs < 1e7 {
-		if exp >= 0 {
-			if len(digits) <= exp+1 {
-				out = digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
-			} else {
-				out = digits[:exp+1] + "." + digits[exp+1:]
-			}
-		} else {
-			out = "0." + strings.Repeat("0", -exp-1) + digits
-		}
-	} else {
-		frac := digits[1:]
-		if frac == "" {
-			frac = "0"
-		}
-		out = digits[:1] + "." + frac + "E" + strconv.Itoa(exp)
-	}
-	if neg {
-		return "-" + out
-	}
-	return out
-}
-
-// roundTrips reports whether the decimal s parses back to f at bits precision.
-func roundTrips(s string, f float64, bits int) bool {
-	g, err := strconv.ParseFloat(s, bits)
-	return err == nil && g == f
+	return expr.JavaFloatString(f, bits)
 }

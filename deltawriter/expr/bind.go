@@ -684,41 +684,11 @@ func walk(n Node, f func(Node) bool) bool {
 func Columns(n Node) []string {
 	var out []string
 	seen := map[string]bool{}
-	var walk func(Node)
-	walk = func(n Node) {
-		switch n := n.(type) {
-		case Col:
-			if !seen[n.Parts[0]] {
-				seen[n.Parts[0]] = true
-				out = append(out, n.Parts[0])
-			}
-		case Cast:
-			walk(n.X)
-		case Call:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case Unary:
-			walk(n.X)
-		case Binary:
-			walk(n.L)
-			walk(n.R)
-		case IsNull:
-			walk(n.X)
-		case In:
-			walk(n.X)
-			for _, a := range n.List {
-				walk(a)
-			}
-		case Between:
-			walk(n.X)
-			walk(n.Lo)
-			walk(n.Hi)
-		case Like:
-			walk(n.X)
-			walk(n.Pattern)
+	Walk(n, func(n Node) {
+		if c, ok := n.(Col); ok && !seen[c.Parts[0]] {
+			seen[c.Parts[0]] = true
+			out = append(out, c.Parts[0])
 		}
-	}
-	walk(n)
+	})
 	return out
 }

@@ -325,10 +325,12 @@ func compareValues(a, b Value) int {
 	return 0
 }
 
-// javaFloatString is Java's Double.toString (bits 64) or Float.toString (bits 32), which
-// Spark's CAST(double AS STRING) follows: plain notation for 10^-3 <= |f| < 10^7, else
-// computerized scientific notation (1.0E7), NaN, Infinity.
-func javaFloatString(f float64, bits int) string {
+// JavaFloatString renders f as Java's Double.toString (bits 64) or Float.toString (bits
+// 32): the shortest digits that round-trip; "ddd.ddd" (at least one fraction digit) for
+// 1e-3 <= |f| < 1e7, else "d.dddE±n" ("1.0E7", "1.0E-4"); "NaN", "Infinity",
+// "-Infinity", "-0.0" (Spark's CAST(double AS STRING); partition values render -0.0 as
+// "0.0", deltawriter).
+func JavaFloatString(f float64, bits int) string {
 	switch {
 	case math.IsNaN(f):
 		return "NaN"
@@ -342,19 +344,48 @@ func javaFloatString(f float64, bits int) string {
 		}
 		return "0.0"
 	}
-	a := math.Abs(f)
-	if a >= 1e-3 && a < 1e7 {
-		s := strconv.FormatFloat(f, 'f', -1, bits)
-		if !strings.Contains(s, ".") {
-			s += ".0"
+	e := strconv.FormatFloat(f, 'e', -1, bits) // -d.dddde±xx
+	if !strings.Contains(e, ".") {
+		// One shortest digit: Java picks, among the two-digit decimals that round to f, the
+		// closest (Double.toString(Double.MIN_VALUE) is "4.9E-324", not "5.0E-324").
+		if two := strconv.FormatFloat(f, 'e', 1, bits); !strings.Contains(two, ".0e") && roundTrips(two, f, bits) {
+			e = two
 		}
-		return s
 	}
-	s := strconv.FormatFloat(f, 'e', -1, bits) // d.ddde±XX
-	mant, exp, _ := strings.Cut(s, "e")
-	if !strings.Contains(mant, ".") {
-		mant += ".0"
+	neg := e[0] == '-'
+	if neg {
+		e = e[1:]
 	}
-	e, _ := strconv.Atoi(exp)
-	return mant + "E" + strconv.Itoa(e)
+	mant, expS, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expS)
+	digits := strings.Replace(mant, ".", "", 1)
+	var out string
+	abs := math.Abs(f)
+	if abs >= 1e-3 && abs < 1e7 {
+		if exp >= 0 {
+			if len(digits) <= exp+1 {
+				out = digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
+			} else {
+				out = digits[:exp+1] + "." + digits[exp+1:]
+			}
+		} else {
+			out = "0." + strings.Repeat("0", -exp-1) + digits
+		}
+	} else {
+		frac := digits[1:]
+		if frac == "" {
+			frac = "0"
+		}
+		out = digits[:1] + "." + frac + "E" + strconv.Itoa(exp)
+	}
+	if neg {
+		return "-" + out
+	}
+	return out
+}
+
+// roundTrips reports whether the decimal s parses back to f at bits precision.
+func roundTrips(s string, f float64, bits int) bool {
+	g, err := strconv.ParseFloat(s, bits)
+	return err == nil && g == f
 }

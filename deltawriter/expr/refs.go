@@ -18,42 +18,48 @@ func References(src string) ([][]string, error) {
 	}
 	var out [][]string
 	seen := map[string]bool{}
-	var walk func(Node)
-	walk = func(n Node) {
-		switch n := n.(type) {
-		case Col:
-			key := fmt.Sprintf("%q", n.Parts)
+	Walk(n, func(n Node) {
+		if c, ok := n.(Col); ok {
+			key := fmt.Sprintf("%q", c.Parts)
 			if !seen[key] {
 				seen[key] = true
-				out = append(out, append([]string(nil), n.Parts...))
+				out = append(out, append([]string(nil), c.Parts...))
 			}
-		case Call:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case Cast:
-			walk(n.X)
-		case Unary:
-			walk(n.X)
-		case Binary:
-			walk(n.L)
-			walk(n.R)
-		case IsNull:
-			walk(n.X)
-		case In:
-			walk(n.X)
-			for _, x := range n.List {
-				walk(x)
-			}
-		case Between:
-			walk(n.X)
-			walk(n.Lo)
-			walk(n.Hi)
-		case Like:
-			walk(n.X)
-			walk(n.Pattern)
 		}
-	}
-	walk(n)
+	})
 	return out, nil
+}
+
+// Walk calls visit for n and then for every node below it, depth first, left to right
+// (function arguments, cast operands, both sides of a binary operator, IN lists, BETWEEN
+// bounds, LIKE patterns).
+func Walk(n Node, visit func(Node)) {
+	visit(n)
+	switch n := n.(type) {
+	case Call:
+		for _, a := range n.Args {
+			Walk(a, visit)
+		}
+	case Cast:
+		Walk(n.X, visit)
+	case Unary:
+		Walk(n.X, visit)
+	case Binary:
+		Walk(n.L, visit)
+		Walk(n.R, visit)
+	case IsNull:
+		Walk(n.X, visit)
+	case In:
+		Walk(n.X, visit)
+		for _, x := range n.List {
+			Walk(x, visit)
+		}
+	case Between:
+		Walk(n.X, visit)
+		Walk(n.Lo, visit)
+		Walk(n.Hi, visit)
+	case Like:
+		Walk(n.X, visit)
+		Walk(n.Pattern, visit)
+	}
 }

@@ -74,9 +74,9 @@ func (v Value) String() string {
 	case deltalog.Boolean:
 		return strconv.FormatBool(v.Int != 0)
 	case deltalog.Float:
-		return javaFloatString(v.F, 32)
+		return JavaFloatString(v.F, 32)
 	case deltalog.Double:
-		return javaFloatString(v.F, 64)
+		return JavaFloatString(v.F, 64)
 	}
 	if d, ok := v.Type.(deltalog.DecimalType); ok {
 		return formatDecimal(v.Dec, d.Scale)
