@@ -15,6 +15,13 @@ import (
 
 func newTable(t *testing.T, schema string) (*deltawriter.Table, storage.Store) {
 	t.Helper()
+	return newTableWith(t, schema, nil, "")
+}
+
+// newTableWith creates a local table of schema (JSON), partitioned by partCols, with
+// column mapping mode colMap ("" or "name"), by one CREATE TABLE commit.
+func newTableWith(t *testing.T, schema string, partCols []string, colMap string) (*deltawriter.Table, storage.Store) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := storage.Open(t.TempDir())
 	if err != nil {
@@ -28,7 +35,7 @@ func newTable(t *testing.T, schema string) (*deltawriter.Table, storage.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: s})
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: s, PartitionColumns: partCols, ColumnMapping: colMap})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // dataFile is one data file to write: its rows keyed by logical column name (data
@@ -26,25 +25,7 @@ type dataFile struct {
 func dataTable(t *testing.T, schema string, partCols []string, colMap string, files ...dataFile) (*deltawriter.Table, []deltalog.Add) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := storage.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := deltalog.ParseSchema(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: s, PartitionColumns: partCols, ColumnMapping: colMap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: create.Protocol, Metadata: create.Metadata, Operation: "CREATE TABLE"}); err != nil {
-		t.Fatal(err)
-	}
+	tbl, st := newTableWith(t, schema, partCols, colMap)
 	var adds []deltalog.Add
 	for _, f := range files {
 		snap, err := tbl.Snapshot(ctx)
