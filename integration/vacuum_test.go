@@ -370,4 +370,44 @@ func TestVacuumCrashLeftoversS3(t *testing.T) {
 	if !slices.Equal(sortedRows(t, after.Rows), sortedRows(t, before.Rows)) {
 		t.Error("delta-rs reads other rows after vacuum on S3")
 	}
+
+	// OPTIMIZE on the same S3 table (issue 16, "on the S3 emulator too"): one commit that
+	// removes every live file and adds the compacted one, all dataChange false, no txn and
+	// no metaData; delta-rs reads the same rows.
+	live, _ := liveFiles(t, st)
+	if len(live) < 2 {
+		t.Fatalf("the S3 table has %d live files; the OPTIMIZE check needs at least 2", len(live))
+	}
+	r := runOptimize(t, "--table", uri, "--min-files", "2")
+	if r.err != nil {
+		t.Fatalf("ingestd table optimize on S3: %v", r.err)
+	}
+	c, err := deltawriter.ReadCommit(context.Background(), st, optimizeVersion(t, r.out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removes, adds int
+	for _, a := range c.Actions {
+		switch {
+		case a.Remove != nil:
+			removes++
+			if a.Remove.DataChange {
+				t.Errorf("OPTIMIZE on S3: remove %s has dataChange true", a.Remove.Path)
+			}
+		case a.Add != nil:
+			adds++
+			if a.Add.DataChange {
+				t.Errorf("OPTIMIZE on S3: add %s has dataChange true", a.Add.Path)
+			}
+		case a.Txn != nil || a.Metadata != nil:
+			t.Errorf("OPTIMIZE on S3 committed a txn or metaData action: %+v", a)
+		}
+	}
+	if removes != len(live) || adds != 1 {
+		t.Errorf("OPTIMIZE on S3: %d removes and %d adds, want %d and 1", removes, adds, len(live))
+	}
+	optimized := readTableAt(t, s, o, uri)
+	if !slices.Equal(sortedRows(t, optimized.Rows), sortedRows(t, before.Rows)) {
+		t.Error("delta-rs reads other rows after OPTIMIZE on S3")
+	}
 }
