@@ -9,8 +9,11 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -776,7 +779,74 @@ func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte,
 // encodeParquetFile validates and encodes cols (see WriteDataFile) as one Parquet file
 // with codec. It returns the encoder holding the file's bytes in e.out (call release
 // once they are written) and the per-column summaries.
+//
+// The column chunks are encoded concurrently by the calling goroutine and up to
+// GOMAXPROCS-1 helpers taken from a process-wide budget (encodeHelpers), so that files
+// written at the same time (partitions of one flush, pipelines) never run more than
+// GOMAXPROCS encode goroutines between them; with GOMAXPROCS=1, a file of fewer than
+// parallelMinValues values or no helper free, it runs inline as one pass. The bytes
+// written are the same either way (TestEncodeParallelSameBytes).
 func encodeParquetFile(schema *parquet.Schema, cols [][]parquet.Value, numRows int, codec compress.Codec) (e *columnEncoder, sums []colSummary, err error) {
+	helpers := 0
+	if len(cols) > 1 && countValues(cols) >= parallelMinValues {
+		helpers = acquireHelpers(len(cols) - 1)
+		defer releaseHelpers(helpers)
+	}
+	return encodeParquetFileWith(schema, cols, numRows, codec, helpers)
+}
+
+// parallelMinValues is the number of column values (all leaves) below which a file is
+// encoded inline: starting a helper costs about a microsecond, a column of a few thousand
+// values tens of them.
+const parallelMinValues = 16 << 10
+
+func countValues(cols [][]parquet.Value) int {
+	n := 0
+	for _, c := range cols {
+		n += len(c)
+	}
+	return n
+}
+
+// encodeHelpersBusy counts the helper goroutines encoding column chunks, process-wide;
+// at most GOMAXPROCS-1 (the callers themselves are the other encode goroutines).
+var encodeHelpersBusy atomic.Int64
+
+// acquireHelpers takes up to want helpers from the budget, without waiting, and returns
+// how many it took (possibly 0).
+func acquireHelpers(want int) int {
+	limit := int64(runtime.GOMAXPROCS(0) - 1)
+	for {
+		busy := encodeHelpersBusy.Load()
+		n := min(int64(want), limit-busy)
+		if n <= 0 {
+			return 0
+		}
+		if encodeHelpersBusy.CompareAndSwap(busy, busy+n) {
+			return int(n)
+		}
+	}
+}
+
+func releaseHelpers(n int) {
+	if n > 0 {
+		encodeHelpersBusy.Add(-int64(n))
+	}
+}
+
+// encodedChunk is one column chunk encoded by a worker: its bytes are
+// enc.out[start:end], and md's offsets are positions in enc.out.
+type encodedChunk struct {
+	enc          *columnEncoder
+	start, end   int
+	md           format.ColumnChunk
+	dict         bool
+	uncompressed int64
+	err          error
+}
+
+// encodeParquetFileWith is encodeParquetFile with helpers extra goroutines (0: inline).
+func encodeParquetFileWith(schema *parquet.Schema, cols [][]parquet.Value, numRows int, codec compress.Codec, helpers int) (e *columnEncoder, sums []colSummary, err error) {
 	leaves, err := leafInfos(schema, cols, numRows)
 	if err != nil {
 		return nil, nil, err
@@ -791,12 +861,16 @@ func encodeParquetFile(schema *parquet.Schema, cols [][]parquet.Value, numRows i
 	sums = make([]colSummary, len(leaves))
 	chunks := make([]format.ColumnChunk, len(leaves))
 	var totalUncompressed int64
-	for i := range leaves {
-		if sums[i], err = e.column(i, &leaves[i], cols[i], numRows); err != nil {
-			return nil, nil, err
+	if helpers = min(helpers, len(leaves)-1); helpers <= 0 {
+		for i := range leaves {
+			if sums[i], err = e.column(i, &leaves[i], cols[i], numRows); err != nil {
+				return nil, nil, err
+			}
+			chunks[i] = e.chunkMetadata(&leaves[i], cols[i], sums[i])
+			totalUncompressed += e.uncompressed
 		}
-		chunks[i] = e.chunkMetadata(&leaves[i], cols[i], sums[i])
-		totalUncompressed += e.uncompressed
+	} else if totalUncompressed, err = e.encodeColumnsParallel(leaves, cols, numRows, codec, helpers, sums, chunks); err != nil {
+		return nil, nil, err
 	}
 	orders := make([]format.ColumnOrder, len(leaves))
 	for i := range orders {
@@ -824,6 +898,81 @@ func encodeParquetFile(schema *parquet.Schema, cols [][]parquet.Value, numRows i
 	e.out = binary.LittleEndian.AppendUint32(e.out, uint32(e.hdr.Len()))
 	e.out = append(e.out, "PAR1"...)
 	return e, sums, nil
+}
+
+// encodeColumnsParallel encodes the column chunks on the calling goroutine and helpers
+// more, each with its own pooled columnEncoder taking the next column not yet taken,
+// then appends the chunks to e.out in schema order, moving their footer offsets
+// (ColumnChunk.file_offset, data_page_offset, dictionary_page_offset) to their place in
+// the file. It fills sums and chunks and returns the columns' total uncompressed size.
+// On errors it returns the error of the first failing column in schema order, as the
+// inline pass does: columns are taken in order and a worker stops taking after a
+// failure, so every column before a failed one has been encoded.
+//
+// Memory: the workers' buffers hold the encoded chunks (the file's size in all) until
+// they are copied into e.out, so the file is held twice for the copy, plus each worker's
+// page buffers (about 3 × pageTargetBytes and a dictionary of at most dictMaxBytes).
+func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols [][]parquet.Value, numRows int, codec compress.Codec, helpers int,
+	sums []colSummary, chunks []format.ColumnChunk) (int64, error) {
+	res := make([]encodedChunk, len(leaves))
+	workers := make([]*columnEncoder, helpers+1)
+	for w := range workers {
+		workers[w] = newColumnEncoder(codec, true)
+	}
+	defer func() {
+		for _, w := range workers {
+			w.release()
+		}
+	}()
+	var next atomic.Int64
+	var failed atomic.Bool
+	work := func(w *columnEncoder) {
+		for !failed.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= len(leaves) {
+				return
+			}
+			start := len(w.out)
+			s, err := w.column(i, &leaves[i], cols[i], numRows)
+			if err != nil {
+				res[i].err = err
+				failed.Store(true)
+				return
+			}
+			sums[i] = s
+			res[i] = encodedChunk{enc: w, start: start, end: len(w.out), md: w.chunkMetadata(&leaves[i], cols[i], s),
+				dict: w.dictOn, uncompressed: w.uncompressed}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers[1:] {
+		wg.Go(func() { work(w) })
+	}
+	work(workers[0])
+	wg.Wait()
+	size := 0
+	for i := range res {
+		if res[i].err != nil {
+			return 0, res[i].err
+		}
+		size += res[i].end - res[i].start
+	}
+	e.out = slices.Grow(e.out, size)
+	var total int64
+	for i := range res {
+		r := &res[i]
+		shift := int64(len(e.out) - r.start)
+		e.out = append(e.out, r.enc.out[r.start:r.end]...)
+		c := r.md
+		c.FileOffset += shift
+		c.MetaData.DataPageOffset += shift
+		if r.dict {
+			c.MetaData.DictionaryPageOffset += shift
+		}
+		chunks[i] = c
+		total += r.uncompressed
+	}
+	return total, nil
 }
 
 // summarizeColumns validates cols and returns their summaries without encoding.
