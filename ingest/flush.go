@@ -561,7 +561,8 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 
 // writeFiles writes the flush's data files: one for an unpartitioned table, one per
 // partition value tuple otherwise (under its Hive-style directory, with its
-// add.partitionValues), all for the one commit. Errors: a *transientError (the store).
+// add.partitionValues, written concurrently in the partitioner's order), all for the
+// one commit. Errors: a *transientError (the store), the first of the files that failed.
 func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]deltalog.Add, error) {
 	if out.rows == 0 {
 		return nil, nil
@@ -574,15 +575,26 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 		out.bytes, out.files = add.Size, 1
 		return []deltalog.Add{add}, nil
 	}
-	adds := make([]deltalog.Add, 0, len(b.parts.files()))
-	for _, part := range b.parts.files() {
+	// One file per partition value tuple, written concurrently (forEachConcurrent: at
+	// most GOMAXPROCS at once, the first error wins and cancels the others, all finished
+	// before it returns); the adds keep the partitioner's order.
+	parts := b.parts.files()
+	adds := make([]deltalog.Add, len(parts))
+	err := forEachConcurrent(ctx, len(parts), func(ctx context.Context, i int) error {
+		part := parts[i]
 		fo := b.file
 		fo.Dir, fo.PartitionValues = part.dir, part.values
 		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.parts.file, part.cols, part.rows, fo)
 		if err != nil {
-			return nil, &transientError{"write data file in " + part.dir, err}
+			return &transientError{"write data file in " + part.dir, err}
 		}
-		adds = append(adds, add)
+		adds[i] = add
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, add := range adds {
 		out.bytes += add.Size
 		out.files++
 	}
