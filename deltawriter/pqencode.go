@@ -130,8 +130,9 @@ type columnEncoder struct {
 
 	// dictionary encoding of the current BYTE_ARRAY column (dictOn)
 	dictOn    bool
-	dict      bytesDict        // BYTE_ARRAY entries
-	dictN     map[uint64]int32 // INT32 / INT64 entries by their bits
+	dict      bytesDict // BYTE_ARRAY entries
+	dictN     intDict   // INT32 / INT64 entries by their bits
+	probe     intDict   // dictionaryPays' distinct values
 	dictVals  []byte           // PLAIN dictionary page values
 	dictFirst []int            // index in the column of each entry's first occurrence
 	idx       []int32          // the current page's dictionary indexes
@@ -164,7 +165,9 @@ var dictSeed = maphash.MakeSeed()
 
 // bytesDict is an open-addressing hash set of the BYTE_ARRAY dictionary entries, whose
 // bytes live in the dictionary page buffer (cheaper than a map[string]int32, which
-// spent a third of the encode time of string columns).
+// spent a third of the encode time of string columns). Hashes come from hashBytes: for
+// values of at most 8 bytes the hash is exact (equal hash and length mean equal bytes),
+// so find compares no bytes for them.
 type bytesDict struct {
 	slots  []int32  // entry+1, 0 = empty; len a power of two
 	hashes []uint64 // per entry
@@ -189,7 +192,7 @@ func (d *bytesDict) find(page, b []byte, h uint64) int32 {
 			return -1
 		}
 		k := s - 1
-		if d.hashes[k] == h && int(d.size[k]) == len(b) && bytes.Equal(page[d.off[k]:int(d.off[k])+len(b)], b) {
+		if d.hashes[k] == h && int(d.size[k]) == len(b) && (len(b) <= 8 || bytes.Equal(page[d.off[k]:int(d.off[k])+len(b)], b)) {
 			return k
 		}
 	}
@@ -220,11 +223,93 @@ func (d *bytesDict) insert(h uint64, k int32) {
 	d.slots[i] = k + 1
 }
 
+// hashBytes hashes a BYTE_ARRAY value for bytesDict and dictionaryPays. A value of at
+// most 8 bytes is packed into a uint64 that, for a given length, determines its bytes
+// (lengths 4–8: the first and last 4 bytes; 1–3: the first, middle and last byte), then
+// mixed by fmix64, a bijection: equal hashes of equal lengths mean equal values. Longer
+// values take maphash (AES where the CPU has it). The hash never reaches the file: the
+// dictionary is in first-occurrence order.
+func hashBytes(b []byte) uint64 {
+	n := len(b)
+	var key uint64
+	switch {
+	case n > 8:
+		return maphash.Bytes(dictSeed, b)
+	case n >= 4:
+		key = uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32
+	case n > 0:
+		key = uint64(b[0]) | uint64(b[n>>1])<<8 | uint64(b[n-1])<<16
+	}
+	return fmix64(key) + uint64(n)*0x9e3779b97f4a7c15
+}
+
+// fmix64 is MurmurHash3's 64-bit finaliser: a bijection on uint64 that spreads every
+// input bit over the low bits the hash tables index by.
+func fmix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+// intDict is an open-addressing hash map from the bits of an INT32 or INT64 value to
+// its dictionary entry (cheaper than a map[uint64]int32: no per-lookup hashing call,
+// one probe in the common case).
+type intDict struct {
+	slots []int32  // entry+1, 0 = empty; len a power of two
+	keys  []uint64 // per entry
+}
+
+func (d *intDict) reset() {
+	if len(d.slots) == 0 {
+		d.slots = make([]int32, 1024)
+	}
+	clear(d.slots)
+	d.keys = d.keys[:0]
+}
+
+// index returns the entry of x, adding it as the next entry if absent (added reports
+// that).
+func (d *intDict) index(x uint64) (k int32, added bool) {
+	mask := uint64(len(d.slots) - 1)
+	i := fmix64(x) & mask
+	for {
+		s := d.slots[i]
+		if s == 0 {
+			break
+		}
+		if d.keys[s-1] == x {
+			return s - 1, false
+		}
+		i = (i + 1) & mask
+	}
+	k = int32(len(d.keys))
+	d.keys = append(d.keys, x)
+	if 2*len(d.keys) > len(d.slots) {
+		d.slots = make([]int32, 2*len(d.slots))
+		mask = uint64(len(d.slots) - 1)
+		for e, ek := range d.keys {
+			j := fmix64(ek) & mask
+			for d.slots[j] != 0 {
+				j = (j + 1) & mask
+			}
+			d.slots[j] = int32(e) + 1
+		}
+		return k, true
+	}
+	d.slots[i] = k + 1
+	return k, true
+}
+
 // dictionaryPays reports whether vals (a BYTE_ARRAY, INT32 or INT64 column) looks
-// low-cardinality.
-func dictionaryPays(vals []parquet.Value, kind parquet.Kind, maxDef int) bool {
-	seen := make(map[string]struct{}, 64)
-	seenN := make(map[uint64]struct{}, 64)
+// low-cardinality: its first dictProbe non-null values hold at most a quarter distinct
+// values. Byte arrays are told apart by hashBytes (exact up to 8 bytes; longer values by
+// a 64-bit hash, whose collisions among 1,024 values are too rare to matter for a
+// heuristic).
+func (e *columnEncoder) dictionaryPays(vals []parquet.Value, kind parquet.Kind, maxDef int) bool {
+	e.probe.reset()
 	n := 0
 	for j := range vals {
 		if n == dictProbe {
@@ -234,34 +319,34 @@ func dictionaryPays(vals []parquet.Value, kind parquet.Kind, maxDef int) bool {
 		if int(v.DefinitionLevel()) < maxDef || v.Kind() != kind {
 			continue // nulls; wrong kinds are reported by the encode pass
 		}
+		var x uint64
 		switch kind {
 		case parquet.ByteArray:
-			seen[string(v.ByteArray())] = struct{}{}
+			x = hashBytes(v.ByteArray())
 		case parquet.Int32:
-			seenN[uint64(uint32(v.Int32()))] = struct{}{}
+			x = uint64(uint32(v.Int32()))
 		default:
-			seenN[uint64(v.Int64())] = struct{}{}
+			x = uint64(v.Int64())
 		}
+		e.probe.index(x)
 		n++
-		if (len(seen)+len(seenN))*4 > dictProbe {
+		if len(e.probe.keys)*4 > dictProbe {
 			return false
 		}
 	}
-	return n > 0 && (len(seen)+len(seenN))*4 <= n
+	return n > 0 && len(e.probe.keys)*4 <= n
 }
 
 // dictIndexN returns the dictionary index of the fixed-width value with bits x (width
 // 4 or 8 bytes), adding it for its first occurrence j, or errDictFull.
 func (e *columnEncoder) dictIndexN(x uint64, width, j int) (int32, error) {
-	k, ok := e.dictN[x]
-	if ok {
+	k, added := e.dictN.index(x)
+	if !added {
 		return k, nil
 	}
 	if len(e.dictFirst) >= dictMaxEntries || len(e.dictVals)+width > dictMaxBytes {
-		return 0, errDictFull
+		return 0, errDictFull // the column is re-encoded PLAIN: the extra entry is never read
 	}
-	k = int32(len(e.dictFirst))
-	e.dictN[x] = k
 	e.dictFirst = append(e.dictFirst, j)
 	if width == 4 {
 		e.dictVals = binary.LittleEndian.AppendUint32(e.dictVals, uint32(x))
@@ -306,7 +391,7 @@ func (e *columnEncoder) release() {
 func (e *columnEncoder) column(ci int, leaf *leafInfo, vals []parquet.Value, numRows int) (colSummary, error) {
 	switch leaf.kind {
 	case parquet.ByteArray, parquet.Int32, parquet.Int64:
-		if !e.encode || !dictionaryPays(vals, leaf.kind, leaf.maxDef) {
+		if !e.encode || !e.dictionaryPays(vals, leaf.kind, leaf.maxDef) {
 			break
 		}
 		s, err := e.columnPass(ci, leaf, vals, numRows, true)
@@ -327,11 +412,8 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 	e.dataPage = e.firstPage
 	e.dictOn = dict
 	if dict {
-		if e.dictN == nil {
-			e.dictN = make(map[uint64]int32, 256)
-		}
 		e.dict.reset()
-		clear(e.dictN)
+		e.dictN.reset()
 		e.dictVals, e.dictFirst, e.idx = e.dictVals[:0], e.dictFirst[:0], e.idx[:0]
 		e.fileOut, e.out = e.out, e.dataPages[:0]
 		defer func() { // back to the file buffer, also on errors
@@ -339,6 +421,10 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 		}()
 	}
 	rows, pageStart, pageNulls, nbits := 0, 0, 0, 0
+	// the current minimum and maximum (of s.lo and s.hi), kept unpacked
+	var loI, hiI int64
+	var loF, hiF float64
+	var loB, hiB []byte
 	for j := range vals {
 		v := &vals[j]
 		r, d := int(v.RepetitionLevel()), int(v.DefinitionLevel())
@@ -405,12 +491,12 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(x))
 			}
-			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
-			} else if x < vals[s.lo].Int32() {
-				s.lo = j
-			} else if x > vals[s.hi].Int32() {
-				s.hi = j
+			if y := int64(x); !s.have {
+				s.lo, s.hi, s.have, loI, hiI = j, j, true, y, y
+			} else if y < loI {
+				s.lo, loI = j, y
+			} else if y > hiI {
+				s.hi, hiI = j, y
 			}
 		case parquet.Int64:
 			x := v.Int64()
@@ -426,11 +512,11 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				e.vals = binary.LittleEndian.AppendUint64(e.vals, uint64(x))
 			}
 			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
-			} else if x < vals[s.lo].Int64() {
-				s.lo = j
-			} else if x > vals[s.hi].Int64() {
-				s.hi = j
+				s.lo, s.hi, s.have, loI, hiI = j, j, true, x, x
+			} else if x < loI {
+				s.lo, loI = j, x
+			} else if x > hiI {
+				s.hi, hiI = j, x
 			}
 		case parquet.Float:
 			x := v.Float()
@@ -440,14 +526,14 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
 				s.nonFinite = true
 			}
-			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
+			if y := float64(x); !s.have { // exact: float32 order is float64 order
+				s.lo, s.hi, s.have, loF, hiF = j, j, true, y, y
 			} else {
-				if x < vals[s.lo].Float() {
-					s.lo = j
+				if y < loF {
+					s.lo, loF = j, y
 				}
-				if x > vals[s.hi].Float() {
-					s.hi = j
+				if y > hiF {
+					s.hi, hiF = j, y
 				}
 			}
 		case parquet.Double:
@@ -459,19 +545,19 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				s.nonFinite = true
 			}
 			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
+				s.lo, s.hi, s.have, loF, hiF = j, j, true, x, x
 			} else {
-				if x < vals[s.lo].Double() {
-					s.lo = j
+				if x < loF {
+					s.lo, loF = j, x
 				}
-				if x > vals[s.hi].Double() {
-					s.hi = j
+				if x > hiF {
+					s.hi, hiF = j, x
 				}
 			}
 		case parquet.ByteArray:
 			b := v.ByteArray()
 			if dict {
-				h := maphash.Bytes(dictSeed, b)
+				h := hashBytes(b)
 				k := e.dict.find(e.dictVals, b, h)
 				if k < 0 {
 					if len(e.dictFirst) >= dictMaxEntries || len(e.dictVals)+4+len(b) > dictMaxBytes {
@@ -491,11 +577,11 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				e.vals = append(e.vals, b...)
 			}
 			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
-			} else if bytes.Compare(b, vals[s.lo].ByteArray()) < 0 {
-				s.lo = j
-			} else if bytes.Compare(b, vals[s.hi].ByteArray()) > 0 {
-				s.hi = j
+				s.lo, s.hi, s.have, loB, hiB = j, j, true, b, b
+			} else if bytes.Compare(b, loB) < 0 {
+				s.lo, loB = j, b
+			} else if bytes.Compare(b, hiB) > 0 {
+				s.hi, hiB = j, b
 			}
 		case parquet.FixedLenByteArray:
 			b := v.ByteArray()
@@ -510,11 +596,11 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				cmp = compareSignedBE
 			}
 			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
-			} else if cmp(b, vals[s.lo].ByteArray()) < 0 {
-				s.lo = j
-			} else if cmp(b, vals[s.hi].ByteArray()) > 0 {
-				s.hi = j
+				s.lo, s.hi, s.have, loB, hiB = j, j, true, b, b
+			} else if cmp(b, loB) < 0 {
+				s.lo, loB = j, b
+			} else if cmp(b, hiB) > 0 {
+				s.hi, hiB = j, b
 			}
 		}
 	}
