@@ -2,6 +2,8 @@ package deltawriter
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
@@ -245,5 +247,33 @@ func TestEncodeHelpersBudget(t *testing.T) {
 	}
 	if busy := encodeHelpersBusy.Load(); busy != 0 {
 		t.Fatalf("%d helpers still counted busy", busy)
+	}
+}
+
+// The encoder writes the bytes it wrote before issue 15's changes (inline pass of
+// 2ef814d: SHA-256 of the allTypesSchema file of TestEncodeParquetFileMatchesParquetGo),
+// inline and on four workers: the per-value changes (hashBytes, intDict, unpacked
+// bounds) and the parallel assembly change no byte, so every reader check of those
+// files still holds. A deliberate layout change updates these sums (print them with
+// INGESTD_KEEP_ENCODE=dir and sha256sum) and must show readers agree.
+func TestEncodeBytesUnchanged(t *testing.T) {
+	const n = 20_000
+	defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
+	pageTargetBytes, dictMaxBytes = 32<<10, 64<<10
+	pq, cols := allTypesColumns(t, n)
+	for _, c := range []struct {
+		codec compress.Codec
+		sum   string
+	}{
+		{snappyCodec{}, "49f323d564b4602734559d2cf20cb44da19f5030c509f8bb35c1d88e978a6d1b"},
+		{zstdCodec, "590b567ab22819b884b94a30ac2526003734489e6bb5d150baa4a8e4bc0d74eb"},
+		{&parquet.Uncompressed, "17ce0a07619b19d0f271dd46ef2b2e89030ea2240914dee7929e5627901dea04"},
+	} {
+		for _, helpers := range []int{0, 3} {
+			data, _ := encodeBytes(t, pq, cols, n, c.codec, helpers)
+			if got := fmt.Sprintf("%x", sha256.Sum256(data)); got != c.sum {
+				t.Errorf("%s, %d helpers: SHA-256 %s, want %s (the encoder's bytes changed)", c.codec, helpers, got, c.sum)
+			}
+		}
 	}
 }
