@@ -133,11 +133,11 @@ type columnEncoder struct {
 	dict      bytesDict // BYTE_ARRAY entries
 	dictN     intDict   // INT32 / INT64 entries by their bits
 	probe     intDict   // dictionaryPays' distinct values
-	dictVals  []byte           // PLAIN dictionary page values
-	dictFirst []int            // index in the column of each entry's first occurrence
-	idx       []int32          // the current page's dictionary indexes
-	dataPages []byte           // the column's data pages while the dictionary grows
-	fileOut   []byte           // e.out while dataPages is being written
+	dictVals  []byte    // PLAIN dictionary page values
+	dictFirst []int     // index in the column of each entry's first occurrence
+	idx       []int32   // the current page's dictionary indexes
+	dataPages []byte    // the column's data pages while the dictionary grows
+	fileOut   []byte    // e.out while dataPages is being written
 
 	// per column chunk
 	numValues    int64

@@ -195,7 +195,9 @@ func TestEncodeParallelFooterOffsets(t *testing.T) {
 	}
 }
 
-func leUint32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func leUint32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 // decodePageHeader decodes the thrift-compact page header at the start of b and returns
 // its length in bytes.
