@@ -425,6 +425,9 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 	var loI, hiI int64
 	var loF, hiF float64
 	var loB, hiB []byte
+	// the previous BYTE_ARRAY value of a dictionary pass and its entry
+	var prevB []byte
+	prevK := int32(-1)
 	for j := range vals {
 		v := &vals[j]
 		r, d := int(v.RepetitionLevel()), int(v.DefinitionLevel())
@@ -557,8 +560,16 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 		case parquet.ByteArray:
 			b := v.ByteArray()
 			if dict {
+				// A value longer than 8 bytes equal to the previous one (a repeated
+				// note, a constant tag) reuses its entry: one compare instead of hashing
+				// it and comparing it in the table.
+				if len(b) > 8 && len(b) == len(prevB) && prevK >= 0 && bytes.Equal(b, prevB) {
+					e.idx = append(e.idx, prevK)
+					continue
+				}
 				h := hashBytes(b)
 				k := e.dict.find(e.dictVals, b, h)
+				prevB = b
 				if k < 0 {
 					if len(e.dictFirst) >= dictMaxEntries || len(e.dictVals)+4+len(b) > dictMaxBytes {
 						return s, errDictFull
@@ -569,6 +580,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 					e.dict.add(h, len(e.dictVals), len(b))
 					e.dictVals = append(e.dictVals, b...)
 				}
+				prevK = k
 				e.idx = append(e.idx, k)
 				continue
 			}

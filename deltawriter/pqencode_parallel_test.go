@@ -279,3 +279,50 @@ func TestEncodeBytesUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// Runs of one long value (the previous-value shortcut of the dictionary pass), broken
+// by nulls, short values and other long values of the same length, read back exactly,
+// dictionary-encoded, with the right footer bounds.
+func TestEncodeRepeatedLongValues(t *testing.T) {
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	pq, _ := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	long := []string{strings.Repeat("note-a ", 20), strings.Repeat("note-b ", 20), "123456789", "123456780"}
+	var rows []map[string]any
+	for i := range 5000 {
+		switch {
+		case i%97 == 5:
+			rows = append(rows, map[string]any{"s": nil})
+		case i%89 == 7:
+			rows = append(rows, map[string]any{"s": "x"})
+		default:
+			rows = append(rows, map[string]any{"s": long[(i/10)%len(long)]}) // runs of 10
+		}
+	}
+	cols, err := shredRows(pq, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _, err := encodeParquetFileWith(pq, cols, len(rows), snappyCodec{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(enc.out)
+	enc.release()
+	got := readRows(t, data)
+	for i := range rows {
+		if !reflect.DeepEqual(got[i], rows[i]) && !(rows[i]["s"] == nil && got[i]["s"] == nil) {
+			t.Fatalf("row %d: read %#v, want %#v", i, got[i], rows[i])
+		}
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := f.Metadata().RowGroups[0].Columns[0].MetaData
+	if md.DictionaryPageOffset == 0 {
+		t.Errorf("column not dictionary-encoded")
+	}
+	if lo, hi := string(md.Statistics.MinValue), string(md.Statistics.MaxValue); lo != "123456780" || hi != "x" {
+		t.Errorf("bounds %q %q, want 123456780 and x", lo, hi)
+	}
+}
