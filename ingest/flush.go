@@ -75,6 +75,13 @@ type flusher struct {
 	kafka    *kafkaState // the Kafka columns' key schemas (table.kafka_columns)
 	arena    decode.Arena
 	colBufs  [][]parquet.Value
+	// colsClean is set when every value left in colBufs points into the arena's kept
+	// chunks or a decoder's constants (no column fills, nothing decode.Arena.Detached):
+	// dropping them frees nothing, so the next flush reuses the buffers without clearing.
+	colsClean bool
+	// items is the batch's items (collect), reused across flushes; the flush clears it
+	// when it ends, so that no record of a finished batch stays reachable from it.
+	items []item
 
 	// hooks are the owner's test seams (hooks.beforeCommit); nil in a replay.
 	hooks *hooks
@@ -135,6 +142,7 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record) (*outcome, erro
 	if err != nil {
 		return nil, err
 	}
+	defer f.release(items)
 	if err := f.resolveKeys(ctx, t, items); err != nil {
 		return nil, err
 	}
@@ -184,7 +192,10 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // for the rest parses the frame and looks up the writer schema. Errors: a
 // *transientError when the schema registry fails transiently.
 func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record) ([]item, error) {
-	items := make([]item, 0, len(recs))
+	items := f.items[:0]
+	if cap(items) < len(recs) {
+		items = make([]item, 0, len(recs))
+	}
 	// Per-record work is kept to what changes per record: records come in runs of one
 	// partition and one writer schema, so the partition's txn version and the last writer
 	// schema are looked up once per run (txnAppID formats a string; the registry's cache is
@@ -252,8 +263,10 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		case errors.As(err, &de):
 			it.fail, it.ws = de, &decode.WriterSchema{ID: id}
 		case errors.Is(err, decode.ErrRegistryAuth):
+			f.release(items)
 			return nil, err // permanent: the pipeline fails with the registry's refusal
 		case err != nil:
+			f.release(items)
 			return nil, &transientError{"resolve schema id " + strconv.Itoa(id), err}
 		default:
 			it.ws = ws
@@ -265,6 +278,13 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		items = append(items, it)
 	}
 	return items, nil
+}
+
+// release keeps items' array for the next flush's collect, cleared: no record of this
+// batch stays reachable from it.
+func (f *flusher) release(items []item) {
+	clear(items)
+	f.items = items[:0]
 }
 
 // prepared is a flush's plan for the table: the guard's decisions, the commit's schema
@@ -329,11 +349,37 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		f.colBufs = make([][]parquet.Value, n)
 	}
 	b.cols = f.colBufs[:n]
-	for i := range b.cols {
-		clear(b.cols[i]) // let large values of the last batch go
-		b.cols[i] = b.cols[i][:0]
+	// Every written row puts at least one value in every leaf column (Dremel levels: a
+	// null or an empty list is one value too), so the rows this batch can write are a
+	// lower bound of each column's length: reserved here, the decode does not grow the
+	// columns of an unpartitioned table (whose rows stay in cols) value by value.
+	var rows int
+	if b.parts == nil {
+		rows = candidates(items)
 	}
+	for i, c := range b.cols {
+		if !f.colsClean {
+			clear(c) // let large values and Kafka bytes of the last batch go
+		}
+		if cap(c) < rows {
+			c = make([]parquet.Value, 0, rows) // no copy: c holds nothing to keep
+		}
+		b.cols[i] = c[:0]
+	}
+	f.colsClean = false // until route says what the buffers hold
 	return b, nil
+}
+
+// candidates counts the items the guard may route to the data file: at most that many
+// rows are written.
+func candidates(items []item) int {
+	n := 0
+	for i := range items {
+		if items[i].route == routeGuard && items[i].fail == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // route routes the items (router), decoding the written ones into b's columns, and
@@ -370,6 +416,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	res := rt.route(items)
 	if b.cols != nil {
 		f.colBufs = b.cols // keep the grown slices for the next flush
+		f.colsClean = len(b.fills) == 0 && b.parts == nil && f.arena.Detached() == 0
 	}
 	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{}}
 	var fresh []*kgo.Record

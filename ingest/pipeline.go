@@ -658,10 +658,7 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 	for _, r := range waiting {
 		still[topicPartition{r.Topic, r.Partition}] = true
 	}
-	last := map[topicPartition]int64{}
-	for _, r := range recs {
-		last[topicPartition{r.Topic, r.Partition}] = r.Offset
-	}
+	last := lastOffsets(recs)
 	resume := map[string][]int32{}
 	for k, off := range last {
 		if _, h := p.halted[k]; h {
@@ -683,6 +680,22 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 		p.status.recovered()
 	}
 	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
+}
+
+// lastOffsets returns, per partition of recs (each partition's records in offset order),
+// the offset of its last record. Records come in runs of one partition: the map is
+// written once per run, not per record.
+func lastOffsets(recs []*kgo.Record) map[topicPartition]int64 {
+	last := map[topicPartition]int64{}
+	for i, r := range recs {
+		if i+1 < len(recs) {
+			if n := recs[i+1]; n.Partition == r.Partition && n.Topic == r.Topic {
+				continue // not the run's last
+			}
+		}
+		last[topicPartition{r.Topic, r.Partition}] = r.Offset
+	}
+	return last
 }
 
 // deferLocked keeps recs for a retry after a transient failure: their partitions are
