@@ -150,11 +150,19 @@ func (b *Batcher[K, T]) Take(now time.Time, force bool) ([]T, Trigger) {
 			out = append(out, it)
 		}
 	}
-	for _, e := range b.fresh {
-		if !force && b.onHold(b.key(e.item), now) {
-			kept = append(kept, e.item)
-		} else {
+	if force || len(b.holds) == 0 {
+		// No key is on hold: every fresh item goes, and no item's key is computed (a key
+		// reads the item, e.g. a Kafka record a whole batch ago: a cache miss each).
+		for _, e := range b.fresh {
 			out = append(out, e.item)
+		}
+	} else {
+		for _, e := range b.fresh {
+			if b.onHold(b.key(e.item), now) {
+				kept = append(kept, e.item)
+			} else {
+				out = append(out, e.item)
+			}
 		}
 	}
 	b.held = kept

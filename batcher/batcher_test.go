@@ -314,3 +314,26 @@ func TestTakeReusesFreshArray(t *testing.T) {
 		t.Fatalf("batch out of order: first %+v, last %+v", got[0], got[n-1])
 	}
 }
+
+// Without a key on hold, Take hands out every fresh item without computing a key; with
+// one on hold, it computes them and keeps that key's items back.
+func TestTakeComputesKeysOnlyWithHolds(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	calls := 0
+	b := New[int, item](Limits{MaxRecords: 4}, func(it item) int { calls++; return it.key })
+	for i := 0; i < 4; i++ {
+		b.Add(item{i % 2, i}, 1, t0)
+	}
+	if out, _ := b.Take(t0, false); len(out) != 4 || calls != 0 {
+		t.Fatalf("took %d items with %d key calls, want 4 and 0", len(out), calls)
+	}
+	b.Hold([]item{{1, -1}}, t0, wait(time.Minute))
+	calls = 0
+	for i := 0; i < 4; i++ {
+		b.Add(item{i % 2, i}, 1, t0)
+	}
+	out, _ := b.Take(t0, false)
+	if !slices.Equal(out, []item{{0, 0}, {0, 2}}) || calls == 0 {
+		t.Fatalf("took %v with %d key calls, want key 0's items and key 1's kept back", out, calls)
+	}
+}

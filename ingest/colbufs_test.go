@@ -102,3 +102,35 @@ func (h *harness) encodeCustomer(id int64, customer string) []byte {
 	}
 	return append(framed, body...)
 }
+
+// reserve sizes a batch's columns from its first rows: a column of one value per row for
+// every candidate row, a repeated field's column for its sampled values per row plus an
+// eighth; nothing when that would exceed batch.max_bytes.
+func TestReserveFromSample(t *testing.T) {
+	mk := func() *prepared {
+		b := &prepared{rows: 256, candidates: 1000, cols: [][]parquet.Value{
+			make([]parquet.Value, 256, 1000),  // one value per row, reserved by prepare
+			make([]parquet.Value, 1024, 1024), // a list of 4 items per row
+			make([]parquet.Value, 256, 256),
+		}}
+		b.cols[1][1023] = parquet.Int64Value(7) // kept by the growth
+		return b
+	}
+	b := mk()
+	b.reserve(128 << 20)
+	if got := []int{cap(b.cols[0]), cap(b.cols[1]), cap(b.cols[2])}; got[0] != 1000 || got[1] < 4500 || got[2] < 1000 {
+		t.Fatalf("capacities after reserve %v, want [1000, ≥4500, ≥1000]", got)
+	}
+	if got := []int{len(b.cols[0]), len(b.cols[1]), len(b.cols[2])}; got[0] != 256 || got[1] != 1024 || got[2] != 256 {
+		t.Fatalf("lengths after reserve %v, want the decoded [256 1024 256]", got)
+	}
+	if v := b.cols[1][1023]; v.Int64() != 7 {
+		t.Fatalf("a decoded value changed in the growth: %v", v)
+	}
+	// 1000 + 4500 + 1000 values of 24 bytes are 156,000 bytes: over a 100,000-byte budget.
+	b = mk()
+	b.reserve(100_000)
+	if got := []int{cap(b.cols[0]), cap(b.cols[1]), cap(b.cols[2])}; got[0] != 1000 || got[1] != 1024 || got[2] != 256 {
+		t.Fatalf("capacities after reserve over budget %v, want them unchanged [1000 1024 256]", got)
+	}
+}

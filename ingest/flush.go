@@ -82,6 +82,9 @@ type flusher struct {
 	// items is the batch's items (collect), reused across flushes; the flush clears it
 	// when it ends, so that no record of a finished batch stays reachable from it.
 	items []item
+	// framed is what the consumer's schema check (Pipeline.resolveSchemas) read of the
+	// frames of the batch it passes on; see frameNote.
+	framed frameNote
 
 	// hooks are the owner's test seams (hooks.beforeCommit); nil in a replay.
 	hooks *hooks
@@ -210,6 +213,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		id int
 		ws *decode.WriterSchema
 	}
+	noted := f.deps.Framed && f.framed.covers(recs)
 	for _, r := range recs {
 		if len(f.halted) > 0 {
 			if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
@@ -241,7 +245,9 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		}
 		it := item{rec: r, payload: r.Value}
 		id := 0
-		if f.deps.Framed {
+		if noted {
+			id, it.payload = f.framed.id, r.Value[decode.FrameHeaderLen:]
+		} else if f.deps.Framed {
 			var err error
 			if id, it.payload, err = decode.ParseFrame(r.Value); err != nil {
 				it.fail = asDecodeError(err)
@@ -287,6 +293,22 @@ func (f *flusher) release(items []item) {
 	f.items = items[:0]
 }
 
+// frameNote records that every value of recs (a batch in the making, tombstones aside)
+// is a Confluent frame of writer schema id: collect then takes the id and the payload
+// from here instead of reading each value's first bytes a second time (at 100 K records
+// a batch no longer fits the cache, so that read is a cache miss per record). It holds
+// for that very slice (same first element and length) and is dropped once the batch is
+// committed (Pipeline.committedLocked). The zero value notes nothing.
+type frameNote struct {
+	recs []*kgo.Record
+	id   int
+}
+
+// covers reports whether n is a note of recs.
+func (n frameNote) covers(recs []*kgo.Record) bool {
+	return len(recs) > 0 && len(n.recs) == len(recs) && &n.recs[0] == &recs[0]
+}
+
 // prepared is a flush's plan for the table: the guard's decisions, the commit's schema
 // change, and the Parquet schema and column buffers of its data file.
 type prepared struct {
@@ -306,6 +328,10 @@ type prepared struct {
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
 	lastDec *decode.Decoder
+	// rows counts the rows decoded into cols; candidates is how many the batch can write
+	// at most (prepare); reserveSampleRows rows into an unpartitioned batch, the columns
+	// are reserved for the whole batch (reserve).
+	rows, candidates int
 }
 
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
@@ -356,6 +382,7 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	var rows int
 	if b.parts == nil {
 		rows = candidates(items)
+		b.candidates = rows
 	}
 	for i, c := range b.cols {
 		if !f.colsClean {
@@ -368,6 +395,41 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	}
 	f.colsClean = false // until route says what the buffers hold
 	return b, nil
+}
+
+// reserveSampleRows is how many rows of a batch are decoded before reserve sizes the
+// columns of repeated fields (lists, maps) for the whole batch from them.
+const reserveSampleRows = 256
+
+// reserve grows each column of an unpartitioned batch, b.rows rows into it, to the values
+// the batch's candidate rows make at the sampled values per row, plus an eighth: prepare
+// reserved one value per row, enough for every column but those of repeated fields, whose
+// buffers would otherwise grow value by value through the batch (the first flush, or one
+// with longer lists than the last). Nothing is reserved when the columns' buffers would
+// exceed maxBytes (batch.max_bytes, the memory a batch may take) at valueBytes a value:
+// an unrepresentative sample then costs growth, never memory beyond the budget.
+func (b *prepared) reserve(maxBytes int64) {
+	if b.rows == 0 || b.candidates <= b.rows {
+		return
+	}
+	want := make([]int, len(b.cols))
+	var total int64
+	for i, c := range b.cols {
+		n := len(c) * b.candidates / b.rows
+		if len(c) > b.rows { // a repeated field: its sample's values per row vary
+			n += n / 8
+		}
+		want[i] = max(n, cap(c))
+		total += int64(want[i]) * valueBytes
+	}
+	if maxBytes > 0 && total > maxBytes {
+		return
+	}
+	for i, c := range b.cols {
+		if cap(c) < want[i] {
+			b.cols[i] = slices.Grow(c, want[i]-len(c))
+		}
+	}
 }
 
 // candidates counts the items the guard may route to the data file: at most that many
@@ -392,8 +454,14 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if err != nil {
 				return err
 			}
+			if b.rows == reserveSampleRows && b.parts == nil {
+				b.reserve(int64(f.cfg.Batch.MaxBytes))
+			}
 			if len(b.fills) == 0 && b.parts == nil {
 				b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols)
+				if err == nil {
+					b.rows++
+				}
 				return err // the row stays in b.cols: nothing to fill or move
 			}
 			b.row.begin(b.cols)
@@ -411,6 +479,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if b.parts != nil {
 				return b.parts.place(b.row) // moves the row into its partition's file
 			}
+			b.rows++
 			return nil
 		}}
 	res := rt.route(items)
