@@ -490,7 +490,11 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{}}
 	var fresh []*kgo.Record
 	for i := range items {
-		it, why := &items[i], res.why[i]
+		it := &items[i]
+		var why rejection
+		if r := res.routes[i]; r == routeDeadLetter || r == routeHalt {
+			why = res.why[i] // only these have one
+		}
 		switch res.routes[i] {
 		case routeWrite:
 			if rt.identity != nil {

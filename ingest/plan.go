@@ -192,6 +192,9 @@ func (rt router) route(items []item) routed {
 			run.pending = false
 		}
 	}
+	// writes is the last writer schema the guard let write: the next items of it (a batch
+	// holds one or a few) need no decision lookup.
+	var writes *decode.WriterSchema
 	for i := range items {
 		it := &items[i]
 		k := topicPartition{it.rec.Topic, it.rec.Partition}
@@ -210,7 +213,11 @@ func (rt router) route(items []item) routed {
 		}
 		if r == routeGuard {
 			var why rejection
-			r, why = rt.decide(it, rejections)
+			if it.fail == nil && it.ws != nil && it.ws == writes {
+				r = routeWrite
+			} else if r, why = rt.decide(it, rejections); r == routeWrite && it.fail == nil {
+				writes = it.ws
+			}
 			if r != routeWrite {
 				out.why[i] = why
 			} else if err := rt.decode(it); errors.Is(err, decode.ErrNullRecord) {
