@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"syscall"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -69,6 +70,7 @@ func BenchmarkFlushStages(b *testing.B) {
 	ctx := context.Background()
 	t := tableState{version: -1, txns: map[string]int64{}}
 	rows := 0
+	cpu0 := processCPU(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		ready, _, err := p.resolveSchemas(ctx, recs)
@@ -88,10 +90,23 @@ func BenchmarkFlushStages(b *testing.B) {
 		endFlush(p.fl, items)
 		p.committedLocked(ready, nil)
 	}
+	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/record")
+	// The process's CPU time (every thread: the collector's too) is what issue 15 counts
+	// and, unlike wall time, what the other processes of a loaded machine do not add to.
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(n*b.N), "cpu-ns/record")
 	if rows != n*b.N {
 		b.Fatalf("wrote %d rows, want %d", rows, n*b.N)
 	}
+}
+
+// processCPU is the process's user + system CPU time so far, in nanoseconds.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // endFlush does what flusher.flush does with a batch's items when it returns.
