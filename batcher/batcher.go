@@ -141,7 +141,8 @@ func (b *Batcher[K, T]) Take(now time.Time, force bool) ([]T, Trigger) {
 			return nil, TriggerNone
 		}
 	}
-	var out, kept []T
+	out := make([]T, 0, len(b.held)+len(b.fresh))
+	var kept []T
 	for _, it := range b.held {
 		if !force && b.onHold(b.key(it), now) {
 			kept = append(kept, it)
@@ -149,15 +150,26 @@ func (b *Batcher[K, T]) Take(now time.Time, force bool) ([]T, Trigger) {
 			out = append(out, it)
 		}
 	}
-	for _, e := range b.fresh {
-		if !force && b.onHold(b.key(e.item), now) {
-			kept = append(kept, e.item)
-		} else {
+	if force || len(b.holds) == 0 {
+		// No key is on hold: every fresh item goes, and no item's key is computed (a key
+		// reads the item, e.g. a Kafka record a whole batch ago: a cache miss each).
+		for _, e := range b.fresh {
 			out = append(out, e.item)
+		}
+	} else {
+		for _, e := range b.fresh {
+			if b.onHold(b.key(e.item), now) {
+				kept = append(kept, e.item)
+			} else {
+				out = append(out, e.item)
+			}
 		}
 	}
 	b.held = kept
-	b.fresh, b.bytes, b.started = nil, 0, time.Time{}
+	// The next batch reuses fresh's array (a batch of max_records grows it once, not every
+	// time); clear lets the taken items go.
+	clear(b.fresh)
+	b.fresh, b.bytes, b.started = b.fresh[:0], 0, time.Time{}
 	if len(out) == 0 {
 		return nil, TriggerNone
 	}

@@ -75,6 +75,16 @@ type flusher struct {
 	kafka    *kafkaState // the Kafka columns' key schemas (table.kafka_columns)
 	arena    decode.Arena
 	colBufs  [][]parquet.Value
+	// colsClean is set when every value left in colBufs points into the arena's kept
+	// chunks or a decoder's constants (no column fills, nothing decode.Arena.Detached):
+	// dropping them frees nothing, so the next flush reuses the buffers without clearing.
+	colsClean bool
+	// items is the batch's items (collect), reused across flushes; the flush clears it
+	// when it ends, so that no record of a finished batch stays reachable from it.
+	items []item
+	// framed is what the consumer's schema check (Pipeline.resolveSchemas) read of the
+	// frames of the batch it passes on; see frameNote.
+	framed frameNote
 
 	// hooks are the owner's test seams (hooks.beforeCommit); nil in a replay.
 	hooks *hooks
@@ -135,6 +145,7 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record) (*outcome, erro
 	if err != nil {
 		return nil, err
 	}
+	defer f.release(items)
 	if err := f.resolveKeys(ctx, t, items); err != nil {
 		return nil, err
 	}
@@ -184,7 +195,10 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // for the rest parses the frame and looks up the writer schema. Errors: a
 // *transientError when the schema registry fails transiently.
 func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record) ([]item, error) {
-	items := make([]item, 0, len(recs))
+	items := f.items[:0]
+	if cap(items) < len(recs) {
+		items = make([]item, 0, len(recs))
+	}
 	// Per-record work is kept to what changes per record: records come in runs of one
 	// partition and one writer schema, so the partition's txn version and the last writer
 	// schema are looked up once per run (txnAppID formats a string; the registry's cache is
@@ -199,6 +213,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		id int
 		ws *decode.WriterSchema
 	}
+	noted := f.deps.Framed && f.framed.covers(recs)
 	for _, r := range recs {
 		if len(f.halted) > 0 {
 			if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
@@ -230,7 +245,9 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		}
 		it := item{rec: r, payload: r.Value}
 		id := 0
-		if f.deps.Framed {
+		if noted {
+			id, it.payload = f.framed.id, r.Value[decode.FrameHeaderLen:]
+		} else if f.deps.Framed {
 			var err error
 			if id, it.payload, err = decode.ParseFrame(r.Value); err != nil {
 				it.fail = asDecodeError(err)
@@ -252,8 +269,10 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		case errors.As(err, &de):
 			it.fail, it.ws = de, &decode.WriterSchema{ID: id}
 		case errors.Is(err, decode.ErrRegistryAuth):
+			f.release(items)
 			return nil, err // permanent: the pipeline fails with the registry's refusal
 		case err != nil:
+			f.release(items)
 			return nil, &transientError{"resolve schema id " + strconv.Itoa(id), err}
 		default:
 			it.ws = ws
@@ -265,6 +284,29 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		items = append(items, it)
 	}
 	return items, nil
+}
+
+// release keeps items' array for the next flush's collect, cleared: no record of this
+// batch stays reachable from it.
+func (f *flusher) release(items []item) {
+	clear(items)
+	f.items = items[:0]
+}
+
+// frameNote records that every value of recs (a batch in the making, tombstones aside)
+// is a Confluent frame of writer schema id: collect then takes the id and the payload
+// from here instead of reading each value's first bytes a second time (at 100 K records
+// a batch no longer fits the cache, so that read is a cache miss per record). It holds
+// for that very slice (same first element and length) and is dropped once the batch is
+// committed (Pipeline.committedLocked). The zero value notes nothing.
+type frameNote struct {
+	recs []*kgo.Record
+	id   int
+}
+
+// covers reports whether n is a note of recs.
+func (n frameNote) covers(recs []*kgo.Record) bool {
+	return len(recs) > 0 && len(n.recs) == len(recs) && &n.recs[0] == &recs[0]
 }
 
 // prepared is a flush's plan for the table: the guard's decisions, the commit's schema
@@ -286,6 +328,10 @@ type prepared struct {
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
 	lastDec *decode.Decoder
+	// rows counts the rows decoded into cols; candidates is how many the batch can write
+	// at most (prepare); reserveSampleRows rows into an unpartitioned batch, the columns
+	// are reserved for the whole batch (reserve).
+	rows, candidates int
 }
 
 // prepare runs the guard over the batch's writer schemas, builds the commit's schema
@@ -329,11 +375,73 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		f.colBufs = make([][]parquet.Value, n)
 	}
 	b.cols = f.colBufs[:n]
-	for i := range b.cols {
-		clear(b.cols[i]) // let large values of the last batch go
-		b.cols[i] = b.cols[i][:0]
+	// Every written row puts at least one value in every leaf column (Dremel levels: a
+	// null or an empty list is one value too), so the rows this batch can write are a
+	// lower bound of each column's length: reserved here, the decode does not grow the
+	// columns of an unpartitioned table (whose rows stay in cols) value by value.
+	var rows int
+	if b.parts == nil {
+		rows = candidates(items)
+		b.candidates = rows
 	}
+	for i, c := range b.cols {
+		if !f.colsClean {
+			clear(c) // let large values and Kafka bytes of the last batch go
+		}
+		if cap(c) < rows {
+			c = make([]parquet.Value, 0, rows) // no copy: c holds nothing to keep
+		}
+		b.cols[i] = c[:0]
+	}
+	f.colsClean = false // until route says what the buffers hold
 	return b, nil
+}
+
+// reserveSampleRows is how many rows of a batch are decoded before reserve sizes the
+// columns of repeated fields (lists, maps) for the whole batch from them.
+const reserveSampleRows = 256
+
+// reserve grows each column of an unpartitioned batch, b.rows rows into it, to the values
+// the batch's candidate rows make at the sampled values per row, plus an eighth: prepare
+// reserved one value per row, enough for every column but those of repeated fields, whose
+// buffers would otherwise grow value by value through the batch (the first flush, or one
+// with longer lists than the last). Nothing is reserved when the columns' buffers would
+// exceed maxBytes (batch.max_bytes, the memory a batch may take) at valueBytes a value:
+// an unrepresentative sample then costs growth, never memory beyond the budget.
+func (b *prepared) reserve(maxBytes int64) {
+	if b.rows == 0 || b.candidates <= b.rows {
+		return
+	}
+	want := make([]int, len(b.cols))
+	var total int64
+	for i, c := range b.cols {
+		n := len(c) * b.candidates / b.rows
+		if len(c) > b.rows { // a repeated field: its sample's values per row vary
+			n += n / 8
+		}
+		want[i] = max(n, cap(c))
+		total += int64(want[i]) * valueBytes
+	}
+	if maxBytes > 0 && total > maxBytes {
+		return
+	}
+	for i, c := range b.cols {
+		if cap(c) < want[i] {
+			b.cols[i] = slices.Grow(c, want[i]-len(c))
+		}
+	}
+}
+
+// candidates counts the items the guard may route to the data file: at most that many
+// rows are written.
+func candidates(items []item) int {
+	n := 0
+	for i := range items {
+		if items[i].route == routeGuard && items[i].fail == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // route routes the items (router), decoding the written ones into b's columns, and
@@ -346,8 +454,14 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if err != nil {
 				return err
 			}
+			if b.rows == reserveSampleRows && b.parts == nil {
+				b.reserve(int64(f.cfg.Batch.MaxBytes))
+			}
 			if len(b.fills) == 0 && b.parts == nil {
 				b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols)
+				if err == nil {
+					b.rows++
+				}
 				return err // the row stays in b.cols: nothing to fill or move
 			}
 			b.row.begin(b.cols)
@@ -365,16 +479,22 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 			if b.parts != nil {
 				return b.parts.place(b.row) // moves the row into its partition's file
 			}
+			b.rows++
 			return nil
 		}}
 	res := rt.route(items)
 	if b.cols != nil {
 		f.colBufs = b.cols // keep the grown slices for the next flush
+		f.colsClean = len(b.fills) == 0 && b.parts == nil && f.arena.Detached() == 0
 	}
 	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{}}
 	var fresh []*kgo.Record
 	for i := range items {
-		it, why := &items[i], res.why[i]
+		it := &items[i]
+		var why rejection
+		if r := res.routes[i]; r == routeDeadLetter || r == routeHalt {
+			why = res.why[i] // only these have one
+		}
 		switch res.routes[i] {
 		case routeWrite:
 			if rt.identity != nil {

@@ -597,9 +597,13 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 	if !p.deps.Framed || p.deps.Schemas == nil {
 		return recs, nil, nil
 	}
+	p.fl.framed = frameNote{}
 	ready = make([]*kgo.Record, 0, len(recs))
 	failed := map[int]bool{}
 	waits := map[topicPartition]bool{}
+	// uniform stays set while every value in ready is a frame of schema id noteID (the
+	// flush's collect then need not read the frames again: frameNote).
+	uniform, noteID, noted := true, 0, false
 	// okID is the last id this call resolved (or found permanently unknown): a batch holds
 	// one or a few writer schemas, so consecutive records repeat it and need no lookup (a
 	// lookup is a context with a timer, a sync.Map load and a boxed key: about a quarter of
@@ -618,11 +622,16 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 		if len(p.halted) > 0 {
 			if _, h := p.halted[k]; h {
 				ready = append(ready, r)
+				uniform = false // not read here
 				continue
 			}
 		}
 		id, _, ferr := decode.ParseFrame(r.Value)
 		if ferr == nil && haveOK && id == okID {
+			// A record of id okID is in ready already (the one that looked it up): noted.
+			if id != noteID {
+				uniform = false
+			}
 			ready = append(ready, r)
 			continue
 		}
@@ -646,7 +655,18 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			waiting = append(waiting, r)
 			continue
 		}
+		switch {
+		case ferr != nil:
+			uniform = false // a bad frame: collect parses it and makes the failure
+		case !noted:
+			noteID, noted = id, true
+		case id != noteID:
+			uniform = false
+		}
 		ready = append(ready, r)
+	}
+	if uniform && noted {
+		p.fl.framed = frameNote{recs: ready, id: noteID}
 	}
 	return ready, waiting, err
 }
@@ -654,14 +674,12 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 // committedLocked records a successful flush of recs: partitions that are no longer
 // waiting leave their backoff and are resumed, and the lag bookkeeping advances.
 func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
+	p.fl.framed = frameNote{} // the batch is committed: let its records go
 	still := map[topicPartition]bool{}
 	for _, r := range waiting {
 		still[topicPartition{r.Topic, r.Partition}] = true
 	}
-	last := map[topicPartition]int64{}
-	for _, r := range recs {
-		last[topicPartition{r.Topic, r.Partition}] = r.Offset
-	}
+	last := lastOffsets(recs)
 	resume := map[string][]int32{}
 	for k, off := range last {
 		if _, h := p.halted[k]; h {
@@ -683,6 +701,22 @@ func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 		p.status.recovered()
 	}
 	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
+}
+
+// lastOffsets returns, per partition of recs (each partition's records in offset order),
+// the offset of its last record. Records come in runs of one partition: the map is
+// written once per run, not per record.
+func lastOffsets(recs []*kgo.Record) map[topicPartition]int64 {
+	last := map[topicPartition]int64{}
+	for i, r := range recs {
+		if i+1 < len(recs) {
+			if n := recs[i+1]; n.Partition == r.Partition && n.Topic == r.Topic {
+				continue // not the run's last
+			}
+		}
+		last[topicPartition{r.Topic, r.Partition}] = r.Offset
+	}
+	return last
 }
 
 // deferLocked keeps recs for a retry after a transient failure: their partitions are

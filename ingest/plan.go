@@ -124,8 +124,14 @@ func guardOptions(cfg *Config, t tableState) schemaguard.Options {
 func writers(items []item) []schemaguard.Writer {
 	var out []schemaguard.Writer
 	seen := map[int]bool{}
-	for _, it := range items {
-		if it.route != routeGuard || it.ws == nil || it.fail != nil || seen[it.ws.ID] {
+	var last *decode.WriterSchema // consecutive items share their writer schema: no lookup
+	for i := range items {
+		it := &items[i]
+		if it.route != routeGuard || it.ws == nil || it.fail != nil || it.ws == last {
+			continue
+		}
+		last = it.ws
+		if seen[it.ws.ID] {
 			continue
 		}
 		seen[it.ws.ID] = true
@@ -173,10 +179,29 @@ func (rt router) route(items []item) routed {
 	stopped := map[topicPartition]bool{}
 	written := map[string]bool{}
 	rejections := map[int]rejection{} // one per rejected writer schema
+	// Records come in runs of one partition: the run's last handled offset goes into
+	// out.handled when the run ends, not once per record (a map write hashes the topic).
+	var run struct {
+		k       topicPartition
+		off     int64
+		pending bool
+	}
+	endRun := func() {
+		if run.pending {
+			out.handled[run.k] = run.off
+			run.pending = false
+		}
+	}
+	// writes is the last writer schema the guard let write: the next items of it (a batch
+	// holds one or a few) need no decision lookup.
+	var writes *decode.WriterSchema
 	for i := range items {
 		it := &items[i]
 		k := topicPartition{it.rec.Topic, it.rec.Partition}
-		if stopped[k] {
+		if run.pending && k != run.k {
+			endRun()
+		}
+		if len(stopped) > 0 && stopped[k] {
 			continue
 		}
 		r := it.route
@@ -188,7 +213,11 @@ func (rt router) route(items []item) routed {
 		}
 		if r == routeGuard {
 			var why rejection
-			r, why = rt.decide(it, rejections)
+			if it.fail == nil && it.ws != nil && it.ws == writes {
+				r = routeWrite
+			} else if r, why = rt.decide(it, rejections); r == routeWrite && it.fail == nil {
+				writes = it.ws
+			}
 			if r != routeWrite {
 				out.why[i] = why
 			} else if err := rt.decode(it); errors.Is(err, decode.ErrNullRecord) {
@@ -208,11 +237,13 @@ func (rt router) route(items []item) routed {
 		}
 		out.routes[i] = r
 		if r == routeHalt || r == routeCut {
+			endRun()
 			stopped[k] = true
 			continue
 		}
-		out.handled[k] = it.rec.Offset
+		run.k, run.off, run.pending = k, it.rec.Offset, true
 	}
+	endRun()
 	return out
 }
 

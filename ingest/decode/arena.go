@@ -40,7 +40,16 @@ const arenaRetainChunks = (64 << 20) / slabChunk
 func (a *Arena) Reset() {
 	a.s.cur = nil
 	a.s.next = 0
+	a.s.detached = 0
 }
+
+// Detached reports the bytes the arena handed out since the last Reset that live outside
+// the chunks it keeps: values of 16 KiB or more (each its own allocation) and chunks
+// beyond the 64 MiB kept for reuse. When it is 0, every value decoded since the Reset
+// points into the arena's kept chunks (or into the decoders' own constants, e.g. enum
+// symbols): dropping those values frees no memory, so a caller may reuse the column
+// buffers that hold them without clearing them first.
+func (a *Arena) Detached() int { return a.s.detached }
 
 // Retained reports the bytes of chunks the arena keeps for reuse.
 func (a *Arena) Retained() int { return len(a.s.chunks) * slabChunk }

@@ -262,3 +262,36 @@ func TestUvarintPaths(t *testing.T) {
 		check(b)
 	}
 }
+
+// Detached counts the bytes handed out outside the kept chunks since the last Reset: 0
+// while every value fits the retained chunks; a value of 16 KiB or more counts its
+// length, a chunk beyond the retention limit its 64 KiB; Reset starts again at 0.
+func TestArenaDetached(t *testing.T) {
+	ws := mustWriter(t, 1, richSchema)
+	d, _ := mustCompile(t, ws, ws.Delta, "none")
+	a := Arena{s: state{retain: 2}}
+	_ = decodeBatch(t, d, ws, &a, 0, 10)
+	if got := a.Detached(); got != 0 {
+		t.Fatalf("Detached after 10 small records = %d, want 0 (one chunk)", got)
+	}
+	_ = decodeBatch(t, d, ws, &a, 10, 3000)
+	if got, chunks := a.Detached(), a.Retained()/slabChunk; chunks != 2 || got == 0 || got%slabChunk != 0 {
+		t.Fatalf("Detached after 3000 records = %d with %d chunks kept, want whole chunks beyond the 2 kept", got, chunks)
+	}
+	a.Reset()
+	if got := a.Detached(); got != 0 {
+		t.Fatalf("Detached after Reset = %d, want 0", got)
+	}
+
+	w := mustWriter(t, 5, malformedSchema)
+	dl, _ := mustCompile(t, w, w.Delta, "none")
+	big := strings.Repeat("z", 20<<10)
+	p := buildMalformed(t, map[string]string{"name": fmt.Sprintf("%x", binary.AppendVarint(nil, int64(len(big)))) + fmt.Sprintf("%x", big)}, 0)
+	var b Arena
+	if _, err := dl.DecodeWith(&b, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Detached(); got != len(big) {
+		t.Fatalf("Detached after one %d-byte string = %d, want its length", len(big), got)
+	}
+}

@@ -36,6 +36,9 @@ type state struct {
 	chunks [][]byte
 	next   int
 	retain int // how many chunks may be kept for reuse (0: none, the pooled state of Decode)
+	// detached counts the bytes handed out since the last Arena.Reset outside chunks:
+	// large values' own allocations and chunks beyond retain (Arena.Detached).
+	detached int
 }
 
 const (
@@ -261,6 +264,7 @@ func (s *state) copySlow(b []byte) []byte {
 func (s *state) alloc(n int) []byte {
 	if n > cap(s.cur)-len(s.cur) {
 		if n >= slabChunk/4 {
+			s.detached += n
 			return make([]byte, n) // large values get their own allocation, never reused
 		}
 		s.nextChunk()
@@ -284,6 +288,8 @@ func (s *state) nextChunk() {
 	if len(s.chunks) < s.retain {
 		s.chunks = append(s.chunks, s.cur)
 		s.next = len(s.chunks)
+	} else {
+		s.detached += slabChunk
 	}
 }
 

@@ -1,0 +1,136 @@
+package ingest
+
+import (
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// The column buffers of an unpartitioned table are sized before the batch is decoded
+// (one value per column and row the batch can write) and kept across flushes: the first
+// flush reserves exactly its rows, and a steady-state flush of the same size neither grows
+// nor replaces a column (issue 15: growslice inside the decode).
+func TestColumnBuffersReservedAndKept(t *testing.T) {
+	h := newHarness(t, 1)
+	const n = 400
+	cfg := h.config()
+	cfg.Batch = BatchConfig{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // flushes by records: n each
+	m := h.startWith("a", cfg, nil)
+	type buf struct {
+		cap   int
+		first *parquet.Value
+	}
+	bufs := func() []buf {
+		m.p.mu.Lock()
+		defer m.p.mu.Unlock()
+		var out []buf
+		for _, c := range m.p.fl.colBufs {
+			out = append(out, buf{cap(c), &c[:1][0]})
+		}
+		return out
+	}
+	var first []buf
+	for round := int64(0); round < 3; round++ {
+		h.produce(round*n, n, 0, 1, -1)
+		h.waitHandled((round+1)*n, 20*time.Second, m)
+		got := bufs()
+		if len(got) != 3 {
+			t.Fatalf("flush %d: %d column buffers, want 3 (order_id, customer, amount)", round, len(got))
+		}
+		if round == 0 {
+			for i, b := range got {
+				if b.cap != n {
+					t.Fatalf("flush 0: column %d has capacity %d, want exactly %d (reserved for the batch's rows, not grown)", i, b.cap, n)
+				}
+			}
+			first = got
+			continue
+		}
+		for i, b := range got {
+			if b != first[i] {
+				t.Fatalf("flush %d: column %d is %+v, want the first flush's array %+v (kept, not grown)", round, i, b, first[i])
+			}
+		}
+	}
+	if !m.p.fl.colsClean {
+		t.Fatal("colsClean is false after flushes of small records: every value points into the arena")
+	}
+}
+
+// Values the arena does not keep (a string of 16 KiB or more gets its own allocation)
+// make the next flush clear the column buffers before reusing them, so that the last
+// batch's large values can be freed while the next is decoded; small records do not.
+func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Batch = BatchConfig{MaxRecords: 2, MaxBytes: 1 << 30, MaxAge: time.Minute}
+	m := h.startWith("a", cfg, nil)
+	big := h.encodeCustomer(0, strings.Repeat("x", 20<<10))
+	h.produceRaw(0, big, h.encode(1, 0))
+	h.waitHandled(2, 20*time.Second, m)
+	m.p.mu.Lock()
+	clean := m.p.fl.colsClean
+	m.p.mu.Unlock()
+	if clean {
+		t.Fatal("colsClean is true after a flush with a 20 KiB string: its own allocation would stay reachable from the buffers")
+	}
+	h.produce(2, 2, 0, 1, -1)
+	h.waitHandled(4, 20*time.Second, m)
+	m.p.mu.Lock()
+	clean = m.p.fl.colsClean
+	m.p.mu.Unlock()
+	if !clean {
+		t.Fatal("colsClean is false after a flush of small records")
+	}
+}
+
+// encodeCustomer is encode(id, 0) with the given customer.
+func (h *harness) encodeCustomer(id int64, customer string) []byte {
+	body, err := avro.Marshal(h.schemas[0], map[string]any{"order_id": id, "customer": customer, "amount": big.NewRat(id, 100)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var hdr sr.ConfluentHeader
+	framed, err := hdr.AppendEncode(nil, h.ids[0], nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return append(framed, body...)
+}
+
+// reserve sizes a batch's columns from its first rows: a column of one value per row for
+// every candidate row, a repeated field's column for its sampled values per row plus an
+// eighth; nothing when that would exceed batch.max_bytes.
+func TestReserveFromSample(t *testing.T) {
+	mk := func() *prepared {
+		b := &prepared{rows: 256, candidates: 1000, cols: [][]parquet.Value{
+			make([]parquet.Value, 256, 1000),  // one value per row, reserved by prepare
+			make([]parquet.Value, 1024, 1024), // a list of 4 items per row
+			make([]parquet.Value, 256, 256),
+		}}
+		b.cols[1][1023] = parquet.Int64Value(7) // kept by the growth
+		return b
+	}
+	b := mk()
+	b.reserve(128 << 20)
+	if got := []int{cap(b.cols[0]), cap(b.cols[1]), cap(b.cols[2])}; got[0] != 1000 || got[1] < 4500 || got[2] < 1000 {
+		t.Fatalf("capacities after reserve %v, want [1000, ≥4500, ≥1000]", got)
+	}
+	if got := []int{len(b.cols[0]), len(b.cols[1]), len(b.cols[2])}; got[0] != 256 || got[1] != 1024 || got[2] != 256 {
+		t.Fatalf("lengths after reserve %v, want the decoded [256 1024 256]", got)
+	}
+	if v := b.cols[1][1023]; v.Int64() != 7 {
+		t.Fatalf("a decoded value changed in the growth: %v", v)
+	}
+	// 1000 + 4500 + 1000 values of 24 bytes are 156,000 bytes: over a 100,000-byte budget.
+	b = mk()
+	b.reserve(100_000)
+	if got := []int{cap(b.cols[0]), cap(b.cols[1]), cap(b.cols[2])}; got[0] != 1000 || got[1] != 1024 || got[2] != 256 {
+		t.Fatalf("capacities after reserve over budget %v, want them unchanged [1000 1024 256]", got)
+	}
+}
