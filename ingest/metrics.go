@@ -27,6 +27,7 @@ type Metrics struct {
 	Commits              *prometheus.CounterVec   // pipeline
 	CommitConflicts      *prometheus.CounterVec   // pipeline
 	CommitDuration       *prometheus.HistogramVec // pipeline, seconds
+	FlushWait            *prometheus.HistogramVec // pipeline, seconds: the poll loop waiting for the flush in flight
 	SchemaEvolutions     *prometheus.CounterVec   // pipeline, kind
 	PipelineHalted       *prometheus.GaugeVec     // pipeline: 1 when halted
 	PipelineFailures     *prometheus.CounterVec   // pipeline: runs ended by a permanent failure
@@ -80,6 +81,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Delta commit attempts that lost to another writer."}, []string{"pipeline"}),
 		CommitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ingestd_delta_commit_duration_seconds",
 			Help: "Time from the start of a flush to its Delta commit.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"pipeline"}),
+		FlushWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ingestd_flush_wait_seconds",
+			Help: "Time the poll loop waited for the flush in flight to settle before it handed over the next batch (0 when none was in flight); " +
+				"a sum close to the run time means the flushes, not the fetches, bound the throughput.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"pipeline"}),
 		SchemaEvolutions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_schema_evolutions_total",
 			Help: "Schema changes applied to tables, by kind (add_column, widen, relax_nullability)."}, []string{"pipeline", "kind"}),
 		PipelineHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_pipeline_halted",
@@ -106,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts,
-		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.SchemaEvolutions, m.PipelineHalted,
+		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
 		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag,
 		m.MaintenanceRuns, m.MaintenanceFiles, m.MaintenanceBytes, m.MaintenanceDuration, m.MaintenanceLastSuccess, m.registries)
 	reg.MustRegister(saslReadsCollector()) // kafkasec.go: SASL credential reads, process-wide

@@ -60,26 +60,47 @@ type Pipeline struct {
 
 	status statusBox
 
-	// mu guards everything below: the poll loop and the rebalance callbacks both flush.
+	// Two locks split a pipeline's state (lock order: mu, the flush lock, before batchMu,
+	// before lagMu):
+	//
+	// mu is the flush side, held for a whole flush by whoever runs one: the session's
+	// flush worker (flushworker.go; the poll loop locks it to take a batch and hands it,
+	// locked, to the worker, which unlocks it once the batch is settled), a rebalance
+	// callback, or the drain. So at most one batch is in flight, and a callback that locks
+	// it waits for the flush in flight. It guards fl and cm (the flusher's state: commit
+	// id, dead-letter set, noTableTxns, fromGroup, decoders and buffers).
 	mu sync.Mutex
-	cl *kgo.Client
+	fl *flusher      // one batch → one commit; its mode is cm
+	cm *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
+
+	// batchMu is the batch side, held briefly by the poll loop (add, take), the flush worker
+	// (settle a flush: hold back or release its partitions) and the callbacks.
+	batchMu sync.Mutex
+	cl      *kgo.Client
 	// batch buffers the records read and not yet committed: fresh ones, and those whose
 	// flush failed transiently, held back per partition (their partitions paused) until
 	// a jittered, growing backoff ends. A partition's records are always flushed
-	// held-first, so its txn never passes a record that is still waiting (batcher).
-	batch  *batcher.Batcher[topicPartition, *kgo.Record]
+	// held-first, so its txn never passes a record that is still waiting (batcher): the
+	// flush in flight settles (Hold, Release) before the next batch is taken.
+	batch *batcher.Batcher[topicPartition, *kgo.Record]
+	// halted is written with both locks held (applyHalts, forgetLocked), so it may be read
+	// under either: the poll loop reads it under batchMu, a flush (fl.halted) under mu.
 	halted map[topicPartition]HaltedPartition
-	fl     *flusher      // one batch → one commit; its mode is cm
-	cm     *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
 	// decodedPerByte is the batch.max_bytes budget's estimate of the decoded bytes (arena
 	// copy and column values) one raw record byte becomes in a flush: measured by every
 	// flush that wrote rows (outcome.decodedBytes / rawBytes), initialDecodedPerByte
-	// before the first. budgetSize charges each record raw × (1 + decodedPerByte).
+	// before the first. budgetSize charges each record raw × (1 + decodedPerByte). Written
+	// with both locks held (measureDecoded), read under either.
 	decodedPerByte float64
 	hooks          hooks // test seams; zero in production
 	// progressDue is when the poll loop next checks for a table to record
-	// flusher.noTableTxns in (recordProgressLocked).
-	progressDue time.Time
+	// flusher.noTableTxns in (recordProgressLocked); progressPending is whether there is
+	// any (len(fl.noTableTxns) > 0, published under batchMu by the holder of mu).
+	progressDue     time.Time
+	progressPending bool
+	// wakePoll ends the poll loop's current poll (nil outside a poll): a settled flush
+	// calls it, since the batcher's deadline that poll waits for may have changed.
+	wakePoll context.CancelFunc
 
 	// lagMu guards the consumer-lag bookkeeping, also written by adjustOffsets.
 	lagMu sync.Mutex
@@ -114,10 +135,13 @@ type hooks struct {
 	// committed).
 	beforeCommit func(deadLetters int) error
 	// abandon is asked when Run's loop ends: true stops Run like kill -9 (nothing
-	// buffered is flushed, no offsets are committed); abandoned (guarded by mu) then makes
+	// buffered is flushed, no offsets are committed); abandoned (guarded by batchMu) then makes
 	// the revoke callback drop its records too.
 	abandon   func(ctx context.Context) bool
 	abandoned bool
+	// beforeFlush runs in the flush worker before each batch it flushes, with mu held
+	// (a test may block it to hold a batch in flight).
+	beforeFlush func(recs []*kgo.Record)
 }
 
 // NewPipeline returns a pipeline for cfg; it does no I/O.
@@ -225,10 +249,12 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 		}
 	}
 	p.mu.Lock()
+	p.batchMu.Lock()
 	p.cl, p.cm.cl = s.cl, s.cl
 	if s.dlq != nil {
 		p.fl.dlq = ingestdlq.NewProducer(s.dlq)
 	}
+	p.batchMu.Unlock()
 	p.mu.Unlock()
 	if err := p.checkTopics(ctx, cl); err != nil {
 		s.close()
@@ -271,25 +297,35 @@ func (s *session) loop(ctx context.Context) error {
 	// dead-letter produce would leave records in the DLQ that the drain produces again.
 	fctx, stop := flushContext(ctx, shutdownFlushTimeout)
 	defer stop()
+	// The flush worker flushes while the loop polls; it stops (the flush in flight settles)
+	// before fctx ends and before the drain, the abandon or the client's close.
+	w := p.startFlushWorker(fctx, failLoop)
+	defer w.stop()
 	for ctx.Err() == nil {
-		pollCtx, cancel := lctx, context.CancelFunc(func() {})
-		p.mu.Lock()
+		pollCtx, cancel := context.WithCancel(lctx)
+		p.batchMu.Lock()
 		d, ok := p.batch.Deadline()
-		if len(p.fl.noTableTxns) > 0 && (!ok || p.progressDue.Before(d)) {
+		if p.progressPending && p.batch.Len() == 0 {
 			d, ok = p.progressDue, true // wake to record progress made without a table
 		}
 		if ok {
 			pollCtx, cancel = context.WithDeadline(lctx, d)
 		}
-		p.mu.Unlock()
+		// The flush in flight may change the deadline (a hold, progress to record): when it
+		// settles it ends this poll (wakePollLocked), and the next one waits for the new one.
+		p.wakePoll = cancel
+		p.batchMu.Unlock()
 		fs := cl.PollRecords(pollCtx, maxPollRecords)
+		p.batchMu.Lock()
+		p.wakePoll = nil
+		p.batchMu.Unlock()
 		cancel()
 		if fs.IsClientClosed() {
 			return nil
 		}
 		if lctx.Err() != nil && ctx.Err() == nil {
 			cl.AllowRebalance()
-			return context.Cause(lctx)
+			return context.Cause(lctx) // a failed advisory commit, or a flush that failed for good
 		}
 		if err := p.fetchErrors(fs, &fw); err != nil {
 			cl.AllowRebalance() // or Close would wait for the rebalance this poll blocks
@@ -302,8 +338,7 @@ func (s *session) loop(ctx context.Context) error {
 		})
 		p.observeFetch(fs)
 		now := time.Now()
-		var ferr error
-		p.mu.Lock()
+		p.batchMu.Lock()
 		consumed := p.m.RecordsConsumed.WithLabelValues(p.cfg.Name) // once per poll, not per record
 		fs.EachRecord(func(r *kgo.Record) {
 			consumed.Inc()
@@ -312,32 +347,33 @@ func (s *session) loop(ctx context.Context) error {
 					return
 				}
 			}
-			if p.batch.Add(r, p.budgetSize(r), now) && ferr == nil {
-				ferr = p.flushDueLocked(fctx, now, false) // full: records or bytes bound reached
+			if p.batch.Add(r, p.budgetSize(r), now) {
+				// Full (records or bytes bound): hand it to the worker, waiting for the batch in
+				// flight first, then go on adding.
+				p.batchMu.Unlock()
+				w.dispatch(false)
+				p.batchMu.Lock()
 			}
 		})
-		if ferr == nil {
-			ferr = p.flushDueLocked(fctx, now, false) // aged, or a partition's backoff ended
+		due := p.batch.Due(time.Now()) != batcher.TriggerNone // aged, or a partition's backoff ended
+		progress := !due && p.progressPending && p.batch.Len() == 0 && !now.Before(p.progressDue)
+		p.batchMu.Unlock()
+		if due || progress {
+			w.dispatch(progress)
 		}
-		if ferr == nil && len(p.fl.noTableTxns) > 0 && p.batch.Len() == 0 && !now.Before(p.progressDue) {
-			ferr = p.recordProgressLocked(fctx, now)
-		}
-		p.mu.Unlock()
 		cl.AllowRebalance()
-		if ferr != nil && ctx.Err() == nil {
-			return ferr
-		}
 	}
 	return nil
 }
 
-// drain is the shutdown (SIGTERM): flush and commit what is buffered, retrying transient
-// failures for at most shutdownFlushTimeout (ctx has ended; its values are kept).
+// drain is the shutdown (SIGTERM): once the loop's flush in flight has settled, flush and
+// commit what is buffered, retrying transient failures for at most shutdownFlushTimeout
+// (ctx has ended; its values are kept).
 func (s *session) drain(ctx context.Context) error {
 	p := s.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
 	defer cancel()
-	p.mu.Lock()
+	p.mu.Lock() // the loop's flush worker has stopped: nothing is in flight
 	ferr := p.drainLocked(sctx)
 	p.mu.Unlock()
 	if ferr != nil {
@@ -356,9 +392,11 @@ const progressEvery = 5 * time.Second
 // flushes made while the table did not exist, once a table exists (so that replay finds
 // the commit their dead letters name, or the group offset position it names, instead of
 // waiting for this partition's next record). Without a table it does nothing; a transient
-// failure is retried at the next check.
+// failure is retried at the next check. mu held.
 func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) error {
+	p.batchMu.Lock()
 	p.progressDue = now.Add(progressEvery)
+	p.batchMu.Unlock()
 	// Without a table the flush commits nothing and keeps noTableTxns for the next check.
 	_, err := p.writeLocked(ctx, nil)
 	if v := classify(err); v.action == actRetry {
@@ -392,27 +430,31 @@ func flushContext(ctx context.Context, grace time.Duration) (fctx context.Contex
 }
 
 // abandon ends the session like kill -9 (tests only, see hooks.abandon): buffered records
-// are dropped without a flush, and the revoke callback of close flushes nothing.
+// are dropped without a flush, and the revoke callback of close flushes nothing. The
+// loop's flush in flight, if any, has settled (it may have committed, like a crash after
+// the commit).
 func (s *session) abandon() {
 	p := s.p
-	p.mu.Lock()
+	p.batchMu.Lock()
 	p.hooks.abandoned = true
 	p.batch.Take(time.Now(), true)
-	p.mu.Unlock()
+	p.batchMu.Unlock()
 	p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
 }
 
 // flushOnce makes one flush attempt for recs (flusher.flush) and applies its halts. cut
 // are the records the flush left for the next one (batch.max_open_partitions: per
 // partition, from the first record that would have opened one partition value more; their
-// txn did not move past them), in recs order.
+// txn did not move past them), in recs order. mu held.
 func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) (cut []*kgo.Record, err error) {
 	out, err := p.fl.flush(ctx, recs)
 	if err != nil {
 		return nil, err
 	}
+	p.batchMu.Lock()
 	p.measureDecoded(out)
 	p.applyHalts(out.halts)
+	p.batchMu.Unlock()
 	if len(out.cutAt) > 0 {
 		for _, r := range recs {
 			if off, ok := out.cutAt[topicPartition{r.Topic, r.Partition}]; ok && r.Offset >= off {
@@ -447,7 +489,8 @@ func (p *Pipeline) budgetSize(r *kgo.Record) int64 {
 	return n + int64(float64(n)*p.decodedPerByte) + recordOverhead
 }
 
-// measureDecoded updates decodedPerByte from a flush's outcome (p.mu held).
+// measureDecoded updates decodedPerByte from a flush's outcome (both locks held: the
+// poll loop's budgetSize reads it under batchMu).
 func (p *Pipeline) measureDecoded(out *outcome) {
 	if out.rawBytes > 0 && out.decodedBytes > 0 {
 		p.decodedPerByte = float64(out.decodedBytes) / float64(out.rawBytes)
@@ -456,16 +499,25 @@ func (p *Pipeline) measureDecoded(out *outcome) {
 
 // flushDueLocked flushes the buffered records that are due (batcher.Take: a bound or
 // the age reached, or a partition's backoff ended; everything when force is set), held
-// ones first, and counts the flush by its trigger. Transient failures hold the records
-// back and pause their partitions with a jittered backoff; only a permanent failure is
-// returned.
+// ones first (flushTakenLocked). mu held.
 func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool) error {
+	p.batchMu.Lock()
 	recs, trigger := p.batch.Take(now, force)
+	p.batchMu.Unlock()
+	return p.flushTakenLocked(ctx, recs, trigger, now)
+}
+
+// flushTakenLocked flushes recs, taken from the batcher at now, and counts the flush by
+// its trigger. Transient failures hold the records back and pause their partitions with a
+// jittered backoff; only a permanent failure is returned. mu held.
+func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, trigger batcher.Trigger, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	p.m.BatchFlushes.WithLabelValues(p.cfg.Name, trigger.String()).Inc()
 	left, err := p.tryFlushLocked(ctx, recs)
+	p.batchMu.Lock()
+	defer p.batchMu.Unlock()
 	if v := classify(err); v.action == actFatal && ctx.Err() == nil {
 		// Kept, due at once: the revoke callback of the client's Close tries them once more.
 		p.batch.Hold(left, now, func(int) time.Duration { return 0 })
@@ -478,19 +530,24 @@ func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool
 }
 
 // drainLocked flushes everything buffered, retrying transient failures until ctx ends.
+// mu held.
 func (p *Pipeline) drainLocked(ctx context.Context) error {
 	for {
 		if err := p.flushDueLocked(ctx, time.Now(), true); err != nil {
 			return err
 		}
-		if p.batch.Len() == 0 {
+		p.batchMu.Lock()
+		n := p.batch.Len()
+		d, _ := p.batch.Deadline()
+		p.batchMu.Unlock()
+		if n == 0 {
 			return nil
 		}
-		d, _ := p.batch.Deadline()
 		if err := backoff.Wait(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
+			p.batchMu.Lock()
 			recs, _ := p.batch.Take(time.Now(), true)
-			n := len(recs)
-			return fmt.Errorf("%d records not committed (they are read again after a restart): %w", n, err)
+			p.batchMu.Unlock()
+			return fmt.Errorf("%d records not committed (they are read again after a restart): %w", len(recs), err)
 		}
 	}
 }
@@ -499,6 +556,7 @@ func (p *Pipeline) drainLocked(ctx context.Context) error {
 // another writer changed the table) and returns the records that were not committed:
 // those of partitions waiting for the schema registry (per partition, from the first
 // record whose schema could not be fetched), or all of them when the write failed.
+// mu held (each settled commit takes batchMu briefly).
 func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left []*kgo.Record, err error) {
 	if len(recs) == 0 {
 		return nil, nil
@@ -522,7 +580,9 @@ func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left
 				}
 			}
 		}
+		p.batchMu.Lock()
 		p.committedLocked(done, append(cut[:len(cut):len(cut)], waiting...))
+		p.batchMu.Unlock()
 		ready = cut
 	}
 	return waiting, werr
@@ -559,6 +619,7 @@ func recordSet(recs []*kgo.Record) map[recordKey]bool {
 // of our partitions' txn (a zombie or a new owner) makes the batch be rebuilt on the new
 // snapshot, which drops what the table already has. Records already dead-lettered under
 // p.commitID stay dead-lettered in the rebuilds (p.deadSet), even when they fit now.
+// mu held.
 func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) (cut []*kgo.Record, err error) {
 	for attempt := 0; ; attempt++ {
 		cut, err := p.flushOnce(ctx, recs)
@@ -575,7 +636,10 @@ func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) (cut []*
 	}
 }
 
-// applyHalts pauses halted partitions and reports them (logs, status, metric).
+// applyHalts pauses halted partitions and reports them (logs, status, metric). Both
+// locks held: the poll loop reads halted under batchMu, the flusher under mu. The
+// partitions' records already buffered behind the halt are dropped by the next flush
+// (flusher.collect skips halted partitions), never committed.
 func (p *Pipeline) applyHalts(halts []HaltedPartition) {
 	for _, h := range halts {
 		k := topicPartition{h.Topic, h.Partition}
@@ -672,7 +736,7 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 }
 
 // committedLocked records a successful flush of recs: partitions that are no longer
-// waiting leave their backoff and are resumed, and the lag bookkeeping advances.
+// waiting leave their backoff and are resumed, and the lag bookkeeping advances. batchMu held.
 func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
 	p.fl.framed = frameNote{} // the batch is committed: let its records go
 	still := map[topicPartition]bool{}
@@ -721,7 +785,7 @@ func lastOffsets(recs []*kgo.Record) map[topicPartition]int64 {
 
 // deferLocked keeps recs for a retry after a transient failure: their partitions are
 // paused (no more records are fetched for them) and retried after a jittered,
-// exponentially growing backoff of their own. Nothing is dead-lettered for it.
+// exponentially growing backoff of their own. Nothing is dead-lettered for it. batchMu held.
 func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 	now := time.Now()
 	v := classify(cause)
@@ -853,6 +917,9 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 				p.mu.Lock()
 				p.fl.fromGroup[k] = eo.Offset - 1
 				p.fl.noTableTxns[k] = max(p.fl.noTableTxns[k], eo.Offset-1)
+				p.batchMu.Lock()
+				p.publishProgressLocked()
+				p.batchMu.Unlock()
 				p.mu.Unlock()
 				p.log.Info("partition assigned", "topic", t, "partition", part, "offset", eo.Offset, "from", "group offset (no txn yet)")
 			} else if p.cfg.Kafka.StartOffset == "latest" {
@@ -871,16 +938,21 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 // onRevoked commits what is buffered for the revoked partitions before they move to
 // another member, in one bounded attempt (well inside the rebalance timeout); if that
 // fails, the records are dropped and the new owner re-reads them from the txn version.
-// Records of the partitions we keep stay buffered.
+// Records of the partitions we keep stay buffered. It first waits for the flush in flight.
 func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	gone := partSet(revoked)
 	if len(gone) == 0 {
 		return // the end of a session that moved nothing of ours
 	}
+	// Wait for the flush in flight (it may hold records of these partitions, or fail and
+	// give them back to the batcher), then take what is buffered for them.
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.batchMu.Lock()
 	recs := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })
-	if len(recs) > 0 && !p.hooks.abandoned {
+	abandoned := p.hooks.abandoned
+	p.batchMu.Unlock()
+	if len(recs) > 0 && !abandoned {
 		p.m.BatchFlushes.WithLabelValues(p.cfg.Name, batcher.TriggerRevoke.String()).Inc()
 		fctx, cancel := context.WithTimeout(ctx, revokeFlushTimeout)
 		left, err := p.tryFlushLocked(fctx, recs)
@@ -890,6 +962,8 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 				"records", len(left), "err", err)
 		}
 	}
+	p.batchMu.Lock()
+	defer p.batchMu.Unlock()
 	p.forgetLocked(revoked, gone)
 }
 
@@ -900,8 +974,10 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	if len(gone) == 0 {
 		return
 	}
-	p.mu.Lock()
+	p.mu.Lock() // the flush in flight settles first (its commit is fenced by the txns if another member moved them)
 	defer p.mu.Unlock()
+	p.batchMu.Lock()
+	defer p.batchMu.Unlock()
 	if n := len(p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })); n > 0 {
 		p.log.Warn("partitions lost; buffered records dropped (the new owner re-reads them from the Delta txn)", "records", n)
 	}
@@ -920,7 +996,7 @@ func partSet(m map[string][]int32) map[topicPartition]bool {
 
 // forgetLocked clears the state of partitions that are no longer ours: halts (the next
 // owner halts again at the same offset), backoffs and pauses (so that a later
-// re-assignment fetches again), and their lag series.
+// re-assignment fetches again), and their lag series. Both locks held.
 func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartition]bool) {
 	for k := range gone {
 		if _, h := p.halted[k]; h {
@@ -931,6 +1007,7 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 		delete(p.fl.noTableTxns, k) // the new owner resumes from the group offset, or re-reads them (their dead letters become orphans)
 		delete(p.fl.fromGroup, k)
 	}
+	p.publishProgressLocked()
 	if p.cl != nil {
 		p.cl.ResumeFetchPartitions(parts)
 	}
@@ -950,6 +1027,20 @@ func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartitio
 		delete(p.next, k)
 		p.m.ConsumerLag.DeleteLabelValues(p.cfg.Name, k.topic, strconv.Itoa(int(k.partition)))
 	}
+}
+
+// wakePollLocked ends the poll loop's current poll, if any, so that it recomputes its
+// deadline from the batcher. batchMu held.
+func (p *Pipeline) wakePollLocked() {
+	if p.wakePoll != nil {
+		p.wakePoll()
+	}
+}
+
+// publishProgressLocked tells the poll loop whether progress made without a table waits
+// to be recorded (flusher.noTableTxns). Both locks held.
+func (p *Pipeline) publishProgressLocked() {
+	p.progressPending = len(p.fl.noTableTxns) > 0
 }
 
 // setNext records that the partition's next offset to handle is next and updates its lag.

@@ -184,6 +184,12 @@ func (h *harness) start(name string, tweak func(*Deps)) *member {
 // startWith is start with a config of the test's own (e.g. another policy).
 func (h *harness) startWith(name string, cfg *Config, tweak func(*Deps)) *member {
 	h.t.Helper()
+	return h.startHooked(name, cfg, tweak, nil)
+}
+
+// startHooked is startWith that also sets the pipeline's test seams (hooks) before Run.
+func (h *harness) startHooked(name string, cfg *Config, tweak func(*Deps), seams func(*hooks)) *member {
+	h.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{h.t, name}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d := h.deps(log)
 	if tweak != nil {
@@ -192,6 +198,9 @@ func (h *harness) startWith(name string, cfg *Config, tweak func(*Deps)) *member
 	ctx, cancel := context.WithCancelCause(context.Background())
 	m := &member{p: NewPipeline(cfg, d), cancel: cancel, done: make(chan error, 1)}
 	abandonOnCause(m.p)
+	if seams != nil {
+		seams(&m.p.hooks)
+	}
 	go func() { m.done <- m.p.Run(ctx) }()
 	h.t.Cleanup(func() {
 		cancel(nil)
@@ -320,38 +329,8 @@ func (h *harness) orderIDs() map[int64]int {
 	}
 	out := map[int64]int{}
 	for _, add := range snap.Files {
-		b, err := st.Get(ctx, add.Path)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		leaf, ok := f.Schema().Lookup("order_id")
-		if !ok {
-			h.t.Fatalf("%s has no order_id column", add.Path)
-		}
-		for _, rg := range f.RowGroups() {
-			pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
-			for {
-				pg, err := pages.ReadPage()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					h.t.Fatal(err)
-				}
-				vals := make([]parquet.Value, pg.NumValues())
-				n, err := pg.Values().ReadValues(vals)
-				if err != nil && err != io.EOF {
-					h.t.Fatal(err)
-				}
-				for _, v := range vals[:n] {
-					out[v.Int64()]++
-				}
-			}
-			_ = pages.Close()
+		for _, id := range h.fileOrderIDs(st, add.Path) {
+			out[id]++
 		}
 	}
 	// Every add across the whole log names a distinct file.
@@ -378,6 +357,46 @@ func (h *harness) orderIDs() map[int64]int {
 				seen[path] = fi.Name
 			}
 		}
+	}
+	return out
+}
+
+// fileOrderIDs reads the order_id column of the data file at path, in row order.
+func (h *harness) fileOrderIDs(st storage.Store, path string) []int64 {
+	h.t.Helper()
+	b, err := st.Get(context.Background(), path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	leaf, ok := f.Schema().Lookup("order_id")
+	if !ok {
+		h.t.Fatalf("%s has no order_id column", path)
+	}
+	var out []int64
+	for _, rg := range f.RowGroups() {
+		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		for {
+			pg, err := pages.ReadPage()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			vals := make([]parquet.Value, pg.NumValues())
+			n, err := pg.Values().ReadValues(vals)
+			if err != nil && err != io.EOF {
+				h.t.Fatal(err)
+			}
+			for _, v := range vals[:n] {
+				out = append(out, v.Int64())
+			}
+		}
+		_ = pages.Close()
 	}
 	return out
 }

@@ -1,0 +1,126 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/batcher"
+)
+
+// flushWorker runs the poll loop's flushes in a goroutine of its own, so that the loop
+// keeps fetching and batching while a batch is routed, decoded, encoded, uploaded and
+// committed (issue 15: "the poll loop never waits for an upload or a commit").
+//
+// At most one batch is in flight, besides the one being filled in the batcher: the poll
+// loop locks Pipeline.mu to take the next batch (waiting, when one is still in
+// flight, until the worker has settled it: that wait is ingestd_flush_wait_seconds) and
+// hands the locked mutex over with the batch; the worker unlocks it once the batch is
+// settled (committed, held back for a retry, halted, or failed for good). So the next
+// batch is always taken after the previous one's failed records went back into the
+// batcher ahead of their partitions' later records (the batcher's held-first rule), and
+// a rebalance callback or the drain, which lock mu too, wait for the flush in flight.
+// Memory: the batch in flight and the one being filled each hold at most their share of
+// batch.max_bytes (batchBytes).
+//
+// The worker belongs to one session: startFlushWorker starts it, stop waits for the
+// flush in flight and ends it. A permanent failure ends the poll loop through fail, like
+// the synchronous flush did, and no further batch is handed over.
+type flushWorker struct {
+	p    *Pipeline
+	ctx  context.Context // the flushes' context: flushContext, which outlives a SIGTERM by a grace
+	fail func(error)     // ends the poll loop with a permanent flush failure (its cause)
+	jobs chan flushJob
+	done chan struct{}
+	// err is the permanent failure of the worker's last flush, if any: written and read
+	// with mu held.
+	err error
+}
+
+// flushJob is one batch handed to the worker (or, with progress, a txn-only commit of the
+// progress made without a table: recordProgressLocked).
+type flushJob struct {
+	recs     []*kgo.Record
+	trigger  batcher.Trigger
+	now      time.Time // when the batch was taken
+	progress bool
+}
+
+// startFlushWorker starts the session's flush worker; its flushes run with ctx and a
+// permanent failure calls fail.
+func (p *Pipeline) startFlushWorker(ctx context.Context, fail func(error)) *flushWorker {
+	w := &flushWorker{p: p, ctx: ctx, fail: fail, jobs: make(chan flushJob, 1), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *flushWorker) run() {
+	defer close(w.done)
+	for job := range w.jobs {
+		w.flush(job)
+		w.p.mu.Unlock() // locked by dispatch, which handed it over with the job
+	}
+}
+
+// flush runs one job with mu held (by dispatch, for the worker).
+func (w *flushWorker) flush(job flushJob) {
+	p := w.p
+	if h := p.hooks.beforeFlush; h != nil {
+		h(job.recs)
+	}
+	var err error
+	if job.progress {
+		err = p.recordProgressLocked(w.ctx, job.now)
+	} else {
+		err = p.flushTakenLocked(w.ctx, job.recs, job.trigger, job.now)
+	}
+	p.batchMu.Lock()
+	p.publishProgressLocked()
+	p.wakePollLocked() // the batcher's deadline may have moved (holds, releases, progress)
+	p.batchMu.Unlock()
+	if err != nil {
+		w.err = err
+		w.fail(err)
+	}
+}
+
+// dispatch hands the batch due at now to the worker, first waiting for the flush in
+// flight to settle (backpressure: the poll loop stops adding records while a full batch
+// waits). With progress, it hands over a txn-only commit of the progress made without a
+// table instead, if that is still due once the lock is held. It does nothing when
+// nothing is due any more, or after the worker failed for good. Called by the poll loop
+// without p.batchMu held (the loop unlocks it around dispatch).
+func (w *flushWorker) dispatch(progress bool) {
+	p := w.p
+	start := time.Now()
+	p.mu.Lock()
+	now := time.Now()
+	p.m.FlushWait.WithLabelValues(p.cfg.Name).Observe(now.Sub(start).Seconds())
+	if w.err != nil {
+		p.mu.Unlock()
+		return
+	}
+	job := flushJob{now: now}
+	p.batchMu.Lock()
+	if progress {
+		job.progress = p.progressPending && p.batch.Len() == 0 && !now.Before(p.progressDue)
+	} else {
+		job.recs, job.trigger = p.batch.Take(now, false)
+	}
+	p.batchMu.Unlock()
+	if len(job.recs) == 0 && !job.progress {
+		p.mu.Unlock()
+		return
+	}
+	w.jobs <- job // the worker unlocks mu when the job is settled
+}
+
+// stop waits for the flush in flight to settle and ends the worker; no job is handed
+// over after it.
+func (w *flushWorker) stop() {
+	w.p.mu.Lock()
+	close(w.jobs)
+	w.p.mu.Unlock()
+	<-w.done
+}

@@ -1,0 +1,314 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// commitLog is one Delta commit of the harness's table, as the log holds it: the order
+// ids of its data files (in file order) and its txn versions by appId.
+type commitLog struct {
+	version int64
+	ids     []int64
+	txns    map[string]int64
+}
+
+// commits reads every commit of the table's log, oldest first.
+func (h *harness) commits() []commitLog {
+	h.t.Helper()
+	st, err := storage.Open("file://" + h.tableDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []commitLog
+	for v := int64(0); ; v++ {
+		b, err := st.Get(context.Background(), fmt.Sprintf("_delta_log/%020d.json", v))
+		if err != nil {
+			if len(out) == 0 {
+				h.t.Fatalf("read commit 0: %v", err)
+			}
+			return out
+		}
+		c := commitLog{version: v, txns: map[string]int64{}}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var a struct {
+				Add *struct {
+					Path string `json:"path"`
+				} `json:"add"`
+				Txn *struct {
+					AppID   string `json:"appId"`
+					Version int64  `json:"version"`
+				} `json:"txn"`
+			}
+			if err := json.Unmarshal([]byte(line), &a); err != nil {
+				h.t.Fatalf("commit %d: %v", v, err)
+			}
+			if a.Add != nil {
+				c.ids = append(c.ids, h.fileOrderIDs(st, a.Add.Path)...)
+			}
+			if a.Txn != nil {
+				c.txns[a.Txn.AppID] = a.Txn.Version
+			}
+		}
+		out = append(out, c)
+	}
+}
+
+// checkInOrder asserts that the commits of a one-partition table hold orders 1..n in
+// offset order: each commit's rows are the next contiguous run of ids (order id = offset
+// + 1) and its txn version is the offset of its last row, so no commit passed a record
+// that an earlier commit did not hold.
+func (h *harness) checkInOrder(n int64) []commitLog {
+	h.t.Helper()
+	cs := h.commits()
+	next := int64(1)
+	for _, c := range cs {
+		for _, id := range c.ids {
+			if id != next {
+				h.t.Fatalf("commit %d holds order %d where order %d was due (ids %d..%d)", c.version, id, next, c.ids[0], c.ids[len(c.ids)-1])
+			}
+			next++
+		}
+		if v, ok := c.txns["orders-orders-0"]; len(c.ids) > 0 && (!ok || v != next-2) {
+			h.t.Fatalf("commit %d: txn version %d (present %v), want %d (its last row's offset)", c.version, v, ok, next-2)
+		}
+	}
+	if next != n+1 {
+		h.t.Fatalf("the commits hold orders 1..%d, want 1..%d", next-1, n)
+	}
+	return cs
+}
+
+// batched is the number of records the member's batcher holds.
+func (m *member) batched() int {
+	m.p.batchMu.Lock()
+	defer m.p.batchMu.Unlock()
+	return m.p.batch.Len()
+}
+
+// flushWaitSum is the sum and count of ingestd_flush_wait_seconds for the orders pipeline.
+func (h *harness) flushWaitSum() (sum float64, count uint64) {
+	h.t.Helper()
+	mfs, err := h.promReg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ingestd_flush_wait_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pipeline" && l.GetValue() == "orders" {
+					return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	h.t.Fatal("ingestd_flush_wait_seconds{pipeline=\"orders\"} is not exported")
+	return 0, 0
+}
+
+// TestPollLoopBatchesWhileFlushInFlight: while the flush worker is blocked inside a
+// flush (hooks.beforeFlush), the poll loop keeps polling and fills the next batch up to
+// batch.max_records (100) and no further (backpressure: one batch in flight, one being
+// filled); the next flush starts only after the blocked one has committed; the time the
+// loop waited is in ingestd_flush_wait_seconds. Every record lands once, in order.
+func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, time.Minute // only the record bound fires; the drain takes the rest
+	h.produce(1, 230, 0, 1, -1)
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	var sizes []int
+	var handledAtSecond int64 = -1
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeFlush = func(recs []*kgo.Record) {
+			sizes = append(sizes, len(recs)) // the worker's goroutine only; read after it stopped
+			switch calls.Add(1) {
+			case 1:
+				close(started)
+				<-release
+			case 2:
+				handledAtSecond = h.handled()
+			}
+		}
+	})
+	var unblock sync.Once
+	free := func() { unblock.Do(func() { close(release) }) }
+	t.Cleanup(free) // runs before the member's cleanup: a failed test does not leave the worker blocked
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no flush started")
+	}
+	// The first batch (offsets 0..99) is in flight; the loop buffers the next 100 and waits.
+	waitFor(t, 20*time.Second, func() error {
+		running(t, m)
+		if n := m.batched(); n != 100 {
+			return fmt.Errorf("the batcher holds %d records while a flush is in flight, want 100", n)
+		}
+		return nil
+	})
+	const blocked = 300 * time.Millisecond
+	time.Sleep(blocked)
+	if n := m.batched(); n != 100 {
+		t.Fatalf("the batcher holds %d records after %v of a blocked flush, want 100 (batch.max_records)", n, blocked)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d flushes started while the first was in flight, want 1", n)
+	}
+	if n := h.handled(); n != 0 {
+		t.Fatalf("the table handled %d records while the first flush is blocked before its commit, want 0", n)
+	}
+	if c := testutil.ToFloat64(h.metrics.RecordsConsumed.WithLabelValues("orders")); c < 200 {
+		t.Fatalf("ingestd_records_consumed_total = %v during the blocked flush, want >= 200", c)
+	}
+	free()
+	h.waitHandled(200, 30*time.Second, m)
+	m.stop(t) // the drain commits the last 30
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the worker ran %d flushes, want 2 (the drain flushes the rest itself)", n)
+	}
+	if sizes[0] != 100 || sizes[1] != 100 {
+		t.Fatalf("worker batches of %v records, want [100 100]", sizes)
+	}
+	if handledAtSecond != 100 {
+		t.Fatalf("the second flush started when the table held %d records, want 100 (after the first committed)", handledAtSecond)
+	}
+	cs := h.checkInOrder(230)
+	if len(cs) != 3 {
+		t.Fatalf("%d commits, want 3 (100, 100, and 30 by the drain)", len(cs))
+	}
+	h.checkExactlyOnce(230)
+	if sum, n := h.flushWaitSum(); n < 1 || sum < blocked.Seconds() {
+		t.Fatalf("ingestd_flush_wait_seconds: sum %.3f s over %d waits, want >= %.1f s (the loop waited for the blocked flush)", sum, n, blocked.Seconds())
+	}
+}
+
+// TestTransientFailureInFlightKeepsPartitionOrder: the flush in flight fails transiently
+// at its commit (hooks.beforeCommit) while the poll loop has buffered the next 100 records
+// of the same partition behind it. The failed records go back ahead of them (held first):
+// nothing is committed ahead of them, and every record is committed once, in offset
+// order, after the partition's backoff.
+func TestTransientFailureInFlightKeepsPartitionOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
+	h.produce(1, 250, 0, 1, -1)
+	var once sync.Once
+	var m *member
+	buffered := make(chan struct{})
+	var unblock sync.Once
+	free := func() { unblock.Do(func() { close(buffered) }) }
+	m = h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeCommit = func(int) error {
+			failed := false
+			once.Do(func() {
+				<-buffered // the loop has buffered records of this partition behind the flush
+				failed = true
+			})
+			if failed {
+				return &transientError{"commit", errors.New("injected: the store timed out")}
+			}
+			return nil
+		}
+	})
+	t.Cleanup(free)
+	waitFor(t, 30*time.Second, func() error {
+		running(t, m)
+		if n := m.batched(); n < 100 {
+			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
+		}
+		return nil
+	})
+	free()
+	h.waitHandled(250, 60*time.Second, m)
+	m.stop(t)
+	if e := testutil.ToFloat64(h.metrics.TransientErrors.WithLabelValues("orders", "commit")); e != 1 {
+		t.Fatalf("ingestd_transient_errors_total{stage=\"commit\"} = %v, want 1 (the injected failure)", e)
+	}
+	if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", "retry")); n < 1 {
+		t.Fatalf("ingestd_batch_flushes_total{trigger=\"retry\"} = %v, want >= 1", n)
+	}
+	cs := h.checkInOrder(250)
+	if len(cs[0].ids) < 200 || cs[0].ids[0] != 1 {
+		t.Fatalf("the first commit holds %d rows from order %d, want the 100 retried records and the 100 held behind them, from order 1", len(cs[0].ids), cs[0].ids[0])
+	}
+	h.checkExactlyOnce(250)
+	h.checkTxnsAtEnd()
+}
+
+// TestHaltInFlightDropsBufferedRecords: under policy halt, the flush in flight meets a
+// record that adds a field (offset 50) while the poll loop has buffered the next batch of
+// the same partition (offsets 60..119). The partition halts at offset 50; the buffered
+// records, and those read later, are never committed: the txn stays at 49 and the table
+// holds exactly orders 1..50, also after the drain.
+func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Schema.Policy = PolicyHalt
+	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 60, 200*time.Millisecond
+	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
+	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
+	h.produce(52, 100, 0, 1, -1) // offsets 51..150
+	release := make(chan struct{})
+	var unblock sync.Once
+	free := func() { unblock.Do(func() { close(release) }) }
+	var calls atomic.Int32
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeFlush = func([]*kgo.Record) {
+			if calls.Add(1) == 1 {
+				<-release
+			}
+		}
+	})
+	t.Cleanup(free)
+	waitFor(t, 30*time.Second, func() error {
+		running(t, m)
+		if n := m.batched(); n != 60 {
+			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 60", n)
+		}
+		return nil
+	})
+	free()
+	waitFor(t, 30*time.Second, func() error {
+		if st := m.p.Status(); st.State != StateHalted || len(st.Halted) != 1 || st.Halted[0].Offset != 50 {
+			return fmt.Errorf("status %+v, want halted at offset 50", st)
+		}
+		if calls.Load() < 2 {
+			return fmt.Errorf("the buffered batch was not flushed yet")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // age flushes of whatever the loop still has
+	check := func(when string) {
+		t.Helper()
+		if v, ok := h.snapshot().Txns["orders-orders-0"]; !ok || v != 49 {
+			t.Fatalf("%s: txn version %d (present %v), want 49", when, v, ok)
+		}
+		h.checkExactlyOnce(50)
+	}
+	check("halted")
+	m.stop(t)
+	check("after the drain")
+	if c := testutil.ToFloat64(h.metrics.Commits.WithLabelValues("orders")); c != 1 {
+		t.Fatalf("ingestd_delta_commits_total = %v, want 1", c)
+	}
+}
