@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -39,6 +40,12 @@ type partitioner struct {
 	// (delta.randomPrefixLength: a column's name can change; partition values are read
 	// from add.partitionValues by physical name, never from the path).
 	randomDirs bool
+	// last is the file of the last row placed and lastVals that row's partition leaf
+	// values: rows come in runs of one partition value (records in time order, an hourly
+	// column), and a row whose values are the same bits goes to the same file without its
+	// partition values being serialised and hashed again.
+	last     *partFile
+	lastVals []parquet.Value
 }
 
 // partColumn is one partition column: its field, physical name and table leaf.
@@ -116,6 +123,10 @@ func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltal
 // not_null_violation for an empty string in a NOT NULL partition column (the protocol
 // makes it null); a serialisation failure.
 func (p *partitioner) place(row *rowView) error {
+	if p.last != nil && p.sameAsLast(row) {
+		p.move(row, p.last)
+		return nil
+	}
 	var key strings.Builder
 	values := make([]*string, len(p.cols))
 	for i, c := range p.cols {
@@ -153,6 +164,46 @@ func (p *partitioner) place(row *rowView) error {
 		p.parts[key.String()] = part
 		p.order = append(p.order, part)
 	}
+	p.last, p.lastVals = part, p.lastVals[:0]
+	for _, c := range p.cols {
+		p.lastVals = append(p.lastVals, row.leaf(c.leaf)[0]) // one value each: checked above
+	}
+	p.move(row, part)
+	return nil
+}
+
+// sameAsLast reports whether row's partition values are those of the last row placed, bit
+// for bit (so 0.0 and -0.0, whose serialisations differ, are not the same, and a NaN is
+// never the same: it takes the full path).
+func (p *partitioner) sameAsLast(row *rowView) bool {
+	for i, c := range p.cols {
+		vs := row.leaf(c.leaf)
+		if len(vs) != 1 || !sameBits(vs[0], p.lastVals[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameBits reports whether a and b are the same value: kind, nullness and bits.
+func sameBits(a, b parquet.Value) bool {
+	if a.Kind() != b.Kind() || a.IsNull() != b.IsNull() {
+		return false
+	}
+	switch {
+	case a.IsNull():
+		return true
+	case a.Kind() == parquet.Float:
+		return math.Float32bits(a.Float()) == math.Float32bits(b.Float())
+	case a.Kind() == parquet.Double:
+		return math.Float64bits(a.Double()) == math.Float64bits(b.Double())
+	}
+	return parquet.Equal(a, b)
+}
+
+// move appends row's values to part's buffers (data-file leaf indexes) and drops the row
+// from the flush's table-wide buffers.
+func (p *partitioner) move(row *rowView, part *partFile) {
 	for i, fi := range p.leafMap {
 		if fi < 0 {
 			continue
@@ -163,7 +214,6 @@ func (p *partitioner) place(row *rowView) error {
 	}
 	part.rows++
 	row.drop()
-	return nil
 }
 
 // open starts the file of a new partition value tuple.

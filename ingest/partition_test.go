@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -224,5 +227,95 @@ func TestPartitionerPlace(t *testing.T) {
 	ids := files[0].cols[idLeaf.ColumnIndex]
 	if len(ids) != 2 || ids[0].Int64() != 0 || ids[1].Int64() != 2 || ids[1].Column() != idLeaf.ColumnIndex {
 		t.Fatalf("US ids %v; want [0 2] with column index %d", ids, idLeaf.ColumnIndex)
+	}
+}
+
+// A row whose partition values are the last row's, bit for bit, goes to the last row's
+// file without its values being serialised again; a row that differs only in bits (-0.0
+// after 0.0), a NaN (never equal to itself) and a null take the full path and go where
+// their serialisation says (-0.0 serialises as 0.0: the same file). The files match a
+// grouping by the serialised values of every row.
+func TestPartitionerPlaceRuns(t *testing.T) {
+	const avsc = `{"type":"record","name":"r","fields":[{"name":"id","type":"long"},{"name":"d","type":"double"},{"name":"r","type":["null","string"]}]}`
+	ws, err := decode.ParseWriterSchema(1, avsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := ws.Delta.Clone()
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := decode.Compile(ws, schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPartitioner(schema, []string{"d", "r"}, deltalog.ColumnMappingNone, pq, row, false, false, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := "a", "b"
+	type in struct {
+		d float64
+		r *string
+	}
+	negZero, nan := math.Copysign(0, -1), math.NaN()
+	rows := []in{{0, &a}, {0, &a}, {negZero, &a}, {0, &a}, {nan, &a}, {nan, &a}, {0, nil}, {0, &a}, {0, &b}, {0, &b}, {negZero, &a}}
+	var arena decode.Arena
+	cols := make([][]parquet.Value, len(pq.Columns()))
+	want := map[string][]int64{} // serialised partition values → ids, in order
+	var order []string
+	for i, x := range rows {
+		v := map[string]any{"id": int64(i), "d": x.d, "r": nil}
+		if x.r != nil {
+			v["r"] = map[string]any{"string": *x.r}
+		}
+		body, err := avro.Marshal(avro.MustParse(avsc), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row.begin(cols)
+		if cols, err = dec.DecodeWith(&arena, body, cols); err != nil {
+			t.Fatal(err)
+		}
+		row.cols = cols
+		if err := p.place(row); err != nil {
+			t.Fatal(err)
+		}
+		cols = row.cols
+		dv, _ := deltawriter.PartitionValue(schema.Field("d").Type, parquet.DoubleValue(x.d))
+		key := *dv + "|<null>"
+		if x.r != nil {
+			key = *dv + "|" + *x.r
+		}
+		if _, ok := want[key]; !ok {
+			order = append(order, key)
+		}
+		want[key] = append(want[key], int64(i))
+	}
+	files := p.files()
+	if len(files) != len(order) {
+		t.Fatalf("%d files, want %d (%v)", len(files), len(order), order)
+	}
+	idLeaf, _ := p.file.Lookup("id")
+	for i, f := range files {
+		got := fmt.Sprint(*f.values["d"]) + "|<null>"
+		if r := f.values["r"]; r != nil {
+			got = *f.values["d"] + "|" + *r
+		}
+		var ids []int64
+		for _, v := range f.cols[idLeaf.ColumnIndex] {
+			ids = append(ids, v.Int64())
+		}
+		if got != order[i] || fmt.Sprint(ids) != fmt.Sprint(want[order[i]]) || f.rows != len(ids) {
+			t.Errorf("file %d: values %s ids %v (%d rows); want %s ids %v", i, got, ids, f.rows, order[i], want[order[i]])
+		}
+	}
+	if fmt.Sprint(order) != "[0.0|a NaN|a 0.0|<null> 0.0|b]" || fmt.Sprint(want["0.0|a"]) != "[0 1 2 3 7 10]" {
+		t.Fatalf("groups %v (0.0|a: %v): want 0.0|a (ids 0 1 2 3 7 10), NaN|a, 0.0|<null>, 0.0|b", order, want["0.0|a"])
 	}
 }

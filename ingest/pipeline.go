@@ -674,8 +674,9 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 	// the daemon's CPU at 200 B records when done per record; BENCHMARKS.md, "End to end").
 	okID, haveOK := 0, false
 	for _, r := range recs {
-		k := topicPartition{r.Topic, r.Partition}
-		if len(waits) > 0 && waits[k] {
+		// The partition is read only while some partition waits or is halted: the value is
+		// the only field of the record the common case needs.
+		if len(waits) > 0 && waits[topicPartition{r.Topic, r.Partition}] {
 			waiting = append(waiting, r)
 			continue
 		}
@@ -684,7 +685,7 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			continue
 		}
 		if len(p.halted) > 0 {
-			if _, h := p.halted[k]; h {
+			if _, h := p.halted[topicPartition{r.Topic, r.Partition}]; h {
 				ready = append(ready, r)
 				uniform = false // not read here
 				continue
@@ -715,7 +716,7 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			}
 		}
 		if ferr == nil && failed[id] {
-			waits[k] = true
+			waits[topicPartition{r.Topic, r.Partition}] = true
 			waiting = append(waiting, r)
 			continue
 		}
