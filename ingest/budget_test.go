@@ -59,15 +59,18 @@ func TestByteBudgetFlushesOnDecodedBytes(t *testing.T) {
 		sizes[id] = int64(len(fmt.Appendf(nil, "%d", id)) + len(h.encode(id, 0)))
 		raw += sizes[id]
 	}
-	// The first flush takes the records up to the one whose charge reaches the budget.
+	// The first flush takes the records up to the one whose charge reaches the batch's
+	// share of the budget: half of batch.max_bytes (batchBytes; the other half is the batch
+	// in flight's).
 	first, charged := int64(0), int64(0)
-	for charged < 2*raw {
+	for charged < raw {
 		charged += sizes[first] + int64(float64(sizes[first])*initialDecodedPerByte) + recordOverhead
 		first++
 	}
 	cfg := h.config()
-	// Raw bytes reach half the budget; charged with their decoded values and
-	// recordOverhead (1 + initialDecodedPerByte, +recordOverhead each) they exceed it.
+	// The raw bytes of all the records are one batch's share (half the budget); charged
+	// with their decoded values and recordOverhead (1 + initialDecodedPerByte,
+	// +recordOverhead each) they exceed it.
 	cfg.Batch = BatchConfig{MaxRecords: 1 << 20, MaxBytes: ByteSize(2 * raw), MaxAge: 10 * time.Minute}
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)
@@ -76,7 +79,7 @@ func TestByteBudgetFlushesOnDecodedBytes(t *testing.T) {
 		t.Fatalf("bytes-triggered flushes = %v, want at least 1", got)
 	}
 	if got := firstCommitHandled(t, h.tableDir); got != first {
-		t.Fatalf("the first commit handled %d records, want %d (raw %d bytes, budget %d)", got, first, raw, 2*raw)
+		t.Fatalf("the first commit handled %d records, want %d (raw %d bytes, budget %d, batch share %d)", got, first, raw, 2*raw, raw)
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 // batch is always taken after the previous one's failed records went back into the
 // batcher ahead of their partitions' later records (the batcher's held-first rule), and
 // a rebalance callback or the drain, which lock mu too, wait for the flush in flight.
-// Memory: the batch in flight and the one being filled each hold at most their share of
-// batch.max_bytes (batchBytes).
+// Memory: the batch in flight and the one being filled each hold at most half of
+// batch.max_bytes (batchBytes), so both together stay within it.
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
 // flush in flight and ends it. A permanent failure ends the poll loop through fail, like

@@ -157,7 +157,7 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 		log:  log,
 		m:    deps.Metrics,
 		batch: batcher.New(batcher.Limits{
-			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes), MaxAge: cfg.Batch.MaxAge}, partOf),
+			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: batchBytes(cfg), MaxAge: cfg.Batch.MaxAge}, partOf),
 		halted:         map[topicPartition]HaltedPartition{},
 		hwm:            map[topicPartition]int64{},
 		next:           map[topicPartition]int64{},
@@ -173,6 +173,12 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 	}
 	return p
 }
+
+// batchBytes is the bytes bound of one batch, in budgetSize bytes: half of
+// batch.max_bytes, because the batch in flight (flushWorker) and the one being filled
+// share it, so that both together stay within batch.max_bytes and the soft memory limit
+// that ingestd run derives from it (issue 15: peak RSS ≤ max_bytes + 256 MiB). 0: no bound.
+func batchBytes(cfg *Config) int64 { return int64(cfg.Batch.MaxBytes) / 2 }
 
 // Name returns the pipeline name.
 func (p *Pipeline) Name() string { return p.cfg.Name }
