@@ -226,7 +226,7 @@ func (d *bytesDict) insert(h uint64, k int32) {
 // hashBytes hashes a BYTE_ARRAY value for bytesDict and dictionaryPays. A value of at
 // most 8 bytes is packed into a uint64 that, for a given length, determines its bytes
 // (lengths 4–8: the first and last 4 bytes; 1–3: the first, middle and last byte), then
-// mixed by fmix64, a bijection: equal hashes of equal lengths mean equal values. Longer
+// mixed by mix64, a keyed bijection: equal hashes of equal lengths mean equal values. Longer
 // values take maphash (AES where the CPU has it). The hash never reaches the file: the
 // dictionary is in first-occurrence order.
 func hashBytes(b []byte) uint64 {
@@ -240,11 +240,20 @@ func hashBytes(b []byte) uint64 {
 	case n > 0:
 		key = uint64(b[0]) | uint64(b[n>>1])<<8 | uint64(b[n-1])<<16
 	}
-	return fmix64(key) + uint64(n)*0x9e3779b97f4a7c15
+	return mix64(key) + uint64(n)*0x9e3779b97f4a7c15
 }
 
-// fmix64 is MurmurHash3's 64-bit finaliser: a bijection on uint64 that spreads every
-// input bit over the low bits the hash tables index by.
+// mixSeed is a random per-process key for mix64 (from dictSeed), so that the values of a
+// record, which a producer controls, cannot be chosen to collide in the dictionary tables'
+// slots (a public mix is invertible: colliding inputs could be computed, making every
+// lookup probe the whole table).
+var mixSeed = maphash.String(dictSeed, "ingestd mix64 seed")
+
+// mix64 is fmix64 of x keyed by mixSeed: a bijection on uint64 (so exact keys stay
+// exact) that spreads every input bit over the low bits the tables index by.
+func mix64(x uint64) uint64 { return fmix64(x ^ mixSeed) }
+
+// fmix64 is MurmurHash3's 64-bit finaliser, a bijection on uint64.
 func fmix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
@@ -274,7 +283,7 @@ func (d *intDict) reset() {
 // that).
 func (d *intDict) index(x uint64) (k int32, added bool) {
 	mask := uint64(len(d.slots) - 1)
-	i := fmix64(x) & mask
+	i := mix64(x) & mask
 	for {
 		s := d.slots[i]
 		if s == 0 {
@@ -291,7 +300,7 @@ func (d *intDict) index(x uint64) (k int32, added bool) {
 		d.slots = make([]int32, 2*len(d.slots))
 		mask = uint64(len(d.slots) - 1)
 		for e, ek := range d.keys {
-			j := fmix64(ek) & mask
+			j := mix64(ek) & mask
 			for d.slots[j] != 0 {
 				j = (j + 1) & mask
 			}
