@@ -162,24 +162,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // a NOT NULL partition column is a not_null_violation; the limit refuses a new value
 // but not an open one.
 func TestPartitionerPlace(t *testing.T) {
-	ws, err := decode.ParseWriterSchema(1, rowfillAvro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := ws.Delta.Clone()
-	schema.Field("Region").Nullable = false
-	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := decode.Compile(ws, schema, deltalog.ColumnMappingNone, pq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema, pq, dec, row := tableSetup(t, rowfillAvro, func(s *deltalog.StructType) { s.Field("Region").Nullable = false })
 	p, err := newPartitioner(schema, []string{"region"}, deltalog.ColumnMappingNone, pq, row, false, false, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -237,23 +220,7 @@ func TestPartitionerPlace(t *testing.T) {
 // grouping by the serialised values of every row.
 func TestPartitionerPlaceRuns(t *testing.T) {
 	const avsc = `{"type":"record","name":"r","fields":[{"name":"id","type":"long"},{"name":"d","type":"double"},{"name":"r","type":["null","string"]}]}`
-	ws, err := decode.ParseWriterSchema(1, avsc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := ws.Delta.Clone()
-	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := decode.Compile(ws, schema, deltalog.ColumnMappingNone, pq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema, pq, dec, row := tableSetup(t, avsc, nil)
 	p, err := newPartitioner(schema, []string{"d", "r"}, deltalog.ColumnMappingNone, pq, row, false, false, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -318,4 +285,32 @@ func TestPartitionerPlaceRuns(t *testing.T) {
 	if fmt.Sprint(order) != "[0.0|a NaN|a 0.0|<null> 0.0|b]" || fmt.Sprint(want["0.0|a"]) != "[0 1 2 3 7 10]" {
 		t.Fatalf("groups %v (0.0|a: %v): want 0.0|a (ids 0 1 2 3 7 10), NaN|a, 0.0|<null>, 0.0|b", order, want["0.0|a"])
 	}
+}
+
+// tableSetup compiles writer schema avsc (id 1) against its own table schema, changed by
+// tweak when not nil, as a flush would: the table schema, its Parquet schema, the decoder
+// and a row view.
+func tableSetup(t *testing.T, avsc string, tweak func(*deltalog.StructType)) (*deltalog.StructType, *parquet.Schema, *decode.Decoder, *rowView) {
+	t.Helper()
+	ws, err := decode.ParseWriterSchema(1, avsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := ws.Delta.Clone()
+	if tweak != nil {
+		tweak(schema)
+	}
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := decode.Compile(ws, schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return schema, pq, dec, row
 }

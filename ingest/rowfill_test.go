@@ -7,7 +7,6 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
@@ -21,24 +20,9 @@ const rowfillAvro = `{"type":"record","name":"r","fields":[
 // (the writer's, plus a column "extra" the writer lacks), as the flush does.
 func rowfillSetup(t *testing.T) (*decode.Decoder, *parquet.Schema, *rowView) {
 	t.Helper()
-	ws, err := decode.ParseWriterSchema(1, rowfillAvro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := ws.Delta.Clone()
-	schema.Fields = append(schema.Fields, &deltalog.StructField{Name: "extra", Type: deltalog.Integer, Nullable: true})
-	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := decode.Compile(ws, schema, deltalog.ColumnMappingNone, pq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pq, dec, row := tableSetup(t, rowfillAvro, func(s *deltalog.StructType) {
+		s.Fields = append(s.Fields, &deltalog.StructField{Name: "extra", Type: deltalog.Integer, Nullable: true})
+	})
 	return dec, pq, row
 }
 
