@@ -17,8 +17,11 @@
 #   READERS="baseline ingestd1 ingestd2 kdi"       the first order; the second is reversed
 #   LATENCY=1          also produce → visible latency at RATE records/s for LAT_SECONDS
 #   RATE=auto          (auto: 50 % of ingestd GOMAXPROCS=1's measured wall rate at the first size)
-#   LAT_SECONDS=20     MAX_RECORDS=100000  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
-#                      gets --max_messages_per_batch MAX_RECORDS --allowed_latency MAX_AGE)
+#   LAT_SECONDS=20     MAX_RECORDS=50000  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
+#                      gets --max_messages_per_batch MAX_RECORDS --allowed_latency MAX_AGE).
+#                      50000 records keep both writers' 200 B batches bound by the record
+#                      count (ingestd flushes at half of max_bytes, ≈ 70 K records of 200 B), so N = 1 M or
+#                      2 M ends on a full batch and no run's wall time includes a max_age wait.
 #   BENCH_ENV          a stack env file to use instead of `scripts/stack.sh up` + .stack/env
 #   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
 #                      kdi is built (default ~/.cache/ingestd-bench)
@@ -33,7 +36,7 @@ cd "$ROOT"
 N="${N:-2000000}"; P="${P:-4}"; SIZES="${SIZES:-200 1024}"; COMPRESSION="${COMPRESSION:-none}"
 READERS="${READERS:-baseline ingestd1 ingestd2 kdi}"
 LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"
-MAX_RECORDS="${MAX_RECORDS:-100000}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
+MAX_RECORDS="${MAX_RECORDS:-50000}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-e2e.XXXX)}"
 CACHE="${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingestd-bench}"
 PEERS="$ROOT/../shared/peers"

@@ -88,6 +88,12 @@ func produceCmd(args []string) error {
 				return fmt.Errorf("create topic %s: %w", t.name, err)
 			}
 		}
+		// CreateTopics returns before every broker's metadata has the topics: wait until both
+		// have a leader for every partition, or ingestd's start-up check may not find the
+		// dead-letter topic yet (it refuses to start without it).
+		if err := waitTopics(ctx, adm, *topic, *topic+".dlq"); err != nil {
+			return err
+		}
 	}
 
 	start := time.Now()
@@ -153,4 +159,38 @@ func registerSchema(ctx context.Context, url, subject, schema string) (uint32, e
 		return 0, fmt.Errorf("register schema %s: no id in %q", subject, b)
 	}
 	return out.ID, nil
+}
+
+// waitTopics polls the metadata until every partition of each topic has a leader, for at
+// most 30 s. Errors: the last metadata error, or a timeout naming the topic not ready.
+func waitTopics(ctx context.Context, adm *kadm.Client, topics ...string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		details, err := adm.ListTopics(ctx, topics...)
+		notReady := ""
+		if err == nil {
+			for _, name := range topics {
+				td, ok := details[name]
+				if !ok || td.Err != nil || len(td.Partitions) == 0 {
+					notReady = name
+					break
+				}
+				for _, pd := range td.Partitions {
+					if pd.Err != nil || pd.Leader < 0 {
+						notReady = name
+					}
+				}
+			}
+			if notReady == "" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("wait for topics %v: %w", topics, err)
+			}
+			return fmt.Errorf("wait for topics %v: %s has no leader for every partition after 30 s", topics, notReady)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
