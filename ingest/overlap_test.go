@@ -219,3 +219,58 @@ func TestAbandonDuringFlushInFlight(t *testing.T) {
 	h.checkExactlyOnce(250)
 	h.checkTxnsAtEnd()
 }
+
+// TestRegistryOutageInFlight: the registry goes down as the flush in flight looks up its
+// records' writer schema, while the poll loop has buffered the next 100 records of the
+// partition behind it. The partition waits (nothing dead-lettered), and after the outage
+// its records are committed once each, in offset order, the waiting ones first.
+func TestRegistryOutageInFlight(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
+	h.produce(1, 250, 0, 1, -1)
+	schemas := h.staticSchemas()
+	schemas.fail[h.ids[0]] = true
+	release := make(chan struct{})
+	var unblock sync.Once
+	free := func() { unblock.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var calls atomic.Int32
+	m := h.startHooked("a", cfg, func(d *Deps) { d.Schemas = schemas }, func(hk *hooks) {
+		hk.beforeFlush = func([]*kgo.Record) {
+			if calls.Add(1) == 1 {
+				<-release
+				schemas.setDown(true) // the flush in flight meets the outage
+			}
+		}
+	})
+	waitFor(t, 30*time.Second, func() error {
+		running(t, m)
+		if n := m.batched(); n < 100 {
+			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
+		}
+		return nil
+	})
+	free()
+	waitFor(t, 30*time.Second, func() error {
+		if calls.Load() < 3 {
+			return fmt.Errorf("%d flushes, want the one in flight and retries during the outage", calls.Load())
+		}
+		return nil
+	})
+	if n := h.handled(); n != 0 {
+		t.Fatalf("%d records handled during the outage, want 0", n)
+	}
+	schemas.setDown(false)
+	h.waitHandled(250, 60*time.Second, m)
+	m.stop(t)
+	if rows := h.checkPartitionsInOrder(1); rows != 250 {
+		t.Fatalf("%d rows committed, want 250", rows)
+	}
+	h.checkExactlyOnce(250)
+	h.checkTxnsAtEnd()
+	if n := h.dlqCount(); n != 0 {
+		t.Fatalf("%d dead letters, want 0", n)
+	}
+}
