@@ -274,3 +274,61 @@ func TestRegistryOutageInFlight(t *testing.T) {
 		t.Fatalf("%d dead letters, want 0", n)
 	}
 }
+
+// TestHaltInFlightThenHandOver: under policy halt the flush in flight halts the partition
+// at offset 50 with the next batch buffered behind it; then the member stops (SIGTERM)
+// and another takes the partition over. The buffered records are never committed, and the
+// new owner halts at the same offset: txn 49, orders 1..50 exactly once.
+func TestHaltInFlightThenHandOver(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1)
+	cfg := h.config()
+	cfg.Schema.Policy = PolicyHalt
+	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 60, 200*time.Millisecond
+	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
+	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
+	h.produce(52, 100, 0, 1, -1) // offsets 51..150
+	release := make(chan struct{})
+	var unblock sync.Once
+	free := func() { unblock.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var calls atomic.Int32
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeFlush = func([]*kgo.Record) {
+			if calls.Add(1) == 1 {
+				<-release
+			}
+		}
+	})
+	waitFor(t, 30*time.Second, func() error {
+		running(t, a)
+		if n := a.batched(); n != 60 {
+			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 60", n)
+		}
+		return nil
+	})
+	free()
+	halted := func(m *member) func() error {
+		return func() error {
+			if st := m.p.Status(); st.State != StateHalted || len(st.Halted) != 1 || st.Halted[0].Offset != 50 {
+				return fmt.Errorf("status %+v, want halted at offset 50", st)
+			}
+			return nil
+		}
+	}
+	waitFor(t, 30*time.Second, halted(a))
+	a.stop(t) // the drain must not commit the halted partition's buffered records
+	check := func(when string) {
+		t.Helper()
+		if v, ok := h.snapshot().Txns["orders-orders-0"]; !ok || v != 49 {
+			t.Fatalf("%s: txn version %d (present %v), want 49", when, v, ok)
+		}
+		h.checkExactlyOnce(50)
+	}
+	check("after a's drain")
+	b := h.startWith("b", cfg, nil)
+	waitFor(t, 30*time.Second, halted(b))
+	time.Sleep(500 * time.Millisecond) // age flushes of whatever b still has
+	b.stop(t)
+	check("after b halted and stopped")
+}
