@@ -22,7 +22,10 @@ import (
 // batcher ahead of their partitions' later records (the batcher's held-first rule), and
 // a rebalance callback or the drain, which lock mu too, wait for the flush in flight.
 // Memory: the batch in flight and the one being filled each hold at most half of
-// batch.max_bytes (batchBytes), so both together stay within it.
+// batch.max_bytes (batchBytes), so both together stay within it, except after a
+// transient failure: the records held back for a retry are not charged against the bound
+// (batcher.Hold keeps no sizes), so the retried batch holds them plus up to half of
+// max_bytes of fresh records, up to 1.5 × max_bytes with the batch being filled.
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
 // flush in flight and ends it. A permanent failure ends the poll loop through fail, like
