@@ -22,7 +22,10 @@ import (
 // batcher ahead of their partitions' later records (the batcher's held-first rule), and
 // a rebalance callback or the drain, which lock mu too, wait for the flush in flight.
 // Memory: the batch in flight and the one being filled each hold at most half of
-// batch.max_bytes (batchBytes), so both together stay within it.
+// batch.max_bytes (batchBytes), so both together stay within it, except after a
+// transient failure: the records held back for a retry are not charged against the bound
+// (batcher.Hold keeps no sizes), so the retried batch holds them plus up to half of
+// max_bytes of fresh records, up to 1.5 × max_bytes with the batch being filled.
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
 // flush in flight and ends it. A permanent failure ends the poll loop through fail, like
@@ -31,6 +34,10 @@ type flushWorker struct {
 	p    *Pipeline
 	ctx  context.Context // the flushes' context: flushContext, which outlives a SIGTERM by a grace
 	fail func(error)     // ends the poll loop with a permanent flush failure (its cause)
+	// live is the session's context (the poll loop's): once it ends (SIGTERM, or the kill -9
+	// seam) no further batch is handed over; what is buffered is left to the drain (or
+	// dropped by the abandon), as a synchronous loop would have left it.
+	live context.Context
 	jobs chan flushJob
 	done chan struct{}
 	// err is the permanent failure of the worker's last flush, if any: written and read
@@ -47,10 +54,10 @@ type flushJob struct {
 	progress bool
 }
 
-// startFlushWorker starts the session's flush worker; its flushes run with ctx and a
-// permanent failure calls fail.
-func (p *Pipeline) startFlushWorker(ctx context.Context, fail func(error)) *flushWorker {
-	w := &flushWorker{p: p, ctx: ctx, fail: fail, jobs: make(chan flushJob, 1), done: make(chan struct{})}
+// startFlushWorker starts the session's flush worker; its flushes run with ctx, a
+// permanent failure calls fail, and no batch is handed over once live has ended.
+func (p *Pipeline) startFlushWorker(ctx, live context.Context, fail func(error)) *flushWorker {
+	w := &flushWorker{p: p, ctx: ctx, live: live, fail: fail, jobs: make(chan flushJob, 1), done: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -89,7 +96,9 @@ func (w *flushWorker) flush(job flushJob) {
 // flight to settle (backpressure: the poll loop stops adding records while a full batch
 // waits). With progress, it hands over a txn-only commit of the progress made without a
 // table instead, if that is still due once the lock is held. It does nothing when
-// nothing is due any more, or after the worker failed for good. Called by the poll loop
+// nothing is due any more, after the worker failed for good, or once the session has
+// ended (live: the flush in flight settled while the loop waited; a SIGTERM or a kill -9
+// arrived meanwhile, and the batch stays buffered for the drain or the abandon). Called by the poll loop
 // without p.batchMu held (the loop unlocks it around dispatch).
 func (w *flushWorker) dispatch(progress bool) {
 	p := w.p
@@ -97,7 +106,7 @@ func (w *flushWorker) dispatch(progress bool) {
 	p.mu.Lock()
 	now := time.Now()
 	p.m.FlushWait.WithLabelValues(p.cfg.Name).Observe(now.Sub(start).Seconds())
-	if w.err != nil {
+	if w.err != nil || w.live.Err() != nil {
 		p.mu.Unlock()
 		return
 	}

@@ -305,7 +305,7 @@ func (s *session) loop(ctx context.Context) error {
 	defer stop()
 	// The flush worker flushes while the loop polls; it stops (the flush in flight settles)
 	// before fctx ends and before the drain, the abandon or the client's close.
-	w := p.startFlushWorker(fctx, failLoop)
+	w := p.startFlushWorker(fctx, ctx, failLoop)
 	defer w.stop()
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithCancel(lctx)
@@ -346,7 +346,11 @@ func (s *session) loop(ctx context.Context) error {
 		now := time.Now()
 		p.batchMu.Lock()
 		consumed := p.m.RecordsConsumed.WithLabelValues(p.cfg.Name) // once per poll, not per record
+		ended := false                                              // the session ended (SIGTERM, kill -9 seam) while this poll's records were added
 		fs.EachRecord(func(r *kgo.Record) {
+			if ended {
+				return // not buffered: read again from the txn after a restart
+			}
 			consumed.Inc()
 			if len(p.halted) > 0 {
 				if _, h := p.halted[topicPartition{r.Topic, r.Partition}]; h {
@@ -354,6 +358,12 @@ func (s *session) loop(ctx context.Context) error {
 				}
 			}
 			if p.batch.Add(r, p.budgetSize(r), now) {
+				if ctx.Err() != nil {
+					// Full after the session ended: hand nothing more to the worker (it would
+					// commit past a SIGTERM's drain or a kill -9) and buffer no more.
+					ended = true
+					return
+				}
 				// Full (records or bytes bound): hand it to the worker, waiting for the batch in
 				// flight first, then go on adding.
 				p.batchMu.Unlock()
