@@ -135,18 +135,7 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 	const n = 20_000
 	defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
 	pageTargetBytes, dictMaxBytes = 32<<10, 64<<10
-	schema, err := deltalog.ParseSchema(allTypesSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cols, err := shredRows(pq, encodeRows(t, n))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pq, cols := allTypesColumns(t, n)
 	ref := referenceFile(t, pq, cols)
 	want := readRows(t, ref)
 	if len(want) != n {

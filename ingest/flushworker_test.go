@@ -98,6 +98,57 @@ func (m *member) batched() int {
 	return m.p.batch.Len()
 }
 
+// latch holds a test hook until the test opens it; open is idempotent. Register open with
+// t.Cleanup after the member starts: cleanups run last in, first out, so a failed test opens
+// the latch before the member's own cleanup waits for the flush worker.
+type latch struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newLatch() *latch { return &latch{ch: make(chan struct{})} }
+func (l *latch) wait() { <-l.ch }
+func (l *latch) open() { l.once.Do(func() { close(l.ch) }) }
+
+// holdFirstFlush is a hooks.beforeFlush that counts the worker's flushes in calls and
+// holds the first one until l opens, then runs then (nil: nothing more).
+func holdFirstFlush(l *latch, calls *atomic.Int32, then func()) func([]*kgo.Record) {
+	return func([]*kgo.Record) {
+		if calls.Add(1) == 1 {
+			l.wait()
+			if then != nil {
+				then()
+			}
+		}
+	}
+}
+
+// failFirstCommit is a hooks.beforeCommit whose first call waits until l opens and then
+// fails transiently (an injected store timeout); later calls let their commit go on.
+func failFirstCommit(l *latch) func(int) error {
+	var failed atomic.Bool
+	return func(int) error {
+		if failed.CompareAndSwap(false, true) {
+			l.wait()
+			return &transientError{"commit", errors.New("injected: the store timed out")}
+		}
+		return nil
+	}
+}
+
+// waitBatched waits up to 30 s until m runs and its batcher holds at least n records
+// behind the flush in flight (exactly n with exact).
+func waitBatched(t *testing.T, m *member, n int, exact bool) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() error {
+		running(t, m)
+		if got := m.batched(); got < n || exact && got != n {
+			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want %d", got, n)
+		}
+		return nil
+	})
+}
+
 // flushWaitSum is the sum and count of ingestd_flush_wait_seconds for the orders pipeline.
 func (h *harness) flushWaitSum() (sum float64, count uint64) {
 	h.t.Helper()
@@ -132,7 +183,7 @@ func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, time.Minute // only the record bound fires; the drain takes the rest
 	h.produce(1, 230, 0, 1, -1)
-	started, release := make(chan struct{}), make(chan struct{})
+	started, release := make(chan struct{}), newLatch()
 	var calls atomic.Int32
 	var sizes []int
 	var handledAtSecond int64 = -1
@@ -142,28 +193,20 @@ func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
 			switch calls.Add(1) {
 			case 1:
 				close(started)
-				<-release
+				release.wait()
 			case 2:
 				handledAtSecond = h.handled()
 			}
 		}
 	})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(release) }) }
-	t.Cleanup(free) // runs before the member's cleanup: a failed test does not leave the worker blocked
+	t.Cleanup(release.open) // runs before the member's cleanup: a failed test does not leave the worker blocked
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no flush started")
 	}
 	// The first batch (offsets 0..99) is in flight; the loop buffers the next 100 and waits.
-	waitFor(t, 20*time.Second, func() error {
-		running(t, m)
-		if n := m.batched(); n != 100 {
-			return fmt.Errorf("the batcher holds %d records while a flush is in flight, want 100", n)
-		}
-		return nil
-	})
+	waitBatched(t, m, 100, true)
 	const blocked = 300 * time.Millisecond
 	time.Sleep(blocked)
 	if n := m.batched(); n != 100 {
@@ -178,7 +221,7 @@ func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
 	if c := testutil.ToFloat64(h.metrics.RecordsConsumed.WithLabelValues("orders")); c < 200 {
 		t.Fatalf("ingestd_records_consumed_total = %v during the blocked flush, want >= 200", c)
 	}
-	free()
+	release.open()
 	h.waitHandled(200, 30*time.Second, m)
 	m.stop(t) // the drain commits the last 30
 	if n := calls.Load(); n != 2 {
@@ -211,33 +254,11 @@ func TestTransientFailureInFlightKeepsPartitionOrder(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 250, 0, 1, -1)
-	var once sync.Once
-	var m *member
-	buffered := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(buffered) }) }
-	m = h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeCommit = func(int) error {
-			failed := false
-			once.Do(func() {
-				<-buffered // the loop has buffered records of this partition behind the flush
-				failed = true
-			})
-			if failed {
-				return &transientError{"commit", errors.New("injected: the store timed out")}
-			}
-			return nil
-		}
-	})
-	t.Cleanup(free)
-	waitFor(t, 30*time.Second, func() error {
-		running(t, m)
-		if n := m.batched(); n < 100 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
-		}
-		return nil
-	})
-	free()
+	buffered := newLatch() // opened once the loop has buffered records of this partition behind the flush
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(buffered) })
+	t.Cleanup(buffered.open)
+	waitBatched(t, m, 100, false)
+	buffered.open()
 	h.waitHandled(250, 60*time.Second, m)
 	m.stop(t)
 	if e := testutil.ToFloat64(h.metrics.TransientErrors.WithLabelValues("orders", "commit")); e != 1 {
@@ -269,26 +290,12 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
 	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
 	h.produce(52, 100, 0, 1, -1) // offsets 51..150
-	release := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(release) }) }
+	release := newLatch()
 	var calls atomic.Int32
-	m := h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeFlush = func([]*kgo.Record) {
-			if calls.Add(1) == 1 {
-				<-release
-			}
-		}
-	})
-	t.Cleanup(free)
-	waitFor(t, 30*time.Second, func() error {
-		running(t, m)
-		if n := m.batched(); n != 60 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 60", n)
-		}
-		return nil
-	})
-	free()
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(release, &calls, nil) })
+	t.Cleanup(release.open)
+	waitBatched(t, m, 60, true)
+	release.open()
 	waitFor(t, 30*time.Second, func() error {
 		if st := m.p.Status(); st.State != StateHalted || len(st.Halted) != 1 || st.Halted[0].Offset != 50 {
 			return fmt.Errorf("status %+v, want halted at offset 50", st)

@@ -1,14 +1,10 @@
 package ingest
 
 import (
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Attacks on the flush worker's overlap (issue 15): the batch in flight and the records
@@ -65,27 +61,10 @@ func TestDrainAfterFailedFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 250, 0, 1, -1)
-	buffered := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(buffered) }) }
-	t.Cleanup(free)
-	var failed atomic.Bool
-	m := h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeCommit = func(int) error {
-			if failed.CompareAndSwap(false, true) {
-				<-buffered
-				return &transientError{"commit", errors.New("injected: the store timed out")}
-			}
-			return nil
-		}
-	})
-	waitFor(t, 30*time.Second, func() error {
-		running(t, m)
-		if n := m.batched(); n < 100 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
-		}
-		return nil
-	})
+	buffered := newLatch()
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(buffered) })
+	t.Cleanup(buffered.open)
+	waitBatched(t, m, 100, false)
 	stopped := make(chan error, 1)
 	go func() {
 		m.cancel(nil) // SIGTERM while the flush is in flight
@@ -94,7 +73,7 @@ func TestDrainAfterFailedFlushInFlight(t *testing.T) {
 		stopped <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	free() // the flush in flight fails now, after the SIGTERM
+	buffered.open() // the flush in flight fails now, after the SIGTERM
 	select {
 	case err := <-stopped:
 		if err != nil {
@@ -131,30 +110,13 @@ func TestRevokeDuringFailedFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 1000, 0, parts, -1)
-	buffered := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(buffered) }) }
-	t.Cleanup(free)
-	var failed atomic.Bool
-	a := h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeCommit = func(int) error {
-			if failed.CompareAndSwap(false, true) {
-				<-buffered
-				return &transientError{"commit", errors.New("injected: the store timed out")}
-			}
-			return nil
-		}
-	})
-	waitFor(t, 30*time.Second, func() error {
-		running(t, a)
-		if n := a.batched(); n < 100 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
-		}
-		return nil
-	})
+	buffered := newLatch()
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(buffered) })
+	t.Cleanup(buffered.open)
+	waitBatched(t, a, 100, false)
 	b := h.startWith("b", cfg, nil) // joins while a's flush is in flight
 	time.Sleep(time.Second)
-	free()
+	buffered.open()
 	h.produce(1001, 1000, 0, parts, -1)
 	h.waitHandled(2000, 60*time.Second, a, b)
 	a.stop(t)
@@ -176,28 +138,14 @@ func TestAbandonDuringFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 250, 0, 1, -1)
-	release := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	release := newLatch()
 	var calls atomic.Int32
-	a := h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeFlush = func([]*kgo.Record) {
-			if calls.Add(1) == 1 {
-				<-release
-			}
-		}
-	})
-	waitFor(t, 30*time.Second, func() error {
-		running(t, a)
-		if n := a.batched(); n < 100 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
-		}
-		return nil
-	})
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(release, &calls, nil) })
+	t.Cleanup(release.open)
+	waitBatched(t, a, 100, false)
 	a.cancel(errAbandon)
 	time.Sleep(200 * time.Millisecond)
-	free()
+	release.open()
 	select {
 	case err := <-a.done:
 		if err != nil {
@@ -232,27 +180,15 @@ func TestRegistryOutageInFlight(t *testing.T) {
 	h.produce(1, 250, 0, 1, -1)
 	schemas := h.staticSchemas()
 	schemas.fail[h.ids[0]] = true
-	release := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	release := newLatch()
 	var calls atomic.Int32
 	m := h.startHooked("a", cfg, func(d *Deps) { d.Schemas = schemas }, func(hk *hooks) {
-		hk.beforeFlush = func([]*kgo.Record) {
-			if calls.Add(1) == 1 {
-				<-release
-				schemas.setDown(true) // the flush in flight meets the outage
-			}
-		}
+		// The flush in flight meets the outage.
+		hk.beforeFlush = holdFirstFlush(release, &calls, func() { schemas.setDown(true) })
 	})
-	waitFor(t, 30*time.Second, func() error {
-		running(t, m)
-		if n := m.batched(); n < 100 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 100", n)
-		}
-		return nil
-	})
-	free()
+	t.Cleanup(release.open)
+	waitBatched(t, m, 100, false)
+	release.open()
 	waitFor(t, 30*time.Second, func() error {
 		if calls.Load() < 3 {
 			return fmt.Errorf("%d flushes, want the one in flight and retries during the outage", calls.Load())
@@ -288,26 +224,12 @@ func TestHaltInFlightThenHandOver(t *testing.T) {
 	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
 	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
 	h.produce(52, 100, 0, 1, -1) // offsets 51..150
-	release := make(chan struct{})
-	var unblock sync.Once
-	free := func() { unblock.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	release := newLatch()
 	var calls atomic.Int32
-	a := h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeFlush = func([]*kgo.Record) {
-			if calls.Add(1) == 1 {
-				<-release
-			}
-		}
-	})
-	waitFor(t, 30*time.Second, func() error {
-		running(t, a)
-		if n := a.batched(); n != 60 {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want 60", n)
-		}
-		return nil
-	})
-	free()
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(release, &calls, nil) })
+	t.Cleanup(release.open)
+	waitBatched(t, a, 60, true)
+	release.open()
 	halted := func(m *member) func() error {
 		return func() error {
 			if st := m.p.Status(); st.State != StateHalted || len(st.Halted) != 1 || st.Halted[0].Offset != 50 {

@@ -12,25 +12,42 @@ import (
 func TestCrashSmoke(t *testing.T) {
 	s := need(t)
 	const n = 30_000
-	topic := createTopic(t, s, "orders-crash", 3)
-	dlq := createTopic(t, s, "orders-crash.dlq", 1)
-	orders := produce(t, s, topic, n, 0, 1)
-
-	dir := t.TempDir()
-	table := filepath.Join(dir, "bronze", "orders")
-	cfgDir := filepath.Join(dir, "configs")
-	mustMkdir(t, cfgDir)
-	writePipeline(t, cfgDir, "bronze", pipelineYAML("orders-crash", s, topic, table, "evolve", dlq,
-		"{max_records: 300, max_bytes: 64MiB, max_age: 200ms}"))
+	cfgDir, table, orders := backlogPipeline(t, s, "orders-crash", n)
 
 	// Kill as soon as the table shows progress past the last kill point, so each kill
 	// lands mid-stream with records consumed but not yet committed.
 	crashTwice(t, cfgDir, n, func() int64 { return handled(t, table) })
+	checkEveryOrder(t, s, table, orders, "after two crashes")
+}
+
+// backlogPipeline produces n orders to a new 3-partition topic named from base (and its
+// .dlq) and writes an evolve pipeline of them into a bronze table of batches of 300
+// records (64 MiB, 200 ms): a backlog the daemon ingests in about 100 commits. It returns
+// the config directory, the table path and the orders produced.
+func backlogPipeline(t *testing.T, s stack, base string, n int) (cfgDir, table string, orders []order) {
+	t.Helper()
+	topic := createTopic(t, s, base, 3)
+	dlq := createTopic(t, s, base+".dlq", 1)
+	orders = produce(t, s, topic, n, 0, 1)
+	dir := t.TempDir()
+	table = filepath.Join(dir, "bronze", "orders")
+	cfgDir = filepath.Join(dir, "configs")
+	mustMkdir(t, cfgDir)
+	writePipeline(t, cfgDir, "bronze", pipelineYAML(base, s, topic, table, "evolve", dlq,
+		"{max_records: 300, max_bytes: 64MiB, max_age: 200ms}"))
+	return cfgDir, table, orders
+}
+
+// checkEveryOrder reads the bronze table with delta-rs and asserts it holds every order
+// exactly once (duplicates are reported by rowsByID) with its values; when names the
+// moment in the failure messages.
+func checkEveryOrder(t *testing.T, s stack, table string, orders []order, when string) {
+	t.Helper()
 	data := readTable(t, s, table)
-	if len(data.Rows) != n {
-		t.Errorf("bronze has %d rows after two crashes, want %d", len(data.Rows), n)
+	if len(data.Rows) != len(orders) {
+		t.Errorf("bronze has %d rows %s, want %d", len(data.Rows), when, len(orders))
 	}
-	rows := rowsByID(t, "bronze", data) // reports duplicates
+	rows := rowsByID(t, "bronze", data)
 	for _, o := range orders {
 		r, ok := rows[o.OrderID]
 		if !ok {
@@ -75,15 +92,7 @@ func crashTwice(t *testing.T, cfgDir string, n int64, committed func() int64) {
 func TestSigtermMidStream(t *testing.T) {
 	s := need(t)
 	const n = 30_000
-	topic := createTopic(t, s, "orders-term", 3)
-	dlq := createTopic(t, s, "orders-term.dlq", 1)
-	orders := produce(t, s, topic, n, 0, 1)
-	dir := t.TempDir()
-	table := filepath.Join(dir, "bronze", "orders")
-	cfgDir := filepath.Join(dir, "configs")
-	mustMkdir(t, cfgDir)
-	writePipeline(t, cfgDir, "bronze", pipelineYAML("orders-term", s, topic, table, "evolve", dlq,
-		"{max_records: 300, max_bytes: 64MiB, max_age: 200ms}"))
+	cfgDir, table, orders := backlogPipeline(t, s, "orders-term", n)
 	d := startDaemon(t, cfgDir)
 	waitFor(t, d, 2*time.Minute, "progress past n/3", func() bool { return handled(t, table) > n/3 })
 	if code := d.stop(t); code != 0 {
@@ -102,17 +111,5 @@ func TestSigtermMidStream(t *testing.T) {
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
-	data := readTable(t, s, table)
-	if len(data.Rows) != n {
-		t.Errorf("bronze has %d rows, want %d", len(data.Rows), n)
-	}
-	rows := rowsByID(t, "bronze", data) // reports duplicates
-	for _, o := range orders {
-		r, ok := rows[o.OrderID]
-		if !ok {
-			t.Errorf("order %d is missing", o.OrderID)
-			continue
-		}
-		checkRow(t, "bronze", r, o, false)
-	}
+	checkEveryOrder(t, s, table, orders, "after SIGTERM and a restart")
 }
