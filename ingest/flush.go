@@ -82,9 +82,6 @@ type flusher struct {
 	// items is the batch's items (collect), reused across flushes; the flush clears it
 	// when it ends, so that no record of a finished batch stays reachable from it.
 	items []item
-	// framed is what the consumer's schema check (Pipeline.resolveSchemas) read of the
-	// frames of the batch it passes on; see frameNote.
-	framed frameNote
 
 	// hooks are the owner's test seams (hooks.beforeCommit); nil in a replay.
 	hooks *hooks
@@ -135,13 +132,13 @@ func (o *outcome) deadLetters() []dlq.DeadLetter {
 // at or past them) are not handled; a halt stops its partition before the offending
 // record. Errors: a *transientError (retry the same records later), errSnapshotChanged
 // (rebuild on the new snapshot at once), any other is permanent (a person must act).
-func (f *flusher) flush(ctx context.Context, recs []*kgo.Record) (*outcome, error) {
+func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote) (*outcome, error) {
 	start := time.Now()
 	t, err := f.readTable(ctx)
 	if err != nil {
 		return nil, err
 	}
-	items, err := f.collect(ctx, t, recs)
+	items, err := f.collect(ctx, t, recs, note)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +191,7 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // guard (tombstones, records kept from an earlier attempt, the mode's own routes), and
 // for the rest parses the frame and looks up the writer schema. Errors: a
 // *transientError when the schema registry fails transiently.
-func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record) ([]item, error) {
+func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record, note frameNote) ([]item, error) {
 	items := f.items[:0]
 	if cap(items) < len(recs) {
 		items = make([]item, 0, len(recs))
@@ -213,7 +210,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		id int
 		ws *decode.WriterSchema
 	}
-	noted := f.deps.Framed && f.framed.covers(recs)
+	noted := f.deps.Framed && note.uniform
 	for _, r := range recs {
 		if len(f.halted) > 0 {
 			if _, h := f.halted[topicPartition{r.Topic, r.Partition}]; h {
@@ -246,7 +243,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record)
 		it := item{rec: r, payload: r.Value}
 		id := 0
 		if noted {
-			id, it.payload = f.framed.id, r.Value[decode.FrameHeaderLen:]
+			id, it.payload = note.id, r.Value[decode.FrameHeaderLen:]
 		} else if f.deps.Framed {
 			var err error
 			if id, it.payload, err = decode.ParseFrame(r.Value); err != nil {
@@ -293,20 +290,16 @@ func (f *flusher) release(items []item) {
 	f.items = items[:0]
 }
 
-// frameNote records that every value of recs (a batch in the making, tombstones aside)
-// is a Confluent frame of writer schema id: collect then takes the id and the payload
-// from here instead of reading each value's first bytes a second time (at 100 K records
-// a batch no longer fits the cache, so that read is a cache miss per record). It holds
-// for that very slice (same first element and length) and is dropped once the batch is
-// committed (Pipeline.committedLocked). The zero value notes nothing.
+// frameNote is what the consumer's schema check (Pipeline.resolveSchemas) read of the
+// frames of the batch it passes on: uniform when every value of it (tombstones aside) is a
+// Confluent frame of writer schema id. collect then takes the id and the payload from the
+// note instead of reading each value's first bytes a second time (at 100 K records a
+// batch no longer fits the cache, so that read is a cache miss per record). The zero
+// value notes nothing (collect parses every frame): a replay's batches, and progress
+// commits.
 type frameNote struct {
-	recs []*kgo.Record
-	id   int
-}
-
-// covers reports whether n is a note of recs.
-func (n frameNote) covers(recs []*kgo.Record) bool {
-	return len(recs) > 0 && len(n.recs) == len(recs) && &n.recs[0] == &recs[0]
+	id      int
+	uniform bool
 }
 
 // prepared is a flush's plan for the table: the guard's decisions, the commit's schema
@@ -337,7 +330,7 @@ type prepared struct {
 	rawBytes, bodyBytes int64
 }
 
-// wrote counts it's row as written (its bytes: rawBytes, bodyBytes).
+// wrote counts its row as written (its bytes: rawBytes, bodyBytes).
 func (b *prepared) wrote(it *item) {
 	b.rawBytes += recordSize(it.rec)
 	b.bodyBytes += int64(len(it.payload))
@@ -459,41 +452,12 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	rt := router{rules: f.rules, guard: b.guard, opts: b.opts, table: f.cfg.Name, version: t.version,
 		identity: f.mode.identity(),
 		decode: func(it *item) error {
-			dec, err := f.decoder(it.ws, b)
-			if err != nil {
+			if err := f.decodeRow(b, it); err != nil {
 				return err
 			}
-			if b.rows == reserveSampleRows && b.parts == nil {
-				b.reserve(int64(f.cfg.Batch.MaxBytes))
+			if b.parts == nil {
+				b.rows++ // the row stays in b.cols
 			}
-			if len(b.fills) == 0 && b.parts == nil {
-				if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {
-					return err
-				}
-				b.rows++
-				b.wrote(it)
-				return nil // the row stays in b.cols: nothing to fill or move
-			}
-			b.row.begin(b.cols)
-			b.row.writer = it.ws.Delta
-			if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {
-				return err // DecodeWith appended nothing
-			}
-			b.row.cols = b.cols
-			for _, fl := range b.fills {
-				if err := fl.fill(it.rec, b.row); err != nil {
-					b.row.drop()
-					return err
-				}
-			}
-			if b.parts != nil {
-				if err := b.parts.place(b.row); err != nil { // moves the row into its partition's file
-					return err
-				}
-				b.wrote(it)
-				return nil
-			}
-			b.rows++
 			b.wrote(it)
 			return nil
 		}}
@@ -545,6 +509,39 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	out.carried = append(out.carried, fresh...)
 	out.decodedBytes += valueBytes * b.values()
 	return out
+}
+
+// decodeRow decodes it, a record the router writes, into b's columns, runs the row
+// fills and, for a partitioned table, moves the row into its partition's file. Errors:
+// the decoder's or a fill's (nothing of the row is left in the columns).
+func (f *flusher) decodeRow(b *prepared, it *item) error {
+	dec, err := f.decoder(it.ws, b)
+	if err != nil {
+		return err
+	}
+	if b.rows == reserveSampleRows && b.parts == nil {
+		b.reserve(int64(f.cfg.Batch.MaxBytes))
+	}
+	if len(b.fills) == 0 && b.parts == nil {
+		b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols)
+		return err // the row stays in b.cols: nothing to fill or move
+	}
+	b.row.begin(b.cols)
+	b.row.writer = it.ws.Delta
+	if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {
+		return err // DecodeWith appended nothing
+	}
+	b.row.cols = b.cols
+	for _, fl := range b.fills {
+		if err := fl.fill(it.rec, b.row); err != nil {
+			b.row.drop()
+			return err
+		}
+	}
+	if b.parts != nil {
+		return b.parts.place(b.row) // moves the row into its partition's file
+	}
+	return nil
 }
 
 // valueBytes is the size of one decoded column value.

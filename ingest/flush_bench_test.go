@@ -73,11 +73,11 @@ func BenchmarkFlushStages(b *testing.B) {
 	cpu0 := processCPU(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ready, _, err := p.resolveSchemas(ctx, recs)
+		ready, _, note, err := p.resolveSchemas(ctx, recs)
 		if err != nil {
 			b.Fatal(err)
 		}
-		items, err := p.fl.collect(ctx, t, ready)
+		items, err := p.fl.collect(ctx, t, ready, note)
 		if err != nil {
 			b.Fatal(err)
 		}

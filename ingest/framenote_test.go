@@ -13,7 +13,7 @@ import (
 
 // resolveSchemas notes the batch it passes on as framed with one schema id only when
 // every value in it is such a frame; collect then reads the id from the note and makes
-// the same items as when it parses every frame itself. committedLocked drops the note.
+// the same items as when it parses every frame itself.
 func TestFrameNote(t *testing.T) {
 	h := newHarness(t, 1)
 	schemas := h.staticSchemas()
@@ -52,20 +52,19 @@ func TestFrameNote(t *testing.T) {
 			if c.halt >= 0 {
 				p.halted[topicPartition{"orders", c.halt}] = HaltedPartition{}
 			}
-			ready, _, _ := p.resolveSchemas(context.Background(), c.recs)
-			if got := p.fl.framed.covers(ready); got != c.noted {
-				t.Fatalf("noted %v, want %v (note %+v)", got, c.noted, p.fl.framed)
+			ready, _, note, _ := p.resolveSchemas(context.Background(), c.recs)
+			if note.uniform != c.noted {
+				t.Fatalf("noted %v, want %v (note %+v)", note.uniform, c.noted, note)
 			}
 			tbl := tableState{version: -1, txns: map[string]int64{}}
-			withNote, err := p.fl.collect(context.Background(), tbl, ready)
+			withNote, err := p.fl.collect(context.Background(), tbl, ready, note)
 			if err != nil {
 				t.Fatal(err)
 			}
 			kept := append([]item(nil), withNote...)
 			p.fl.release(withNote)
 			withNote = kept
-			p.fl.framed = frameNote{}
-			parsed, err := p.fl.collect(context.Background(), tbl, ready)
+			parsed, err := p.fl.collect(context.Background(), tbl, ready, frameNote{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,19 +74,17 @@ func TestFrameNote(t *testing.T) {
 			p.fl.release(parsed)
 		})
 	}
-	// A note is of one slice: another batch of the same records is parsed afresh, and the
-	// commit drops it.
+	// collect takes the id from the note, not from the values (here a note made up with
+	// another id: never so in production).
 	recs := []*kgo.Record{rec(0, 0, v1(0)), rec(0, 1, v1(1))}
 	schemas.setDown(false)
 	clear(p.halted)
-	ready, _, _ := p.resolveSchemas(context.Background(), recs)
-	if !p.fl.framed.covers(ready) || p.fl.framed.covers(ready[1:]) || p.fl.framed.covers(append([]*kgo.Record(nil), ready...)) {
-		t.Fatal("the note covers another slice than the one resolveSchemas returned")
+	ready, _, note, _ := p.resolveSchemas(context.Background(), recs)
+	if !note.uniform || note.id != h.ids[0] {
+		t.Fatalf("note %+v, want schema id %d for every value", note, h.ids[0])
 	}
-	// collect takes the id from the note, not from the values (here a note made up with
-	// another id: never so in production).
-	p.fl.framed.id = h.ids[1]
-	items, err := p.fl.collect(context.Background(), tableState{version: -1, txns: map[string]int64{}}, ready)
+	note.id = h.ids[1]
+	items, err := p.fl.collect(context.Background(), tableState{version: -1, txns: map[string]int64{}}, ready, note)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +92,6 @@ func TestFrameNote(t *testing.T) {
 		t.Fatalf("collect did not read the note: %s", dump(items))
 	}
 	p.fl.release(items)
-	p.committedLocked(ready, nil)
-	if p.fl.framed.recs != nil {
-		t.Fatal("committedLocked kept the note: the batch's records stay reachable")
-	}
 }
 
 func dump(items []item) string {

@@ -173,8 +173,8 @@ func (p *partitioner) place(row *rowView) error {
 }
 
 // sameAsLast reports whether row's partition values are those of the last row placed, bit
-// for bit (so 0.0 and -0.0, whose serialisations differ, are not the same, and a NaN is
-// never the same: it takes the full path).
+// for bit: 0.0 and -0.0, whose serialisations differ, are not the same; a NaN is the same
+// only as a NaN of the same bits, which serialises the same.
 func (p *partitioner) sameAsLast(row *rowView) bool {
 	for i, c := range p.cols {
 		vs := row.leaf(c.leaf)

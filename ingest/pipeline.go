@@ -414,7 +414,7 @@ func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) erro
 	p.progressDue = now.Add(progressEvery)
 	p.batchMu.Unlock()
 	// Without a table the flush commits nothing and keeps noTableTxns for the next check.
-	_, err := p.writeLocked(ctx, nil)
+	_, err := p.writeLocked(ctx, nil, frameNote{})
 	if v := classify(err); v.action == actRetry {
 		p.observe(v, 0, "commit of progress made without a table failed; retried later")
 		return nil
@@ -462,8 +462,8 @@ func (s *session) abandon() {
 // are the records the flush left for the next one (batch.max_open_partitions: per
 // partition, from the first record that would have opened one partition value more; their
 // txn did not move past them), in recs order. mu held.
-func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record) (cut []*kgo.Record, err error) {
-	out, err := p.fl.flush(ctx, recs)
+func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frameNote) (cut []*kgo.Record, err error) {
+	out, err := p.fl.flush(ctx, recs, note)
 	if err != nil {
 		return nil, err
 	}
@@ -578,11 +578,11 @@ func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left
 		return nil, nil
 	}
 	p.m.Batches.WithLabelValues(p.cfg.Name).Inc()
-	ready, waiting, werr := p.resolveSchemas(ctx, recs)
+	ready, waiting, note, werr := p.resolveSchemas(ctx, recs)
 	// A flush cut at batch.max_open_partitions leaves the rest for the next flush, made at
 	// once: each commits at most that many data files, and its buffers go before the next.
 	for len(ready) > 0 {
-		cut, err := p.writeLocked(ctx, ready)
+		cut, err := p.writeLocked(ctx, ready, note) // cut is part of ready: note holds for it too
 		if err != nil {
 			return remaining(recs, ready, waiting), err
 		}
@@ -636,9 +636,9 @@ func recordSet(recs []*kgo.Record) map[recordKey]bool {
 // snapshot, which drops what the table already has. Records already dead-lettered under
 // p.commitID stay dead-lettered in the rebuilds (p.deadSet), even when they fit now.
 // mu held.
-func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record) (cut []*kgo.Record, err error) {
+func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record, note frameNote) (cut []*kgo.Record, err error) {
 	for attempt := 0; ; attempt++ {
-		cut, err := p.flushOnce(ctx, recs)
+		cut, err := p.flushOnce(ctx, recs, note)
 		if classify(err).action != actRebuild {
 			return cut, err
 		}
@@ -672,12 +672,13 @@ func (p *Pipeline) applyHalts(halts []HaltedPartition) {
 // resolveSchemas looks up the writer schema of every framed record before the flush, so
 // that a registry outage holds back only the partitions whose records need a schema
 // that is not cached: per partition, the records from the first such one on wait. The
-// lookups fill the registry client's cache, which flushOnce then reads.
-func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (ready, waiting []*kgo.Record, err error) {
+// lookups fill the registry client's cache, which flushOnce then reads. note says
+// whether every value in ready is a frame of one schema id (frameNote: collect then reads
+// no frame again).
+func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (ready, waiting []*kgo.Record, note frameNote, err error) {
 	if !p.deps.Framed || p.deps.Schemas == nil {
-		return recs, nil, nil
+		return recs, nil, frameNote{}, nil
 	}
-	p.fl.framed = frameNote{}
 	ready = make([]*kgo.Record, 0, len(recs))
 	failed := map[int]bool{}
 	waits := map[topicPartition]bool{}
@@ -721,7 +722,7 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			_, serr := p.deps.Schemas.Schema(lctx, id)
 			cancel()
 			if errors.Is(serr, decode.ErrRegistryAuth) {
-				return nil, recs, serr // fatal: every lookup fails the same way until a person fixes the credentials
+				return nil, recs, frameNote{}, serr // fatal: every lookup fails the same way until a person fixes the credentials
 			}
 			var de *decode.Error
 			if serr != nil && !errors.As(serr, &de) {
@@ -746,16 +747,12 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 		}
 		ready = append(ready, r)
 	}
-	if uniform && noted {
-		p.fl.framed = frameNote{recs: ready, id: noteID}
-	}
-	return ready, waiting, err
+	return ready, waiting, frameNote{id: noteID, uniform: uniform && noted}, err
 }
 
 // committedLocked records a successful flush of recs: partitions that are no longer
 // waiting leave their backoff and are resumed, and the lag bookkeeping advances. batchMu held.
 func (p *Pipeline) committedLocked(recs, waiting []*kgo.Record) {
-	p.fl.framed = frameNote{} // the batch is committed: let its records go
 	still := map[topicPartition]bool{}
 	for _, r := range waiting {
 		still[topicPartition{r.Topic, r.Partition}] = true

@@ -332,7 +332,7 @@ func (r *replayer) flush(ctx context.Context) (halted bool, err error) {
 		return len(r.mode.sum.Halted) > 0, nil
 	}
 	for attempt := 0; ; attempt++ {
-		out, err := r.fl.flush(ctx, recs)
+		out, err := r.fl.flush(ctx, recs, frameNote{})
 		switch v := classify(err); v.action {
 		case actNone:
 			for _, h := range out.halts {
