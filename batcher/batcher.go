@@ -3,19 +3,30 @@
 // flush ends. It is pure: no I/O, no clocks of its own (callers pass the time), no
 // goroutines.
 //
+// Each item has a size in bytes, given with Add and kept with the item while it is
+// fresh, taken or held back, so that the byte bound counts every item held.
+//
 // Items are grouped by a key (a source partition). The batcher keeps one ordering
 // promise: a key's items are handed out oldest first, and never while an older item of
 // the same key is still held back, so a key's progress (its Delta txn) never passes an
 // item that is still waiting.
 package batcher
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
 
-// Limits bound one batch. A zero field means "no bound" for that dimension.
+// Limits bound one batch. MaxBytes bounds everything the batcher holds, fresh and
+// held-back items together (a memory bound: a batch taken after a failed flush, its
+// held-back items first and then fresh ones, stays within it too); MaxRecords and MaxAge
+// bound the fresh items. A zero field means "no bound" for that dimension.
 type Limits struct {
-	MaxRecords int           // items
-	MaxBytes   int64         // bytes, as reported by the caller per item
-	MaxAge     time.Duration // since the first item was added
+	MaxRecords int           // fresh items
+	MaxBytes   int64         // bytes: the sum of the sizes of the items held, fresh and held back, as given to Add and Hold
+	MaxAge     time.Duration // since the first fresh item was added
 }
 
 // Trigger says why a flush is due.
@@ -24,8 +35,8 @@ type Trigger uint8
 // Triggers, in the order Due checks them.
 const (
 	TriggerNone     Trigger = iota // nothing is due
-	TriggerRecords                 // Limits.MaxRecords reached
-	TriggerBytes                   // Limits.MaxBytes reached
+	TriggerRecords                 // Limits.MaxRecords reached (fresh items)
+	TriggerBytes                   // Limits.MaxBytes reached (fresh and held-back items)
 	TriggerAge                     // the oldest fresh item is Limits.MaxAge old
 	TriggerRetry                   // the hold of a key with held-back items ended
 	TriggerRevoke                  // the caller takes keys that move elsewhere (TakeKeys)
@@ -55,22 +66,28 @@ type Hold[K comparable] struct {
 	Until   time.Time // Take skips Key's items before this time
 }
 
-// Batcher holds fresh items (the batch being built, bounded by Limits) and held-back
-// items (given back with Hold after a failed flush, each key on hold until a time). It is
-// not safe for concurrent use; its owner (one pipeline) serialises access.
+// Batcher holds fresh items (the batch being built) and held-back items (given back with
+// Hold after a failed flush, each key on hold until a time), each with its size in bytes.
+// Limits.MaxBytes bounds both together: Bytes is always the sum of the sizes of the items
+// it holds, fresh and held back, so that what it holds, and so a batch taken after a
+// failed flush (its held-back items plus the fresh ones), stays below Limits.MaxBytes
+// plus the size of the item that reached it. It is not safe for concurrent use; its owner
+// (one pipeline) serialises access.
 type Batcher[K comparable, T any] struct {
 	limits  Limits
 	key     func(T) K
 	fresh   []entry[T]
-	bytes   int64     // of fresh
-	started time.Time // when the first fresh item was added
-	held    []T       // held-back items, each key's oldest first
+	started time.Time  // when the first fresh item was added
+	held    []entry[T] // held-back items, each key's oldest first
+	bytes   int64      // the sum of the sizes of fresh and held
+	heldN   map[K]int  // items of held per key; only keys with some
 	holds   map[K]*hold[K]
+	sizes   []int64 // the sizes Take returns (its buffer, reused by the next Take)
 }
 
 type entry[T any] struct {
 	item T
-	size int64
+	size int64 // bytes, as given to Add or Hold
 }
 
 type hold[K comparable] struct {
@@ -80,18 +97,22 @@ type hold[K comparable] struct {
 
 // New returns an empty batcher with the given limits; key returns an item's key.
 func New[K comparable, T any](l Limits, key func(T) K) *Batcher[K, T] {
-	return &Batcher[K, T]{limits: l, key: key, holds: map[K]*hold[K]{}}
+	return &Batcher[K, T]{limits: l, key: key, holds: map[K]*hold[K]{}, heldN: map[K]int{}}
 }
 
 // Add appends item, whose size is size bytes, at time now. It returns true when the fresh
-// items reach the record or byte bound: the caller should Take and flush.
+// items reach the record bound, or all the items held (fresh and held back) the byte
+// bound, and some of them can be taken now: the caller should Take and flush.
 func (b *Batcher[K, T]) Add(item T, size int64, now time.Time) bool {
 	if len(b.fresh) == 0 {
 		b.started = now
 	}
 	b.fresh = append(b.fresh, entry[T]{item, size})
 	b.bytes += size
-	return b.full() != TriggerNone
+	if b.full() == TriggerNone {
+		return false
+	}
+	return len(b.holds) == 0 || !b.onHold(b.key(item), now) || b.takeable(now)
 }
 
 func (b *Batcher[K, T]) full() Trigger {
@@ -104,22 +125,48 @@ func (b *Batcher[K, T]) full() Trigger {
 	return TriggerNone
 }
 
-// Due returns why a flush is due at now: TriggerRecords or TriggerBytes when the fresh
-// items reach a bound, TriggerAge when the oldest fresh one is MaxAge old, TriggerRetry
-// when a held-back item's key is no longer on hold; TriggerNone when nothing is due.
-func (b *Batcher[K, T]) Due(now time.Time) Trigger {
-	if len(b.fresh) > 0 {
-		if t := b.full(); t != TriggerNone {
-			return t
-		}
-		if b.limits.MaxAge > 0 && now.Sub(b.started) >= b.limits.MaxAge {
-			return TriggerAge
+// takeable reports whether Take at now would hand out some item: one whose key is not on
+// hold. It costs a look at each key with held-back items and, while every one of them is
+// on hold, at the fresh items' keys.
+func (b *Batcher[K, T]) takeable(now time.Time) bool {
+	if len(b.holds) == 0 || b.heldDue(now) {
+		return b.Len() > 0
+	}
+	for _, e := range b.fresh {
+		if !b.onHold(b.key(e.item), now) {
+			return true
 		}
 	}
-	for _, it := range b.held {
-		if !b.onHold(b.key(it), now) {
-			return TriggerRetry
+	return false
+}
+
+// heldDue reports whether some held-back item's key is no longer on hold at now.
+func (b *Batcher[K, T]) heldDue(now time.Time) bool {
+	for k := range b.heldN {
+		if !b.onHold(k, now) {
+			return true
 		}
+	}
+	return false
+}
+
+// Due returns why a flush is due at now: TriggerRecords when the fresh items reach the
+// record bound, TriggerBytes when all the items held (fresh and held back) reach the byte
+// bound, and some can be taken now; TriggerAge when the
+// oldest fresh one is MaxAge old, TriggerRetry when a held-back item's key is no longer
+// on hold; TriggerNone when nothing is due.
+func (b *Batcher[K, T]) Due(now time.Time) Trigger {
+	if b.Len() == 0 {
+		return TriggerNone
+	}
+	if t := b.full(); t != TriggerNone && b.takeable(now) {
+		return t
+	}
+	if len(b.fresh) > 0 && b.limits.MaxAge > 0 && now.Sub(b.started) >= b.limits.MaxAge {
+		return TriggerAge
+	}
+	if b.heldDue(now) {
+		return TriggerRetry
 	}
 	return TriggerNone
 }
@@ -130,73 +177,116 @@ func (b *Batcher[K, T]) onHold(k K, now time.Time) bool {
 }
 
 // Take removes and returns the items of every key not on hold at now, held-back items
-// first, each key's in order, with the trigger that made the flush due. When nothing is
-// due it returns nil, TriggerNone and changes nothing. With force, it returns every item
-// (holds are ignored, but kept: see Release) with TriggerShutdown. Fresh items of a key on
-// hold are kept behind that key's held-back items; they no longer count toward Limits.
-func (b *Batcher[K, T]) Take(now time.Time, force bool) ([]T, Trigger) {
-	trigger := TriggerShutdown
+// first, each key's in order, with their sizes (sizes[i] is items[i]'s, in bytes, as
+// given to Add or Hold) and the trigger that made the flush due. Unless forced it takes
+// items only while their sizes sum to less than Limits.MaxBytes, so a batch holds at most
+// MaxBytes plus the size of its last item: the items after that stay, in order, and count
+// toward the next batch (after a failed flush, the held-back and the fresh items may
+// together hold more than one batch). sizes is the batcher's buffer: it is valid until
+// the next Take (Hold may be given it). When nothing is due it returns nil, nil,
+// TriggerNone and changes nothing. With force, it returns every item (holds are ignored,
+// but kept: see Release) with TriggerShutdown. Fresh items of a key on hold are kept
+// behind that key's held-back items: they no longer count toward Limits.MaxRecords, but
+// still toward Limits.MaxBytes (Bytes).
+func (b *Batcher[K, T]) Take(now time.Time, force bool) (items []T, sizes []int64, trigger Trigger) {
+	trigger = TriggerShutdown
 	if !force {
 		if trigger = b.Due(now); trigger == TriggerNone {
-			return nil, TriggerNone
+			return nil, nil, TriggerNone
 		}
+	}
+	limit := b.limits.MaxBytes
+	if force || limit <= 0 {
+		limit = math.MaxInt64
 	}
 	out := make([]T, 0, len(b.held)+len(b.fresh))
-	var kept []T
-	for _, it := range b.held {
-		if !force && b.onHold(b.key(it), now) {
-			kept = append(kept, it)
-		} else {
-			out = append(out, it)
+	sizes = b.sizes[:0]
+	var taken int64
+	take := func(e entry[T]) {
+		out = append(out, e.item)
+		sizes = append(sizes, e.size)
+		taken += e.size
+	}
+	// Keys are computed only while some key is on hold (a key reads the item, e.g. a Kafka
+	// record a whole batch ago: a cache miss each).
+	holds := !force && len(b.holds) > 0
+	var kept []entry[T] // the held-back items after the take
+	if holds && !b.heldDue(now) {
+		kept = b.held // every held-back item's key is on hold: none is looked at
+	} else if len(b.held) > 0 {
+		for i, e := range b.held {
+			if taken >= limit {
+				kept = append(kept, b.held[i:]...)
+				break
+			}
+			if holds && b.onHold(b.key(e.item), now) {
+				kept = append(kept, e)
+				continue
+			}
+			take(e)
+		}
+		clear(b.heldN)
+		for _, e := range kept {
+			b.heldN[b.key(e.item)]++
 		}
 	}
-	if force || len(b.holds) == 0 {
-		// No key is on hold: every fresh item goes, and no item's key is computed (a key
-		// reads the item, e.g. a Kafka record a whole batch ago: a cache miss each).
-		for _, e := range b.fresh {
-			out = append(out, e.item)
-		}
-	} else {
-		for _, e := range b.fresh {
-			if b.onHold(b.key(e.item), now) {
-				kept = append(kept, e.item)
-			} else {
-				out = append(out, e.item)
+	n := 0 // fresh items left by the byte bound: they stay fresh, compacted to the front
+	for _, e := range b.fresh {
+		if holds {
+			if k := b.key(e.item); b.onHold(k, now) {
+				kept = append(kept, e)
+				b.heldN[k]++
+				continue
 			}
 		}
+		if taken >= limit {
+			b.fresh[n] = e
+			n++
+			continue
+		}
+		take(e)
 	}
-	b.held = kept
+	b.held, b.bytes, b.sizes = kept, b.bytes-taken, sizes
 	// The next batch reuses fresh's array (a batch of max_records grows it once, not every
 	// time); clear lets the taken items go.
-	clear(b.fresh)
-	b.fresh, b.bytes, b.started = b.fresh[:0], 0, time.Time{}
-	if len(out) == 0 {
-		return nil, TriggerNone
+	clear(b.fresh[n:])
+	b.fresh = b.fresh[:n]
+	if n == 0 {
+		b.started = time.Time{}
 	}
-	return out, trigger
+	if len(out) == 0 {
+		return nil, nil, TriggerNone
+	}
+	return out, sizes, trigger
 }
 
 // TakeKeys removes and returns every item whose key is in keys (e.g. partitions revoked
-// in a rebalance), held-back ones first, each key's in order, whatever their holds. The
-// holds stay until Release.
-func (b *Batcher[K, T]) TakeKeys(keys func(K) bool) []T {
-	var out, held []T
-	for _, it := range b.held {
-		if keys(b.key(it)) {
-			out = append(out, it)
+// in a rebalance), held-back ones first, each key's in order, whatever their holds, with
+// their sizes in bytes (sizes[i] is items[i]'s; a new slice). The holds stay until Release.
+func (b *Batcher[K, T]) TakeKeys(keys func(K) bool) (items []T, sizes []int64) {
+	take := func(e entry[T]) {
+		items = append(items, e.item)
+		sizes = append(sizes, e.size)
+		b.bytes -= e.size
+	}
+	var held []entry[T]
+	for _, e := range b.held {
+		if k := b.key(e.item); keys(k) {
+			take(e)
+			if b.heldN[k]--; b.heldN[k] == 0 {
+				delete(b.heldN, k)
+			}
 		} else {
-			held = append(held, it)
+			held = append(held, e)
 		}
 	}
 	b.held = held
 	fresh := b.fresh[:0]
-	b.bytes = 0
 	for _, e := range b.fresh {
 		if keys(b.key(e.item)) {
-			out = append(out, e.item)
+			take(e)
 		} else {
 			fresh = append(fresh, e)
-			b.bytes += e.size
 		}
 	}
 	clear(b.fresh[len(fresh):])
@@ -204,26 +294,39 @@ func (b *Batcher[K, T]) TakeKeys(keys func(K) bool) []T {
 	if len(fresh) == 0 {
 		b.fresh, b.started = nil, time.Time{}
 	}
-	return out
+	return items, sizes
 }
 
 // Hold gives back items of a failed flush (as returned by Take or TakeKeys, in that
-// order) and puts each of their keys on hold: Take skips a key until now + wait(n), n
-// being the number of earlier holds of the key since its last Release (0 for the first),
-// so the caller's backoff grows per key. The items go ahead of every other item of their
-// key. It returns the new hold of each key, in the order the keys first appear in items.
-func (b *Batcher[K, T]) Hold(items []T, now time.Time, wait func(n int) time.Duration) []Hold[K] {
+// order), sizes[i] being items[i]'s size in bytes as Take or TakeKeys returned it (so
+// that Bytes stays the sum of the sizes of the items held), and puts each of their keys
+// on hold: Take skips a key until now + wait(n), n being the number of earlier holds of
+// the key since its last Release (0 for the first), so the caller's backoff grows per
+// key. The items go ahead of every other item of their key. It returns the new hold of
+// each key, in the order the keys first appear in items. It panics when items and sizes
+// differ in length.
+func (b *Batcher[K, T]) Hold(items []T, sizes []int64, now time.Time, wait func(n int) time.Duration) []Hold[K] {
+	if len(items) != len(sizes) {
+		panic(fmt.Sprintf("batcher: Hold of %d items with %d sizes", len(items), len(sizes)))
+	}
 	if len(items) == 0 {
 		return nil
 	}
 	var out []Hold[K]
-	seen := map[K]bool{}
-	for _, it := range items {
+	held := make([]entry[T], 0, len(items)+len(b.held))
+	var last K
+	for i, it := range items {
 		k := b.key(it)
-		if seen[k] {
+		held = append(held, entry[T]{it, sizes[i]})
+		b.bytes += sizes[i]
+		b.heldN[k]++
+		if i > 0 && k == last {
+			continue // items come in runs of one key: a new hold is looked for once per run
+		}
+		last = k
+		if slices.ContainsFunc(out, func(h Hold[K]) bool { return h.Key == k }) {
 			continue
 		}
-		seen[k] = true
 		h := b.holds[k]
 		if h == nil {
 			h = &hold[K]{}
@@ -233,7 +336,7 @@ func (b *Batcher[K, T]) Hold(items []T, now time.Time, wait func(n int) time.Dur
 		h.count++
 		out = append(out, Hold[K]{Key: k, Attempt: h.count, Until: h.until})
 	}
-	b.held = append(append(make([]T, 0, len(items)+len(b.held)), items...), b.held...)
+	b.held = append(held, b.held...)
 	return out
 }
 
@@ -255,9 +358,9 @@ func (b *Batcher[K, T]) Deadline() (deadline time.Time, ok bool) {
 	if len(b.fresh) > 0 && b.limits.MaxAge > 0 {
 		deadline, ok = b.started.Add(b.limits.MaxAge), true
 	}
-	for _, it := range b.held {
+	for k := range b.heldN {
 		var until time.Time
-		if h := b.holds[b.key(it)]; h != nil {
+		if h := b.holds[k]; h != nil {
 			until = h.until
 		}
 		if !ok || until.Before(deadline) {
@@ -269,6 +372,10 @@ func (b *Batcher[K, T]) Deadline() (deadline time.Time, ok bool) {
 
 // Len returns the number of items, fresh and held back.
 func (b *Batcher[K, T]) Len() int { return len(b.fresh) + len(b.held) }
+
+// Bytes returns the sum of the sizes of the items, fresh and held back, in bytes: what
+// Limits.MaxBytes bounds.
+func (b *Batcher[K, T]) Bytes() int64 { return b.bytes }
 
 // Holding returns the number of keys on hold (their hold may have ended: a key stays on
 // hold until Release).

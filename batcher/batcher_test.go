@@ -45,7 +45,7 @@ func TestBounds(t *testing.T) {
 			if got != tt.wantAt {
 				t.Fatalf("full at %d, want %d", got, tt.wantAt)
 			}
-			items, trig := b.Take(t0, false)
+			items, _, trig := b.Take(t0, false)
 			if trig != tt.trigger {
 				t.Fatalf("trigger %v, want %v", trig, tt.trigger)
 			}
@@ -73,13 +73,13 @@ func TestAgeAndTake(t *testing.T) {
 	if b.Due(t0.Add(9*time.Second)) != TriggerNone {
 		t.Fatal("due before max age")
 	}
-	if items, trig := b.Take(t0.Add(9*time.Second), false); items != nil || trig != TriggerNone || b.Len() != 2 {
+	if items, _, trig := b.Take(t0.Add(9*time.Second), false); items != nil || trig != TriggerNone || b.Len() != 2 {
 		t.Fatalf("take before max age = %v, %v; len %d", items, trig, b.Len())
 	}
 	if b.Due(t0.Add(10*time.Second)) != TriggerAge {
 		t.Fatal("not due at max age")
 	}
-	items, trig := b.Take(t0.Add(10*time.Second), false)
+	items, _, trig := b.Take(t0.Add(10*time.Second), false)
 	if len(items) != 2 || items[0] != "a" || items[1] != "b" || b.Len() != 0 || trig != TriggerAge {
 		t.Fatalf("take = %v (%v), len %d", items, trig, b.Len())
 	}
@@ -95,14 +95,14 @@ func TestTakeKeys(t *testing.T) {
 	for i := range 6 {
 		b.Add(item{i % 2, i}, int64(i), t0)
 	}
-	got := b.TakeKeys(func(k int) bool { return k == 0 })
+	got, _ := b.TakeKeys(func(k int) bool { return k == 0 })
 	if !slices.Equal(got, []item{{0, 0}, {0, 2}, {0, 4}}) {
 		t.Fatalf("taken %v, want key 0's items in order", got)
 	}
 	if b.bytes != 1+3+5 {
 		t.Fatalf("bytes after TakeKeys = %d, want 9", b.bytes)
 	}
-	rest, _ := b.Take(t0, true)
+	rest, _, _ := b.Take(t0, true)
 	if !slices.Equal(rest, []item{{1, 1}, {1, 3}, {1, 5}}) {
 		t.Fatalf("left %v, want [1 3 5] of key 1", rest)
 	}
@@ -127,12 +127,12 @@ func TestHolds(t *testing.T) {
 	if !b.Add(item{0, 1}, 1, at(0)) {
 		t.Fatal("third item did not fill the batch")
 	}
-	got, trig := b.Take(at(0), false)
+	got, _, trig := b.Take(at(0), false)
 	if trig != TriggerRecords || !slices.Equal(got, []item{{0, 0}, {1, 0}, {0, 1}}) {
 		t.Fatalf("first take = %v (%v)", got, trig)
 	}
 	// key 0 failed from its first item; key 1 was committed.
-	hs := b.Hold([]item{{0, 0}, {0, 1}}, at(10), wait(5*time.Second))
+	hs := b.Hold([]item{{0, 0}, {0, 1}}, []int64{1, 1}, at(10), wait(5*time.Second))
 	if len(hs) != 1 || hs[0] != (Hold[int]{Key: 0, Attempt: 1, Until: at(15)}) {
 		t.Fatalf("holds = %+v", hs)
 	}
@@ -146,7 +146,7 @@ func TestHolds(t *testing.T) {
 	b.Add(item{1, 1}, 1, at(11))
 	b.Add(item{0, 2}, 1, at(11))
 	b.Add(item{1, 2}, 1, at(11))
-	got, trig = b.Take(at(11), false)
+	got, _, trig = b.Take(at(11), false)
 	if trig != TriggerRecords || !slices.Equal(got, []item{{1, 1}, {1, 2}}) {
 		t.Fatalf("take during key 0's hold = %v (%v), want key 1's items only", got, trig)
 	}
@@ -159,19 +159,19 @@ func TestHolds(t *testing.T) {
 	if tr := b.Due(at(15)); tr != TriggerRetry {
 		t.Fatalf("due %v at the hold's end, want retry", tr)
 	}
-	got, trig = b.Take(at(15), false)
+	got, sizes, trig := b.Take(at(15), false)
 	if trig != TriggerRetry || !slices.Equal(got, []item{{0, 0}, {0, 1}, {0, 2}}) {
 		t.Fatalf("retry take = %v (%v), want key 0's items held first, in order", got, trig)
 	}
 	// It fails again: the next wait grows with the number of holds.
-	hs = b.Hold(got, at(15), func(n int) time.Duration { return time.Duration(n+1) * 10 * time.Second })
+	hs = b.Hold(got, sizes, at(15), func(n int) time.Duration { return time.Duration(n+1) * 10 * time.Second })
 	if hs[0].Attempt != 2 || !hs[0].Until.Equal(at(35)) {
 		t.Fatalf("second hold = %+v", hs[0])
 	}
-	if got, trig := b.Take(at(30), false); got != nil || trig != TriggerNone {
+	if got, _, trig := b.Take(at(30), false); got != nil || trig != TriggerNone {
 		t.Fatalf("take during the hold = %v (%v)", got, trig)
 	}
-	got, trig = b.Take(at(30), true)
+	got, _, trig = b.Take(at(30), true)
 	if trig != TriggerShutdown || !slices.Equal(got, []item{{0, 0}, {0, 1}, {0, 2}}) {
 		t.Fatalf("forced take = %v (%v)", got, trig)
 	}
@@ -182,7 +182,7 @@ func TestHolds(t *testing.T) {
 		t.Fatal("released twice")
 	}
 	// A held-back item whose key is not on hold any more is due at once.
-	b.Hold([]item{{2, 0}}, at(30), wait(time.Hour))
+	b.Hold([]item{{2, 0}}, []int64{1}, at(30), wait(time.Hour))
 	b.Release(2)
 	if d, ok := b.Deadline(); !ok || !d.IsZero() || b.Due(at(30)) != TriggerRetry {
 		t.Fatalf("released key's item: deadline %v %v, due %v", d, ok, b.Due(at(30)))
@@ -200,11 +200,13 @@ func TestTriggerNames(t *testing.T) {
 	}
 }
 
-// TestHeldFirstProperty: a random consumer adds items per key in sequence, takes them
-// (on time, forced, or by key), commits a prefix of each key's taken items and holds the
-// rest back. Whatever the order of operations, every key's items are committed exactly
-// in sequence: a key's commit never passes an item that is still waiting, and nothing is
-// lost or repeated.
+// TestHeldFirstProperty: a random consumer adds items per key in sequence, with random
+// sizes, takes them (on time, forced, or by key), commits a prefix of each key's taken
+// items and holds the rest back with the sizes Take gave. Whatever the order of
+// operations, every key's items are committed exactly in sequence: a key's commit never
+// passes an item that is still waiting, and nothing is lost or repeated; every item comes
+// out with the size it was added with, and Bytes is always the sum of the sizes of the
+// items held (fresh and held back).
 func TestHeldFirstProperty(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -213,8 +215,22 @@ func TestHeldFirstProperty(t *testing.T) {
 		const keys = 4
 		next := [keys]int{}      // next sequence to add
 		committed := [keys]int{} // next sequence expected to commit
-		flush := func(items []item) {
+		size := map[item]int64{} // each item's size, as added
+		var holding int64        // the sum of the sizes of the items added and not committed
+		check := func(what string, items []item, sizes []int64) {
 			t.Helper()
+			if len(sizes) != len(items) {
+				t.Fatalf("seed %d: %s: %d items with %d sizes", seed, what, len(items), len(sizes))
+			}
+			for i, it := range items {
+				if sizes[i] != size[it] {
+					t.Fatalf("seed %d: %s: item %+v of size %d came out with size %d", seed, what, it, size[it], sizes[i])
+				}
+			}
+		}
+		flush := func(items []item, sizes []int64) {
+			t.Helper()
+			check("take", items, sizes)
 			byKey := map[int][]item{}
 			var order []int
 			for _, it := range items {
@@ -224,6 +240,7 @@ func TestHeldFirstProperty(t *testing.T) {
 				byKey[it.key] = append(byKey[it.key], it)
 			}
 			var back []item
+			var backSizes []int64
 			for _, k := range order {
 				its := byKey[k]
 				cut := len(its)
@@ -235,38 +252,49 @@ func TestHeldFirstProperty(t *testing.T) {
 						t.Fatalf("seed %d: key %d committed %d, want %d (a waiting item was passed)", seed, k, it.seq, committed[k])
 					}
 					committed[k]++
+					holding -= size[it]
 				}
 				if cut < len(its) {
 					back = append(back, its[cut:]...)
+					for _, it := range its[cut:] {
+						backSizes = append(backSizes, size[it])
+					}
 				} else {
 					b.Release(k)
 				}
 			}
-			b.Hold(back, now, func(n int) time.Duration { return time.Duration(rng.IntN(3)+n) * time.Second })
+			b.Hold(back, backSizes, now, func(n int) time.Duration { return time.Duration(rng.IntN(3)+n) * time.Second })
 		}
-		for range 300 {
+		for op := range 300 {
 			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
 			switch op := rng.IntN(10); {
 			case op < 6:
 				k := rng.IntN(keys)
-				if b.Add(item{k, next[k]}, int64(rng.IntN(10)), now) {
-					items, _ := b.Take(now, false)
-					flush(items)
+				it := item{k, next[k]}
+				size[it] = int64(rng.IntN(10))
+				holding += size[it]
+				if b.Add(it, size[it], now) {
+					items, sizes, _ := b.Take(now, false)
+					flush(items, sizes)
 				}
 				next[k]++
 			case op < 8:
-				items, _ := b.Take(now, false)
-				flush(items)
+				items, sizes, _ := b.Take(now, false)
+				flush(items, sizes)
 			case op < 9:
-				items, _ := b.Take(now, true)
-				flush(items)
+				items, sizes, _ := b.Take(now, true)
+				flush(items, sizes)
 			default:
 				k := rng.IntN(keys)
 				flush(b.TakeKeys(func(x int) bool { return x == k }))
 			}
+			if b.Bytes() != holding {
+				t.Fatalf("seed %d, op %d: Bytes = %d, want %d (the sizes of the %d items held)", seed, op, b.Bytes(), holding, b.Len())
+			}
 		}
 		for b.Len() > 0 {
-			items, _ := b.Take(now, true)
+			items, sizes, _ := b.Take(now, true)
+			check("final take", items, sizes)
 			for _, it := range items {
 				if it.seq != committed[it.key] {
 					t.Fatalf("seed %d: final key %d committed %d, want %d", seed, it.key, it.seq, committed[it.key])
@@ -291,7 +319,7 @@ func TestTakeReusesFreshArray(t *testing.T) {
 		for i := 0; i < n; i++ {
 			b.Add(item{i % 4, i}, 1, t0)
 		}
-		out, trig := b.Take(t0, false)
+		out, _, trig := b.Take(t0, false)
 		if trig != TriggerRecords || len(out) != n || cap(out) != n {
 			t.Fatalf("took %d items (cap %d) by %v, want %d by records", len(out), cap(out), trig, n)
 		}
@@ -324,16 +352,154 @@ func TestTakeComputesKeysOnlyWithHolds(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		b.Add(item{i % 2, i}, 1, t0)
 	}
-	if out, _ := b.Take(t0, false); len(out) != 4 || calls != 0 {
+	if out, _, _ := b.Take(t0, false); len(out) != 4 || calls != 0 {
 		t.Fatalf("took %d items with %d key calls, want 4 and 0", len(out), calls)
 	}
-	b.Hold([]item{{1, -1}}, t0, wait(time.Minute))
+	b.Hold([]item{{1, -1}}, []int64{1}, t0, wait(time.Minute))
 	calls = 0
 	for i := 0; i < 4; i++ {
 		b.Add(item{i % 2, i}, 1, t0)
 	}
-	out, _ := b.Take(t0, false)
+	out, _, _ := b.Take(t0, false)
 	if !slices.Equal(out, []item{{0, 0}, {0, 2}}) || calls == 0 {
 		t.Fatalf("took %v with %d key calls, want key 0's items and key 1's kept back", out, calls)
+	}
+}
+
+// TestHeldItemsCountTowardBytes: items given back with Hold keep the sizes they were added
+// with: after Take → Hold → Add → Take the batcher's Bytes is the sum of the held and the
+// fresh items' sizes, Due by bytes fires when held and fresh items together reach
+// MaxBytes (not the fresh ones alone), and the retried take hands every item out with its
+// size. While every item's key is on hold, a full batcher is not due (nothing could be
+// taken), and it is due again once a key with items can be taken.
+func TestHeldItemsCountTowardBytes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	b := newTest(Limits{MaxBytes: 100, MaxAge: time.Hour})
+	b.Add(item{0, 0}, 30, at(0))
+	b.Add(item{0, 1}, 25, at(0))
+	b.Add(item{1, 0}, 45, at(0))
+	items, sizes, trig := b.Take(at(0), false)
+	if trig != TriggerBytes || !slices.Equal(sizes, []int64{30, 25, 45}) || b.Bytes() != 0 {
+		t.Fatalf("first take: %v sizes %v by %v, Bytes %d; want sizes [30 25 45] by bytes, Bytes 0", items, sizes, trig, b.Bytes())
+	}
+	// Key 0's two items failed: they go back with their sizes (straight from Take's
+	// buffer), key 1's was committed.
+	b.Hold(items[:2], sizes[:2], at(1), wait(10*time.Second))
+	if b.Bytes() != 55 || b.Len() != 2 {
+		t.Fatalf("after Hold: Bytes %d, Len %d; want 55 (30 + 25), 2", b.Bytes(), b.Len())
+	}
+	// Fresh items of key 1 (not on hold) and key 0 (on hold): 55 + 20 + 10 = 85, not due.
+	if b.Add(item{1, 1}, 20, at(2)) || b.Add(item{0, 2}, 10, at(2)) {
+		t.Fatal("Add reported a full batcher at 85 of 100 bytes")
+	}
+	if b.Bytes() != 85 || b.Due(at(2)) != TriggerNone {
+		t.Fatalf("Bytes %d, due %v; want 85, none", b.Bytes(), b.Due(at(2)))
+	}
+	// 85 + 15 = 100: the fresh items alone (45) are far from the bound; held and fresh reach it.
+	if !b.Add(item{1, 2}, 15, at(3)) {
+		t.Fatal("Add did not report the byte bound reached by held and fresh items together")
+	}
+	if tr := b.Due(at(3)); tr != TriggerBytes {
+		t.Fatalf("due %v at 100 of 100 bytes (55 held), want bytes", tr)
+	}
+	// Key 0 is still on hold: key 1's fresh items go; key 0's fresh one stays behind its
+	// held ones and still counts.
+	items, sizes, trig = b.Take(at(3), false)
+	if trig != TriggerBytes || !slices.Equal(items, []item{{1, 1}, {1, 2}}) || !slices.Equal(sizes, []int64{20, 15}) {
+		t.Fatalf("take during key 0's hold: %v sizes %v by %v; want key 1's [20 15] by bytes", items, sizes, trig)
+	}
+	if b.Bytes() != 65 || b.Len() != 3 {
+		t.Fatalf("after the take: Bytes %d, Len %d; want 65 (30 + 25 + 10), 3", b.Bytes(), b.Len())
+	}
+	// Only key 0's items (on hold) and a fresh one of key 0 fill the batcher: nothing can be
+	// taken, so nothing is due before the hold ends, and Take changes nothing.
+	if b.Add(item{0, 3}, 35, at(4)) {
+		t.Fatal("Add reported a flush due while every item's key is on hold")
+	}
+	if tr := b.Due(at(4)); tr != TriggerNone || b.Bytes() != 100 {
+		t.Fatalf("due %v, Bytes %d while every item's key is on hold; want none, 100", tr, b.Bytes())
+	}
+	if items, sizes, tr := b.Take(at(4), false); items != nil || sizes != nil || tr != TriggerNone || b.Bytes() != 100 {
+		t.Fatalf("take while every item's key is on hold: %v %v %v, Bytes %d", items, sizes, tr, b.Bytes())
+	}
+	// The hold ends: the retry hands out key 0's items, held first, each with its size.
+	if tr := b.Due(at(11)); tr != TriggerBytes {
+		t.Fatalf("due %v once the hold ended with 100 of 100 bytes held, want bytes", tr)
+	}
+	items, sizes, _ = b.Take(at(11), false)
+	if !slices.Equal(items, []item{{0, 0}, {0, 1}, {0, 2}, {0, 3}}) || !slices.Equal(sizes, []int64{30, 25, 10, 35}) || b.Bytes() != 0 {
+		t.Fatalf("retry take: %v sizes %v, Bytes %d; want key 0's items in order, sizes [30 25 10 35], Bytes 0", items, sizes, b.Bytes())
+	}
+	// TakeKeys hands sizes out too and takes them off Bytes.
+	b.Hold(items, sizes, at(12), wait(time.Minute))
+	b.Add(item{1, 3}, 7, at(12))
+	got, gotSizes := b.TakeKeys(func(k int) bool { return k == 0 })
+	if len(got) != 4 || !slices.Equal(gotSizes, []int64{30, 25, 10, 35}) || b.Bytes() != 7 {
+		t.Fatalf("TakeKeys(0): %d items sizes %v, Bytes %d; want 4, [30 25 10 35], 7", len(got), gotSizes, b.Bytes())
+	}
+}
+
+// Hold panics when it is not given one size per item: a batcher that lost an item's size
+// would no longer bound its bytes.
+func TestHoldNeedsSizes(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Hold of 2 items with 1 size did not panic")
+		}
+	}()
+	newTest(Limits{}).Hold([]item{{0, 0}, {0, 1}}, []int64{1}, time.Unix(0, 0), wait(time.Second))
+}
+
+// TestTakeBoundsBytes: after a failed flush the held-back items and those added behind
+// them may hold more than one batch; the retry takes items, in order, only while they sum
+// to less than MaxBytes (a batch: at most MaxBytes plus its last item), and the rest stay,
+// in order, counted by Bytes, for the next take. A forced take takes everything.
+func TestTakeBoundsBytes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	b := newTest(Limits{MaxBytes: 100, MaxAge: time.Minute})
+	b.Add(item{0, 0}, 60, at(0))
+	b.Add(item{1, 0}, 50, at(0))
+	items, sizes, _ := b.Take(at(0), false)
+	b.Hold(items, sizes, at(0), wait(5*time.Second)) // both keys failed
+	b.Add(item{1, 1}, 50, at(1))
+	b.Add(item{1, 2}, 5, at(2))
+	b.Add(item{0, 1}, 7, at(2))
+	if b.Bytes() != 172 {
+		t.Fatalf("Bytes %d, want 172 (60 + 50 held, 50 + 5 + 7 fresh)", b.Bytes())
+	}
+	items, sizes, trig := b.Take(at(5), false)
+	if trig != TriggerBytes || !slices.Equal(items, []item{{0, 0}, {1, 0}}) || !slices.Equal(sizes, []int64{60, 50}) {
+		t.Fatalf("retry take: %v sizes %v by %v; want the held [60 50] by bytes (110: the bound and its last item)", items, sizes, trig)
+	}
+	if b.Bytes() != 62 || b.Len() != 3 {
+		t.Fatalf("after the retry take: Bytes %d, Len %d; want 62 (50 + 5 + 7), 3", b.Bytes(), b.Len())
+	}
+	// The holds ended: the fresh items left by the bound stay fresh, with their age (the
+	// first was added at 1 s), not due before it or more bytes.
+	if tr := b.Due(at(60)); tr != TriggerNone {
+		t.Fatalf("due %v with 62 of 100 bytes before the age bound, want none", tr)
+	}
+	items, sizes, trig = b.Take(at(61), false)
+	if trig != TriggerAge || !slices.Equal(items, []item{{1, 1}, {1, 2}, {0, 1}}) || !slices.Equal(sizes, []int64{50, 5, 7}) || b.Bytes() != 0 {
+		t.Fatalf("second take: %v sizes %v by %v, Bytes %d; want [{1 1} {1 2} {0 1}] sizes [50 5 7] by age, Bytes 0", items, sizes, trig, b.Bytes())
+	}
+	// Without holds, fresh items past the bound stay fresh (with their age) for the next take.
+	for i := range 4 {
+		b.Add(item{2, i}, 40, at(10))
+	}
+	items, _, _ = b.Take(at(10), false)
+	if len(items) != 3 || b.Bytes() != 40 || b.Len() != 1 {
+		t.Fatalf("take of 4 × 40 bytes: %d items, Bytes %d, Len %d; want 3 (120), 40, 1", len(items), b.Bytes(), b.Len())
+	}
+	if d, ok := b.Deadline(); !ok || !d.Equal(at(70)) {
+		t.Fatalf("deadline %v %v of the item left, want its age bound %v", d, ok, at(70))
+	}
+	for i := range 4 {
+		b.Add(item{3, i}, 40, at(11))
+	}
+	if items, _, _ := b.Take(at(11), true); len(items) != 5 || items[0] != (item{2, 3}) || b.Bytes() != 0 {
+		t.Fatalf("forced take: %v, Bytes %d; want all 5 items from {2 3}, Bytes 0", items, b.Bytes())
 	}
 }

@@ -21,11 +21,18 @@ import (
 // batch is always taken after the previous one's failed records went back into the
 // batcher ahead of their partitions' later records (the batcher's held-first rule), and
 // a rebalance callback or the drain, which lock mu too, wait for the flush in flight.
-// Memory: the batch in flight and the one being filled each hold at most half of
-// batch.max_bytes (batchBytes), so both together stay within it, except after a
-// transient failure: the records held back for a retry are not charged against the bound
-// (batcher.Hold keeps no sizes), so the retried batch holds them plus up to half of
-// max_bytes of fresh records, up to 1.5 × max_bytes with the batch being filled.
+// Memory: the batcher's bound is half of batch.max_bytes (batchBytes), in budgetSize bytes,
+// and counts every record it holds: fresh ones and those held back after a transient
+// failure, which keep the size they were added with (flushTakenLocked gives them back
+// with batcher.Hold and their sizes). A batch takes records only up to that bound
+// (batcher.Take), so the batch in flight and the records in the batcher each stay within
+// half of max_bytes plus the record that reached it. After a failure the failed batch and
+// the one filled behind it both wait in the batcher (within max_bytes plus two records);
+// while their partitions are on hold the others' records are flushed as they come (Add
+// reports the bound reached), one in flight at a time, and the retry takes the held
+// records half of max_bytes at a time: in flight and buffered together stay within
+// max_bytes plus three records. Beyond it are only the records of the paused partitions
+// that the poll in progress had fetched before the pause (at most maxPollRecords).
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
 // flush in flight and ends it. A permanent failure ends the poll loop through fail, like
@@ -49,6 +56,7 @@ type flushWorker struct {
 // progress made without a table: recordProgressLocked).
 type flushJob struct {
 	recs     []*kgo.Record
+	sizes    []int64 // sizes[i] is recs[i]'s budget size, in bytes (batcher.Take's buffer: valid while mu is held)
 	trigger  batcher.Trigger
 	now      time.Time // when the batch was taken
 	progress bool
@@ -80,7 +88,7 @@ func (w *flushWorker) flush(job flushJob) {
 	if job.progress {
 		err = p.recordProgressLocked(w.ctx, job.now)
 	} else {
-		err = p.flushTakenLocked(w.ctx, job.recs, job.trigger, job.now)
+		err = p.flushTakenLocked(w.ctx, job.recs, job.sizes, job.trigger, job.now)
 	}
 	p.batchMu.Lock()
 	p.publishProgressLocked()
@@ -115,7 +123,7 @@ func (w *flushWorker) dispatch(progress bool) {
 	if progress {
 		job.progress = p.progressPending && p.batch.Len() == 0 && !now.Before(p.progressDue)
 	} else {
-		job.recs, job.trigger = p.batch.Take(now, false)
+		job.recs, job.sizes, job.trigger = p.batch.Take(now, false)
 	}
 	p.batchMu.Unlock()
 	if len(job.recs) == 0 && !job.progress {

@@ -453,7 +453,7 @@ func (s *session) abandon() {
 	p := s.p
 	p.batchMu.Lock()
 	p.hooks.abandoned = true
-	p.batch.Take(time.Now(), true)
+	p.batch.Take(time.Now(), true) // dropped
 	p.batchMu.Unlock()
 	p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
 }
@@ -518,15 +518,17 @@ func (p *Pipeline) measureDecoded(out *outcome) {
 // ones first (flushTakenLocked). mu held.
 func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool) error {
 	p.batchMu.Lock()
-	recs, trigger := p.batch.Take(now, force)
+	recs, sizes, trigger := p.batch.Take(now, force)
 	p.batchMu.Unlock()
-	return p.flushTakenLocked(ctx, recs, trigger, now)
+	return p.flushTakenLocked(ctx, recs, sizes, trigger, now)
 }
 
-// flushTakenLocked flushes recs, taken from the batcher at now, and counts the flush by
-// its trigger. Transient failures hold the records back and pause their partitions with a
-// jittered backoff; only a permanent failure is returned. mu held.
-func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, trigger batcher.Trigger, now time.Time) error {
+// flushTakenLocked flushes recs, taken from the batcher at now with their budget sizes
+// (sizes[i] is recs[i]'s, in bytes: batcher.Take), and counts the flush by its trigger.
+// Transient failures hold the records back with their sizes (so that they still count
+// against batch.max_bytes) and pause their partitions with a jittered backoff; only a
+// permanent failure is returned. mu held.
+func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, sizes []int64, trigger batcher.Trigger, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -536,13 +538,41 @@ func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, tri
 	defer p.batchMu.Unlock()
 	if v := classify(err); v.action == actFatal && ctx.Err() == nil {
 		// Kept, due at once: the revoke callback of the client's Close tries them once more.
-		p.batch.Hold(left, now, func(int) time.Duration { return 0 })
+		p.batch.Hold(left, p.sizesOf(left, recs, sizes), now, func(int) time.Duration { return 0 })
 		return v.err
 	}
 	if len(left) > 0 {
-		p.deferLocked(left, err)
+		p.deferLocked(left, p.sizesOf(left, recs, sizes), err)
 	}
 	return nil
+}
+
+// sizesOf returns the budget sizes of left, records of recs given back after a failed
+// flush (tryFlushLocked: the whole of recs, or some of its records), in left's order:
+// sizes[i] is recs[i]'s charge against batch.max_bytes, in bytes, as the batcher handed it
+// out, so that a record given back keeps the charge it was added with. A record of left
+// that is not in recs (tryFlushLocked returns none) is charged its budgetSize now.
+// batchMu held (budgetSize reads decodedPerByte).
+func (p *Pipeline) sizesOf(left, recs []*kgo.Record, sizes []int64) []int64 {
+	if len(left) == len(recs) && (len(left) == 0 || &left[0] == &recs[0]) {
+		return sizes // all of recs: tryFlushLocked returns recs itself
+	}
+	of := make(map[*kgo.Record]int64, len(left))
+	for _, r := range left {
+		of[r] = -1
+	}
+	for i, r := range recs {
+		if _, ok := of[r]; ok {
+			of[r] = sizes[i]
+		}
+	}
+	out := make([]int64, len(left))
+	for i, r := range left {
+		if out[i] = of[r]; out[i] < 0 {
+			out[i] = p.budgetSize(r)
+		}
+	}
+	return out
 }
 
 // drainLocked flushes everything buffered, retrying transient failures until ctx ends.
@@ -561,7 +591,7 @@ func (p *Pipeline) drainLocked(ctx context.Context) error {
 		}
 		if err := backoff.Wait(ctx, max(time.Until(d), 50*time.Millisecond)); err != nil {
 			p.batchMu.Lock()
-			recs, _ := p.batch.Take(time.Now(), true)
+			recs, _, _ := p.batch.Take(time.Now(), true)
 			p.batchMu.Unlock()
 			return fmt.Errorf("%d records not committed (they are read again after a restart): %w", len(recs), err)
 		}
@@ -797,10 +827,12 @@ func lastOffsets(recs []*kgo.Record) map[topicPartition]int64 {
 	return last
 }
 
-// deferLocked keeps recs for a retry after a transient failure: their partitions are
-// paused (no more records are fetched for them) and retried after a jittered,
-// exponentially growing backoff of their own. Nothing is dead-lettered for it. batchMu held.
-func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
+// deferLocked keeps recs for a retry after a transient failure, with their budget sizes
+// (sizes[i] is recs[i]'s, in bytes: they still count against batch.max_bytes): their
+// partitions are paused (no more records are fetched for them) and retried after a
+// jittered, exponentially growing backoff of their own. Nothing is dead-lettered for it.
+// batchMu held.
+func (p *Pipeline) deferLocked(recs []*kgo.Record, sizes []int64, cause error) {
 	now := time.Now()
 	v := classify(cause)
 	if v.action != actRetry { // e.g. ctx ended during the flush: retried like a transient failure
@@ -809,7 +841,7 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, cause error) {
 	pause := map[string][]int32{}
 	var maxWait time.Duration
 	attempt := 0
-	holds := p.batch.Hold(recs, now, retryBackoff.Duration)
+	holds := p.batch.Hold(recs, sizes, now, retryBackoff.Duration)
 	for _, h := range holds {
 		if h.Attempt == 1 { // newly held: stop fetching it
 			pause[h.Key.topic] = append(pause[h.Key.topic], h.Key.partition)
@@ -963,7 +995,7 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.batchMu.Lock()
-	recs := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })
+	recs, _ := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] }) // not given back: the new owner re-reads what fails
 	abandoned := p.hooks.abandoned
 	p.batchMu.Unlock()
 	if len(recs) > 0 && !abandoned {
@@ -992,8 +1024,8 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	defer p.mu.Unlock()
 	p.batchMu.Lock()
 	defer p.batchMu.Unlock()
-	if n := len(p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] })); n > 0 {
-		p.log.Warn("partitions lost; buffered records dropped (the new owner re-reads them from the Delta txn)", "records", n)
+	if recs, _ := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] }); len(recs) > 0 {
+		p.log.Warn("partitions lost; buffered records dropped (the new owner re-reads them from the Delta txn)", "records", len(recs))
 	}
 	p.forgetLocked(lost, gone)
 }

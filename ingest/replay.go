@@ -327,7 +327,7 @@ func (r *replayer) run(ctx context.Context, byPart map[int32][]*kgo.Record, ends
 // every later attempt (flusher.deadSet): their DLQ copies name the commit id, which the
 // attempts share until one commits.
 func (r *replayer) flush(ctx context.Context) (halted bool, err error) {
-	recs, _ := r.batch.Take(time.Now(), true)
+	recs, _, _ := r.batch.Take(time.Now(), true)
 	if len(recs) == 0 {
 		return len(r.mode.sum.Halted) > 0, nil
 	}

@@ -70,7 +70,7 @@ func TestCommittedLockedInterleaved(t *testing.T) {
 	// a/0, a/1 and b/0 were held back after a failure.
 	held := []*kgo.Record{rec("a", 0, 0), rec("a", 1, 4), rec("b", 0, 6)}
 	now := time.Now()
-	p.batch.Hold(held, now, func(int) time.Duration { return time.Hour })
+	p.batch.Hold(held, []int64{1, 1, 1}, now, func(int) time.Duration { return time.Hour })
 	p.batch.Take(now, true) // the held records go into the flush; the holds stay
 	p.committedLocked(done, append(cut, waiting...))
 	got := map[topicPartition]int64{}
