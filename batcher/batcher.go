@@ -6,6 +6,9 @@
 // Each item has a size in bytes, given with Add and kept with the item while it is
 // fresh, taken or held back, so that the byte bound counts every item held.
 //
+// The times callers pass are the batcher's clock, which never goes back: a time earlier
+// than one already given counts as that one.
+//
 // Items are grouped by a key (a source partition). The batcher keeps one ordering
 // promise: a key's items are handed out oldest first, and never while an older item of
 // the same key is still held back, so a key's progress (its Delta txn) never passes an
@@ -21,11 +24,16 @@ import (
 
 // Limits bound one batch. MaxBytes bounds everything the batcher holds, fresh and
 // held-back items together (a memory bound: a batch taken after a failed flush, its
-// held-back items first and then fresh ones, stays within it too); MaxRecords and MaxAge
-// bound the fresh items. A zero field means "no bound" for that dimension.
+// held-back items first and then fresh ones, stays within it too), except that the
+// held-back items of a key on hold count half their size: they are in no batch until
+// their hold ends, so they wait beside both the batch being filled and the one the caller
+// has in flight (at most one, of at most MaxBytes), and are charged half to each; both
+// batches then hold at most MaxBytes minus half of them, and all together stay within
+// 2 × MaxBytes (plus the last item of each batch). MaxRecords and MaxAge bound the fresh
+// items. A zero field means "no bound" for that dimension.
 type Limits struct {
 	MaxRecords int           // fresh items
-	MaxBytes   int64         // bytes: the sum of the sizes of the items held, fresh and held back, as given to Add and Hold
+	MaxBytes   int64         // bytes: the sum of the sizes of the items held (as given to Add and Hold), held-back items of a key on hold at half theirs
 	MaxAge     time.Duration // since the first fresh item was added
 }
 
@@ -77,17 +85,42 @@ type Batcher[K comparable, T any] struct {
 	limits  Limits
 	key     func(T) K
 	fresh   []entry[T]
-	started time.Time  // when the first fresh item was added
-	held    []entry[T] // held-back items, each key's oldest first
-	bytes   int64      // the sum of the sizes of fresh and held
-	heldN   map[K]int  // items of held per key; only keys with some
+	started time.Time     // when the first fresh item was added
+	held    []entry[T]    // held-back items, each key's oldest first
+	bytes   int64         // the sum of the sizes of fresh and held
+	heldOf  map[K]heldKey // held per key; only keys with some
 	holds   map[K]*hold[K]
 	sizes   []int64 // the sizes Take returns (its buffer, reused by the next Take)
+	// latest is the latest time given to Add, Due, Take or Hold: the batcher's clock never
+	// goes back (tick), so a caller's time read before a Take that ended a hold (e.g. the
+	// poll's, for all of its records) does not put the key back on hold.
+	latest time.Time
+}
+
+// tick returns now, or the latest time the batcher was given if that is later, and
+// records it.
+func (b *Batcher[K, T]) tick(now time.Time) time.Time {
+	if now.Before(b.latest) {
+		return b.latest
+	}
+	b.latest = now
+	return now
 }
 
 type entry[T any] struct {
 	item T
 	size int64 // bytes, as given to Add or Hold
+}
+
+// heldKey is what held holds of one key.
+type heldKey struct {
+	n     int   // items
+	bytes int64 // the sum of their sizes
+}
+
+func (b *Batcher[K, T]) addHeld(k K, size int64) {
+	h := b.heldOf[k]
+	b.heldOf[k] = heldKey{h.n + 1, h.bytes + size}
 }
 
 type hold[K comparable] struct {
@@ -97,32 +130,48 @@ type hold[K comparable] struct {
 
 // New returns an empty batcher with the given limits; key returns an item's key.
 func New[K comparable, T any](l Limits, key func(T) K) *Batcher[K, T] {
-	return &Batcher[K, T]{limits: l, key: key, holds: map[K]*hold[K]{}, heldN: map[K]int{}}
+	return &Batcher[K, T]{limits: l, key: key, holds: map[K]*hold[K]{}, heldOf: map[K]heldKey{}}
 }
 
 // Add appends item, whose size is size bytes, at time now. It returns true when the fresh
 // items reach the record bound, or all the items held (fresh and held back) the byte
-// bound, and some of them can be taken now: the caller should Take and flush.
+// bound (Limits.MaxBytes), and some of them can be taken now: the caller should Take and
+// flush.
 func (b *Batcher[K, T]) Add(item T, size int64, now time.Time) bool {
+	now = b.tick(now)
 	if len(b.fresh) == 0 {
 		b.started = now
 	}
 	b.fresh = append(b.fresh, entry[T]{item, size})
 	b.bytes += size
-	if b.full() == TriggerNone {
+	if b.full(now) == TriggerNone {
 		return false
 	}
 	return len(b.holds) == 0 || !b.onHold(b.key(item), now) || b.takeable(now)
 }
 
-func (b *Batcher[K, T]) full() Trigger {
+func (b *Batcher[K, T]) full(now time.Time) Trigger {
 	switch {
 	case b.limits.MaxRecords > 0 && len(b.fresh) >= b.limits.MaxRecords:
 		return TriggerRecords
-	case b.limits.MaxBytes > 0 && b.bytes >= b.limits.MaxBytes:
+	case b.limits.MaxBytes > 0 && b.charge(now) >= b.limits.MaxBytes:
 		return TriggerBytes
 	}
 	return TriggerNone
+}
+
+// charge is what the items held at now count toward Limits.MaxBytes, in bytes: their
+// sizes, the held-back items of keys on hold at half theirs (see Limits.MaxBytes).
+func (b *Batcher[K, T]) charge(now time.Time) int64 {
+	c := b.bytes
+	if len(b.holds) > 0 {
+		for k, h := range b.heldOf {
+			if b.onHold(k, now) {
+				c -= h.bytes - h.bytes/2
+			}
+		}
+	}
+	return c
 }
 
 // takeable reports whether Take at now would hand out some item: one whose key is not on
@@ -142,7 +191,7 @@ func (b *Batcher[K, T]) takeable(now time.Time) bool {
 
 // heldDue reports whether some held-back item's key is no longer on hold at now.
 func (b *Batcher[K, T]) heldDue(now time.Time) bool {
-	for k := range b.heldN {
+	for k := range b.heldOf {
 		if !b.onHold(k, now) {
 			return true
 		}
@@ -152,14 +201,15 @@ func (b *Batcher[K, T]) heldDue(now time.Time) bool {
 
 // Due returns why a flush is due at now: TriggerRecords when the fresh items reach the
 // record bound, TriggerBytes when all the items held (fresh and held back) reach the byte
-// bound, and some can be taken now; TriggerAge when the
+// bound (Limits.MaxBytes), and some can be taken now; TriggerAge when the
 // oldest fresh one is MaxAge old, TriggerRetry when a held-back item's key is no longer
 // on hold; TriggerNone when nothing is due.
 func (b *Batcher[K, T]) Due(now time.Time) Trigger {
+	now = b.tick(now)
 	if b.Len() == 0 {
 		return TriggerNone
 	}
-	if t := b.full(); t != TriggerNone && b.takeable(now) {
+	if t := b.full(now); t != TriggerNone && b.takeable(now) {
 		return t
 	}
 	if len(b.fresh) > 0 && b.limits.MaxAge > 0 && now.Sub(b.started) >= b.limits.MaxAge {
@@ -189,6 +239,7 @@ func (b *Batcher[K, T]) onHold(k K, now time.Time) bool {
 // behind that key's held-back items: they no longer count toward Limits.MaxRecords, but
 // still toward Limits.MaxBytes (Bytes).
 func (b *Batcher[K, T]) Take(now time.Time, force bool) (items []T, sizes []int64, trigger Trigger) {
+	now = b.tick(now)
 	trigger = TriggerShutdown
 	if !force {
 		if trigger = b.Due(now); trigger == TriggerNone {
@@ -225,9 +276,9 @@ func (b *Batcher[K, T]) Take(now time.Time, force bool) (items []T, sizes []int6
 			}
 			take(e)
 		}
-		clear(b.heldN)
+		clear(b.heldOf)
 		for _, e := range kept {
-			b.heldN[b.key(e.item)]++
+			b.addHeld(b.key(e.item), e.size)
 		}
 	}
 	n := 0 // fresh items left by the byte bound: they stay fresh, compacted to the front
@@ -235,7 +286,7 @@ func (b *Batcher[K, T]) Take(now time.Time, force bool) (items []T, sizes []int6
 		if holds {
 			if k := b.key(e.item); b.onHold(k, now) {
 				kept = append(kept, e)
-				b.heldN[k]++
+				b.addHeld(k, e.size)
 				continue
 			}
 		}
@@ -273,8 +324,10 @@ func (b *Batcher[K, T]) TakeKeys(keys func(K) bool) (items []T, sizes []int64) {
 	for _, e := range b.held {
 		if k := b.key(e.item); keys(k) {
 			take(e)
-			if b.heldN[k]--; b.heldN[k] == 0 {
-				delete(b.heldN, k)
+			if h := b.heldOf[k]; h.n == 1 {
+				delete(b.heldOf, k)
+			} else {
+				b.heldOf[k] = heldKey{h.n - 1, h.bytes - e.size}
 			}
 		} else {
 			held = append(held, e)
@@ -306,6 +359,7 @@ func (b *Batcher[K, T]) TakeKeys(keys func(K) bool) (items []T, sizes []int64) {
 // each key, in the order the keys first appear in items. It panics when items and sizes
 // differ in length.
 func (b *Batcher[K, T]) Hold(items []T, sizes []int64, now time.Time, wait func(n int) time.Duration) []Hold[K] {
+	now = b.tick(now)
 	if len(items) != len(sizes) {
 		panic(fmt.Sprintf("batcher: Hold of %d items with %d sizes", len(items), len(sizes)))
 	}
@@ -319,7 +373,7 @@ func (b *Batcher[K, T]) Hold(items []T, sizes []int64, now time.Time, wait func(
 		k := b.key(it)
 		held = append(held, entry[T]{it, sizes[i]})
 		b.bytes += sizes[i]
-		b.heldN[k]++
+		b.addHeld(k, sizes[i])
 		if i > 0 && k == last {
 			continue // items come in runs of one key: a new hold is looked for once per run
 		}
@@ -358,7 +412,7 @@ func (b *Batcher[K, T]) Deadline() (deadline time.Time, ok bool) {
 	if len(b.fresh) > 0 && b.limits.MaxAge > 0 {
 		deadline, ok = b.started.Add(b.limits.MaxAge), true
 	}
-	for k := range b.heldN {
+	for k := range b.heldOf {
 		var until time.Time
 		if h := b.holds[k]; h != nil {
 			until = h.until

@@ -369,9 +369,10 @@ func TestTakeComputesKeysOnlyWithHolds(t *testing.T) {
 // TestHeldItemsCountTowardBytes: items given back with Hold keep the sizes they were added
 // with: after Take → Hold → Add → Take the batcher's Bytes is the sum of the held and the
 // fresh items' sizes, Due by bytes fires when held and fresh items together reach
-// MaxBytes (not the fresh ones alone), and the retried take hands every item out with its
-// size. While every item's key is on hold, a full batcher is not due (nothing could be
-// taken), and it is due again once a key with items can be taken.
+// MaxBytes (held items on hold at half their size; not the fresh ones alone), and the
+// retried take hands every item out with its size. While every item's key is on hold, a
+// full batcher is not due (nothing could be taken), and it is due again once a key with
+// items can be taken.
 func TestHeldItemsCountTowardBytes(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -389,54 +390,57 @@ func TestHeldItemsCountTowardBytes(t *testing.T) {
 	if b.Bytes() != 55 || b.Len() != 2 {
 		t.Fatalf("after Hold: Bytes %d, Len %d; want 55 (30 + 25), 2", b.Bytes(), b.Len())
 	}
-	// Fresh items of key 1 (not on hold) and key 0 (on hold): 55 + 20 + 10 = 85, not due.
+	// Fresh items of key 1 (not on hold) and key 0 (on hold): 55 / 2 + 20 + 10 = 57, not due.
 	if b.Add(item{1, 1}, 20, at(2)) || b.Add(item{0, 2}, 10, at(2)) {
-		t.Fatal("Add reported a full batcher at 85 of 100 bytes")
+		t.Fatal("Add reported a full batcher at 57 of 100 bytes")
 	}
 	if b.Bytes() != 85 || b.Due(at(2)) != TriggerNone {
 		t.Fatalf("Bytes %d, due %v; want 85, none", b.Bytes(), b.Due(at(2)))
 	}
-	// 85 + 15 = 100: the fresh items alone (45) are far from the bound; held and fresh reach it.
-	if !b.Add(item{1, 2}, 15, at(3)) {
+	// 57 + 43 = 100: the fresh items alone (73) are below the bound; with the held ones
+	// (at half while on hold) they reach it.
+	if !b.Add(item{1, 2}, 43, at(3)) {
 		t.Fatal("Add did not report the byte bound reached by held and fresh items together")
 	}
 	if tr := b.Due(at(3)); tr != TriggerBytes {
-		t.Fatalf("due %v at 100 of 100 bytes (55 held), want bytes", tr)
+		t.Fatalf("due %v at 100 of 100 bytes (55 held on hold, at half), want bytes", tr)
 	}
 	// Key 0 is still on hold: key 1's fresh items go; key 0's fresh one stays behind its
 	// held ones and still counts.
 	items, sizes, trig = b.Take(at(3), false)
-	if trig != TriggerBytes || !slices.Equal(items, []item{{1, 1}, {1, 2}}) || !slices.Equal(sizes, []int64{20, 15}) {
-		t.Fatalf("take during key 0's hold: %v sizes %v by %v; want key 1's [20 15] by bytes", items, sizes, trig)
+	if trig != TriggerBytes || !slices.Equal(items, []item{{1, 1}, {1, 2}}) || !slices.Equal(sizes, []int64{20, 43}) {
+		t.Fatalf("take during key 0's hold: %v sizes %v by %v; want key 1's [20 43] by bytes", items, sizes, trig)
 	}
 	if b.Bytes() != 65 || b.Len() != 3 {
 		t.Fatalf("after the take: Bytes %d, Len %d; want 65 (30 + 25 + 10), 3", b.Bytes(), b.Len())
 	}
-	// Only key 0's items (on hold) and a fresh one of key 0 fill the batcher: nothing can be
-	// taken, so nothing is due before the hold ends, and Take changes nothing.
-	if b.Add(item{0, 3}, 35, at(4)) {
+	// Only key 0's items (on hold) and a fresh one of key 0 fill the batcher (65 / 2 + 80 =
+	// 112): nothing can be taken, so nothing is due before the hold ends, and Take changes
+	// nothing.
+	if b.Add(item{0, 3}, 80, at(4)) {
 		t.Fatal("Add reported a flush due while every item's key is on hold")
 	}
-	if tr := b.Due(at(4)); tr != TriggerNone || b.Bytes() != 100 {
-		t.Fatalf("due %v, Bytes %d while every item's key is on hold; want none, 100", tr, b.Bytes())
+	if tr := b.Due(at(4)); tr != TriggerNone || b.Bytes() != 145 {
+		t.Fatalf("due %v, Bytes %d while every item's key is on hold; want none, 145", tr, b.Bytes())
 	}
-	if items, sizes, tr := b.Take(at(4), false); items != nil || sizes != nil || tr != TriggerNone || b.Bytes() != 100 {
+	if items, sizes, tr := b.Take(at(4), false); items != nil || sizes != nil || tr != TriggerNone || b.Bytes() != 145 {
 		t.Fatalf("take while every item's key is on hold: %v %v %v, Bytes %d", items, sizes, tr, b.Bytes())
 	}
-	// The hold ends: the retry hands out key 0's items, held first, each with its size.
+	// The hold ends: the held items count in full, the retry hands out key 0's items, held
+	// first, each with its size (65 < 100 before the last: all four).
 	if tr := b.Due(at(11)); tr != TriggerBytes {
-		t.Fatalf("due %v once the hold ended with 100 of 100 bytes held, want bytes", tr)
+		t.Fatalf("due %v once the hold ended with 145 bytes held, want bytes", tr)
 	}
 	items, sizes, _ = b.Take(at(11), false)
-	if !slices.Equal(items, []item{{0, 0}, {0, 1}, {0, 2}, {0, 3}}) || !slices.Equal(sizes, []int64{30, 25, 10, 35}) || b.Bytes() != 0 {
-		t.Fatalf("retry take: %v sizes %v, Bytes %d; want key 0's items in order, sizes [30 25 10 35], Bytes 0", items, sizes, b.Bytes())
+	if !slices.Equal(items, []item{{0, 0}, {0, 1}, {0, 2}, {0, 3}}) || !slices.Equal(sizes, []int64{30, 25, 10, 80}) || b.Bytes() != 0 {
+		t.Fatalf("retry take: %v sizes %v, Bytes %d; want key 0's items in order, sizes [30 25 10 80], Bytes 0", items, sizes, b.Bytes())
 	}
 	// TakeKeys hands sizes out too and takes them off Bytes.
 	b.Hold(items, sizes, at(12), wait(time.Minute))
 	b.Add(item{1, 3}, 7, at(12))
 	got, gotSizes := b.TakeKeys(func(k int) bool { return k == 0 })
-	if len(got) != 4 || !slices.Equal(gotSizes, []int64{30, 25, 10, 35}) || b.Bytes() != 7 {
-		t.Fatalf("TakeKeys(0): %d items sizes %v, Bytes %d; want 4, [30 25 10 35], 7", len(got), gotSizes, b.Bytes())
+	if len(got) != 4 || !slices.Equal(gotSizes, []int64{30, 25, 10, 80}) || b.Bytes() != 7 {
+		t.Fatalf("TakeKeys(0): %d items sizes %v, Bytes %d; want 4, [30 25 10 80], 7", len(got), gotSizes, b.Bytes())
 	}
 }
 
@@ -487,19 +491,43 @@ func TestTakeBoundsBytes(t *testing.T) {
 	}
 	// Without holds, fresh items past the bound stay fresh (with their age) for the next take.
 	for i := range 4 {
-		b.Add(item{2, i}, 40, at(10))
+		b.Add(item{2, i}, 40, at(100))
 	}
-	items, _, _ = b.Take(at(10), false)
+	items, _, _ = b.Take(at(100), false)
 	if len(items) != 3 || b.Bytes() != 40 || b.Len() != 1 {
 		t.Fatalf("take of 4 × 40 bytes: %d items, Bytes %d, Len %d; want 3 (120), 40, 1", len(items), b.Bytes(), b.Len())
 	}
-	if d, ok := b.Deadline(); !ok || !d.Equal(at(70)) {
-		t.Fatalf("deadline %v %v of the item left, want its age bound %v", d, ok, at(70))
+	if d, ok := b.Deadline(); !ok || !d.Equal(at(160)) {
+		t.Fatalf("deadline %v %v of the item left, want its age bound %v", d, ok, at(160))
 	}
 	for i := range 4 {
-		b.Add(item{3, i}, 40, at(11))
+		b.Add(item{3, i}, 40, at(101))
 	}
-	if items, _, _ := b.Take(at(11), true); len(items) != 5 || items[0] != (item{2, 3}) || b.Bytes() != 0 {
+	if items, _, _ := b.Take(at(101), true); len(items) != 5 || items[0] != (item{2, 3}) || b.Bytes() != 0 {
 		t.Fatalf("forced take: %v, Bytes %d; want all 5 items from {2 3}, Bytes 0", items, b.Bytes())
+	}
+}
+
+// The batcher's clock never goes back: a time read before a Take that found a key's hold
+// ended (the poll loop reads one for all the records of a poll) does not put the key back
+// on hold, so its held-back items left by the byte bound count in full.
+func TestClockNeverGoesBack(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	b := newTest(Limits{MaxBytes: 100})
+	b.Hold([]item{{0, 0}, {0, 1}, {0, 2}}, []int64{60, 60, 60}, at(0), wait(5*time.Second))
+	if got := b.charge(at(1)); got != 90 {
+		t.Fatalf("charge of 180 bytes on hold = %d, want 90 (half)", got)
+	}
+	items, _, trig := b.Take(at(5), false) // the hold ended: 60 + 60 in flight, 60 left
+	if len(items) != 2 || trig != TriggerBytes || b.Bytes() != 60 {
+		t.Fatalf("retry took %d items by %v, Bytes %d; want 2 by bytes, 60", len(items), trig, b.Bytes())
+	}
+	// A time from before the take: key 0 is not on hold any more, its 60 count in full.
+	if b.Add(item{1, 0}, 30, at(4)) || b.charge(b.latest) != 90 || !b.latest.Equal(at(5)) {
+		t.Fatalf("charge after an Add at a time before the take = %d, want 90 (60 + 30: the hold ended) at %v", b.charge(b.latest), b.latest)
+	}
+	if !b.Add(item{1, 1}, 10, at(4)) {
+		t.Fatal("Add at 100 of 100 bytes did not report the bound")
 	}
 }

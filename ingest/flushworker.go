@@ -28,11 +28,13 @@ import (
 // (batcher.Take), so the batch in flight and the records in the batcher each stay within
 // half of max_bytes plus the record that reached it. After a failure the failed batch and
 // the one filled behind it both wait in the batcher (within max_bytes plus two records);
-// while their partitions are on hold the others' records are flushed as they come (Add
-// reports the bound reached), one in flight at a time, and the retry takes the held
+// while their partitions are on hold they count half toward the batcher's bound (they
+// wait beside both the batch in flight and the one being filled: batcher.Limits), so the
+// other partitions' batches are smaller by half of them, and the retry takes the held
 // records half of max_bytes at a time: in flight and buffered together stay within
-// max_bytes plus three records. Beyond it are only the records of the paused partitions
-// that the poll in progress had fetched before the pause (at most maxPollRecords).
+// max_bytes plus three records (TestRetriedBatchWithinMaxBytes). Beyond it are only the
+// records of the paused partitions that the poll in progress had fetched before the pause
+// (at most maxPollRecords).
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
 // flush in flight and ends it. A permanent failure ends the poll loop through fail, like

@@ -320,3 +320,90 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 		t.Fatalf("ingestd_delta_commits_total = %v, want 1", c)
 	}
 }
+
+// TestRetriedBatchWithinMaxBytes (issue 15, "Peak RSS ≤ max_bytes + 256 MiB"): partition
+// 0's flush in flight fails transiently at its commit while the batch behind it was read
+// (about two batches of records wait for the retry); partition 1's records then arrive
+// while partition 0 is on hold. The records held back keep their budget sizes: at the end
+// of every flush (its peak: the poll loop filled the batcher meanwhile) the batch in
+// flight holds at most half of batch.max_bytes plus one record, and it together with what
+// the batcher holds at most max_bytes plus three records; before the fix the retried
+// batch alone took both waiting batches (≈ max_bytes) and the pair reached ≈ 1.5 ×
+// max_bytes. Every record is committed once, txns at the end offsets.
+func TestRetriedBatchWithinMaxBytes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2)
+	cfg := h.config()
+	// A record is charged ≈ 350 bytes (raw ≈ 30 × (1 + 2.5) + recordOverhead): a batch's
+	// half of the budget is ≈ 20 records.
+	const maxBytes = 14_000
+	cfg.Batch = BatchConfig{MaxRecords: 1 << 20, MaxBytes: maxBytes, MaxAge: 200 * time.Millisecond}
+	h.produce(1, 40, 0, 2, 0) // partition 0: about two batches
+	type flushSeen struct {
+		sizes    []int64
+		buffered int64
+	}
+	var mu sync.Mutex
+	var seen []flushSeen
+	failed := newLatch()
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeCommit = failFirstCommit(failed)
+		hk.settle = func(inFlight []int64, buffered int64) {
+			mu.Lock()
+			seen = append(seen, flushSeen{append([]int64(nil), inFlight...), buffered})
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(failed.open)
+	waitBatched(t, m, 1, false) // the first batch is in flight, records are read behind it
+	time.Sleep(300 * time.Millisecond)
+	failed.open()
+	waitFor(t, 10*time.Second, func() error {
+		if e := testutil.ToFloat64(h.metrics.TransientErrors.WithLabelValues("orders", "commit")); e != 1 {
+			return fmt.Errorf("ingestd_transient_errors_total{stage=\"commit\"} = %v, want 1 (the injected failure)", e)
+		}
+		return nil
+	})
+	h.produce(41, 60, 0, 2, 1) // partition 1, while partition 0 is on hold
+	h.waitHandled(100, 60*time.Second, m)
+	m.stop(t)
+	h.checkExactlyOnce(100)
+	h.checkTxnsAtEnd()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var maxRecord int64
+	for _, f := range seen {
+		for _, s := range f.sizes {
+			maxRecord = max(maxRecord, s)
+		}
+	}
+	half := int64(maxBytes / 2)
+	heavy := 0 // flushes that ended with at least a batch's half buffered behind them
+	for i, f := range seen {
+		var inFlight int64
+		for _, s := range f.sizes {
+			inFlight += s
+		}
+		if inFlight > half+maxRecord {
+			t.Errorf("flush %d of %d: %d records of %d bytes in flight, want at most %d (half of max_bytes %d plus one record of at most %d)",
+				i+1, len(seen), len(f.sizes), inFlight, half+maxRecord, maxBytes, maxRecord)
+		}
+		if total := inFlight + f.buffered; total > maxBytes+3*maxRecord {
+			t.Errorf("flush %d of %d: %d bytes in flight and %d buffered = %d, want at most %d (max_bytes plus three records of at most %d)",
+				i+1, len(seen), inFlight, f.buffered, total, maxBytes+3*maxRecord, maxRecord)
+		}
+		if f.buffered >= half {
+			heavy++
+		}
+		t.Logf("flush %d: %d records, %d bytes in flight, %d buffered", i+1, len(f.sizes), inFlight, f.buffered)
+	}
+	// The failure left about two batches waiting: some flush ended with at least a half
+	// buffered (the bound was in play, not only small batches).
+	if heavy == 0 || len(seen) < 3 {
+		t.Fatalf("%d flushes, %d of them with half of max_bytes buffered; want at least 3 and 1 (the failed one, the retry, partition 1's)", len(seen), heavy)
+	}
+	if maxRecord < 300 || maxRecord > 400 {
+		t.Fatalf("largest record charge %d bytes, want ≈ 350 (the test's batch sizes assume it)", maxRecord)
+	}
+}

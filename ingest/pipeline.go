@@ -142,6 +142,10 @@ type hooks struct {
 	// beforeFlush runs in the flush worker before each batch it flushes, with mu held
 	// (a test may block it to hold a batch in flight).
 	beforeFlush func(recs []*kgo.Record)
+	// settle runs when a flush of records taken from the batcher has been tried, before they
+	// are settled (held back or forgotten), with batchMu held: the budget sizes of the
+	// records in flight (bytes each) and the batcher's Bytes (what it holds meanwhile).
+	settle func(inFlight []int64, buffered int64)
 }
 
 // NewPipeline returns a pipeline for cfg; it does no I/O.
@@ -536,6 +540,9 @@ func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, siz
 	left, err := p.tryFlushLocked(ctx, recs)
 	p.batchMu.Lock()
 	defer p.batchMu.Unlock()
+	if h := p.hooks.settle; h != nil {
+		h(sizes, p.batch.Bytes())
+	}
 	if v := classify(err); v.action == actFatal && ctx.Err() == nil {
 		// Kept, due at once: the revoke callback of the client's Close tries them once more.
 		p.batch.Hold(left, p.sizesOf(left, recs, sizes), now, func(int) time.Duration { return 0 })
