@@ -140,3 +140,22 @@ func TestRouterHandledMatchesPerRecord(t *testing.T) {
 		}
 	}
 }
+
+// sizesOf gives back each record's charge as the batcher handed it out, whichever of the
+// batch's records a failed flush leaves (all of them, or e.g. the partitions waiting for
+// the registry), not its budgetSize now (decodedPerByte may have moved since it was added).
+func TestSizesOfKeepsAddedCharges(t *testing.T) {
+	p := NewPipeline(&Config{Name: "orders", Batch: BatchConfig{MaxRecords: 100}}, Deps{Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	recs := []*kgo.Record{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 1}, {Partition: 0, Offset: 2}, {Partition: 1, Offset: 2, Value: make([]byte, 10)}}
+	sizes := []int64{10, 20, 30, 40}
+	if got := p.sizesOf(recs, recs, sizes); &got[0] != &sizes[0] {
+		t.Fatalf("sizesOf(all of recs) = %v, want sizes itself", got)
+	}
+	if got := p.sizesOf([]*kgo.Record{recs[1], recs[3]}, recs, sizes); fmt.Sprint(got) != "[20 40]" {
+		t.Fatalf("sizesOf(partition 1's records) = %v, want [20 40]", got)
+	}
+	stray := &kgo.Record{Partition: 2, Value: make([]byte, 10)}
+	if got, want := p.sizesOf([]*kgo.Record{recs[0], stray}, recs, sizes), fmt.Sprint([]int64{10, p.budgetSize(stray)}); fmt.Sprint(got) != want {
+		t.Fatalf("sizesOf with a record not in recs = %v, want %s (its budgetSize now)", got, want)
+	}
+}
