@@ -118,11 +118,9 @@ type outcome struct {
 	// handled (the txn stays before it) and must be flushed again.
 	cutAt map[topicPartition]int64
 	// rawBytes are the key and value bytes of the written records; decodedBytes what the
-	// flush decoded them into besides them: the column values (parquet.Value, valueBytes
-	// each), plus the Avro bodies when the arena copies them (not under
-	// decode.Arena.AliasPayloads, the flusher's: values then are the records' own bytes).
-	// The consumer's batch.max_bytes budget charges decoded bytes by their ratio
-	// (Pipeline.budgetSize).
+	// flush decoded them into: their Avro bodies (copied into the arena) and the column
+	// values (parquet.Value, valueBytes each). The consumer's batch.max_bytes budget
+	// charges decoded bytes by their ratio (Pipeline.budgetSize).
 	rawBytes, decodedBytes int64
 	noTable                bool // handled without a table to record it in (noTableTxns)
 	duplicates             int  // records routeDuplicate
@@ -500,9 +498,6 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	}
 	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{},
 		rawBytes: b.rawBytes, decodedBytes: b.bodyBytes}
-	if f.arena.AliasesPayloads() {
-		out.decodedBytes = 0 // the bodies were not copied: their bytes are the records' (rawBytes)
-	}
 	var fresh []*kgo.Record
 	for i, r := range res.routes {
 		if r == routeWrite && rt.identity == nil || r == routeGuard {

@@ -487,10 +487,10 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frame
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 
 // initialDecodedPerByte is decodedPerByte before a flush has measured it: a 200-byte
-// record of 10 fields decodes to ~13 column values of 24 bytes (≈ 1.6 decoded bytes per
-// raw byte; its strings are slices of the record, decode.Arena.AliasPayloads); a 1 KB one
-// to ≈ 0.3. The larger keeps the first batch within batch.max_bytes for both.
-const initialDecodedPerByte = 1.6
+// record of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte copy in
+// the arena (≈ 2.5 decoded bytes per raw byte); a 1 KB one to ≈ 1.3. The larger keeps
+// the first batch within batch.max_bytes for both.
+const initialDecodedPerByte = 2.5
 
 // recordOverhead is the memory a buffered record takes besides its bytes, in bytes: the
 // client's kgo.Record and the flush's item (≈ 250 bytes, more than a 200-byte record).
