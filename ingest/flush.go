@@ -118,8 +118,12 @@ type outcome struct {
 	// handled (the txn stays before it) and must be flushed again.
 	cutAt map[topicPartition]int64
 	// rawBytes are the key and value bytes of the written records; decodedBytes what the
-	// flush decoded them into: their Avro bodies (copied into the arena) and the column
-	// values (parquet.Value, valueBytes each). The consumer's batch.max_bytes budget
+	// flush decoded them into: the column values (parquet.Value, valueBytes each) and their
+	// Avro bodies. The flusher no longer copies the bodies (decode.Arena.AliasPayloads), but
+	// they stay charged: the batch's fetch buffers outlive their records' share of them
+	// and the collector's headroom grows with the batch, and charging only the values made
+	// 1 KB batches 1.6× larger and the harness's peak RSS 305–344 MiB instead of 204–259
+	// (BENCHMARKS.md, issue 15, "No-copy decode"). The consumer's batch.max_bytes budget
 	// charges decoded bytes by their ratio (Pipeline.budgetSize).
 	rawBytes, decodedBytes int64
 	noTable                bool // handled without a table to record it in (noTableTxns)
