@@ -62,9 +62,11 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 	}
 }
 
-// Values the arena does not keep (a string of 16 KiB or more gets its own allocation)
-// make the next flush clear the column buffers before reusing them, so that the last
-// batch's large values can be freed while the next is decoded; small records do not.
+// A large value (a 20 KiB string) does not stay reachable from the column buffers once
+// its flush has ended: the flusher's values alias the records (decode.Arena.AliasPayloads;
+// the string no longer gets its own arena allocation, which made colsClean false and the
+// next prepare clear the buffers), and releaseCols clears every byte value when the flush
+// ends, so the buffers are clean at once, for large and small records alike.
 func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
@@ -73,19 +75,28 @@ func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	big := h.encodeCustomer(0, strings.Repeat("x", 20<<10))
 	h.produceRaw(0, big, h.encode(1, 0))
 	h.waitHandled(2, 20*time.Second, m)
-	m.p.mu.Lock()
-	clean := m.p.fl.colsClean
-	m.p.mu.Unlock()
-	if clean {
-		t.Fatal("colsClean is true after a flush with a 20 KiB string: its own allocation would stay reachable from the buffers")
+	// byteValues counts the byte values left in the kept buffers (up to capacity) and the
+	// longest of them.
+	byteValues := func() (n, longest int, clean bool) {
+		m.p.mu.Lock()
+		defer m.p.mu.Unlock()
+		for _, c := range m.p.fl.colBufs {
+			for _, v := range c[:cap(c)] {
+				if k := v.Kind(); (k == parquet.ByteArray || k == parquet.FixedLenByteArray) && !v.IsNull() {
+					n++
+					longest = max(longest, len(v.ByteArray()))
+				}
+			}
+		}
+		return n, longest, m.p.fl.colsClean
+	}
+	if n, longest, clean := byteValues(); n != 0 || !clean {
+		t.Fatalf("after a flush with a 20 KiB string: %d byte values left in the buffers (longest %d bytes), colsClean %v; want none, true", n, longest, clean)
 	}
 	h.produce(2, 2, 0, 1, -1)
 	h.waitHandled(4, 20*time.Second, m)
-	m.p.mu.Lock()
-	clean = m.p.fl.colsClean
-	m.p.mu.Unlock()
-	if !clean {
-		t.Fatal("colsClean is false after a flush of small records")
+	if n, longest, clean := byteValues(); n != 0 || !clean {
+		t.Fatalf("after a flush of small records: %d byte values left in the buffers (longest %d bytes), colsClean %v; want none, true", n, longest, clean)
 	}
 }
 

@@ -76,8 +76,9 @@ type flusher struct {
 	arena    decode.Arena
 	colBufs  [][]parquet.Value
 	// colsClean is set when every value left in colBufs points into the arena's kept
-	// chunks or a decoder's constants (no column fills, nothing decode.Arena.Detached):
-	// dropping them frees nothing, so the next flush reuses the buffers without clearing.
+	// chunks or a decoder's constants (no column fills, nothing decode.Arena.Detached),
+	// once releaseCols has cleared the values aliasing the batch's records: dropping them
+	// frees nothing, so the next flush reuses the buffers without clearing.
 	colsClean bool
 	// items is the batch's items (collect), reused across flushes; the flush clears it
 	// when it ends, so that no record of a finished batch stays reachable from it.
@@ -88,10 +89,15 @@ type flusher struct {
 }
 
 func newFlusher(cfg *Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
-	return &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
+	f := &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
 		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md)}
+	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
+	// reused) stay unmodified and reachable until the flush returns: values alias them
+	// instead of a copy of each body (issue 15); releaseCols drops them when it returns.
+	f.arena.AliasPayloads()
+	return f
 }
 
 // outcome is what one flush did (or, for a dry run, would do).
@@ -112,8 +118,12 @@ type outcome struct {
 	// handled (the txn stays before it) and must be flushed again.
 	cutAt map[topicPartition]int64
 	// rawBytes are the key and value bytes of the written records; decodedBytes what the
-	// flush decoded them into: their Avro bodies (copied into the arena) and the column
-	// values (parquet.Value, valueBytes each). The consumer's batch.max_bytes budget
+	// flush decoded them into: the column values (parquet.Value, valueBytes each) and their
+	// Avro bodies. The flusher no longer copies the bodies (decode.Arena.AliasPayloads), but
+	// they stay charged: the batch's fetch buffers outlive their records' share of them
+	// and the collector's headroom grows with the batch, and charging only the values made
+	// 1 KB batches 1.6× larger and the harness's peak RSS 305–344 MiB instead of 204–259
+	// (BENCHMARKS.md, issue 15, "No-copy decode"). The consumer's batch.max_bytes budget
 	// charges decoded bytes by their ratio (Pipeline.budgetSize).
 	rawBytes, decodedBytes int64
 	noTable                bool // handled without a table to record it in (noTableTxns)
@@ -150,6 +160,7 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 	if err != nil {
 		return nil, err
 	}
+	defer f.releaseCols(b)
 	out := f.route(t, b, items)
 	if proceed, err := f.mode.beforeProduce(ctx, out); err != nil || !proceed {
 		return out, err
@@ -397,6 +408,29 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	}
 	f.colsClean = false // until route says what the buffers hold
 	return b, nil
+}
+
+// releaseCols clears the byte-holding values (BYTE_ARRAY and FIXED_LEN_BYTE_ARRAY
+// columns, up to each buffer's capacity) of the column buffers kept for the next flush,
+// once the flush is done with them (its files written, or it failed): they alias the
+// batch's Kafka records (decode.Arena.AliasPayloads), and kept they would retain the
+// fetch buffers of a whole batch's raw bytes until the next flush overwrote them. What is
+// left holds no pointer into the batch (numbers, booleans, nulls; colsClean still decides
+// whether prepare clears the rest).
+func (f *flusher) releaseCols(b *prepared) {
+	if b.pq == nil {
+		return // no table schema: nothing was decoded
+	}
+	for i, leaf := range b.pq.Columns() {
+		if i >= len(f.colBufs) {
+			break
+		}
+		lc, _ := b.pq.Lookup(leaf...)
+		if k := lc.Node.Type().Kind(); k == parquet.ByteArray || k == parquet.FixedLenByteArray {
+			c := f.colBufs[i]
+			clear(c[:cap(c)])
+		}
+	}
 }
 
 // reserveSampleRows is how many rows of a batch are decoded before reserve sizes the

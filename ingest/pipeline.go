@@ -491,8 +491,9 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frame
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 
 // initialDecodedPerByte is decodedPerByte before a flush has measured it: a 200-byte
-// record of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte copy in
-// the arena (≈ 2.5 decoded bytes per raw byte); a 1 KB one to ≈ 1.3. The larger keeps
+// record of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte body,
+// charged though no longer copied (outcome.decodedBytes) (≈ 2.5 decoded bytes per raw
+// byte); a 1 KB one to ≈ 1.3. The larger keeps
 // the first batch within batch.max_bytes for both.
 const initialDecodedPerByte = 2.5
 

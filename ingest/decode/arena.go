@@ -2,11 +2,12 @@ package decode
 
 // Arena is caller-held decoding state for Decoder.DecodeWith: the per-record scratch state
 // and the memory that decoded string, binary and wide-decimal (precision > 18) values live
-// in. A record (under 16 KiB) whose schema has string, bytes, fixed or map-key columns is
-// copied into the arena once, and those values are slices of the copy; the values of
-// larger records are copied one by one. Values never alias the payload; they point into
-// the arena's chunks (64 KiB each; a value of 16 KiB or more gets its own allocation,
-// which is never reused).
+// in. By default a record (under 16 KiB) whose schema has string, bytes, fixed or map-key
+// columns is copied into the arena once, and those values are slices of the copy; the
+// values of larger records are copied one by one. Values then never alias the payload;
+// they point into the arena's chunks (64 KiB each; a value of 16 KiB or more gets its own
+// allocation, which is never reused). An arena set to AliasPayloads copies nothing of the
+// record instead: see AliasPayloads for that contract.
 //
 // Contract:
 //
@@ -27,10 +28,31 @@ package decode
 //   - An Arena is not safe for concurrent use: one arena per goroutine. It may be shared
 //     by several Decoders used one after another (e.g. several writer schemas in a batch).
 //
-// The zero value is ready to use.
+// The zero value is ready to use (copying).
 type Arena struct {
 	s state
 }
+
+// AliasPayloads makes every later DecodeWith through a append string, bytes, fixed and
+// map-key values as sub-slices of the payload it was given, with no copy of the record and
+// none per value (a 1 KB record of strings costs no arena bytes). Values the decoder
+// computes (wide decimals, precision > 18) still go to the arena, enum symbols are still
+// the decoder's constants, and an empty value is still a non-nil empty slice. The rollback
+// of a failed record is unchanged: its values are cut from the columns and its arena bytes
+// handed out again.
+//
+// Contract: the payloads passed to DecodeWith stay unmodified and reachable until Reset
+// (and until the column buffers holding the values are no longer read, see Arena).
+// Values alias the payloads' backing arrays, so holding a value keeps the payload's whole
+// buffer (for a Kafka record, its fetch's buffer) alive: clear the column buffers that
+// hold them when the batch is done, or they retain the batch's raw bytes. It is a
+// property of the arena, set once before its first use (an arena per goroutine copies it
+// from a template by calling AliasPayloads too); there is no way back to copying, so
+// values of both kinds are never mixed in one arena's batch unknowingly.
+func (a *Arena) AliasPayloads() { a.s.alias = true }
+
+// AliasesPayloads reports whether AliasPayloads was called on a.
+func (a *Arena) AliasesPayloads() bool { return a.s.alias }
 
 // arenaRetainChunks bounds the chunks an Arena keeps for reuse: 64 MiB.
 const arenaRetainChunks = (64 << 20) / slabChunk

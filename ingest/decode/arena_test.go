@@ -295,3 +295,114 @@ func TestArenaDetached(t *testing.T) {
 		t.Fatalf("Detached after one %d-byte string = %d, want its length", len(big), got)
 	}
 }
+
+// Under AliasPayloads string, bytes, fixed and map-key values are the payload's bytes (no
+// copy: changing the payload after DecodeWith changes them), while enum symbols and wide
+// decimals (computed) are not; without it (Decode, and DecodeWith on a copying arena) no
+// value changes with the payload.
+func TestArenaAliasPayloadsSharesThePayload(t *testing.T) {
+	ws := mustWriter(t, 1, richSchema)
+	d, pq := mustCompile(t, ws, ws.Delta, "none")
+	col := func(path ...string) int {
+		t.Helper()
+		lc, ok := pq.Lookup(path...)
+		if !ok {
+			t.Fatalf("no column %v", path)
+		}
+		return lc.ColumnIndex
+	}
+	aliased := []int{col("s"), col("by"), col("fx"), col("u"), col("m", "key_value", "key")}
+	computed := []int{col("e"), col("dec38")}
+	for _, alias := range []bool{false, true} {
+		for _, useDecode := range []bool{false, true} {
+			if alias && useDecode {
+				continue // Decode never aliases
+			}
+			payload := richPayload(t, ws, 7)
+			var a Arena
+			if alias {
+				a.AliasPayloads()
+			}
+			var cols [][]parquet.Value
+			var err error
+			if useDecode {
+				cols, err = d.Decode(payload, nil)
+			} else {
+				cols, err = d.DecodeWith(&a, payload, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := renderAll(cols)
+			if alias {
+				// Only the 16-byte decimal(38) went to the arena: no copy of the record.
+				if used := len(a.s.cur); used != 16 {
+					t.Fatalf("aliasing arena holds %d bytes after one record, want 16 (the decimal(38) only)", used)
+				}
+			}
+			for i := range payload {
+				payload[i] ^= 0xff
+			}
+			after := renderAll(cols)
+			for _, c := range aliased {
+				if changed := !reflect.DeepEqual(before[c], after[c]); changed != alias {
+					t.Errorf("alias %v, Decode %v: column %v changed with the payload: %v (%v -> %v)", alias, useDecode, pq.Columns()[c], changed, before[c], after[c])
+				}
+			}
+			for _, c := range computed {
+				if !reflect.DeepEqual(before[c], after[c]) {
+					t.Errorf("alias %v: computed column %v changed with the payload: %v -> %v", alias, pq.Columns()[c], before[c], after[c])
+				}
+			}
+			if !alias && !reflect.DeepEqual(before, after) {
+				t.Errorf("Decode %v: copying decode changed with the payload", useDecode)
+			}
+		}
+	}
+}
+
+// Under AliasPayloads an empty string is still emptyBytes (never nil, not null), records
+// of 16 KiB or more take no arena bytes and detach nothing, a failed record leaves nothing
+// behind (columns and arena), and Reset keeps the setting.
+func TestArenaAliasPayloadsEmptyLargeAndRollback(t *testing.T) {
+	w := mustWriter(t, 5, malformedSchema)
+	d, pq := mustCompile(t, w, w.Delta, "none")
+	lc, _ := pq.Lookup("name")
+	name := lc.ColumnIndex
+	var a Arena
+	a.AliasPayloads()
+	empty := buildMalformed(t, map[string]string{"name": "00"}, 0)
+	cols, err := d.DecodeWith(&a, empty, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cols[name][0]; v.IsNull() || v.ByteArray() == nil || len(v.ByteArray()) != 0 {
+		t.Fatalf("empty name decoded as %s (nil %v), want a non-null empty value", render(v), v.ByteArray() == nil)
+	}
+	big := strings.Repeat("z", 20<<10)
+	lenHex := fmt.Sprintf("%x", binary.AppendVarint(nil, int64(len(big))))
+	large := buildMalformed(t, map[string]string{"name": lenHex + fmt.Sprintf("%x", big)}, 0)
+	if cols, err = d.DecodeWith(&a, large, cols); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(cols[name][1].ByteArray()); got != big || a.Detached() != 0 || len(a.s.cur) != 0 {
+		t.Fatalf("large value: %d bytes (want %d), detached %d, arena bytes %d; want the payload's bytes, no arena bytes", len(got), len(big), a.Detached(), len(a.s.cur))
+	}
+	before := renderCols(pq, cols)
+	used, next := len(a.s.cur), a.s.next
+	for _, bad := range [][]byte{buildMalformed(t, nil, 1), buildMalformed(t, map[string]string{"e": "06"}, 0)} {
+		if cols, err = d.DecodeWith(&a, bad, cols); err == nil {
+			t.Fatal("malformed record accepted")
+		}
+		if !reflect.DeepEqual(renderCols(pq, cols), before) {
+			t.Fatalf("columns not rolled back: %v", renderCols(pq, cols))
+		}
+		if len(a.s.cur) != used || a.s.next != next {
+			t.Fatalf("arena at %d bytes / chunk %d after a failed record, want %d / %d", len(a.s.cur), a.s.next, used, next)
+		}
+	}
+	a.Reset()
+	if !a.AliasesPayloads() {
+		t.Fatal("Reset dropped AliasPayloads")
+	}
+}

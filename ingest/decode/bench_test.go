@@ -63,40 +63,12 @@ func BenchmarkB1(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	}
-	// ingestd: the pipeline's path. Column buffers and the arena are reused for every batch
-	// of 4,096 records, the arena reset once the batch's values are dropped.
-	b.Run("ingestd", func(b *testing.B) {
-		d, _ := mustCompile(b, ws, ws.Delta, "none")
-		cols := make([][]parquet.Value, d.Columns())
-		var arena Arena
-		// Steady state: one batch decoded before timing starts (b.Loop resets the timer and
-		// the allocation counters on its first call) sizes the column buffers and the arena.
-		for range b1Batch {
-			_, payload, _ := ParseFrame(value)
-			var err error
-			if cols, err = d.DecodeWith(&arena, payload, cols); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.SetBytes(int64(len(value)))
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if i%b1Batch == 0 { // a flushed batch: reuse the column buffers and the arena
-				for c := range cols {
-					cols[c] = cols[c][:0]
-				}
-				arena.Reset()
-			}
-			_, payload, err := ParseFrame(value)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if cols, err = d.DecodeWith(&arena, payload, cols); err != nil {
-				b.Fatal(err)
-			}
-		}
-		report(b)
-	})
+	// ingestd: the pipeline's path, an arena aliasing the payloads (Arena.AliasPayloads:
+	// no copy of the record). Column buffers and the arena are reused for every batch of
+	// 4,096 records, the arena reset once the batch's values are dropped. ingestd-copy: the
+	// same with a copying arena (the pipeline's path before issue 15's no-copy decode).
+	b.Run("ingestd", func(b *testing.B) { benchArena(b, ws, value, true, report) })
+	b.Run("ingestd-copy", func(b *testing.B) { benchArena(b, ws, value, false, report) })
 	// ingestd-noarena: Decode, whose copies are never reused (one 64 KiB chunk per ~400
 	// records); column buffers are reused as above.
 	b.Run("ingestd-noarena", func(b *testing.B) {
@@ -189,4 +161,42 @@ func BenchmarkHambaMap(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchArena is BenchmarkB1's ingestd case: value decoded per record through a reused
+// arena, aliasing the payload (alias) or copying it.
+func benchArena(b *testing.B, ws *WriterSchema, value []byte, alias bool, report func(*testing.B)) {
+	d, _ := mustCompile(b, ws, ws.Delta, "none")
+	cols := make([][]parquet.Value, d.Columns())
+	var arena Arena
+	if alias {
+		arena.AliasPayloads()
+	}
+	// Steady state: one batch decoded before timing starts (b.Loop resets the timer and
+	// the allocation counters on its first call) sizes the column buffers and the arena.
+	for range b1Batch {
+		_, payload, _ := ParseFrame(value)
+		var err error
+		if cols, err = d.DecodeWith(&arena, payload, cols); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%b1Batch == 0 { // a flushed batch: reuse the column buffers and the arena
+			for c := range cols {
+				cols[c] = cols[c][:0]
+			}
+			arena.Reset()
+		}
+		_, payload, err := ParseFrame(value)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cols, err = d.DecodeWith(&arena, payload, cols); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report(b)
 }

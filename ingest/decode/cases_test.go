@@ -64,7 +64,7 @@ func (p *framedPipeline) handle(value []byte) (int, error) {
 		}
 		p.decs[id] = d
 	}
-	p.cols, err = d.Decode(payload, p.cols)
+	p.cols, err = decodeCase(p.t, d, payload, p.cols)
 	return id, err
 }
 
@@ -119,7 +119,7 @@ func TestCaseC02OldSchemaIDsAfterNewVersion(t *testing.T) {
 	// Swapping in "decode with latest" must fail: Bob's body read with v2.
 	latest := p.decs[202]
 	before := colLens(p.cols)
-	cols, err := latest.Decode(off1[5:], p.cols)
+	cols, err := decodeCase(t, latest, off1[5:], p.cols)
 	if ReasonOf(err) != ReasonTruncated || FieldOf(err) != "age" {
 		t.Fatalf("v1 body with the v2 decoder: %v, want truncated at age", err)
 	}
@@ -145,9 +145,9 @@ func TestCaseC07LongToIntNarrowing(t *testing.T) {
 	bigint := structOf(field("seq", deltalog.Long, true))
 	d1, pq := mustCompile(t, v1, bigint, "none")
 	d2, _ := mustCompile(t, v2, bigint, "none")
-	cols, err := d1.Decode(p1, nil)
+	cols, err := decodeCase(t, d1, p1, nil)
 	if err == nil {
-		cols, err = d2.Decode(p2, cols)
+		cols, err = decodeCase(t, d2, p2, cols)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -165,11 +165,11 @@ func TestCaseC07LongToIntNarrowing(t *testing.T) {
 	}
 	// The v2 decoder never wraps v1's bytes into an int: it refuses them.
 	dInt, _ := mustCompile(t, v2, intTable, "none")
-	if cols, err = dInt.Decode(p1, nil); ReasonOf(err) != ReasonDecodeError || len(cols[0]) != 0 {
+	if cols, err = decodeCase(t, dInt, p1, nil); ReasonOf(err) != ReasonDecodeError || len(cols[0]) != 0 {
 		t.Fatalf("v1 bytes through the int decoder: %v %v", cols, err)
 	}
 	// After widening to bigint (bronze with type widening) the replayed v1 row is exact.
-	if cols, err = d1.Decode(p1, nil); err != nil || cols[0][0].Int64() != 3000000010 {
+	if cols, err = decodeCase(t, d1, p1, nil); err != nil || cols[0][0].Int64() != 3000000010 {
 		t.Fatalf("v1 after widening: %v %v", cols, err)
 	}
 }
@@ -185,9 +185,9 @@ func TestCaseC15EnumSymbolAdded(t *testing.T) {
 	table := structOf(field("kind", deltalog.String, true))
 	d1, pq := mustCompile(t, v1, table, "none")
 	d2, _ := mustCompile(t, v2, table, "none")
-	cols, err := d1.Decode([]byte{0x00}, nil) // CIRCLE
+	cols, err := decodeCase(t, d1, []byte{0x00}, nil) // CIRCLE
 	if err == nil {
-		cols, err = d2.Decode([]byte{0x02}, cols) // RECTANGLE
+		cols, err = decodeCase(t, d2, []byte{0x02}, cols) // RECTANGLE
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestCaseC15EnumSymbolAdded(t *testing.T) {
 		t.Fatalf("kind = %q, want %q", got["kind"], want)
 	}
 	// Index 1 is only meaningful under v2: v1's decoder refuses it (never maps it to a default).
-	if _, err := d1.Decode([]byte{0x02}, nil); ReasonOf(err) != ReasonDecodeError || FieldOf(err) != "kind" {
+	if _, err := decodeCase(t, d1, []byte{0x02}, nil); ReasonOf(err) != ReasonDecodeError || FieldOf(err) != "kind" {
 		t.Fatalf("index 1 under v1: %v", err)
 	}
 }
@@ -225,7 +225,7 @@ func TestCaseC18Date(t *testing.T) {
 	// v1 into maint(last_date date): a DATE value of 19708 days = 2023-12-17.
 	dateTable := structOf(field("last_date", deltalog.Date, true))
 	d1, pq := mustCompile(t, v1, dateTable, "none")
-	cols, err := d1.Decode(p1, nil)
+	cols, err := decodeCase(t, d1, p1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,9 +246,9 @@ func TestCaseC18Date(t *testing.T) {
 	ntz := structOf(field("last_date", deltalog.TimestampNtz, true))
 	d1n, pqn := mustCompile(t, v1, ntz, "none")
 	d2n, _ := mustCompile(t, v2, ntz, "none")
-	cols, err = d1n.Decode(p1, nil)
+	cols, err = decodeCase(t, d1n, p1, nil)
 	if err == nil {
-		cols, err = d2n.Decode(p23, cols)
+		cols, err = decodeCase(t, d2n, p23, cols)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -285,11 +285,11 @@ func TestCaseC19MissingFieldsAreNull(t *testing.T) {
 	var cols [][]parquet.Value
 	var err error
 	for i := 0; i < 3; i++ { // first load, retry, replay
-		if cols, err = d1.Decode(eve, cols); err != nil {
+		if cols, err = decodeCase(t, d1, eve, cols); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if cols, err = d2.Decode(mustMarshal(t, v2.Avro, map[string]any{"id": int64(6), "name": "Max", "country": "Chile", "address": nil}), cols); err != nil {
+	if cols, err = decodeCase(t, d2, mustMarshal(t, v2.Avro, map[string]any{"id": int64(6), "name": "Max", "country": "Chile", "address": nil}), cols); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := readColumns(t, writeParquet(t, pq, cols))
@@ -303,13 +303,13 @@ func TestCaseC19MissingFieldsAreNull(t *testing.T) {
 		t.Fatalf("rows\n got %q\nwant %q", got, want)
 	}
 	// Exactly 5 bytes: one more is trailing, one fewer is truncated (no stray reads).
-	if _, err := d1.Decode(append(bytes.Clone(eve), 0), nil); ReasonOf(err) != ReasonTrailingBytes {
+	if _, err := decodeCase(t, d1, append(bytes.Clone(eve), 0), nil); ReasonOf(err) != ReasonTrailingBytes {
 		t.Fatalf("6 bytes: %v", err)
 	}
-	if _, err := d1.Decode(eve[:1], nil); ReasonOf(err) != ReasonTruncated || FieldOf(err) != "name" {
+	if _, err := decodeCase(t, d1, eve[:1], nil); ReasonOf(err) != ReasonTruncated || FieldOf(err) != "name" {
 		t.Fatalf("1 byte: %v", err)
 	}
-	if _, err := d1.Decode(eve[:4], nil); ReasonOf(err) != ReasonDecodeError || FieldOf(err) != "name" {
+	if _, err := decodeCase(t, d1, eve[:4], nil); ReasonOf(err) != ReasonDecodeError || FieldOf(err) != "name" {
 		t.Fatalf("4 bytes (string length beyond the input): %v", err)
 	}
 }
@@ -454,12 +454,12 @@ func TestCaseC27NullTypedFieldAndAllNullColumn(t *testing.T) {
 		if len(payload) != 2 && id < 64 { // order_id (1 byte for ids < 64) + union index 0; legacy: 0 bytes
 			t.Fatalf("payload %x", payload)
 		}
-		if cols, err = d.Decode(payload, cols); err != nil {
+		if cols, err = decodeCase(t, d, payload, cols); err != nil {
 			t.Fatal(err)
 		}
 	}
 	gift := mustHex(t, "ca01 02 0867696674") // {101, "gift", null}
-	if cols, err = d.Decode(gift, cols); err != nil {
+	if cols, err = decodeCase(t, d, gift, cols); err != nil {
 		t.Fatal(err)
 	}
 	got, n := readColumns(t, writeParquet(t, pq, cols))

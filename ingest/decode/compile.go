@@ -139,9 +139,11 @@ func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) ([][]parquet.Va
 
 // DecodeWith is Decode with caller-held decoding state: the per-record state and the
 // memory that the record (for its string, binary and fixed values) and wide-decimal
-// values are copied into come from a, whose
-// chunks are reused after a.Reset (see Arena for the contract). With a nil Arena it is
-// Decode. Results, errors and the rollback are exactly Decode's.
+// values are copied into come from a, whose chunks are reused after a.Reset (see Arena
+// for the contract). Under a.AliasPayloads the record is not copied: string, binary and
+// fixed values are sub-slices of payload, which must then stay unmodified and reachable
+// until a.Reset. With a nil Arena it is Decode. Results, errors and the rollback are
+// exactly Decode's.
 func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
 	if a == nil {
 		return d.Decode(payload, cols)
@@ -166,8 +168,8 @@ func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) ([][]
 		lens[i] = len(c)
 	}
 	markCur, markNext := s.cur, s.next
-	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, false
-	if d.owned && len(payload) > 0 && len(payload) < slabChunk/4 {
+	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, s.alias
+	if d.owned && !s.alias && len(payload) > 0 && len(payload) < slabChunk/4 {
 		// One copy of the record; its string, bytes and fixed values are slices of it
 		// (copyBytes, inlined). A larger record is not copied whole (it would need its own
 		// allocation): its values are copied one by one (own).

@@ -34,13 +34,18 @@ func FuzzDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var arena Arena // reused by every input, reset in between (nothing keeps its values)
+	// Reused by every input, reset in between (nothing keeps their values): one copying,
+	// one aliasing the payload (Arena.AliasPayloads).
+	var arena, alias Arena
+	alias.AliasPayloads()
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		cols := make([][]parquet.Value, len(base))
 		acols := make([][]parquet.Value, len(base))
+		lcols := make([][]parquet.Value, len(base))
 		for i := range base {
 			cols[i] = append([]parquet.Value(nil), base[i]...)
 			acols[i] = append([]parquet.Value(nil), base[i]...)
+			lcols[i] = append([]parquet.Value(nil), base[i]...)
 		}
 		before := colLens(cols)
 		rowsBefore := topLevelRows(cols)
@@ -52,6 +57,14 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, acols)) {
 			t.Fatalf("Decode and DecodeWith values differ")
+		}
+		alias.Reset()
+		lcols, lerr := d.DecodeWith(&alias, payload, lcols)
+		if ReasonOf(err) != ReasonOf(lerr) || (err == nil) != (lerr == nil) {
+			t.Fatalf("Decode: %v; DecodeWith under AliasPayloads: %v", err, lerr)
+		}
+		if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, lcols)) {
+			t.Fatalf("Decode and DecodeWith under AliasPayloads values differ")
 		}
 		if err != nil {
 			var reason string

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -186,4 +187,38 @@ func mustTime(t testing.TB, s string) time.Time {
 		t.Fatal(err)
 	}
 	return v.UTC()
+}
+
+// renderAll renders every value of cols by column index (renderCols without the names).
+func renderAll(cols [][]parquet.Value) [][]string {
+	out := make([][]string, len(cols))
+	for i, c := range cols {
+		out[i] = []string{}
+		for _, v := range c {
+			out[i] = append(out[i], render(v))
+		}
+	}
+	return out
+}
+
+// decodeCase is d.Decode(payload, cols) that also decodes the same payload through an
+// aliasing arena (Arena.AliasPayloads) onto a copy of cols and fails t unless both give
+// the same values and the same error reason: every case test runs both ways.
+func decodeCase(t testing.TB, d *Decoder, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
+	t.Helper()
+	acols := make([][]parquet.Value, len(cols))
+	for i, c := range cols {
+		acols[i] = append([]parquet.Value(nil), c...)
+	}
+	var a Arena
+	a.AliasPayloads()
+	acols, aerr := d.DecodeWith(&a, payload, acols)
+	cols, err := d.Decode(payload, cols)
+	if (err == nil) != (aerr == nil) || ReasonOf(err) != ReasonOf(aerr) || FieldOf(err) != FieldOf(aerr) {
+		t.Fatalf("Decode: %v; DecodeWith under AliasPayloads: %v", err, aerr)
+	}
+	if g, w := renderAll(acols), renderAll(cols); !reflect.DeepEqual(g, w) {
+		t.Fatalf("DecodeWith under AliasPayloads values %v, Decode values %v", g, w)
+	}
+	return cols, err
 }

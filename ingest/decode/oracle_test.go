@@ -783,24 +783,29 @@ func newRowReaderPos(pq *parquet.Schema, cols [][]parquet.Value, table *deltalog
 	return rr.pos
 }
 
-// diffArena is reused (and reset) by every differential case, so DecodeWith runs on
-// chunks holding the bytes of earlier cases.
+// diffArena and diffAlias are reused (and reset) by every differential case, so
+// DecodeWith runs on chunks holding the bytes of earlier cases; diffAlias decodes without
+// copying the payload (Arena.AliasPayloads).
 var (
 	diffArenaMu sync.Mutex
 	diffArena   Arena
+	diffAlias   = func() *Arena { var a Arena; a.AliasPayloads(); return &a }()
 )
 
-// decodeWithAgrees checks that DecodeWith on a reused arena gives Decode's result.
+// decodeWithAgrees checks that DecodeWith on a reused arena, copying and aliasing, gives
+// Decode's result.
 func decodeWithAgrees(d *Decoder, pq *parquet.Schema, payload []byte, want [][]parquet.Value, wantErr error) error {
 	diffArenaMu.Lock()
 	defer diffArenaMu.Unlock()
-	diffArena.Reset()
-	got, err := d.DecodeWith(&diffArena, payload, nil)
-	if (err == nil) != (wantErr == nil) || ReasonOf(err) != ReasonOf(wantErr) {
-		return fmt.Errorf("Decode: %v; DecodeWith: %v", wantErr, err)
-	}
-	if g, w := renderCols(pq, got), renderCols(pq, want); !reflect.DeepEqual(g, w) {
-		return fmt.Errorf("DecodeWith values %v, Decode values %v", g, w)
+	for _, a := range []*Arena{&diffArena, diffAlias} {
+		a.Reset()
+		got, err := d.DecodeWith(a, payload, nil)
+		if (err == nil) != (wantErr == nil) || ReasonOf(err) != ReasonOf(wantErr) {
+			return fmt.Errorf("Decode: %v; DecodeWith (alias %v): %v", wantErr, a.AliasesPayloads(), err)
+		}
+		if g, w := renderCols(pq, got), renderCols(pq, want); !reflect.DeepEqual(g, w) {
+			return fmt.Errorf("DecodeWith (alias %v) values %v, Decode values %v", a.AliasesPayloads(), g, w)
+		}
 	}
 	return nil
 }

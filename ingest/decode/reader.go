@@ -13,8 +13,9 @@ import (
 // state is the decoding state of one record: a bounds-checked reader over the record's
 // payload (or over its copy in the arena, see owned), the column buffers being appended
 // to, and the byte arena that the record and wide-decimal values are copied into (values
-// in column buffers must not alias the Kafka record, whose buffer may be reused). A state is held either by an Arena (caller
-// owned, DecodeWith) or by the Decoder's pool (Decode).
+// in column buffers must not alias a payload the caller may modify or reuse, unless the
+// arena was set to alias, Arena.AliasPayloads). A state is held either by an Arena
+// (caller owned, DecodeWith) or by the Decoder's pool (Decode, never aliasing).
 type state struct {
 	buf  []byte
 	pos  int
@@ -23,9 +24,12 @@ type state struct {
 	// their count is not bounded by the input length.
 	zeroItems int
 	lens      []int // column lengths before the record, for the rollback
-	// owned is set when buf is the record's copy in the arena (Decoder.owned): values
-	// sliced from it may be appended as they are (see own).
+	// owned is set when values sliced from buf may be appended as they are (see own):
+	// buf is the record's copy in the arena (Decoder.owned), or the payload itself under
+	// alias.
 	owned bool
+	// alias is Arena.AliasPayloads: buf is always the payload, and owned is always set.
+	alias bool
 
 	// Byte arena. cur is the chunk being filled (cur[:len(cur)] has been handed out);
 	// chunks lists the chunks that may be handed out again after a reset, in the order they
@@ -296,7 +300,8 @@ func (s *state) nextChunk() {
 var emptyBytes = []byte{}
 
 // own returns a string, bytes or fixed value b read from buf that may be appended to a
-// column: b itself when buf is the record's copy in the arena, else a copy. An empty value
+// column: b itself when buf is the record's copy in the arena or the payload under alias
+// (Arena.AliasPayloads), else a copy. An empty value
 // is emptyBytes (never nil, so it is not mistaken for a missing one).
 func (s *state) own(b []byte) []byte {
 	if len(b) == 0 {
@@ -401,7 +406,8 @@ func (s *state) putDouble(x float64, rep, def, col int) {
 	*p = append(*p, v)
 }
 
-// putByteArray appends b, which must not alias the payload (a copy or a schema constant).
+// putByteArray appends b: a copy, a schema constant, or (own under alias) a slice of the
+// payload.
 func (s *state) putByteArray(b []byte, rep, def, col int) {
 	v := parquet.ByteArrayValue(b)
 	v.SetRepetitionLevel(rep)
