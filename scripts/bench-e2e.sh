@@ -15,7 +15,9 @@
 #   N=2000000          records per topic          P=4       partitions
 #   SIZES="200 1024"   framed record sizes         COMPRESSION=none   (or lz4: producer side)
 #   READERS="baseline ingestd1 ingestd2 kdi"       the first order; the second is reversed
-#   LATENCY=1          also produce → visible latency at RATE records/s for LAT_SECONDS
+#   LATENCY=1          also produce → visible latency at RATE records/s for LAT_SECONDS, then
+#                      LAT_TAIL more seconds (default MAX_AGE + 2 s) that are produced and
+#                      committed but not measured: the window's last batch closes by the stream
 #   RATE=auto          (auto: 50 % of ingestd GOMAXPROCS=1's measured wall rate at the first size)
 #   LAT_SECONDS=20     MAX_RECORDS=50000  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
 #                      gets --max_messages_per_batch MAX_RECORDS --allowed_latency MAX_AGE).
@@ -35,7 +37,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 N="${N:-2000000}"; P="${P:-4}"; SIZES="${SIZES:-200 1024}"; COMPRESSION="${COMPRESSION:-none}"
 READERS="${READERS:-baseline ingestd1 ingestd2 kdi}"
-LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"
+LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"; LAT_TAIL="${LAT_TAIL:-}"
 MAX_RECORDS="${MAX_RECORDS:-50000}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-e2e.XXXX)}"
 CACHE="${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingestd-bench}"
@@ -166,16 +168,19 @@ done
 if [ "$LATENCY" = 1 ]; then
   rate="$RATE"; [ "$rate" = auto ] && rate="${FIRST_RATE:-50000}"
   size="${SIZES%% *}"
-  N_WANT=$((rate * LAT_SECONDS))
+  # The producer goes on for LAT_TAIL seconds past the measured window (default max_age + 2 s), so
+  # that the window's last batch is closed by the stream, not left waiting max_age by its end.
+  tail_s="${LAT_TAIL:-$(( ${MAX_AGE%s} + 2 ))}"
+  N_WANT=$((rate * (LAT_SECONDS + tail_s)))
   for r in ingestd1 kdi; do
     [ "$r" = kdi ] && { [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; } && continue
     topic="bench-e2e-lat-$r-$size-$STAMP"
     "$B" produce -topic "$topic" -partitions "$P" -n 0 -size "$size" > /dev/null  # register the schema, create the topic
-    SUFFIX=", latency run at $rate records/s" run_reader "$r" "$topic" "$size" -latency &
+    SUFFIX=", latency run at $rate records/s" run_reader "$r" "$topic" "$size" -latency -latency-window "${LAT_SECONDS}s" &
     rpid=$!
     sleep 3
-    log "producing $((rate * LAT_SECONDS)) records at $rate records/s to $topic"
-    "$B" produce -topic "$topic" -existing -partitions "$P" -n $((rate * LAT_SECONDS)) -size "$size" -compression "$COMPRESSION" -rate "$rate" > /dev/null
+    log "producing $N_WANT records at $rate records/s to $topic (latency over the first ${LAT_SECONDS} s)"
+    "$B" produce -topic "$topic" -existing -partitions "$P" -n "$N_WANT" -size "$size" -compression "$COMPRESSION" -rate "$rate" > /dev/null
     wait "$rpid"
   done
 fi

@@ -53,6 +53,8 @@ func runCmd(args []string) (result, error) {
 	python := fs.String("python", "python3", "Python with deltalake, for the row count")
 	statsScript := fs.String("stats-script", "scripts/bench/table_stats.py", "delta-rs row count (and latency) script")
 	latency := fs.Bool("latency", false, "also compute produce → visible latency p50/p99 from the table")
+	latencyWindow := fs.Duration("latency-window", 0, "with -latency: only the records stamped within this long of the first count (0: all); "+
+		"the producer goes on past the window, so the window's last batch is not cut by the stream's end")
 	logFile := fs.String("log", "", "file for the writer's stdout and stderr")
 	var env envFlags
 	fs.Var(&env, "env", "KEY=VALUE for the writer only (repeatable)")
@@ -124,7 +126,7 @@ func runCmd(args []string) (result, error) {
 	}
 	r := result{Label: *label, Topic: *topic, RecordBytes: *recordBytes, Records: *want, Bytes: *want * int64(*recordBytes),
 		WallSeconds: wall, CPUSeconds: u.CPUSeconds, PeakRSSMiB: u.PeakRSSMiB, Files: ls.Files, Commits: ls.Commits}
-	st, err := tableStats(*python, *statsScript, *table, *latency)
+	st, err := tableStats(*python, *statsScript, *table, *latency, *latencyWindow)
 	if err != nil {
 		return result{}, err
 	}
@@ -139,11 +141,16 @@ type tableStatsOut struct {
 	P99       float64 `json:"latency_p99_s"`
 }
 
-// tableStats runs the delta-rs script on table and parses its one JSON line.
-func tableStats(python, script, table string, latency bool) (tableStatsOut, error) {
+// tableStats runs the delta-rs script on table and parses its one JSON line. With latency,
+// the script also computes produce → visible latency, over the records stamped within
+// window of the first one when window > 0 (else over all).
+func tableStats(python, script, table string, latency bool, window time.Duration) (tableStatsOut, error) {
 	args := []string{script, table}
 	if latency {
 		args = append(args, "--latency")
+		if window > 0 {
+			args = append(args, "--latency-window", strconv.FormatFloat(window.Seconds(), 'f', -1, 64))
+		}
 	}
 	out, err := exec.Command(python, args...).Output()
 	if err != nil {
