@@ -66,6 +66,7 @@ func aliasRow(id int64) map[string]any {
 
 // produceAliasRows produces ids seq from..to-1 of each of parts partitions (id = p*1000 +
 // seq, so that a fresh topic's offset of id is seq), Confluent-framed with schema id.
+// Each record has its aliasKafka key and headers.
 func produceAliasRows(t *testing.T, cl *kgo.Client, topic string, parts int, id int, schema avro.Schema, from, to int) {
 	t.Helper()
 	var hdr sr.ConfluentHeader
@@ -77,11 +78,21 @@ func produceAliasRows(t *testing.T, cl *kgo.Client, topic string, parts int, id 
 				t.Fatal(err)
 			}
 			framed, _ := hdr.AppendEncode(nil, id, nil)
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: append(framed, body...)})
+			key, headers := aliasKafka(int64(p*1000 + seq))
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Key: []byte(key), Headers: headers, Value: append(framed, body...)})
 		}
 	}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// aliasKafka is the key and headers of id's record: a 17 KiB header value, an empty
+// header key with an empty value.
+func aliasKafka(id int64) (string, []kgo.RecordHeader) {
+	return fmt.Sprintf("key-%d-ß", id), []kgo.RecordHeader{
+		{Key: "h1", Value: []byte(strings.Repeat(fmt.Sprintf("%07d|", id), 17<<10/8))},
+		{Key: "", Value: []byte{}},
 	}
 }
 
@@ -96,17 +107,24 @@ func produceAliasRows(t *testing.T, cl *kgo.Client, topic string, parts int, id 
 // the table exactly once with its exact values (delta-rs): strings of 16 and 20 KiB,
 // empty strings (not null), map keys, bytes, the string partition values in
 // add.partitionValues; each partition's txn only moves forward, to its last offset.
-func TestAliasedValuesSurviveFailedCommits(t *testing.T) { aliasOutage(t, false) }
+func TestAliasedValuesSurviveFailedCommits(t *testing.T) { aliasOutage(t, false, false) }
+
+// TestAliasedFillsSurviveFailedCommits is TestAliasedValuesSurviveFailedCommits with the
+// row fills that read the aliased values or the record: the Kafka columns _kafka_key
+// (key_format string) and _kafka_headers (a 17 KiB header value, an empty key and value),
+// and generated columns upper(cat) and substring(big, 1, 7) (in characters).
+func TestAliasedFillsSurviveFailedCommits(t *testing.T) { aliasOutage(t, false, true) }
 
 // TestAliasedValuesSurviveRebalanceWhileHeld is TestAliasedValuesSurviveFailedCommits
 // with a second member joining the group while the records are held: the revoke's one
 // flush of the moved partitions fails too (their records are dropped, the new owner
 // re-reads them from the txn), and both members drain once the store is back.
-func TestAliasedValuesSurviveRebalanceWhileHeld(t *testing.T) { aliasOutage(t, true) }
+func TestAliasedValuesSurviveRebalanceWhileHeld(t *testing.T) { aliasOutage(t, true, false) }
 
 // aliasOutage runs the outage of TestAliasedValuesSurviveFailedCommits, with a second
-// member joining during it when rebalance is set.
-func aliasOutage(t *testing.T, rebalance bool) {
+// member joining during it when rebalance is set, with Kafka and generated columns when
+// fills is set.
+func aliasOutage(t *testing.T, rebalance, fills bool) {
 	s := need(t)
 	o := needStore(t, "s3")
 	const parts, wave = 3, 20 // 2 waves: 120 records
@@ -140,14 +158,18 @@ func aliasOutage(t *testing.T, rebalance bool) {
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "configs")
 	mustMkdir(t, cfgDir)
+	extra := ""
+	if fills {
+		extra = `, kafka_columns: [key, headers], key_format: string, generated_columns: {cat_up: "upper(cat)", big_head: "substring(big, 1, 7)"}`
+	}
 	writePipeline(t, cfgDir, "alias", fmt.Sprintf(`name: alias
 kafka: {brokers: [%q], topics: [%s], group: alias-%d, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
-table: {uri: %q, create: true, partition_by: [cat]}
+table: {uri: %q, create: true, partition_by: [cat]%s}
 schema: {policy: evolve, on_incompatible: halt}
 dead_letter: {topic: %s}
 batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
-`, s.brokers, topic, time.Now().UnixNano(), s.registry, uri, dlq))
+`, s.brokers, topic, time.Now().UnixNano(), s.registry, uri, extra, dlq))
 	d := startDaemonLogged(t, cfgDir, filepath.Join(root, "ingestd.log"))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -253,6 +275,25 @@ batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
 		}
 		if got, want := fmt.Sprint(row["blob"]), hex.EncodeToString(want["blob"].([]byte)); got != want {
 			t.Errorf("id %d: blob is %s; want %s", id, got, want)
+		}
+		if fills {
+			key, headers := aliasKafka(id)
+			cat, big := want["cat"].(string), want["big"].(string)
+			wantFills := map[string]string{"_kafka_key": key, "cat_up": strings.ToUpper(cat), "big_head": string([]rune(big)[:7])}
+			for col, w := range wantFills {
+				if got, ok := row[col].(string); !ok || got != w {
+					t.Errorf("id %d: %s is %s; want %s", id, col, abbrev(row[col]), abbrev(w))
+				}
+			}
+			hs, _ := row["_kafka_headers"].(map[string]any)
+			if len(hs) != len(headers) {
+				t.Errorf("id %d: _kafka_headers has %d keys; want %d", id, len(hs), len(headers))
+			}
+			for _, h := range headers {
+				if got := fmt.Sprint(hs[h.Key]); got != hex.EncodeToString(h.Value) {
+					t.Errorf("id %d: _kafka_headers[%q] is %s; want %s", id, h.Key, abbrev(got), abbrev(hex.EncodeToString(h.Value)))
+				}
+			}
 		}
 		tags, _ := row["tags"].(map[string]any)
 		wantTags := want["tags"].(map[string]any)
