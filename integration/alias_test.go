@@ -107,24 +107,34 @@ func aliasKafka(id int64) (string, []kgo.RecordHeader) {
 // the table exactly once with its exact values (delta-rs): strings of 16 and 20 KiB,
 // empty strings (not null), map keys, bytes, the string partition values in
 // add.partitionValues; each partition's txn only moves forward, to its last offset.
-func TestAliasedValuesSurviveFailedCommits(t *testing.T) { aliasOutage(t, false, false) }
+func TestAliasedValuesSurviveFailedCommits(t *testing.T) { aliasOutage(t, outage{}) }
 
 // TestAliasedFillsSurviveFailedCommits is TestAliasedValuesSurviveFailedCommits with the
 // row fills that read the aliased values or the record: the Kafka columns _kafka_key
 // (key_format string) and _kafka_headers (a 17 KiB header value, an empty key and value),
 // and generated columns upper(cat) and substring(big, 1, 7) (in characters).
-func TestAliasedFillsSurviveFailedCommits(t *testing.T) { aliasOutage(t, false, true) }
+func TestAliasedFillsSurviveFailedCommits(t *testing.T) { aliasOutage(t, outage{fills: true}) }
 
 // TestAliasedValuesSurviveRebalanceWhileHeld is TestAliasedValuesSurviveFailedCommits
 // with a second member joining the group while the records are held: the revoke's one
 // flush of the moved partitions fails too (their records are dropped, the new owner
 // re-reads them from the txn), and both members drain once the store is back.
-func TestAliasedValuesSurviveRebalanceWhileHeld(t *testing.T) { aliasOutage(t, true, false) }
+func TestAliasedValuesSurviveRebalanceWhileHeld(t *testing.T) {
+	aliasOutage(t, outage{rebalance: true})
+}
 
-// aliasOutage runs the outage of TestAliasedValuesSurviveFailedCommits, with a second
-// member joining during it when rebalance is set, with Kafka and generated columns when
-// fills is set.
-func aliasOutage(t *testing.T, rebalance, fills bool) {
+// TestAliasedValuesSurviveKill9WhileHeld is TestAliasedValuesSurviveFailedCommits with
+// kill -9 instead of SIGTERM while the records are held (and flushes are failing): nothing
+// of them was committed, and the restart writes every record once.
+func TestAliasedValuesSurviveKill9WhileHeld(t *testing.T) { aliasOutage(t, outage{kill9: true}) }
+
+// outage is how aliasOutage varies its run: a second member joins during the outage
+// (rebalance), the table has Kafka and generated columns (fills), the daemon is killed
+// with SIGKILL instead of SIGTERM (kill9).
+type outage struct{ rebalance, fills, kill9 bool }
+
+// aliasOutage runs the outage of TestAliasedValuesSurviveFailedCommits as how says.
+func aliasOutage(t *testing.T, how outage) {
 	s := need(t)
 	o := needStore(t, "s3")
 	const parts, wave = 3, 20 // 2 waves: 120 records
@@ -159,7 +169,7 @@ func aliasOutage(t *testing.T, rebalance, fills bool) {
 	cfgDir := filepath.Join(root, "configs")
 	mustMkdir(t, cfgDir)
 	extra := ""
-	if fills {
+	if how.fills {
 		extra = `, kafka_columns: [key, headers], key_format: string, generated_columns: {cat_up: "upper(cat)", big_head: "substring(big, 1, 7)"}`
 	}
 	writePipeline(t, cfgDir, "alias", fmt.Sprintf(`name: alias
@@ -193,7 +203,7 @@ batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
 		t.Fatalf("%d records handled while every data file upload was refused; want 0", got)
 	}
 	daemons := []*daemon{d}
-	if rebalance {
+	if how.rebalance {
 		d2 := startDaemonLogged(t, cfgDir, filepath.Join(root, "ingestd2.log"))
 		daemons = append(daemons, d2)
 		waitFor(t, d2, 30*time.Second, "the first member's revoke flush to fail", func() bool {
@@ -202,6 +212,13 @@ batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
 		})
 		failing.Store(false)
 		waitFor(t, d2, 60*time.Second, "both members to commit everything", func() bool { return handledAt(t, uri) == int64(parts*2*wave) })
+	}
+	if how.kill9 {
+		d.kill9(t)
+		daemons = nil
+		if got := handledAt(t, uri); got != 0 {
+			t.Fatalf("%d records handled before the kill -9; want 0", got)
+		}
 	}
 	for _, d := range daemons {
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
@@ -221,6 +238,7 @@ batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
 	t.Logf("%d uploads refused, %d records committed before the restart", refused.Load(), handledAt(t, uri))
 	// What was not buffered at the SIGTERM is read again by the next run.
 	d = startDaemonLogged(t, cfgDir, filepath.Join(root, "ingestd3.log"))
+	waitFor(t, d, 30*time.Second, "the restarted daemon to be ready", func() bool { r, _ := d.readyz(t); return r.Ready })
 	waitFor(t, d, 60*time.Second, "the restarted daemon to commit everything", func() bool { return handledAt(t, uri) == int64(parts*2*wave) })
 	if code := d.stop(t); code != 0 {
 		t.Errorf("exit code %d after the restart's SIGTERM", code)
@@ -276,7 +294,7 @@ batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
 		if got, want := fmt.Sprint(row["blob"]), hex.EncodeToString(want["blob"].([]byte)); got != want {
 			t.Errorf("id %d: blob is %s; want %s", id, got, want)
 		}
-		if fills {
+		if how.fills {
 			key, headers := aliasKafka(id)
 			cat, big := want["cat"].(string), want["big"].(string)
 			wantFills := map[string]string{"_kafka_key": key, "cat_up": strings.ToUpper(cat), "big_head": string([]rune(big)[:7])}
