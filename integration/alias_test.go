@@ -128,10 +128,19 @@ func TestAliasedValuesSurviveRebalanceWhileHeld(t *testing.T) {
 // of them was committed, and the restart writes every record once.
 func TestAliasedValuesSurviveKill9WhileHeld(t *testing.T) { aliasOutage(t, outage{kill9: true}) }
 
+// TestAliasedValuesSurviveFailingCommitPuts is TestAliasedValuesSurviveFailedCommits with
+// the commits refused instead of the uploads (503 on every PUT of a _delta_log JSON): the
+// flush in flight retries its identical commit put while later records wait behind it,
+// SIGTERM arrives during those retries, and the store comes back.
+func TestAliasedValuesSurviveFailingCommitPuts(t *testing.T) {
+	aliasOutage(t, outage{commits: true})
+}
+
 // outage is how aliasOutage varies its run: a second member joins during the outage
 // (rebalance), the table has Kafka and generated columns (fills), the daemon is killed
-// with SIGKILL instead of SIGTERM (kill9).
-type outage struct{ rebalance, fills, kill9 bool }
+// with SIGKILL instead of SIGTERM (kill9), the commit puts fail instead of the data file
+// uploads (commits).
+type outage struct{ rebalance, fills, kill9, commits bool }
 
 // aliasOutage runs the outage of TestAliasedValuesSurviveFailedCommits as how says.
 func aliasOutage(t *testing.T, how outage) {
@@ -142,7 +151,11 @@ func aliasOutage(t *testing.T, how outage) {
 	var failing atomic.Bool
 	var refused atomic.Int64
 	fp.setHook(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if failing.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, ".parquet") {
+		refuse := strings.HasSuffix(r.URL.Path, ".parquet")
+		if how.commits {
+			refuse = strings.Contains(r.URL.Path, "/_delta_log/") && strings.HasSuffix(r.URL.Path, ".json")
+		}
+		if failing.Load() && r.Method == http.MethodPut && refuse {
 			refused.Add(1)
 			s3ErrorReply(w, http.StatusServiceUnavailable, "SlowDown")
 			return true
@@ -235,7 +248,7 @@ batch: {max_records: 10, max_bytes: 256KiB, max_age: 200ms}
 			t.Errorf("member %d: exit code %d after SIGTERM; want 0 (the drain committed what was buffered)", i+1, code)
 		}
 	}
-	t.Logf("%d uploads refused, %d records committed before the restart", refused.Load(), handledAt(t, uri))
+	t.Logf("%d PUTs refused, %d records committed before the restart", refused.Load(), handledAt(t, uri))
 	// What was not buffered at the SIGTERM is read again by the next run.
 	d = startDaemonLogged(t, cfgDir, filepath.Join(root, "ingestd3.log"))
 	waitFor(t, d, 30*time.Second, "the restarted daemon to be ready", func() bool { r, _ := d.readyz(t); return r.Ready })
