@@ -98,22 +98,20 @@ func aliasKafka(id int64) (string, []kgo.RecordHeader) {
 
 // TestAliasedValuesSurviveFailedCommits: a partitioned table on the S3 emulator behind a
 // proxy that answers every data file upload (PUT of a .parquet) 503 SlowDown while it is
-// failing, so that each flush fails transiently and its records are held back. 60 records of 3 Kafka partitions arrive while commits fail (their flushes are
-// retried: the same records decoded again after releaseCols dropped the last attempt's
-// values), 60 more arrive behind them while they are held, the batch byte bound (256 KiB:
-// a few 20 KiB records a batch) cuts the takes, and the daemon gets SIGTERM while
-// records are held; then the store comes back, the drain commits what was buffered, and
-// a restarted daemon reads the rest. Every record is in
-// the table exactly once with its exact values (delta-rs): strings of 16 and 20 KiB,
-// empty strings (not null), map keys, bytes, the string partition values in
-// add.partitionValues; each partition's txn only moves forward, to its last offset.
-func TestAliasedValuesSurviveFailedCommits(t *testing.T) { aliasOutage(t, outage{}) }
-
-// TestAliasedFillsSurviveFailedCommits is TestAliasedValuesSurviveFailedCommits with the
-// row fills that read the aliased values or the record: the Kafka columns _kafka_key
-// (key_format string) and _kafka_headers (a 17 KiB header value, an empty key and value),
-// and generated columns upper(cat) and substring(big, 1, 7) (in characters).
-func TestAliasedFillsSurviveFailedCommits(t *testing.T) { aliasOutage(t, outage{fills: true}) }
+// failing, so that each flush fails transiently and its records are held back. 60 records
+// of 3 Kafka partitions arrive while uploads fail (their flushes are retried: the same
+// records decoded again after releaseCols dropped the last attempt's values), 60 more
+// arrive behind them while they are held, the batch byte bound (256 KiB: a few 20 KiB
+// records a batch) cuts the takes, and the daemon gets SIGTERM while records are held;
+// then the store comes back, the drain commits what was buffered, and a restarted daemon
+// reads the rest. Every record is in the table exactly once with its exact values
+// (delta-rs): strings of 16 and 20 KiB, empty strings (not null), map keys, bytes, the
+// string partition values in add.partitionValues, and the row fills that read the aliased
+// values or the record: the Kafka columns _kafka_key (key_format string) and
+// _kafka_headers (a 17 KiB header value, an empty key and value), generated columns
+// upper(cat) and substring(big, 1, 7) (in characters). Each partition's txn only moves
+// forward, to its last offset. The variants below run without the fills.
+func TestAliasedValuesSurviveFailedCommits(t *testing.T) { aliasOutage(t, outage{fills: true}) }
 
 // TestAliasedValuesSurviveRebalanceWhileHeld is TestAliasedValuesSurviveFailedCommits
 // with a second member joining the group while the records are held: the revoke's one
