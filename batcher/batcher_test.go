@@ -531,3 +531,136 @@ func TestClockNeverGoesBack(t *testing.T) {
 		t.Fatal("Add at 100 of 100 bytes did not report the bound")
 	}
 }
+
+// TestHeldFirstPropertyInFlight is TestHeldFirstProperty as the pipeline's flush worker
+// uses the batcher: one batch in flight at a time, fresh items added (and Due asked)
+// while it is in flight, and the batch settled later, a prefix of each key committed
+// and the rest given back with Hold and the sizes slice Take returned (the batcher's
+// buffer, read only once the batch settles: flushJob.sizes). Every key's items are
+// committed exactly in sequence, once each, with the sizes they were added with; the
+// taken sizes are unchanged when the batch settles; no batch holds more than MaxBytes
+// plus its last item (unforced); Bytes is the sum of the sizes of the items held, the
+// batch in flight aside.
+func TestHeldFirstPropertyInFlight(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		l := Limits{MaxRecords: 1 + rng.IntN(8), MaxBytes: int64(5 + rng.IntN(40)), MaxAge: time.Duration(1+rng.IntN(5)) * time.Second}
+		b := newTest(l)
+		now := time.Unix(0, 0)
+		const keys = 3
+		next := [keys]int{}
+		committed := [keys]int{}
+		size := map[item]int64{}
+		var buffered int64 // the sizes of the items added, neither committed nor in flight
+		var flight []item
+		var flightSizes, flightCopy []int64
+		take := func(force bool) {
+			t.Helper()
+			items, sizes, _ := b.Take(now, force)
+			if len(items) == 0 {
+				return
+			}
+			var sum int64
+			for i, it := range items {
+				if sizes[i] != size[it] {
+					t.Fatalf("seed %d: item %+v of size %d taken with size %d", seed, it, size[it], sizes[i])
+				}
+				if !force && sum >= l.MaxBytes {
+					t.Fatalf("seed %d: item %d of the batch taken after %d bytes; MaxBytes is %d", seed, i, sum, l.MaxBytes)
+				}
+				sum += sizes[i]
+			}
+			buffered -= sum
+			flight, flightSizes, flightCopy = items, sizes, slices.Clone(sizes)
+		}
+		settle := func() {
+			t.Helper()
+			if !slices.Equal(flightSizes, flightCopy) {
+				t.Fatalf("seed %d: the sizes of the batch in flight changed before it settled: %v, taken as %v", seed, flightSizes, flightCopy)
+			}
+			byKey := map[int][]int{} // indexes into flight
+			var order []int
+			for i, it := range flight {
+				if _, ok := byKey[it.key]; !ok {
+					order = append(order, it.key)
+				}
+				byKey[it.key] = append(byKey[it.key], i)
+			}
+			var back []item
+			var backSizes []int64
+			for _, k := range order {
+				idx := byKey[k]
+				cut := len(idx)
+				if rng.IntN(3) == 0 {
+					cut = rng.IntN(len(idx) + 1)
+				}
+				for _, i := range idx[:cut] {
+					if it := flight[i]; it.seq != committed[k] {
+						t.Fatalf("seed %d: key %d committed %d, want %d (a waiting item was passed)", seed, k, it.seq, committed[k])
+					}
+					committed[k]++
+				}
+				if cut < len(idx) {
+					for _, i := range idx[cut:] {
+						back = append(back, flight[i])
+						backSizes = append(backSizes, flightSizes[i])
+						buffered += flightSizes[i]
+					}
+				} else {
+					b.Release(k)
+				}
+			}
+			if len(back) == len(flight) && rng.IntN(2) == 0 {
+				back, backSizes = flight, flightSizes // the whole batch given back with Take's own slice
+			}
+			b.Hold(back, backSizes, now, func(n int) time.Duration { return time.Duration(rng.IntN(3)+n) * time.Second })
+			flight, flightSizes, flightCopy = nil, nil, nil
+		}
+		for op := range 400 {
+			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			switch op := rng.IntN(10); {
+			case op < 6:
+				k := rng.IntN(keys)
+				it := item{k, next[k]}
+				size[it] = int64(rng.IntN(10))
+				buffered += size[it]
+				due := b.Add(it, size[it], now)
+				next[k]++
+				if due && flight == nil {
+					take(false)
+				}
+			case op < 7:
+				b.Due(now)
+			case op < 9:
+				if flight == nil {
+					take(false)
+				} else {
+					settle()
+				}
+			default:
+				if flight != nil {
+					settle()
+				}
+				take(true)
+			}
+			if b.Bytes() != buffered {
+				t.Fatalf("seed %d, op %d: Bytes = %d, want %d", seed, op, b.Bytes(), buffered)
+			}
+		}
+		if flight != nil {
+			settle()
+		}
+		for b.Len() > 0 {
+			items, _, _ := b.Take(now, true)
+			for _, it := range items {
+				if it.seq != committed[it.key] {
+					t.Fatalf("seed %d: final key %d committed %d, want %d", seed, it.key, it.seq, committed[it.key])
+				}
+				committed[it.key]++
+			}
+		}
+		if committed != next {
+			t.Fatalf("seed %d: committed %v of %v", seed, committed, next)
+		}
+	}
+}
