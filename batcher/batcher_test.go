@@ -231,38 +231,8 @@ func TestHeldFirstProperty(t *testing.T) {
 		flush := func(items []item, sizes []int64) {
 			t.Helper()
 			check("take", items, sizes)
-			byKey := map[int][]item{}
-			var order []int
-			for _, it := range items {
-				if _, ok := byKey[it.key]; !ok {
-					order = append(order, it.key)
-				}
-				byKey[it.key] = append(byKey[it.key], it)
-			}
-			var back []item
-			var backSizes []int64
-			for _, k := range order {
-				its := byKey[k]
-				cut := len(its)
-				if rng.IntN(3) == 0 {
-					cut = rng.IntN(len(its) + 1)
-				}
-				for _, it := range its[:cut] {
-					if it.seq != committed[k] {
-						t.Fatalf("seed %d: key %d committed %d, want %d (a waiting item was passed)", seed, k, it.seq, committed[k])
-					}
-					committed[k]++
-					holding -= size[it]
-				}
-				if cut < len(its) {
-					back = append(back, its[cut:]...)
-					for _, it := range its[cut:] {
-						backSizes = append(backSizes, size[it])
-					}
-				} else {
-					b.Release(k)
-				}
-			}
+			back, backSizes, done := settleRandomly(t, seed, rng, b, items, sizes, committed[:])
+			holding -= done
 			b.Hold(back, backSizes, now, func(n int) time.Duration { return time.Duration(rng.IntN(3)+n) * time.Second })
 		}
 		for op := range 300 {
@@ -578,37 +548,9 @@ func TestHeldFirstPropertyInFlight(t *testing.T) {
 			if !slices.Equal(flightSizes, flightCopy) {
 				t.Fatalf("seed %d: the sizes of the batch in flight changed before it settled: %v, taken as %v", seed, flightSizes, flightCopy)
 			}
-			byKey := map[int][]int{} // indexes into flight
-			var order []int
-			for i, it := range flight {
-				if _, ok := byKey[it.key]; !ok {
-					order = append(order, it.key)
-				}
-				byKey[it.key] = append(byKey[it.key], i)
-			}
-			var back []item
-			var backSizes []int64
-			for _, k := range order {
-				idx := byKey[k]
-				cut := len(idx)
-				if rng.IntN(3) == 0 {
-					cut = rng.IntN(len(idx) + 1)
-				}
-				for _, i := range idx[:cut] {
-					if it := flight[i]; it.seq != committed[k] {
-						t.Fatalf("seed %d: key %d committed %d, want %d (a waiting item was passed)", seed, k, it.seq, committed[k])
-					}
-					committed[k]++
-				}
-				if cut < len(idx) {
-					for _, i := range idx[cut:] {
-						back = append(back, flight[i])
-						backSizes = append(backSizes, flightSizes[i])
-						buffered += flightSizes[i]
-					}
-				} else {
-					b.Release(k)
-				}
+			back, backSizes, _ := settleRandomly(t, seed, rng, b, flight, flightSizes, committed[:])
+			for _, n := range backSizes {
+				buffered += n
 			}
 			if len(back) == len(flight) && rng.IntN(2) == 0 {
 				back, backSizes = flight, flightSizes // the whole batch given back with Take's own slice
@@ -663,4 +605,45 @@ func TestHeldFirstPropertyInFlight(t *testing.T) {
 			t.Fatalf("seed %d: committed %v of %v", seed, committed, next)
 		}
 	}
+}
+
+// settleRandomly settles a flushed batch (sizes[i] is items[i]'s, in bytes) the way a
+// flush that fails for some keys does: per key, in the order keys first appear, a random
+// prefix of its items (all of them two times in three) is committed, each of which must
+// be the key's next sequence (committed[key], advanced), and a key committed whole is
+// released. It returns the rest, in order, with their sizes, for Hold, and the bytes
+// committed.
+func settleRandomly(t *testing.T, seed uint64, rng *rand.Rand, b *Batcher[int, item], items []item, sizes []int64, committed []int) (back []item, backSizes []int64, done int64) {
+	t.Helper()
+	byKey := map[int][]int{} // indexes into items
+	var order []int
+	for i, it := range items {
+		if _, ok := byKey[it.key]; !ok {
+			order = append(order, it.key)
+		}
+		byKey[it.key] = append(byKey[it.key], i)
+	}
+	for _, k := range order {
+		idx := byKey[k]
+		cut := len(idx)
+		if rng.IntN(3) == 0 {
+			cut = rng.IntN(len(idx) + 1)
+		}
+		for _, i := range idx[:cut] {
+			if it := items[i]; it.seq != committed[k] {
+				t.Fatalf("seed %d: key %d committed %d, want %d (a waiting item was passed)", seed, k, it.seq, committed[k])
+			}
+			committed[k]++
+			done += sizes[i]
+		}
+		if cut < len(idx) {
+			for _, i := range idx[cut:] {
+				back = append(back, items[i])
+				backSizes = append(backSizes, sizes[i])
+			}
+		} else {
+			b.Release(k)
+		}
+	}
+	return back, backSizes, done
 }
