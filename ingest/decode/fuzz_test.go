@@ -40,31 +40,28 @@ func FuzzDecode(f *testing.F) {
 	alias.AliasPayloads()
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		cols := make([][]parquet.Value, len(base))
-		acols := make([][]parquet.Value, len(base))
-		lcols := make([][]parquet.Value, len(base))
 		for i := range base {
 			cols[i] = append([]parquet.Value(nil), base[i]...)
-			acols[i] = append([]parquet.Value(nil), base[i]...)
-			lcols[i] = append([]parquet.Value(nil), base[i]...)
 		}
 		before := colLens(cols)
 		rowsBefore := topLevelRows(cols)
 		cols, err := d.Decode(payload, cols)
-		arena.Reset()
-		acols, aerr := d.DecodeWith(&arena, payload, acols)
-		if ReasonOf(err) != ReasonOf(aerr) || (err == nil) != (aerr == nil) {
-			t.Fatalf("Decode: %v; DecodeWith: %v", err, aerr)
-		}
-		if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, acols)) {
-			t.Fatalf("Decode and DecodeWith values differ")
-		}
-		alias.Reset()
-		lcols, lerr := d.DecodeWith(&alias, payload, lcols)
-		if ReasonOf(err) != ReasonOf(lerr) || (err == nil) != (lerr == nil) {
-			t.Fatalf("Decode: %v; DecodeWith under AliasPayloads: %v", err, lerr)
-		}
-		if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, lcols)) {
-			t.Fatalf("Decode and DecodeWith under AliasPayloads values differ")
+		for _, a := range []struct {
+			name  string
+			arena *Arena
+		}{{"DecodeWith", &arena}, {"DecodeWith under AliasPayloads", &alias}} {
+			acols := make([][]parquet.Value, len(base))
+			for i := range base {
+				acols[i] = append([]parquet.Value(nil), base[i]...)
+			}
+			a.arena.Reset()
+			acols, aerr := d.DecodeWith(a.arena, payload, acols)
+			if ReasonOf(err) != ReasonOf(aerr) || (err == nil) != (aerr == nil) {
+				t.Fatalf("Decode: %v; %s: %v", err, a.name, aerr)
+			}
+			if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, acols)) {
+				t.Fatalf("Decode and %s values differ", a.name)
+			}
 		}
 		if err != nil {
 			var reason string
