@@ -1,0 +1,220 @@
+// Package column holds the values of one Parquet leaf column on their way from the Avro
+// decoder to the data file: either as parquet.Values carrying their Dremel levels (any
+// leaf) or, for a non-repeated fixed-width leaf whose values in the batch are all set, as
+// one 8-byte word per row (the dense form). The dense form is what the decoder appends
+// and the encoder reads for most numeric columns: no 24-byte parquet.Value with a pointer
+// per value, no levels to store or check (BENCHMARKS.md, "Typed column path").
+//
+// The package imports nothing of the module; deltawriter, ingest/decode and ingest
+// share it.
+package column
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Leaf describes the Parquet leaf column a Column holds values of (Parquet format,
+// "Nested Encoding": repetition and definition levels).
+type Leaf struct {
+	Index  int          // leaf column index in the file's schema (parquet.Value.Column)
+	Kind   parquet.Kind // physical type
+	MaxDef int          // maximum definition level
+	MaxRep int          // maximum repetition level
+}
+
+// LeafOf describes leaf column path of schema; ok is false when schema has no such leaf.
+func LeafOf(schema *parquet.Schema, path ...string) (Leaf, bool) {
+	lc, ok := schema.Lookup(path...)
+	if !ok || !lc.Node.Leaf() {
+		return Leaf{}, false
+	}
+	return Leaf{Index: lc.ColumnIndex, Kind: lc.Node.Type().Kind(), MaxDef: lc.MaxDefinitionLevel, MaxRep: lc.MaxRepetitionLevel}, true
+}
+
+// Leaves describes every leaf column of schema, in leaf column index order.
+func Leaves(schema *parquet.Schema) []Leaf {
+	paths := schema.Columns()
+	out := make([]Leaf, len(paths))
+	for i, p := range paths {
+		out[i], _ = LeafOf(schema, p...)
+	}
+	return out
+}
+
+// Denseable reports whether the leaf's values may be held in the dense form: a
+// non-repeated leaf of physical type BOOLEAN, INT32, INT64, FLOAT or DOUBLE.
+func (l Leaf) Denseable() bool {
+	if l.MaxRep != 0 {
+		return false
+	}
+	switch l.Kind {
+	case parquet.Boolean, parquet.Int32, parquet.Int64, parquet.Float, parquet.Double:
+		return true
+	}
+	return false
+}
+
+// Column is the values of one leaf column of a data file, in one of two forms.
+//
+//   - Levelled: Values holds one parquet.Value per level entry, each carrying its
+//     repetition and definition levels and its column index (parquet.Value.Level). Any
+//     leaf; a null or an empty list is an entry too.
+//   - Dense (IsDense): Dense holds one word per row, every row's value set (definition
+//     level Leaf.MaxDef, repetition level 0), encoded by Bits. Only for a Denseable leaf.
+//
+// A dense column turns levelled (ToLevelled) the first time it is given a value the
+// dense form cannot hold (a null); it never turns back until Reset. The zero Column is
+// an empty levelled column of an unknown leaf; Levelled wraps existing values.
+type Column struct {
+	Values []parquet.Value // levelled form; empty while dense
+	Dense  []uint64        // dense form; empty while levelled
+	leaf   Leaf
+	dense  bool
+}
+
+// Levelled returns a levelled Column holding vals (not copied).
+func Levelled(vals []parquet.Value) Column { return Column{Values: vals} }
+
+// Reset empties c (both forms keep their capacity; the levelled values are not cleared)
+// for values of leaf l: dense when l is Denseable, levelled otherwise.
+func (c *Column) Reset(l Leaf) {
+	c.leaf, c.dense = l, l.Denseable()
+	c.Values, c.Dense = c.Values[:0], c.Dense[:0]
+}
+
+// Leaf returns the leaf set by Reset (the zero Leaf for a Levelled wrap).
+func (c *Column) Leaf() Leaf { return c.leaf }
+
+// IsDense reports whether c holds the dense form.
+func (c *Column) IsDense() bool { return c.dense }
+
+// Len is the number of entries: rows when dense, level entries when levelled.
+func (c *Column) Len() int {
+	if c.dense {
+		return len(c.Dense)
+	}
+	return len(c.Values)
+}
+
+// At returns entry j as a parquet.Value with its levels and column index (a dense entry
+// gets repetition level 0, definition level Leaf.MaxDef and column index Leaf.Index).
+// It panics when j is out of range.
+func (c *Column) At(j int) parquet.Value {
+	if c.dense {
+		return FromBits(c.leaf.Kind, c.Dense[j]).Level(0, c.leaf.MaxDef, c.leaf.Index)
+	}
+	return c.Values[j]
+}
+
+// AppendDense appends one row's value in the dense form. The caller has checked IsDense
+// and that bits encode a value of the leaf's kind (Bits).
+func (c *Column) AppendDense(bits uint64) { c.Dense = append(c.Dense, bits) }
+
+// Append appends v, which carries its levels and column index as in the levelled form.
+// A dense column takes v as a word when v is a set value of the leaf's kind at
+// repetition level 0 and definition level Leaf.MaxDef; any other value turns it
+// levelled first.
+func (c *Column) Append(v parquet.Value) {
+	if c.dense {
+		if !v.IsNull() && v.Kind() == c.leaf.Kind && v.RepetitionLevel() == 0 && int(v.DefinitionLevel()) == c.leaf.MaxDef {
+			c.Dense = append(c.Dense, Bits(v))
+			return
+		}
+		c.ToLevelled()
+	}
+	c.Values = append(c.Values, v)
+}
+
+// ToLevelled turns a dense column into the levelled form (one parquet.Value per row, as
+// At returns them); a levelled column is left as it is. The dense words are dropped (the
+// capacity of Dense is kept for the next Reset).
+func (c *Column) ToLevelled() {
+	if !c.dense {
+		return
+	}
+	n := len(c.Dense)
+	if cap(c.Values) < n {
+		c.Values = make([]parquet.Value, 0, max(2*n, 8))
+	}
+	vals := c.Values[:n]
+	for j, b := range c.Dense {
+		vals[j] = FromBits(c.leaf.Kind, b).Level(0, c.leaf.MaxDef, c.leaf.Index)
+	}
+	c.Values, c.Dense, c.dense = vals, c.Dense[:0], false
+}
+
+// Truncate cuts c back to its first n entries (n ≤ Len); cut levelled values are
+// cleared so that they keep no bytes alive. A column that turned levelled after it held
+// n entries stays levelled.
+func (c *Column) Truncate(n int) {
+	if c.dense {
+		c.Dense = c.Dense[:n]
+		return
+	}
+	clear(c.Values[n:])
+	c.Values = c.Values[:n]
+}
+
+// AppendFrom appends src's entries from index from on to c, giving each value c's leaf
+// column index (index, for a levelled c: the caller's leaf index in c's file). Both
+// columns are of the same leaf of two files (the same kind and levels); dense words are
+// copied as words.
+func (c *Column) AppendFrom(src *Column, from, index int) {
+	if src.dense && c.dense {
+		c.Dense = append(c.Dense, src.Dense[from:]...)
+		return
+	}
+	if src.dense {
+		c.ToLevelled()
+		for _, b := range src.Dense[from:] {
+			c.Values = append(c.Values, FromBits(src.leaf.Kind, b).Level(0, src.leaf.MaxDef, index))
+		}
+		return
+	}
+	for _, v := range src.Values[from:] {
+		c.Append(v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), index))
+	}
+}
+
+// Bits encodes a set value of a fixed-width physical type as a dense word: BOOLEAN 0 or
+// 1; INT32 its 32 bits zero-extended; INT64 its 64 bits; FLOAT its IEEE 754 bits
+// zero-extended; DOUBLE its IEEE 754 bits. Any other kind gives 0.
+func Bits(v parquet.Value) uint64 {
+	switch v.Kind() {
+	case parquet.Boolean:
+		if v.Boolean() {
+			return 1
+		}
+		return 0
+	case parquet.Int32:
+		return uint64(uint32(v.Int32()))
+	case parquet.Int64:
+		return uint64(v.Int64())
+	case parquet.Float:
+		return uint64(math.Float32bits(v.Float()))
+	case parquet.Double:
+		return math.Float64bits(v.Double())
+	}
+	return 0
+}
+
+// FromBits decodes a dense word of physical type kind (Bits) into a parquet.Value without
+// levels. It panics on a kind the dense form does not hold.
+func FromBits(kind parquet.Kind, b uint64) parquet.Value {
+	switch kind {
+	case parquet.Boolean:
+		return parquet.BooleanValue(b != 0)
+	case parquet.Int32:
+		return parquet.Int32Value(int32(uint32(b)))
+	case parquet.Int64:
+		return parquet.Int64Value(int64(b))
+	case parquet.Float:
+		return parquet.FloatValue(math.Float32frombits(uint32(b)))
+	case parquet.Double:
+		return parquet.DoubleValue(math.Float64frombits(b))
+	}
+	panic(fmt.Sprintf("column: no dense form for physical type %v", kind))
+}

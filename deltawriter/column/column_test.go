@@ -1,0 +1,182 @@
+package column
+
+import (
+	"math"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+func TestBitsRoundTrip(t *testing.T) {
+	nan := math.Float64frombits(0x7ff8_0000_dead_beef)
+	cases := []struct {
+		v    parquet.Value
+		want uint64
+	}{
+		{parquet.BooleanValue(true), 1},
+		{parquet.BooleanValue(false), 0},
+		{parquet.Int32Value(-1), 0xffff_ffff},
+		{parquet.Int32Value(math.MinInt32), 0x8000_0000},
+		{parquet.Int64Value(-2), 0xffff_ffff_ffff_fffe},
+		{parquet.Int64Value(math.MaxInt64), 0x7fff_ffff_ffff_ffff},
+		{parquet.FloatValue(float32(math.Copysign(0, -1))), 0x8000_0000},
+		{parquet.FloatValue(1.5), 0x3fc0_0000},
+		{parquet.DoubleValue(nan), 0x7ff8_0000_dead_beef},
+		{parquet.DoubleValue(math.Inf(-1)), 0xfff0_0000_0000_0000},
+	}
+	for _, c := range cases {
+		if got := Bits(c.v); got != c.want {
+			t.Errorf("Bits(%v %v) = %#x, want %#x", c.v.Kind(), c.v, got, c.want)
+		}
+		back := FromBits(c.v.Kind(), c.want)
+		if back.Kind() != c.v.Kind() || Bits(back) != c.want {
+			t.Errorf("FromBits(%v, %#x) = %v %v, want the value back", c.v.Kind(), c.want, back.Kind(), back)
+		}
+	}
+}
+
+func TestDenseable(t *testing.T) {
+	for _, c := range []struct {
+		l    Leaf
+		want bool
+	}{
+		{Leaf{Kind: parquet.Int64, MaxDef: 1}, true},
+		{Leaf{Kind: parquet.Boolean}, true},
+		{Leaf{Kind: parquet.Double, MaxDef: 3}, true},
+		{Leaf{Kind: parquet.Int32, MaxDef: 2, MaxRep: 1}, false},
+		{Leaf{Kind: parquet.ByteArray, MaxDef: 1}, false},
+		{Leaf{Kind: parquet.FixedLenByteArray, MaxDef: 1}, false},
+		{Leaf{Kind: parquet.Int96, MaxDef: 1}, false},
+	} {
+		if got := c.l.Denseable(); got != c.want {
+			t.Errorf("%+v.Denseable() = %v, want %v", c.l, got, c.want)
+		}
+	}
+}
+
+func TestLeavesOfSchema(t *testing.T) {
+	schema := parquet.NewSchema("r", parquet.Group{
+		"a": parquet.Optional(parquet.Leaf(parquet.Int64Type)),
+		"b": parquet.Repeated(parquet.String()),
+		"c": parquet.Required(parquet.Leaf(parquet.DoubleType)),
+	})
+	got := Leaves(schema)
+	want := []Leaf{
+		{Index: 0, Kind: parquet.Int64, MaxDef: 1},
+		{Index: 1, Kind: parquet.ByteArray, MaxDef: 1, MaxRep: 1},
+		{Index: 2, Kind: parquet.Double},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Leaves = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("leaf %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// levels returns v's (rep, def, column) and its bits.
+func levels(v parquet.Value) [4]uint64 {
+	return [4]uint64{uint64(v.RepetitionLevel()), uint64(v.DefinitionLevel()), uint64(v.Column()), Bits(v)}
+}
+
+func TestDenseTurnsLevelledOnNull(t *testing.T) {
+	var c Column
+	c.Reset(Leaf{Index: 3, Kind: parquet.Int64, MaxDef: 1})
+	if !c.IsDense() {
+		t.Fatal("an INT64 leaf starts dense")
+	}
+	c.AppendDense(uint64(7))
+	c.Append(parquet.Int64Value(-9).Level(0, 1, 3))
+	if !c.IsDense() || len(c.Dense) != 2 || c.Dense[1] != uint64(0xffff_ffff_ffff_fff7) {
+		t.Fatalf("after two set values: dense=%v words=%#x", c.IsDense(), c.Dense)
+	}
+	c.Append(parquet.NullValue().Level(0, 0, 3))
+	if c.IsDense() || c.Len() != 3 || len(c.Dense) != 0 {
+		t.Fatalf("after a null: dense=%v len=%d words=%d, want levelled with 3 entries", c.IsDense(), c.Len(), len(c.Dense))
+	}
+	want := [][4]uint64{{0, 1, 3, 7}, {0, 1, 3, 0xffff_ffff_ffff_fff7}, {0, 0, 3, 0}}
+	for j, w := range want {
+		if got := levels(c.At(j)); got != w {
+			t.Errorf("entry %d = %v, want %v", j, got, w)
+		}
+	}
+	if !c.At(2).IsNull() {
+		t.Error("entry 2 is not null")
+	}
+	c.Append(parquet.Int64Value(5).Level(0, 1, 3)) // stays levelled
+	if c.IsDense() || c.Len() != 4 || c.Values[3].Int64() != 5 {
+		t.Errorf("a set value after the null: dense=%v len=%d", c.IsDense(), c.Len())
+	}
+	c.Reset(c.Leaf())
+	if !c.IsDense() || c.Len() != 0 {
+		t.Errorf("Reset: dense=%v len=%d, want dense and empty", c.IsDense(), c.Len())
+	}
+}
+
+func TestAppendOfOtherLevelsTurnsLevelled(t *testing.T) {
+	var c Column
+	c.Reset(Leaf{Index: 0, Kind: parquet.Int32, MaxDef: 2})
+	c.Append(parquet.Int32Value(1).Level(0, 2, 0))
+	c.Append(parquet.Int32Value(2).Level(0, 1, 0)) // not the max definition level: levelled
+	if c.IsDense() || c.Len() != 2 || c.At(1).DefinitionLevel() != 1 || c.At(0).DefinitionLevel() != 2 {
+		t.Errorf("dense=%v len=%d", c.IsDense(), c.Len())
+	}
+	c.Reset(Leaf{Index: 0, Kind: parquet.Int32, MaxDef: 1})
+	c.Append(parquet.Int64Value(1).Level(0, 1, 0)) // another kind: levelled, kept as given
+	if c.IsDense() || c.At(0).Kind() != parquet.Int64 {
+		t.Errorf("a value of another kind: dense=%v kind=%v", c.IsDense(), c.At(0).Kind())
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	var c Column
+	c.Reset(Leaf{Index: 1, Kind: parquet.Double, MaxDef: 1})
+	for i := range 4 {
+		c.AppendDense(math.Float64bits(float64(i)))
+	}
+	c.Truncate(2)
+	if !c.IsDense() || c.Len() != 2 || c.At(1).Double() != 1 {
+		t.Fatalf("dense Truncate(2): len=%d", c.Len())
+	}
+	lv := Levelled([]parquet.Value{parquet.ByteArrayValue([]byte("ab")), parquet.ByteArrayValue([]byte("cd"))})
+	lv.Truncate(1)
+	if lv.Len() != 1 || string(lv.At(0).ByteArray()) != "ab" {
+		t.Fatalf("levelled Truncate(1): %v", lv.Values)
+	}
+	if tail := lv.Values[:2][1]; !tail.IsNull() || tail.ByteArray() != nil {
+		t.Errorf("the cut value is %v, want the zero Value (cleared)", tail)
+	}
+}
+
+func TestAppendFrom(t *testing.T) {
+	leaf := Leaf{Index: 4, Kind: parquet.Int64, MaxDef: 1}
+	var src, dst Column
+	src.Reset(leaf)
+	dst.Reset(Leaf{Index: 2, Kind: parquet.Int64, MaxDef: 1})
+	for _, x := range []int64{10, 11, 12} {
+		src.AppendDense(uint64(x))
+	}
+	dst.AppendFrom(&src, 1, 2)
+	if !dst.IsDense() || dst.Len() != 2 || dst.Dense[0] != 11 || dst.Dense[1] != 12 {
+		t.Fatalf("dense to dense: dense=%v words=%v", dst.IsDense(), dst.Dense)
+	}
+	// a levelled source with a null turns the destination levelled, with its own index
+	lv := Levelled([]parquet.Value{parquet.Int64Value(13).Level(0, 1, 4), parquet.NullValue().Level(0, 0, 4)})
+	dst.AppendFrom(&lv, 0, 2)
+	want := [][4]uint64{{0, 1, 2, 11}, {0, 1, 2, 12}, {0, 1, 2, 13}, {0, 0, 2, 0}}
+	if dst.IsDense() || dst.Len() != len(want) {
+		t.Fatalf("levelled into dense: dense=%v len=%d", dst.IsDense(), dst.Len())
+	}
+	for j, w := range want {
+		if got := levels(dst.At(j)); got != w {
+			t.Errorf("entry %d = %v, want %v", j, got, w)
+		}
+	}
+	// a dense source into a levelled destination
+	dst.AppendFrom(&src, 2, 2)
+	if got := levels(dst.At(4)); got != [4]uint64{0, 1, 2, 12} {
+		t.Errorf("dense into levelled: entry 4 = %v", got)
+	}
+}
