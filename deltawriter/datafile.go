@@ -9,6 +9,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
@@ -135,4 +136,27 @@ func compressionCodec(conf map[string]string) (compress.Codec, string, error) {
 	default:
 		return nil, "", fmt.Errorf("read %s: codec %q is not supported (snappy, zstd, gzip, uncompressed)", deltalog.PropCompressionCodec, c)
 	}
+}
+
+// WriteColumns is WriteDataFile for columns in either form of package column: cols[i]
+// holds leaf column i in schema.Columns() order, levelled (each value with its levels and
+// column index) or dense (one set value per row of a non-repeated BOOLEAN, INT32, INT64,
+// FLOAT or DOUBLE leaf at its maximum definition level). The file, its add action and
+// its errors are exactly WriteDataFile's for the same values in the levelled form.
+func WriteColumns(ctx context.Context, st storage.Store, schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (deltalog.Add, error) {
+	// The levelled form of every column (the encoder reads parquet.Values).
+	vals := make([][]parquet.Value, len(cols))
+	for i := range cols {
+		c := &cols[i]
+		if !c.IsDense() {
+			vals[i] = c.Values
+			continue
+		}
+		vs := make([]parquet.Value, c.Len())
+		for j := range vs {
+			vs[j] = c.At(j)
+		}
+		vals[i] = vs
+	}
+	return WriteDataFile(ctx, st, schema, vals, numRows, opts)
 }

@@ -1,5 +1,7 @@
 package decode
 
+import "github.com/parquet-go/parquet-go"
+
 // Arena is caller-held decoding state for Decoder.DecodeWith: the per-record scratch state
 // and the memory that decoded string, binary and wide-decimal (precision > 18) values live
 // in. By default a record (under 16 KiB) whose schema has string, bytes, fixed or map-key
@@ -30,7 +32,8 @@ package decode
 //
 // The zero value is ready to use (copying).
 type Arena struct {
-	s state
+	s   state
+	tmp [][]parquet.Value // DecodeColumns' levelled scratch
 }
 
 // AliasPayloads makes every later DecodeWith through a append string, bytes, fixed and

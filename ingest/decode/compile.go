@@ -10,6 +10,7 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
@@ -1236,4 +1237,39 @@ func decimalBytes(precision int) int {
 func generated(f *deltalog.StructField) bool {
 	_, ok := f.Metadata[deltalog.MetaGenerationExpression]
 	return ok
+}
+
+// DecodeColumns is DecodeWith appending to columns of package column: cols[i] holds leaf
+// column i (len(cols) must be Columns(), each Reset for its leaf by the caller). Each
+// value goes into its column's form (column.Column.Append: a dense column takes a set
+// value as one word, and turns levelled at its first null). Results, errors and the
+// rollback are exactly DecodeWith's: on an error every column is cut back to its length
+// before the call (column.Column.Truncate), and a column that turned levelled in the
+// failed record stays levelled.
+func (d *Decoder) DecodeColumns(a *Arena, payload []byte, cols []column.Column) error {
+	if len(cols) != d.ncols {
+		return fmt.Errorf("decode record: got %d columns, the decoder writes %d", len(cols), d.ncols)
+	}
+	if a == nil {
+		a = new(Arena)
+	}
+	tmp := a.tmp
+	for len(tmp) < d.ncols {
+		tmp = append(tmp, nil)
+	}
+	tmp = tmp[:d.ncols]
+	for i := range tmp {
+		tmp[i] = tmp[i][:0]
+	}
+	tmp, err := d.DecodeWith(a, payload, tmp)
+	a.tmp = tmp
+	if err != nil {
+		return err
+	}
+	for i, vs := range tmp {
+		for _, v := range vs {
+			cols[i].Append(v)
+		}
+	}
+	return nil
 }
