@@ -28,6 +28,10 @@
 #   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
 #                      kdi is built (default ~/.cache/ingestd-bench)
 #   KDI_BIN            a kafka-delta-ingest binary to use instead of building one
+#   BASE_REF           a git revision of this repository to measure beside the work tree: its
+#                      ingestd is built from `git archive BASE_REF`, and READERS may then name
+#                      base1 / base2 (that binary, GOMAXPROCS=1 / 2; labelled "base ingestd@REV",
+#                      outside the goals), e.g. READERS="baseline base1 ingestd1"
 #   PROFILE=0          1: each ingestd run also writes a CPU and a heap profile (pprof) to
 #                      $BENCH_OUT/prof/<tag>.cpu and .mem (`go tool pprof -top FILE`)
 # Output: $BENCH_OUT/results.jsonl and $BENCH_OUT/results.md (one markdown table), printed.
@@ -66,6 +70,14 @@ PY="$ROOT/.venv/bin/python"
 log "building ingestd and benche2e"
 go build -o "$OUT/bin/ingestd" ./cmd/ingestd
 go build -o "$OUT/bin/benche2e" ./cmd/benche2e
+BASE_REV=""
+if [ -n "${BASE_REF:-}" ]; then
+  BASE_REV="$(git rev-parse --short "$BASE_REF^{commit}")" || die "BASE_REF=$BASE_REF is not a revision of $ROOT"
+  log "building ingestd at $BASE_REV (BASE_REF=$BASE_REF)"
+  mkdir -p "$OUT/base-src"
+  git archive "$BASE_REV" | tar -x -C "$OUT/base-src"
+  (cd "$OUT/base-src" && go build -o "$OUT/bin/ingestd-base" ./cmd/ingestd)
+fi
 B="$OUT/bin/benche2e"
 
 # kdi: built once per source archive, cached. A failed build is reported and kdi skipped.
@@ -114,8 +126,12 @@ run_reader() {
   case "$r" in
     baseline)
       "$B" consume -out "$RESULTS" -topic "$topic" -record-bytes "$size" -label "consume-only (franz-go)" >/dev/null ;;
-    ingestd1|ingestd2)
-      local procs="${r#ingestd}" cfg="$OUT/cfg-$tag" port
+    ingestd1|ingestd2|base1|base2)
+      local procs="${r: -1}" cfg="$OUT/cfg-$tag" port bin="$OUT/bin/ingestd" name="ingestd"
+      if [ "${r#base}" != "$r" ]; then
+        [ -n "$BASE_REV" ] || die "reader $r needs BASE_REF"
+        bin="$OUT/bin/ingestd-base" name="base ingestd@$BASE_REV"
+      fi
       mkdir -p "$cfg"
       local prof=()
       if [ "${PROFILE:-0}" = 1 ]; then
@@ -132,9 +148,9 @@ schema: {policy: evolve, on_incompatible: halt, allow_table_features: []}
 dead_letter: {topic: $topic.dlq}
 batch: {max_records: $MAX_RECORDS, max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
-      "$B" run -out "$RESULTS" -label "ingestd GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+      "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
-        -env "GOMAXPROCS=$procs" "$@" -- "$OUT/bin/ingestd" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
+        -env "GOMAXPROCS=$procs" "$@" -- "$bin" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     kdi)
       if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi
@@ -145,7 +161,7 @@ YAML
         --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
         --max_messages_per_batch "$MAX_RECORDS" --checkpoints >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
-    *) die "unknown reader $r (want baseline, ingestd1, ingestd2 or kdi)" ;;
+    *) die "unknown reader $r (want baseline, ingestd1, ingestd2, base1, base2 or kdi)" ;;
   esac
 }
 
