@@ -39,7 +39,8 @@ import (
 //     the six fixed-width columns (id, price, active, ts, qty, amount) in the dense form
 //     of package column, as the decoder hands them over on the typed column path
 //     (WriteColumns; BENCHMARKS.md "Typed column path: dense encode"); the files are
-//     byte for byte the levelled ones;
+//     byte for byte the levelled ones ("ingestd-encode/uncompressed" and its dense row:
+//     the encoder's own work, without a codec);
 //   - "parquet-go-default": parquet-go's GenericWriter[struct] with its default codecs
 //     (parquet.Snappy, parquet.Zstd), the path the performance notes call slow;
 //   - "arrow-go": arrow-go's RecordBuilder + pqarrow.FileWriter with its default writer
@@ -161,8 +162,10 @@ func BenchmarkParquetEncode(b *testing.B) {
 		{"ingestd-dense/zstd", ingestdDense("zstd")},
 		{"ingestd-encode/snappy", encodeOnly(snappyCodec{}, levelled(cols))},
 		{"ingestd-encode/zstd", encodeOnly(zstdCodec, levelled(cols))},
+		{"ingestd-encode/uncompressed", encodeOnly(&parquet.Uncompressed, levelled(cols))},
 		{"ingestd-encode-dense/snappy", encodeOnly(snappyCodec{}, dense)},
 		{"ingestd-encode-dense/zstd", encodeOnly(zstdCodec, dense)},
+		{"ingestd-encode-dense/uncompressed", encodeOnly(&parquet.Uncompressed, dense)},
 		{"parquet-go-default/snappy", defaultPath(&parquet.Snappy)},
 		{"parquet-go-default/zstd", defaultPath(&parquet.Zstd)},
 		{"arrow-go/snappy", arrowPath(arrowpq.WithCompression(arrowcompress.Codecs.Snappy))},

@@ -3,6 +3,7 @@ package deltawriter
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -563,4 +564,70 @@ func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
 			t.Fatalf("%s: pages of %v rows, want %v", form.name, rows, want)
 		}
 	}
+}
+
+// FuzzDenseSameBytes: for any words (as column.Bits of each of the five dense kinds, the
+// values masked to make low-cardinality columns likely), any page target and dictionary
+// size, the file of the dense columns is the file of the same values levelled, with the
+// same summaries and stats JSON.
+func FuzzDenseSameBytes(f *testing.F) {
+	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"), uint16(64), uint16(256), uint64(0xff))
+	f.Add(bytes.Repeat([]byte{0x7f, 0xf8, 0, 0, 0, 0, 0, 0x80}, 300), uint16(1), uint16(16), ^uint64(0))
+	f.Add(bytes.Repeat([]byte{0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, 700), uint16(1000), uint16(64), uint64(3))
+	schema, err := deltalog.ParseSchema(`{"type":"struct","fields":[
+{"name":"b","type":"boolean","nullable":true,"metadata":{}},
+{"name":"i","type":"integer","nullable":true,"metadata":{}},
+{"name":"l","type":"long","nullable":true,"metadata":{}},
+{"name":"f","type":"float","nullable":true,"metadata":{}},
+{"name":"d","type":"double","nullable":true,"metadata":{}},
+{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		f.Fatal(err)
+	}
+	leaves := column.Leaves(pq)
+	f.Fuzz(func(t *testing.T, data []byte, pageTarget, dictBytes uint16, mask uint64) {
+		n := len(data) / 8
+		if n == 0 || n > 20_000 {
+			return
+		}
+		defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
+		pageTargetBytes, dictMaxBytes = int(pageTarget)+1, int(dictBytes)+1
+		vals := make([][]parquet.Value, len(leaves))
+		for ci, l := range leaves {
+			for i := range n {
+				w := binary.LittleEndian.Uint64(data[8*((i+ci)%n):]) & mask
+				vals[ci] = append(vals[ci], column.FromBits(l.Kind, column.Bits(column.FromBits(l.Kind, w))).Level(0, l.MaxDef, ci))
+			}
+		}
+		cols := columnsOf(pq, vals)
+		for ci := range cols {
+			if !cols[ci].IsDense() {
+				t.Fatalf("column %d is not dense", ci)
+			}
+		}
+		want, wantSums := encodeBytes(t, pq, vals, n, snappyCodec{}, 0)
+		got, sums := encodeBytes(t, pq, materialise(cols), n, snappyCodec{}, 0) // the At round trip
+		if !bytes.Equal(got, want) {
+			t.Fatal("column.At does not give back the values")
+		}
+		enc, sums, err := encodeParquetFileWith(pq, cols, n, snappyCodec{}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = bytes.Clone(enc.out)
+		enc.release()
+		if !bytes.Equal(got, want) || !reflect.DeepEqual(sums, wantSums) {
+			t.Fatalf("dense file differs from the levelled one at byte %d (summaries %+v, levelled %+v)", firstDiff(got, want), sums, wantSums)
+		}
+		var lbuf, dbuf bytes.Buffer
+		ladd, lerr := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, n, FileOptions{Schema: schema})
+		dadd, derr := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, n, FileOptions{Schema: schema})
+		if lerr != nil || derr != nil || ladd.Stats != dadd.Stats || !bytes.Equal(lbuf.Bytes(), dbuf.Bytes()) {
+			t.Fatalf("WriteColumns %v %s, WriteDataFile %v %s", derr, dadd.Stats, lerr, ladd.Stats)
+		}
+	})
 }
