@@ -28,10 +28,10 @@ import (
 // "Encodings" PLAIN, RLE/bit-packing hybrid and RLE_DICTIONARY; checklist Parquet
 // section).
 //
-// It writes the column values handed to WriteColumns (WriteDataFile) straight into DataPage V1 pages,
-// one row group per file, in one pass per column that also validates the values and
-// gathers the statistics (null count, typed min/max) used both for the Parquet footer
-// and for the Delta add.stats. There is no per-value interface call, no intermediate
+// It writes the columns handed to WriteColumns (and WriteDataFile) straight into
+// DataPage V1 pages, one row group per file, in one pass per column that also validates
+// the values and gathers the statistics (null count, typed min/max) used both for the
+// Parquet footer and for the Delta add.stats. There is no per-value interface call, no intermediate
 // column buffer and no second pass over the values: parquet-go's ColumnWriter copies
 // every value into a column buffer, recomputes page bounds and compares through
 // parquet.Value per value, which is most of its cost (BENCHMARKS.md "Parquet encode").

@@ -18,8 +18,9 @@ import (
 )
 
 // Per-file statistics (PROTOCOL.md, "Per-file Statistics"; checklist §1.3), computed
-// from the column values handed to WriteColumns (WriteDataFile; never from the Parquet footer: its
-// decimal min/max on FIXED_LEN_BYTE_ARRAY are wrong in parquet-go v0.32.0).
+// from the columns handed to WriteColumns or WriteDataFile, levelled or dense (never from
+// the Parquet footer: its decimal min/max on FIXED_LEN_BYTE_ARRAY are wrong in parquet-go
+// v0.32.0).
 //
 //   - numRecords always; nullCount for every indexed leaf (a null parent struct counts as
 //     a null leaf) and for arrays and maps (rows where the array/map itself is null);
