@@ -20,6 +20,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
@@ -34,6 +35,12 @@ import (
 //   - "ingestd-encode": encodeParquetFile alone (validation, footer statistics, Parquet
 //     encode and codec, column chunks on up to GOMAXPROCS workers): the part that runs
 //     in parallel, for the rows/s wall at -cpu 1 and 2;
+//   - "ingestd-dense", "ingestd-encode-dense": the same two over the same values with
+//     the six fixed-width columns (id, price, active, ts, qty, amount) in the dense form
+//     of package column, as the decoder hands them over on the typed column path
+//     (WriteColumns; BENCHMARKS.md "Typed column path: dense encode"); the files are
+//     byte for byte the levelled ones ("ingestd-encode/uncompressed" and its dense row:
+//     the encoder's own work, without a codec);
 //   - "parquet-go-default": parquet-go's GenericWriter[struct] with its default codecs
 //     (parquet.Snappy, parquet.Zstd), the path the performance notes call slow;
 //   - "arrow-go": arrow-go's RecordBuilder + pqarrow.FileWriter with its default writer
@@ -92,6 +99,16 @@ func BenchmarkParquetEncode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	dense := columnsOf(pq, cols)
+	ndense := 0
+	for i := range dense {
+		if dense[i].IsDense() {
+			ndense++
+		}
+	}
+	if ndense != 6 {
+		b.Fatalf("%d dense columns, want 6", ndense)
+	}
 	ingestd := func(codec string) func(*bytes.Buffer) error {
 		st := &memStore{}
 		opts := FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
@@ -102,7 +119,17 @@ func BenchmarkParquetEncode(b *testing.B) {
 			return err
 		}
 	}
-	encodeOnly := func(codec compress.Codec) func(*bytes.Buffer) error {
+	ingestdDense := func(codec string) func(*bytes.Buffer) error {
+		st := &memStore{}
+		opts := FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
+			Configuration: map[string]string{deltalog.PropCompressionCodec: codec}}
+		return func(buf *bytes.Buffer) error {
+			st.buf = buf
+			_, err := WriteColumns(context.Background(), st, pq, dense, benchRows, opts)
+			return err
+		}
+	}
+	encodeOnly := func(codec compress.Codec, cols []column.Column) func(*bytes.Buffer) error {
 		return func(buf *bytes.Buffer) error {
 			enc, _, err := encodeParquetFile(pq, cols, benchRows, codec)
 			if err != nil {
@@ -131,8 +158,14 @@ func BenchmarkParquetEncode(b *testing.B) {
 	}{
 		{"ingestd/snappy", ingestd("snappy")},
 		{"ingestd/zstd", ingestd("zstd")},
-		{"ingestd-encode/snappy", encodeOnly(snappyCodec{})},
-		{"ingestd-encode/zstd", encodeOnly(zstdCodec)},
+		{"ingestd-dense/snappy", ingestdDense("snappy")},
+		{"ingestd-dense/zstd", ingestdDense("zstd")},
+		{"ingestd-encode/snappy", encodeOnly(snappyCodec{}, levelled(cols))},
+		{"ingestd-encode/zstd", encodeOnly(zstdCodec, levelled(cols))},
+		{"ingestd-encode/uncompressed", encodeOnly(&parquet.Uncompressed, levelled(cols))},
+		{"ingestd-encode-dense/snappy", encodeOnly(snappyCodec{}, dense)},
+		{"ingestd-encode-dense/zstd", encodeOnly(zstdCodec, dense)},
+		{"ingestd-encode-dense/uncompressed", encodeOnly(&parquet.Uncompressed, dense)},
 		{"parquet-go-default/snappy", defaultPath(&parquet.Snappy)},
 		{"parquet-go-default/zstd", defaultPath(&parquet.Zstd)},
 		{"arrow-go/snappy", arrowPath(arrowpq.WithCompression(arrowcompress.Codecs.Snappy))},

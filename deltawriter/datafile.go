@@ -42,22 +42,30 @@ func (s *Snapshot) FileOptions() FileOptions {
 		PartitionColumns: s.Metadata.PartitionColumns}
 }
 
-// WriteDataFile writes one Parquet data file and returns its add action
+// WriteColumns writes one Parquet data file and returns its add action
 // (PROTOCOL.md, "Data Files", "Add File and Remove File", "Per-file Statistics").
 //
-// schema is the file's Parquet schema (normally from ParquetSchema). cols[i] holds the
-// values of leaf column i in schema.Columns() order, each carrying its repetition and
-// definition levels and column index (parquet.Value.Level); every column must describe
-// numRows rows (values with repetition level 0). The file is encoded in memory by
-// encodeParquetFile (pqencode.go: one row group, DataPage V1, PLAIN values, RLE levels,
-// the table's codec; statistics gathered in the same pass) and stored under the name part-00000-<uuid>-c000.<codec>.parquet, using Put
-// semantics (the name is unique). The add action has the exact size in bytes,
-// modificationTime in ms, dataChange true and stats JSON (numRecords, minValues,
-// maxValues, nullCount keyed by physical names).
+// schema is the file's Parquet schema (normally from ParquetSchema). cols[i] holds leaf
+// column i in schema.Columns() order, in either form of package column: levelled (each
+// value carrying its repetition and definition levels and column index,
+// parquet.Value.Level; any leaf) or dense (one set value per row, column.Bits, of a
+// non-repeated BOOLEAN, INT32, INT64, FLOAT or DOUBLE leaf at its maximum definition
+// level, the column's Leaf being the schema's leaf). Every column must describe numRows
+// rows (levelled: values with repetition level 0; dense: numRows words). The file is
+// encoded in memory by encodeParquetFile (pqencode.go and, for dense columns,
+// pqdense.go: one row group, DataPage V1, PLAIN values, RLE levels, the table's codec;
+// statistics gathered in the same pass) and stored under the name
+// part-00000-<uuid>-c000.<codec>.parquet, using Put semantics (the name is unique). The
+// add action has the exact size in bytes, modificationTime in ms, dataChange true and
+// stats JSON (numRecords, minValues, maxValues, nullCount keyed by physical names). A
+// dense column gives the file bytes and stats its values give levelled
+// (TestWriteColumnsDenseSameBytes).
 //
-// It returns an error, and writes nothing, when the columns do not match the schema or
-// disagree on the number of rows, or when the codec is unknown.
-func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema, cols [][]parquet.Value, numRows int, opts FileOptions) (deltalog.Add, error) {
+// It returns an error, and writes nothing, when the columns do not match the schema
+// (a dense column: its leaf's kind, maximum definition level or column index differs
+// from the schema's, or the leaf is repeated) or disagree on the number of rows, or when
+// the codec is unknown.
+func WriteColumns(ctx context.Context, st storage.Store, schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (deltalog.Add, error) {
 	if opts.Schema == nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: FileOptions.Schema is nil")
 	}
@@ -121,6 +129,18 @@ func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema
 	}, nil
 }
 
+// WriteDataFile is WriteColumns for levelled columns (column.Levelled): cols[i] holds the
+// values of leaf column i in schema.Columns() order, each carrying its repetition and
+// definition levels and column index (parquet.Value.Level). Same file, add action and
+// errors as WriteColumns.
+func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema, cols [][]parquet.Value, numRows int, opts FileOptions) (deltalog.Add, error) {
+	lc := make([]column.Column, len(cols))
+	for i, c := range cols {
+		lc[i] = column.Levelled(c)
+	}
+	return WriteColumns(ctx, st, schema, lc, numRows, opts)
+}
+
 // compressionCodec maps delta.parquet.compression.codec to a parquet-go codec and the
 // file name infix Spark uses (".snappy", ".zstd", ".gz", "").
 func compressionCodec(conf map[string]string) (compress.Codec, string, error) {
@@ -136,27 +156,4 @@ func compressionCodec(conf map[string]string) (compress.Codec, string, error) {
 	default:
 		return nil, "", fmt.Errorf("read %s: codec %q is not supported (snappy, zstd, gzip, uncompressed)", deltalog.PropCompressionCodec, c)
 	}
-}
-
-// WriteColumns is WriteDataFile for columns in either form of package column: cols[i]
-// holds leaf column i in schema.Columns() order, levelled (each value with its levels and
-// column index) or dense (one set value per row of a non-repeated BOOLEAN, INT32, INT64,
-// FLOAT or DOUBLE leaf at its maximum definition level). The file, its add action and
-// its errors are exactly WriteDataFile's for the same values in the levelled form.
-func WriteColumns(ctx context.Context, st storage.Store, schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (deltalog.Add, error) {
-	// The levelled form of every column (the encoder reads parquet.Values).
-	vals := make([][]parquet.Value, len(cols))
-	for i := range cols {
-		c := &cols[i]
-		if !c.IsDense() {
-			vals[i] = c.Values
-			continue
-		}
-		vs := make([]parquet.Value, c.Len())
-		for j := range vs {
-			vs[j] = c.At(j)
-		}
-		vals[i] = vs
-	}
-	return WriteDataFile(ctx, st, schema, vals, numRows, opts)
 }

@@ -268,7 +268,7 @@ func TestStatsColumnMappingAndLimits(t *testing.T) {
 		{map[string]string{deltalog.PropNumIndexedCols: "1"}, `{"numRecords":2,"minValues":{"col-1":-5},"maxValues":{"col-1":5},"nullCount":{"col-1":0}}`},
 		{map[string]string{deltalog.PropStatsColumns: "s.b"}, `{"numRecords":2,"minValues":{"col-2":{"col-3":"abc"}},"maxValues":{"col-2":{"col-3":"` + strings.Repeat("x", 32) + "\x7f" + `"}},"nullCount":{"col-2":{"col-3":0}}}`},
 	} {
-		got, err := computeStats(pq, cols, 2, FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingName, Configuration: tc.conf})
+		got, err := computeStats(pq, levelled(cols), 2, FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingName, Configuration: tc.conf})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,19 +20,26 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/ingestd/ingestd/deltawriter/column"
 )
 
 // ingestd's Parquet encoder (Parquet format spec: "File format", "Data pages",
 // "Encodings" PLAIN, RLE/bit-packing hybrid and RLE_DICTIONARY; checklist Parquet
 // section).
 //
-// It writes the column values handed to WriteDataFile straight into DataPage V1 pages,
-// one row group per file, in one pass per column that also validates the values and
-// gathers the statistics (null count, typed min/max) used both for the Parquet footer
-// and for the Delta add.stats. There is no per-value interface call, no intermediate
+// It writes the columns handed to WriteColumns (and WriteDataFile) straight into
+// DataPage V1 pages, one row group per file, in one pass per column that also validates
+// the values and gathers the statistics (null count, typed min/max) used both for the
+// Parquet footer and for the Delta add.stats. There is no per-value interface call, no intermediate
 // column buffer and no second pass over the values: parquet-go's ColumnWriter copies
 // every value into a column buffer, recomputes page bounds and compares through
 // parquet.Value per value, which is most of its cost (BENCHMARKS.md "Parquet encode").
+// A column in the dense form of package column (one word per row of a non-repeated
+// fixed-width leaf, every row set) takes the dense pass of pqdense.go instead: validated
+// once per column, its definition levels written as runs, its values straight from the
+// words; the bytes are those of the levelled pass over the same values
+// (TestWriteColumnsDenseSameBytes).
 //
 // Layout written:
 //   - "PAR1", then per leaf column (schema.Columns() order) its dictionary page, if
@@ -82,7 +89,7 @@ type leafInfo struct {
 	signedFL bool // FIXED_LEN_BYTE_ARRAY holding a decimal: signed order
 }
 
-func leafInfos(schema *parquet.Schema, cols [][]parquet.Value, numRows int) ([]leafInfo, error) {
+func leafInfos(schema *parquet.Schema, cols []column.Column, numRows int) ([]leafInfo, error) {
 	leaves := schema.Columns()
 	if len(cols) != len(leaves) {
 		return nil, fmt.Errorf("got %d columns, schema has %d leaf columns", len(cols), len(leaves))
@@ -128,7 +135,11 @@ type columnEncoder struct {
 	hdr     bytes.Buffer
 	henc    *thrift.Encoder
 
-	// dictionary encoding of the current BYTE_ARRAY column (dictOn)
+	// denseDefs: the current column is dense, every level entry at the maximum
+	// definition level; flushPage writes the level runs without e.defs
+	denseDefs bool
+
+	// dictionary encoding of the current BYTE_ARRAY, INT32 or INT64 column (dictOn)
 	dictOn    bool
 	dict      bytesDict // BYTE_ARRAY entries
 	dictN     intDict   // INT32 / INT64 entries by their bits
@@ -394,10 +405,16 @@ func (e *columnEncoder) release() {
 	encoders.Put(e)
 }
 
-// column validates vals against leaf (levels within bounds, non-null exactly at the
+// column validates c against leaf (levels within bounds, non-null exactly at the
 // maximum definition level, the leaf's physical kind and width, the column index, and
-// numRows rows), summarises it, and, when encoding, appends its pages to e.out.
-func (e *columnEncoder) column(ci int, leaf *leafInfo, vals []parquet.Value, numRows int) (colSummary, error) {
+// numRows rows), summarises it, and, when encoding, appends its pages to e.out. A dense
+// c takes the dense pass (denseColumn); the summary's lo and hi index c's entries
+// (c.At) in either form.
+func (e *columnEncoder) column(ci int, leaf *leafInfo, c *column.Column, numRows int) (colSummary, error) {
+	if c.IsDense() {
+		return e.denseColumn(ci, leaf, c, numRows)
+	}
+	vals := c.Values
 	switch leaf.kind {
 	case parquet.ByteArray, parquet.Int32, parquet.Int64:
 		if !e.encode || !e.dictionaryPays(vals, leaf.kind, leaf.maxDef) {
@@ -416,19 +433,8 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 	name := func() string { return strings.Join(leaf.path, ".") }
 	maxRep, maxDef := leaf.maxRep, leaf.maxDef
 	kind := leaf.kind
-	e.reps, e.defs, e.vals = e.reps[:0], e.defs[:0], e.vals[:0]
-	e.numValues, e.uncompressed, e.pages, e.firstPage = 0, 0, 0, int64(len(e.out))
-	e.dataPage = e.firstPage
-	e.dictOn = dict
-	if dict {
-		e.dict.reset()
-		e.dictN.reset()
-		e.dictVals, e.dictFirst, e.idx = e.dictVals[:0], e.dictFirst[:0], e.idx[:0]
-		e.fileOut, e.out = e.out, e.dataPages[:0]
-		defer func() { // back to the file buffer, also on errors
-			e.dataPages, e.out, e.fileOut = e.out, e.fileOut, nil
-		}()
-	}
+	e.beginChunk(dict, false)
+	defer e.endChunk(dict) // back to the file buffer, also on errors
 	rows, pageStart, pageNulls, nbits := 0, 0, 0, 0
 	// the current minimum and maximum (of s.lo and s.hi), kept unpacked
 	var loI, hiI int64
@@ -666,6 +672,32 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 	return s, nil
 }
 
+// beginChunk resets the per-chunk state for a pass over one column (dense: denseDefs);
+// with dict, the data pages go to e.dataPages until writeDictionary has put the
+// dictionary page before them. Call endChunk when the pass ends, also on errors.
+func (e *columnEncoder) beginChunk(dict, dense bool) {
+	// e.idx too when not dict: a dictionary pass abandoned for PLAIN (errDictFull)
+	// leaves its last page's indexes, which the page-cut test would count
+	e.reps, e.defs, e.vals, e.idx = e.reps[:0], e.defs[:0], e.vals[:0], e.idx[:0]
+	e.numValues, e.uncompressed, e.pages, e.firstPage = 0, 0, 0, int64(len(e.out))
+	e.dataPage = e.firstPage
+	e.dictOn, e.denseDefs = dict, dense
+	if dict {
+		e.dict.reset()
+		e.dictN.reset()
+		e.dictVals, e.dictFirst = e.dictVals[:0], e.dictFirst[:0]
+		e.fileOut, e.out = e.out, e.dataPages[:0]
+	}
+}
+
+// endChunk puts the file buffer back after a dictionary pass (beginChunk).
+func (e *columnEncoder) endChunk(dict bool) {
+	if dict {
+		e.dataPages, e.out, e.fileOut = e.out, e.fileOut, nil
+	}
+	e.denseDefs = false
+}
+
 // writeDictionary writes the dictionary page to the file buffer followed by the data
 // pages buffered while it grew.
 func (e *columnEncoder) writeDictionary() error {
@@ -735,7 +767,9 @@ func (e *columnEncoder) flushPage(leaf *leafInfo, n, nulls int) error {
 		}
 	}
 	if leaf.maxDef > 0 {
-		if body, err = e.appendLevels(body, e.defs, leaf.maxDef); err != nil {
+		if e.denseDefs {
+			body = appendConstLevels(body, n, leaf.maxDef)
+		} else if body, err = e.appendLevels(body, e.defs, leaf.maxDef); err != nil {
 			return err
 		}
 	}
@@ -793,8 +827,8 @@ func (e *columnEncoder) flushPage(leaf *leafInfo, n, nulls int) error {
 	return nil
 }
 
-// chunkMetadata returns the footer entry of the column chunk just encoded.
-func (e *columnEncoder) chunkMetadata(leaf *leafInfo, vals []parquet.Value, s colSummary) format.ColumnChunk {
+// chunkMetadata returns the footer entry of the column chunk just encoded from c.
+func (e *columnEncoder) chunkMetadata(leaf *leafInfo, c *column.Column, s colSummary) format.ColumnChunk {
 	encs := []format.Encoding{format.Plain}
 	if leaf.maxRep > 0 || leaf.maxDef > 0 || e.dictOn {
 		encs = append(encs, format.RLE)
@@ -826,7 +860,7 @@ func (e *columnEncoder) chunkMetadata(leaf *leafInfo, vals []parquet.Value, s co
 		md.Codec = e.codec.CompressionCodec()
 	}
 	if s.have {
-		md.Statistics.MinValue, md.Statistics.MaxValue = footerBounds(leaf, vals[s.lo], vals[s.hi], s.nonFinite)
+		md.Statistics.MinValue, md.Statistics.MaxValue = footerBounds(leaf, c.At(s.lo), c.At(s.hi), s.nonFinite)
 	}
 	return format.ColumnChunk{FileOffset: e.firstPage, MetaData: md}
 }
@@ -883,7 +917,7 @@ func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte,
 	return nil, nil
 }
 
-// encodeParquetFile validates and encodes cols (see WriteDataFile) as one Parquet file
+// encodeParquetFile validates and encodes cols (see WriteColumns) as one Parquet file
 // with codec. It returns the encoder holding the file's bytes in e.out (call release
 // once they are written) and the per-column summaries.
 //
@@ -893,7 +927,7 @@ func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte,
 // GOMAXPROCS encode goroutines between them; with GOMAXPROCS=1, a file of fewer than
 // parallelMinValues values or no helper free, it runs inline as one pass. The bytes
 // written are the same either way (TestEncodeParallelSameBytes).
-func encodeParquetFile(schema *parquet.Schema, cols [][]parquet.Value, numRows int, codec compress.Codec) (e *columnEncoder, sums []colSummary, err error) {
+func encodeParquetFile(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec) (e *columnEncoder, sums []colSummary, err error) {
 	helpers := 0
 	if len(cols) > 1 && countValues(cols) >= parallelMinValues {
 		helpers = acquireHelpers(len(cols) - 1)
@@ -902,15 +936,16 @@ func encodeParquetFile(schema *parquet.Schema, cols [][]parquet.Value, numRows i
 	return encodeParquetFileWith(schema, cols, numRows, codec, helpers)
 }
 
-// parallelMinValues is the number of column values (all leaves) below which a file is
+// parallelMinValues is the number of column entries (all leaves: level entries of a
+// levelled column, rows of a dense one) below which a file is
 // encoded inline: starting a helper costs about a microsecond, a column of a few thousand
 // values tens of them.
 const parallelMinValues = 16 << 10
 
-func countValues(cols [][]parquet.Value) int {
+func countValues(cols []column.Column) int {
 	n := 0
-	for _, c := range cols {
-		n += len(c)
+	for i := range cols {
+		n += cols[i].Len()
 	}
 	return n
 }
@@ -953,7 +988,7 @@ type encodedChunk struct {
 }
 
 // encodeParquetFileWith is encodeParquetFile with helpers extra goroutines (0: inline).
-func encodeParquetFileWith(schema *parquet.Schema, cols [][]parquet.Value, numRows int, codec compress.Codec, helpers int) (e *columnEncoder, sums []colSummary, err error) {
+func encodeParquetFileWith(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec, helpers int) (e *columnEncoder, sums []colSummary, err error) {
 	leaves, err := leafInfos(schema, cols, numRows)
 	if err != nil {
 		return nil, nil, err
@@ -970,10 +1005,10 @@ func encodeParquetFileWith(schema *parquet.Schema, cols [][]parquet.Value, numRo
 	var totalUncompressed int64
 	if helpers = min(helpers, len(leaves)-1); helpers <= 0 {
 		for i := range leaves {
-			if sums[i], err = e.column(i, &leaves[i], cols[i], numRows); err != nil {
+			if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
 				return nil, nil, err
 			}
-			chunks[i] = e.chunkMetadata(&leaves[i], cols[i], sums[i])
+			chunks[i] = e.chunkMetadata(&leaves[i], &cols[i], sums[i])
 			totalUncompressed += e.uncompressed
 		}
 	} else if totalUncompressed, err = e.encodeColumnsParallel(leaves, cols, numRows, codec, helpers, sums, chunks); err != nil {
@@ -1019,7 +1054,7 @@ func encodeParquetFileWith(schema *parquet.Schema, cols [][]parquet.Value, numRo
 // Memory: the workers' buffers hold the encoded chunks (the file's size in all) until
 // they are copied into e.out, so the file is held twice for the copy, plus each worker's
 // page buffers (about 3 × pageTargetBytes and a dictionary of at most dictMaxBytes).
-func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols [][]parquet.Value, numRows int, codec compress.Codec, helpers int,
+func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols []column.Column, numRows int, codec compress.Codec, helpers int,
 	sums []colSummary, chunks []format.ColumnChunk) (int64, error) {
 	res := make([]encodedChunk, len(leaves))
 	workers := make([]*columnEncoder, helpers+1)
@@ -1040,14 +1075,14 @@ func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols [][]parque
 				return
 			}
 			start := len(w.out)
-			s, err := w.column(i, &leaves[i], cols[i], numRows)
+			s, err := w.column(i, &leaves[i], &cols[i], numRows)
 			if err != nil {
 				res[i].err = err
 				failed.Store(true)
 				return
 			}
 			sums[i] = s
-			res[i] = encodedChunk{enc: w, start: start, end: len(w.out), md: w.chunkMetadata(&leaves[i], cols[i], s),
+			res[i] = encodedChunk{enc: w, start: start, end: len(w.out), md: w.chunkMetadata(&leaves[i], &cols[i], s),
 				dict: w.dictOn, uncompressed: w.uncompressed}
 		}
 	}
@@ -1083,7 +1118,7 @@ func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols [][]parque
 }
 
 // summarizeColumns validates cols and returns their summaries without encoding.
-func summarizeColumns(schema *parquet.Schema, cols [][]parquet.Value, numRows int) ([]colSummary, error) {
+func summarizeColumns(schema *parquet.Schema, cols []column.Column, numRows int) ([]colSummary, error) {
 	leaves, err := leafInfos(schema, cols, numRows)
 	if err != nil {
 		return nil, err
@@ -1092,7 +1127,7 @@ func summarizeColumns(schema *parquet.Schema, cols [][]parquet.Value, numRows in
 	defer e.release()
 	sums := make([]colSummary, len(leaves))
 	for i := range leaves {
-		if sums[i], err = e.column(i, &leaves[i], cols[i], numRows); err != nil {
+		if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
 			return nil, err
 		}
 	}

@@ -149,7 +149,7 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 
 	for _, codec := range []compress.Codec{snappyCodec{}, zstdCodec, &parquet.Uncompressed} {
 		t.Run(codec.String(), func(t *testing.T) {
-			enc, sums, err := encodeParquetFile(pq, cols, n, codec)
+			enc, sums, err := encodeParquetFile(pq, levelled(cols), n, codec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,7 +268,7 @@ func TestEncodeZeroBoundsAndNaN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := encodeParquetFile(pq, cols, 2, snappyCodec{})
+	enc, _, err := encodeParquetFile(pq, levelled(cols), 2, snappyCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestEncodeDictionaryAfterNullOnlyPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := encodeParquetFile(pq, cols, len(rows), snappyCodec{})
+	enc, _, err := encodeParquetFile(pq, levelled(cols), len(rows), snappyCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestEncodeOmitsLongFooterBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := encodeParquetFile(pq, cols, 2, snappyCodec{})
+	enc, _, err := encodeParquetFile(pq, levelled(cols), 2, snappyCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,14 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
 // Per-file statistics (PROTOCOL.md, "Per-file Statistics"; checklist §1.3), computed
-// from the column values handed to WriteDataFile (never from the Parquet footer: its
-// decimal min/max on FIXED_LEN_BYTE_ARRAY are wrong in parquet-go v0.32.0).
+// from the columns handed to WriteColumns or WriteDataFile, levelled or dense (never from
+// the Parquet footer: its decimal min/max on FIXED_LEN_BYTE_ARRAY are wrong in parquet-go
+// v0.32.0).
 //
 //   - numRecords always; nullCount for every indexed leaf (a null parent struct counts as
 //     a null leaf) and for arrays and maps (rows where the array/map itself is null);
@@ -89,7 +91,7 @@ func (o ordered) MarshalJSON() ([]byte, error) {
 
 type statsBuilder struct {
 	schema  *parquet.Schema
-	cols    [][]parquet.Value
+	cols    []column.Column
 	sums    []colSummary // per leaf column, from the encode pass
 	numRows int
 	cfg     statsConfig
@@ -101,7 +103,7 @@ type statsBuilder struct {
 }
 
 // computeStats validates cols and returns the stats JSON of a file holding them.
-func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, opts FileOptions) (string, error) {
+func computeStats(schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (string, error) {
 	sums, err := summarizeColumns(schema, cols, numRows)
 	if err != nil {
 		return "", err
@@ -110,9 +112,9 @@ func computeStats(schema *parquet.Schema, cols [][]parquet.Value, numRows int, o
 }
 
 // statsFromSummaries returns the stats JSON from the per-column summaries of the encode
-// pass (sums[i] for leaf column i); cols is read only for the null rows of arrays and
-// maps.
-func statsFromSummaries(schema *parquet.Schema, cols [][]parquet.Value, sums []colSummary, numRows int, opts FileOptions) (string, error) {
+// pass (sums[i] for leaf column i); cols is read only for the values sums index and the
+// null rows of arrays and maps.
+func statsFromSummaries(schema *parquet.Schema, cols []column.Column, sums []colSummary, numRows int, opts FileOptions) (string, error) {
 	cfg, err := newStatsConfig(opts.Configuration)
 	if err != nil {
 		return "", err
@@ -188,7 +190,7 @@ func (b *statsBuilder) structStats(st *deltalog.StructType, phys []string, logic
 		if leaf.MaxRepetitionLevel != 0 {
 			continue
 		}
-		nc, lo, hi := b.leafStats(f.Type, b.cols[leaf.ColumnIndex], b.sums[leaf.ColumnIndex])
+		nc, lo, hi := b.leafStats(f.Type, &b.cols[leaf.ColumnIndex], b.sums[leaf.ColumnIndex])
 		nulls = append(nulls, kv{name, nc})
 		if lo != nil && hi != nil {
 			mins = append(mins, kv{name, lo})
@@ -248,10 +250,18 @@ func (b *statsBuilder) firstLeaf(path []string) (int, bool) {
 }
 
 // countNullRows counts rows whose value at definition level def is null, looking at the
-// first value of each row in column col.
+// first value of each row in column col (a dense column has every row at its leaf's
+// maximum definition level).
 func (b *statsBuilder) countNullRows(col, def int) int {
+	c := &b.cols[col]
+	if c.IsDense() {
+		if c.Leaf().MaxDef < def {
+			return c.Len()
+		}
+		return 0
+	}
 	n := 0
-	for _, v := range b.cols[col] {
+	for _, v := range c.Values {
 		if v.RepetitionLevel() == 0 && v.DefinitionLevel() < def {
 			n++
 		}
@@ -260,11 +270,11 @@ func (b *statsBuilder) countNullRows(col, def int) int {
 }
 
 // leafStats returns the null count and, when defined, the JSON-ready min and max of a
-// non-repeated leaf column from its summary s (vals are the column's values, indexed by
-// s.lo and s.hi). Min/max exist for numeric, date, timestamp, string and decimal
+// non-repeated leaf column from its summary s (c is the column, whose entries s.lo and
+// s.hi index). Min/max exist for numeric, date, timestamp, string and decimal
 // columns, not for boolean and binary ones, nor for all-null columns or floating
 // columns holding NaN or ±Inf.
-func (b *statsBuilder) leafStats(t deltalog.DataType, vals []parquet.Value, s colSummary) (int, any, any) {
+func (b *statsBuilder) leafStats(t deltalog.DataType, c *column.Column, s colSummary) (int, any, any) {
 	ordered := false
 	switch t := t.(type) {
 	case deltalog.PrimitiveType:
@@ -279,7 +289,7 @@ func (b *statsBuilder) leafStats(t deltalog.DataType, vals []parquet.Value, s co
 	if !ordered || !s.have || s.nonFinite {
 		return s.nulls, nil, nil
 	}
-	mn, mx := b.format(t, vals[s.lo], false), b.format(t, vals[s.hi], true)
+	mn, mx := b.format(t, c.At(s.lo), false), b.format(t, c.At(s.hi), true)
 	if mn == nil || mx == nil {
 		return s.nulls, nil, nil
 	}
