@@ -171,8 +171,10 @@ func errEnumIndex(v int32, n int, path string) error {
 }
 
 // runFields runs a record's steps at repetition level r. buf and pos stay in locals across
-// the inline steps (s.pos is synchronised around calls), and every inline step ends in
-// the one append at put.
+// the inline steps (s.pos is synchronised around calls). A set fixed-width value of a
+// dense column is appended as its word (column.Bits) where it is decoded; every other
+// inline step ends in the one levelled append at put (which turns a dense column
+// levelled at its first null).
 func (s *state) runFields(ops []fieldOp, r int) error {
 	buf, pos, cols := s.buf, s.pos, s.cols
 	rep := int(uint8(r)) // r ≤ parquet.MaxRepetitionLevel (compiler.leaf): no range check
@@ -221,6 +223,10 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 					return withField(err, o.path)
 				}
 			}
+			if p := &cols[o.col]; p.IsDense() {
+				p.Dense = append(p.Dense, uint64(x))
+				continue
+			}
 			v = parquet.Int64Value(x)
 		case opInt32:
 			var x int32
@@ -231,13 +237,22 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			} else if x, pos, err = int32Slow(buf, pos); err != nil {
 				return withField(err, o.path)
 			}
+			if p := &cols[o.col]; p.IsDense() {
+				p.Dense = append(p.Dense, uint64(uint32(x)))
+				continue
+			}
 			v = parquet.Int32Value(x)
 		case opDouble:
 			if len(buf)-pos < 8 {
 				return withField(truncated(), o.path)
 			}
-			v = parquet.DoubleValue(float64frombits(buf[pos:]))
+			w := binary.LittleEndian.Uint64(buf[pos:]) // the IEEE 754 bits: the dense word
 			pos += 8
+			if p := &cols[o.col]; p.IsDense() {
+				p.Dense = append(p.Dense, w)
+				continue
+			}
+			v = parquet.DoubleValue(math.Float64frombits(w))
 		case opBool:
 			if uint(pos) >= uint(len(buf)) {
 				return withField(truncated(), o.path)
@@ -247,6 +262,10 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 				return withField(badBool(c), o.path)
 			}
 			pos++
+			if p := &cols[o.col]; p.IsDense() {
+				p.Dense = append(p.Dense, uint64(c)) // 0 or 1, checked above
+				continue
+			}
 			v = parquet.BooleanValue(c == 1)
 		case opString:
 			var n int64
@@ -293,6 +312,14 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 						return o.dec.exceeds()
 					}
 					pos += 1 + n
+					if p := &cols[o.col]; p.IsDense() {
+						if o.dec.p <= 9 {
+							p.Dense = append(p.Dense, uint64(uint32(int32(x))))
+						} else {
+							p.Dense = append(p.Dense, uint64(x))
+						}
+						continue
+					}
 					if o.dec.p <= 9 {
 						v = parquet.Int32Value(int32(x))
 					} else {
@@ -328,8 +355,7 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 		v.SetRepetitionLevel(rep)
 		v.SetDefinitionLevel(int(def))
 		v.SetColumnIndex(int(o.col & maxFastColumn))
-		p := &cols[o.col]
-		*p = append(*p, v)
+		appendLevelled(&cols[o.col], v)
 	}
 	s.pos = pos
 	return nil
@@ -513,8 +539,7 @@ func (s *state) array(o *fieldOp, r int) error {
 				v.SetRepetitionLevel(int(uint8(rep)))
 				v.SetDefinitionLevel(def)
 				v.SetColumnIndex(col)
-				p := &cols[col]
-				*p = append(*p, v)
+				appendLevelled(&cols[col], v) // never dense: a list's items are repeated
 				rep = int(o.inner)
 			}
 			s.pos = pos
