@@ -194,18 +194,25 @@ func (d *Decoder) decodeLevelled(s *state, payload []byte, cols [][]parquet.Valu
 		cols = append(cols, nil)
 	}
 	if cap(s.wrap) < d.ncols {
-		s.wrap = make([]column.Column, d.ncols)
+		s.wrap = make([]column.Column, d.ncols) // zero Columns: levelled, and stay so
 	}
-	w := s.wrap[:d.ncols]
+	w, in := s.wrap[:d.ncols], cols[:d.ncols]
+	// column.Levelled(in[i]), set in place: a wrap Column is only ever appended to
+	// levelled (no leaf, never Reset), so its other fields stay zero; assigning the one
+	// slice avoids copying whole Columns.
 	for i := range w {
-		w[i] = column.Levelled(cols[i])
+		w[i].Values = in[i]
 	}
 	err := d.decode(s, payload, w)
 	for i := range w {
-		cols[i] = w[i].Values
+		in[i], w[i].Values = w[i].Values, nil // the state keeps no reference to the caller's values
 	}
-	clear(w) // the state keeps no reference to the caller's values
 	return cols, err
+}
+
+// errLeaf is DecodeColumns' error for column i, dense for leaf got, of the decoder's leaf want.
+func errLeaf(i int, got, want column.Leaf) error {
+	return fmt.Errorf("decode record: column %d is dense for leaf %+v, the decoder writes leaf %+v: reset it with column.Leaves of the decoder's parquet schema", i, got, want)
 }
 
 // decode runs the decoder on s appending to cols (len(cols) == d.ncols) and, on any error,
@@ -215,13 +222,14 @@ func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 		s.lens = make([]int, d.ncols)
 	}
 	lens := s.lens[:d.ncols]
-	for i := range lens {
+	cols = cols[:len(lens)]
+	for i := range cols {
 		c := &cols[i]
-		n := c.Len()
-		if n == 0 && c.IsDense() && c.Leaf() != d.leaves[i] {
-			return fmt.Errorf("decode record: column %d is dense for leaf %+v, the decoder writes leaf %+v: reset it with column.Leaves of the decoder's parquet schema", i, c.Leaf(), d.leaves[i])
-		}
+		n := len(c.Values) + len(c.Dense) // c.Len(): one of the two is empty
 		lens[i] = n
+		if n == 0 && c.IsDense() && c.Leaf() != d.leaves[i] {
+			return errLeaf(i, c.Leaf(), d.leaves[i])
+		}
 	}
 	markCur, markNext := s.cur, s.next
 	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, s.alias
