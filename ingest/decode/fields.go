@@ -355,7 +355,13 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 		v.SetRepetitionLevel(rep)
 		v.SetDefinitionLevel(int(def))
 		v.SetColumnIndex(int(o.col & maxFastColumn))
-		appendLevelled(&cols[o.col], v)
+		// appendLevelled, written out: v is appended from where it is, not copied into a
+		// parameter first (a copy of its just-set level bytes stalls the load).
+		p := &cols[o.col]
+		if p.IsDense() {
+			p.ToLevelled()
+		}
+		p.Values = append(p.Values, v)
 	}
 	s.pos = pos
 	return nil
@@ -539,7 +545,11 @@ func (s *state) array(o *fieldOp, r int) error {
 				v.SetRepetitionLevel(int(uint8(rep)))
 				v.SetDefinitionLevel(def)
 				v.SetColumnIndex(col)
-				appendLevelled(&cols[col], v) // never dense: a list's items are repeated
+				p := &cols[col]
+				if p.IsDense() { // never: a list's items are repeated
+					p.ToLevelled()
+				}
+				p.Values = append(p.Values, v)
 				rep = int(o.inner)
 			}
 			s.pos = pos
