@@ -43,6 +43,8 @@ type fieldOp struct {
 	item    *fieldOp // opArray: the items (a leaf op, possibly opt)
 	minItem int      // opArray: smallest encoded size of one item
 
+	phys parquet.Kind // opLong, opInt32, opDouble, opBool, opDecimal (p ≤ 18): the leaf's physical type
+
 	path string // field path of errors
 	fn   emitFn // opCall
 }
@@ -154,6 +156,21 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 	}
 	c.bytesOut = c.bytesOut || o.kind == opString
 	o.col, o.def = uint16(col), uint8(def) // leaf checked both
+	switch o.kind {
+	case opLong:
+		o.phys = parquet.Int64
+	case opInt32:
+		o.phys = parquet.Int32
+	case opDouble:
+		o.phys = parquet.Double
+	case opBool:
+		o.phys = parquet.Boolean
+	case opDecimal:
+		o.phys = parquet.Int64
+		if o.dec.p <= 9 {
+			o.phys = parquet.Int32
+		}
+	}
 	return o, true
 }
 
@@ -179,6 +196,7 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 	buf, pos, cols := s.buf, s.pos, s.cols
 	rep := int(uint8(r)) // r ≤ parquet.MaxRepetitionLevel (compiler.leaf): no range check
 	var v parquet.Value  // the value of the step; every path to put sets it
+	var w uint64         // a fixed-width value's word (column.Bits); every path to word sets it
 	for i := range ops {
 		o := &ops[i]
 		def := o.def
@@ -223,11 +241,8 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 					return withField(err, o.path)
 				}
 			}
-			if p := &cols[o.col]; p.IsDense() {
-				p.Dense = append(p.Dense, uint64(x))
-				continue
-			}
-			v = parquet.Int64Value(x)
+			w = uint64(x)
+			goto word
 		case opInt32:
 			var x int32
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
@@ -237,22 +252,15 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			} else if x, pos, err = int32Slow(buf, pos); err != nil {
 				return withField(err, o.path)
 			}
-			if p := &cols[o.col]; p.IsDense() {
-				p.Dense = append(p.Dense, uint64(uint32(x)))
-				continue
-			}
-			v = parquet.Int32Value(x)
+			w = uint64(uint32(x))
+			goto word
 		case opDouble:
 			if len(buf)-pos < 8 {
 				return withField(truncated(), o.path)
 			}
-			w := binary.LittleEndian.Uint64(buf[pos:]) // the IEEE 754 bits: the dense word
+			w = binary.LittleEndian.Uint64(buf[pos:]) // the IEEE 754 bits
 			pos += 8
-			if p := &cols[o.col]; p.IsDense() {
-				p.Dense = append(p.Dense, w)
-				continue
-			}
-			v = parquet.DoubleValue(math.Float64frombits(w))
+			goto word
 		case opBool:
 			if uint(pos) >= uint(len(buf)) {
 				return withField(truncated(), o.path)
@@ -262,11 +270,8 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 				return withField(badBool(c), o.path)
 			}
 			pos++
-			if p := &cols[o.col]; p.IsDense() {
-				p.Dense = append(p.Dense, uint64(c)) // 0 or 1, checked above
-				continue
-			}
-			v = parquet.BooleanValue(c == 1)
+			w = uint64(c) // 0 or 1, checked above
+			goto word
 		case opString:
 			var n int64
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
@@ -312,20 +317,11 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 						return o.dec.exceeds()
 					}
 					pos += 1 + n
-					if p := &cols[o.col]; p.IsDense() {
-						if o.dec.p <= 9 {
-							p.Dense = append(p.Dense, uint64(uint32(int32(x))))
-						} else {
-							p.Dense = append(p.Dense, uint64(x))
-						}
-						continue
-					}
+					w = uint64(x)
 					if o.dec.p <= 9 {
-						v = parquet.Int32Value(int32(x))
-					} else {
-						v = parquet.Int64Value(x)
+						w = uint64(uint32(int32(x)))
 					}
-					break
+					goto word
 				}
 			}
 			s.pos = pos
@@ -355,13 +351,34 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 		v.SetRepetitionLevel(rep)
 		v.SetDefinitionLevel(int(def))
 		v.SetColumnIndex(int(o.col & maxFastColumn))
-		// appendLevelled, written out: v is appended from where it is, not copied into a
-		// parameter first (a copy of its just-set level bytes stalls the load).
-		p := &cols[o.col]
-		if p.IsDense() {
-			p.ToLevelled()
+		{
+			// appendLevelled, written out: v is appended from where it is, not copied
+			// into a parameter first (a copy of its just-set level bytes stalls the load).
+			p := &cols[o.col]
+			if p.IsDense() {
+				p.ToLevelled()
+			}
+			p.Values = append(p.Values, v)
 		}
-		p.Values = append(p.Values, v)
+		continue
+	word:
+		// A set fixed-width value: its word into a dense column, else its parquet.Value
+		// of the leaf's physical type (o.phys) at put.
+		if p := &cols[o.col]; p.IsDense() {
+			p.Dense = append(p.Dense, w)
+			continue
+		}
+		switch o.phys {
+		case parquet.Int64:
+			v = parquet.Int64Value(int64(w))
+		case parquet.Int32:
+			v = parquet.Int32Value(int32(uint32(w)))
+		case parquet.Double:
+			v = parquet.DoubleValue(math.Float64frombits(w))
+		default: // parquet.Boolean
+			v = parquet.BooleanValue(w != 0)
+		}
+		goto put
 	}
 	s.pos = pos
 	return nil
