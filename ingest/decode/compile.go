@@ -196,15 +196,16 @@ func (d *Decoder) decodeLevelled(s *state, payload []byte, cols [][]parquet.Valu
 	if cap(s.wrap) < d.ncols {
 		s.wrap = make([]column.Column, d.ncols) // zero Columns: levelled, and stay so
 	}
-	w, in := s.wrap[:d.ncols], cols[:d.ncols]
+	w := s.wrap[:d.ncols]
+	in := cols[:len(w)]
 	// column.Levelled(in[i]), set in place: a wrap Column is only ever appended to
 	// levelled (no leaf, never Reset), so its other fields stay zero; assigning the one
 	// slice avoids copying whole Columns.
-	for i := range w {
+	for i := range in {
 		w[i].Values = in[i]
 	}
 	err := d.decode(s, payload, w)
-	for i := range w {
+	for i := range in {
 		in[i], w[i].Values = w[i].Values, nil // the state keeps no reference to the caller's values
 	}
 	return cols, err
