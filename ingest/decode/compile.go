@@ -163,7 +163,9 @@ func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) (
 // no parquet.Value built; any other value, or any value of a levelled column, is
 // appended levelled, and a dense column turns levelled at its first null
 // (column.Column.ToLevelled) and stays so until its next Reset. Materialised with
-// column.Column.At, the entries appended are exactly the values DecodeWith appends.
+// column.Column.At, the entries appended are exactly the values DecodeWith appends (a
+// dense entry is at repetition level 0 and the leaf's maximum definition level: Parquet
+// format, "Nested Encoding"; the word is column.Bits of the value).
 //
 // Results, errors and the rollback are exactly DecodeWith's: on an error every column is
 // cut back to its length before the call (column.Column.Truncate; a column that turned
