@@ -1,7 +1,5 @@
 package decode
 
-import "github.com/parquet-go/parquet-go"
-
 // Arena is caller-held decoding state for Decoder.DecodeWith: the per-record scratch state
 // and the memory that decoded string, binary and wide-decimal (precision > 18) values live
 // in. By default a record (under 16 KiB) whose schema has string, bytes, fixed or map-key
@@ -32,8 +30,7 @@ import "github.com/parquet-go/parquet-go"
 //
 // The zero value is ready to use (copying).
 type Arena struct {
-	s   state
-	tmp [][]parquet.Value // DecodeColumns' levelled scratch
+	s state
 }
 
 // AliasPayloads makes every later DecodeWith through a append string, bytes, fixed and

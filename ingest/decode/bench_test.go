@@ -7,6 +7,8 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter/column"
 )
 
 // tenFields is the benchmark record: long, string, double, boolean, timestamp-micros,
@@ -69,6 +71,13 @@ func BenchmarkB1(b *testing.B) {
 	// same with a copying arena (the pipeline's path before issue 15's no-copy decode).
 	b.Run("ingestd", func(b *testing.B) { benchArena(b, ws, value, true, report) })
 	b.Run("ingestd-copy", func(b *testing.B) { benchArena(b, ws, value, false, report) })
+	// ingestd-dense: ingestd through DecodeColumns into columns Reset from
+	// column.Leaves (the typed column path, issue 15): the six fixed-width columns (id,
+	// score, active, ts, count, amount) are dense words. ingestd-columns-levelled: the
+	// same call into levelled columns (column.Levelled), so that the difference to
+	// ingestd-dense is the dense form alone.
+	b.Run("ingestd-dense", func(b *testing.B) { benchColumns(b, ws, value, true, report) })
+	b.Run("ingestd-columns-levelled", func(b *testing.B) { benchColumns(b, ws, value, false, report) })
 	// ingestd-noarena: Decode, whose copies are never reused (one 64 KiB chunk per ~400
 	// records); column buffers are reused as above.
 	b.Run("ingestd-noarena", func(b *testing.B) {
@@ -196,6 +205,57 @@ func benchArena(b *testing.B, ws *WriterSchema, value []byte, alias bool, report
 		}
 		if cols, err = d.DecodeWith(&arena, payload, cols); err != nil {
 			b.Fatal(err)
+		}
+	}
+	report(b)
+}
+
+// benchColumns is benchArena through DecodeColumns (an aliasing arena): into columns
+// Reset from the decoder's leaves for every batch (dense), or levelled ones.
+func benchColumns(b *testing.B, ws *WriterSchema, value []byte, dense bool, report func(*testing.B)) {
+	d, _ := mustCompile(b, ws, ws.Delta, "none")
+	cols := make([]column.Column, d.Columns())
+	var arena Arena
+	arena.AliasPayloads()
+	reset := func() {
+		for c := range cols {
+			if dense {
+				cols[c].Reset(d.leaves[c])
+			} else {
+				cols[c] = column.Levelled(cols[c].Values[:0])
+			}
+		}
+		arena.Reset()
+	}
+	reset()
+	for range b1Batch { // steady state, as in benchArena
+		_, payload, _ := ParseFrame(value)
+		if err := d.DecodeColumns(&arena, payload, cols); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%b1Batch == 0 {
+			reset()
+		}
+		_, payload, err := ParseFrame(value)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.DecodeColumns(&arena, payload, cols); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n := 0; dense {
+		for c := range cols {
+			if cols[c].IsDense() {
+				n++
+			}
+		}
+		if n != 6 {
+			b.Fatalf("%d dense columns, want 6", n)
 		}
 	}
 	report(b)

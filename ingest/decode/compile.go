@@ -22,9 +22,10 @@ type Decoder struct {
 	missing   []int     // leaf columns of table fields the writer lacks (null at level 0)
 	owned     bool      // values are sliced from the record's copy in the arena (state.owned)
 	ncols     int
-	topUnion  bool  // writer schema is a union of null and the record
-	nullIdx   int64 // index of the null branch when topUnion, else -1
-	recordIdx int64 // index of the record branch when topUnion
+	leaves    []column.Leaf // every leaf column of pq (column.Leaves), for DecodeColumns' check
+	topUnion  bool          // writer schema is a union of null and the record
+	nullIdx   int64         // index of the null branch when topUnion, else -1
+	recordIdx int64         // index of the record branch when topUnion
 	pool      sync.Pool
 }
 
@@ -95,7 +96,7 @@ func compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.Col
 	if len(all) != ncols {
 		return nil, fmt.Errorf("compile decoder: parquet schema has %d leaf columns, the table %d", ncols, len(all))
 	}
-	d := &Decoder{ops: ops, missing: missing, owned: c.bytesOut, ncols: ncols, nullIdx: -1, recordIdx: 0}
+	d := &Decoder{ops: ops, missing: missing, owned: c.bytesOut, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
 	if u, ok := deref(writer.Avro).(*avro.UnionSchema); ok {
 		d.topUnion = true
 		for i, b := range u.Types() {
@@ -133,7 +134,7 @@ func (d *Decoder) Columns() int { return d.ncols }
 // bounded multiple of the payload length.
 func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
 	s := d.pool.Get().(*state)
-	cols, err := d.decode(s, payload, cols)
+	cols, err := d.decodeLevelled(s, payload, cols)
 	d.pool.Put(s)
 	return cols, err
 }
@@ -152,21 +153,86 @@ func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) (
 	if a.s.retain == 0 {
 		a.s.retain = arenaRetainChunks
 	}
+	return d.decodeLevelled(&a.s, payload, cols)
+}
+
+// DecodeColumns is DecodeWith appending to columns of package column: cols[i] holds leaf
+// column i of the decoder's Parquet schema (len(cols) must be Columns()), each Reset by
+// the caller for its leaf, column.Leaves(pq)[i], or holding values appended since. A set
+// value of a column that IsDense is appended as its word (column.Column.AppendDense) with
+// no parquet.Value built; any other value, or any value of a levelled column, is
+// appended levelled, and a dense column turns levelled at its first null
+// (column.Column.ToLevelled) and stays so until its next Reset. Materialised with
+// column.Column.At, the entries appended are exactly the values DecodeWith appends (a
+// dense entry is at repetition level 0 and the leaf's maximum definition level: Parquet
+// format, "Nested Encoding"; the word is column.Bits of the value).
+//
+// Results, errors and the rollback are exactly DecodeWith's: on an error every column is
+// cut back to its length before the call (column.Column.Truncate; a column that turned
+// levelled in the failed record stays levelled) and nothing is appended. Besides
+// DecodeWith's errors: len(cols) other than Columns(), or an empty dense column Reset for
+// another leaf than the decoder's, is an error before anything is read.
+func (d *Decoder) DecodeColumns(a *Arena, payload []byte, cols []column.Column) error {
+	if len(cols) != d.ncols {
+		return fmt.Errorf("decode record: got %d columns, the decoder writes %d", len(cols), d.ncols)
+	}
+	if a == nil {
+		s := d.pool.Get().(*state)
+		err := d.decode(s, payload, cols)
+		d.pool.Put(s)
+		return err
+	}
+	if a.s.retain == 0 {
+		a.s.retain = arenaRetainChunks
+	}
 	return d.decode(&a.s, payload, cols)
 }
 
-// decode runs the decoder on s and, on any error, cuts the columns and the arena back to
-// where they were.
-func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
+// decodeLevelled is decode on cols wrapped as levelled Columns (column.Levelled, no copy):
+// cols is grown to Columns() if shorter, and each slice is taken back from its Column
+// after the call, appended to or cut back.
+func (d *Decoder) decodeLevelled(s *state, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
 	for len(cols) < d.ncols {
 		cols = append(cols, nil)
 	}
+	if cap(s.wrap) < d.ncols {
+		s.wrap = make([]column.Column, d.ncols) // zero Columns: levelled, and stay so
+	}
+	w := s.wrap[:d.ncols]
+	in := cols[:len(w)]
+	// column.Levelled(in[i]), set in place: a wrap Column is only ever appended to
+	// levelled (no leaf, never Reset), so its other fields stay zero; assigning the one
+	// slice avoids copying whole Columns.
+	for i := range in {
+		w[i].Values = in[i]
+	}
+	err := d.decode(s, payload, w)
+	for i := range in {
+		in[i], w[i].Values = w[i].Values, nil // the state keeps no reference to the caller's values
+	}
+	return cols, err
+}
+
+// errLeaf is DecodeColumns' error for column i, dense for leaf got, of the decoder's leaf want.
+func errLeaf(i int, got, want column.Leaf) error {
+	return fmt.Errorf("decode record: column %d is dense for leaf %+v, the decoder writes leaf %+v: reset it with column.Leaves of the decoder's parquet schema", i, got, want)
+}
+
+// decode runs the decoder on s appending to cols (len(cols) == d.ncols) and, on any error,
+// cuts the columns and the arena back to where they were.
+func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 	if cap(s.lens) < d.ncols {
 		s.lens = make([]int, d.ncols)
 	}
 	lens := s.lens[:d.ncols]
-	for i, c := range cols[:len(lens)] {
-		lens[i] = len(c)
+	cols = cols[:len(lens)]
+	for i := range cols {
+		c := &cols[i]
+		n := len(c.Values) + len(c.Dense) // c.Len(): one of the two is empty
+		lens[i] = n
+		if n == 0 && c.IsDense() && c.Leaf() != d.leaves[i] {
+			return errLeaf(i, c.Leaf(), d.leaves[i])
+		}
 	}
 	markCur, markNext := s.cur, s.next
 	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, s.alias
@@ -187,14 +253,14 @@ func (d *Decoder) decode(s *state, payload []byte, cols [][]parquet.Value) ([][]
 	if err != nil {
 		// No partial row (ErrNullRecord appended nothing).
 		for i, n := range lens {
-			cols[i] = cols[i][:n]
+			cols[i].Truncate(n)
 		}
 		// The bytes handed out since the mark (the record's copy included) belong to
 		// values just cut off, or to none.
 		s.cur, s.next = markCur, markNext
 	}
 	s.buf, s.cols = nil, nil
-	return cols, err
+	return err
 }
 
 // run decodes one record from s. The deferred recover is the last line of defence (no
@@ -1237,39 +1303,4 @@ func decimalBytes(precision int) int {
 func generated(f *deltalog.StructField) bool {
 	_, ok := f.Metadata[deltalog.MetaGenerationExpression]
 	return ok
-}
-
-// DecodeColumns is DecodeWith appending to columns of package column: cols[i] holds leaf
-// column i (len(cols) must be Columns(), each Reset for its leaf by the caller). Each
-// value goes into its column's form (column.Column.Append: a dense column takes a set
-// value as one word, and turns levelled at its first null). Results, errors and the
-// rollback are exactly DecodeWith's: on an error every column is cut back to its length
-// before the call (column.Column.Truncate), and a column that turned levelled in the
-// failed record stays levelled.
-func (d *Decoder) DecodeColumns(a *Arena, payload []byte, cols []column.Column) error {
-	if len(cols) != d.ncols {
-		return fmt.Errorf("decode record: got %d columns, the decoder writes %d", len(cols), d.ncols)
-	}
-	if a == nil {
-		a = new(Arena)
-	}
-	tmp := a.tmp
-	for len(tmp) < d.ncols {
-		tmp = append(tmp, nil)
-	}
-	tmp = tmp[:d.ncols]
-	for i := range tmp {
-		tmp[i] = tmp[i][:0]
-	}
-	tmp, err := d.DecodeWith(a, payload, tmp)
-	a.tmp = tmp
-	if err != nil {
-		return err
-	}
-	for i, vs := range tmp {
-		for _, v := range vs {
-			cols[i].Append(v)
-		}
-	}
-	return nil
 }

@@ -68,7 +68,7 @@ func TestDecodeOlderWriterIntoWiderTable(t *testing.T) {
 
 	var cols [][]parquet.Value
 	var err error
-	cols, err = d2.Decode(mustMarshal(t, v2.Avro, map[string]any{"id": int64(1), "name": "Ann", "age": 41, "tier": "gold"}), cols)
+	cols, err = decodeCase(t, d2, mustMarshal(t, v2.Avro, map[string]any{"id": int64(1), "name": "Ann", "age": 41, "tier": "gold"}), cols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +76,12 @@ func TestDecodeOlderWriterIntoWiderTable(t *testing.T) {
 	if err != nil || id != 201 {
 		t.Fatalf("frame: %d %v", id, err)
 	}
-	if cols, err = d1.Decode(payload, cols); err != nil {
+	if cols, err = decodeCase(t, d1, payload, cols); err != nil {
 		t.Fatalf("decode v1 with v1: %v", err)
 	}
 	// Decoding the v1 body with the v2 schema would run past its end.
 	before := colLens(cols)
-	if cols, err = d2.Decode(payload, cols); ReasonOf(err) != ReasonTruncated {
+	if cols, err = decodeCase(t, d2, payload, cols); ReasonOf(err) != ReasonTruncated {
 		t.Fatalf("decode v1 with v2: %v, want truncated", err)
 	}
 	if !slices.Equal(colLens(cols), before) {
@@ -132,7 +132,7 @@ func TestDecodeUpcastsSkipsAndColumnMapping(t *testing.T) {
 		"seq":     -3, "ratio": float32(0.1), "amount": rat(t, "-123.45"), "big": rat(t, "-999999999999999999"),
 		"day": mustDate(t, "2023-12-17"), "n": 2147483647, "ts": mustTime(t, "2023-12-17T00:00:00.123Z"), "alsoDropped": 1.5,
 	}
-	cols, err := d.Decode(mustMarshal(t, w.Avro, rec), nil)
+	cols, err := decodeCase(t, d, mustMarshal(t, w.Avro, rec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestDecodeNotNullViolation(t *testing.T) {
 		field("m", &deltalog.MapType{KeyType: deltalog.String, ValueType: deltalog.String, ValueContainsNull: false}, true))
 	d, pq := mustCompile(t, w, table, "none")
 	good := map[string]any{"a": int64(1), "items": []any{map[string]any{"qty": 1}}, "m": map[string]any{"k": "v"}}
-	cols, err := d.Decode(mustMarshal(t, w.Avro, good), nil)
+	cols, err := decodeCase(t, d, mustMarshal(t, w.Avro, good), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestDecodeNotNullViolation(t *testing.T) {
 		{map[string]any{"a": int64(2), "items": []any{map[string]any{"qty": 1}, map[string]any{"qty": nil}}, "m": map[string]any{}}, "items[].qty"},
 		{map[string]any{"a": int64(2), "items": []any{}, "m": map[string]any{"k": nil}}, "m{}"},
 	} {
-		cols, err = d.Decode(mustMarshal(t, w.Avro, c.rec), cols)
+		cols, err = decodeCase(t, d, mustMarshal(t, w.Avro, c.rec), cols)
 		if ReasonOf(err) != ReasonNotNullViolation || FieldOf(err) != c.field {
 			t.Errorf("decode %v: %v, want not_null_violation at %s", c.rec, err, c.field)
 		}
@@ -258,17 +258,17 @@ func TestDecodeNotNullViolation(t *testing.T) {
 func TestDecodeTopLevelNullableRecord(t *testing.T) {
 	w := mustWriter(t, 4, `["null",{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}]`)
 	d, _ := mustCompile(t, w, w.Delta, "none")
-	cols, err := d.Decode([]byte{0}, nil)
+	cols, err := decodeCase(t, d, []byte{0}, nil)
 	if !errors.Is(err, ErrNullRecord) || len(cols[0]) != 0 {
 		t.Fatalf("null record: %v %v", cols, err)
 	}
-	if cols, err = d.Decode([]byte{2, 4}, cols); err != nil || render(cols[0][0]) != "0/1:2" {
+	if cols, err = decodeCase(t, d, []byte{2, 4}, cols); err != nil || render(cols[0][0]) != "0/1:2" {
 		t.Fatalf("record branch: %v %v", cols, err)
 	}
-	if _, err = d.Decode([]byte{0, 0}, cols); ReasonOf(err) != ReasonTrailingBytes {
+	if _, err = decodeCase(t, d, []byte{0, 0}, cols); ReasonOf(err) != ReasonTrailingBytes {
 		t.Fatalf("null record with trailing bytes: %v", err)
 	}
-	if _, err = d.Decode([]byte{4}, cols); ReasonOf(err) != ReasonDecodeError {
+	if _, err = decodeCase(t, d, []byte{4}, cols); ReasonOf(err) != ReasonDecodeError {
 		t.Fatalf("bad top-level index: %v", err)
 	}
 }
@@ -311,7 +311,7 @@ func TestDecodeMalformed(t *testing.T) {
 	w := mustWriter(t, 5, malformedSchema)
 	d, _ := mustCompile(t, w, w.Delta, "none")
 	valid := buildMalformed(t, nil, 0)
-	cols, err := d.Decode(valid, nil)
+	cols, err := decodeCase(t, d, valid, nil)
 	if err != nil {
 		t.Fatalf("valid payload: %v", err)
 	}
@@ -352,7 +352,7 @@ func TestDecodeMalformed(t *testing.T) {
 			if p == nil {
 				p = buildMalformed(t, c.override, c.cut)
 			}
-			got, err := d.Decode(p, cols)
+			got, err := decodeCase(t, d, p, cols)
 			if ReasonOf(err) != c.reason || FieldOf(err) != c.field {
 				t.Fatalf("Decode(%x) error = %v (reason %q field %q), want %q at %q", p, err, ReasonOf(err), FieldOf(err), c.reason, c.field)
 			}
@@ -363,7 +363,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 	// Invalid UTF-8 is not an error: strings are bytes.
 	bad := buildMalformed(t, map[string]string{"name": "04fffe"}, 0)
-	if cols, err = d.Decode(bad, cols); err != nil {
+	if cols, err = decodeCase(t, d, bad, cols); err != nil {
 		t.Fatalf("invalid utf-8: %v", err)
 	}
 	if got := render(cols[d.pqIndex(t, "name")][1]); got != `0/1:"\xff\xfe"` {
@@ -388,7 +388,7 @@ func TestDecodeCopiesBytes(t *testing.T) {
 	w := mustWriter(t, 5, malformedSchema)
 	d, pq := mustCompile(t, w, w.Delta, "none")
 	p := buildMalformed(t, nil, 0)
-	cols, err := d.Decode(p, nil)
+	cols, err := decodeCase(t, d, p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

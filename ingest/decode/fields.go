@@ -43,6 +43,8 @@ type fieldOp struct {
 	item    *fieldOp // opArray: the items (a leaf op, possibly opt)
 	minItem int      // opArray: smallest encoded size of one item
 
+	phys parquet.Kind // opLong, opInt32, opDouble, opBool, opDecimal (p ≤ 18): the leaf's physical type
+
 	path string // field path of errors
 	fn   emitFn // opCall
 }
@@ -154,6 +156,21 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 	}
 	c.bytesOut = c.bytesOut || o.kind == opString
 	o.col, o.def = uint16(col), uint8(def) // leaf checked both
+	switch o.kind {
+	case opLong:
+		o.phys = parquet.Int64
+	case opInt32:
+		o.phys = parquet.Int32
+	case opDouble:
+		o.phys = parquet.Double
+	case opBool:
+		o.phys = parquet.Boolean
+	case opDecimal:
+		o.phys = parquet.Int64
+		if o.dec.p <= 9 {
+			o.phys = parquet.Int32
+		}
+	}
 	return o, true
 }
 
@@ -171,12 +188,15 @@ func errEnumIndex(v int32, n int, path string) error {
 }
 
 // runFields runs a record's steps at repetition level r. buf and pos stay in locals across
-// the inline steps (s.pos is synchronised around calls), and every inline step ends in
-// the one append at put.
+// the inline steps (s.pos is synchronised around calls). A set fixed-width value of a
+// dense column is appended as its word (column.Bits) where it is decoded; every other
+// inline step ends in the one levelled append at put (which turns a dense column
+// levelled at its first null).
 func (s *state) runFields(ops []fieldOp, r int) error {
 	buf, pos, cols := s.buf, s.pos, s.cols
 	rep := int(uint8(r)) // r ≤ parquet.MaxRepetitionLevel (compiler.leaf): no range check
 	var v parquet.Value  // the value of the step; every path to put sets it
+	var w uint64         // a fixed-width value's word (column.Bits); every path to word sets it
 	for i := range ops {
 		o := &ops[i]
 		def := o.def
@@ -221,7 +241,8 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 					return withField(err, o.path)
 				}
 			}
-			v = parquet.Int64Value(x)
+			w = uint64(x)
+			goto word
 		case opInt32:
 			var x int32
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
@@ -231,13 +252,15 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			} else if x, pos, err = int32Slow(buf, pos); err != nil {
 				return withField(err, o.path)
 			}
-			v = parquet.Int32Value(x)
+			w = uint64(uint32(x))
+			goto word
 		case opDouble:
 			if len(buf)-pos < 8 {
 				return withField(truncated(), o.path)
 			}
-			v = parquet.DoubleValue(float64frombits(buf[pos:]))
+			w = binary.LittleEndian.Uint64(buf[pos:]) // the IEEE 754 bits
 			pos += 8
+			goto word
 		case opBool:
 			if uint(pos) >= uint(len(buf)) {
 				return withField(truncated(), o.path)
@@ -247,7 +270,8 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 				return withField(badBool(c), o.path)
 			}
 			pos++
-			v = parquet.BooleanValue(c == 1)
+			w = uint64(c) // 0 or 1, checked above
+			goto word
 		case opString:
 			var n int64
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
@@ -293,12 +317,11 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 						return o.dec.exceeds()
 					}
 					pos += 1 + n
+					w = uint64(x)
 					if o.dec.p <= 9 {
-						v = parquet.Int32Value(int32(x))
-					} else {
-						v = parquet.Int64Value(x)
+						w = uint64(uint32(int32(x)))
 					}
-					break
+					goto word
 				}
 			}
 			s.pos = pos
@@ -328,8 +351,34 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 		v.SetRepetitionLevel(rep)
 		v.SetDefinitionLevel(int(def))
 		v.SetColumnIndex(int(o.col & maxFastColumn))
-		p := &cols[o.col]
-		*p = append(*p, v)
+		{
+			// appendLevelled, written out: v is appended from where it is, not copied
+			// into a parameter first (a copy of its just-set level bytes stalls the load).
+			p := &cols[o.col]
+			if p.IsDense() {
+				p.ToLevelled()
+			}
+			p.Values = append(p.Values, v)
+		}
+		continue
+	word:
+		// A set fixed-width value: its word into a dense column, else its parquet.Value
+		// of the leaf's physical type (o.phys) at put.
+		if p := &cols[o.col]; p.IsDense() {
+			p.Dense = append(p.Dense, w)
+			continue
+		}
+		switch o.phys {
+		case parquet.Int64:
+			v = parquet.Int64Value(int64(w))
+		case parquet.Int32:
+			v = parquet.Int32Value(int32(uint32(w)))
+		case parquet.Double:
+			v = parquet.DoubleValue(math.Float64frombits(w))
+		default: // parquet.Boolean
+			v = parquet.BooleanValue(w != 0)
+		}
+		goto put
 	}
 	s.pos = pos
 	return nil
@@ -514,7 +563,10 @@ func (s *state) array(o *fieldOp, r int) error {
 				v.SetDefinitionLevel(def)
 				v.SetColumnIndex(col)
 				p := &cols[col]
-				*p = append(*p, v)
+				if p.IsDense() { // never: a list's items are repeated
+					p.ToLevelled()
+				}
+				p.Values = append(p.Values, v)
 				rep = int(o.inner)
 			}
 			s.pos = pos

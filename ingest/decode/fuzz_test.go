@@ -62,6 +62,12 @@ func FuzzDecode(f *testing.F) {
 			if !reflect.DeepEqual(renderCols(pq, cols), renderCols(pq, acols)) {
 				t.Fatalf("Decode and %s values differ", a.name)
 			}
+			// DecodeColumns into columns holding the base record (dense where its
+			// values are set): Decode's values, error and rollback.
+			a.arena.Reset()
+			if err := columnsAgree(d, a.arena, payload, base, cols, err); err != nil {
+				t.Fatalf("%s arena: %v", a.name, err)
+			}
 		}
 		if err != nil {
 			var reason string

@@ -19,13 +19,13 @@ func TestGeneratedColumnsAreComputedNotMissing(t *testing.T) {
 	}}
 	v1 := mustWriter(t, 1, `{"type":"record","name":"O","fields":[{"name":"order_id","type":"long"},{"name":"created_at","type":["null",{"type":"long","logicalType":"timestamp-micros"}]}]}`)
 	d, _ := mustCompile(t, v1, table, "none")
-	cols, err := d.Decode(mustMarshal(t, v1.Avro, map[string]any{"order_id": int64(1), "created_at": nil}), nil)
+	cols, err := decodeCase(t, d, mustMarshal(t, v1.Avro, map[string]any{"order_id": int64(1), "created_at": nil}), nil)
 	if err != nil || len(cols) != 3 {
 		t.Fatalf("v1 without the generated column: %v", err)
 	}
 	v2 := mustWriter(t, 2, `{"type":"record","name":"O","fields":[{"name":"order_id","type":"long"},{"name":"event_date","type":["null",{"type":"int","logicalType":"date"}]}]}`)
 	d2, _ := mustCompile(t, v2, table, "none")
-	if _, err := d2.Decode(mustMarshal(t, v2.Avro, map[string]any{"order_id": int64(1), "event_date": nil}), nil); err != nil {
+	if _, err := decodeCase(t, d2, mustMarshal(t, v2.Avro, map[string]any{"order_id": int64(1), "event_date": nil}), nil); err != nil {
 		t.Errorf("a supplied null for a NOT NULL generated column: %v, want it decoded (the flush checks it)", err)
 	}
 	gen.Metadata = nil // an ordinary NOT NULL column

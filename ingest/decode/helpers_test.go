@@ -202,13 +202,16 @@ func renderAll(cols [][]parquet.Value) [][]string {
 }
 
 // decodeCase is d.Decode(payload, cols) that also decodes the same payload through an
-// aliasing arena (Arena.AliasPayloads) onto a copy of cols and fails t unless both give
-// the same values and the same error reason: every case test runs both ways.
+// aliasing arena (Arena.AliasPayloads) onto a copy of cols, and with DecodeColumns into
+// columns holding cols' values (columnsAgree), and fails t unless all give the same
+// values and the same error: every case test runs all three ways.
 func decodeCase(t testing.TB, d *Decoder, payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
 	t.Helper()
 	acols := make([][]parquet.Value, len(cols))
+	before := make([][]parquet.Value, len(cols))
 	for i, c := range cols {
 		acols[i] = append([]parquet.Value(nil), c...)
+		before[i] = append([]parquet.Value(nil), c...)
 	}
 	var a Arena
 	a.AliasPayloads()
@@ -219,6 +222,9 @@ func decodeCase(t testing.TB, d *Decoder, payload []byte, cols [][]parquet.Value
 	}
 	if g, w := renderAll(acols), renderAll(cols); !reflect.DeepEqual(g, w) {
 		t.Fatalf("DecodeWith under AliasPayloads values %v, Decode values %v", g, w)
+	}
+	if cerr := columnsAgree(d, &a, payload, before, cols, err); cerr != nil {
+		t.Fatalf("payload %x: %v", payload, cerr)
 	}
 	return cols, err
 }

@@ -61,7 +61,9 @@ func mutations(payload []byte) [][]byte {
 
 // checkInline decodes each payload with d (inline steps) and ref (closures only) into
 // columns that already hold one record, and requires the same values and the same error
-// (reason, field and message).
+// (reason, field and message); and so for DecodeColumns with both, into columns holding
+// the seed record (columnsAgree: the dense appends of the inline steps and of the
+// closures).
 func checkInline(t *testing.T, name string, d, ref *Decoder, seed []byte, payloads [][]byte) {
 	t.Helper()
 	var a Arena
@@ -85,6 +87,15 @@ func checkInline(t *testing.T, name string, d, ref *Decoder, seed []byte, payloa
 		}
 		if err := sameValues(got, want); err != nil {
 			t.Fatalf("%s: payload %x: %v", name, p, err)
+		}
+		seedCols := make([][]parquet.Value, len(got))
+		for c := range got {
+			seedCols[c] = got[c][:n[c]]
+		}
+		for _, dec := range []*Decoder{d, ref} {
+			if err := columnsAgree(dec, &a, p, seedCols, want, wantErr); err != nil {
+				t.Fatalf("%s: payload %x (inline %v): %v", name, p, dec == d, err)
+			}
 		}
 		for c := range got { // keep the seed record, as the columns of the next payload
 			got[c], want[c] = got[c][:n[c]], want[c][:nRef[c]]

@@ -21,7 +21,7 @@ func TestDecodeNestedRepetition(t *testing.T) {
 		{"aa": []any{[]any{1, 2}, []any{}, []any{3}}, "am": []any{map[string]any{"k": int64(1)}, map[string]any{}}},
 		{"aa": []any{nil, []any{nil}}, "am": []any{}},
 	} {
-		if cols, err = d.Decode(mustMarshal(t, ws.Avro, r), cols); err != nil {
+		if cols, err = decodeCase(t, d, mustMarshal(t, ws.Avro, r), cols); err != nil {
 			t.Fatal(err)
 		}
 	}

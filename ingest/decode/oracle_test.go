@@ -793,7 +793,8 @@ var (
 )
 
 // decodeWithAgrees checks that DecodeWith on a reused arena, copying and aliasing, gives
-// Decode's result.
+// Decode's result, and so does DecodeColumns into columns Reset from column.Leaves(pq)
+// (columnsAgree).
 func decodeWithAgrees(d *Decoder, pq *parquet.Schema, payload []byte, want [][]parquet.Value, wantErr error) error {
 	diffArenaMu.Lock()
 	defer diffArenaMu.Unlock()
@@ -805,6 +806,10 @@ func decodeWithAgrees(d *Decoder, pq *parquet.Schema, payload []byte, want [][]p
 		}
 		if g, w := renderCols(pq, got), renderCols(pq, want); !reflect.DeepEqual(g, w) {
 			return fmt.Errorf("DecodeWith (alias %v) values %v, Decode values %v", a.AliasesPayloads(), g, w)
+		}
+		a.Reset()
+		if err := columnsAgree(d, a, payload, nil, want, wantErr); err != nil {
+			return fmt.Errorf("alias %v: %w", a.AliasesPayloads(), err)
 		}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/ingestd/ingestd/deltawriter/column"
 )
 
 // state is the decoding state of one record: a bounds-checked reader over the record's
@@ -17,9 +19,12 @@ import (
 // arena was set to alias, Arena.AliasPayloads). A state is held either by an Arena
 // (caller owned, DecodeWith) or by the Decoder's pool (Decode, never aliasing).
 type state struct {
-	buf  []byte
-	pos  int
-	cols [][]parquet.Value
+	buf []byte
+	pos int
+	// cols are the columns being appended to, by leaf column index: the caller's
+	// (DecodeColumns) or wrap, wrapping Decode's and DecodeWith's [][]parquet.Value.
+	cols []column.Column
+	wrap []column.Column // Decode's and DecodeWith's columns as levelled Columns
 	// zeroItems bounds the array items of zero encoded size one record may produce, since
 	// their count is not bounded by the input length.
 	zeroItems int
@@ -350,60 +355,96 @@ func (s *state) blockCount(minItem int) (count int64, size int64, err error) {
 }
 
 // The typed put functions are put for one kind of value: few enough arguments to pass in
-// registers, with the value built and its levels set in place (the setters are inlined).
+// registers. A set value of a fixed-width kind goes into a dense column as its word
+// (column.Bits: the column is of a non-repeated leaf, so rep is 0, and a present value's
+// def is the leaf's maximum, checked by compiler.leaf); anything else is built as a
+// parquet.Value with its levels set in place (the setters are inlined) and appended to
+// the levelled form (putValue).
+
+// putValue appends v, with its levels and column index set, to column col in the
+// levelled form (appendLevelled).
+func (s *state) putValue(v parquet.Value, col int) { appendLevelled(&s.cols[col], v) }
+
+// appendLevelled appends v to c in the levelled form: a dense c turns levelled first (v
+// is a null, or a kind the dense form does not hold, which the decoder never writes to a
+// dense leaf).
+func appendLevelled(c *column.Column, v parquet.Value) {
+	if c.IsDense() {
+		c.ToLevelled()
+	}
+	c.Values = append(c.Values, v)
+}
 
 func (s *state) putNull(rep, def, col int) {
 	v := parquet.NullValue()
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 func (s *state) putBoolean(x bool, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		var b uint64
+		if x {
+			b = 1
+		}
+		p.Dense = append(p.Dense, b)
+		return
+	}
 	v := parquet.BooleanValue(x)
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 func (s *state) putInt32(x int32, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		p.Dense = append(p.Dense, uint64(uint32(x)))
+		return
+	}
 	v := parquet.Int32Value(x)
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 func (s *state) putInt64(x int64, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		p.Dense = append(p.Dense, uint64(x))
+		return
+	}
 	v := parquet.Int64Value(x)
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 func (s *state) putFloat(x float32, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		p.Dense = append(p.Dense, uint64(math.Float32bits(x)))
+		return
+	}
 	v := parquet.FloatValue(x)
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 func (s *state) putDouble(x float64, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		p.Dense = append(p.Dense, math.Float64bits(x))
+		return
+	}
 	v := parquet.DoubleValue(x)
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 // putByteArray appends b: a copy, a schema constant, or (own under alias) a slice of the
@@ -413,8 +454,7 @@ func (s *state) putByteArray(b []byte, rep, def, col int) {
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
@@ -422,8 +462,7 @@ func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
-	p := &s.cols[col]
-	*p = append(*p, v)
+	s.putValue(v, col)
 }
 
 // putString reads a string or bytes value and appends it (owned, see own).
@@ -442,6 +481,3 @@ func (s *state) nulls(leaves []int, rep, def int) {
 		s.putNull(rep, def, c)
 	}
 }
-
-// float64frombits reads a little-endian DOUBLE from the first 8 bytes of b.
-func float64frombits(b []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b)) }

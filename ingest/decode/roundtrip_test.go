@@ -85,7 +85,7 @@ func TestDecodeRoundTripEveryType(t *testing.T) {
 	var cols [][]parquet.Value
 	for i, r := range rows {
 		var err error
-		cols, err = d.Decode(mustMarshal(t, ws.Avro, r), cols)
+		cols, err = decodeCase(t, d, mustMarshal(t, ws.Avro, r), cols)
 		if err != nil {
 			t.Fatalf("decode row %d: %v", i, err)
 		}
