@@ -331,11 +331,11 @@ type prepared struct {
 	schema *deltalog.StructType    // file.Schema
 	cm     deltalog.ColumnMappingMode
 	pq     *parquet.Schema
-	key    string // decoder cache key of schema and cm
+	key    string          // decoder cache key of schema and cm
 	cols   []column.Column // by leaf column index of pq (flusher.colBufs)
-	fills  []columnFill // run on every decoded row, in order (fillsFor)
-	row    *rowView     // the row being decoded and filled
-	parts  *partitioner // nil: an unpartitioned table, whose rows stay in cols (one data file)
+	fills  []columnFill    // run on every decoded row, in order (fillsFor)
+	row    *rowView        // the row being decoded and filled
+	parts  *partitioner    // nil: an unpartitioned table, whose rows stay in cols (one data file)
 	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
