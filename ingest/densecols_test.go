@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -22,6 +23,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // The typed column path of the flush (issue 15): a fixed-width column stays dense (one
@@ -51,6 +53,9 @@ func f64(v float64) *float64 { return &v }
 // denseTS is record id's ts, in microseconds.
 func denseTS(id int64) int64 { return 1_700_000_000_000_000 + id*86_400_000_000 }
 
+// denseKafkaTS is the Kafka timestamp of the record at offset, in milliseconds.
+func denseKafkaTS(offset int64) int64 { return 1_800_000_000_000 + offset }
+
 // denseRecords frames recs (writer schema id 7) as Kafka records of partition 0.
 func denseRecords(t *testing.T, recs []denseRec) []*kgo.Record {
 	t.Helper()
@@ -68,7 +73,8 @@ func denseRecords(t *testing.T, recs []denseRec) []*kgo.Record {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = &kgo.Record{Topic: "dense", Partition: 0, Offset: int64(i), Value: append([]byte{0, 0, 0, 0, 7}, body...)}
+		out[i] = &kgo.Record{Topic: "dense", Partition: 0, Offset: int64(i), Timestamp: time.UnixMilli(denseKafkaTS(int64(i))),
+			Value: append([]byte{0, 0, 0, 0, 7}, body...)}
 	}
 	return out
 }
@@ -330,17 +336,20 @@ func TestDenseColumnsPerPartitionFile(t *testing.T) {
 	}
 }
 
-// A generated column computed from a dense column (day = CAST(ts AS DATE)) and CHECK
-// constraints reading a dense column (id) and one that turned levelled (n): the rows
-// they reject are dropped after n turned levelled (a null n violates n < 100 too), the
-// others are written with their computed day.
+// A generated column computed from a dense column (day = CAST(ts AS DATE)), the Kafka
+// columns partition, offset and timestamp, and CHECK constraints reading a dense column
+// (id) and one that turned levelled (n): the rows they reject are dropped after n turned
+// levelled (a null n violates n < 100 too), the others are written with their computed
+// day and Kafka coordinates. The columns the fills set stay dense: the decoder's NULL
+// for them (the writer lacks them) goes to the row's spare columns.
 func TestDenseColumnsGeneratedAndConstraints(t *testing.T) {
 	rows := []denseRec{{0, i64(1), f64(0.5), "a"}, {1, i64(2), f64(1), "a"}, {2, nil, f64(2), "a"},
 		{3, i64(500), f64(3), "a"}, {4, i64(4), f64(4), "a"}, {-5, i64(5), f64(5), "a"}, {6, i64(99), f64(6), "a"}}
 	recs := denseRecords(t, rows)
 	var written []string
 	for _, i := range []int{0, 1, 4, 6} {
-		written = append(written, wantRow(rows[i], true, true))
+		written = append(written, fmt.Sprintf("_kafka_offset=%d _kafka_partition=0 _kafka_timestamp=%d ", i, denseKafkaTS(int64(i))*1000)+
+			wantRow(rows[i], true, true))
 	}
 	for _, levelled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("levelled=%v", levelled), func(t *testing.T) {
@@ -348,10 +357,11 @@ func TestDenseColumnsGeneratedAndConstraints(t *testing.T) {
 			createDenseTable(t, dir, map[string]string{"delta.constraints.id_nonneg": "id >= 0", "delta.constraints.n_small": "n < 100"})
 			cfg := denseConfig(dir)
 			cfg.Schema.Policy = PolicyDeadLetter
+			cfg.Table.KafkaColumns = denseKafka
 			res := runDenseFlush(t, dir, cfg, recs, levelled)
-			wantForms := "day:L id:D n:L ok:D region:L ts:D x:D"
+			wantForms := "_kafka_offset:D _kafka_partition:D _kafka_timestamp:D day:D id:D n:L ok:D region:L ts:D x:D"
 			if levelled {
-				wantForms = "day:L id:L n:L ok:L region:L ts:L x:L"
+				wantForms = "_kafka_offset:L _kafka_partition:L _kafka_timestamp:L day:L id:L n:L ok:L region:L ts:L x:L"
 			}
 			if got := res.forms[""]; got != wantForms {
 				t.Errorf("forms after the decode: %s; want %s", got, wantForms)
@@ -366,8 +376,12 @@ func TestDenseColumnsGeneratedAndConstraints(t *testing.T) {
 	}
 }
 
+// denseKafka are the Kafka columns of createDenseTable's table.
+var denseKafka = []string{kafkacols.Partition, kafkacols.Offset, kafkacols.Timestamp}
+
 // createDenseTable creates the table of denseAvro at dir with a generated column day =
-// CAST(ts AS DATE) and configuration conf (CHECK constraints), as another writer would.
+// CAST(ts AS DATE), the Kafka columns denseKafka and configuration conf (CHECK
+// constraints), as another writer would.
 func createDenseTable(t *testing.T, dir string, conf map[string]string) {
 	t.Helper()
 	ws, err := decode.ParseWriterSchema(7, denseAvro)
@@ -383,6 +397,11 @@ func createDenseTable(t *testing.T, dir string, conf map[string]string) {
 	}
 	schema.Fields = append(schema.Fields, &deltalog.StructField{Name: "day", Type: deltalog.Date, Nullable: true,
 		Metadata: map[string]any{deltalog.MetaGenerationExpression: "CAST(ts AS DATE)"}})
+	kafka, err := kafkacols.Fields(denseKafka, kafkacols.KeyBytes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema.Fields = append(schema.Fields, kafka...)
 	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "dense", Schema: schema})
 	if err != nil {
 		t.Fatal(err)

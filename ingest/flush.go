@@ -336,6 +336,13 @@ type prepared struct {
 	fills  []columnFill    // run on every decoded row, in order (fillsFor)
 	row    *rowView        // the row being decoded and filled
 	parts  *partitioner    // nil: an unpartitioned table, whose rows stay in cols (one data file)
+	// filled are the dense-capable top-level columns a fill sets on every row it accepts
+	// (fillTargets); detour is those the decoder of writer schema detourWS only writes a
+	// null into (detourFor), which decodeRow sends to the row's spare columns instead, so
+	// that the null does not turn the real column levelled before the fill sets it.
+	filled   []filledColumn
+	detour   []int
+	detourWS *decode.WriterSchema
 	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
@@ -388,6 +395,7 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	if b.parts, err = f.partitioner(t, b); err != nil {
 		return nil, err
 	}
+	b.filled = fillTargets(f.cfg, b.fills, b.row, column.Leaves(b.pq))
 	// The previous flush has returned: WriteColumns keeps no values and dead letters hold
 	// Kafka records, so nothing references the previous batch's values.
 	f.arena.Reset()
@@ -587,7 +595,12 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 	}
 	b.row.begin(b.cols)
 	b.row.writer = it.ws.Delta
-	if err := dec.DecodeColumns(&f.arena, it.payload, b.cols); err != nil {
+	detour := b.detourFor(it.ws)
+	b.row.swapSpares(detour)
+	err = dec.DecodeColumns(&f.arena, it.payload, b.cols)
+	b.row.swapSpares(detour) // the real columns back, the decoder's nulls in the spares
+	b.row.clearSpares(detour)
+	if err != nil {
 		return err // DecodeColumns cut every column back to begin's length
 	}
 	for _, fl := range b.fills {
@@ -596,10 +609,69 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 			return err
 		}
 	}
+	b.row.fillMissing(detour)
 	if b.parts != nil {
 		return b.parts.place(b.row) // moves the row into its partition's file
 	}
 	return nil
+}
+
+// filledColumn is a top-level column whose every accepted row's value a fill sets
+// (rowView.setTop): a Kafka column (always) or a generated column (computed when the
+// writer lacks it, else checked and set to the same value).
+type filledColumn struct {
+	leaf      int
+	generated string // the generated column's name; "" for a Kafka column
+}
+
+// fillTargets lists the filled columns of a flush whose leaves may be dense
+// (column.Leaf.Denseable): the configured Kafka columns _kafka_partition, _kafka_offset
+// and _kafka_timestamp (kafkaFill.fill sets them on every row), and the generated
+// columns of the flush's generatedFill. rowView.spare readies a levelled spare for each.
+func fillTargets(cfg *Config, fills []columnFill, row *rowView, leaves []column.Leaf) []filledColumn {
+	var out []filledColumn
+	add := func(name, generated string) {
+		c, ok := row.column(name)
+		if ok && c.primitive && leaves[c.first].Denseable() {
+			out = append(out, filledColumn{leaf: c.first, generated: generated})
+			row.spare[c.first].Reset(leaves[c.first])
+			row.spare[c.first].ToLevelled()
+		}
+	}
+	for _, k := range cfg.Table.KafkaColumns {
+		if k == kafkacols.Partition || k == kafkacols.Offset || k == kafkacols.Timestamp {
+			add(kafkacols.Column(k), "")
+		}
+	}
+	for _, fl := range fills {
+		if g, ok := fl.(*generatedFill); ok {
+			for i := range g.cols {
+				add(g.cols[i].Field.Name, g.cols[i].Field.Name)
+			}
+		}
+	}
+	return out
+}
+
+// detourFor returns the leaves of b.filled whose decoded value no fill reads for a record
+// of writer schema ws: every Kafka column, and the generated columns ws lacks (the
+// decoder writes them NULL; one ws supplies is checked against its value, so it is
+// decoded into its column).
+func (b *prepared) detourFor(ws *decode.WriterSchema) []int {
+	if len(b.filled) == 0 {
+		return nil
+	}
+	if ws == b.detourWS {
+		return b.detour
+	}
+	b.detourWS, b.detour = ws, b.detour[:0]
+	for _, c := range b.filled {
+		if c.generated != "" && ws.Delta != nil && ws.Delta.FieldByKey(c.generated) != nil {
+			continue
+		}
+		b.detour = append(b.detour, c.leaf)
+	}
+	return b.detour
 }
 
 // valueBytes is the size of one levelled column value (a parquet.Value), denseBytes of

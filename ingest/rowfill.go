@@ -83,6 +83,11 @@ type rowView struct {
 	mark   []int
 	// scratch holds, per leaf, the one value leaf returns for a dense column's row.
 	scratch [][1]parquet.Value
+	// spare holds, per leaf a fill sets (fillTargets), a levelled column that takes the
+	// decoder's value of that leaf instead of the real column (swapSpares), so that the
+	// decoder's NULL for a column the writer lacks does not turn a dense column levelled
+	// before the fill sets its value.
+	spare []column.Column
 	byName  map[string]topColumn // deltalog.NameKey(logical name) → column
 }
 
@@ -90,7 +95,7 @@ type rowView struct {
 // column mapping mode cm). Errors: a top-level field that pq lacks.
 func newRowView(schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema) (*rowView, error) {
 	n := len(pq.Columns())
-	r := &rowView{mark: make([]int, n), scratch: make([][1]parquet.Value, n), byName: map[string]topColumn{}}
+	r := &rowView{mark: make([]int, n), scratch: make([][1]parquet.Value, n), spare: make([]column.Column, n), byName: map[string]topColumn{}}
 	first := map[string][2]int{} // physical name → first leaf, leaves
 	i := 0
 	for _, f := range pq.Fields() {
@@ -136,6 +141,32 @@ func (r *rowView) begin(cols []column.Column) {
 func (r *rowView) drop() {
 	for i := range r.cols {
 		r.cols[i].Truncate(r.mark[i])
+	}
+}
+
+// swapSpares exchanges the columns of leaves with their spares (called around the
+// decode: the decoder's values of these leaves go to the spares).
+func (r *rowView) swapSpares(leaves []int) {
+	for _, i := range leaves {
+		r.cols[i], r.spare[i] = r.spare[i], r.cols[i]
+	}
+}
+
+// clearSpares empties the spares of leaves (the decoder's values, which a fill replaces).
+func (r *rowView) clearSpares(leaves []int) {
+	for _, i := range leaves {
+		r.spare[i].Truncate(0)
+	}
+}
+
+// fillMissing gives a leaf of leaves that the fills left without a value for the row the
+// NULL the decoder wrote into its spare (the fills set every such leaf of a row they
+// accept, fillTargets: this keeps one entry a row whatever a fill does).
+func (r *rowView) fillMissing(leaves []int) {
+	for _, i := range leaves {
+		if r.cols[i].Len() == r.mark[i] {
+			r.cols[i].Append(parquet.NullValue().Level(0, 0, i))
+		}
 	}
 }
 
