@@ -87,8 +87,8 @@ type rowView struct {
 	// decoder's value of that leaf instead of the real column (swapSpares), so that the
 	// decoder's NULL for a column the writer lacks does not turn a dense column levelled
 	// before the fill sets its value.
-	spare []column.Column
-	byName  map[string]topColumn // deltalog.NameKey(logical name) → column
+	spare  []column.Column
+	byName map[string]topColumn // deltalog.NameKey(logical name) → column
 }
 
 // newRowView indexes the top-level columns of schema in pq (its Parquet schema under
