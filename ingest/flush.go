@@ -395,11 +395,11 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	if b.parts, err = f.partitioner(t, b); err != nil {
 		return nil, err
 	}
-	b.filled = fillTargets(f.cfg, b.fills, b.row, column.Leaves(b.pq))
+	leaves := column.Leaves(b.pq)
+	b.filled = fillTargets(f.cfg, b.fills, b.row, leaves)
 	// The previous flush has returned: WriteColumns keeps no values and dead letters hold
 	// Kafka records, so nothing references the previous batch's values.
 	f.arena.Reset()
-	leaves := column.Leaves(b.pq)
 	n := len(leaves)
 	if cap(f.colBufs) < n {
 		f.colBufs = slices.Grow(f.colBufs[:0], n)
