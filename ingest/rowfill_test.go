@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -46,14 +45,6 @@ func leafIndex(t *testing.T, pq *parquet.Schema, path ...string) int {
 		t.Fatalf("no leaf %v", path)
 	}
 	return l.ColumnIndex
-}
-
-func cloneCols(cols [][]parquet.Value) [][]parquet.Value {
-	out := make([][]parquet.Value, len(cols))
-	for i, c := range cols {
-		out[i] = slices.Clone(c)
-	}
-	return out
 }
 
 func equalCols(a, b [][]parquet.Value) bool {
