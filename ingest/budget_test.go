@@ -25,7 +25,9 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	for id := int64(0); id < n; id++ {
 		key, val := fmt.Appendf(nil, "%d", id), h.encode(id, 0)
 		raw += int64(len(key) + len(val))
-		decoded += int64(len(val)-5) + 3*valueBytes // the body after the 5-byte frame; 3 columns
+		// The body after the 5-byte frame; 3 columns: order_id (long) and amount
+		// (decimal(10,2), INT64) dense words, customer a levelled value.
+		decoded += int64(len(val)-5) + 2*denseBytes + valueBytes
 	}
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)
@@ -40,8 +42,8 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	if want := 100 + int64(100*got) + recordOverhead; size != want {
 		t.Fatalf("budgetSize of a 100-byte record = %d, want %d", size, want)
 	}
-	if valueBytes != 24 {
-		t.Fatalf("valueBytes = %d, want 24 (parquet.Value)", valueBytes)
+	if valueBytes != 24 || denseBytes != 8 {
+		t.Fatalf("valueBytes = %d, denseBytes = %d, want 24 (parquet.Value) and 8 (a dense word)", valueBytes, denseBytes)
 	}
 	if recordOverhead < 200 || recordOverhead > 400 {
 		t.Fatalf("recordOverhead = %d, want the ~250 bytes of a kgo.Record and an item", recordOverhead)

@@ -5,10 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/ingestd/ingestd/deltawriter/column"
 )
 
 // The column buffers of an unpartitioned table are sized before the batch is decoded
@@ -22,15 +25,21 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 	cfg.Batch = BatchConfig{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // flushes by records: n each
 	m := h.startWith("a", cfg, nil)
 	type buf struct {
+		dense bool
 		cap   int
-		first *parquet.Value
+		first unsafe.Pointer // the column's array, in the form it holds
 	}
 	bufs := func() []buf {
 		m.p.mu.Lock()
 		defer m.p.mu.Unlock()
 		var out []buf
-		for _, c := range m.p.fl.colBufs {
-			out = append(out, buf{cap(c), &c[:1][0]})
+		for i := range m.p.fl.colBufs {
+			c := &m.p.fl.colBufs[i]
+			if c.IsDense() {
+				out = append(out, buf{true, cap(c.Dense), unsafe.Pointer(&c.Dense[:1][0])})
+			} else {
+				out = append(out, buf{false, cap(c.Values), unsafe.Pointer(&c.Values[:1][0])})
+			}
 		}
 		return out
 	}
@@ -41,6 +50,10 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 		got := bufs()
 		if len(got) != 3 {
 			t.Fatalf("flush %d: %d column buffers, want 3 (order_id, customer, amount)", round, len(got))
+		}
+		// order_id (long) and amount (decimal(10,2): INT64) are dense, customer levelled.
+		if forms := [3]bool{got[0].dense, got[1].dense, got[2].dense}; forms != [3]bool{true, false, true} {
+			t.Fatalf("flush %d: dense forms %v, want [true false true] (order_id, customer, amount)", round, forms)
 		}
 		if round == 0 {
 			for i, b := range got {
@@ -81,7 +94,7 @@ func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 		m.p.mu.Lock()
 		defer m.p.mu.Unlock()
 		for _, c := range m.p.fl.colBufs {
-			for _, v := range c[:cap(c)] {
+			for _, v := range c.Values[:cap(c.Values)] { // byte values are never dense
 				if k := v.Kind(); (k == parquet.ByteArray || k == parquet.FixedLenByteArray) && !v.IsNull() {
 					n++
 					longest = max(longest, len(v.ByteArray()))
@@ -116,32 +129,51 @@ func (h *harness) encodeCustomer(id int64, customer string) []byte {
 
 // reserve sizes a batch's columns from its first rows: a column of one value per row for
 // every candidate row, a repeated field's column for its sampled values per row plus an
-// eighth; nothing when that would exceed batch.max_bytes.
+// eighth, a dense column's words for every candidate row; nothing when that would exceed
+// batch.max_bytes at 24 bytes a levelled value and 8 a dense word.
 func TestReserveFromSample(t *testing.T) {
 	mk := func() *prepared {
-		b := &prepared{rows: 256, candidates: 1000, cols: [][]parquet.Value{
-			make([]parquet.Value, 256, 1000),  // one value per row, reserved by prepare
-			make([]parquet.Value, 1024, 1024), // a list of 4 items per row
-			make([]parquet.Value, 256, 256),
+		dense := column.Column{}
+		dense.Reset(column.Leaf{Index: 3, Kind: parquet.Int64, MaxDef: 1})
+		dense.Dense = make([]uint64, 256, 256) // one word per row
+		dense.Dense[255] = 9                   // kept by the growth
+		b := &prepared{rows: 256, candidates: 1000, cols: []column.Column{
+			column.Levelled(make([]parquet.Value, 256, 1000)),  // one value per row, reserved by prepare
+			column.Levelled(make([]parquet.Value, 1024, 1024)), // a list of 4 items per row
+			column.Levelled(make([]parquet.Value, 256, 256)),
+			dense,
 		}}
-		b.cols[1][1023] = parquet.Int64Value(7) // kept by the growth
+		b.cols[1].Values[1023] = parquet.Int64Value(7) // kept by the growth
 		return b
+	}
+	caps := func(b *prepared) []int {
+		return []int{cap(b.cols[0].Values), cap(b.cols[1].Values), cap(b.cols[2].Values), cap(b.cols[3].Dense)}
 	}
 	b := mk()
 	b.reserve(128 << 20)
-	if got := []int{cap(b.cols[0]), cap(b.cols[1]), cap(b.cols[2])}; got[0] != 1000 || got[1] < 4500 || got[2] < 1000 {
-		t.Fatalf("capacities after reserve %v, want [1000, ≥4500, ≥1000]", got)
+	if got := caps(b); got[0] != 1000 || got[1] < 4500 || got[2] < 1000 || got[3] < 1000 {
+		t.Fatalf("capacities after reserve %v, want [1000, ≥4500, ≥1000, ≥1000]", got)
 	}
-	if got := []int{len(b.cols[0]), len(b.cols[1]), len(b.cols[2])}; got[0] != 256 || got[1] != 1024 || got[2] != 256 {
-		t.Fatalf("lengths after reserve %v, want the decoded [256 1024 256]", got)
+	if got := []int{b.cols[0].Len(), b.cols[1].Len(), b.cols[2].Len(), b.cols[3].Len()}; got[0] != 256 || got[1] != 1024 || got[2] != 256 || got[3] != 256 {
+		t.Fatalf("lengths after reserve %v, want the decoded [256 1024 256 256]", got)
 	}
-	if v := b.cols[1][1023]; v.Int64() != 7 {
+	if v := b.cols[1].Values[1023]; v.Int64() != 7 {
 		t.Fatalf("a decoded value changed in the growth: %v", v)
 	}
-	// 1000 + 4500 + 1000 values of 24 bytes are 156,000 bytes: over a 100,000-byte budget.
+	if !b.cols[3].IsDense() || b.cols[3].Dense[255] != 9 || cap(b.cols[3].Values) != 0 {
+		t.Fatalf("the dense column after reserve: dense %v, last word %d, %d levelled values reserved; want dense, 9, none",
+			b.cols[3].IsDense(), b.cols[3].Dense[255], cap(b.cols[3].Values))
+	}
+	// 1000 + 4500 + 1000 values of 24 bytes and 1000 words of 8 are 164,000 bytes: within
+	// 170,000 (at 24 bytes a word it would be 180,000), over 100,000.
+	b = mk()
+	b.reserve(170_000)
+	if got := caps(b); got[0] != 1000 || got[1] < 4500 || got[2] < 1000 || got[3] < 1000 {
+		t.Fatalf("capacities after reserve within a 170,000-byte budget %v, want [1000, ≥4500, ≥1000, ≥1000]", got)
+	}
 	b = mk()
 	b.reserve(100_000)
-	if got := []int{cap(b.cols[0]), cap(b.cols[1]), cap(b.cols[2])}; got[0] != 1000 || got[1] != 1024 || got[2] != 256 {
-		t.Fatalf("capacities after reserve over budget %v, want them unchanged [1000 1024 256]", got)
+	if got := caps(b); got[0] != 1000 || got[1] != 1024 || got[2] != 256 || got[3] != 256 {
+		t.Fatalf("capacities after reserve over budget %v, want them unchanged [1000 1024 256 256]", got)
 	}
 }

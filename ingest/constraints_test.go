@@ -68,10 +68,10 @@ func BenchmarkConstraintFill(b *testing.B) {
 	row, _ := newRowView(schema, deltalog.ColumnMappingNone, pq)
 	vals := []parquet.Value{parquet.Int64Value(1), parquet.Int32Value(100), parquet.Int32Value(1), parquet.Int32Value(100),
 		parquet.ByteArrayValue([]byte("NEW")), parquet.DoubleValue(2.5), parquet.ByteArrayValue([]byte("ok"))}
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	for i, f := range schema.Fields {
 		first, _ := row.leaves(f.Name)
-		cols[first] = append(cols[first], vals[i].Level(0, 1, first))
+		cols[first].Append(vals[i].Level(0, 1, first))
 	}
 	row.begin(cols)
 	for c := range cols {

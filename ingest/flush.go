@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
@@ -70,16 +71,22 @@ type flusher struct {
 	fromGroup map[topicPartition]int64
 
 	// Decoders by (writer schema, table schema), and the buffers of the batch being
-	// decoded: string bytes and column values, reused across flushes.
+	// decoded: string bytes and column values (levelled or dense, package column),
+	// reused across flushes.
 	compiled map[decoderKey]*decode.Decoder
 	kafka    *kafkaState // the Kafka columns' key schemas (table.kafka_columns)
 	arena    decode.Arena
-	colBufs  [][]parquet.Value
-	// colsClean is set when every value left in colBufs points into the arena's kept
-	// chunks or a decoder's constants (no column fills, nothing decode.Arena.Detached),
+	colBufs  []column.Column
+	// colsClean is set when every levelled value left in colBufs points into the arena's
+	// kept chunks or a decoder's constants (no column fills, nothing decode.Arena.Detached),
 	// once releaseCols has cleared the values aliasing the batch's records: dropping them
-	// frees nothing, so the next flush reuses the buffers without clearing.
+	// frees nothing, so the next flush reuses the buffers without clearing. Dense words
+	// hold no pointers and are never cleared.
 	colsClean bool
+	// levelled starts every column of a flush levelled (column.Column.ToLevelled after
+	// Reset) instead of dense where the leaf allows it: a test seam, the baseline of
+	// BenchmarkFlushColumns.
+	levelled bool
 	// items is the batch's items (collect), reused across flushes; the flush clears it
 	// when it ends, so that no record of a finished batch stays reachable from it.
 	items []item
@@ -118,7 +125,8 @@ type outcome struct {
 	// handled (the txn stays before it) and must be flushed again.
 	cutAt map[topicPartition]int64
 	// rawBytes are the key and value bytes of the written records; decodedBytes what the
-	// flush decoded them into: the column values (parquet.Value, valueBytes each) and their
+	// flush decoded them into: the column values (levelled: a parquet.Value, valueBytes
+	// each; dense: a word, denseBytes each; prepared.columnBytes) and their
 	// Avro bodies. The flusher no longer copies the bodies (decode.Arena.AliasPayloads), but
 	// they stay charged: the batch's fetch buffers outlive their records' share of them
 	// and the collector's headroom grows with the batch, and charging only the values made
@@ -323,11 +331,18 @@ type prepared struct {
 	schema *deltalog.StructType    // file.Schema
 	cm     deltalog.ColumnMappingMode
 	pq     *parquet.Schema
-	key    string // decoder cache key of schema and cm
-	cols   [][]parquet.Value
-	fills  []columnFill // run on every decoded row, in order (fillsFor)
-	row    *rowView     // the row being decoded and filled
-	parts  *partitioner // nil: an unpartitioned table, whose rows stay in cols (one data file)
+	key    string          // decoder cache key of schema and cm
+	cols   []column.Column // by leaf column index of pq (flusher.colBufs)
+	fills  []columnFill    // run on every decoded row, in order (fillsFor)
+	row    *rowView        // the row being decoded and filled
+	parts  *partitioner    // nil: an unpartitioned table, whose rows stay in cols (one data file)
+	// filled are the dense-capable top-level columns a fill sets on every row it accepts
+	// (fillTargets); detour is those the decoder of writer schema detourWS only writes a
+	// null into (detourFor), which decodeRow sends to the row's spare columns instead, so
+	// that the null does not turn the real column levelled before the fill sets it.
+	filled   []filledColumn
+	detour   []int
+	detourWS *decode.WriterSchema
 	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
@@ -380,55 +395,62 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	if b.parts, err = f.partitioner(t, b); err != nil {
 		return nil, err
 	}
-	// The previous flush has returned: WriteDataFile keeps no values and dead letters hold
+	leaves := column.Leaves(b.pq)
+	b.filled = fillTargets(f.cfg, b.fills, b.row, leaves)
+	// The previous flush has returned: WriteColumns keeps no values and dead letters hold
 	// Kafka records, so nothing references the previous batch's values.
 	f.arena.Reset()
-	n := len(b.pq.Columns())
+	n := len(leaves)
 	if cap(f.colBufs) < n {
-		f.colBufs = make([][]parquet.Value, n)
+		f.colBufs = slices.Grow(f.colBufs[:0], n)
 	}
 	b.cols = f.colBufs[:n]
-	// Every written row puts at least one value in every leaf column (Dremel levels: a
-	// null or an empty list is one value too), so the rows this batch can write are a
-	// lower bound of each column's length: reserved here, the decode does not grow the
-	// columns of an unpartitioned table (whose rows stay in cols) value by value.
+	// Every written row puts at least one entry in every leaf column (Dremel levels: a
+	// null or an empty list is one value too; a dense column holds one word a row), so
+	// the rows this batch can write are a lower bound of each column's length: reserved
+	// here, in the form the column starts in, the decode does not grow the columns of an
+	// unpartitioned table (whose rows stay in cols) value by value.
 	var rows int
 	if b.parts == nil {
 		rows = candidates(items)
 		b.candidates = rows
 	}
-	for i, c := range b.cols {
+	for i := range b.cols {
+		c := &b.cols[i]
 		if !f.colsClean {
-			clear(c) // let large values and Kafka bytes of the last batch go
+			clear(c.Values) // let large values and Kafka bytes of the last batch go
 		}
-		if cap(c) < rows {
-			c = make([]parquet.Value, 0, rows) // no copy: c holds nothing to keep
+		c.Reset(leaves[i])
+		if f.levelled {
+			c.ToLevelled()
 		}
-		b.cols[i] = c[:0]
+		if c.IsDense() {
+			if cap(c.Dense) < rows {
+				c.Dense = make([]uint64, 0, rows) // no copy: the column holds nothing to keep
+			}
+		} else if cap(c.Values) < rows {
+			c.Values = make([]parquet.Value, 0, rows)
+		}
 	}
 	f.colsClean = false // until route says what the buffers hold
 	return b, nil
 }
 
 // releaseCols clears the byte-holding values (BYTE_ARRAY and FIXED_LEN_BYTE_ARRAY
-// columns, up to each buffer's capacity) of the column buffers kept for the next flush,
-// once the flush is done with them (its files written, or it failed): they alias the
-// batch's Kafka records (decode.Arena.AliasPayloads), and kept they would retain the
+// columns, up to each levelled buffer's capacity) of the column buffers kept for the next
+// flush, once the flush is done with them (its files written, or it failed): they alias
+// the batch's Kafka records (decode.Arena.AliasPayloads), and kept they would retain the
 // fetch buffers of a whole batch's raw bytes until the next flush overwrote them. What is
-// left holds no pointer into the batch (numbers, booleans, nulls; colsClean still decides
-// whether prepare clears the rest).
+// left holds no pointer into the batch (numbers, booleans, nulls, and dense words, which
+// hold no pointer at all; colsClean still decides whether prepare clears the rest).
 func (f *flusher) releaseCols(b *prepared) {
 	if b.pq == nil {
 		return // no table schema: nothing was decoded
 	}
-	for i, leaf := range b.pq.Columns() {
-		if i >= len(f.colBufs) {
-			break
-		}
-		lc, _ := b.pq.Lookup(leaf...)
-		if k := lc.Node.Type().Kind(); k == parquet.ByteArray || k == parquet.FixedLenByteArray {
-			c := f.colBufs[i]
-			clear(c[:cap(c)])
+	for i := range min(len(b.cols), len(f.colBufs)) {
+		c := &f.colBufs[i]
+		if k := c.Leaf().Kind; k == parquet.ByteArray || k == parquet.FixedLenByteArray {
+			clear(c.Values[:cap(c.Values)])
 		}
 	}
 }
@@ -437,33 +459,45 @@ func (f *flusher) releaseCols(b *prepared) {
 // columns of repeated fields (lists, maps) for the whole batch from them.
 const reserveSampleRows = 256
 
-// reserve grows each column of an unpartitioned batch, b.rows rows into it, to the values
-// the batch's candidate rows make at the sampled values per row, plus an eighth: prepare
-// reserved one value per row, enough for every column but those of repeated fields, whose
+// reserve grows each column of an unpartitioned batch, b.rows rows into it, to the entries
+// the batch's candidate rows make at the sampled entries per row, plus an eighth: prepare
+// reserved one entry per row, enough for every column but those of repeated fields, whose
 // buffers would otherwise grow value by value through the batch (the first flush, or one
 // with longer lists than the last). Nothing is reserved when the columns' buffers would
-// exceed maxBytes (batch.max_bytes, the memory a batch may take) at valueBytes a value:
-// an unrepresentative sample then costs growth, never memory beyond the budget.
+// exceed maxBytes (batch.max_bytes, the memory a batch may take) at valueBytes a levelled
+// value and denseBytes a dense word: an unrepresentative sample then costs growth, never
+// memory beyond the budget. A column grows in the form it holds (a dense one's Dense).
 func (b *prepared) reserve(maxBytes int64) {
 	if b.rows == 0 || b.candidates <= b.rows {
 		return
 	}
 	want := make([]int, len(b.cols))
 	var total int64
-	for i, c := range b.cols {
-		n := len(c) * b.candidates / b.rows
-		if len(c) > b.rows { // a repeated field: its sample's values per row vary
+	for i := range b.cols {
+		c := &b.cols[i]
+		n := c.Len() * b.candidates / b.rows
+		if c.Len() > b.rows { // a repeated field: its sample's values per row vary
 			n += n / 8
 		}
-		want[i] = max(n, cap(c))
-		total += int64(want[i]) * valueBytes
+		if c.IsDense() {
+			want[i] = max(n, cap(c.Dense))
+			total += int64(want[i]) * denseBytes
+		} else {
+			want[i] = max(n, cap(c.Values))
+			total += int64(want[i]) * valueBytes
+		}
 	}
 	if maxBytes > 0 && total > maxBytes {
 		return
 	}
-	for i, c := range b.cols {
-		if cap(c) < want[i] {
-			b.cols[i] = slices.Grow(c, want[i]-len(c))
+	for i := range b.cols {
+		c := &b.cols[i]
+		if c.IsDense() {
+			if cap(c.Dense) < want[i] {
+				c.Dense = slices.Grow(c.Dense, want[i]-len(c.Dense))
+			}
+		} else if cap(c.Values) < want[i] {
+			c.Values = slices.Grow(c.Values, want[i]-len(c.Values))
 		}
 	}
 }
@@ -497,7 +531,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 		}}
 	res := rt.route(items)
 	if b.cols != nil {
-		f.colBufs = b.cols // keep the grown slices for the next flush
+		f.colBufs = b.cols // the same array: its columns keep their grown buffers for the next flush
 		f.colsClean = len(b.fills) == 0 && b.parts == nil && f.arena.Detached() == 0
 	}
 	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{},
@@ -541,7 +575,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	}
 	out.newCarried = len(fresh)
 	out.carried = append(out.carried, fresh...)
-	out.decodedBytes += valueBytes * b.values()
+	out.decodedBytes += b.columnBytes()
 	return out
 }
 
@@ -557,45 +591,119 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 		b.reserve(int64(f.cfg.Batch.MaxBytes))
 	}
 	if len(b.fills) == 0 && b.parts == nil {
-		b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols)
-		return err // the row stays in b.cols: nothing to fill or move
+		return dec.DecodeColumns(&f.arena, it.payload, b.cols) // the row stays in b.cols: nothing to fill or move
 	}
 	b.row.begin(b.cols)
 	b.row.writer = it.ws.Delta
-	if b.cols, err = dec.DecodeWith(&f.arena, it.payload, b.cols); err != nil {
-		return err // DecodeWith appended nothing
+	detour := b.detourFor(it.ws)
+	b.row.swapSpares(detour)
+	err = dec.DecodeColumns(&f.arena, it.payload, b.cols)
+	b.row.swapSpares(detour) // the real columns back, the decoder's nulls in the spares
+	b.row.clearSpares(detour)
+	if err != nil {
+		return err // DecodeColumns cut every column back to begin's length
 	}
-	b.row.cols = b.cols
 	for _, fl := range b.fills {
 		if err := fl.fill(it.rec, b.row); err != nil {
 			b.row.drop()
 			return err
 		}
 	}
+	b.row.fillMissing(detour)
 	if b.parts != nil {
 		return b.parts.place(b.row) // moves the row into its partition's file
 	}
 	return nil
 }
 
-// valueBytes is the size of one decoded column value.
-const valueBytes = int64(unsafe.Sizeof(parquet.Value{}))
+// filledColumn is a top-level column whose every accepted row's value a fill sets
+// (rowView.setTop): a Kafka column (always) or a generated column (computed when the
+// writer lacks it, else checked and set to the same value).
+type filledColumn struct {
+	leaf      int
+	generated string // the generated column's name; "" for a Kafka column
+}
 
-// values counts the column values the flush decoded (in cols, or moved into the
-// partitions' files).
-func (b *prepared) values() int64 {
-	var n int
-	for _, c := range b.cols {
-		n += len(c)
+// fillTargets lists the filled columns of a flush whose leaves may be dense
+// (column.Leaf.Denseable): the configured Kafka columns _kafka_partition, _kafka_offset
+// and _kafka_timestamp (kafkaFill.fill sets them on every row), and the generated
+// columns of the flush's generatedFill. rowView.spare readies a levelled spare for each.
+func fillTargets(cfg *Config, fills []columnFill, row *rowView, leaves []column.Leaf) []filledColumn {
+	var out []filledColumn
+	add := func(name, generated string) {
+		c, ok := row.column(name)
+		if ok && c.primitive && leaves[c.first].Denseable() {
+			out = append(out, filledColumn{leaf: c.first, generated: generated})
+			row.spare[c.first].Reset(leaves[c.first])
+			row.spare[c.first].ToLevelled()
+		}
 	}
-	if b.parts != nil {
-		for _, part := range b.parts.files() {
-			for _, c := range part.cols {
-				n += len(c)
+	for _, k := range cfg.Table.KafkaColumns {
+		if k == kafkacols.Partition || k == kafkacols.Offset || k == kafkacols.Timestamp {
+			add(kafkacols.Column(k), "")
+		}
+	}
+	for _, fl := range fills {
+		if g, ok := fl.(*generatedFill); ok {
+			for i := range g.cols {
+				add(g.cols[i].Field.Name, g.cols[i].Field.Name)
 			}
 		}
 	}
-	return int64(n)
+	return out
+}
+
+// detourFor returns the leaves of b.filled whose decoded value no fill reads for a record
+// of writer schema ws: every Kafka column, and the generated columns ws lacks (the
+// decoder writes them NULL; one ws supplies is checked against its value, so it is
+// decoded into its column).
+func (b *prepared) detourFor(ws *decode.WriterSchema) []int {
+	if len(b.filled) == 0 {
+		return nil
+	}
+	if ws == b.detourWS {
+		return b.detour
+	}
+	b.detourWS, b.detour = ws, b.detour[:0]
+	for _, c := range b.filled {
+		if c.generated != "" && ws.Delta != nil && ws.Delta.FieldByKey(c.generated) != nil {
+			continue
+		}
+		b.detour = append(b.detour, c.leaf)
+	}
+	return b.detour
+}
+
+// valueBytes is the size of one levelled column value (a parquet.Value), denseBytes of
+// one dense word (column.Column.Dense).
+const (
+	valueBytes = int64(unsafe.Sizeof(parquet.Value{}))
+	denseBytes = int64(unsafe.Sizeof(uint64(0)))
+)
+
+// columnBytes is the size of the column entries the flush decoded (in cols, or moved
+// into the partitions' files): valueBytes a levelled value, denseBytes a dense word.
+func (b *prepared) columnBytes() int64 {
+	n := colBytes(b.cols)
+	if b.parts != nil {
+		for _, part := range b.parts.files() {
+			n += colBytes(part.cols)
+		}
+	}
+	return n
+}
+
+func colBytes(cols []column.Column) int64 {
+	var n int64
+	for i := range cols {
+		c := &cols[i]
+		if c.IsDense() {
+			n += int64(c.Len()) * denseBytes
+		} else {
+			n += int64(c.Len()) * valueBytes
+		}
+	}
+	return n
 }
 
 // produce sends this attempt's dead letters and carried-forward records and waits for
@@ -734,7 +842,7 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 		return nil, nil
 	}
 	if b.parts == nil {
-		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, b.file)
+		add, err := deltawriter.WriteColumns(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, b.file)
 		if err != nil {
 			return nil, &transientError{"write data file", err}
 		}
@@ -750,7 +858,7 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 		part := parts[i]
 		fo := b.file
 		fo.Dir, fo.PartitionValues = part.dir, part.values
-		add, err := deltawriter.WriteDataFile(ctx, f.deps.Table.Store(), b.parts.file, part.cols, part.rows, fo)
+		add, err := deltawriter.WriteColumns(ctx, f.deps.Table.Store(), b.parts.file, part.cols, part.rows, fo)
 		if err != nil {
 			return &transientError{"write data file in " + part.dir, err}
 		}
@@ -789,7 +897,11 @@ func (f *flusher) partitioner(t tableState, b *prepared) (*partitioner, error) {
 		limit = 0
 	}
 	random := b.cm != deltalog.ColumnMappingNone || b.file.Configuration[deltalog.PropRandomizeFilePrefixes] == "true"
-	return newPartitioner(b.schema, cols, b.cm, b.pq, b.row, materialize, random, limit, f.log)
+	p, err := newPartitioner(b.schema, cols, b.cm, b.pq, b.row, materialize, random, limit, f.log)
+	if p != nil {
+		p.levelled = f.levelled
+	}
+	return p, err
 }
 
 // forget drops recs from deadSet after a flush that committed nothing: their dead letters

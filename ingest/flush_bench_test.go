@@ -12,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // benchFlushAvro is the end-to-end benchmark's record (cmd/benche2e, recordSchema).
@@ -40,33 +43,9 @@ func (m mapSchemas) Schema(_ context.Context, id int) (*decode.WriterSchema, err
 // the Avro decode, and the commit bookkeeping (committedLocked). Without a table: the
 // plan creates it from the writer schema. One op is one batch; it reports ns/record.
 func BenchmarkFlushStages(b *testing.B) {
-	const n, run = 100_000, 500
-	ws, err := decode.ParseWriterSchema(7, benchFlushAvro)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sch := avro.MustParse(benchFlushAvro)
-	recs := make([]*kgo.Record, n)
-	offsets := [4]int64{}
-	for i := range recs {
-		v := map[string]any{"id": int64(1_000_000_000_000 + i), "name": fmt.Sprintf("user-%06d", i%100_000), "score": float64(i) / 3,
-			"active": i%2 == 0, "ts": int64(1_700_000_000_000_000 + i), "note": map[string]any{"string": "n-note-of-this-record-padding-to-two-hundred"},
-			"count": int32(i % 1000), "amount": float64(i%100_000) / 100, "kind": "VIEW",
-			"tags": []string{"web", "promo-spring-2024", "eu-west-1", "returning-customer!!!"}}
-		body, err := avro.Marshal(sch, v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		part := int32(i / run % 4)
-		recs[i] = &kgo.Record{Topic: "bench", Partition: part, Offset: offsets[part], Key: []byte(fmt.Sprint(i)),
-			Value: append([]byte{0, 0, 0, 0, 7}, body...)}
-		offsets[part]++
-	}
-	cfg := &Config{Name: "bench", AppID: "bench", Table: TableConfig{URI: "file:///nonexistent", Create: true},
-		Schema: SchemaConfig{Policy: PolicyEvolve, OnIncompatible: PolicyHalt}, DeadLetter: DeadLetter{Topic: "bench.dlq"},
-		Batch: BatchConfig{MaxRecords: n, MaxBytes: 128 << 20}}
-	p := NewPipeline(cfg, Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
-		Schemas: mapSchemas{7: ws}, Framed: true})
+	const n = 100_000
+	p := benchFlushPipeline(b, n, nil, nil)
+	recs := benchFlushRecords(b, n)
 	ctx := context.Background()
 	t := tableState{version: -1, txns: map[string]int64{}}
 	rows := 0
@@ -97,6 +76,111 @@ func BenchmarkFlushStages(b *testing.B) {
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(n*b.N), "cpu-ns/record")
 	if rows != n*b.N {
 		b.Fatalf("wrote %d rows, want %d", rows, n*b.N)
+	}
+}
+
+// benchFlushRecords is BenchmarkFlushStages's batch: n framed ~200-byte records of
+// benchFlushAvro (writer schema id 7) over 4 partitions in runs of 500.
+func benchFlushRecords(b *testing.B, n int) []*kgo.Record {
+	const run = 500
+	sch := avro.MustParse(benchFlushAvro)
+	recs := make([]*kgo.Record, n)
+	offsets := [4]int64{}
+	for i := range recs {
+		v := map[string]any{"id": int64(1_000_000_000_000 + i), "name": fmt.Sprintf("user-%06d", i%100_000), "score": float64(i) / 3,
+			"active": i%2 == 0, "ts": int64(1_700_000_000_000_000 + i), "note": map[string]any{"string": "n-note-of-this-record-padding-to-two-hundred"},
+			"count": int32(i % 1000), "amount": float64(i%100_000) / 100, "kind": "VIEW",
+			"tags": []string{"web", "promo-spring-2024", "eu-west-1", "returning-customer!!!"}}
+		body, err := avro.Marshal(sch, v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		part := int32(i / run % 4)
+		recs[i] = &kgo.Record{Topic: "bench", Partition: part, Offset: offsets[part], Key: []byte(fmt.Sprint(i)),
+			Value: append([]byte{0, 0, 0, 0, 7}, body...)}
+		offsets[part]++
+	}
+	return recs
+}
+
+// benchFlushPipeline is the pipeline of the flush benchmarks: batches of n records of
+// benchFlushAvro, to table (nil: none; the data files go to its store) with the Kafka
+// columns kafka.
+func benchFlushPipeline(b *testing.B, n int, table *deltawriter.Table, kafka []string) *Pipeline {
+	ws, err := decode.ParseWriterSchema(7, benchFlushAvro)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := &Config{Name: "bench", AppID: "bench", Table: TableConfig{URI: "file:///nonexistent", Create: true, KafkaColumns: kafka, KeyFormat: kafkacols.KeyBytes},
+		Schema: SchemaConfig{Policy: PolicyEvolve, OnIncompatible: PolicyHalt}, DeadLetter: DeadLetter{Topic: "bench.dlq"},
+		Batch: BatchConfig{MaxRecords: n, MaxBytes: 128 << 20}}
+	return NewPipeline(cfg, Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
+		Schemas: mapSchemas{7: ws}, Framed: true, Table: table})
+}
+
+// BenchmarkFlushColumns times a consumer flush of BenchmarkFlushStages's batch from the
+// schema check to the written data file (route with the Avro decode into the columns,
+// the fills, deltawriter.WriteColumns to a local directory; no commit), with every
+// column levelled (the baseline: flusher.levelled) and with the fixed-width ones dense
+// (issue 15, "Typed column path"), without and with the Kafka columns partition, offset
+// and timestamp. One op is one batch; it reports ns/record and the process's
+// cpu-ns/record.
+func BenchmarkFlushColumns(b *testing.B) {
+	const n = 100_000
+	recs := benchFlushRecords(b, n)
+	for _, kafka := range [][]string{nil, {kafkacols.Partition, kafkacols.Offset, kafkacols.Timestamp}} {
+		for _, levelled := range []bool{true, false} {
+			name := map[bool]string{true: "levelled", false: "dense"}[levelled]
+			if kafka != nil {
+				name += "/kafka"
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				st, err := storage.Open("file://" + b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				tbl, err := deltawriter.Open(ctx, st)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p := benchFlushPipeline(b, n, tbl, kafka)
+				p.fl.levelled = levelled
+				t := tableState{version: -1, txns: map[string]int64{}}
+				rows := 0
+				cpu0 := processCPU(b)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ready, _, note, err := p.resolveSchemas(ctx, recs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					items, err := p.fl.collect(ctx, t, ready, note)
+					if err != nil {
+						b.Fatal(err)
+					}
+					prep, err := p.fl.prepare(t, items)
+					if err != nil {
+						b.Fatal(err)
+					}
+					out := p.fl.route(t, prep, items)
+					if _, err := p.fl.writeFiles(ctx, prep, out); err != nil {
+						b.Fatal(err)
+					}
+					rows += out.rows
+					p.fl.releaseCols(prep)
+					endFlush(p.fl, items)
+					p.committedLocked(ready, nil)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/record")
+				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(n*b.N), "cpu-ns/record")
+				if rows != n*b.N {
+					b.Fatalf("wrote %d rows, want %d", rows, n*b.N)
+				}
+			})
+		}
 	}
 }
 

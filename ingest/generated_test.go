@@ -129,7 +129,7 @@ func fillRow(t *testing.T, schema *deltalog.StructType, conf map[string]string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	row.begin(cols)
 	for _, f := range schema.Fields {
 		first, _ := row.leaves(f.Name)
@@ -141,9 +141,9 @@ func fillRow(t *testing.T, schema *deltalog.StructType, conf map[string]string, 
 		if v.IsNull() {
 			def = 0
 		}
-		cols[first] = append(cols[first], v.Level(0, def, first))
+		cols[first].Append(v.Level(0, def, first))
 	}
-	row.cols, row.writer = cols, writer
+	row.writer = writer
 	if err := fills[0].fill(nil, row); err != nil {
 		return nil, err
 	}
@@ -226,12 +226,10 @@ func BenchmarkGeneratedFill(b *testing.B) {
 	}
 	row, _ := newRowView(schema, deltalog.ColumnMappingNone, pq)
 	row.writer = &deltalog.StructType{Fields: schema.Fields[:2]}
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		for c := range cols {
-			cols[c] = cols[c][:0]
-		}
+		resetCols(cols)
 		row.begin(cols)
 		for _, f := range schema.Fields {
 			first, _ := row.leaves(f.Name)
@@ -241,9 +239,8 @@ func BenchmarkGeneratedFill(b *testing.B) {
 			} else if f.Name == "order_id" {
 				v = parquet.Int64Value(int64(i)).Level(0, 1, first)
 			}
-			cols[first] = append(cols[first], v)
+			cols[first].Append(v)
 		}
-		row.cols = cols
 		if err := fills[0].fill(nil, row); err != nil {
 			b.Fatal(err)
 		}

@@ -105,15 +105,13 @@ func TestKafkaFillLevels(t *testing.T) {
 			Headers: []kgo.RecordHeader{h("bin", []byte{0x00, 0xFF})}},
 			`"\xff\xfe\x00"(0,1)`, `"bin"(0,2)`, `"\x00\xff"(0,3)`, `"orders"(0,1)`, "3(0,1)", "13(0,1)", "1796119200123000(0,1)"},
 	}
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			row.begin(cols)
-			var err error
-			if cols, err = dec.Decode([]byte{byte(2 * (i + 10))}, cols); err != nil {
+			if err := dec.DecodeColumns(nil, []byte{byte(2 * (i + 10))}, cols); err != nil {
 				t.Fatal(err)
 			}
-			row.cols = cols
 			if err := kf.fill(tt.rec, row); err != nil {
 				t.Fatal(err)
 			}
@@ -137,10 +135,11 @@ func TestKafkaFillLevels(t *testing.T) {
 
 func TestKafkaFillStringKey(t *testing.T) {
 	dec, pq, row, kf := kafkaFillSetup(t, kafkacols.KeyString)
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	row.begin(cols)
-	cols, _ = dec.Decode([]byte{2}, cols)
-	row.cols = cols
+	if err := dec.DecodeColumns(nil, []byte{2}, cols); err != nil {
+		t.Fatal(err)
+	}
 	err := kf.fill(&kgo.Record{Topic: "orders", Partition: 3, Offset: 13, Key: []byte{0xFF, 0xFE, 0x00}}, row)
 	if decode.ReasonOf(err) != decode.ReasonKeyDecodeError || decode.FieldOf(err) != "_kafka_key" {
 		t.Fatalf("a key that is not UTF-8: %v, want key_decode_error at _kafka_key", err)
@@ -176,17 +175,16 @@ func BenchmarkKafkaFill(b *testing.B) {
 	for _, fill := range []bool{false, true} {
 		name := map[bool]string{false: "none", true: "all"}[fill]
 		b.Run(name, func(b *testing.B) {
-			cols := make([][]parquet.Value, len(pq.Columns()))
+			cols := newCols(pq)
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				if i%4096 == 0 {
-					for c := range cols {
-						cols[c] = cols[c][:0]
-					}
+					resetCols(cols)
 				}
 				row.begin(cols)
-				cols, _ = dec.Decode([]byte{0x54}, cols)
-				row.cols = cols
+				if err := dec.DecodeColumns(nil, []byte{0x54}, cols); err != nil {
+					b.Fatal(err)
+				}
 				if fill {
 					if err := kf.fill(rec, row); err != nil {
 						b.Fatal(err)
@@ -207,10 +205,11 @@ func TestKafkaFillReplayUsesOriginal(t *testing.T) {
 	dl := dlq.DeadLetter{Rec: src, Reason: decode.ReasonSchemaMismatch, SchemaID: 101, TableVersion: 1, Ack: dlq.Ack{CommitID: "c", TxnAppID: "a-orders-3", TxnVersion: 12}}
 	r := dl.Record("orders.dlq", "orders", time.Now())
 	r.Partition, r.Offset = 0, 77 // where the dead letter sits in the DLQ
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	row.begin(cols)
-	cols, _ = dec.Decode([]byte{2}, cols)
-	row.cols = cols
+	if err := dec.DecodeColumns(nil, []byte{2}, cols); err != nil {
+		t.Fatal(err)
+	}
 	if err := kf.fill(r, row); err != nil {
 		t.Fatal(err)
 	}

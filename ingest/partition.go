@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
@@ -29,6 +30,7 @@ var errPartitionLimit = errors.New("partition value limit of the flush reached")
 type partitioner struct {
 	cols    []partColumn
 	file    *parquet.Schema // the data files' Parquet schema
+	leaves  []column.Leaf   // file's leaves (column.Leaves): each partition file's columns start from them
 	leafMap []int           // table leaf index → data-file leaf index; -1: not in the files
 	max     int             // batch.max_open_partitions; 0: unbounded
 	parts   map[string]*partFile
@@ -46,6 +48,8 @@ type partitioner struct {
 	// partition values being serialised and hashed again.
 	last     *partFile
 	lastVals []parquet.Value
+	// levelled starts every partition file's columns levelled (flusher.levelled).
+	levelled bool
 }
 
 // partColumn is one partition column: its field, physical name and table leaf.
@@ -59,7 +63,7 @@ type partColumn struct {
 type partFile struct {
 	values map[string]*string // add.partitionValues, by physical name
 	dir    string             // the Hive-escaped directory
-	cols   [][]parquet.Value  // by data-file leaf
+	cols   []column.Column    // by data-file leaf; a column starts dense when its leaf allows
 	rows   int
 }
 
@@ -114,6 +118,7 @@ func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltal
 			}
 		}
 	}
+	p.leaves = column.Leaves(p.file)
 	return p, nil
 }
 
@@ -201,16 +206,15 @@ func sameBits(a, b parquet.Value) bool {
 	return parquet.Equal(a, b)
 }
 
-// move appends row's values to part's buffers (data-file leaf indexes) and drops the row
-// from the flush's table-wide buffers.
+// move appends row's entries to part's columns (data-file leaf indexes; dense words are
+// copied as words, column.Column.AppendFrom) and drops the row from the flush's
+// table-wide columns.
 func (p *partitioner) move(row *rowView, part *partFile) {
 	for i, fi := range p.leafMap {
 		if fi < 0 {
 			continue
 		}
-		for _, v := range row.leaf(i) {
-			part.cols[fi] = append(part.cols[fi], v.Level(v.RepetitionLevel(), v.DefinitionLevel(), fi))
-		}
+		part.cols[fi].AppendFrom(&row.cols[i], row.mark[i], fi)
 	}
 	part.rows++
 	row.drop()
@@ -218,7 +222,13 @@ func (p *partitioner) move(row *rowView, part *partFile) {
 
 // open starts the file of a new partition value tuple.
 func (p *partitioner) open(row *rowView, values []*string) *partFile {
-	part := &partFile{values: map[string]*string{}, cols: make([][]parquet.Value, len(p.file.Columns()))}
+	part := &partFile{values: map[string]*string{}, cols: make([]column.Column, len(p.leaves))}
+	for i := range part.cols {
+		part.cols[i].Reset(p.leaves[i])
+		if p.levelled {
+			part.cols[i].ToLevelled()
+		}
+	}
 	names, dirs := make([]string, len(p.cols)), make([]string, len(p.cols))
 	for i, c := range p.cols {
 		part.values[c.phys] = values[i]

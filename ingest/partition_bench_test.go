@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -68,7 +67,7 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 			b.ResetTimer()
 			for it := 0; it < b.N; it++ {
 				var arena decode.Arena
-				cols := make([][]parquet.Value, len(pq.Columns()))
+				cols := newCols(pq)
 				row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
 				if err != nil {
 					b.Fatal(err)
@@ -79,10 +78,9 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 				}
 				for _, p := range payloads {
 					row.begin(cols)
-					if cols, err = dec.DecodeWith(&arena, p, cols); err != nil {
+					if err := dec.DecodeColumns(&arena, p, cols); err != nil {
 						b.Fatal(err)
 					}
-					row.cols = cols
 					if parts != nil {
 						if err := parts.place(row); err != nil {
 							b.Fatal(err)
@@ -91,7 +89,7 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 				}
 				ctx := context.Background()
 				if parts == nil {
-					if _, err := deltawriter.WriteDataFile(ctx, st, pq, cols, rows, fo); err != nil {
+					if _, err := deltawriter.WriteColumns(ctx, st, pq, cols, rows, fo); err != nil {
 						b.Fatal(err)
 					}
 					files++
@@ -100,7 +98,7 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 				for _, part := range parts.files() {
 					o := fo
 					o.Dir, o.PartitionValues = part.dir, part.values
-					if _, err := deltawriter.WriteDataFile(ctx, st, parts.file, part.cols, part.rows, o); err != nil {
+					if _, err := deltawriter.WriteColumns(ctx, st, parts.file, part.cols, part.rows, o); err != nil {
 						b.Fatal(err)
 					}
 					files++

@@ -167,17 +167,13 @@ func TestPartitionerPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	place := func(id int64, region string) error {
 		row.begin(cols)
-		var err error
-		if cols, err = dec.Decode(rowfillRecord(t, id, &region, []string{"t"}), cols); err != nil {
+		if err := dec.DecodeColumns(nil, rowfillRecord(t, id, &region, []string{"t"}), cols); err != nil {
 			t.Fatal(err)
 		}
-		row.cols = cols
-		err = p.place(row)
-		cols = row.cols
-		return err
+		return p.place(row)
 	}
 	for i, r := range []string{"US", "EU", "US"} {
 		if err := place(int64(i), r); err != nil {
@@ -194,9 +190,9 @@ func TestPartitionerPlace(t *testing.T) {
 	if err := place(11, "EU"); err != nil {
 		t.Fatalf("an open value at the limit: %v", err)
 	}
-	for i, c := range cols {
-		if len(c) != 0 {
-			t.Errorf("table-wide leaf %d keeps %d values; want every row moved out", i, len(c))
+	for i := range cols {
+		if n := cols[i].Len(); n != 0 {
+			t.Errorf("table-wide leaf %d keeps %d values; want every row moved out", i, n)
 		}
 	}
 	if _, ok := p.file.Lookup("Region"); ok || len(p.file.Columns()) != len(pq.Columns())-1 {
@@ -207,7 +203,7 @@ func TestPartitionerPlace(t *testing.T) {
 		t.Fatalf("files %+v; want Region=US (2 rows), Region=EU (2 rows)", files)
 	}
 	idLeaf, _ := p.file.Lookup("id")
-	ids := files[0].cols[idLeaf.ColumnIndex]
+	ids := levelledOf(files[0].cols)[idLeaf.ColumnIndex]
 	if len(ids) != 2 || ids[0].Int64() != 0 || ids[1].Int64() != 2 || ids[1].Column() != idLeaf.ColumnIndex {
 		t.Fatalf("US ids %v; want [0 2] with column index %d", ids, idLeaf.ColumnIndex)
 	}
@@ -233,7 +229,7 @@ func TestPartitionerPlaceRuns(t *testing.T) {
 	negZero, nan := math.Copysign(0, -1), math.NaN()
 	rows := []in{{0, &a}, {0, &a}, {negZero, &a}, {0, &a}, {nan, &a}, {nan, &a}, {0, nil}, {0, &a}, {0, &b}, {0, &b}, {negZero, &a}}
 	var arena decode.Arena
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	want := map[string][]int64{} // serialised partition values → ids, in order
 	var order []string
 	for i, x := range rows {
@@ -246,14 +242,12 @@ func TestPartitionerPlaceRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		row.begin(cols)
-		if cols, err = dec.DecodeWith(&arena, body, cols); err != nil {
+		if err := dec.DecodeColumns(&arena, body, cols); err != nil {
 			t.Fatal(err)
 		}
-		row.cols = cols
 		if err := p.place(row); err != nil {
 			t.Fatal(err)
 		}
-		cols = row.cols
 		dv, _ := deltawriter.PartitionValue(schema.Field("d").Type, parquet.DoubleValue(x.d))
 		key := *dv + "|<null>"
 		if x.r != nil {
@@ -275,7 +269,7 @@ func TestPartitionerPlaceRuns(t *testing.T) {
 			got = *f.values["d"] + "|" + *r
 		}
 		var ids []int64
-		for _, v := range f.cols[idLeaf.ColumnIndex] {
+		for _, v := range levelledOf(f.cols)[idLeaf.ColumnIndex] {
 			ids = append(ids, v.Int64())
 		}
 		if got != order[i] || fmt.Sprint(ids) != fmt.Sprint(want[order[i]]) || f.rows != len(ids) {

@@ -6,6 +6,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
@@ -66,8 +67,10 @@ type topColumn struct {
 }
 
 // rowView is the values one record appended to the flush's column buffers: for leaf
-// column i (parquet schema Columns() order), cols[i][mark[i]:]. Top-level columns are
-// looked up by logical name, matched as Delta does (deltalog.NameKey).
+// column i (parquet schema Columns() order), the entries of cols[i] from mark[i] on (in
+// either form of package column: a dense column holds one word for the row, a
+// levelled one its values with levels). Top-level columns are looked up by logical
+// name, matched as Delta does (deltalog.NameKey).
 //
 // Levels: every top-level field is OPTIONAL (deltawriter.ParquetSchema), so a top-level
 // primitive has repetition level 0 and definition level 1 when set, 0 when null; its
@@ -76,15 +79,23 @@ type rowView struct {
 	// writer is the record's writer schema (Delta model): which columns the record
 	// supplies itself (a generated column it supplies is checked, not computed).
 	writer *deltalog.StructType
-	cols   [][]parquet.Value
+	cols   []column.Column
 	mark   []int
+	// scratch holds, per leaf, the one value leaf returns for a dense column's row.
+	scratch [][1]parquet.Value
+	// spare holds, per leaf a fill sets (fillTargets), a levelled column that takes the
+	// decoder's value of that leaf instead of the real column (swapSpares), so that the
+	// decoder's NULL for a column the writer lacks does not turn a dense column levelled
+	// before the fill sets its value.
+	spare  []column.Column
 	byName map[string]topColumn // deltalog.NameKey(logical name) → column
 }
 
 // newRowView indexes the top-level columns of schema in pq (its Parquet schema under
 // column mapping mode cm). Errors: a top-level field that pq lacks.
 func newRowView(schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema) (*rowView, error) {
-	r := &rowView{mark: make([]int, len(pq.Columns())), byName: map[string]topColumn{}}
+	n := len(pq.Columns())
+	r := &rowView{mark: make([]int, n), scratch: make([][1]parquet.Value, n), spare: make([]column.Column, n), byName: map[string]topColumn{}}
 	first := map[string][2]int{} // physical name → first leaf, leaves
 	i := 0
 	for _, f := range pq.Fields() {
@@ -116,33 +127,74 @@ func leafCount(n parquet.Node) int {
 	return c
 }
 
-// begin marks the current end of every buffer of cols: the next record's row starts there.
-func (r *rowView) begin(cols [][]parquet.Value) {
+// begin marks the current end of every column of cols: the next record's row starts
+// there. cols is used in place (the row's decode and fills append to its columns).
+func (r *rowView) begin(cols []column.Column) {
 	r.cols = cols
-	for i, c := range cols {
-		r.mark[i] = len(c)
+	for i := range cols {
+		r.mark[i] = cols[i].Len()
 	}
 }
 
-// drop removes the row's values from every buffer, restoring them to begin's state.
+// drop removes the row's entries from every column (column.Column.Truncate), restoring
+// their lengths to begin's; a column that turned levelled in the row stays levelled.
 func (r *rowView) drop() {
 	for i := range r.cols {
-		clear(r.cols[i][r.mark[i]:])
-		r.cols[i] = r.cols[i][:r.mark[i]]
+		r.cols[i].Truncate(r.mark[i])
 	}
 }
 
-// leaf returns this record's values of leaf column i (one per value, with levels).
-func (r *rowView) leaf(i int) []parquet.Value { return r.cols[i][r.mark[i]:] }
+// swapSpares exchanges the columns of leaves with their spares (called around the
+// decode: the decoder's values of these leaves go to the spares).
+func (r *rowView) swapSpares(leaves []int) {
+	for _, i := range leaves {
+		r.cols[i], r.spare[i] = r.spare[i], r.cols[i]
+	}
+}
+
+// clearSpares empties the spares of leaves (the decoder's values, which a fill replaces).
+func (r *rowView) clearSpares(leaves []int) {
+	for _, i := range leaves {
+		r.spare[i].Truncate(0)
+	}
+}
+
+// fillMissing gives a leaf of leaves that the fills left without a value for the row the
+// NULL the decoder wrote into its spare (the fills set every such leaf of a row they
+// accept, fillTargets: this keeps one entry a row whatever a fill does).
+func (r *rowView) fillMissing(leaves []int) {
+	for _, i := range leaves {
+		if r.cols[i].Len() == r.mark[i] {
+			r.cols[i].Append(parquet.NullValue().Level(0, 0, i))
+		}
+	}
+}
+
+// leaf returns this record's values of leaf column i (one per level entry, with levels
+// and column index). For a dense column that is its one word as a value, materialised
+// into a per-leaf scratch: valid until the next leaf(i) of the same leaf, and writing
+// to it changes nothing (replace, setTop do).
+func (r *rowView) leaf(i int) []parquet.Value {
+	c := &r.cols[i]
+	if !c.IsDense() {
+		return c.Values[r.mark[i]:]
+	}
+	if c.Len() == r.mark[i] {
+		return nil
+	}
+	r.scratch[i][0] = c.At(r.mark[i]) // a non-repeated leaf: one entry a row
+	return r.scratch[i][:]
+}
 
 // replace replaces this record's values of leaf column i with vs; each value keeps its
-// repetition and definition levels and gets column index i.
+// repetition and definition levels and gets column index i. A dense column stays dense
+// when vs is one set value; anything else turns it levelled (column.Column.Append).
 func (r *rowView) replace(i int, vs ...parquet.Value) {
-	c := r.cols[i][:r.mark[i]]
+	c := &r.cols[i]
+	c.Truncate(r.mark[i])
 	for _, v := range vs {
-		c = append(c, v.Level(v.RepetitionLevel(), v.DefinitionLevel(), i))
+		c.Append(v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), i))
 	}
-	r.cols[i] = c
 }
 
 // column returns the top-level column named name (logical name, Delta's matching).
@@ -177,7 +229,9 @@ func (r *rowView) setTop(name string, v parquet.Value) error {
 	if v.IsNull() {
 		def = 0
 	}
-	r.cols[c.first] = append(r.cols[c.first][:r.mark[c.first]], v.Level(0, def, c.first))
+	col := &r.cols[c.first]
+	col.Truncate(r.mark[c.first])
+	col.Append(v.Level(0, def, c.first))
 	return nil
 }
 

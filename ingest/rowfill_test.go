@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -48,14 +47,6 @@ func leafIndex(t *testing.T, pq *parquet.Schema, path ...string) int {
 	return l.ColumnIndex
 }
 
-func cloneCols(cols [][]parquet.Value) [][]parquet.Value {
-	out := make([][]parquet.Value, len(cols))
-	for i, c := range cols {
-		out[i] = slices.Clone(c)
-	}
-	return out
-}
-
 func equalCols(a, b [][]parquet.Value) bool {
 	if len(a) != len(b) {
 		return false
@@ -78,17 +69,16 @@ func equalCols(a, b [][]parquet.Value) bool {
 // record's values; top-level columns are found case-insensitively with their leaf ranges.
 func TestRowViewTopAndLeaves(t *testing.T) {
 	dec, pq, row := rowfillSetup(t)
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	us, eu := "US", "EU"
-	cols, err := dec.Decode(rowfillRecord(t, 1, &us, []string{"a", "b"}), cols)
+	err := dec.DecodeColumns(nil, rowfillRecord(t, 1, &us, []string{"a", "b"}), cols)
 	if err != nil {
 		t.Fatal(err)
 	}
 	row.begin(cols)
-	if cols, err = dec.Decode(rowfillRecord(t, 2, &eu, []string{"c"}), cols); err != nil {
+	if err := dec.DecodeColumns(nil, rowfillRecord(t, 2, &eu, []string{"c"}), cols); err != nil {
 		t.Fatal(err)
 	}
-	row.cols = cols
 	v, f, ok := row.top("region")
 	if !ok || f.Name != "Region" || string(v.ByteArray()) != "EU" || v.DefinitionLevel() != 1 {
 		t.Fatalf("top(region) = %v %q %v; want EU (def 1) of column Region", v, f.Name, ok)
@@ -118,23 +108,22 @@ func TestRowViewTopAndLeaves(t *testing.T) {
 // replace keeps the given levels; values of the earlier record are untouched.
 func TestRowViewSetTopAndReplace(t *testing.T) {
 	dec, pq, row := rowfillSetup(t)
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	us := "US"
-	cols, err := dec.Decode(rowfillRecord(t, 1, &us, []string{"a"}), cols)
+	err := dec.DecodeColumns(nil, rowfillRecord(t, 1, &us, []string{"a"}), cols)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := cloneCols(cols)
+	before := levelledOf(cols)
 	row.begin(cols)
-	if cols, err = dec.Decode(rowfillRecord(t, 2, nil, []string{"b", "c"}), cols); err != nil {
+	if err := dec.DecodeColumns(nil, rowfillRecord(t, 2, nil, []string{"b", "c"}), cols); err != nil {
 		t.Fatal(err)
 	}
-	row.cols = cols
 	extra := leafIndex(t, pq, "extra")
 	if err := row.setTop("EXTRA", parquet.Int32Value(7)); err != nil {
 		t.Fatal(err)
 	}
-	got := row.cols[extra][len(row.cols[extra])-1]
+	got := row.cols[extra].At(row.cols[extra].Len() - 1)
 	if got.Int32() != 7 || got.RepetitionLevel() != 0 || got.DefinitionLevel() != 1 || got.Column() != extra || len(row.leaf(extra)) != 1 {
 		t.Fatalf("after setTop(EXTRA, 7): %v (rep %d def %d col %d); want 7 rep 0 def 1 col %d", got, got.RepetitionLevel(), got.DefinitionLevel(), got.Column(), extra)
 	}
@@ -155,7 +144,7 @@ func TestRowViewSetTopAndReplace(t *testing.T) {
 		t.Fatalf("after replace(tags): %v; want x,y,z rep 0,1,1 def 3 col %d", g, tags)
 	}
 	for i := range before {
-		if !equalCols([][]parquet.Value{before[i]}, [][]parquet.Value{row.cols[i][:len(before[i])]}) {
+		if !equalCols([][]parquet.Value{before[i]}, [][]parquet.Value{levelledOf(row.cols)[i][:len(before[i])]}) {
 			t.Fatalf("leaf %d: the earlier record's values changed", i)
 		}
 	}
@@ -166,31 +155,29 @@ func TestRowViewSetTopAndReplace(t *testing.T) {
 // grew them; the next record decodes after the earlier one.
 func TestRowViewDropRestores(t *testing.T) {
 	dec, pq, row := rowfillSetup(t)
-	cols := make([][]parquet.Value, len(pq.Columns()))
+	cols := newCols(pq)
 	us, eu := "US", "EU"
-	cols, err := dec.Decode(rowfillRecord(t, 1, &us, []string{"a", "b"}), cols)
+	err := dec.DecodeColumns(nil, rowfillRecord(t, 1, &us, []string{"a", "b"}), cols)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := cloneCols(cols)
+	before := levelledOf(cols)
 	row.begin(cols)
-	if cols, err = dec.Decode(rowfillRecord(t, 2, &eu, []string{"c", "d", "e"}), cols); err != nil {
+	if err := dec.DecodeColumns(nil, rowfillRecord(t, 2, &eu, []string{"c", "d", "e"}), cols); err != nil {
 		t.Fatal(err)
 	}
-	row.cols = cols
 	_ = row.setTop("extra", parquet.Int32Value(9))
 	tags := leafIndex(t, pq, "tags", "list", "element")
 	row.replace(tags, parquet.ByteArrayValue([]byte("q")).Level(0, 3, 0))
 	row.drop()
-	if !equalCols(row.cols, before) {
-		t.Fatalf("after drop: %v; want exactly %v", row.cols, before)
+	if after := levelledOf(row.cols); !equalCols(after, before) {
+		t.Fatalf("after drop: %v; want exactly %v", after, before)
 	}
-	cols = row.cols
 	row.begin(cols)
-	if cols, err = dec.Decode(rowfillRecord(t, 3, nil, nil), cols); err != nil {
+	if err := dec.DecodeColumns(nil, rowfillRecord(t, 3, nil, nil), cols); err != nil {
 		t.Fatal(err)
 	}
-	if v := cols[leafIndex(t, pq, "id")]; len(v) != 2 || v[1].Int64() != 3 {
+	if v := levelledOf(cols)[leafIndex(t, pq, "id")]; len(v) != 2 || v[1].Int64() != 3 {
 		t.Fatalf("id column after drop and a new record: %v; want [1 3]", v)
 	}
 }
