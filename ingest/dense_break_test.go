@@ -1,0 +1,327 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/parquet-go/parquet-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/decode"
+)
+
+// Engineer X, breaking the typed column path: batches that mix writer schemas (an Avro
+// int, float or timestamp-millis read into a long, double or timestamp column; a field
+// nullable in one writer and required in the next; a field one writer lacks), values at
+// the edges (integer extremes, NaN, -0.0, ±Inf, dates before 1970, negative decimals)
+// and partitions by a dense column. Each flush is made twice, dense and with every
+// column levelled (flusher.levelled), and both must give exactly the expected rows and
+// the same add.stats.
+
+// breakFlush is one flush's files read back: data file dir ("" unpartitioned) → rows
+// (renderAny), and dir → add.stats.
+type breakFlush struct {
+	out   *outcome
+	files map[string][]string
+	stats map[string]string
+}
+
+// runBreakFlush flushes recs (framed with the ids of schemas) to the existing table at
+// dir as the consumer pipeline does (collect, prepare, route, write the files).
+func runBreakFlush(t *testing.T, dir string, cfg *Config, schemas mapSchemas, recs []*kgo.Record, levelled bool) breakFlush {
+	t.Helper()
+	ctx := context.Background()
+	st, err := storage.Open("file://" + dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPipeline(cfg, Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
+		Schemas: schemas, Framed: true, Table: tbl})
+	f := p.fl
+	f.levelled = levelled
+	ts, err := f.readTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := f.collect(ctx, ts, recs, frameNote{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.prepare(ts, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := f.route(ts, b, items)
+	adds, err := f.writeFiles(ctx, b, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.releaseCols(b)
+	endFlush(f, items)
+	res := breakFlush{out: out, files: map[string][]string{}, stats: map[string]string{}}
+	for _, a := range adds {
+		d := ""
+		if i := strings.LastIndexByte(a.Path, '/'); i >= 0 {
+			d = a.Path[:i]
+		}
+		res.files[d] = readAny(t, st, a.Path)
+		res.stats[d] = a.Stats
+	}
+	return res
+}
+
+// readAny reads a flat data file back with parquet-go's reader, rendering every row as
+// "name=value …" in leaf order: FLOAT and DOUBLE by their bits' value ('g', shortest; a
+// NaN as NaN, -0 as -0), null as null.
+func readAny(t *testing.T, st storage.Store, path string) []string {
+	t.Helper()
+	b, err := st.Get(context.Background(), deltalog.CanonicalPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := f.Schema().Columns()
+	r := parquet.NewReader(bytes.NewReader(b))
+	var out []string
+	for {
+		buf := make([]parquet.Row, 16)
+		n, err := r.ReadRows(buf)
+		for _, row := range buf[:n] {
+			var s []string
+			for _, v := range row {
+				var val string
+				switch {
+				case v.IsNull():
+					val = "null"
+				case v.Kind() == parquet.Boolean:
+					val = strconv.FormatBool(v.Boolean())
+				case v.Kind() == parquet.Int32:
+					val = strconv.FormatInt(int64(v.Int32()), 10)
+				case v.Kind() == parquet.Int64:
+					val = strconv.FormatInt(v.Int64(), 10)
+				case v.Kind() == parquet.Float:
+					val = strconv.FormatFloat(float64(v.Float()), 'g', -1, 32)
+				case v.Kind() == parquet.Double:
+					val = strconv.FormatFloat(v.Double(), 'g', -1, 64)
+				default:
+					val = strconv.Quote(string(v.ByteArray()))
+				}
+				s = append(s, strings.Join(names[v.Column()], ".")+"="+val)
+			}
+			out = append(out, strings.Join(s, " "))
+		}
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// breakSchemas parses writer schemas by id.
+func breakSchemas(t *testing.T, avsc map[int]string) mapSchemas {
+	t.Helper()
+	m := mapSchemas{}
+	for id, s := range avsc {
+		ws, err := decode.ParseWriterSchema(id, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[id] = ws
+	}
+	return m
+}
+
+// breakRec is one record: writer schema id and its Avro value.
+type breakRec struct {
+	id  int
+	val map[string]any
+}
+
+// breakRecords frames recs as Kafka records of partition 0 at offsets 0, 1, ….
+func breakRecords(t *testing.T, avsc map[int]string, recs []breakRec) []*kgo.Record {
+	t.Helper()
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		body, err := avro.Marshal(avro.MustParse(avsc[r.id]), r.val)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		out[i] = &kgo.Record{Topic: "brk", Partition: 0, Offset: int64(i), Timestamp: time.UnixMilli(1_800_000_000_000 + int64(i)),
+			Value: append([]byte{0, 0, 0, 0, byte(r.id)}, body...)}
+	}
+	return out
+}
+
+// createBreakTable creates a table of schema (every field nullable) partitioned by
+// partitionBy at dir, with configuration conf, as another writer would.
+func createBreakTable(t *testing.T, dir string, schema *deltalog.StructType, partitionBy []string, conf map[string]string) {
+	t.Helper()
+	for _, f := range schema.Fields {
+		if f.Metadata == nil {
+			f.Metadata = map[string]any{}
+		}
+	}
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "brk", Schema: schema, PartitionColumns: partitionBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proto, meta := *create.Protocol, *create.Metadata
+	if meta.Configuration == nil {
+		meta.Configuration = map[string]string{}
+	}
+	maps.Copy(meta.Configuration, conf)
+	meta.PartitionColumns = partitionBy
+	(&harness{t: t, tableDir: dir}).commitOther(0, proto, meta)
+}
+
+func breakConfig(dir string) *Config {
+	return &Config{Name: "brk", AppID: "brk", Table: TableConfig{URI: "file://" + dir},
+		Schema: SchemaConfig{Policy: PolicyDeadLetter, OnIncompatible: PolicyHalt}, DeadLetter: DeadLetter{Topic: "brk.dlq"},
+		Batch: BatchConfig{MaxRecords: 1000, MaxBytes: 64 << 20, MaxOpenPartitions: 256}}
+}
+
+// The writer schemas of TestBreakMixedWritersEdgeValues: 7 writes v as int, f as float,
+// ts as timestamp-millis and b as a required boolean; 8 writes v as long, f as double,
+// ts as timestamp-micros and b nullable; 9 lacks f and b. All are read into the table
+// schema breakTableSchema (v long, f double, ts timestamp, b boolean, d decimal(9,2),
+// e decimal(18,4), dt date).
+var breakAvsc = map[int]string{
+	7: `{"type":"record","name":"m","fields":[{"name":"id","type":"long"},{"name":"v","type":"int"},
+ {"name":"f","type":"float"},{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},
+ {"name":"b","type":"boolean"},{"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+ {"name":"e","type":{"type":"bytes","logicalType":"decimal","precision":18,"scale":4}},
+ {"name":"dt","type":{"type":"int","logicalType":"date"}}]}`,
+	8: `{"type":"record","name":"m","fields":[{"name":"id","type":"long"},{"name":"v","type":"long"},
+ {"name":"f","type":"double"},{"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},
+ {"name":"b","type":["null","boolean"]},{"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+ {"name":"e","type":{"type":"bytes","logicalType":"decimal","precision":18,"scale":4}},
+ {"name":"dt","type":{"type":"int","logicalType":"date"}}]}`,
+	9: `{"type":"record","name":"m","fields":[{"name":"id","type":"long"},{"name":"v","type":"long"},
+ {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},
+ {"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+ {"name":"e","type":{"type":"bytes","logicalType":"decimal","precision":18,"scale":4}},
+ {"name":"dt","type":{"type":"int","logicalType":"date"}}]}`,
+}
+
+func breakTableSchema() *deltalog.StructType {
+	return &deltalog.StructType{Fields: []*deltalog.StructField{
+		{Name: "id", Type: deltalog.Long, Nullable: true},
+		{Name: "v", Type: deltalog.Long, Nullable: true},
+		{Name: "f", Type: deltalog.Double, Nullable: true},
+		{Name: "ts", Type: deltalog.Timestamp, Nullable: true},
+		{Name: "b", Type: deltalog.Boolean, Nullable: true},
+		{Name: "d", Type: deltalog.DecimalType{Precision: 9, Scale: 2}, Nullable: true},
+		{Name: "e", Type: deltalog.DecimalType{Precision: 18, Scale: 4}, Nullable: true},
+		{Name: "dt", Type: deltalog.Date, Nullable: true},
+	}}
+}
+
+// breakCase is a record of the edge-value batch and its expected row, rendered as
+// readAny renders it (leaves in name order: b d dt e f id ts v).
+type breakCase struct {
+	rec  breakRec
+	want string
+}
+
+// unscaled gives the Avro decimal bytes (big-endian two's complement) of unscaled value u.
+func unscaled(u int64) []byte {
+	b := make([]byte, 8)
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(u)
+		u >>= 8
+	}
+	// trim redundant sign bytes
+	for len(b) > 1 && ((b[0] == 0 && b[1]&0x80 == 0) || (b[0] == 0xff && b[1]&0x80 != 0)) {
+		b = b[1:]
+	}
+	return b
+}
+
+func breakCases() []breakCase {
+	negZero32 := float32(math.Copysign(0, -1))
+	rows := []breakCase{
+		{breakRec{7, map[string]any{"id": int64(0), "v": int32(math.MinInt32), "f": float32(1.5), "ts": int64(-1), "b": true,
+			"d": unscaled(-123456789), "e": unscaled(-999999999999999999), "dt": int32(-1)}},
+			"b=true d=-123456789 dt=-1 e=-999999999999999999 f=1.5 id=0 ts=-1000 v=-2147483648"},
+		{breakRec{7, map[string]any{"id": int64(1), "v": int32(-1), "f": negZero32, "ts": int64(1_700_000_000_123), "b": false,
+			"d": unscaled(-1), "e": unscaled(-1), "dt": int32(-719162)}},
+			"b=false d=-1 dt=-719162 e=-1 f=-0 id=1 ts=1700000000123000 v=-1"},
+		{breakRec{8, map[string]any{"id": int64(2), "v": int64(math.MinInt64), "f": math.Inf(-1), "ts": int64(math.MinInt64), "b": map[string]any{"boolean": true},
+			"d": unscaled(999999999), "e": unscaled(999999999999999999), "dt": int32(math.MaxInt32)}},
+			"b=true d=999999999 dt=2147483647 e=999999999999999999 f=-Inf id=2 ts=-9223372036854775808 v=-9223372036854775808"},
+		{breakRec{7, map[string]any{"id": int64(3), "v": int32(math.MaxInt32), "f": float32(math.Inf(1)), "ts": int64(0), "b": true,
+			"d": unscaled(0), "e": unscaled(0), "dt": int32(0)}},
+			"b=true d=0 dt=0 e=0 f=+Inf id=3 ts=0 v=2147483647"},
+		{breakRec{8, map[string]any{"id": int64(4), "v": int64(math.MaxInt64), "f": 2.5e-300, "ts": int64(math.MaxInt64), "b": nil,
+			"d": unscaled(-5), "e": unscaled(math.MinInt32), "dt": int32(math.MinInt32)}},
+			"b=null d=-5 dt=-2147483648 e=-2147483648 f=2.5e-300 id=4 ts=9223372036854775807 v=9223372036854775807"},
+		{breakRec{9, map[string]any{"id": int64(5), "v": int64(-4294967296), "ts": int64(-62135596800000000),
+			"d": unscaled(12345), "e": unscaled(-4294967296), "dt": int32(-25567)}},
+			"b=null d=12345 dt=-25567 e=-4294967296 f=null id=5 ts=-62135596800000000 v=-4294967296"},
+		{breakRec{7, map[string]any{"id": int64(6), "v": int32(-2), "f": float32(math.NaN()), "ts": int64(-86_400_000), "b": false,
+			"d": unscaled(-100), "e": unscaled(-1234567890123), "dt": int32(-2)}},
+			"b=false d=-100 dt=-2 e=-1234567890123 f=NaN id=6 ts=-86400000000 v=-2"},
+	}
+	return rows
+}
+
+// Mixed writer schemas in one unpartitioned batch, at the edges of every type: the file
+// holds exactly each record's value (an int widened to long keeps its sign, a float
+// widened to double keeps -0, ±Inf and NaN, timestamp-millis are scaled to micros,
+// negative decimals and dates before 1970), dense and levelled alike, with the same
+// add.stats.
+func TestBreakMixedWritersEdgeValues(t *testing.T) {
+	cases := breakCases()
+	var recs []breakRec
+	var want []string
+	for _, c := range cases {
+		recs = append(recs, c.rec)
+		want = append(want, c.want)
+	}
+	schemas := breakSchemas(t, breakAvsc)
+	krecs := breakRecords(t, breakAvsc, recs)
+	var stats [2]string
+	for i, levelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("levelled=%v", levelled), func(t *testing.T) {
+			dir := t.TempDir()
+			createBreakTable(t, dir, breakTableSchema(), nil, nil)
+			res := runBreakFlush(t, dir, breakConfig(dir), schemas, krecs, levelled)
+			if dl := res.out.deadLetters(); len(dl) != 0 {
+				t.Fatalf("dead letters %v; want none", deadLetters(res.out))
+			}
+			if got := res.files[""]; !slices.Equal(got, want) {
+				t.Errorf("file rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			stats[i] = res.stats[""]
+		})
+	}
+	if stats[0] != stats[1] {
+		t.Errorf("add.stats differ:\ndense    %s\nlevelled %s", stats[0], stats[1])
+	}
+	t.Logf("stats %s", stats[0])
+}
