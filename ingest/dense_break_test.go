@@ -325,3 +325,87 @@ func TestBreakMixedWritersEdgeValues(t *testing.T) {
 	}
 	t.Logf("stats %s", stats[0])
 }
+
+// without drops the leaves named in drop ("name=value" tokens) from a rendered row.
+func without(row string, drop ...string) string {
+	var keep []string
+	for _, tok := range strings.Split(row, " ") {
+		if !slices.Contains(drop, tok[:strings.IndexByte(tok, '=')]) {
+			keep = append(keep, tok)
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// tokenOf returns the value of leaf name in a rendered row.
+func tokenOf(row, name string) string {
+	for _, tok := range strings.Split(row, " ") {
+		if k, v, _ := strings.Cut(tok, "="); k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// Partitions by a dense column: a date (before 1970, the extremes), a boolean, and a
+// long (the extremes) — each a column every row of the batch sets, so its table-wide
+// column stays dense while the partitioner reads its values and moves the rows. Every
+// partition file holds exactly its rows, with every column dense in the dense flush
+// (writer 7 only: no nulls), and the same files and add.stats as the levelled flush.
+// Then the same with all three writers, where f and b turn levelled at their nulls.
+func TestBreakPartitionByDenseColumn(t *testing.T) {
+	schemas := breakSchemas(t, breakAvsc)
+	all := breakCases()
+	for _, only7 := range []bool{true, false} {
+		var cases []breakCase
+		for _, c := range all {
+			if !only7 || c.rec.id == 7 {
+				cases = append(cases, c)
+			}
+		}
+		var recs []breakRec
+		for _, c := range cases {
+			recs = append(recs, c.rec)
+		}
+		krecs := breakRecords(t, breakAvsc, recs)
+		for _, by := range []string{"dt", "b", "v"} {
+			want := map[string][]string{}
+			for _, c := range cases {
+				pv := tokenOf(c.want, by)
+				var d string
+				switch {
+				case pv == "null":
+					d = by + "=" + deltawriter.HiveDefaultPartition
+				case by == "dt":
+					days, _ := strconv.ParseInt(pv, 10, 64)
+					pvs, err := deltawriter.PartitionValue(deltalog.Date, parquet.Int32Value(int32(days)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					d = by + "=" + deltawriter.EscapePartitionName(*pvs)
+				default:
+					d = by + "=" + pv
+				}
+				want[d] = append(want[d], without(c.want, by))
+			}
+			var stats [2]map[string]string
+			for i, levelled := range []bool{false, true} {
+				t.Run(fmt.Sprintf("only7=%v/by=%s/levelled=%v", only7, by, levelled), func(t *testing.T) {
+					dir := t.TempDir()
+					createBreakTable(t, dir, breakTableSchema(), []string{by}, nil)
+					res := runBreakFlush(t, dir, breakConfig(dir), schemas, krecs, levelled)
+					if dl := res.out.deadLetters(); len(dl) != 0 {
+						t.Fatalf("dead letters %v; want none", deadLetters(res.out))
+					}
+					if !maps.EqualFunc(res.files, want, slices.Equal) {
+						t.Errorf("files:\n%v\nwant:\n%v", res.files, want)
+					}
+					stats[i] = res.stats
+				})
+			}
+			if !maps.Equal(stats[0], stats[1]) {
+				t.Errorf("only7=%v by=%s: add.stats differ:\ndense    %v\nlevelled %v", only7, by, stats[0], stats[1])
+			}
+		}
+	}
+}
