@@ -45,19 +45,33 @@ type breakFlush struct {
 // dir as the consumer pipeline does (collect, prepare, route, write the files).
 func runBreakFlush(t *testing.T, dir string, cfg *Config, schemas mapSchemas, recs []*kgo.Record, levelled bool) breakFlush {
 	t.Helper()
-	ctx := context.Background()
+	f, st := newBreakFlusher(t, dir, cfg, schemas, levelled)
+	return breakFlushWith(t, f, st, recs)
+}
+
+// newBreakFlusher opens the table at dir and returns a flusher of cfg on it (every
+// column starting levelled when levelled) and its store.
+func newBreakFlusher(t *testing.T, dir string, cfg *Config, schemas mapSchemas, levelled bool) (*flusher, storage.Store) {
+	t.Helper()
 	st, err := storage.Open("file://" + dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := deltawriter.Open(ctx, st)
+	tbl, err := deltawriter.Open(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := NewPipeline(cfg, Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
 		Schemas: schemas, Framed: true, Table: tbl})
-	f := p.fl
-	f.levelled = levelled
+	p.fl.levelled = levelled
+	return p.fl, st
+}
+
+// breakFlushWith makes one flush of recs with f (which keeps its column buffers from its
+// previous flushes), up to the data files (nothing is committed).
+func breakFlushWith(t *testing.T, f *flusher, st storage.Store, recs []*kgo.Record) breakFlush {
+	t.Helper()
+	ctx := context.Background()
 	ts, err := f.readTable(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -407,5 +421,64 @@ func TestBreakPartitionByDenseColumn(t *testing.T) {
 				t.Errorf("only7=%v by=%s: add.stats differ:\ndense    %v\nlevelled %v", only7, by, stats[0], stats[1])
 			}
 		}
+	}
+}
+
+// One flusher, several flushes: its column buffers are kept from flush to flush, so a
+// column that turned levelled in one flush (after the reserve sample of 256 rows, in an
+// unpartitioned table without fills, whose buffers are reused without clearing) must
+// start dense again in the next, and one that starts with a null must turn levelled at
+// once — each flush's file holding exactly its own rows, never a value of the previous
+// flush's buffers.
+func TestBreakColumnFormAcrossFlushes(t *testing.T) {
+	schemas := breakSchemas(t, breakAvsc)
+	// writer 8: b nullable; writer 9 lacks f and b.
+	mk := func(n, nullAt int, first int64) ([]*kgo.Record, []string) {
+		var recs []breakRec
+		var want []string
+		for i := 0; i < n; i++ {
+			id := first + int64(i)
+			v := id*7 - 3000
+			b := any(map[string]any{"boolean": id%3 == 0})
+			bs := strconv.FormatBool(id%3 == 0)
+			if i == nullAt {
+				b, bs = nil, "null"
+			}
+			recs = append(recs, breakRec{8, map[string]any{"id": id, "v": v, "f": float64(id) / 4, "ts": id * 1000, "b": b,
+				"d": unscaled(-id), "e": unscaled(id * 10), "dt": int32(id - 500)}})
+			want = append(want, fmt.Sprintf("b=%s d=%d dt=%d e=%d f=%s id=%d ts=%d v=%d", bs, -id, id-500, id*10,
+				strconv.FormatFloat(float64(id)/4, 'g', -1, 64), id, id*1000, v))
+		}
+		krecs := breakRecords(t, breakAvsc, recs)
+		return krecs, want
+	}
+	type step struct {
+		n, nullAt int
+	}
+	steps := []step{{700, 300}, {600, -1}, {5, 0}, {400, -1}, {3, 2}}
+	for _, levelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("levelled=%v", levelled), func(t *testing.T) {
+			dir := t.TempDir()
+			createBreakTable(t, dir, breakTableSchema(), nil, nil)
+			f, st := newBreakFlusher(t, dir, breakConfig(dir), schemas, levelled)
+			first := int64(0)
+			for si, sp := range steps {
+				recs, want := mk(sp.n, sp.nullAt, first)
+				first += int64(sp.n)
+				res := breakFlushWith(t, f, st, recs)
+				if got := res.files[""]; !slices.Equal(got, want) {
+					n := 0
+					for i := range min(len(got), len(want)) {
+						if got[i] != want[i] && n < 5 {
+							t.Errorf("flush %d row %d: %s\n want %s", si, i, got[i], want[i])
+							n++
+						}
+					}
+					if len(got) != len(want) {
+						t.Errorf("flush %d: %d rows, want %d", si, len(got), len(want))
+					}
+				}
+			}
+		})
 	}
 }
