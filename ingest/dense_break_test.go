@@ -482,3 +482,148 @@ func TestBreakColumnFormAcrossFlushes(t *testing.T) {
 		})
 	}
 }
+
+// Writer schemas of TestBreakGeneratedMixedWriters: 20 lacks the generated column day,
+// 21 supplies it (a date), 22 supplies it nullable; all write ts as timestamp-micros and
+// a required long n.
+var genAvsc = map[int]string{
+	20: `{"type":"record","name":"g","fields":[{"name":"id","type":"long"},{"name":"n","type":"long"},
+ {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}}]}`,
+	21: `{"type":"record","name":"g","fields":[{"name":"id","type":"long"},{"name":"n","type":"long"},
+ {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},{"name":"day","type":{"type":"int","logicalType":"date"}}]}`,
+	22: `{"type":"record","name":"g","fields":[{"name":"id","type":"long"},{"name":"n","type":"long"},
+ {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},{"name":"day","type":["null",{"type":"int","logicalType":"date"}]}]}`,
+}
+
+// A generated column day = CAST(ts AS DATE) (a dense date column the fill sets) that
+// some writers of the batch supply and others lack, interleaved record by record, with
+// a CHECK constraint on the dense n and on day: a writer that lacks day gets it computed
+// (its decoder's NULL goes to the spare column), one that supplies the right day keeps
+// it, one that supplies a wrong day or a NULL day is dead-lettered
+// (generated_column_mismatch), a row violating a constraint is dead-lettered
+// (check_violation) — and no dead-lettered row leaves a value behind in a dense column
+// (the next row's values stay in their rows). Unpartitioned and partitioned by day,
+// dense and levelled alike.
+func TestBreakGeneratedMixedWriters(t *testing.T) {
+	schemas := breakSchemas(t, genAvsc)
+	const dayUs = 86_400_000_000
+	type rc struct {
+		w      int
+		id, n  int64
+		ts     int64
+		day    any // supplied day (int32, nil for null) when w != 20
+		reason string
+	}
+	rows := []rc{
+		{20, 0, 1, -1, nil, ""},          // 1969-12-31 → day -1
+		{21, 1, 2, 0, int32(0), ""},      // right
+		{20, 2, 3, 5*dayUs + 1, nil, ""}, // day 5
+		{21, 3, 4, 3 * dayUs, int32(2), "generated_column_mismatch"},
+		{22, 4, 5, 7 * dayUs, nil, "generated_column_mismatch"}, // null day supplied
+		{22, 5, 6, -3*dayUs - 1, int32(-4), ""},                 // right: floor
+		{20, 6, -7, 9 * dayUs, nil, "check_violation"},          // n >= 0 violated
+		{21, 7, 8, 10 * dayUs, int32(10), "check_violation"},    // day < 10 violated
+		{20, 8, math.MaxInt64, -dayUs * 400, nil, ""},
+		{22, 9, 0, 2 * dayUs, int32(2), ""},
+	}
+	var recs []breakRec
+	for _, r := range rows {
+		v := map[string]any{"id": r.id, "n": r.n, "ts": r.ts}
+		switch r.w {
+		case 21:
+			v["day"] = r.day
+		case 22:
+			if r.day == nil {
+				v["day"] = nil
+			} else {
+				v["day"] = map[string]any{"int.date": r.day}
+			}
+		}
+		recs = append(recs, breakRec{r.w, v})
+	}
+	krecs := breakRecords(t, genAvsc, recs)
+	floorDiv := func(a, b int64) int64 {
+		q := a / b
+		if a%b != 0 && (a < 0) != (b < 0) {
+			q--
+		}
+		return q
+	}
+	var wantDead []string
+	wantUnpart := []string{}
+	wantPart := map[string][]string{}
+	for i, r := range rows {
+		if r.reason != "" {
+			wantDead = append(wantDead, fmt.Sprintf("%d:%s", i, r.reason))
+			continue
+		}
+		day := floorDiv(r.ts, dayUs)
+		wantUnpart = append(wantUnpart, fmt.Sprintf("day=%d id=%d n=%d ts=%d", day, r.id, r.n, r.ts))
+		pv, err := deltawriter.PartitionValue(deltalog.Date, parquet.Int32Value(int32(day)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := "day=" + deltawriter.EscapePartitionName(*pv)
+		wantPart[d] = append(wantPart[d], fmt.Sprintf("id=%d n=%d ts=%d", r.id, r.n, r.ts))
+	}
+	schema := func() *deltalog.StructType {
+		return &deltalog.StructType{Fields: []*deltalog.StructField{
+			{Name: "id", Type: deltalog.Long, Nullable: true},
+			{Name: "n", Type: deltalog.Long, Nullable: true},
+			{Name: "ts", Type: deltalog.Timestamp, Nullable: true},
+			{Name: "day", Type: deltalog.Date, Nullable: true, Metadata: map[string]any{deltalog.MetaGenerationExpression: "CAST(ts AS DATE)"}},
+		}}
+	}
+	conf := map[string]string{"delta.constraints.n_nonneg": "n >= 0", "delta.constraints.day_small": "day < CAST('1970-01-11' AS DATE)"}
+	for _, part := range []bool{false, true} {
+		var stats [2]map[string]string
+		for li, levelled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("partitioned=%v/levelled=%v", part, levelled), func(t *testing.T) {
+				dir := t.TempDir()
+				var by []string
+				if part {
+					by = []string{"day"}
+				}
+				createGenTable(t, dir, schema(), by, conf)
+				res := runBreakFlush(t, dir, breakConfig(dir), schemas, krecs, levelled)
+				if got := deadLetters(res.out); !slices.Equal(got, wantDead) {
+					t.Errorf("dead letters %v; want %v", got, wantDead)
+				}
+				if part {
+					if !maps.EqualFunc(res.files, wantPart, slices.Equal) {
+						t.Errorf("files:\n%v\nwant:\n%v", res.files, wantPart)
+					}
+				} else if got := res.files[""]; !slices.Equal(got, wantUnpart) {
+					t.Errorf("file rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantUnpart, "\n"))
+				}
+				stats[li] = res.stats
+			})
+		}
+		if !maps.Equal(stats[0], stats[1]) {
+			t.Errorf("partitioned=%v: add.stats differ:\ndense    %v\nlevelled %v", part, stats[0], stats[1])
+		}
+	}
+}
+
+// createGenTable is createBreakTable for a table with generated columns and CHECK
+// constraints (writer version 4).
+func createGenTable(t *testing.T, dir string, schema *deltalog.StructType, partitionBy []string, conf map[string]string) {
+	t.Helper()
+	for _, f := range schema.Fields {
+		if f.Metadata == nil {
+			f.Metadata = map[string]any{}
+		}
+	}
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "brk", Schema: schema, PartitionColumns: partitionBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proto, meta := *create.Protocol, *create.Metadata
+	if meta.Configuration == nil {
+		meta.Configuration = map[string]string{}
+	}
+	maps.Copy(meta.Configuration, conf)
+	meta.PartitionColumns = partitionBy
+	proto.MinWriterVersion = max(proto.MinWriterVersion, 4)
+	(&harness{t: t, tableDir: dir}).commitOther(0, proto, meta)
+}
