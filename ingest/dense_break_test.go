@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -626,4 +627,144 @@ func createGenTable(t *testing.T, dir string, schema *deltalog.StructType, parti
 	meta.PartitionColumns = partitionBy
 	proto.MinWriterVersion = max(proto.MinWriterVersion, 4)
 	(&harness{t: t, tableDir: dir}).commitOther(0, proto, meta)
+}
+
+// Random batches of the three writers of breakAvsc, large enough for several data pages
+// per column (8,000 rows) and the reserve sample, with values drawn from the edges and
+// at random, a null b or a missing f now and then (a column turns levelled at a random
+// row, or never), unpartitioned and partitioned by the boolean b: the
+// files hold exactly the records' values, dense and levelled alike, with the same
+// add.stats.
+func TestBreakRandomMixedWriters(t *testing.T) {
+	schemas := breakSchemas(t, breakAvsc)
+	rng := rand.New(rand.NewPCG(15, 23))
+	i32s := []int32{math.MinInt32, math.MaxInt32, -1, 0, 1, -2}
+	i64s := []int64{math.MinInt64, math.MaxInt64, -1, 0, 1 << 40, -(1 << 33)}
+	f64s := []float64{math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, 1.5, -2.75, 1e308, -5e-324}
+	pick32 := func() int32 {
+		if rng.IntN(4) == 0 {
+			return i32s[rng.IntN(len(i32s))]
+		}
+		return int32(rng.Uint32())
+	}
+	pick64 := func() int64 {
+		if rng.IntN(4) == 0 {
+			return i64s[rng.IntN(len(i64s))]
+		}
+		return int64(rng.Uint64())
+	}
+	fmtF := func(f float64, bits int) string { return strconv.FormatFloat(f, 'g', -1, bits) }
+	for trial := range 3 {
+		n := 8000
+		// writer 8's null b and writer 9's rows (no f, no b) start at a random row, or never
+		nullFrom := []int{rng.IntN(n), n, rng.IntN(200)}[trial]
+		var recs []breakRec
+		var want []string
+		for i := range n {
+			w := 7
+			if i >= nullFrom {
+				w = []int{7, 8, 9}[rng.IntN(3)]
+			}
+			id := int64(i)
+			ts := pick64() / 1000
+			dt := pick32()
+			d := int64(rng.Int32N(1_000_000_000)) - 500_000_000
+			e := int64(rng.Uint64()%1_999_999_999_999_999_999) - 999_999_999_999_999_999
+			val := map[string]any{"id": id, "ts": ts, "d": unscaled(d), "e": unscaled(e), "dt": dt}
+			var v int64
+			var fs, bs string
+			b := rng.IntN(2) == 0
+			switch w {
+			case 7:
+				x := pick32()
+				v = int64(x)
+				f := float32(f64s[rng.IntN(len(f64s))])
+				if rng.IntN(2) == 0 {
+					f = math.Float32frombits(rng.Uint32() &^ 0x7f800000) // finite
+				}
+				val["v"], val["f"], val["b"], val["ts"] = x, f, b, ts/1000 // millis
+				fs, bs = fmtF(float64(f), 64), strconv.FormatBool(b)
+				ts = (ts / 1000) * 1000
+			case 8:
+				v = pick64()
+				f := f64s[rng.IntN(len(f64s))]
+				val["v"], val["f"] = v, f
+				fs = fmtF(f, 64)
+				if rng.IntN(5) == 0 {
+					val["b"], bs = nil, "null"
+				} else {
+					val["b"], bs = map[string]any{"boolean": b}, strconv.FormatBool(b)
+				}
+			case 9:
+				v = pick64()
+				val["v"] = v
+				fs, bs = "null", "null"
+			}
+			recs = append(recs, breakRec{w, val})
+			want = append(want, fmt.Sprintf("b=%s d=%d dt=%d e=%d f=%s id=%d ts=%d v=%d", bs, d, dt, e, fs, id, ts, v))
+		}
+		krecs := breakRecords(t, breakAvsc, recs)
+		for _, by := range []string{"", "b"} { // (dt: one file per random date, covered by TestBreakPartitionByDenseColumn)
+			wantFiles := map[string][]string{}
+			if by == "" {
+				wantFiles[""] = want
+			} else {
+				for _, row := range want {
+					pv := tokenOf(row, by)
+					var dir string
+					switch {
+					case pv == "null":
+						dir = by + "=" + deltawriter.HiveDefaultPartition
+					case by == "dt":
+						days, _ := strconv.ParseInt(pv, 10, 64)
+						s, err := deltawriter.PartitionValue(deltalog.Date, parquet.Int32Value(int32(days)))
+						if err != nil {
+							t.Fatal(err)
+						}
+						dir = by + "=" + deltawriter.EscapePartitionName(*s)
+					default:
+						dir = by + "=" + pv
+					}
+					wantFiles[dir] = append(wantFiles[dir], without(row, by))
+				}
+			}
+			var stats [2]map[string]string
+			for li, levelled := range []bool{false, true} {
+				t.Run(fmt.Sprintf("trial=%d/by=%q/levelled=%v", trial, by, levelled), func(t *testing.T) {
+					dir := t.TempDir()
+					var pb []string
+					if by != "" {
+						pb = []string{by}
+					}
+					createBreakTable(t, dir, breakTableSchema(), pb, nil)
+					cfg := breakConfig(dir)
+					cfg.Batch.MaxRecords = n
+					res := runBreakFlush(t, dir, cfg, schemas, krecs, levelled)
+					if dl := res.out.deadLetters(); len(dl) != 0 {
+						t.Fatalf("dead letters %v; want none", deadLetters(res.out)[:min(5, len(dl))])
+					}
+					for d, rows := range wantFiles {
+						got := res.files[d]
+						if len(got) != len(rows) {
+							t.Errorf("%s: %d rows, want %d", d, len(got), len(rows))
+						}
+						bad := 0
+						for i := range min(len(got), len(rows)) {
+							if got[i] != rows[i] && bad < 5 {
+								t.Errorf("%s row %d:\n got %s\nwant %s", d, i, got[i], rows[i])
+								bad++
+							}
+						}
+					}
+					if len(res.files) != len(wantFiles) {
+						t.Errorf("%d files, want %d", len(res.files), len(wantFiles))
+					}
+					stats[li] = res.stats
+				})
+			}
+			if !maps.Equal(stats[0], stats[1]) {
+				t.Errorf("trial %d by %q: add.stats differ:\ndense    %v\nlevelled %v", trial, by, stats[0], stats[1])
+			}
+		}
+	}
 }
