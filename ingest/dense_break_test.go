@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/decode"
@@ -766,5 +767,60 @@ func TestBreakRandomMixedWriters(t *testing.T) {
 				t.Errorf("trial %d by %q: add.stats differ:\ndense    %v\nlevelled %v", trial, by, stats[0], stats[1])
 			}
 		}
+	}
+}
+
+// heldBytes is the memory the column buffers cols hold (their capacities: a parquet.Value
+// valueBytes, a dense word denseBytes), whatever form each column is in now.
+func heldBytes(cols []column.Column) int64 {
+	var n int64
+	for i := range cols {
+		n += int64(cap(cols[i].Values))*valueBytes + int64(cap(cols[i].Dense))*denseBytes
+	}
+	return n
+}
+
+// The batch budget (README, "batch": max_bytes bounds the memory of batches while they
+// are written; a record is charged 24 bytes per column value, 8 per dense word; the
+// flush sizes its column buffers before it decodes, never more than max_bytes in all):
+// the column buffers a flush holds stay within what it charges for them (colBytes of the
+// columns it decoded), up to an eighth more. The levelled baseline holds what it charges
+// (prepare reserves one value a row). A dense column that turns levelled at the last row
+// of a large unpartitioned batch holds its reserved words and a fresh levelled buffer of
+// twice its rows (column.Column.ToLevelled), ≈ 56 bytes a row where 24 are charged.
+func TestBreakColumnMemoryWithinCharge(t *testing.T) {
+	schemas := breakSchemas(t, breakAvsc)
+	const n = 20_000
+	var recs []breakRec
+	for i := range n {
+		b := any(map[string]any{"boolean": i%2 == 0})
+		if i == n-1 {
+			b = nil // b's first null: the batch's last row
+		}
+		recs = append(recs, breakRec{8, map[string]any{"id": int64(i), "v": int64(i), "f": float64(i), "ts": int64(i), "b": b,
+			"d": unscaled(int64(i)), "e": unscaled(int64(i)), "dt": int32(i)}})
+	}
+	krecs := breakRecords(t, breakAvsc, recs)
+	for _, levelled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("levelled=%v", levelled), func(t *testing.T) {
+			dir := t.TempDir()
+			createBreakTable(t, dir, breakTableSchema(), nil, nil)
+			cfg := breakConfig(dir)
+			cfg.Batch.MaxRecords = n
+			f, st := newBreakFlusher(t, dir, cfg, schemas, levelled)
+			res := breakFlushWith(t, f, st, krecs)
+			if len(res.files[""]) != n {
+				t.Fatalf("%d rows written, want %d", len(res.files[""]), n)
+			}
+			charged, held := colBytes(f.colBufs), heldBytes(f.colBufs)
+			t.Logf("charged %d B, held %d B (%.2f×)", charged, held, float64(held)/float64(charged))
+			if held > charged+charged/8 {
+				for i := range f.colBufs {
+					c := &f.colBufs[i]
+					t.Logf("column %d: dense=%v len %d, cap(Values) %d, cap(Dense) %d", i, c.IsDense(), c.Len(), cap(c.Values), cap(c.Dense))
+				}
+				t.Errorf("the flush's column buffers hold %d bytes, %.2f× the %d bytes it charges for them", held, float64(held)/float64(charged), charged)
+			}
+		})
 	}
 }
