@@ -41,6 +41,7 @@ type breakFlush struct {
 	out   *outcome
 	files map[string][]string
 	stats map[string]string
+	parts map[string]map[string]*string // dir → add.partitionValues
 }
 
 // runBreakFlush flushes recs (framed with the ids of schemas) to the existing table at
@@ -93,7 +94,7 @@ func breakFlushWith(t *testing.T, f *flusher, st storage.Store, recs []*kgo.Reco
 	}
 	f.releaseCols(b)
 	endFlush(f, items)
-	res := breakFlush{out: out, files: map[string][]string{}, stats: map[string]string{}}
+	res := breakFlush{out: out, files: map[string][]string{}, stats: map[string]string{}, parts: map[string]map[string]*string{}}
 	for _, a := range adds {
 		d := ""
 		if i := strings.LastIndexByte(a.Path, '/'); i >= 0 {
@@ -101,6 +102,7 @@ func breakFlushWith(t *testing.T, f *flusher, st storage.Store, recs []*kgo.Reco
 		}
 		res.files[d] = readAny(t, st, a.Path)
 		res.stats[d] = a.Stats
+		res.parts[d] = a.PartitionValues
 	}
 	return res
 }
@@ -822,5 +824,131 @@ func TestBreakColumnMemoryWithinCharge(t *testing.T) {
 				t.Errorf("the flush's column buffers hold %d bytes, %.2f× the %d bytes it charges for them", held, float64(held)/float64(charged), charged)
 			}
 		})
+	}
+}
+
+// logicalRows renames the physical leaf names of rendered rows (column mapping) to the
+// table's logical names and sorts each row's tokens by name, so that files of two tables
+// (two sets of random physical names, in two leaf orders) compare.
+func logicalRows(t *testing.T, dir string, files map[string][]string) map[string][]string {
+	t.Helper()
+	st, err := storage.Open("file://" + dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := snap.Metadata.Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := deltalog.ColumnMappingMode(snap.Metadata.Configuration["delta.columnMapping.mode"])
+	logical := map[string]string{}
+	for _, f := range schema.Fields {
+		logical[f.PhysicalName(mode)] = f.Name
+	}
+	out := map[string][]string{}
+	for d, rows := range files {
+		for _, row := range rows {
+			var toks []string
+			for _, tok := range strings.Split(row, " ") {
+				k, v, _ := strings.Cut(tok, "=")
+				l, ok := logical[k]
+				if !ok {
+					t.Fatalf("leaf %q of a data file is no column of the table", k)
+				}
+				toks = append(toks, l+"="+v)
+			}
+			slices.Sort(toks)
+			out[d] = append(out[d], strings.Join(toks, " "))
+		}
+	}
+	return out
+}
+
+// Column mapping (name and id): the data files' leaves are the columns' physical names,
+// in their order (random UUIDs: a column's leaf index is not its logical position), and
+// the dense columns must carry the leaf index of their physical leaf. The edge-value
+// batch of mixed writers, unpartitioned and partitioned by the dense dt: every file
+// holds exactly each row's values under the right logical column, dense and levelled
+// alike.
+func TestBreakColumnMappingDense(t *testing.T) {
+	schemas := breakSchemas(t, breakAvsc)
+	cases := breakCases()
+	var recs []breakRec
+	for _, c := range cases {
+		recs = append(recs, c.rec)
+	}
+	krecs := breakRecords(t, breakAvsc, recs)
+	sortedRow := func(row string) string {
+		toks := strings.Split(row, " ")
+		slices.Sort(toks)
+		return strings.Join(toks, " ")
+	}
+	for _, mode := range []string{"name", "id"} {
+		for _, by := range []string{"", "dt"} {
+			want := map[string][]string{}
+			for _, c := range cases {
+				if by == "" {
+					want[""] = append(want[""], sortedRow(c.want))
+					continue
+				}
+				// directories are random prefixes under column mapping: key by the row's
+				// dt partition value
+				days, _ := strconv.ParseInt(tokenOf(c.want, "dt"), 10, 64)
+				pv, err := deltawriter.PartitionValue(deltalog.Date, parquet.Int32Value(int32(days)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[*pv] = append(want[*pv], sortedRow(without(c.want, "dt")))
+			}
+			for _, levelled := range []bool{false, true} {
+				t.Run(fmt.Sprintf("mode=%s/by=%q/levelled=%v", mode, by, levelled), func(t *testing.T) {
+					dir := t.TempDir()
+					var pb []string
+					if by != "" {
+						pb = []string{by}
+					}
+					create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "brk", Schema: breakTableSchema(),
+						PartitionColumns: pb, ColumnMapping: mode, Enable: []string{deltalog.FeatureColumnMapping}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					(&harness{t: t, tableDir: dir}).commitOther(0, *create.Protocol, *create.Metadata)
+					res := runBreakFlush(t, dir, breakConfig(dir), schemas, krecs, levelled)
+					if dl := res.out.deadLetters(); len(dl) != 0 {
+						t.Fatalf("dead letters %v; want none", deadLetters(res.out))
+					}
+					got := logicalRows(t, dir, res.files)
+					if by != "" {
+						// one file per dt value: key each file's rows by its add's one
+						// partition value (keyed by dt's physical name)
+						byDT := map[string][]string{}
+						for d, rows := range got {
+							if len(res.parts[d]) != 1 {
+								t.Fatalf("file in %s: partitionValues %v, want one", d, res.parts[d])
+							}
+							for _, v := range res.parts[d] {
+								key := "null"
+								if v != nil {
+									key = *v
+								}
+								byDT[key] = append(byDT[key], rows...)
+							}
+						}
+						got = byDT
+					}
+					if !maps.EqualFunc(got, want, slices.Equal) {
+						t.Errorf("files:\n%v\nwant:\n%v", got, want)
+					}
+				})
+			}
+		}
 	}
 }
