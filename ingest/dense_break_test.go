@@ -632,8 +632,9 @@ func createGenTable(t *testing.T, dir string, schema *deltalog.StructType, parti
 	(&harness{t: t, tableDir: dir}).commitOther(0, proto, meta)
 }
 
-// Random batches of the three writers of breakAvsc, large enough for several data pages
-// per column (8,000 rows) and the reserve sample, with values drawn from the edges and
+// Random batches of the three writers of breakAvsc, past the reserve sample (8,000 rows;
+// one data page a column at the 1 MiB page target: page cuts of dense columns are
+// deltawriter's TestWriteColumnsDenseSameBytes), with values drawn from the edges and
 // at random, a null b or a missing f now and then (a column turns levelled at a random
 // row, or never), unpartitioned and partitioned by the boolean b: the
 // files hold exactly the records' values, dense and levelled alike, with the same
@@ -792,7 +793,7 @@ func heldBytes(cols []column.Column) int64 {
 // twice its rows (column.Column.ToLevelled), ≈ 56 bytes a row where 24 are charged.
 func TestBreakColumnMemoryWithinCharge(t *testing.T) {
 	schemas := breakSchemas(t, breakAvsc)
-	const n = 20_000
+	const n = 8_000
 	var recs []breakRec
 	for i := range n {
 		b := any(map[string]any{"boolean": i%2 == 0})
