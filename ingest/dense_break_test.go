@@ -953,3 +953,64 @@ func TestBreakColumnMappingDense(t *testing.T) {
 		}
 	}
 }
+
+// A table partitioned by a generated TIMESTAMP hr = date_trunc('HOUR', ts), computed from
+// the dense ts into a dense column the fill sets (its directory is formatted from the
+// row's microseconds, read from the dense word), with timestamps before 1970 and at
+// hour edges: each row lands in the file of its hour, with the same directories,
+// add.partitionValues, rows and add.stats as the levelled flush.
+func TestBreakGeneratedTimestampPartition(t *testing.T) {
+	schemas := breakSchemas(t, genAvsc)
+	const hourUs = 3_600_000_000
+	tss := []int64{-1, 0, hourUs - 1, hourUs, -hourUs, -hourUs - 1, 1_700_000_000_000_000, -62135596800000000, 1}
+	var recs []breakRec
+	want := map[string][]string{}
+	for i, ts := range tss {
+		recs = append(recs, breakRec{20, map[string]any{"id": int64(i), "n": int64(i), "ts": ts}})
+		hr := ts - ((ts%hourUs)+hourUs)%hourUs // floor to the hour
+		pv, err := deltawriter.PartitionValue(deltalog.Timestamp, parquet.Int64Value(hr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[*pv] = append(want[*pv], fmt.Sprintf("id=%d n=%d ts=%d", i, i, ts))
+	}
+	krecs := breakRecords(t, genAvsc, recs)
+	schema := func() *deltalog.StructType {
+		return &deltalog.StructType{Fields: []*deltalog.StructField{
+			{Name: "id", Type: deltalog.Long, Nullable: true},
+			{Name: "n", Type: deltalog.Long, Nullable: true},
+			{Name: "ts", Type: deltalog.Timestamp, Nullable: true},
+			{Name: "hr", Type: deltalog.Timestamp, Nullable: true, Metadata: map[string]any{deltalog.MetaGenerationExpression: "date_trunc('HOUR', ts)"}},
+		}}
+	}
+	var dirs [2][]string
+	var stats [2]map[string]string
+	for li, levelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("levelled=%v", levelled), func(t *testing.T) {
+			dir := t.TempDir()
+			createGenTable(t, dir, schema(), []string{"hr"}, nil)
+			res := runBreakFlush(t, dir, breakConfig(dir), schemas, krecs, levelled)
+			if dl := res.out.deadLetters(); len(dl) != 0 {
+				t.Fatalf("dead letters %v; want none", deadLetters(res.out))
+			}
+			got := map[string][]string{}
+			for d, rows := range res.files {
+				dirs[li] = append(dirs[li], d)
+				v := res.parts[d]["hr"]
+				if v == nil {
+					t.Fatalf("file in %s: partitionValues %v, want hr", d, res.parts[d])
+				}
+				got[*v] = append(got[*v], rows...)
+			}
+			slices.Sort(dirs[li])
+			if !maps.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("files by hr:\n%v\nwant:\n%v", got, want)
+			}
+			stats[li] = res.stats
+		})
+	}
+	if !slices.Equal(dirs[0], dirs[1]) || !maps.Equal(stats[0], stats[1]) {
+		t.Errorf("dense and levelled differ:\ndirs %v\n     %v\nstats %v\n      %v", dirs[0], dirs[1], stats[0], stats[1])
+	}
+	t.Logf("directories %v", dirs[0])
+}
