@@ -78,10 +78,16 @@ type Column struct {
 // Levelled returns a levelled Column holding vals (not copied).
 func Levelled(vals []parquet.Value) Column { return Column{Values: vals} }
 
-// Reset empties c (both forms keep their capacity; the levelled values are not cleared)
-// for values of leaf l: dense when l is Denseable, levelled otherwise.
+// Reset empties c for values of leaf l: dense when l is Denseable, levelled otherwise.
+// A column holds the buffer of its current form only, so that the memory it holds is what
+// its entries cost (8 bytes a dense word, 24 a levelled value, up to the buffer's spare
+// capacity): a column starting dense drops its levelled buffer, and ToLevelled drops the
+// dense one. Otherwise the buffer keeps its capacity (levelled values are not cleared).
 func (c *Column) Reset(l Leaf) {
 	c.leaf, c.dense = l, l.Denseable()
+	if c.dense {
+		c.Values = nil
+	}
 	c.Values, c.Dense = c.Values[:0], c.Dense[:0]
 }
 
@@ -129,21 +135,24 @@ func (c *Column) Append(v parquet.Value) {
 }
 
 // ToLevelled turns a dense column into the levelled form (one parquet.Value per row, as
-// At returns them); a levelled column is left as it is. The dense words are dropped (the
-// capacity of Dense is kept for the next Reset).
+// At returns them); a levelled column is left as it is. The levelled buffer gets the
+// dense buffer's capacity in values (the rows the column was sized for, e.g. a batch's
+// reservation), at least one more than the rows it holds, and the dense buffer is
+// dropped (see Reset).
 func (c *Column) ToLevelled() {
 	if !c.dense {
 		return
 	}
 	n := len(c.Dense)
-	if cap(c.Values) < n {
-		c.Values = make([]parquet.Value, 0, max(2*n, 8))
+	vals := c.Values[:0]
+	if cap(vals) <= n {
+		vals = make([]parquet.Value, 0, max(cap(c.Dense), n+1, 8))
 	}
-	vals := c.Values[:n]
+	vals = vals[:n]
 	for j, b := range c.Dense {
 		vals[j] = FromBits(c.leaf.Kind, b).Level(0, c.leaf.MaxDef, c.leaf.Index)
 	}
-	c.Values, c.Dense, c.dense = vals, c.Dense[:0], false
+	c.Values, c.Dense, c.dense = vals, nil, false
 }
 
 // Truncate cuts c back to its first n entries (n ≤ Len); cut levelled values are

@@ -180,3 +180,39 @@ func TestAppendFrom(t *testing.T) {
 		t.Errorf("dense into levelled: entry 4 = %v", got)
 	}
 }
+
+// TestOneBufferPerForm: a column holds the buffer of its current form only, sized for the
+// rows its dense buffer was sized for (the batch budget charges 8 bytes a dense word, 24 a
+// levelled value: a second buffer would be memory no one charges).
+func TestOneBufferPerForm(t *testing.T) {
+	leaf := Leaf{Index: 0, Kind: parquet.Boolean, MaxDef: 1}
+	var c Column
+	c.Reset(leaf)
+	c.Dense = make([]uint64, 0, 8000) // a batch's reservation
+	for range 7999 {
+		c.AppendDense(1)
+	}
+	c.Append(parquet.NullValue().Level(0, 0, 0)) // the first null, at the last row
+	if c.IsDense() || c.Dense != nil || cap(c.Values) != 8000 || c.Len() != 8000 {
+		t.Fatalf("after the turn: dense=%v cap(Dense)=%d cap(Values)=%d len=%d, want levelled, no dense buffer, 8000 values",
+			c.IsDense(), cap(c.Dense), cap(c.Values), c.Len())
+	}
+	c.Reset(leaf)
+	if !c.IsDense() || c.Values != nil || c.Len() != 0 {
+		t.Fatalf("Reset to dense: cap(Values)=%d len=%d, want the levelled buffer dropped", cap(c.Values), c.Len())
+	}
+	// A turn at row 0 still has room for the value being appended.
+	c.ToLevelled()
+	if cap(c.Values) < 1 {
+		t.Fatalf("ToLevelled of an empty column: cap(Values)=%d, want room for one value", cap(c.Values))
+	}
+	// A levelled leaf keeps its buffer across Reset.
+	lv := Leaf{Index: 1, Kind: parquet.ByteArray, MaxDef: 1}
+	c.Reset(lv)
+	c.Values = append(c.Values, parquet.ByteArrayValue([]byte("x")).Level(0, 1, 1))
+	before := cap(c.Values)
+	c.Reset(lv)
+	if c.IsDense() || cap(c.Values) != before {
+		t.Errorf("Reset of a levelled leaf: cap(Values) %d → %d, want kept", before, cap(c.Values))
+	}
+}
