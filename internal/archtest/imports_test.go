@@ -39,7 +39,7 @@ var layers = []struct {
 	{"deltawriter/expr/...", 5}, // the SQL expression evaluator: below deltawriter and tableops, used by ingest
 	{"deltawriter/deltalog/...", 6},
 	{"deltawriter/column/...", 6}, // a leaf column's values between decoder and encoder: below deltawriter and ingest/decode
-	{"internal/...", 7}, // shared helpers (tarzst): import nothing above
+	{"internal/...", 7},           // shared helpers (tarzst): import nothing above
 }
 
 // rules are the "must not import" column of DESIGN.md §2 and the notes under it. A
