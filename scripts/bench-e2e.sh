@@ -19,11 +19,14 @@
 #                      LAT_TAIL more seconds (default MAX_AGE + 2 s) that are produced and
 #                      committed but not measured: the window's last batch closes by the stream
 #   RATE=auto          (auto: 50 % of ingestd GOMAXPROCS=1's measured wall rate at the first size)
-#   LAT_SECONDS=20     MAX_RECORDS=50000  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
+#   LAT_SECONDS=20     MAX_RECORDS=auto  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
 #                      gets --max_messages_per_batch MAX_RECORDS --allowed_latency MAX_AGE).
-#                      50000 records keep both writers' 200 B batches bound by the record
-#                      count (ingestd flushes at half of max_bytes, ≈ 70 K records of 200 B), so N = 1 M or
-#                      2 M ends on a full batch and no run's wall time includes a max_age wait.
+#                      auto: 50000 records for records of up to 200 B, 20000 above. Both keep
+#                      both writers' batches bound by the record count (ingestd flushes at half
+#                      of max_bytes: ≈ 70 K records of 200 B, ≈ 25 K of 1 KB), so N = 1 M or
+#                      2 M ends on a full batch and no run's wall time includes a max_age wait
+#                      for a last, partial batch (before stop 24 the 1 KB runs had one: 38
+#                      files, the last waited 5 s). A number applies to every size.
 #   BENCH_ENV          a stack env file to use instead of `scripts/stack.sh up` + .stack/env
 #   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
 #                      kdi is built (default ~/.cache/ingestd-bench)
@@ -42,7 +45,7 @@ cd "$ROOT"
 N="${N:-2000000}"; P="${P:-4}"; SIZES="${SIZES:-200 1024}"; COMPRESSION="${COMPRESSION:-none}"
 READERS="${READERS:-baseline ingestd1 ingestd2 kdi}"
 LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"; LAT_TAIL="${LAT_TAIL:-}"
-MAX_RECORDS="${MAX_RECORDS:-50000}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
+MAX_RECORDS="${MAX_RECORDS:-auto}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-e2e.XXXX)}"
 CACHE="${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingestd-bench}"
 PEERS="$ROOT/../shared/peers"
@@ -146,7 +149,7 @@ schema_registry: {url: "$SCHEMA_REGISTRY_URL"}
 table: {uri: "file://$t", create: true, partition_by: []}
 schema: {policy: evolve, on_incompatible: halt, allow_table_features: []}
 dead_letter: {topic: $topic.dlq}
-batch: {max_records: $MAX_RECORDS, max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
+batch: {max_records: $(batch_records "$size"), max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
       "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
@@ -159,10 +162,15 @@ YAML
         -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" "$@" -- \
         "$KDI_BIN" ingest "$topic" "file://$t" --kafka "$KAFKA_BROKERS" --consumer_group "bench-$tag" --app_id "bench-$tag" \
         --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
-        --max_messages_per_batch "$MAX_RECORDS" --checkpoints >/dev/null \
+        --max_messages_per_batch "$(batch_records "$size")" --checkpoints >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     *) die "unknown reader $r (want baseline, ingestd1, ingestd2, base1, base2 or kdi)" ;;
   esac
+}
+
+# batch_records SIZE: the batch's record bound for records of SIZE bytes (MAX_RECORDS).
+batch_records() {
+  if [ "$MAX_RECORDS" != auto ]; then echo "$MAX_RECORDS"; elif [ "$1" -le 200 ]; then echo 50000; else echo 20000; fi
 }
 
 reversed() { local out="" x; for x in $1; do out="$x $out"; done; echo "$out"; }
@@ -206,7 +214,7 @@ mib="${MAX_BYTES%MiB}"; [[ "$mib" =~ ^[0-9]+$ ]] || mib=128  # the RSS goal's ma
 {
   cat "$OUT/results.md"
   echo
-  echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS records / $MAX_BYTES / $MAX_AGE; $(nproc) cores; results in $OUT"
+  echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS ($(for s in $SIZES; do printf '%s B: %s ' "$s" "$(batch_records "$s")"; done| sed 's/ $//')) records / $MAX_BYTES / $MAX_AGE; $(nproc) cores; results in $OUT"
   [ -n "$KDI_SKIP" ] && echo "kafka-delta-ingest skipped: $KDI_SKIP"
   cat "$NOTES"
   echo "load average (1, 5, 15 min) at each run's start:"; sed 's/^/    /' "$LOADS"
