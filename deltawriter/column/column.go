@@ -144,7 +144,8 @@ func (c *Column) denseValue(j int) parquet.Value {
 }
 
 // ValueBytes returns row j's value of a dense BYTE_ARRAY column: Bytes[Dense[j-1]:Dense[j]]
-// (from 0 for row 0), capped at its length so that appending to it copies. The slice
+// (from 0 for row 0), capped at its length so that appending to it copies; never nil
+// (an empty value is a non-nil empty slice). The slice
 // aliases Bytes: it is valid until the column is Reset or truncated below j+1 rows. It
 // panics when j is out of range or c is not dense.
 func (c *Column) ValueBytes(j int) []byte {
@@ -153,8 +154,15 @@ func (c *Column) ValueBytes(j int) []byte {
 	if j > 0 {
 		start = c.Dense[j-1]
 	}
+	if c.Bytes == nil { // only empty values yet: still a non-nil empty slice
+		return emptyBytes
+	}
 	return c.Bytes[start:end:end]
 }
+
+// emptyBytes is the empty value before any byte was held: non-nil, so that an empty
+// value is never mistaken for a missing one (as ingest/decode appends it).
+var emptyBytes = []byte{}
 
 // AppendDense appends one row's value in the dense form of a fixed-width leaf. The caller
 // has checked IsDense and that bits encode a value of the leaf's kind (Bits).
@@ -279,6 +287,9 @@ func (c *Column) AppendFrom(src *Column, from, index int) {
 // full a new one is started (the old one stays with the values that alias it, counted in
 // ByteSize), so bytes already handed out never move or change.
 func (c *Column) keepBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return emptyBytes
+	}
 	if len(c.Bytes)+len(b) > cap(c.Bytes) {
 		c.retired += len(c.Bytes)
 		c.Bytes = make([]byte, 0, max(2*cap(c.Bytes), len(b), 4096))

@@ -20,7 +20,6 @@ import (
 type Decoder struct {
 	ops       []fieldOp // the top-level record's fields
 	missing   []int     // leaf columns of table fields the writer lacks (null at level 0)
-	owned     bool      // values are sliced from the record's copy in the arena (state.owned)
 	ncols     int
 	leaves    []column.Leaf // every leaf column of pq (column.Leaves), for DecodeColumns' check
 	topUnion  bool          // writer schema is a union of null and the record
@@ -96,7 +95,7 @@ func compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.Col
 	if len(all) != ncols {
 		return nil, fmt.Errorf("compile decoder: parquet schema has %d leaf columns, the table %d", ncols, len(all))
 	}
-	d := &Decoder{ops: ops, missing: missing, owned: c.bytesOut, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
+	d := &Decoder{ops: ops, missing: missing, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
 	if u, ok := deref(writer.Avro).(*avro.UnionSchema); ok {
 		d.topUnion = true
 		for i, b := range u.Types() {
@@ -159,13 +158,16 @@ func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) (
 // DecodeColumns is DecodeWith appending to columns of package column: cols[i] holds leaf
 // column i of the decoder's Parquet schema (len(cols) must be Columns()), each Reset by
 // the caller for its leaf, column.Leaves(pq)[i], or holding values appended since. A set
-// value of a column that IsDense is appended as its word (column.Column.AppendDense) with
-// no parquet.Value built; any other value, or any value of a levelled column, is
-// appended levelled, and a dense column turns levelled at its first null
-// (column.Column.ToLevelled) and stays so until its next Reset. Materialised with
-// column.Column.At, the entries appended are exactly the values DecodeWith appends (a
-// dense entry is at repetition level 0 and the leaf's maximum definition level: Parquet
-// format, "Nested Encoding"; the word is column.Bits of the value).
+// value of a column that IsDense is appended with no parquet.Value built: a fixed-width
+// value as its word (column.Column.AppendDense), a BYTE_ARRAY value (string, uuid,
+// bytes, fixed into binary, enum symbol) as its bytes, copied straight from the payload
+// (or the enum's symbol) into the column's Bytes (column.Column.AppendBytes; no arena
+// bytes, see Arena). Any other value, or any value of a levelled column, is appended
+// levelled, and a dense column turns levelled at its first null (column.Column.ToLevelled)
+// and stays so until its next Reset. Materialised with column.Column.At, the entries
+// appended are exactly the values DecodeWith appends (a dense entry is at repetition
+// level 0 and the leaf's maximum definition level: Parquet format, "Nested Encoding"; the
+// word is column.Bits of the value, the bytes the value's).
 //
 // Results, errors and the rollback are exactly DecodeWith's: on an error every column is
 // cut back to its length before the call (column.Column.Truncate; a column that turned
@@ -235,19 +237,15 @@ func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 		}
 	}
 	markCur, markNext := s.cur, s.next
-	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, s.alias
-	if d.owned && !s.alias && len(payload) > 0 && len(payload) < slabChunk/4 {
-		// One copy of the record; its string, bytes and fixed values are slices of it
-		// (copyBytes, inlined). A larger record is not copied whole (it would need its own
-		// allocation): its values are copied one by one (own).
-		if m, n := len(s.cur), len(payload); n <= cap(s.cur)-m {
-			s.cur = s.cur[:m+n]
-			s.buf = s.cur[m : m+n : m+n]
-			copy(s.buf, payload)
-		} else {
-			s.buf = s.copySlow(payload)
-		}
-		s.owned = true
+	s.buf, s.pos, s.cols, s.zeroItems = payload, 0, cols, 0
+	// Levelled byte values alias the payload under alias; otherwise a record under 16 KiB
+	// is copied into the arena once, lazily at its first levelled byte value (ownAt), so
+	// that a record whose byte values all go to dense columns (copied into their Bytes)
+	// copies nothing. A larger record is not copied whole (it would need its own
+	// allocation): its levelled byte values are copied one by one.
+	s.rec, s.whole = nil, !s.alias && len(payload) < slabChunk/4
+	if s.alias {
+		s.rec = payload
 	}
 	err := d.run(s)
 	if err != nil {
@@ -259,7 +257,7 @@ func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 		// values just cut off, or to none.
 		s.cur, s.next = markCur, markNext
 	}
-	s.buf, s.cols = nil, nil
+	s.buf, s.cols, s.rec = nil, nil, nil
 	return err
 }
 
@@ -304,12 +302,8 @@ func recoverPanic(err *error) {
 }
 
 type compiler struct {
-	mode deltalog.ColumnMappingMode
-	pq   *parquet.Schema
-	// bytesOut is set when a compiled value appends bytes read from the record (string,
-	// bytes, fixed, map keys): the Decoder then copies each record into the arena once and
-	// slices those values from the copy.
-	bytesOut bool
+	mode     deltalog.ColumnMappingMode
+	pq       *parquet.Schema
 	noInline bool // no inline steps (fastField reports false): the tests' reference
 }
 
@@ -635,10 +629,6 @@ func (c *compiler) nonUnion(w avro.Schema, t deltalog.DataType, path string, pqP
 	if err != nil {
 		return nil, err
 	}
-	switch k.base {
-	case kString, kUUID, kBytes, kFixed:
-		c.bytesOut = true
-	}
 	return leafFn(k, w, t, path, col, def)
 }
 
@@ -689,7 +679,6 @@ func (c *compiler) array(w *avro.ArraySchema, t *deltalog.ArrayType, path string
 }
 
 func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, pqPath []string, def, rep, depth int) (emitFn, error) {
-	c.bytesOut = true // keys
 	keyCol, err := c.leaf(extend(pqPath, "key_value", "key"), def+1, rep+1)
 	if err != nil {
 		return nil, err
@@ -727,7 +716,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
-				s.putByteArray(s.own(k), er, keyDef, keyCol)
+				s.putLevelledBytes(s.ownAt(s.pos-len(k), s.pos), er, keyDef, keyCol) // a repeated leaf
 				if err := val(s, er); err != nil {
 					return err
 				}
@@ -1084,11 +1073,10 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		case kFixed:
 			n := k.size
 			return func(s *state, r int) error {
-				b, err := s.fixed(n)
-				if err != nil {
+				if _, err := s.fixed(n); err != nil {
 					return fail(err)
 				}
-				s.putByteArray(s.own(b), r, def, col)
+				s.putBytesAt(s.pos-n, s.pos, r, def, col)
 				return nil
 			}, nil
 		}
