@@ -245,7 +245,7 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		if !k.has(c) {
 			return nil
 		}
-		return row.setTop(kafkacols.Column(c), v)
+		return row.setTop(kafkaColumnName(c), v)
 	}
 	tb, ok := k.topics[topic]
 	if !ok && k.has(kafkacols.Topic) {
@@ -309,7 +309,7 @@ func (k *kafkaFill) fillHeaders(hs []kgo.RecordHeader, row *rowView) {
 
 // fillKey writes _kafka_key in the key format.
 func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
-	name := kafkacols.Column(kafkacols.Key)
+	name := kafkaColumnName(kafkacols.Key)
 	if key == nil {
 		if !k.key.field.Nullable {
 			return &decode.Error{Reason: decode.ReasonNotNullViolation, Field: name, Err: errors.New("the record key is null, but column _kafka_key is NOT NULL")}
@@ -419,4 +419,23 @@ func valueTable(schema *deltalog.StructType, names []string) *deltalog.StructTyp
 		return schema
 	}
 	return out
+}
+
+// kafkaColumnNames are kafkacols.Column of every Kafka column, built once: the fill sets
+// columns by name on every row, and the concatenation allocated a string per column and
+// record (3 allocations a record with partition, offset and timestamp).
+var kafkaColumnNames = func() map[string]string {
+	m := map[string]string{}
+	for _, c := range kafkacols.All {
+		m[c] = kafkacols.Column(c)
+	}
+	return m
+}()
+
+// kafkaColumnName is kafkacols.Column(c) without an allocation for a known Kafka column.
+func kafkaColumnName(c string) string {
+	if n, ok := kafkaColumnNames[c]; ok {
+		return n
+	}
+	return kafkacols.Column(c)
 }
