@@ -60,9 +60,9 @@ func materialise(cols []column.Column) [][]parquet.Value {
 
 // denseTestSchema has a leaf of every physical type the dense form holds, under every
 // Delta type that maps to them (byte, short, integer, date, decimal(9,2) → INT32;
-// long, timestamp, timestamp_ntz, decimal(18,3) → INT64), at definition level 1 and, in
-// a struct, 2; and levelled leaves beside them (a string, a list's element, a long that
-// holds nulls).
+// long, timestamp, timestamp_ntz, decimal(18,3) → INT64; string and binary →
+// BYTE_ARRAY, the byte form), at definition level 1 and, in a struct, 2; and levelled
+// leaves beside them (a list's element, a long that holds nulls).
 const denseTestSchema = `{"type":"struct","fields":[
 {"name":"b","type":"boolean","nullable":true,"metadata":{}},
 {"name":"by","type":"byte","nullable":true,"metadata":{}},
@@ -76,8 +76,9 @@ const denseTestSchema = `{"type":"struct","fields":[
 {"name":"ntz","type":"timestamp_ntz","nullable":true,"metadata":{}},
 {"name":"dec9","type":"decimal(9,2)","nullable":true,"metadata":{}},
 {"name":"dec18","type":"decimal(18,3)","nullable":true,"metadata":{}},
-{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"y","type":"double","nullable":true,"metadata":{}},{"name":"z","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"y","type":"double","nullable":true,"metadata":{}},{"name":"z","type":"integer","nullable":true,"metadata":{}},{"name":"w","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
 {"name":"s","type":"string","nullable":true,"metadata":{}},
+{"name":"bin","type":"binary","nullable":true,"metadata":{}},
 {"name":"arr","type":{"type":"array","elementType":"long","containsNull":true},"nullable":true,"metadata":{}},
 {"name":"nl","type":"long","nullable":true,"metadata":{}}
 ]}`
@@ -92,13 +93,15 @@ func requiredTestSchema(t *testing.T) (*parquet.Schema, *deltalog.StructType) {
 		"rf": parquet.Required(parquet.Leaf(parquet.FloatType)),
 		"ri": parquet.Required(parquet.Leaf(parquet.Int32Type)),
 		"rl": parquet.Required(parquet.Leaf(parquet.Int64Type)),
+		"rs": parquet.Required(parquet.String()),
 	})
 	schema, err := deltalog.ParseSchema(`{"type":"struct","fields":[
 {"name":"rb","type":"boolean","nullable":false,"metadata":{}},
 {"name":"rd","type":"double","nullable":false,"metadata":{}},
 {"name":"rf","type":"float","nullable":false,"metadata":{}},
 {"name":"ri","type":"integer","nullable":false,"metadata":{}},
-{"name":"rl","type":"long","nullable":false,"metadata":{}}]}`)
+{"name":"rl","type":"long","nullable":false,"metadata":{}},
+{"name":"rs","type":"string","nullable":false,"metadata":{}}]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,25 @@ var (
 		math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, 1.5, -2.25}
 	i32Edges = []int32{math.MinInt32, math.MaxInt32, 0, -1, 1, math.MinInt32 + 1, math.MaxInt32 - 1}
 	i64Edges = []int64{math.MinInt64, math.MaxInt64, 0, -1, 1, math.MinInt64 + 1, math.MaxInt64 - 1}
+	// BYTE_ARRAY values at the edges of the statistics: empty, NUL, invalid UTF-8 (no
+	// Delta bounds), 40 characters of ASCII, 2-byte, 4-byte (surrogate pairs at the
+	// UTF-16 cut) and U+10FFFF characters (past delta.dataSkippingStringPrefixLength:
+	// truncated, tie-breakers U+007F and U+10FFFF, or no max), bytes 0xff (the byte-order
+	// maximum)
+	strEdges = []string{"", "\x00", "\xff\xfe not UTF-8", strings.Repeat("a", 40), strings.Repeat("é", 40), strings.Repeat("😀", 20),
+		strings.Repeat("\U0010FFFF", 40), "\xff\xff\xff"}
 )
+
+// randomBytes gives row i of column ci random bytes of 0 to 47 (any bit pattern: empty
+// and invalid UTF-8 values included).
+func randomBytes(ci, i int) parquet.Value {
+	r := rand.New(rand.NewPCG(uint64(ci)+7, uint64(i)))
+	b := make([]byte, r.IntN(48))
+	for j := range b {
+		b[j] = byte(r.Uint32())
+	}
+	return parquet.ByteArrayValue(b)
+}
 
 func typed(k parquet.Kind, b bool, i32 int32, i64 int64, f32 float32, f64 float64) parquet.Value {
 	switch k {
@@ -137,6 +158,9 @@ func typed(k parquet.Kind, b bool, i32 int32, i64 int64, f32 float32, f64 float6
 var denseGens = map[string]gen{
 	// random values of every bit pattern (NaNs, infinities, subnormals included)
 	"random-bits": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			return randomBytes(ci, i)
+		}
 		r := rand.New(rand.NewPCG(uint64(ci), uint64(i)))
 		x := r.Uint64()
 		return typed(k, x&1 == 1, int32(x), int64(x), math.Float32frombits(uint32(x)), math.Float64frombits(x))
@@ -144,15 +168,36 @@ var denseGens = map[string]gen{
 	// random finite values (footer and Delta bounds present)
 	"random-finite": func(k parquet.Kind, ci, i int) parquet.Value {
 		r := rand.New(rand.NewPCG(uint64(ci)+99, uint64(i)))
+		if k == parquet.ByteArray { // distinct UTF-8 strings of 8 to 30 bytes
+			return parquet.ByteArrayValue(fmt.Appendf(nil, "row-%d-%x", i, r.Uint64()>>r.IntN(64)))
+		}
 		return typed(k, r.IntN(2) == 1, r.Int32()-math.MaxInt32/2, r.Int64()-math.MaxInt64/2, float32(r.NormFloat64()*1e6), r.NormFloat64()*1e12)
 	},
 	// NaN, ±0.0, ±Inf, the extremes; one run per column starting at a different edge
+	// (strings: every other row an edge string, the others random bytes, so the column
+	// is PLAIN; at row 1000 of every 4096 a value past a 32 KiB page, at row 2000 one
+	// past maxFooterBound)
 	"edges": func(k parquet.Kind, ci, i int) parquet.Value {
 		j := i + ci
+		if k == parquet.ByteArray {
+			switch {
+			case i%4096 == 1000:
+				return parquet.ByteArrayValue(bytes.Repeat([]byte{'p'}, 40<<10))
+			case i%4096 == 2000:
+				return parquet.ByteArrayValue(bytes.Repeat([]byte{'z'}, maxFooterBound+1))
+			case i%2 == 1:
+				return randomBytes(ci, i)
+			}
+			return parquet.ByteArrayValue([]byte(strEdges[(j/2)%len(strEdges)]))
+		}
 		return typed(k, j%3 == 0, i32Edges[j%len(i32Edges)], i64Edges[j%len(i64Edges)], f32Edges[j%len(f32Edges)], f64Edges[j%len(f64Edges)])
 	},
-	// -0.0 and +0.0 only: the footer bounds are written -0.0 and +0.0
+	// -0.0 and +0.0 only: the footer bounds are written -0.0 and +0.0 (strings: all
+	// empty)
 	"zeros": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			return parquet.ByteArrayValue(nil)
+		}
 		neg := (i+ci)%2 == 0
 		f32, f64 := float32(0), 0.0
 		if neg {
@@ -160,18 +205,32 @@ var denseGens = map[string]gen{
 		}
 		return typed(k, neg, 0, 0, f32, f64)
 	},
-	// one value per column: every min is the first row, so is every max
+	// one value per column: every min is the first row, so is every max (strings: one
+	// value longer than 8 bytes, past the prefix length, the dictionary's
+	// previous-value shortcut)
 	"all-equal": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			return parquet.ByteArrayValue(fmt.Appendf(nil, "%d: %s", ci, strings.Repeat("Grüße ", 10)))
+		}
 		return typed(k, ci%2 == 0, int32(ci)-3, int64(ci)*1e12, float32(ci)/4, float64(ci)/8)
 	},
 	// five values: INT32 and INT64 columns dictionary-encoded
 	"low-cardinality": func(k parquet.Kind, ci, i int) parquet.Value {
 		j := (i*7 + ci) % 5
+		if k == parquet.ByteArray { // the enum of the benchmark record, one value long
+			return parquet.ByteArrayValue([]byte([]string{"NEW", "PAID", "SHIPPED", "DELIVERED", "RETURNED-TO-SENDER"}[j]))
+		}
 		return typed(k, j == 0, int32(j)*1000-2000, int64(j)*1e15-2e15, float32(j)-2, float64(j)-2.5)
 	},
 	// low-cardinality for the first dictProbe rows, then all distinct: the dictionary
 	// is started and abandoned for PLAIN once it outgrows dictMaxBytes
 	"dict-full": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			if i < dictProbe {
+				return parquet.ByteArrayValue([]byte([]string{"", "short", "a value of more than 8 bytes"}[i%3]))
+			}
+			return parquet.ByteArrayValue(fmt.Appendf(nil, "distinct value %d of column %d", i, ci))
+		}
 		if i < dictProbe {
 			j := i % 3
 			return typed(k, j == 0, int32(j), int64(j), float32(j), float64(j))
@@ -264,25 +323,32 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 		dictBytes  int
 		wantDict   bool // the INT64 "l" column is dictionary-encoded
 		wantPages  bool // the "l" column has more than one data page
+		wantDictS  bool // the same of the string column "s" (the byte form)
+		wantPagesS bool
 	}
 	var cases []tc
 	for _, g := range []string{"random-bits", "random-finite", "edges", "zeros", "all-equal"} {
-		cases = append(cases, tc{gen: g, n: 20_000, pageTarget: 32 << 10, dictBytes: 64 << 10, wantDict: g == "zeros" || g == "all-equal" || g == "edges", wantPages: true})
+		cases = append(cases, tc{gen: g, n: 20_000, pageTarget: 32 << 10, dictBytes: 64 << 10, wantDict: g == "zeros" || g == "all-equal" || g == "edges", wantPages: true,
+			wantDictS: g == "zeros" || g == "all-equal", wantPagesS: true})
 	}
 	cases = append(cases,
-		tc{gen: "low-cardinality", n: 20_000, pageTarget: 1 << 20, dictBytes: 1 << 20, wantDict: true},
-		tc{gen: "low-cardinality", n: 20_000, pageTarget: 4 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: true},
-		tc{gen: "dict-full", n: 20_000, pageTarget: 32 << 10, dictBytes: 4 << 10, wantPages: true},
+		tc{gen: "low-cardinality", n: 20_000, pageTarget: 1 << 20, dictBytes: 1 << 20, wantDict: true, wantDictS: true},
+		tc{gen: "low-cardinality", n: 20_000, pageTarget: 4 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: true, wantDictS: true, wantPagesS: true},
+		tc{gen: "dict-full", n: 20_000, pageTarget: 32 << 10, dictBytes: 4 << 10, wantPages: true, wantPagesS: true},
 		tc{gen: "random-finite", n: 1, pageTarget: 1 << 20, dictBytes: 1 << 20},
 		tc{gen: "edges", n: 1, pageTarget: 1 << 20, dictBytes: 1 << 20},
-		tc{gen: "edges", n: 300, pageTarget: 1, dictBytes: 1 << 20, wantDict: true, wantPages: true}, // a page per row
+		tc{gen: "edges", n: 300, pageTarget: 1, dictBytes: 1 << 20, wantDict: true, wantPages: true, wantPagesS: true}, // a page per row
+		// strings past a page: at a 1 KiB target, each of the five 40 KiB values of
+		// "s" fills a page of its own
+		tc{gen: "edges", n: 20_000, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: true, wantPagesS: true},
 	)
 	// row counts around a page's rows at a 1 KiB target: INT64 PLAIN 8·k + k/8 ≥ 1024
-	// at k = 127, INT32 254, BOOLEAN 512, dictionary indexes 482
+	// at k = 127, INT32 254, BOOLEAN 512, dictionary indexes 482 (strings: pages of
+	// about 40 of the "random-finite" values)
 	for _, n := range []int{126, 127, 128, 253, 254, 255, 481, 482, 483, 511, 512, 513, 1016, 1017} {
 		cases = append(cases,
-			tc{gen: "random-finite", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantPages: n >= 128},
-			tc{gen: "low-cardinality", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: n >= 483})
+			tc{gen: "random-finite", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantPages: n >= 128, wantPagesS: true},
+			tc{gen: "low-cardinality", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: n >= 483, wantDictS: true, wantPagesS: n >= 483})
 	}
 	for _, c := range cases {
 		pageTargetBytes, dictMaxBytes = c.pageTarget, c.dictBytes
@@ -300,6 +366,10 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 					if dict["l"] != c.wantDict || (pages["l"] > 1) != c.wantPages {
 						t.Fatalf("%s: case does not exercise its path: dictionary on l %v (want %v), %d pages (want more than one: %v)",
 							name, dict["l"], c.wantDict, pages["l"], c.wantPages)
+					}
+					if dict["s"] != c.wantDictS || (pages["s"] > 1) != c.wantPagesS {
+						t.Fatalf("%s: case does not exercise its path: dictionary on s %v (want %v), %d pages (want more than one: %v)",
+							name, dict["s"], c.wantDictS, pages["s"], c.wantPagesS)
 					}
 				}
 				for _, helpers := range []int{0, 1, 3} {
