@@ -457,6 +457,92 @@ func TestWriteColumnsDenseStats(t *testing.T) {
 	}
 }
 
+// The Delta stats and footer bounds of byte-form columns hold the exact values, as the
+// levelled pass gives them (the file and stats JSON of WriteColumns are WriteDataFile's):
+// strings truncated to 32 UTF-16 code units (a surrogate pair kept whole) with the max's
+// tie-breaker U+007F or U+10FFFF, no Delta bounds when a bound is not valid UTF-8 or no
+// max exists, no footer bounds past maxFooterBound bytes; binary gets footer bounds
+// only; PLAIN and dictionary-encoded.
+func TestWriteColumnsDenseStringStats(t *testing.T) {
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[
+{"name":"s","type":"string","nullable":true,"metadata":{}},
+{"name":"bin","type":"binary","nullable":true,"metadata":{}}]}`)
+	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a32, e32, emoji16 := strings.Repeat("a", 32), strings.Repeat("é", 32), "a"+strings.Repeat("😀", 16)
+	for _, c := range []struct {
+		name           string
+		vals           []string
+		min, max       string // Delta bounds of s; "" for none
+		footLo, footHi string // footer bounds of s and bin
+		noFooter       bool
+	}{
+		{"plain", []string{"b", "", "a", "ab"}, `""`, `"b"`, "", "b", false},
+		{"invalid-utf8-max", []string{"a", "\xff\xfe", "b"}, "", "", "a", "\xff\xfe", false},
+		{"invalid-utf8-min", []string{"\x80", "\xc3", "\xc3\xa9"}, "", "", "\x80", "\xc3\xa9", false},
+		{"ascii-past-prefix", []string{strings.Repeat("a", 40)}, `"` + a32 + `"`, `"` + a32 + "\u007f" + `"`, strings.Repeat("a", 40), strings.Repeat("a", 40), false},
+		{"two-byte-past-prefix", []string{strings.Repeat("é", 40)}, `"` + e32 + `"`, `"` + e32 + "\U0010FFFF" + `"`, strings.Repeat("é", 40), strings.Repeat("é", 40), false},
+		{"surrogate-pair-at-cut", []string{"a" + strings.Repeat("😀", 20)}, `"` + emoji16 + `"`, `"` + emoji16 + "\U0010FFFF" + `"`, "a" + strings.Repeat("😀", 20), "a" + strings.Repeat("😀", 20), false},
+		{"no-max-after-U+10FFFF", []string{strings.Repeat("\U0010FFFF", 40), "b"}, "", "", "b", strings.Repeat("\U0010FFFF", 40), false},
+		{"all-empty", []string{"", "", ""}, `""`, `""`, "", "", false},
+		{"past-footer-bound", []string{"m", strings.Repeat("z", maxFooterBound+1), "a"}, `"a"`, `"` + strings.Repeat("z", 32) + "\u007f" + `"`, "", "", true},
+		{"at-footer-bound", []string{"m", strings.Repeat("z", maxFooterBound)}, `"m"`, `"` + strings.Repeat("z", 32) + "\u007f" + `"`, "m", strings.Repeat("z", maxFooterBound), false},
+		// 1,200 rows of three values: dictionary-encoded, bounds from the entries
+		{"dictionary", slices.Repeat([]string{"kiwi", "apple", "zucchini-and-more"}, 400), `"apple"`, `"zucchini-and-more"`, "apple", "zucchini-and-more", false},
+	} {
+		rows := make([]map[string]any, len(c.vals))
+		for i, v := range c.vals {
+			rows[i] = map[string]any{"s": v, "bin": []byte(v)}
+		}
+		vals, err := shredRows(pq, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := columnsOf(pq, vals)
+		for i := range cols {
+			if !cols[i].IsDense() || cols[i].Len() != len(c.vals) || len(cols[i].Values) != 0 {
+				t.Fatalf("%s: column %d is not in the byte form", c.name, i)
+			}
+		}
+		var lbuf, dbuf bytes.Buffer
+		ladd, err := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, len(c.vals), FileOptions{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add, err := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, len(c.vals), FileOptions{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mins, maxs := `{}`, `{}`
+		if c.min != "" {
+			mins, maxs = `{"s":`+c.min+`}`, `{"s":`+c.max+`}`
+		}
+		want := fmt.Sprintf(`{"numRecords":%d,"minValues":%s,"maxValues":%s,"nullCount":{"s":0,"bin":0}}`, len(c.vals), mins, maxs)
+		if add.Stats != want {
+			t.Errorf("%s: stats\n got %s\nwant %s", c.name, add.Stats, want)
+		}
+		if add.Stats != ladd.Stats || !bytes.Equal(dbuf.Bytes(), lbuf.Bytes()) {
+			t.Errorf("%s: WriteColumns wrote stats %s and %d bytes, WriteDataFile %s and %d", c.name, add.Stats, dbuf.Len(), ladd.Stats, lbuf.Len())
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(dbuf.Bytes()), int64(dbuf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cc := range f.Metadata().RowGroups[0].Columns {
+			st := cc.MetaData.Statistics
+			lo, hi := string(st.MinValue), string(st.MaxValue)
+			if c.noFooter && (st.MinValue != nil || st.MaxValue != nil) || !c.noFooter && (lo != c.footLo || hi != c.footHi || st.MinValue == nil) {
+				t.Errorf("%s: footer bounds of %v: %q %q, want %q %q (none: %v)", c.name, cc.MetaData.PathInSchema, lo, hi, c.footLo, c.footHi, c.noFooter)
+			}
+			if dict := cc.MetaData.DictionaryPageOffset != 0; dict != (c.name == "dictionary") {
+				t.Errorf("%s: %v dictionary-encoded %v", c.name, cc.MetaData.PathInSchema, dict)
+			}
+		}
+	}
+}
+
 // appendConstLevels writes the bytes parquet-go's RLE encoder (the levelled pass's
 // appendLevels) writes for n equal levels, at every bit width.
 func TestAppendConstLevels(t *testing.T) {
@@ -523,8 +609,25 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 		}
 		return cols
 	}
+	// denseBytes replaces column ci of good with rows byte-form values of leaf l, then
+	// lets bad spoil them.
+	denseBytes := func(ci int, l column.Leaf, rows int, bad func(*column.Column)) []column.Column {
+		cols := slices.Clone(good)
+		cols[ci] = column.Column{}
+		cols[ci].Reset(l)
+		for i := range rows {
+			cols[ci].AppendBytes(fmt.Appendf(nil, "value %d", i))
+		}
+		if !cols[ci].IsDense() {
+			t.Fatalf("column %d: not dense", ci)
+		}
+		if bad != nil {
+			bad(&cols[ci])
+		}
+		return cols
+	}
 	with := func(l column.Leaf, f func(*column.Leaf)) column.Leaf { f(&l); return l }
-	i, l := index["i"], index["l"]
+	i, l, str := index["i"], index["l"], index["s"]
 	for _, c := range []struct {
 		name     string
 		cols     []column.Column
@@ -546,6 +649,26 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 		{"rows-none", dense(l, leaves[l], 0), "write data file: column l has 0 rows, want 10", true},
 		{"repeated-leaf", dense(arr, with(leaves[arr], func(x *column.Leaf) { x.MaxRep = 0 }), n),
 			"write data file: column arr.list.element: dense values for a repeated leaf (max repetition level 1); a repeated leaf takes levelled values", false},
+		// the byte form (BYTE_ARRAY leaves)
+		{"bytes-kind-words", dense(str, with(leaves[str], func(x *column.Leaf) { x.Kind = parquet.Int64 }), n),
+			"write data file: column s value 0: INT64 value for a BYTE_ARRAY column", true},
+		{"bytes-kind-for-long", denseBytes(l, with(leaves[l], func(x *column.Leaf) { x.Kind = parquet.ByteArray }), n, nil),
+			"write data file: column l value 0: BYTE_ARRAY value for a INT64 column", true},
+		{"bytes-definition-level-above", denseBytes(str, with(leaves[str], func(x *column.Leaf) { x.MaxDef = 2 }), n, nil),
+			"write data file: column s value 0: levels (0,2) exceed max (0,1)", true},
+		{"bytes-definition-level-below", denseBytes(str, with(leaves[str], func(x *column.Leaf) { x.MaxDef = 0 }), n, nil),
+			"write data file: column s value 0: null=false at definition level 0 of 1", true},
+		{"bytes-column-index", denseBytes(str, with(leaves[str], func(x *column.Leaf) { x.Index = str - 1 }), n, nil),
+			fmt.Sprintf("write data file: column s value 0: carries column index %d, want %d", str-1, str), true},
+		{"bytes-rows-fewer", denseBytes(str, leaves[str], n-1, nil), "write data file: column s has 9 rows, want 10", true},
+		{"bytes-rows-more", denseBytes(str, leaves[str], n+1, nil), "write data file: column s has 11 rows, want 10", true},
+		{"bytes-rows-none", denseBytes(str, leaves[str], 0, nil), "write data file: column s has 0 rows, want 10", true},
+		{"bytes-offset-decreasing", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Dense[3] = c.Dense[2] - 1 }),
+			"write data file: column s row 3: byte offset 20 after 21; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
+		{"bytes-offsets-words", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Bytes = c.Bytes[:0] }),
+			"write data file: column s: last byte offset 70, want the 0 bytes held; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
+		{"bytes-beyond-offsets", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Bytes = append(c.Bytes, 'x') }),
+			"write data file: column s: last byte offset 70, want the 71 bytes held; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
 	} {
 		st := &recordingStore{memStore: memStore{buf: new(bytes.Buffer)}}
 		_, err := WriteColumns(context.Background(), st, pq, c.cols, n, FileOptions{Schema: schema})
@@ -637,20 +760,27 @@ func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
 }
 
 // FuzzDenseSameBytes: for any words (as column.Bits of each of the five dense kinds, the
-// values masked to make low-cardinality columns likely), any page target and dictionary
-// size, the file of the dense columns is the file of the same values levelled, with the
-// same summaries and stats JSON.
+// values masked to make low-cardinality columns likely) and byte arrays cut from the same
+// data (string and binary leaves in the byte form: 0 to 31 bytes, or 1,000 to 5,095,
+// past maxFooterBound, when a word's second byte is 0xff, up to 64 KiB of them; any bytes, invalid UTF-8
+// included), any page target and dictionary size, the file of the dense columns is the
+// file of the same values levelled, with the same summaries and stats JSON.
 func FuzzDenseSameBytes(f *testing.F) {
 	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"), uint16(64), uint16(256), uint64(0xff))
 	f.Add(bytes.Repeat([]byte{0x7f, 0xf8, 0, 0, 0, 0, 0, 0x80}, 300), uint16(1), uint16(16), ^uint64(0))
 	f.Add(bytes.Repeat([]byte{0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, 700), uint16(1000), uint16(64), uint64(3))
+	// strings: low-cardinality (three lengths, masked bytes), then long and distinct
+	f.Add(bytes.Repeat([]byte{0x01, 0, 0, 0x61, 0x62, 0, 0, 0, 0x03, 0, 0, 0x63, 0, 0, 0, 0}, 200), uint16(500), uint16(2000), uint64(0xff0000ff))
+	f.Add(bytes.Repeat([]byte{0x1f, 0xff, 0x34, 0x12, 0xc3, 0xa9, 0xff, 0xfe, 0x05, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86}, 300), uint16(4000), uint16(60000), ^uint64(0))
 	schema, err := deltalog.ParseSchema(`{"type":"struct","fields":[
 {"name":"b","type":"boolean","nullable":true,"metadata":{}},
 {"name":"i","type":"integer","nullable":true,"metadata":{}},
 {"name":"l","type":"long","nullable":true,"metadata":{}},
 {"name":"f","type":"float","nullable":true,"metadata":{}},
 {"name":"d","type":"double","nullable":true,"metadata":{}},
-{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
+{"name":"s","type":"string","nullable":true,"metadata":{}},
+{"name":"bin","type":"binary","nullable":true,"metadata":{}},
+{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"w","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -668,8 +798,23 @@ func FuzzDenseSameBytes(f *testing.F) {
 		pageTargetBytes, dictMaxBytes = int(pageTarget)+1, int(dictBytes)+1
 		vals := make([][]parquet.Value, len(leaves))
 		for ci, l := range leaves {
+			long := 0 // bytes of the long values: at most 64 KiB a column, so that an input stays fast
 			for i := range n {
-				w := binary.LittleEndian.Uint64(data[8*((i+ci)%n):]) & mask
+				off := 8 * ((i + ci) % n)
+				w := binary.LittleEndian.Uint64(data[off:]) & mask
+				if l.Kind == parquet.ByteArray {
+					size := int(w & 31)
+					if w&0xff00 == 0xff00 && long+1000+int(w>>16&0xfff) <= 64<<10 {
+						size = 1000 + int(w>>16&0xfff)
+						long += size
+					}
+					b := make([]byte, size)
+					for j := range b {
+						b[j] = data[(off+j)%len(data)] & byte(mask>>24)
+					}
+					vals[ci] = append(vals[ci], parquet.ByteArrayValue(b).Level(0, l.MaxDef, ci))
+					continue
+				}
 				vals[ci] = append(vals[ci], column.FromBits(l.Kind, column.Bits(column.FromBits(l.Kind, w))).Level(0, l.MaxDef, ci))
 			}
 		}
@@ -700,4 +845,38 @@ func FuzzDenseSameBytes(f *testing.F) {
 			t.Fatalf("WriteColumns %v %s, WriteDataFile %v %s", derr, dadd.Stats, lerr, ladd.Stats)
 		}
 	})
+}
+
+// The dictionary probe of a byte-form column decides as the levelled one: dictionary
+// encoding when the first dictProbe values hold at most a quarter distinct values (n
+// rows, k distinct values cycling; a quarter exactly is in), the same file either way.
+func TestDenseBytesDictionaryProbe(t *testing.T) {
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n, k     int
+		wantDict bool
+	}{
+		{8, 2, true}, {8, 3, false}, {1024, 256, true}, {1024, 257, false}, {5000, 256, true}, {5000, 257, false},
+		{1, 1, false}, {4, 1, true}, {3, 1, false},
+	} {
+		vals := make([][]parquet.Value, 1)
+		for i := range c.n {
+			vals[0] = append(vals[0], parquet.ByteArrayValue(fmt.Appendf(nil, "value %d", i%c.k)).Level(0, 1, 0))
+		}
+		cols := columnsOf(pq, vals)
+		want, _ := encodeBytes(t, pq, vals, c.n, snappyCodec{}, 0)
+		enc, _, err := encodeParquetFileWith(pq, cols, c.n, snappyCodec{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := bytes.Clone(enc.out)
+		enc.release()
+		if dict, _ := footerStats(t, got); dict["s"] != c.wantDict || !bytes.Equal(got, want) {
+			t.Errorf("%d rows of %d values: dictionary %v (want %v); same bytes as levelled: %v", c.n, c.k, dict["s"], c.wantDict, bytes.Equal(got, want))
+		}
+	}
 }
