@@ -3,12 +3,14 @@ package decode
 // Arena is caller-held decoding state for Decoder.DecodeWith and DecodeColumns: the
 // per-record scratch state and the memory that decoded levelled string, binary, fixed and
 // map-key values and wide-decimal (precision > 18) values live in. By default a record
-// under 16 KiB is copied into the arena once, at its first string, bytes, fixed or
-// map-key value bound for a levelled column, and those values are slices of the copy;
-// the levelled values of larger records are copied one by one. A value DecodeColumns
-// appends to a dense column's byte form (column.Column.AppendBytes) is copied from the
-// payload into the column's own Bytes and takes no arena bytes, so a record whose byte
-// values all go to dense columns copies nothing into the arena. Values then never alias
+// under 16 KiB is copied into the arena once when one of its string, bytes, fixed or
+// map-key values goes to a levelled column, and those values are slices of the copy; the
+// levelled values of larger records are copied one by one. A value DecodeColumns appends
+// to a dense column's byte form (column.Column.AppendBytes) is copied from the payload
+// into the column's own Bytes and takes no arena bytes, so a record whose such values
+// all go to dense columns copies nothing into the arena (decided before the record is
+// read: a non-repeated leaf takes one value per record, so a column dense before it
+// takes its value in the byte form or turns levelled with a null). Values then never alias
 // the payload; levelled ones point into the arena's chunks (64 KiB each; a value of
 // 16 KiB or more gets its own allocation, which is never reused). An arena set to
 // AliasPayloads copies nothing of the record instead: see AliasPayloads for that

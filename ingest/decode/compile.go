@@ -18,14 +18,19 @@ import (
 // Parquet layout. It is compiled once per (writer schema id, table schema) and is safe for
 // concurrent use.
 type Decoder struct {
-	ops       []fieldOp // the top-level record's fields
-	missing   []int     // leaf columns of table fields the writer lacks (null at level 0)
-	ncols     int
-	leaves    []column.Leaf // every leaf column of pq (column.Leaves), for DecodeColumns' check
-	topUnion  bool          // writer schema is a union of null and the record
-	nullIdx   int64         // index of the null branch when topUnion, else -1
-	recordIdx int64         // index of the record branch when topUnion
-	pool      sync.Pool
+	ops     []fieldOp // the top-level record's fields
+	missing []int     // leaf columns of table fields the writer lacks (null at level 0)
+	// recCols are the leaf columns of values sliced from the record (string, uuid,
+	// bytes, fixed, map keys; not enum symbols), recRepeated whether one of them is
+	// repeated (list items, map keys and values): see copies.
+	recCols     []int
+	recRepeated bool
+	ncols       int
+	leaves      []column.Leaf // every leaf column of pq (column.Leaves), for DecodeColumns' check
+	topUnion    bool          // writer schema is a union of null and the record
+	nullIdx     int64         // index of the null branch when topUnion, else -1
+	recordIdx   int64         // index of the record branch when topUnion
+	pool        sync.Pool
 }
 
 // emitFn reads one value from s and appends its column values; rep is the repetition
@@ -95,7 +100,7 @@ func compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.Col
 	if len(all) != ncols {
 		return nil, fmt.Errorf("compile decoder: parquet schema has %d leaf columns, the table %d", ncols, len(all))
 	}
-	d := &Decoder{ops: ops, missing: missing, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
+	d := &Decoder{ops: ops, missing: missing, recCols: c.recCols, recRepeated: c.recRepeated, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
 	if u, ok := deref(writer.Avro).(*avro.UnionSchema); ok {
 		d.topUnion = true
 		for i, b := range u.Types() {
@@ -215,6 +220,24 @@ func (d *Decoder) decodeLevelled(s *state, payload []byte, cols [][]parquet.Valu
 	return cols, err
 }
 
+// copies reports whether a record decoded into cols is copied into the arena (when it is
+// under 16 KiB and the arena does not alias): when one of its values sliced from the
+// record goes to a levelled column. A non-repeated leaf gets exactly one entry per
+// record, so a column that is dense before the record takes its value in the byte form
+// (or turns levelled with a null, which needs no bytes): a record whose such columns are
+// all dense copies nothing. A repeated leaf is always levelled.
+func (d *Decoder) copies(cols []column.Column) bool {
+	if d.recRepeated {
+		return true
+	}
+	for _, c := range d.recCols {
+		if !cols[c].IsDense() {
+			return true
+		}
+	}
+	return false
+}
+
 // errLeaf is DecodeColumns' error for column i, dense for leaf got, of the decoder's leaf want.
 func errLeaf(i int, got, want column.Leaf) error {
 	return fmt.Errorf("decode record: column %d is dense for leaf %+v, the decoder writes leaf %+v: reset it with column.Leaves of the decoder's parquet schema", i, got, want)
@@ -237,15 +260,19 @@ func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 		}
 	}
 	markCur, markNext := s.cur, s.next
-	s.buf, s.pos, s.cols, s.zeroItems = payload, 0, cols, 0
-	// Levelled byte values alias the payload under alias; otherwise a record under 16 KiB
-	// is copied into the arena once, lazily at its first levelled byte value (ownAt), so
-	// that a record whose byte values all go to dense columns (copied into their Bytes)
-	// copies nothing. A larger record is not copied whole (it would need its own
-	// allocation): its levelled byte values are copied one by one.
-	s.rec, s.whole = nil, !s.alias && len(payload) < slabChunk/4
-	if s.alias {
-		s.rec = payload
+	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, s.alias
+	if !s.alias && len(payload) > 0 && len(payload) < slabChunk/4 && d.copies(cols) {
+		// One copy of the record; its levelled string, bytes, fixed and map-key values
+		// are slices of it (copyBytes, inlined). A larger record is not copied whole (it
+		// would need its own allocation): its levelled values are copied one by one (own).
+		if m, n := len(s.cur), len(payload); n <= cap(s.cur)-m {
+			s.cur = s.cur[:m+n]
+			s.buf = s.cur[m : m+n : m+n]
+			copy(s.buf, payload)
+		} else {
+			s.buf = s.copySlow(payload)
+		}
+		s.owned = true
 	}
 	err := d.run(s)
 	if err != nil {
@@ -257,7 +284,7 @@ func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 		// values just cut off, or to none.
 		s.cur, s.next = markCur, markNext
 	}
-	s.buf, s.cols, s.rec = nil, nil, nil
+	s.buf, s.cols = nil, nil
 	return err
 }
 
@@ -305,6 +332,17 @@ type compiler struct {
 	mode     deltalog.ColumnMappingMode
 	pq       *parquet.Schema
 	noInline bool // no inline steps (fastField reports false): the tests' reference
+	// recCols lists the leaf columns a compiled value appends bytes read from the record
+	// to (string, uuid, bytes, fixed, map keys), recRepeated whether one is repeated.
+	recCols     []int
+	recRepeated bool
+}
+
+// recordBytes notes that leaf column col (repeated when rep > 0) gets values sliced from
+// the record.
+func (c *compiler) recordBytes(col, rep int) {
+	c.recCols = append(c.recCols, col)
+	c.recRepeated = c.recRepeated || rep > 0
 }
 
 func extend(path []string, names ...string) []string {
@@ -629,6 +667,10 @@ func (c *compiler) nonUnion(w avro.Schema, t deltalog.DataType, path string, pqP
 	if err != nil {
 		return nil, err
 	}
+	switch k.base {
+	case kString, kUUID, kBytes, kFixed:
+		c.recordBytes(col, rep)
+	}
 	return leafFn(k, w, t, path, col, def)
 }
 
@@ -683,6 +725,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 	if err != nil {
 		return nil, err
 	}
+	c.recordBytes(keyCol, rep+1)
 	val, err := c.value(w.Values(), t.ValueType, t.ValueContainsNull, path+"{}", extend(pqPath, "key_value", "value"), def+1, rep+1, depth+1)
 	if err != nil {
 		return nil, err
@@ -716,7 +759,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
-				s.putLevelledBytes(s.ownAt(s.pos-len(k), s.pos), er, keyDef, keyCol) // a repeated leaf
+				s.putLevelledBytes(s.own(k), er, keyDef, keyCol) // a repeated leaf: levelled
 				if err := val(s, er); err != nil {
 					return err
 				}
@@ -1073,10 +1116,11 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		case kFixed:
 			n := k.size
 			return func(s *state, r int) error {
-				if _, err := s.fixed(n); err != nil {
+				b, err := s.fixed(n)
+				if err != nil {
 					return fail(err)
 				}
-				s.putBytesAt(s.pos-n, s.pos, r, def, col)
+				s.putBytes(b, r, def, col)
 				return nil
 			}, nil
 		}

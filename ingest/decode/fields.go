@@ -154,6 +154,9 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 		o.dec = &decOut{p: dt.Precision, col: col, def: def, width: decimalBytes(dt.Precision), bound: bigPow10(dt.Precision), path: path}
 	}
 	o.col, o.def = uint16(col), uint8(def) // leaf checked both
+	if o.kind == opString {
+		c.recordBytes(col, rep)
+	}
 	switch o.kind {
 	case opLong:
 		o.phys = parquet.Int64
@@ -286,12 +289,12 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			start := pos
 			pos += int(n)
 			if p := &cols[o.col]; p.IsDense() {
-				// Straight from the payload into the column's Bytes: no arena copy, no
+				// Straight from the record into the column's Bytes: no arena copy, no
 				// parquet.Value.
 				p.AppendBytes(buf[start:pos])
 				continue
 			}
-			v = parquet.ByteArrayValue(s.ownAt(start, pos))
+			v = parquet.ByteArrayValue(s.own(buf[start:pos:pos]))
 		case opEnum:
 			var x int32
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
@@ -567,7 +570,7 @@ func (s *state) array(o *fieldOp, r int) error {
 				}
 				i := pos
 				pos += int(l)
-				v := parquet.ByteArrayValue(s.ownAt(i, pos))
+				v := parquet.ByteArrayValue(s.own(buf[i:pos:pos]))
 				v.SetRepetitionLevel(int(uint8(rep)))
 				v.SetDefinitionLevel(def)
 				v.SetColumnIndex(col)

@@ -13,14 +13,14 @@ import (
 )
 
 // state is the decoding state of one record: a bounds-checked reader over the record's
-// payload, the column buffers being appended to, and the byte arena that the record (at
-// its first byte value for a levelled column, see rec) and wide-decimal values are copied
-// into (levelled values in column buffers must not alias a payload the caller may modify
-// or reuse, unless the arena was set to alias, Arena.AliasPayloads). A state is held
-// either by an Arena (caller owned, DecodeWith) or by the Decoder's pool (Decode, never
-// aliasing).
+// payload (or over its copy in the arena, see owned), the column buffers being appended
+// to, and the byte arena that the record and wide-decimal values are copied into
+// (levelled values in column buffers must not alias a payload the caller may modify or
+// reuse, unless the arena was set to alias, Arena.AliasPayloads; values of a dense
+// column's byte form are copied into the column's Bytes). A state is held either by an
+// Arena (caller owned, DecodeWith) or by the Decoder's pool (Decode, never aliasing).
 type state struct {
-	buf []byte // the record's payload
+	buf []byte
 	pos int
 	// cols are the columns being appended to, by leaf column index: the caller's
 	// (DecodeColumns) or wrap, wrapping Decode's and DecodeWith's [][]parquet.Value.
@@ -30,17 +30,11 @@ type state struct {
 	// their count is not bounded by the input length.
 	zeroItems int
 	lens      []int // column lengths before the record, for the rollback
-	// rec is the bytes that levelled string, bytes, fixed and map-key values of the
-	// record are sliced from, at the same offsets as in buf (ownAt): the payload itself
-	// under alias, else the record's copy in the arena, made at the first such value
-	// (copyRecord) when whole, or nil until then. A value for a dense column is copied
-	// from buf into the column's Bytes and needs neither.
-	rec []byte
-	// whole is set when the record is copied into the arena whole at its first levelled
-	// byte value (it is under slabChunk/4 and the arena does not alias); else each such
-	// value is copied on its own (copyBytes).
-	whole bool
-	// alias is Arena.AliasPayloads: rec is always the payload.
+	// owned is set when values sliced from buf may be appended as they are (see own):
+	// buf is the record's copy in the arena (Decoder.copies), or the payload itself under
+	// alias.
+	owned bool
+	// alias is Arena.AliasPayloads: buf is always the payload, and owned is always set.
 	alias bool
 
 	// Byte arena. cur is the chunk being filled (cur[:len(cur)] has been handed out);
@@ -311,39 +305,18 @@ func (s *state) nextChunk() {
 
 var emptyBytes = []byte{}
 
-// ownAt returns the string, bytes, fixed or map-key value buf[i:j] as a levelled value
-// may hold it: a slice of rec (the payload under alias, or the record's copy in the
-// arena, made now if this is the record's first such value and whole), else a copy in
-// the arena. An empty value is emptyBytes (never nil, so it is not mistaken for a
-// missing one).
-func (s *state) ownAt(i, j int) []byte {
-	if i == j {
+// own returns a string, bytes, fixed or map-key value b read from buf that may be
+// appended to a levelled column: b itself when buf is the record's copy in the arena or
+// the payload under alias (Arena.AliasPayloads), else a copy. An empty value is
+// emptyBytes (never nil, so it is not mistaken for a missing one).
+func (s *state) own(b []byte) []byte {
+	if len(b) == 0 {
 		return emptyBytes
 	}
-	if s.rec == nil {
-		return s.ownSlow(i, j)
+	if s.owned {
+		return b[:len(b):len(b)]
 	}
-	return s.rec[i:j:j]
-}
-
-func (s *state) ownSlow(i, j int) []byte {
-	if !s.whole {
-		return s.copyBytes(s.buf[i:j])
-	}
-	s.copyRecord()
-	return s.rec[i:j:j]
-}
-
-// copyRecord copies the whole record into the arena as rec: one copy for all its
-// levelled byte values (copyBytes, inlined).
-func (s *state) copyRecord() {
-	if m, n := len(s.cur), len(s.buf); n <= cap(s.cur)-m {
-		s.cur = s.cur[:m+n]
-		s.rec = s.cur[m : m+n : m+n]
-		copy(s.rec, s.buf)
-		return
-	}
-	s.rec = s.copySlow(s.buf)
+	return s.copyBytes(b)
 }
 
 // blockCount reads one array or map block header. It returns the item count (0 ends the
@@ -386,7 +359,7 @@ func (s *state) blockCount(minItem int) (count int64, size int64, err error) {
 // registers. A set value of a fixed-width kind goes into a dense column as its word
 // (column.Bits: the column is of a non-repeated leaf, so rep is 0, and a present value's
 // def is the leaf's maximum, checked by compiler.leaf), a set BYTE_ARRAY value into a
-// dense column as its bytes (putByteArray, putBytesAt); anything else is built as a
+// dense column as its bytes (putByteArray, putBytes); anything else is built as a
 // parquet.Value with its levels set in place (the setters are inlined) and appended to
 // the levelled form (putValue).
 
@@ -476,7 +449,7 @@ func (s *state) putDouble(x float64, rep, def, col int) {
 	s.putValue(v, col)
 }
 
-// putByteArray appends b, a schema constant (an enum symbol) or a value ownAt returned:
+// putByteArray appends b, a schema constant (an enum symbol) or a value own returned:
 // copied into a dense column's Bytes (column.Column.AppendBytes; the decoder writes byte
 // values to BYTE_ARRAY leaves only, at the leaf's maximum definition level), else as a
 // levelled value aliasing b.
@@ -497,15 +470,15 @@ func (s *state) putLevelledBytes(b []byte, rep, def, col int) {
 	s.putValue(v, col)
 }
 
-// putBytesAt appends the record's bytes buf[i:j] (a string, bytes or fixed value): copied
-// straight from the payload into a dense column's Bytes, with no arena copy; else owned
-// (ownAt) as a levelled value.
-func (s *state) putBytesAt(i, j, rep, def, col int) {
+// putBytes appends b, a string, bytes or fixed value read from buf: copied into a dense
+// column's Bytes (column.Column.AppendBytes; never an arena copy), else owned (own) as a
+// levelled value.
+func (s *state) putBytes(b []byte, rep, def, col int) {
 	if p := &s.cols[col]; p.IsDense() {
-		p.AppendBytes(s.buf[i:j])
+		p.AppendBytes(b)
 		return
 	}
-	s.putLevelledBytes(s.ownAt(i, j), rep, def, col)
+	s.putLevelledBytes(s.own(b), rep, def, col)
 }
 
 func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
@@ -516,13 +489,13 @@ func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
 	s.putValue(v, col)
 }
 
-// putString reads a string or bytes value and appends it (putBytesAt).
+// putString reads a string or bytes value and appends it (putBytes).
 func (s *state) putString(rep, def, col int) error {
 	b, err := s.span()
 	if err != nil {
 		return err
 	}
-	s.putBytesAt(s.pos-len(b), s.pos, rep, def, col)
+	s.putBytes(b, rep, def, col)
 	return nil
 }
 
