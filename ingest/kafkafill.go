@@ -192,6 +192,12 @@ type kafkaFill struct {
 	decs      map[int]*kafkacols.KeyDecoder
 	decErrs   map[int]error
 
+	// row is the row view tops were looked up in (the flush's; fillsFor builds a fill per
+	// flush), and tops the columns of kafkaSet's Kafka columns in it, by kafkaSet index:
+	// found once, not by name for every column of every record (rowView.column).
+	row  *rowView
+	tops [len(kafkaSet)]kafkaTop
+
 	// scratch, reused across records (replace copies the values into the buffers)
 	entries    []kafkacols.Header
 	keys, vals []parquet.Value
@@ -241,11 +247,19 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		topic, partition, offset = dlq.Original(rec)
 		headers = dlq.OriginalHeaders(rec)
 	}
-	set := func(c string, v parquet.Value) error {
-		if !k.has(c) {
+	if k.row != row {
+		k.bind(row)
+	}
+	set := func(i int, v parquet.Value) error {
+		switch t := &k.tops[i]; {
+		case !t.has:
+			return nil
+		case !t.ok:
+			return row.setTop(kafkaColumnName(kafkaSet[i]), v) // the error naming the column
+		default:
+			row.setColumn(t.col, v)
 			return nil
 		}
-		return row.setTop(kafkaColumnName(c), v)
 	}
 	tb, ok := k.topics[topic]
 	if !ok && k.has(kafkacols.Topic) {
@@ -255,16 +269,16 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		tb = []byte(topic)
 		k.topics[topic] = tb
 	}
-	if err := set(kafkacols.Topic, parquet.ByteArrayValue(tb)); err != nil {
+	if err := set(setTopic, parquet.ByteArrayValue(tb)); err != nil {
 		return err
 	}
-	if err := set(kafkacols.Partition, parquet.Int32Value(partition)); err != nil {
+	if err := set(setPartition, parquet.Int32Value(partition)); err != nil {
 		return err
 	}
-	if err := set(kafkacols.Offset, parquet.Int64Value(offset)); err != nil {
+	if err := set(setOffset, parquet.Int64Value(offset)); err != nil {
 		return err
 	}
-	if err := set(kafkacols.Timestamp, parquet.Int64Value(rec.Timestamp.UnixMicro())); err != nil {
+	if err := set(setTimestamp, parquet.Int64Value(rec.Timestamp.UnixMicro())); err != nil {
 		return err
 	}
 	if k.has(kafkacols.Headers) {
@@ -419,6 +433,36 @@ func valueTable(schema *deltalog.StructType, names []string) *deltalog.StructTyp
 		return schema
 	}
 	return out
+}
+
+// kafkaSet are the Kafka columns kafkaFill.fill sets as one value (setTop), by index.
+var kafkaSet = [...]string{setTopic: kafkacols.Topic, setPartition: kafkacols.Partition, setOffset: kafkacols.Offset, setTimestamp: kafkacols.Timestamp}
+
+const (
+	setTopic = iota
+	setPartition
+	setOffset
+	setTimestamp
+)
+
+// kafkaTop is one of kafkaSet's columns in a flush's row view: has when configured, ok
+// when the table has it as a top-level primitive column (col).
+type kafkaTop struct {
+	col     topColumn
+	has, ok bool
+}
+
+// bind looks kafkaSet's configured columns up in row, the flush's row view.
+func (k *kafkaFill) bind(row *rowView) {
+	k.row = row
+	for i, c := range kafkaSet {
+		t := kafkaTop{has: k.has(c)}
+		if t.has {
+			t.col, t.ok = row.column(kafkaColumnName(c))
+			t.ok = t.ok && t.col.primitive
+		}
+		k.tops[i] = t
+	}
 }
 
 // kafkaColumnNames are kafkacols.Column of every Kafka column, built once: the fill sets
