@@ -250,17 +250,7 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 	if k.row != row {
 		k.bind(row)
 	}
-	set := func(i int, v parquet.Value) error {
-		switch t := &k.tops[i]; {
-		case !t.has:
-			return nil
-		case !t.ok:
-			return row.setTop(kafkaColumnName(kafkaSet[i]), v) // the error naming the column
-		default:
-			row.setColumn(t.col, v)
-			return nil
-		}
-	}
+	set := func(i int, v parquet.Value) error { return k.set(row, i, v) }
 	tb, ok := k.topics[topic]
 	if !ok && k.has(kafkacols.Topic) {
 		if k.topics == nil {
@@ -338,14 +328,14 @@ func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
 		if err := kafkacols.StringKey(key); err != nil {
 			return err
 		}
-		return row.setTop(name, parquet.ByteArrayValue(key))
+		return k.set(row, setKey, parquet.ByteArrayValue(key))
 	case kafkacols.KeyAvro:
 		return k.fillAvroKey(key, row)
 	}
 	if len(key) == 0 {
 		key = []byte{} // an empty key is X'', not NULL
 	}
-	return row.setTop(name, parquet.ByteArrayValue(key))
+	return k.set(row, setKey, parquet.ByteArrayValue(key))
 }
 
 // fillAvroKey decodes a Confluent-framed Avro key into the _kafka_key struct's leaves.
@@ -436,13 +426,16 @@ func valueTable(schema *deltalog.StructType, names []string) *deltalog.StructTyp
 }
 
 // kafkaSet are the Kafka columns kafkaFill.fill sets as one value (setTop), by index.
-var kafkaSet = [...]string{setTopic: kafkacols.Topic, setPartition: kafkacols.Partition, setOffset: kafkacols.Offset, setTimestamp: kafkacols.Timestamp}
+// (setKey: a string or binary key; fillKey writes a null or an Avro key leaf by leaf.)
+var kafkaSet = [...]string{setTopic: kafkacols.Topic, setPartition: kafkacols.Partition, setOffset: kafkacols.Offset,
+	setTimestamp: kafkacols.Timestamp, setKey: kafkacols.Key}
 
 const (
 	setTopic = iota
 	setPartition
 	setOffset
 	setTimestamp
+	setKey
 )
 
 // kafkaTop is one of kafkaSet's columns in a flush's row view: has when configured, ok
@@ -450,6 +443,19 @@ const (
 type kafkaTop struct {
 	col     topColumn
 	has, ok bool
+}
+
+// set sets kafkaSet's column i of the row to v (rowView.setTop) when it is configured.
+func (k *kafkaFill) set(row *rowView, i int, v parquet.Value) error {
+	switch t := &k.tops[i]; {
+	case !t.has:
+		return nil
+	case !t.ok:
+		return row.setTop(kafkaColumnName(kafkaSet[i]), v) // the error naming the column
+	default:
+		row.setColumn(t.col, v)
+		return nil
+	}
 }
 
 // bind looks kafkaSet's configured columns up in row, the flush's row view.
