@@ -45,9 +45,9 @@ func (e *columnEncoder) denseBytesColumn(leaf *leafInfo, c *column.Column) (colS
 
 // checkOffsets validates the end offsets of a dense BYTE_ARRAY column (column.Column's
 // byte form): each at least the one before (the first at least 0), the last one
-// len(Bytes). A column appended through column.Column's methods
-// always passes; the fields are exported, so a column built otherwise is refused here
-// rather than written wrong.
+// len(Bytes). A column appended through column.Column's methods always passes; the
+// fields are exported, so a column built otherwise is refused here (naming the column
+// and the first bad row) rather than written wrong or read out of range.
 func checkOffsets(leaf *leafInfo, c *column.Column) error {
 	var prev uint64
 	for j, end := range c.Dense {
@@ -82,8 +82,9 @@ func (e *columnEncoder) dictionaryPaysBytes(c *column.Column) bool {
 }
 
 // denseBytesPlainPass encodes (when e.encode) and summarises a validated dense BYTE_ARRAY
-// column PLAIN: no nulls, lo and hi the first of the minimum and maximum values in
-// unsigned byte order.
+// column PLAIN (Parquet format, "Encodings", Plain: each value as its length, 4 bytes
+// little-endian, then its bytes): no nulls, lo and hi the first of the minimum and
+// maximum values in unsigned byte order.
 func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (colSummary, error) {
 	e.beginChunk(false, true)
 	defer e.endChunk(false)

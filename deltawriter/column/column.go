@@ -278,8 +278,14 @@ func (c *Column) AppendFrom(src *Column, from, index int) {
 		}
 		return
 	}
+	// a levelled src that was in the byte form holds Bytes its values may alias: copy them
+	own := src.leaf.bytes() && src.ByteSize() > 0
 	for _, v := range src.Values[from:] {
-		c.Append(v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), index))
+		r, d := int(v.RepetitionLevel()), int(v.DefinitionLevel())
+		if own && !c.dense && !v.IsNull() && v.Kind() == parquet.ByteArray {
+			v = parquet.ByteArrayValue(c.keepBytes(v.ByteArray())) // a dense c copies in Append
+		}
+		c.Append(v.Level(r, d, index))
 	}
 }
 
