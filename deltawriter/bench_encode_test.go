@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -36,11 +37,16 @@ import (
 //     encode and codec, column chunks on up to GOMAXPROCS workers): the part that runs
 //     in parallel, for the rows/s wall at -cpu 1 and 2;
 //   - "ingestd-dense", "ingestd-encode-dense": the same two over the same values with
-//     the six fixed-width columns (id, price, active, ts, qty, amount) in the dense form
-//     of package column, as the decoder hands them over on the typed column path
-//     (WriteColumns; BENCHMARKS.md "Typed column path: dense encode"); the files are
-//     byte for byte the levelled ones ("ingestd-encode/uncompressed" and its dense row:
-//     the encoder's own work, without a codec);
+//     the six fixed-width columns (id, price, active, ts, qty, amount) and the three
+//     strings without nulls (name, status, country; the byte form) in the dense form of
+//     package column, as the decoder hands them over on the typed column path
+//     (WriteColumns; BENCHMARKS.md "Typed column path: dense encode" and "…: strings,
+//     encode"); the files are byte for byte the levelled ones
+//     ("ingestd-encode/uncompressed" and its dense row: the encoder's own work, without
+//     a codec);
+//   - "ingestd-encode-words": encodeParquetFile with only the six fixed-width columns
+//     dense and the strings levelled (the typed column path before the byte form): the
+//     strings' own share of the dense rows' gain;
 //   - "parquet-go-default": parquet-go's GenericWriter[struct] with its default codecs
 //     (parquet.Snappy, parquet.Zstd), the path the performance notes call slow;
 //   - "arrow-go": arrow-go's RecordBuilder + pqarrow.FileWriter with its default writer
@@ -106,8 +112,14 @@ func BenchmarkParquetEncode(b *testing.B) {
 			ndense++
 		}
 	}
-	if ndense != 6 {
-		b.Fatalf("%d dense columns, want 6", ndense)
+	if ndense != 9 {
+		b.Fatalf("%d dense columns, want 9", ndense)
+	}
+	words := slices.Clone(dense) // the byte-form columns levelled (ToLevelled keeps Bytes, read only)
+	for i := range words {
+		if words[i].Leaf().Kind == parquet.ByteArray {
+			words[i].ToLevelled()
+		}
 	}
 	ingestd := func(codec string) func(*bytes.Buffer) error {
 		st := &memStore{}
@@ -166,6 +178,8 @@ func BenchmarkParquetEncode(b *testing.B) {
 		{"ingestd-encode-dense/snappy", encodeOnly(snappyCodec{}, dense)},
 		{"ingestd-encode-dense/zstd", encodeOnly(zstdCodec, dense)},
 		{"ingestd-encode-dense/uncompressed", encodeOnly(&parquet.Uncompressed, dense)},
+		{"ingestd-encode-words/snappy", encodeOnly(snappyCodec{}, words)},
+		{"ingestd-encode-words/uncompressed", encodeOnly(&parquet.Uncompressed, words)},
 		{"parquet-go-default/snappy", defaultPath(&parquet.Snappy)},
 		{"parquet-go-default/zstd", defaultPath(&parquet.Zstd)},
 		{"arrow-go/snappy", arrowPath(arrowpq.WithCompression(arrowcompress.Codecs.Snappy))},

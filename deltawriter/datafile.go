@@ -48,10 +48,12 @@ func (s *Snapshot) FileOptions() FileOptions {
 // schema is the file's Parquet schema (normally from ParquetSchema). cols[i] holds leaf
 // column i in schema.Columns() order, in either form of package column: levelled (each
 // value carrying its repetition and definition levels and column index,
-// parquet.Value.Level; any leaf) or dense (one set value per row, column.Bits, of a
-// non-repeated BOOLEAN, INT32, INT64, FLOAT or DOUBLE leaf at its maximum definition
-// level, the column's Leaf being the schema's leaf). Every column must describe numRows
-// rows (levelled: values with repetition level 0; dense: numRows words). The file is
+// parquet.Value.Level; any leaf) or dense (one set value per row at the leaf's maximum
+// definition level, the column's Leaf being the schema's leaf: a word, column.Bits, of
+// a non-repeated BOOLEAN, INT32, INT64, FLOAT or DOUBLE leaf, or the byte form of a
+// non-repeated BYTE_ARRAY leaf, the values back to back in Bytes with their end offsets
+// in Dense). Every column must describe numRows rows (levelled: values with repetition
+// level 0; dense: numRows words or offsets). The file is
 // encoded in memory by encodeParquetFile (pqencode.go and, for dense columns,
 // pqdense.go: one row group, DataPage V1, PLAIN values, RLE levels, the table's codec;
 // statistics gathered in the same pass) and stored under the name
@@ -63,7 +65,8 @@ func (s *Snapshot) FileOptions() FileOptions {
 //
 // It returns an error, and writes nothing, when the columns do not match the schema
 // (a dense column: its leaf's kind, maximum definition level or column index differs
-// from the schema's, or the leaf is repeated) or disagree on the number of rows, or when
+// from the schema's, or the leaf is repeated; a byte-form column: its end offsets
+// decrease or the last is not len(Bytes)) or disagree on the number of rows, or when
 // the codec is unknown.
 func WriteColumns(ctx context.Context, st storage.Store, schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (deltalog.Add, error) {
 	if opts.Schema == nil {

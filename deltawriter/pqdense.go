@@ -17,7 +17,9 @@ import (
 // The dense pass of the encoder: a column in the dense form of package column (one
 // 8-byte word per row, column.Bits, of a non-repeated BOOLEAN, INT32, INT64, FLOAT or
 // DOUBLE leaf whose every row is set) is encoded straight from its words (Parquet
-// format, "Data pages", "Encodings" PLAIN, RLE/bit-packing hybrid, RLE_DICTIONARY).
+// format, "Data pages", "Encodings" PLAIN, RLE/bit-packing hybrid, RLE_DICTIONARY); a
+// non-repeated BYTE_ARRAY leaf in the byte form (its values back to back in
+// Column.Bytes, end offsets in Column.Dense) straight from its bytes (pqdensebytes.go).
 //
 // What the levelled pass checks per value is checked once per column (checkDense: the
 // words all share the levels, kind and column index of their leaf); the definition
@@ -31,10 +33,14 @@ import (
 
 // denseColumn validates the dense column c against leaf (checkDense), summarises it and,
 // when encoding, appends its pages to e.out; INT32 and INT64 columns are
-// dictionary-encoded when dictionaryPaysDense, as the levelled pass does.
+// dictionary-encoded when dictionaryPaysDense, as the levelled pass does; BYTE_ARRAY
+// columns (the byte form) take denseBytesColumn.
 func (e *columnEncoder) denseColumn(ci int, leaf *leafInfo, c *column.Column, numRows int) (colSummary, error) {
 	if err := checkDense(ci, leaf, c, numRows); err != nil {
 		return colSummary{}, err
+	}
+	if leaf.kind == parquet.ByteArray {
+		return e.denseBytesColumn(leaf, c)
 	}
 	words := c.Dense
 	switch leaf.kind {

@@ -60,9 +60,9 @@ func materialise(cols []column.Column) [][]parquet.Value {
 
 // denseTestSchema has a leaf of every physical type the dense form holds, under every
 // Delta type that maps to them (byte, short, integer, date, decimal(9,2) → INT32;
-// long, timestamp, timestamp_ntz, decimal(18,3) → INT64), at definition level 1 and, in
-// a struct, 2; and levelled leaves beside them (a string, a list's element, a long that
-// holds nulls).
+// long, timestamp, timestamp_ntz, decimal(18,3) → INT64; string and binary →
+// BYTE_ARRAY, the byte form), at definition level 1 and, in a struct, 2; and levelled
+// leaves beside them (a list's element, a long that holds nulls).
 const denseTestSchema = `{"type":"struct","fields":[
 {"name":"b","type":"boolean","nullable":true,"metadata":{}},
 {"name":"by","type":"byte","nullable":true,"metadata":{}},
@@ -76,8 +76,9 @@ const denseTestSchema = `{"type":"struct","fields":[
 {"name":"ntz","type":"timestamp_ntz","nullable":true,"metadata":{}},
 {"name":"dec9","type":"decimal(9,2)","nullable":true,"metadata":{}},
 {"name":"dec18","type":"decimal(18,3)","nullable":true,"metadata":{}},
-{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"y","type":"double","nullable":true,"metadata":{}},{"name":"z","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"y","type":"double","nullable":true,"metadata":{}},{"name":"z","type":"integer","nullable":true,"metadata":{}},{"name":"w","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
 {"name":"s","type":"string","nullable":true,"metadata":{}},
+{"name":"bin","type":"binary","nullable":true,"metadata":{}},
 {"name":"arr","type":{"type":"array","elementType":"long","containsNull":true},"nullable":true,"metadata":{}},
 {"name":"nl","type":"long","nullable":true,"metadata":{}}
 ]}`
@@ -92,13 +93,15 @@ func requiredTestSchema(t *testing.T) (*parquet.Schema, *deltalog.StructType) {
 		"rf": parquet.Required(parquet.Leaf(parquet.FloatType)),
 		"ri": parquet.Required(parquet.Leaf(parquet.Int32Type)),
 		"rl": parquet.Required(parquet.Leaf(parquet.Int64Type)),
+		"rs": parquet.Required(parquet.String()),
 	})
 	schema, err := deltalog.ParseSchema(`{"type":"struct","fields":[
 {"name":"rb","type":"boolean","nullable":false,"metadata":{}},
 {"name":"rd","type":"double","nullable":false,"metadata":{}},
 {"name":"rf","type":"float","nullable":false,"metadata":{}},
 {"name":"ri","type":"integer","nullable":false,"metadata":{}},
-{"name":"rl","type":"long","nullable":false,"metadata":{}}]}`)
+{"name":"rl","type":"long","nullable":false,"metadata":{}},
+{"name":"rs","type":"string","nullable":false,"metadata":{}}]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,25 @@ var (
 		math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, 1.5, -2.25}
 	i32Edges = []int32{math.MinInt32, math.MaxInt32, 0, -1, 1, math.MinInt32 + 1, math.MaxInt32 - 1}
 	i64Edges = []int64{math.MinInt64, math.MaxInt64, 0, -1, 1, math.MinInt64 + 1, math.MaxInt64 - 1}
+	// BYTE_ARRAY values at the edges of the statistics: empty, NUL, invalid UTF-8 (no
+	// Delta bounds), 40 characters of ASCII, 2-byte, 4-byte (surrogate pairs at the
+	// UTF-16 cut) and U+10FFFF characters (past delta.dataSkippingStringPrefixLength:
+	// truncated, tie-breakers U+007F and U+10FFFF, or no max), bytes 0xff (the byte-order
+	// maximum)
+	strEdges = []string{"", "\x00", "\xff\xfe not UTF-8", strings.Repeat("a", 40), strings.Repeat("é", 40), strings.Repeat("😀", 20),
+		strings.Repeat("\U0010FFFF", 40), "\xff\xff\xff"}
 )
+
+// randomBytes gives row i of column ci random bytes of 0 to 47 (any bit pattern: empty
+// and invalid UTF-8 values included).
+func randomBytes(ci, i int) parquet.Value {
+	r := rand.New(rand.NewPCG(uint64(ci)+7, uint64(i)))
+	b := make([]byte, r.IntN(48))
+	for j := range b {
+		b[j] = byte(r.Uint32())
+	}
+	return parquet.ByteArrayValue(b)
+}
 
 func typed(k parquet.Kind, b bool, i32 int32, i64 int64, f32 float32, f64 float64) parquet.Value {
 	switch k {
@@ -137,6 +158,9 @@ func typed(k parquet.Kind, b bool, i32 int32, i64 int64, f32 float32, f64 float6
 var denseGens = map[string]gen{
 	// random values of every bit pattern (NaNs, infinities, subnormals included)
 	"random-bits": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			return randomBytes(ci, i)
+		}
 		r := rand.New(rand.NewPCG(uint64(ci), uint64(i)))
 		x := r.Uint64()
 		return typed(k, x&1 == 1, int32(x), int64(x), math.Float32frombits(uint32(x)), math.Float64frombits(x))
@@ -144,15 +168,36 @@ var denseGens = map[string]gen{
 	// random finite values (footer and Delta bounds present)
 	"random-finite": func(k parquet.Kind, ci, i int) parquet.Value {
 		r := rand.New(rand.NewPCG(uint64(ci)+99, uint64(i)))
+		if k == parquet.ByteArray { // distinct UTF-8 strings of 8 to 30 bytes
+			return parquet.ByteArrayValue(fmt.Appendf(nil, "row-%d-%x", i, r.Uint64()>>r.IntN(64)))
+		}
 		return typed(k, r.IntN(2) == 1, r.Int32()-math.MaxInt32/2, r.Int64()-math.MaxInt64/2, float32(r.NormFloat64()*1e6), r.NormFloat64()*1e12)
 	},
 	// NaN, ±0.0, ±Inf, the extremes; one run per column starting at a different edge
+	// (strings: every other row an edge string, the others random bytes, so the column
+	// is PLAIN; at row 1000 of every 4096 a value past a 32 KiB page, at row 2000 one
+	// past maxFooterBound)
 	"edges": func(k parquet.Kind, ci, i int) parquet.Value {
 		j := i + ci
+		if k == parquet.ByteArray {
+			switch {
+			case i%4096 == 1000:
+				return parquet.ByteArrayValue(bytes.Repeat([]byte{'p'}, 40<<10))
+			case i%4096 == 2000:
+				return parquet.ByteArrayValue(bytes.Repeat([]byte{'z'}, maxFooterBound+1))
+			case i%2 == 1:
+				return randomBytes(ci, i)
+			}
+			return parquet.ByteArrayValue([]byte(strEdges[(j/2)%len(strEdges)]))
+		}
 		return typed(k, j%3 == 0, i32Edges[j%len(i32Edges)], i64Edges[j%len(i64Edges)], f32Edges[j%len(f32Edges)], f64Edges[j%len(f64Edges)])
 	},
-	// -0.0 and +0.0 only: the footer bounds are written -0.0 and +0.0
+	// -0.0 and +0.0 only: the footer bounds are written -0.0 and +0.0 (strings: all
+	// empty)
 	"zeros": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			return parquet.ByteArrayValue(nil)
+		}
 		neg := (i+ci)%2 == 0
 		f32, f64 := float32(0), 0.0
 		if neg {
@@ -160,18 +205,32 @@ var denseGens = map[string]gen{
 		}
 		return typed(k, neg, 0, 0, f32, f64)
 	},
-	// one value per column: every min is the first row, so is every max
+	// one value per column: every min is the first row, so is every max (strings: one
+	// value longer than 8 bytes, past the prefix length, the dictionary's
+	// previous-value shortcut)
 	"all-equal": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			return parquet.ByteArrayValue(fmt.Appendf(nil, "%d: %s", ci, strings.Repeat("Grüße ", 10)))
+		}
 		return typed(k, ci%2 == 0, int32(ci)-3, int64(ci)*1e12, float32(ci)/4, float64(ci)/8)
 	},
 	// five values: INT32 and INT64 columns dictionary-encoded
 	"low-cardinality": func(k parquet.Kind, ci, i int) parquet.Value {
 		j := (i*7 + ci) % 5
+		if k == parquet.ByteArray { // the enum of the benchmark record, one value long
+			return parquet.ByteArrayValue([]byte([]string{"NEW", "PAID", "SHIPPED", "DELIVERED", "RETURNED-TO-SENDER"}[j]))
+		}
 		return typed(k, j == 0, int32(j)*1000-2000, int64(j)*1e15-2e15, float32(j)-2, float64(j)-2.5)
 	},
 	// low-cardinality for the first dictProbe rows, then all distinct: the dictionary
 	// is started and abandoned for PLAIN once it outgrows dictMaxBytes
 	"dict-full": func(k parquet.Kind, ci, i int) parquet.Value {
+		if k == parquet.ByteArray {
+			if i < dictProbe {
+				return parquet.ByteArrayValue([]byte([]string{"", "short", "a value of more than 8 bytes"}[i%3]))
+			}
+			return parquet.ByteArrayValue(fmt.Appendf(nil, "distinct value %d of column %d", i, ci))
+		}
 		if i < dictProbe {
 			j := i % 3
 			return typed(k, j == 0, int32(j), int64(j), float32(j), float64(j))
@@ -264,25 +323,32 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 		dictBytes  int
 		wantDict   bool // the INT64 "l" column is dictionary-encoded
 		wantPages  bool // the "l" column has more than one data page
+		wantDictS  bool // the same of the string column "s" (the byte form)
+		wantPagesS bool
 	}
 	var cases []tc
 	for _, g := range []string{"random-bits", "random-finite", "edges", "zeros", "all-equal"} {
-		cases = append(cases, tc{gen: g, n: 20_000, pageTarget: 32 << 10, dictBytes: 64 << 10, wantDict: g == "zeros" || g == "all-equal" || g == "edges", wantPages: true})
+		cases = append(cases, tc{gen: g, n: 20_000, pageTarget: 32 << 10, dictBytes: 64 << 10, wantDict: g == "zeros" || g == "all-equal" || g == "edges", wantPages: true,
+			wantDictS: g == "zeros" || g == "all-equal", wantPagesS: true})
 	}
 	cases = append(cases,
-		tc{gen: "low-cardinality", n: 20_000, pageTarget: 1 << 20, dictBytes: 1 << 20, wantDict: true},
-		tc{gen: "low-cardinality", n: 20_000, pageTarget: 4 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: true},
-		tc{gen: "dict-full", n: 20_000, pageTarget: 32 << 10, dictBytes: 4 << 10, wantPages: true},
+		tc{gen: "low-cardinality", n: 20_000, pageTarget: 1 << 20, dictBytes: 1 << 20, wantDict: true, wantDictS: true},
+		tc{gen: "low-cardinality", n: 20_000, pageTarget: 4 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: true, wantDictS: true, wantPagesS: true},
+		tc{gen: "dict-full", n: 20_000, pageTarget: 32 << 10, dictBytes: 4 << 10, wantPages: true, wantPagesS: true},
 		tc{gen: "random-finite", n: 1, pageTarget: 1 << 20, dictBytes: 1 << 20},
 		tc{gen: "edges", n: 1, pageTarget: 1 << 20, dictBytes: 1 << 20},
-		tc{gen: "edges", n: 300, pageTarget: 1, dictBytes: 1 << 20, wantDict: true, wantPages: true}, // a page per row
+		tc{gen: "edges", n: 300, pageTarget: 1, dictBytes: 1 << 20, wantDict: true, wantPages: true, wantPagesS: true}, // a page per row
+		// strings past a page: at a 1 KiB target, each of the five 40 KiB values of
+		// "s" fills a page of its own
+		tc{gen: "edges", n: 20_000, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: true, wantPagesS: true},
 	)
 	// row counts around a page's rows at a 1 KiB target: INT64 PLAIN 8·k + k/8 ≥ 1024
-	// at k = 127, INT32 254, BOOLEAN 512, dictionary indexes 482
+	// at k = 127, INT32 254, BOOLEAN 512, dictionary indexes 482 (strings: pages of
+	// about 40 of the "random-finite" values)
 	for _, n := range []int{126, 127, 128, 253, 254, 255, 481, 482, 483, 511, 512, 513, 1016, 1017} {
 		cases = append(cases,
-			tc{gen: "random-finite", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantPages: n >= 128},
-			tc{gen: "low-cardinality", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: n >= 483})
+			tc{gen: "random-finite", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantPages: n >= 128, wantPagesS: true},
+			tc{gen: "low-cardinality", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: n >= 483, wantDictS: true, wantPagesS: n >= 483})
 	}
 	for _, c := range cases {
 		pageTargetBytes, dictMaxBytes = c.pageTarget, c.dictBytes
@@ -300,6 +366,10 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 					if dict["l"] != c.wantDict || (pages["l"] > 1) != c.wantPages {
 						t.Fatalf("%s: case does not exercise its path: dictionary on l %v (want %v), %d pages (want more than one: %v)",
 							name, dict["l"], c.wantDict, pages["l"], c.wantPages)
+					}
+					if dict["s"] != c.wantDictS || (pages["s"] > 1) != c.wantPagesS {
+						t.Fatalf("%s: case does not exercise its path: dictionary on s %v (want %v), %d pages (want more than one: %v)",
+							name, dict["s"], c.wantDictS, pages["s"], c.wantPagesS)
 					}
 				}
 				for _, helpers := range []int{0, 1, 3} {
@@ -387,6 +457,92 @@ func TestWriteColumnsDenseStats(t *testing.T) {
 	}
 }
 
+// The Delta stats and footer bounds of byte-form columns hold the exact values, as the
+// levelled pass gives them (the file and stats JSON of WriteColumns are WriteDataFile's):
+// strings truncated to 32 UTF-16 code units (a surrogate pair kept whole) with the max's
+// tie-breaker U+007F or U+10FFFF, no Delta bounds when a bound is not valid UTF-8 or no
+// max exists, no footer bounds past maxFooterBound bytes; binary gets footer bounds
+// only; PLAIN and dictionary-encoded.
+func TestWriteColumnsDenseStringStats(t *testing.T) {
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[
+{"name":"s","type":"string","nullable":true,"metadata":{}},
+{"name":"bin","type":"binary","nullable":true,"metadata":{}}]}`)
+	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a32, e32, emoji16 := strings.Repeat("a", 32), strings.Repeat("é", 32), "a"+strings.Repeat("😀", 16)
+	for _, c := range []struct {
+		name           string
+		vals           []string
+		min, max       string // Delta bounds of s; "" for none
+		footLo, footHi string // footer bounds of s and bin
+		noFooter       bool
+	}{
+		{"plain", []string{"b", "", "a", "ab"}, `""`, `"b"`, "", "b", false},
+		{"invalid-utf8-max", []string{"a", "\xff\xfe", "b"}, "", "", "a", "\xff\xfe", false},
+		{"invalid-utf8-min", []string{"\x80", "\xc3", "\xc3\xa9"}, "", "", "\x80", "\xc3\xa9", false},
+		{"ascii-past-prefix", []string{strings.Repeat("a", 40)}, `"` + a32 + `"`, `"` + a32 + "\u007f" + `"`, strings.Repeat("a", 40), strings.Repeat("a", 40), false},
+		{"two-byte-past-prefix", []string{strings.Repeat("é", 40)}, `"` + e32 + `"`, `"` + e32 + "\U0010FFFF" + `"`, strings.Repeat("é", 40), strings.Repeat("é", 40), false},
+		{"surrogate-pair-at-cut", []string{"a" + strings.Repeat("😀", 20)}, `"` + emoji16 + `"`, `"` + emoji16 + "\U0010FFFF" + `"`, "a" + strings.Repeat("😀", 20), "a" + strings.Repeat("😀", 20), false},
+		{"no-max-after-U+10FFFF", []string{strings.Repeat("\U0010FFFF", 40), "b"}, "", "", "b", strings.Repeat("\U0010FFFF", 40), false},
+		{"all-empty", []string{"", "", ""}, `""`, `""`, "", "", false},
+		{"past-footer-bound", []string{"m", strings.Repeat("z", maxFooterBound+1), "a"}, `"a"`, `"` + strings.Repeat("z", 32) + "\u007f" + `"`, "", "", true},
+		{"at-footer-bound", []string{"m", strings.Repeat("z", maxFooterBound)}, `"m"`, `"` + strings.Repeat("z", 32) + "\u007f" + `"`, "m", strings.Repeat("z", maxFooterBound), false},
+		// 1,200 rows of three values: dictionary-encoded, bounds from the entries
+		{"dictionary", slices.Repeat([]string{"kiwi", "apple", "zucchini-and-more"}, 400), `"apple"`, `"zucchini-and-more"`, "apple", "zucchini-and-more", false},
+	} {
+		rows := make([]map[string]any, len(c.vals))
+		for i, v := range c.vals {
+			rows[i] = map[string]any{"s": v, "bin": []byte(v)}
+		}
+		vals, err := shredRows(pq, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := columnsOf(pq, vals)
+		for i := range cols {
+			if !cols[i].IsDense() || cols[i].Len() != len(c.vals) || len(cols[i].Values) != 0 {
+				t.Fatalf("%s: column %d is not in the byte form", c.name, i)
+			}
+		}
+		var lbuf, dbuf bytes.Buffer
+		ladd, err := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, len(c.vals), FileOptions{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add, err := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, len(c.vals), FileOptions{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mins, maxs := `{}`, `{}`
+		if c.min != "" {
+			mins, maxs = `{"s":`+c.min+`}`, `{"s":`+c.max+`}`
+		}
+		want := fmt.Sprintf(`{"numRecords":%d,"minValues":%s,"maxValues":%s,"nullCount":{"s":0,"bin":0}}`, len(c.vals), mins, maxs)
+		if add.Stats != want {
+			t.Errorf("%s: stats\n got %s\nwant %s", c.name, add.Stats, want)
+		}
+		if add.Stats != ladd.Stats || !bytes.Equal(dbuf.Bytes(), lbuf.Bytes()) {
+			t.Errorf("%s: WriteColumns wrote stats %s and %d bytes, WriteDataFile %s and %d", c.name, add.Stats, dbuf.Len(), ladd.Stats, lbuf.Len())
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(dbuf.Bytes()), int64(dbuf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cc := range f.Metadata().RowGroups[0].Columns {
+			st := cc.MetaData.Statistics
+			lo, hi := string(st.MinValue), string(st.MaxValue)
+			if c.noFooter && (st.MinValue != nil || st.MaxValue != nil) || !c.noFooter && (lo != c.footLo || hi != c.footHi || st.MinValue == nil) {
+				t.Errorf("%s: footer bounds of %v: %q %q, want %q %q (none: %v)", c.name, cc.MetaData.PathInSchema, lo, hi, c.footLo, c.footHi, c.noFooter)
+			}
+			if dict := cc.MetaData.DictionaryPageOffset != 0; dict != (c.name == "dictionary") {
+				t.Errorf("%s: %v dictionary-encoded %v", c.name, cc.MetaData.PathInSchema, dict)
+			}
+		}
+	}
+}
+
 // appendConstLevels writes the bytes parquet-go's RLE encoder (the levelled pass's
 // appendLevels) writes for n equal levels, at every bit width.
 func TestAppendConstLevels(t *testing.T) {
@@ -453,8 +609,25 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 		}
 		return cols
 	}
+	// denseBytes replaces column ci of good with rows byte-form values of leaf l, then
+	// lets bad spoil them.
+	denseBytes := func(ci int, l column.Leaf, rows int, bad func(*column.Column)) []column.Column {
+		cols := slices.Clone(good)
+		cols[ci] = column.Column{}
+		cols[ci].Reset(l)
+		for i := range rows {
+			cols[ci].AppendBytes(fmt.Appendf(nil, "value %d", i))
+		}
+		if !cols[ci].IsDense() {
+			t.Fatalf("column %d: not dense", ci)
+		}
+		if bad != nil {
+			bad(&cols[ci])
+		}
+		return cols
+	}
 	with := func(l column.Leaf, f func(*column.Leaf)) column.Leaf { f(&l); return l }
-	i, l := index["i"], index["l"]
+	i, l, str := index["i"], index["l"], index["s"]
 	for _, c := range []struct {
 		name     string
 		cols     []column.Column
@@ -476,6 +649,26 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 		{"rows-none", dense(l, leaves[l], 0), "write data file: column l has 0 rows, want 10", true},
 		{"repeated-leaf", dense(arr, with(leaves[arr], func(x *column.Leaf) { x.MaxRep = 0 }), n),
 			"write data file: column arr.list.element: dense values for a repeated leaf (max repetition level 1); a repeated leaf takes levelled values", false},
+		// the byte form (BYTE_ARRAY leaves)
+		{"bytes-kind-words", dense(str, with(leaves[str], func(x *column.Leaf) { x.Kind = parquet.Int64 }), n),
+			"write data file: column s value 0: INT64 value for a BYTE_ARRAY column", true},
+		{"bytes-kind-for-long", denseBytes(l, with(leaves[l], func(x *column.Leaf) { x.Kind = parquet.ByteArray }), n, nil),
+			"write data file: column l value 0: BYTE_ARRAY value for a INT64 column", true},
+		{"bytes-definition-level-above", denseBytes(str, with(leaves[str], func(x *column.Leaf) { x.MaxDef = 2 }), n, nil),
+			"write data file: column s value 0: levels (0,2) exceed max (0,1)", true},
+		{"bytes-definition-level-below", denseBytes(str, with(leaves[str], func(x *column.Leaf) { x.MaxDef = 0 }), n, nil),
+			"write data file: column s value 0: null=false at definition level 0 of 1", true},
+		{"bytes-column-index", denseBytes(str, with(leaves[str], func(x *column.Leaf) { x.Index = str - 1 }), n, nil),
+			fmt.Sprintf("write data file: column s value 0: carries column index %d, want %d", str-1, str), true},
+		{"bytes-rows-fewer", denseBytes(str, leaves[str], n-1, nil), "write data file: column s has 9 rows, want 10", true},
+		{"bytes-rows-more", denseBytes(str, leaves[str], n+1, nil), "write data file: column s has 11 rows, want 10", true},
+		{"bytes-rows-none", denseBytes(str, leaves[str], 0, nil), "write data file: column s has 0 rows, want 10", true},
+		{"bytes-offset-decreasing", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Dense[3] = c.Dense[2] - 1 }),
+			"write data file: column s row 3: byte offset 20 after 21; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
+		{"bytes-offsets-words", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Bytes = c.Bytes[:0] }),
+			"write data file: column s: last byte offset 70, want the 0 bytes held; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
+		{"bytes-beyond-offsets", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Bytes = append(c.Bytes, 'x') }),
+			"write data file: column s: last byte offset 70, want the 71 bytes held; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
 	} {
 		st := &recordingStore{memStore: memStore{buf: new(bytes.Buffer)}}
 		_, err := WriteColumns(context.Background(), st, pq, c.cols, n, FileOptions{Schema: schema})
@@ -567,20 +760,27 @@ func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
 }
 
 // FuzzDenseSameBytes: for any words (as column.Bits of each of the five dense kinds, the
-// values masked to make low-cardinality columns likely), any page target and dictionary
-// size, the file of the dense columns is the file of the same values levelled, with the
-// same summaries and stats JSON.
+// values masked to make low-cardinality columns likely) and byte arrays cut from the same
+// data (string and binary leaves in the byte form: 0 to 31 bytes, or 1,000 to 5,095,
+// past maxFooterBound, when a word's second byte is 0xff, up to 64 KiB of them; any bytes, invalid UTF-8
+// included), any page target and dictionary size, the file of the dense columns is the
+// file of the same values levelled, with the same summaries and stats JSON.
 func FuzzDenseSameBytes(f *testing.F) {
 	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"), uint16(64), uint16(256), uint64(0xff))
 	f.Add(bytes.Repeat([]byte{0x7f, 0xf8, 0, 0, 0, 0, 0, 0x80}, 300), uint16(1), uint16(16), ^uint64(0))
 	f.Add(bytes.Repeat([]byte{0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, 700), uint16(1000), uint16(64), uint64(3))
+	// strings: low-cardinality (three lengths, masked bytes), then long and distinct
+	f.Add(bytes.Repeat([]byte{0x01, 0, 0, 0x61, 0x62, 0, 0, 0, 0x03, 0, 0, 0x63, 0, 0, 0, 0}, 200), uint16(500), uint16(2000), uint64(0xff0000ff))
+	f.Add(bytes.Repeat([]byte{0x1f, 0xff, 0x34, 0x12, 0xc3, 0xa9, 0xff, 0xfe, 0x05, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86}, 300), uint16(4000), uint16(60000), ^uint64(0))
 	schema, err := deltalog.ParseSchema(`{"type":"struct","fields":[
 {"name":"b","type":"boolean","nullable":true,"metadata":{}},
 {"name":"i","type":"integer","nullable":true,"metadata":{}},
 {"name":"l","type":"long","nullable":true,"metadata":{}},
 {"name":"f","type":"float","nullable":true,"metadata":{}},
 {"name":"d","type":"double","nullable":true,"metadata":{}},
-{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
+{"name":"s","type":"string","nullable":true,"metadata":{}},
+{"name":"bin","type":"binary","nullable":true,"metadata":{}},
+{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"w","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -598,8 +798,23 @@ func FuzzDenseSameBytes(f *testing.F) {
 		pageTargetBytes, dictMaxBytes = int(pageTarget)+1, int(dictBytes)+1
 		vals := make([][]parquet.Value, len(leaves))
 		for ci, l := range leaves {
+			long := 0 // bytes of the long values: at most 64 KiB a column, so that an input stays fast
 			for i := range n {
-				w := binary.LittleEndian.Uint64(data[8*((i+ci)%n):]) & mask
+				off := 8 * ((i + ci) % n)
+				w := binary.LittleEndian.Uint64(data[off:]) & mask
+				if l.Kind == parquet.ByteArray {
+					size := int(w & 31)
+					if w&0xff00 == 0xff00 && long+1000+int(w>>16&0xfff) <= 64<<10 {
+						size = 1000 + int(w>>16&0xfff)
+						long += size
+					}
+					b := make([]byte, size)
+					for j := range b {
+						b[j] = data[(off+j)%len(data)] & byte(mask>>24)
+					}
+					vals[ci] = append(vals[ci], parquet.ByteArrayValue(b).Level(0, l.MaxDef, ci))
+					continue
+				}
 				vals[ci] = append(vals[ci], column.FromBits(l.Kind, column.Bits(column.FromBits(l.Kind, w))).Level(0, l.MaxDef, ci))
 			}
 		}
@@ -630,4 +845,38 @@ func FuzzDenseSameBytes(f *testing.F) {
 			t.Fatalf("WriteColumns %v %s, WriteDataFile %v %s", derr, dadd.Stats, lerr, ladd.Stats)
 		}
 	})
+}
+
+// The dictionary probe of a byte-form column decides as the levelled one: dictionary
+// encoding when the first dictProbe values hold at most a quarter distinct values (n
+// rows, k distinct values cycling; a quarter exactly is in), the same file either way.
+func TestDenseBytesDictionaryProbe(t *testing.T) {
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n, k     int
+		wantDict bool
+	}{
+		{8, 2, true}, {8, 3, false}, {1024, 256, true}, {1024, 257, false}, {5000, 256, true}, {5000, 257, false},
+		{1, 1, false}, {4, 1, true}, {3, 1, false},
+	} {
+		vals := make([][]parquet.Value, 1)
+		for i := range c.n {
+			vals[0] = append(vals[0], parquet.ByteArrayValue(fmt.Appendf(nil, "value %d", i%c.k)).Level(0, 1, 0))
+		}
+		cols := columnsOf(pq, vals)
+		want, _ := encodeBytes(t, pq, vals, c.n, snappyCodec{}, 0)
+		enc, _, err := encodeParquetFileWith(pq, cols, c.n, snappyCodec{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := bytes.Clone(enc.out)
+		enc.release()
+		if dict, _ := footerStats(t, got); dict["s"] != c.wantDict || !bytes.Equal(got, want) {
+			t.Errorf("%d rows of %d values: dictionary %v (want %v); same bytes as levelled: %v", c.n, c.k, dict["s"], c.wantDict, bytes.Equal(got, want))
+		}
+	}
 }

@@ -36,10 +36,11 @@ import (
 // every value into a column buffer, recomputes page bounds and compares through
 // parquet.Value per value, which is most of its cost (BENCHMARKS.md "Parquet encode").
 // A column in the dense form of package column (one word per row of a non-repeated
-// fixed-width leaf, every row set) takes the dense pass of pqdense.go instead: validated
-// once per column, its definition levels written as runs, its values straight from the
-// words; the bytes are those of the levelled pass over the same values
-// (TestWriteColumnsDenseSameBytes).
+// fixed-width leaf, or the byte form of a non-repeated BYTE_ARRAY leaf: values back to
+// back with end offsets; every row set) takes the dense pass of pqdense.go and
+// pqdensebytes.go instead: validated once per column, its definition levels written as
+// runs, its values straight from the words or bytes; the bytes are those of the
+// levelled pass over the same values (TestWriteColumnsDenseSameBytes).
 //
 // Layout written:
 //   - "PAR1", then per leaf column (schema.Columns() order) its dictionary page, if
@@ -582,20 +583,11 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 					e.idx = append(e.idx, prevK)
 					continue
 				}
-				h := hashBytes(b)
-				k := e.dict.find(e.dictVals, b, h)
-				prevB = b
-				if k < 0 {
-					if len(e.dictFirst) >= dictMaxEntries || len(e.dictVals)+4+len(b) > dictMaxBytes {
-						return s, errDictFull
-					}
-					k = int32(len(e.dictFirst))
-					e.dictFirst = append(e.dictFirst, j)
-					e.dictVals = binary.LittleEndian.AppendUint32(e.dictVals, uint32(len(b)))
-					e.dict.add(h, len(e.dictVals), len(b))
-					e.dictVals = append(e.dictVals, b...)
+				k, err := e.dictIndexBytes(b, j)
+				if err != nil {
+					return s, err
 				}
-				prevK = k
+				prevB, prevK = b, k
 				e.idx = append(e.idx, k)
 				continue
 			}

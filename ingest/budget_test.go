@@ -26,8 +26,9 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 		key, val := fmt.Appendf(nil, "%d", id), h.encode(id, 0)
 		raw += int64(len(key) + len(val))
 		// The body after the 5-byte frame; 3 columns: order_id (long) and amount
-		// (decimal(10,2), INT64) dense words, customer a levelled value.
-		decoded += int64(len(val)-5) + 2*denseBytes + valueBytes
+		// (decimal(10,2), INT64) dense words, customer (string) in the byte form, an end
+		// offset and its bytes, held in the column (column.Column.ByteSize).
+		decoded += int64(len(val)-5) + 3*denseBytes + int64(len(fmt.Sprintf("c-%d", id%17)))
 	}
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)

@@ -28,6 +28,9 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 		dense bool
 		cap   int
 		first unsafe.Pointer // the column's array, in the form it holds
+		// the byte form's Bytes (a dense string column): capacity and array
+		bytesCap   int
+		bytesFirst unsafe.Pointer
 	}
 	bufs := func() []buf {
 		m.p.mu.Lock()
@@ -36,9 +39,13 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 		for i := range m.p.fl.colBufs {
 			c := &m.p.fl.colBufs[i]
 			if c.IsDense() {
-				out = append(out, buf{true, cap(c.Dense), unsafe.Pointer(&c.Dense[:1][0])})
+				b := buf{dense: true, cap: cap(c.Dense), first: unsafe.Pointer(&c.Dense[:1][0])}
+				if cap(c.Bytes) > 0 {
+					b.bytesCap, b.bytesFirst = cap(c.Bytes), unsafe.Pointer(&c.Bytes[:1][0])
+				}
+				out = append(out, b)
 			} else {
-				out = append(out, buf{false, cap(c.Values), unsafe.Pointer(&c.Values[:1][0])})
+				out = append(out, buf{dense: false, cap: cap(c.Values), first: unsafe.Pointer(&c.Values[:1][0])})
 			}
 		}
 		return out
@@ -51,14 +58,18 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 		if len(got) != 3 {
 			t.Fatalf("flush %d: %d column buffers, want 3 (order_id, customer, amount)", round, len(got))
 		}
-		// order_id (long) and amount (decimal(10,2): INT64) are dense, customer levelled.
-		if forms := [3]bool{got[0].dense, got[1].dense, got[2].dense}; forms != [3]bool{true, false, true} {
-			t.Fatalf("flush %d: dense forms %v, want [true false true] (order_id, customer, amount)", round, forms)
+		// order_id (long) and amount (decimal(10,2): INT64) are dense words, customer
+		// (string) in the byte form: an end offset a row, its bytes in Bytes.
+		if forms := [3]bool{got[0].dense, got[1].dense, got[2].dense}; forms != [3]bool{true, true, true} {
+			t.Fatalf("flush %d: dense forms %v, want [true true true] (order_id, customer, amount)", round, forms)
 		}
 		if round == 0 {
 			for i, b := range got {
 				if b.cap != n {
 					t.Fatalf("flush 0: column %d has capacity %d, want exactly %d (reserved for the batch's rows, not grown)", i, b.cap, n)
+				}
+				if (b.bytesCap > 0) != (i == 1) {
+					t.Fatalf("flush 0: column %d has Bytes capacity %d; want Bytes for customer (column 1) only", i, b.bytesCap)
 				}
 			}
 			first = got

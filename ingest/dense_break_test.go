@@ -43,6 +43,7 @@ type breakFlush struct {
 	files map[string][]string
 	stats map[string]string
 	parts map[string]map[string]*string // dir → add.partitionValues
+	forms map[string]string             // after the decode: "" → the table-wide columns' forms (forms), dir → its file's
 }
 
 // runBreakFlush flushes recs (framed with the ids of schemas) to the existing table at
@@ -89,13 +90,19 @@ func breakFlushWith(t *testing.T, f *flusher, st storage.Store, recs []*kgo.Reco
 		t.Fatal(err)
 	}
 	out := f.route(ts, b, items)
+	fms := map[string]string{"": forms(b.pq, b.cols)}
+	if b.parts != nil {
+		for _, part := range b.parts.files() {
+			fms[part.dir] = forms(b.parts.file, part.cols)
+		}
+	}
 	adds, err := f.writeFiles(ctx, b, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.releaseCols(b)
 	endFlush(f, items)
-	res := breakFlush{out: out, files: map[string][]string{}, stats: map[string]string{}, parts: map[string]map[string]*string{}}
+	res := breakFlush{out: out, files: map[string][]string{}, stats: map[string]string{}, parts: map[string]map[string]*string{}, forms: fms}
 	for _, a := range adds {
 		d := ""
 		if i := strings.LastIndexByte(a.Path, '/'); i >= 0 {
@@ -780,11 +787,14 @@ func TestBreakRandomMixedWriters(t *testing.T) {
 }
 
 // heldBytes is the memory the column buffers cols hold (their capacities: a parquet.Value
-// valueBytes, a dense word denseBytes), whatever form each column is in now.
+// valueBytes, a dense word or offset denseBytes, a byte of Bytes one, and the earlier
+// Bytes buffers that levelled values still alias, column.Column.ByteSize), whatever form
+// each column is in now.
 func heldBytes(cols []column.Column) int64 {
 	var n int64
 	for i := range cols {
-		n += int64(cap(cols[i].Values))*valueBytes + int64(cap(cols[i].Dense))*denseBytes
+		c := &cols[i]
+		n += int64(cap(c.Values))*valueBytes + int64(cap(c.Dense))*denseBytes + int64(cap(c.Bytes)+c.ByteSize()-len(c.Bytes))
 	}
 	return n
 }

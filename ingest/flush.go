@@ -406,10 +406,13 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 	}
 	b.cols = f.colBufs[:n]
 	// Every written row puts at least one entry in every leaf column (Dremel levels: a
-	// null or an empty list is one value too; a dense column holds one word a row), so
-	// the rows this batch can write are a lower bound of each column's length: reserved
-	// here, in the form the column starts in, the decode does not grow the columns of an
-	// unpartitioned table (whose rows stay in cols) value by value.
+	// null or an empty list is one value too; a dense column holds one word or byte-form
+	// end offset a row), so the rows this batch can write are a lower bound of each
+	// column's length: reserved here, in the form the column starts in, the decode does
+	// not grow the columns of an unpartitioned table (whose rows stay in cols) value by
+	// value. A dense BYTE_ARRAY column keeps the Bytes capacity the last flush's decode
+	// grew it to (column.Column.Reset; within what that flush charged, so within
+	// max_bytes); reserve sizes it for this batch from its first rows.
 	var rows int
 	if b.parts == nil {
 		rows = candidates(items)
@@ -441,8 +444,10 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 // flush, once the flush is done with them (its files written, or it failed): they alias
 // the batch's Kafka records (decode.Arena.AliasPayloads), and kept they would retain the
 // fetch buffers of a whole batch's raw bytes until the next flush overwrote them. What is
-// left holds no pointer into the batch (numbers, booleans, nulls, and dense words, which
-// hold no pointer at all; colsClean still decides whether prepare clears the rest).
+// left holds no pointer into the batch (numbers, booleans, nulls, dense words, and the
+// byte form's Bytes, copies the column owns: column.Column; a levelled column that was
+// dense has values aliasing its own Bytes, cleared here too; colsClean still decides
+// whether prepare clears the rest).
 func (f *flusher) releaseCols(b *prepared) {
 	if b.pq == nil {
 		return // no table schema: nothing was decoded
@@ -465,13 +470,16 @@ const reserveSampleRows = 256
 // buffers would otherwise grow value by value through the batch (the first flush, or one
 // with longer lists than the last). Nothing is reserved when the columns' buffers would
 // exceed maxBytes (batch.max_bytes, the memory a batch may take) at valueBytes a levelled
-// value and denseBytes a dense word: an unrepresentative sample then costs growth, never
-// memory beyond the budget. A column grows in the form it holds (a dense one's Dense).
+// value, denseBytes a dense word and one byte a byte-form value byte: an unrepresentative
+// sample then costs growth, never memory beyond the budget. A column grows in the form it
+// holds (a dense one's Dense, and a dense BYTE_ARRAY column's Bytes too, to the sample's
+// bytes per row plus an eighth, string lengths vary; column.Column, the byte form).
 func (b *prepared) reserve(maxBytes int64) {
 	if b.rows == 0 || b.candidates <= b.rows {
 		return
 	}
 	want := make([]int, len(b.cols))
+	wantBytes := make([]int, len(b.cols))
 	var total int64
 	for i := range b.cols {
 		c := &b.cols[i]
@@ -482,6 +490,11 @@ func (b *prepared) reserve(maxBytes int64) {
 		if c.IsDense() {
 			want[i] = max(n, cap(c.Dense))
 			total += int64(want[i]) * denseBytes
+			if c.Leaf().Kind == parquet.ByteArray {
+				nb := len(c.Bytes) * b.candidates / b.rows
+				wantBytes[i] = max(nb+nb/8, cap(c.Bytes))
+				total += int64(wantBytes[i])
+			}
 		} else {
 			want[i] = max(n, cap(c.Values))
 			total += int64(want[i]) * valueBytes
@@ -495,6 +508,9 @@ func (b *prepared) reserve(maxBytes int64) {
 		if c.IsDense() {
 			if cap(c.Dense) < want[i] {
 				c.Dense = slices.Grow(c.Dense, want[i]-len(c.Dense))
+			}
+			if cap(c.Bytes) < wantBytes[i] { // a copy: nothing aliases a dense column's Bytes past its row
+				c.Bytes = slices.Grow(c.Bytes, wantBytes[i]-len(c.Bytes))
 			}
 		} else if cap(c.Values) < want[i] {
 			c.Values = slices.Grow(c.Values, want[i]-len(c.Values))
@@ -625,9 +641,11 @@ type filledColumn struct {
 }
 
 // fillTargets lists the filled columns of a flush whose leaves may be dense
-// (column.Leaf.Denseable): the configured Kafka columns _kafka_partition, _kafka_offset
-// and _kafka_timestamp (kafkaFill.fill sets them on every row), and the generated
-// columns of the flush's generatedFill. rowView.spare readies a levelled spare for each.
+// (column.Leaf.Denseable, BYTE_ARRAY included): the configured Kafka columns
+// _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp and a primitive
+// _kafka_key (a string or binary key; kafkaFill.fill sets each on every row it accepts,
+// a null key as NULL), and the generated columns of the flush's generatedFill.
+// rowView.spare readies a levelled spare for each.
 func fillTargets(cfg *Config, fills []columnFill, row *rowView, leaves []column.Leaf) []filledColumn {
 	var out []filledColumn
 	add := func(name, generated string) {
@@ -639,7 +657,8 @@ func fillTargets(cfg *Config, fills []columnFill, row *rowView, leaves []column.
 		}
 	}
 	for _, k := range cfg.Table.KafkaColumns {
-		if k == kafkacols.Partition || k == kafkacols.Offset || k == kafkacols.Timestamp {
+		switch k {
+		case kafkacols.Topic, kafkacols.Partition, kafkacols.Offset, kafkacols.Timestamp, kafkacols.Key:
 			add(kafkacols.Column(k), "")
 		}
 	}
@@ -675,14 +694,17 @@ func (b *prepared) detourFor(ws *decode.WriterSchema) []int {
 }
 
 // valueBytes is the size of one levelled column value (a parquet.Value), denseBytes of
-// one dense word (column.Column.Dense).
+// one dense word or byte-form end offset (column.Column.Dense).
 const (
 	valueBytes = int64(unsafe.Sizeof(parquet.Value{}))
 	denseBytes = int64(unsafe.Sizeof(uint64(0)))
 )
 
 // columnBytes is the size of the column entries the flush decoded (in cols, or moved
-// into the partitions' files): valueBytes a levelled value, denseBytes a dense word.
+// into the partitions' files): valueBytes a levelled value, denseBytes a dense word or
+// byte-form offset, plus the BYTE_ARRAY value bytes the columns hold themselves
+// (column.Column.ByteSize: a dense string's bytes, and those of a levelled column that
+// was dense or took copies), in bytes.
 func (b *prepared) columnBytes() int64 {
 	n := colBytes(b.cols)
 	if b.parts != nil {
@@ -693,6 +715,7 @@ func (b *prepared) columnBytes() int64 {
 	return n
 }
 
+// colBytes is what the entries of cols cost, in bytes (see columnBytes).
 func colBytes(cols []column.Column) int64 {
 	var n int64
 	for i := range cols {
@@ -702,6 +725,7 @@ func colBytes(cols []column.Column) int64 {
 		} else {
 			n += int64(c.Len()) * valueBytes
 		}
+		n += int64(c.ByteSize())
 	}
 	return n
 }

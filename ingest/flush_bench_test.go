@@ -122,18 +122,19 @@ func benchFlushPipeline(b *testing.B, n int, table *deltawriter.Table, kafka []s
 // schema check to the written data file (route with the Avro decode into the columns,
 // the fills, deltawriter.WriteColumns to a local directory; no commit), with every
 // column levelled (the baseline: flusher.levelled) and with the fixed-width ones dense
-// (issue 15, "Typed column path"), without and with the Kafka columns partition, offset
-// and timestamp. One op is one batch; it reports ns/record and the process's
+// (issue 15, "Typed column path"; since stop 24 the non-repeated strings, the enum and
+// the string Kafka columns too, in the byte form), without and with the Kafka columns
+// partition, offset and timestamp ("kafka"), and with topic and the binary key as well
+// ("kafka+strings"). One op is one batch; it reports ns/record and the process's
 // cpu-ns/record.
 func BenchmarkFlushColumns(b *testing.B) {
 	const n = 100_000
 	recs := benchFlushRecords(b, n)
-	for _, kafka := range [][]string{nil, {kafkacols.Partition, kafkacols.Offset, kafkacols.Timestamp}} {
+	fixed := []string{kafkacols.Partition, kafkacols.Offset, kafkacols.Timestamp}
+	for ki, kafka := range [][]string{nil, fixed, append([]string{kafkacols.Topic, kafkacols.Key}, fixed...)} {
 		for _, levelled := range []bool{true, false} {
 			name := map[bool]string{true: "levelled", false: "dense"}[levelled]
-			if kafka != nil {
-				name += "/kafka"
-			}
+			name += []string{"", "/kafka", "/kafka+strings"}[ki]
 			b.Run(name, func(b *testing.B) {
 				ctx := context.Background()
 				st, err := storage.Open("file://" + b.TempDir())

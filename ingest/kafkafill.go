@@ -192,6 +192,12 @@ type kafkaFill struct {
 	decs      map[int]*kafkacols.KeyDecoder
 	decErrs   map[int]error
 
+	// row is the row view tops were looked up in (the flush's; fillsFor builds a fill per
+	// flush), and tops the columns of kafkaSet's Kafka columns in it, by kafkaSet index:
+	// found once, not by name for every column of every record (rowView.column).
+	row  *rowView
+	tops [len(kafkaSet)]kafkaTop
+
 	// scratch, reused across records (replace copies the values into the buffers)
 	entries    []kafkacols.Header
 	keys, vals []parquet.Value
@@ -241,12 +247,10 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		topic, partition, offset = dlq.Original(rec)
 		headers = dlq.OriginalHeaders(rec)
 	}
-	set := func(c string, v parquet.Value) error {
-		if !k.has(c) {
-			return nil
-		}
-		return row.setTop(kafkacols.Column(c), v)
+	if k.row != row {
+		k.bind(row)
 	}
+	set := func(i int, v parquet.Value) error { return k.set(row, i, v) }
 	tb, ok := k.topics[topic]
 	if !ok && k.has(kafkacols.Topic) {
 		if k.topics == nil {
@@ -255,16 +259,16 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		tb = []byte(topic)
 		k.topics[topic] = tb
 	}
-	if err := set(kafkacols.Topic, parquet.ByteArrayValue(tb)); err != nil {
+	if err := set(setTopic, parquet.ByteArrayValue(tb)); err != nil {
 		return err
 	}
-	if err := set(kafkacols.Partition, parquet.Int32Value(partition)); err != nil {
+	if err := set(setPartition, parquet.Int32Value(partition)); err != nil {
 		return err
 	}
-	if err := set(kafkacols.Offset, parquet.Int64Value(offset)); err != nil {
+	if err := set(setOffset, parquet.Int64Value(offset)); err != nil {
 		return err
 	}
-	if err := set(kafkacols.Timestamp, parquet.Int64Value(rec.Timestamp.UnixMicro())); err != nil {
+	if err := set(setTimestamp, parquet.Int64Value(rec.Timestamp.UnixMicro())); err != nil {
 		return err
 	}
 	if k.has(kafkacols.Headers) {
@@ -309,7 +313,7 @@ func (k *kafkaFill) fillHeaders(hs []kgo.RecordHeader, row *rowView) {
 
 // fillKey writes _kafka_key in the key format.
 func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
-	name := kafkacols.Column(kafkacols.Key)
+	name := kafkaColumnName(kafkacols.Key)
 	if key == nil {
 		if !k.key.field.Nullable {
 			return &decode.Error{Reason: decode.ReasonNotNullViolation, Field: name, Err: errors.New("the record key is null, but column _kafka_key is NOT NULL")}
@@ -324,14 +328,14 @@ func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
 		if err := kafkacols.StringKey(key); err != nil {
 			return err
 		}
-		return row.setTop(name, parquet.ByteArrayValue(key))
+		return k.set(row, setKey, parquet.ByteArrayValue(key))
 	case kafkacols.KeyAvro:
 		return k.fillAvroKey(key, row)
 	}
 	if len(key) == 0 {
 		key = []byte{} // an empty key is X'', not NULL
 	}
-	return row.setTop(name, parquet.ByteArrayValue(key))
+	return k.set(row, setKey, parquet.ByteArrayValue(key))
 }
 
 // fillAvroKey decodes a Confluent-framed Avro key into the _kafka_key struct's leaves.
@@ -419,4 +423,69 @@ func valueTable(schema *deltalog.StructType, names []string) *deltalog.StructTyp
 		return schema
 	}
 	return out
+}
+
+// kafkaSet are the Kafka columns kafkaFill.fill sets as one value (setTop), by index.
+// (setKey: a string or binary key; fillKey writes a null or an Avro key leaf by leaf.)
+var kafkaSet = [...]string{setTopic: kafkacols.Topic, setPartition: kafkacols.Partition, setOffset: kafkacols.Offset,
+	setTimestamp: kafkacols.Timestamp, setKey: kafkacols.Key}
+
+const (
+	setTopic = iota
+	setPartition
+	setOffset
+	setTimestamp
+	setKey
+)
+
+// kafkaTop is one of kafkaSet's columns in a flush's row view: has when configured, ok
+// when the table has it as a top-level primitive column (col).
+type kafkaTop struct {
+	col     topColumn
+	has, ok bool
+}
+
+// set sets kafkaSet's column i of the row to v (rowView.setTop) when it is configured.
+func (k *kafkaFill) set(row *rowView, i int, v parquet.Value) error {
+	switch t := &k.tops[i]; {
+	case !t.has:
+		return nil
+	case !t.ok:
+		return row.setTop(kafkaColumnName(kafkaSet[i]), v) // the error naming the column
+	default:
+		row.setColumn(t.col, v)
+		return nil
+	}
+}
+
+// bind looks kafkaSet's configured columns up in row, the flush's row view.
+func (k *kafkaFill) bind(row *rowView) {
+	k.row = row
+	for i, c := range kafkaSet {
+		t := kafkaTop{has: k.has(c)}
+		if t.has {
+			t.col, t.ok = row.column(kafkaColumnName(c))
+			t.ok = t.ok && t.col.primitive
+		}
+		k.tops[i] = t
+	}
+}
+
+// kafkaColumnNames are kafkacols.Column of every Kafka column, built once: the fill sets
+// columns by name on every row, and the concatenation allocated a string per column and
+// record (3 allocations a record with partition, offset and timestamp).
+var kafkaColumnNames = func() map[string]string {
+	m := map[string]string{}
+	for _, c := range kafkacols.All {
+		m[c] = kafkacols.Column(c)
+	}
+	return m
+}()
+
+// kafkaColumnName is kafkacols.Column(c) without an allocation for a known Kafka column.
+func kafkaColumnName(c string) string {
+	if n, ok := kafkaColumnNames[c]; ok {
+		return n
+	}
+	return kafkacols.Column(c)
 }

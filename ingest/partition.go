@@ -48,6 +48,10 @@ type partitioner struct {
 	// partition values being serialised and hashed again.
 	last     *partFile
 	lastVals []parquet.Value
+	// lastBytes holds the bytes of lastVals' byte values: a dense BYTE_ARRAY column's
+	// value aliases its Bytes (column.Column.At), which the next row overwrites once move
+	// has dropped this one, so lastVals keeps copies (one per run of rows, not per row).
+	lastBytes []byte
 	// levelled starts every partition file's columns levelled (flusher.levelled).
 	levelled bool
 }
@@ -173,8 +177,42 @@ func (p *partitioner) place(row *rowView) error {
 	for _, c := range p.cols {
 		p.lastVals = append(p.lastVals, row.leaf(c.leaf)[0]) // one value each: checked above
 	}
+	p.keepLast()
 	p.move(row, part)
 	return nil
+}
+
+// keepLast copies the bytes of lastVals' byte values into lastBytes and points the
+// values at the copies, so that they outlive the row's entries in the flush's columns.
+func (p *partitioner) keepLast() {
+	n := 0
+	for _, v := range p.lastVals {
+		if k := v.Kind(); !v.IsNull() && (k == parquet.ByteArray || k == parquet.FixedLenByteArray) {
+			n += len(v.ByteArray())
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if cap(p.lastBytes) < n {
+		p.lastBytes = make([]byte, 0, n)
+	}
+	buf := p.lastBytes[:0]
+	for i, v := range p.lastVals {
+		k := v.Kind()
+		if v.IsNull() || k != parquet.ByteArray && k != parquet.FixedLenByteArray {
+			continue
+		}
+		start := len(buf)
+		buf = append(buf, v.ByteArray()...)
+		b := buf[start:len(buf):len(buf)]
+		kept := parquet.ByteArrayValue(b)
+		if k == parquet.FixedLenByteArray {
+			kept = parquet.FixedLenByteArrayValue(b)
+		}
+		p.lastVals[i] = kept.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), int(v.Column()))
+	}
+	p.lastBytes = buf
 }
 
 // sameAsLast reports whether row's partition values are those of the last row placed, bit

@@ -225,6 +225,12 @@ func (r *rowView) setTop(name string, v parquet.Value) error {
 	if !ok || !c.primitive {
 		return fmt.Errorf("set column %q: the table has no top-level primitive column of that name", name)
 	}
+	r.setColumn(c, v)
+	return nil
+}
+
+// setColumn is setTop for a top-level primitive column c looked up before (column).
+func (r *rowView) setColumn(c topColumn, v parquet.Value) {
 	def := c.maxDefLevel
 	if v.IsNull() {
 		def = 0
@@ -232,7 +238,6 @@ func (r *rowView) setTop(name string, v parquet.Value) error {
 	col := &r.cols[c.first]
 	col.Truncate(r.mark[c.first])
 	col.Append(v.Level(0, def, c.first))
-	return nil
 }
 
 // leaves returns the leaf range [first, first+n) of the top-level column name of any type;

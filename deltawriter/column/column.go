@@ -1,8 +1,9 @@
 // Package column holds the values of one Parquet leaf column on their way from the Avro
 // decoder to the data file: either as parquet.Values carrying their Dremel levels (any
-// leaf) or, for a non-repeated fixed-width leaf whose values in the batch are all set, as
-// one 8-byte word per row (the dense form). The dense form is what the decoder appends
-// and the encoder reads for most numeric columns: no 24-byte parquet.Value with a pointer
+// leaf) or, for a non-repeated leaf whose values in the batch are all set, in the dense
+// form: one 8-byte word per row for a fixed-width leaf, the row's bytes back to back with
+// one end offset per row for a BYTE_ARRAY leaf. The dense form is what the decoder
+// appends and the encoder reads for most columns: no 24-byte parquet.Value with a pointer
 // per value, no levels to store or check (BENCHMARKS.md, "Typed column path").
 //
 // The package imports nothing of the module; deltawriter, ingest/decode and ingest
@@ -45,34 +46,49 @@ func Leaves(schema *parquet.Schema) []Leaf {
 }
 
 // Denseable reports whether the leaf's values may be held in the dense form: a
-// non-repeated leaf of physical type BOOLEAN, INT32, INT64, FLOAT or DOUBLE.
+// non-repeated leaf of physical type BOOLEAN, INT32, INT64, FLOAT, DOUBLE or BYTE_ARRAY.
 func (l Leaf) Denseable() bool {
 	if l.MaxRep != 0 {
 		return false
 	}
 	switch l.Kind {
-	case parquet.Boolean, parquet.Int32, parquet.Int64, parquet.Float, parquet.Double:
+	case parquet.Boolean, parquet.Int32, parquet.Int64, parquet.Float, parquet.Double, parquet.ByteArray:
 		return true
 	}
 	return false
 }
+
+// bytes reports whether the leaf's dense form is the byte form (Column.Bytes): a
+// BYTE_ARRAY leaf.
+func (l Leaf) bytes() bool { return l.Kind == parquet.ByteArray }
 
 // Column is the values of one leaf column of a data file, in one of two forms.
 //
 //   - Levelled: Values holds one parquet.Value per level entry, each carrying its
 //     repetition and definition levels and its column index (parquet.Value.Level). Any
 //     leaf; a null or an empty list is an entry too.
-//   - Dense (IsDense): Dense holds one word per row, every row's value set (definition
-//     level Leaf.MaxDef, repetition level 0), encoded by Bits. Only for a Denseable leaf.
+//   - Dense (IsDense): one entry per row, every row's value set (definition level
+//     Leaf.MaxDef, repetition level 0). Only for a Denseable leaf. For a fixed-width
+//     leaf, Dense holds one word per row, encoded by Bits, and Bytes is empty. For a
+//     BYTE_ARRAY leaf (the byte form), Bytes holds the rows' values back to back and
+//     Dense[j] is the end offset in Bytes of row j's value (its start is Dense[j-1], or 0
+//     for row 0), so len(Bytes) is Dense[len(Dense)-1]; ValueBytes(j) is the value.
 //
 // A dense column turns levelled (ToLevelled) the first time it is given a value the
-// dense form cannot hold (a null); it never turns back until Reset. The zero Column is
-// an empty levelled column of an unknown leaf; Levelled wraps existing values.
+// dense form cannot hold (a null); it never turns back until Reset. A levelled BYTE_ARRAY
+// column that was dense keeps its Bytes: its values alias them (see ToLevelled and
+// AppendFrom). The zero Column is an empty levelled column of an unknown leaf; Levelled
+// wraps existing values.
 type Column struct {
 	Values []parquet.Value // levelled form; empty while dense
-	Dense  []uint64        // dense form; empty while levelled
+	Dense  []uint64        // dense form: words, or end offsets into Bytes; empty while levelled
+	Bytes  []byte          // BYTE_ARRAY values of the dense form, or that levelled values alias
 	leaf   Leaf
 	dense  bool
+	// retired is the bytes of earlier Bytes buffers that levelled values still alias
+	// (AppendFrom into a levelled BYTE_ARRAY column starts a new buffer when the current
+	// one is full instead of moving the bytes its values point to).
+	retired int
 }
 
 // Levelled returns a levelled Column holding vals (not copied).
@@ -80,15 +96,19 @@ func Levelled(vals []parquet.Value) Column { return Column{Values: vals} }
 
 // Reset empties c for values of leaf l: dense when l is Denseable, levelled otherwise.
 // A column holds the buffer of its current form only, so that the memory it holds is what
-// its entries cost (8 bytes a dense word, 24 a levelled value, up to the buffer's spare
-// capacity): a column starting dense drops its levelled buffer, and ToLevelled drops the
-// dense one. Otherwise the buffer keeps its capacity (levelled values are not cleared).
+// its entries cost (8 bytes a dense word, 24 a levelled value, the value bytes of the byte
+// form, up to the buffers' spare capacity): a column starting dense drops its levelled
+// buffer, and ToLevelled drops the dense words; Bytes is kept only for a BYTE_ARRAY leaf.
+// Otherwise the buffers keep their capacity (levelled values are not cleared).
 func (c *Column) Reset(l Leaf) {
 	c.leaf, c.dense = l, l.Denseable()
 	if c.dense {
 		c.Values = nil
 	}
-	c.Values, c.Dense = c.Values[:0], c.Dense[:0]
+	if !c.dense || !l.bytes() {
+		c.Bytes = nil
+	}
+	c.Values, c.Dense, c.Bytes, c.retired = c.Values[:0], c.Dense[:0], c.Bytes[:0], 0
 }
 
 // Leaf returns the leaf set by Reset (the zero Leaf for a Levelled wrap).
@@ -106,18 +126,60 @@ func (c *Column) Len() int {
 }
 
 // At returns entry j as a parquet.Value with its levels and column index (a dense entry
-// gets repetition level 0, definition level Leaf.MaxDef and column index Leaf.Index).
-// It panics when j is out of range.
+// gets repetition level 0, definition level Leaf.MaxDef and column index Leaf.Index; a
+// byte-form value aliases Bytes, as ValueBytes). It panics when j is out of range.
 func (c *Column) At(j int) parquet.Value {
 	if c.dense {
-		return FromBits(c.leaf.Kind, c.Dense[j]).Level(0, c.leaf.MaxDef, c.leaf.Index)
+		return c.denseValue(j).Level(0, c.leaf.MaxDef, c.leaf.Index)
 	}
 	return c.Values[j]
 }
 
-// AppendDense appends one row's value in the dense form. The caller has checked IsDense
-// and that bits encode a value of the leaf's kind (Bits).
+// denseValue is dense entry j as a parquet.Value without levels.
+func (c *Column) denseValue(j int) parquet.Value {
+	if c.leaf.bytes() {
+		return parquet.ByteArrayValue(c.ValueBytes(j))
+	}
+	return FromBits(c.leaf.Kind, c.Dense[j])
+}
+
+// ValueBytes returns row j's value of a dense BYTE_ARRAY column: Bytes[Dense[j-1]:Dense[j]]
+// (from 0 for row 0), capped at its length so that appending to it copies; never nil
+// (an empty value is a non-nil empty slice). The slice
+// aliases Bytes: it is valid until the column is Reset or truncated below j+1 rows. It
+// panics when j is out of range or c is not dense.
+func (c *Column) ValueBytes(j int) []byte {
+	end := c.Dense[j]
+	var start uint64
+	if j > 0 {
+		start = c.Dense[j-1]
+	}
+	if c.Bytes == nil { // only empty values yet: still a non-nil empty slice
+		return emptyBytes
+	}
+	return c.Bytes[start:end:end]
+}
+
+// emptyBytes is the empty value before any byte was held: non-nil, so that an empty
+// value is never mistaken for a missing one (as ingest/decode appends it).
+var emptyBytes = []byte{}
+
+// AppendDense appends one row's value in the dense form of a fixed-width leaf. The caller
+// has checked IsDense and that bits encode a value of the leaf's kind (Bits).
 func (c *Column) AppendDense(bits uint64) { c.Dense = append(c.Dense, bits) }
+
+// AppendBytes appends one row's value b in the byte form (copied into Bytes). The caller
+// has checked IsDense and that the leaf is BYTE_ARRAY. A nil or empty b is an empty
+// value, not a null.
+func (c *Column) AppendBytes(b []byte) {
+	c.Bytes = append(c.Bytes, b...)
+	c.Dense = append(c.Dense, uint64(len(c.Bytes)))
+}
+
+// ByteSize is the bytes of BYTE_ARRAY values the column holds in Bytes buffers (the
+// current one's length and earlier ones levelled values still alias): what the byte form
+// costs beyond its 8-byte offsets. It is 0 for every other leaf.
+func (c *Column) ByteSize() int { return len(c.Bytes) + c.retired }
 
 // Append appends v, which carries its levels and column index as in the levelled form.
 // A dense column takes v as a word when v is a set value of the leaf's kind at
@@ -126,7 +188,11 @@ func (c *Column) AppendDense(bits uint64) { c.Dense = append(c.Dense, bits) }
 func (c *Column) Append(v parquet.Value) {
 	if c.dense {
 		if !v.IsNull() && v.Kind() == c.leaf.Kind && v.RepetitionLevel() == 0 && int(v.DefinitionLevel()) == c.leaf.MaxDef {
-			c.Dense = append(c.Dense, Bits(v))
+			if c.leaf.bytes() {
+				c.AppendBytes(v.ByteArray())
+			} else {
+				c.Dense = append(c.Dense, Bits(v))
+			}
 			return
 		}
 		c.ToLevelled()
@@ -138,7 +204,8 @@ func (c *Column) Append(v parquet.Value) {
 // At returns them); a levelled column is left as it is. The levelled buffer gets the
 // dense buffer's capacity in values (the rows the column was sized for, e.g. a batch's
 // reservation), at least one more than the rows it holds, and the dense buffer is
-// dropped (see Reset).
+// dropped (see Reset). The values of a BYTE_ARRAY column alias its Bytes, which it keeps
+// (ByteSize still counts them) and never overwrites until Reset.
 func (c *Column) ToLevelled() {
 	if !c.dense {
 		return
@@ -149,18 +216,26 @@ func (c *Column) ToLevelled() {
 		vals = make([]parquet.Value, 0, max(cap(c.Dense), n+1, 8))
 	}
 	vals = vals[:n]
-	for j, b := range c.Dense {
-		vals[j] = FromBits(c.leaf.Kind, b).Level(0, c.leaf.MaxDef, c.leaf.Index)
+	for j := range c.Dense {
+		vals[j] = c.denseValue(j).Level(0, c.leaf.MaxDef, c.leaf.Index)
 	}
 	c.Values, c.Dense, c.dense = vals, nil, false
 }
 
 // Truncate cuts c back to its first n entries (n ≤ Len); cut levelled values are
-// cleared so that they keep no bytes alive. A column that turned levelled after it held
-// n entries stays levelled.
+// cleared so that they keep no bytes alive, and the byte form's Bytes is cut to the
+// first n values. A column that turned levelled after it held n entries stays levelled
+// (the bytes its cut values aliased stay in Bytes, counted by ByteSize, until Reset).
 func (c *Column) Truncate(n int) {
 	if c.dense {
 		c.Dense = c.Dense[:n]
+		if c.leaf.bytes() {
+			var end uint64
+			if n > 0 {
+				end = c.Dense[n-1]
+			}
+			c.Bytes = c.Bytes[:end]
+		}
 		return
 	}
 	clear(c.Values[n:])
@@ -170,22 +245,64 @@ func (c *Column) Truncate(n int) {
 // AppendFrom appends src's entries from index from on to c, giving each value c's leaf
 // column index (index, for a levelled c: the caller's leaf index in c's file). Both
 // columns are of the same leaf of two files (the same kind and levels); dense words are
-// copied as words.
+// copied as words, byte-form values as bytes with their offsets moved. Nothing of c
+// aliases src afterwards (src may be truncated and reused): byte-form values that c
+// takes as levelled values are copied into c's Bytes, which they alias.
 func (c *Column) AppendFrom(src *Column, from, index int) {
 	if src.dense && c.dense {
-		c.Dense = append(c.Dense, src.Dense[from:]...)
+		if !src.leaf.bytes() {
+			c.Dense = append(c.Dense, src.Dense[from:]...)
+			return
+		}
+		var start uint64
+		if from > 0 {
+			start = src.Dense[from-1]
+		}
+		base := uint64(len(c.Bytes))
+		for _, end := range src.Dense[from:] {
+			c.Dense = append(c.Dense, base+(end-start))
+		}
+		if n := len(src.Dense); n > from {
+			c.Bytes = append(c.Bytes, src.Bytes[start:src.Dense[n-1]]...)
+		}
 		return
 	}
 	if src.dense {
 		c.ToLevelled()
-		for _, b := range src.Dense[from:] {
-			c.Values = append(c.Values, FromBits(src.leaf.Kind, b).Level(0, src.leaf.MaxDef, index))
+		for j := from; j < len(src.Dense); j++ {
+			v := src.denseValue(j)
+			if src.leaf.bytes() {
+				v = parquet.ByteArrayValue(c.keepBytes(v.ByteArray()))
+			}
+			c.Values = append(c.Values, v.Level(0, src.leaf.MaxDef, index))
 		}
 		return
 	}
+	// a levelled src that was in the byte form holds Bytes its values may alias: copy them
+	own := src.leaf.bytes() && src.ByteSize() > 0
 	for _, v := range src.Values[from:] {
-		c.Append(v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), index))
+		r, d := int(v.RepetitionLevel()), int(v.DefinitionLevel())
+		if own && !c.dense && !v.IsNull() && v.Kind() == parquet.ByteArray {
+			v = parquet.ByteArrayValue(c.keepBytes(v.ByteArray())) // a dense c copies in Append
+		}
+		c.Append(v.Level(r, d, index))
 	}
+}
+
+// keepBytes copies b into c's Bytes for a levelled value to alias: when the buffer is
+// full a new one is started (the old one stays with the values that alias it, counted in
+// ByteSize), so bytes already handed out never move or change.
+func (c *Column) keepBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return emptyBytes
+	}
+	if len(c.Bytes)+len(b) > cap(c.Bytes) {
+		c.retired += len(c.Bytes)
+		c.Bytes = make([]byte, 0, max(2*cap(c.Bytes), len(b), 4096))
+	}
+	n := len(c.Bytes)
+	c.Bytes = append(c.Bytes, b...)
+	return c.Bytes[n : n+len(b) : n+len(b)]
 }
 
 // Bits encodes a set value of a fixed-width physical type as a dense word: BOOLEAN 0 or

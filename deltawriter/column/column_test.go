@@ -1,7 +1,9 @@
 package column
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -44,7 +46,8 @@ func TestDenseable(t *testing.T) {
 		{Leaf{Kind: parquet.Boolean}, true},
 		{Leaf{Kind: parquet.Double, MaxDef: 3}, true},
 		{Leaf{Kind: parquet.Int32, MaxDef: 2, MaxRep: 1}, false},
-		{Leaf{Kind: parquet.ByteArray, MaxDef: 1}, false},
+		{Leaf{Kind: parquet.ByteArray, MaxDef: 1}, true},
+		{Leaf{Kind: parquet.ByteArray, MaxDef: 1, MaxRep: 1}, false},
 		{Leaf{Kind: parquet.FixedLenByteArray, MaxDef: 1}, false},
 		{Leaf{Kind: parquet.Int96, MaxDef: 1}, false},
 	} {
@@ -207,12 +210,160 @@ func TestOneBufferPerForm(t *testing.T) {
 		t.Fatalf("ToLevelled of an empty column: cap(Values)=%d, want room for one value", cap(c.Values))
 	}
 	// A levelled leaf keeps its buffer across Reset.
-	lv := Leaf{Index: 1, Kind: parquet.ByteArray, MaxDef: 1}
+	lv := Leaf{Index: 1, Kind: parquet.ByteArray, MaxDef: 1, MaxRep: 1}
 	c.Reset(lv)
 	c.Values = append(c.Values, parquet.ByteArrayValue([]byte("x")).Level(0, 1, 1))
 	before := cap(c.Values)
 	c.Reset(lv)
 	if c.IsDense() || cap(c.Values) != before {
 		t.Errorf("Reset of a levelled leaf: cap(Values) %d → %d, want kept", before, cap(c.Values))
+	}
+}
+
+func byteLeaf(index int) Leaf { return Leaf{Index: index, Kind: parquet.ByteArray, MaxDef: 1} }
+
+// entries lists c's entries as (definition level, column index, bytes or "<null>").
+func entries(c *Column) []string {
+	out := make([]string, c.Len())
+	for j := range out {
+		v := c.At(j)
+		b := "<null>"
+		if !v.IsNull() {
+			b = string(v.ByteArray())
+		}
+		out[j] = fmt.Sprintf("%d/%d/%d/%s", v.RepetitionLevel(), v.DefinitionLevel(), v.Column(), b)
+	}
+	return out
+}
+
+func TestByteForm(t *testing.T) {
+	var c Column
+	c.Reset(byteLeaf(2))
+	if !c.IsDense() {
+		t.Fatal("a BYTE_ARRAY leaf starts dense")
+	}
+	c.AppendBytes([]byte("ab"))
+	c.AppendBytes(nil) // an empty value, not a null
+	c.Append(parquet.ByteArrayValue([]byte("cde")).Level(0, 1, 2))
+	if !c.IsDense() || string(c.Bytes) != "abcde" || !slices.Equal(c.Dense, []uint64{2, 2, 5}) || c.ByteSize() != 5 {
+		t.Fatalf("after three values: dense=%v bytes=%q ends=%v size=%d", c.IsDense(), c.Bytes, c.Dense, c.ByteSize())
+	}
+	if got := string(c.ValueBytes(2)); got != "cde" || cap(c.ValueBytes(0)) != 2 || len(c.ValueBytes(1)) != 0 {
+		t.Errorf("ValueBytes: %q, cap(row 0)=%d, len(row 1)=%d", got, cap(c.ValueBytes(0)), len(c.ValueBytes(1)))
+	}
+	want := []string{"0/1/2/ab", "0/1/2/", "0/1/2/cde"}
+	if got := entries(&c); !slices.Equal(got, want) {
+		t.Errorf("entries = %v, want %v", got, want)
+	}
+	if v := c.At(1); v.IsNull() || v.ByteArray() == nil && v.Kind() != parquet.ByteArray {
+		t.Errorf("an empty value reads as %v (kind %v)", v, v.Kind())
+	}
+	c.Truncate(1)
+	if string(c.Bytes) != "ab" || c.Len() != 1 {
+		t.Fatalf("Truncate(1): bytes=%q len=%d", c.Bytes, c.Len())
+	}
+	// replace a row with its own value (rowfill reads At and appends it back)
+	v := c.At(0)
+	c.Truncate(0)
+	c.Append(v)
+	if got := entries(&c); !slices.Equal(got, []string{"0/1/2/ab"}) {
+		t.Errorf("a row replaced by its own value: %v", got)
+	}
+	c.AppendBytes([]byte("xyz"))
+	c.Append(parquet.NullValue().Level(0, 0, 2)) // the first null turns it levelled
+	if c.IsDense() || c.Dense != nil || string(c.Bytes) != "abxyz" || c.ByteSize() != 5 {
+		t.Fatalf("after a null: dense=%v ends=%v bytes=%q", c.IsDense(), c.Dense, c.Bytes)
+	}
+	c.Append(parquet.ByteArrayValue([]byte("q")).Level(0, 1, 2))
+	if got, want := entries(&c), []string{"0/1/2/ab", "0/1/2/xyz", "0/0/2/<null>", "0/1/2/q"}; !slices.Equal(got, want) {
+		t.Errorf("levelled entries = %v, want %v", got, want)
+	}
+	c.Reset(byteLeaf(2))
+	if !c.IsDense() || len(c.Bytes) != 0 || c.ByteSize() != 0 || c.Values != nil {
+		t.Errorf("Reset: dense=%v bytes=%q values=%v", c.IsDense(), c.Bytes, c.Values)
+	}
+	c.Reset(Leaf{Index: 2, Kind: parquet.Int64, MaxDef: 1})
+	if c.Bytes != nil {
+		t.Errorf("Reset to an INT64 leaf keeps %d bytes of buffer", cap(c.Bytes))
+	}
+}
+
+func TestAppendFromByteForm(t *testing.T) {
+	var src, dst Column
+	src.Reset(byteLeaf(5))
+	dst.Reset(byteLeaf(1))
+	for _, s := range []string{"one", "", "three", "four"} {
+		src.AppendBytes([]byte(s))
+	}
+	dst.AppendBytes([]byte("zero"))
+	dst.AppendFrom(&src, 1, 1)
+	if want := []string{"0/1/1/zero", "0/1/1/", "0/1/1/three", "0/1/1/four"}; !dst.IsDense() || !slices.Equal(entries(&dst), want) {
+		t.Fatalf("dense to dense: dense=%v %v, want %v", dst.IsDense(), entries(&dst), want)
+	}
+	if string(dst.Bytes) != "zerothreefour" || !slices.Equal(dst.Dense, []uint64{4, 4, 9, 13}) {
+		t.Errorf("dense to dense: bytes=%q ends=%v", dst.Bytes, dst.Dense)
+	}
+	dst.AppendFrom(&src, 4, 1) // nothing from the end
+	if dst.Len() != 4 {
+		t.Errorf("AppendFrom at src's end appended %d entries", dst.Len()-4)
+	}
+	// into a levelled destination: copied, so src may be reused at once
+	lv := Levelled([]parquet.Value{parquet.NullValue().Level(0, 0, 1)})
+	lv.AppendFrom(&src, 2, 1)
+	src.Truncate(0)
+	src.AppendBytes([]byte("XXXXXXXXXXXXXXXX"))
+	if want := []string{"0/0/1/<null>", "0/1/1/three", "0/1/1/four"}; !slices.Equal(entries(&lv), want) {
+		t.Errorf("dense into levelled after src was reused: %v, want %v", entries(&lv), want)
+	}
+	if lv.ByteSize() != 9 {
+		t.Errorf("levelled ByteSize = %d, want 9", lv.ByteSize())
+	}
+	// the destination's kept bytes never move: fill past one buffer
+	big := make([]byte, 3000)
+	for i := range 6 {
+		big[0] = byte('a' + i)
+		src.Truncate(0)
+		src.AppendBytes(big)
+		lv.AppendFrom(&src, 0, 1)
+	}
+	for i := range 6 {
+		if b := lv.At(3 + i).ByteArray(); len(b) != 3000 || b[0] != byte('a'+i) {
+			t.Fatalf("value %d after growth: len %d first %q", i, len(b), b[:1])
+		}
+	}
+	if want := 9 + 6*3000; lv.ByteSize() != want {
+		t.Errorf("ByteSize after growth = %d, want %d", lv.ByteSize(), want)
+	}
+	// a levelled source with a null into a dense destination: the set values copied
+	var d2 Column
+	d2.Reset(byteLeaf(1))
+	d2.AppendFrom(&lv, 1, 1)
+	if !d2.IsDense() || d2.Len() != 8 || string(d2.At(1).ByteArray()) != "four" || d2.ByteSize() != 9+6*3000 {
+		t.Fatalf("set values into dense: dense=%v len=%d size=%d, want dense, 8 rows, %d bytes", d2.IsDense(), d2.Len(), d2.ByteSize(), 9+6*3000)
+	}
+	var d3 Column
+	d3.Reset(byteLeaf(1))
+	d3.AppendFrom(&lv, 0, 1)
+	if d3.IsDense() || d3.Len() != lv.Len() || !d3.At(0).IsNull() || string(d3.At(1).ByteArray()) != "three" {
+		t.Errorf("levelled with a null into dense: dense=%v len=%d", d3.IsDense(), d3.Len())
+	}
+}
+
+// TestByteFormTurnKeepsAliasedBytes: values a byte-form column turned levelled holds alias
+// its Bytes, which later levelled appends and truncation do not overwrite.
+func TestByteFormTurnKeepsAliasedBytes(t *testing.T) {
+	var c Column
+	c.Reset(byteLeaf(0))
+	c.Bytes = make([]byte, 0, 64)
+	c.AppendBytes([]byte("keep"))
+	c.ToLevelled()
+	c.Append(parquet.NullValue().Level(0, 0, 0))
+	c.Truncate(1)
+	other := Levelled(nil)
+	other.Reset(byteLeaf(0))
+	other.AppendBytes([]byte("new"))
+	c.AppendFrom(&other, 0, 0)
+	if got, want := entries(&c), []string{"0/1/0/keep", "0/1/0/new"}; !slices.Equal(got, want) {
+		t.Errorf("entries = %v, want %v", got, want)
 	}
 }

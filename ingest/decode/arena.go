@@ -1,13 +1,20 @@
 package decode
 
-// Arena is caller-held decoding state for Decoder.DecodeWith: the per-record scratch state
-// and the memory that decoded string, binary and wide-decimal (precision > 18) values live
-// in. By default a record (under 16 KiB) whose schema has string, bytes, fixed or map-key
-// columns is copied into the arena once, and those values are slices of the copy; the
-// values of larger records are copied one by one. Values then never alias the payload;
-// they point into the arena's chunks (64 KiB each; a value of 16 KiB or more gets its own
-// allocation, which is never reused). An arena set to AliasPayloads copies nothing of the
-// record instead: see AliasPayloads for that contract.
+// Arena is caller-held decoding state for Decoder.DecodeWith and DecodeColumns: the
+// per-record scratch state and the memory that decoded levelled string, binary, fixed and
+// map-key values and wide-decimal (precision > 18) values live in. By default a record
+// under 16 KiB is copied into the arena once when one of its string, bytes, fixed or
+// map-key values goes to a levelled column, and those values are slices of the copy; the
+// levelled values of larger records are copied one by one. A value DecodeColumns appends
+// to a dense column's byte form (column.Column.AppendBytes) is copied from the payload
+// into the column's own Bytes and takes no arena bytes, so a record whose such values
+// all go to dense columns copies nothing into the arena (decided before the record is
+// read: a non-repeated leaf takes one value per record, so a column dense before it
+// takes its value in the byte form or turns levelled with a null). Values then never alias
+// the payload; levelled ones point into the arena's chunks (64 KiB each; a value of
+// 16 KiB or more gets its own allocation, which is never reused). An arena set to
+// AliasPayloads copies nothing of the record instead: see AliasPayloads for that
+// contract.
 //
 // Contract:
 //
@@ -33,9 +40,11 @@ type Arena struct {
 	s state
 }
 
-// AliasPayloads makes every later DecodeWith through a append string, bytes, fixed and
-// map-key values as sub-slices of the payload it was given, with no copy of the record and
-// none per value (a 1 KB record of strings costs no arena bytes). Values the decoder
+// AliasPayloads makes every later DecodeWith (and DecodeColumns) through a append
+// levelled string, bytes, fixed and map-key values as sub-slices of the payload it was
+// given, with no copy of the record and none per value (a 1 KB record of strings costs no
+// arena bytes); values of a dense column's byte form are copied into the column's Bytes
+// as without it, and alias nothing. Values the decoder
 // computes (wide decimals, precision > 18) still go to the arena, enum symbols are still
 // the decoder's constants, and an empty value is still a non-nil empty slice. The rollback
 // of a failed record is unchanged: its values are cut from the columns and its arena bytes

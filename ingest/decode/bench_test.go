@@ -73,11 +73,18 @@ func BenchmarkB1(b *testing.B) {
 	b.Run("ingestd-copy", func(b *testing.B) { benchArena(b, ws, value, false, report) })
 	// ingestd-dense: ingestd through DecodeColumns into columns Reset from
 	// column.Leaves (the typed column path, issue 15): the six fixed-width columns (id,
-	// score, active, ts, count, amount) are dense words. ingestd-columns-levelled: the
-	// same call into levelled columns (column.Levelled), so that the difference to
-	// ingestd-dense is the dense form alone.
-	b.Run("ingestd-dense", func(b *testing.B) { benchColumns(b, ws, value, true, report) })
-	b.Run("ingestd-columns-levelled", func(b *testing.B) { benchColumns(b, ws, value, false, report) })
+	// score, active, ts, count, amount) are dense words, the three string and enum
+	// columns (name, note, kind) the byte form (stop 24); tags (a list) is levelled.
+	// ingestd-dense-fixed: the same with the BYTE_ARRAY columns levelled (stop 23's
+	// path), so that the difference to ingestd-dense is the byte form alone.
+	// ingestd-columns-levelled: the same call into levelled columns (column.Levelled).
+	// The -copy variants use a copying arena (the record is copied at its first levelled
+	// byte value, here tags' first item).
+	b.Run("ingestd-dense", func(b *testing.B) { benchColumns(b, ws, value, denseAll, true, report) })
+	b.Run("ingestd-dense-fixed", func(b *testing.B) { benchColumns(b, ws, value, denseFixed, true, report) })
+	b.Run("ingestd-columns-levelled", func(b *testing.B) { benchColumns(b, ws, value, denseNone, true, report) })
+	b.Run("ingestd-dense-copy", func(b *testing.B) { benchColumns(b, ws, value, denseAll, false, report) })
+	b.Run("ingestd-columns-levelled-copy", func(b *testing.B) { benchColumns(b, ws, value, denseNone, false, report) })
 	// ingestd-noarena: Decode, whose copies are never reused (one 64 KiB chunk per ~400
 	// records); column buffers are reused as above.
 	b.Run("ingestd-noarena", func(b *testing.B) {
@@ -210,17 +217,29 @@ func benchArena(b *testing.B, ws *WriterSchema, value []byte, alias bool, report
 	report(b)
 }
 
-// benchColumns is benchArena through DecodeColumns (an aliasing arena): into columns
-// Reset from the decoder's leaves for every batch (dense), or levelled ones.
-func benchColumns(b *testing.B, ws *WriterSchema, value []byte, dense bool, report func(*testing.B)) {
+// denseMode is which columns benchColumns starts dense.
+type denseMode int
+
+const (
+	denseAll   denseMode = iota // every Denseable leaf (column.Column.Reset)
+	denseFixed                  // the fixed-width ones; BYTE_ARRAY leaves levelled (stop 23)
+	denseNone                   // none (column.Levelled)
+)
+
+// benchColumns is benchArena through DecodeColumns (an aliasing arena, or a copying
+// one): into columns Reset from the decoder's leaves for every batch, dense as mode
+// says.
+func benchColumns(b *testing.B, ws *WriterSchema, value []byte, mode denseMode, alias bool, report func(*testing.B)) {
 	d, _ := mustCompile(b, ws, ws.Delta, "none")
 	cols := make([]column.Column, d.Columns())
 	var arena Arena
-	arena.AliasPayloads()
+	if alias {
+		arena.AliasPayloads()
+	}
 	reset := func() {
 		for c := range cols {
-			if dense {
-				cols[c].Reset(d.leaves[c])
+			if l := d.leaves[c]; mode == denseAll || (mode == denseFixed && l.Kind != parquet.ByteArray) {
+				cols[c].Reset(l)
 			} else {
 				cols[c] = column.Levelled(cols[c].Values[:0])
 			}
@@ -248,15 +267,14 @@ func benchColumns(b *testing.B, ws *WriterSchema, value []byte, dense bool, repo
 			b.Fatal(err)
 		}
 	}
-	if n := 0; dense {
-		for c := range cols {
-			if cols[c].IsDense() {
-				n++
-			}
+	n := 0
+	for c := range cols {
+		if cols[c].IsDense() {
+			n++
 		}
-		if n != 6 {
-			b.Fatalf("%d dense columns, want 6", n)
-		}
+	}
+	if want := map[denseMode]int{denseAll: 9, denseFixed: 6, denseNone: 0}[mode]; n != want {
+		b.Fatalf("%d dense columns, want %d", n, want)
 	}
 	report(b)
 }

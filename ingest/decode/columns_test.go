@@ -61,7 +61,8 @@ func hasNull(vals []parquet.Value) bool {
 // (Decode's levelled values for the same records): every entry equal (sameValues: kind,
 // nullness, levels, column index, value bits and bytes); every present value of want at
 // its leaf's maximum definition level (the dense form's premise); a dense column's words
-// exactly column.Bits of want's values; and each column dense
+// exactly column.Bits of want's values, or for a BYTE_ARRAY leaf its Bytes exactly want's
+// values back to back with their end offsets; and each column dense
 // exactly when its leaf is Denseable and none of its values is a null (only checked
 // when exact, i.e. not after a failed record, which may have turned a column levelled
 // with the null it appended before failing: then a column holding a null must be
@@ -82,8 +83,20 @@ func columnsMatch(d *Decoder, cols []column.Column, want [][]parquet.Value, exac
 				return fmt.Errorf("column %d value %d %s: a present value below the leaf's max definition level %d", i, j, render(v), leaf.MaxDef)
 			}
 		}
-		if cols[i].IsDense() {
-			for j, b := range cols[i].Dense { // the words as column.Bits encodes them
+		if c := &cols[i]; c.IsDense() && leaf.Kind == parquet.ByteArray {
+			// The byte form: the values back to back in Bytes, each row's end offset in Dense.
+			var end uint64
+			for j, v := range want[i] {
+				end += uint64(len(v.ByteArray()))
+				if c.Dense[j] != end || string(c.ValueBytes(j)) != string(v.ByteArray()) {
+					return fmt.Errorf("column %d row %d: end offset %d, value %q; want %d, %q (%s)", i, j, c.Dense[j], c.ValueBytes(j), end, v.ByteArray(), render(v))
+				}
+			}
+			if uint64(len(c.Bytes)) != end || c.ByteSize() != int(end) {
+				return fmt.Errorf("column %d: %d bytes in Bytes, ByteSize %d, want %d (the values back to back)", i, len(c.Bytes), c.ByteSize(), end)
+			}
+		} else if c.IsDense() {
+			for j, b := range c.Dense { // the words as column.Bits encodes them
 				if w := column.Bits(want[i][j]); b != w {
 					return fmt.Errorf("column %d row %d: dense word %#x, want %#x (column.Bits of %s)", i, j, b, w, render(want[i][j]))
 				}
@@ -202,7 +215,7 @@ func TestDecodeColumnsAcrossWriterSchemas(t *testing.T) {
 			t.Errorf("column %v has %d entries, want 6 rows", p, n)
 		}
 	}
-	wantDense := map[string]bool{"active": true, "amount": true, "count": false, "id": true, "kind": false, "name": false,
+	wantDense := map[string]bool{"active": true, "amount": true, "count": false, "id": true, "kind": true, "name": true,
 		"note": false, "score": false, "tags.list.element": false, "ts": true}
 	if !reflect.DeepEqual(dense, wantDense) {
 		t.Fatalf("dense columns %v, want %v", dense, wantDense)
@@ -290,8 +303,8 @@ func TestDecodeColumnsReusesMemoryWithoutAllocating(t *testing.T) {
 				ndense++
 			}
 		}
-		if ndense != 6 { // id, score, active, ts, count, amount
-			t.Fatalf("alias %v: %d dense columns, want 6", alias, ndense)
+		if ndense != 9 { // id, name, score, active, ts, note, count, amount, kind
+			t.Fatalf("alias %v: %d dense columns, want 9", alias, ndense)
 		}
 	}
 }

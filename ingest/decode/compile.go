@@ -18,15 +18,19 @@ import (
 // Parquet layout. It is compiled once per (writer schema id, table schema) and is safe for
 // concurrent use.
 type Decoder struct {
-	ops       []fieldOp // the top-level record's fields
-	missing   []int     // leaf columns of table fields the writer lacks (null at level 0)
-	owned     bool      // values are sliced from the record's copy in the arena (state.owned)
-	ncols     int
-	leaves    []column.Leaf // every leaf column of pq (column.Leaves), for DecodeColumns' check
-	topUnion  bool          // writer schema is a union of null and the record
-	nullIdx   int64         // index of the null branch when topUnion, else -1
-	recordIdx int64         // index of the record branch when topUnion
-	pool      sync.Pool
+	ops     []fieldOp // the top-level record's fields
+	missing []int     // leaf columns of table fields the writer lacks (null at level 0)
+	// recCols are the leaf columns of values sliced from the record (string, uuid,
+	// bytes, fixed, map keys; not enum symbols), recRepeated whether one of them is
+	// repeated (list items, map keys and values): see copies.
+	recCols     []int
+	recRepeated bool
+	ncols       int
+	leaves      []column.Leaf // every leaf column of pq (column.Leaves), for DecodeColumns' check
+	topUnion    bool          // writer schema is a union of null and the record
+	nullIdx     int64         // index of the null branch when topUnion, else -1
+	recordIdx   int64         // index of the record branch when topUnion
+	pool        sync.Pool
 }
 
 // emitFn reads one value from s and appends its column values; rep is the repetition
@@ -96,7 +100,7 @@ func compile(writer *WriterSchema, table *deltalog.StructType, mode deltalog.Col
 	if len(all) != ncols {
 		return nil, fmt.Errorf("compile decoder: parquet schema has %d leaf columns, the table %d", ncols, len(all))
 	}
-	d := &Decoder{ops: ops, missing: missing, owned: c.bytesOut, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
+	d := &Decoder{ops: ops, missing: missing, recCols: c.recCols, recRepeated: c.recRepeated, ncols: ncols, leaves: column.Leaves(pq), nullIdx: -1, recordIdx: 0}
 	if u, ok := deref(writer.Avro).(*avro.UnionSchema); ok {
 		d.topUnion = true
 		for i, b := range u.Types() {
@@ -159,13 +163,16 @@ func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) (
 // DecodeColumns is DecodeWith appending to columns of package column: cols[i] holds leaf
 // column i of the decoder's Parquet schema (len(cols) must be Columns()), each Reset by
 // the caller for its leaf, column.Leaves(pq)[i], or holding values appended since. A set
-// value of a column that IsDense is appended as its word (column.Column.AppendDense) with
-// no parquet.Value built; any other value, or any value of a levelled column, is
-// appended levelled, and a dense column turns levelled at its first null
-// (column.Column.ToLevelled) and stays so until its next Reset. Materialised with
-// column.Column.At, the entries appended are exactly the values DecodeWith appends (a
-// dense entry is at repetition level 0 and the leaf's maximum definition level: Parquet
-// format, "Nested Encoding"; the word is column.Bits of the value).
+// value of a column that IsDense is appended with no parquet.Value built: a fixed-width
+// value as its word (column.Column.AppendDense), a BYTE_ARRAY value (string, uuid,
+// bytes, fixed into binary, enum symbol) as its bytes, copied straight from the payload
+// (or the enum's symbol) into the column's Bytes (column.Column.AppendBytes; no arena
+// bytes, see Arena). Any other value, or any value of a levelled column, is appended
+// levelled, and a dense column turns levelled at its first null (column.Column.ToLevelled)
+// and stays so until its next Reset. Materialised with column.Column.At, the entries
+// appended are exactly the values DecodeWith appends (a dense entry is at repetition
+// level 0 and the leaf's maximum definition level: Parquet format, "Nested Encoding"; the
+// word is column.Bits of the value, the bytes the value's).
 //
 // Results, errors and the rollback are exactly DecodeWith's: on an error every column is
 // cut back to its length before the call (column.Column.Truncate; a column that turned
@@ -213,6 +220,24 @@ func (d *Decoder) decodeLevelled(s *state, payload []byte, cols [][]parquet.Valu
 	return cols, err
 }
 
+// copies reports whether a record decoded into cols is copied into the arena (when it is
+// under 16 KiB and the arena does not alias): when one of its values sliced from the
+// record goes to a levelled column. A non-repeated leaf gets exactly one entry per
+// record, so a column that is dense before the record takes its value in the byte form
+// (or turns levelled with a null, which needs no bytes): a record whose such columns are
+// all dense copies nothing. A repeated leaf is always levelled.
+func (d *Decoder) copies(cols []column.Column) bool {
+	if d.recRepeated {
+		return true
+	}
+	for _, c := range d.recCols {
+		if !cols[c].IsDense() {
+			return true
+		}
+	}
+	return false
+}
+
 // errLeaf is DecodeColumns' error for column i, dense for leaf got, of the decoder's leaf want.
 func errLeaf(i int, got, want column.Leaf) error {
 	return fmt.Errorf("decode record: column %d is dense for leaf %+v, the decoder writes leaf %+v: reset it with column.Leaves of the decoder's parquet schema", i, got, want)
@@ -236,10 +261,10 @@ func (d *Decoder) decode(s *state, payload []byte, cols []column.Column) error {
 	}
 	markCur, markNext := s.cur, s.next
 	s.buf, s.pos, s.cols, s.zeroItems, s.owned = payload, 0, cols, 0, s.alias
-	if d.owned && !s.alias && len(payload) > 0 && len(payload) < slabChunk/4 {
-		// One copy of the record; its string, bytes and fixed values are slices of it
-		// (copyBytes, inlined). A larger record is not copied whole (it would need its own
-		// allocation): its values are copied one by one (own).
+	if !s.alias && len(payload) > 0 && len(payload) < slabChunk/4 && d.copies(cols) {
+		// One copy of the record; its levelled string, bytes, fixed and map-key values
+		// are slices of it (copyBytes, inlined). A larger record is not copied whole (it
+		// would need its own allocation): its levelled values are copied one by one (own).
 		if m, n := len(s.cur), len(payload); n <= cap(s.cur)-m {
 			s.cur = s.cur[:m+n]
 			s.buf = s.cur[m : m+n : m+n]
@@ -304,13 +329,20 @@ func recoverPanic(err *error) {
 }
 
 type compiler struct {
-	mode deltalog.ColumnMappingMode
-	pq   *parquet.Schema
-	// bytesOut is set when a compiled value appends bytes read from the record (string,
-	// bytes, fixed, map keys): the Decoder then copies each record into the arena once and
-	// slices those values from the copy.
-	bytesOut bool
+	mode     deltalog.ColumnMappingMode
+	pq       *parquet.Schema
 	noInline bool // no inline steps (fastField reports false): the tests' reference
+	// recCols lists the leaf columns a compiled value appends bytes read from the record
+	// to (string, uuid, bytes, fixed, map keys), recRepeated whether one is repeated.
+	recCols     []int
+	recRepeated bool
+}
+
+// recordBytes notes that leaf column col (repeated when rep > 0) gets values sliced from
+// the record.
+func (c *compiler) recordBytes(col, rep int) {
+	c.recCols = append(c.recCols, col)
+	c.recRepeated = c.recRepeated || rep > 0
 }
 
 func extend(path []string, names ...string) []string {
@@ -637,7 +669,7 @@ func (c *compiler) nonUnion(w avro.Schema, t deltalog.DataType, path string, pqP
 	}
 	switch k.base {
 	case kString, kUUID, kBytes, kFixed:
-		c.bytesOut = true
+		c.recordBytes(col, rep)
 	}
 	return leafFn(k, w, t, path, col, def)
 }
@@ -689,11 +721,11 @@ func (c *compiler) array(w *avro.ArraySchema, t *deltalog.ArrayType, path string
 }
 
 func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, pqPath []string, def, rep, depth int) (emitFn, error) {
-	c.bytesOut = true // keys
 	keyCol, err := c.leaf(extend(pqPath, "key_value", "key"), def+1, rep+1)
 	if err != nil {
 		return nil, err
 	}
+	c.recordBytes(keyCol, rep+1)
 	val, err := c.value(w.Values(), t.ValueType, t.ValueContainsNull, path+"{}", extend(pqPath, "key_value", "value"), def+1, rep+1, depth+1)
 	if err != nil {
 		return nil, err
@@ -727,7 +759,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
-				s.putByteArray(s.own(k), er, keyDef, keyCol)
+				s.putLevelledBytes(s.own(k), er, keyDef, keyCol) // a repeated leaf: levelled
 				if err := val(s, er); err != nil {
 					return err
 				}
@@ -1088,7 +1120,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				s.putByteArray(s.own(b), r, def, col)
+				s.putBytes(b, r, def, col)
 				return nil
 			}, nil
 		}

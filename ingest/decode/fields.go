@@ -108,7 +108,6 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 		if def > parquet.MaxDefinitionLevel || rep+1 > parquet.MaxRepetitionLevel {
 			return fieldOp{}, false
 		}
-		c.bytesOut = c.bytesOut || item.kind == opString
 		o.kind, o.col, o.def, o.item, o.inner, o.minItem = opArray, item.col, uint8(def), &item, uint8(rep+1), minItem
 		return o, true
 	}
@@ -154,8 +153,10 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 		dt := t.(deltalog.DecimalType)
 		o.dec = &decOut{p: dt.Precision, col: col, def: def, width: decimalBytes(dt.Precision), bound: bigPow10(dt.Precision), path: path}
 	}
-	c.bytesOut = c.bytesOut || o.kind == opString
 	o.col, o.def = uint16(col), uint8(def) // leaf checked both
+	if o.kind == opString {
+		c.recordBytes(col, rep)
+	}
 	switch o.kind {
 	case opLong:
 		o.phys = parquet.Int64
@@ -189,9 +190,10 @@ func errEnumIndex(v int32, n int, path string) error {
 
 // runFields runs a record's steps at repetition level r. buf and pos stay in locals across
 // the inline steps (s.pos is synchronised around calls). A set fixed-width value of a
-// dense column is appended as its word (column.Bits) where it is decoded; every other
-// inline step ends in the one levelled append at put (which turns a dense column
-// levelled at its first null).
+// dense column is appended as its word (column.Bits) where it is decoded, a set string,
+// bytes or enum value of a dense column as its bytes (column.Column.AppendBytes, from the
+// payload or the symbol); every other inline step ends in the one levelled append at put
+// (which turns a dense column levelled at its first null).
 func (s *state) runFields(ops []fieldOp, r int) error {
 	buf, pos, cols := s.buf, s.pos, s.cols
 	rep := int(uint8(r)) // r ≤ parquet.MaxRepetitionLevel (compiler.leaf): no range check
@@ -286,6 +288,12 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			}
 			start := pos
 			pos += int(n)
+			if p := &cols[o.col]; p.IsDense() {
+				// Straight from the record into the column's Bytes: no arena copy, no
+				// parquet.Value.
+				p.AppendBytes(buf[start:pos])
+				continue
+			}
 			v = parquet.ByteArrayValue(s.own(buf[start:pos:pos]))
 		case opEnum:
 			var x int32
@@ -298,6 +306,10 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			}
 			if uint32(x) >= uint32(len(o.syms)) {
 				return errEnumIndex(x, len(o.syms), o.path)
+			}
+			if p := &cols[o.col]; p.IsDense() {
+				p.AppendBytes(o.syms[x])
+				continue
 			}
 			v = parquet.ByteArrayValue(o.syms[x])
 		case opDecimal:

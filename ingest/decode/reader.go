@@ -14,10 +14,11 @@ import (
 
 // state is the decoding state of one record: a bounds-checked reader over the record's
 // payload (or over its copy in the arena, see owned), the column buffers being appended
-// to, and the byte arena that the record and wide-decimal values are copied into (values
-// in column buffers must not alias a payload the caller may modify or reuse, unless the
-// arena was set to alias, Arena.AliasPayloads). A state is held either by an Arena
-// (caller owned, DecodeWith) or by the Decoder's pool (Decode, never aliasing).
+// to, and the byte arena that the record and wide-decimal values are copied into
+// (levelled values in column buffers must not alias a payload the caller may modify or
+// reuse, unless the arena was set to alias, Arena.AliasPayloads; values of a dense
+// column's byte form are copied into the column's Bytes). A state is held either by an
+// Arena (caller owned, DecodeWith) or by the Decoder's pool (Decode, never aliasing).
 type state struct {
 	buf []byte
 	pos int
@@ -30,7 +31,7 @@ type state struct {
 	zeroItems int
 	lens      []int // column lengths before the record, for the rollback
 	// owned is set when values sliced from buf may be appended as they are (see own):
-	// buf is the record's copy in the arena (Decoder.owned), or the payload itself under
+	// buf is the record's copy in the arena (Decoder.copies), or the payload itself under
 	// alias.
 	owned bool
 	// alias is Arena.AliasPayloads: buf is always the payload, and owned is always set.
@@ -304,10 +305,10 @@ func (s *state) nextChunk() {
 
 var emptyBytes = []byte{}
 
-// own returns a string, bytes or fixed value b read from buf that may be appended to a
-// column: b itself when buf is the record's copy in the arena or the payload under alias
-// (Arena.AliasPayloads), else a copy. An empty value
-// is emptyBytes (never nil, so it is not mistaken for a missing one).
+// own returns a string, bytes, fixed or map-key value b read from buf that may be
+// appended to a levelled column: b itself when buf is the record's copy in the arena or
+// the payload under alias (Arena.AliasPayloads), else a copy. An empty value is
+// emptyBytes (never nil, so it is not mistaken for a missing one).
 func (s *state) own(b []byte) []byte {
 	if len(b) == 0 {
 		return emptyBytes
@@ -357,7 +358,8 @@ func (s *state) blockCount(minItem int) (count int64, size int64, err error) {
 // The typed put functions are put for one kind of value: few enough arguments to pass in
 // registers. A set value of a fixed-width kind goes into a dense column as its word
 // (column.Bits: the column is of a non-repeated leaf, so rep is 0, and a present value's
-// def is the leaf's maximum, checked by compiler.leaf); anything else is built as a
+// def is the leaf's maximum, checked by compiler.leaf), a set BYTE_ARRAY value into a
+// dense column as its bytes (putByteArray, putBytes); anything else is built as a
 // parquet.Value with its levels set in place (the setters are inlined) and appended to
 // the levelled form (putValue).
 
@@ -447,14 +449,36 @@ func (s *state) putDouble(x float64, rep, def, col int) {
 	s.putValue(v, col)
 }
 
-// putByteArray appends b: a copy, a schema constant, or (own under alias) a slice of the
-// payload.
+// putByteArray appends b, a schema constant (an enum symbol) or a value own returned:
+// copied into a dense column's Bytes (column.Column.AppendBytes; the decoder writes byte
+// values to BYTE_ARRAY leaves only, at the leaf's maximum definition level), else as a
+// levelled value aliasing b.
 func (s *state) putByteArray(b []byte, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		p.AppendBytes(b)
+		return
+	}
+	s.putLevelledBytes(b, rep, def, col)
+}
+
+// putLevelledBytes appends b as a levelled BYTE_ARRAY value.
+func (s *state) putLevelledBytes(b []byte, rep, def, col int) {
 	v := parquet.ByteArrayValue(b)
 	v.SetRepetitionLevel(rep)
 	v.SetDefinitionLevel(def)
 	v.SetColumnIndex(col)
 	s.putValue(v, col)
+}
+
+// putBytes appends b, a string, bytes or fixed value read from buf: copied into a dense
+// column's Bytes (column.Column.AppendBytes; never an arena copy), else owned (own) as a
+// levelled value.
+func (s *state) putBytes(b []byte, rep, def, col int) {
+	if p := &s.cols[col]; p.IsDense() {
+		p.AppendBytes(b)
+		return
+	}
+	s.putLevelledBytes(s.own(b), rep, def, col)
 }
 
 func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
@@ -465,13 +489,13 @@ func (s *state) putFixedLenByteArray(b []byte, rep, def, col int) {
 	s.putValue(v, col)
 }
 
-// putString reads a string or bytes value and appends it (owned, see own).
+// putString reads a string or bytes value and appends it (putBytes).
 func (s *state) putString(rep, def, col int) error {
 	b, err := s.span()
 	if err != nil {
 		return err
 	}
-	s.putByteArray(s.own(b), rep, def, col)
+	s.putBytes(b, rep, def, col)
 	return nil
 }
 
