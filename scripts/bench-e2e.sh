@@ -21,9 +21,9 @@
 #   RATE=auto          (auto: 50 % of ingestd GOMAXPROCS=1's measured wall rate at the first size)
 #   LAT_SECONDS=20     MAX_RECORDS=auto  MAX_BYTES=128MiB  MAX_AGE=5s  (ingestd batch; kdi
 #                      gets --max_messages_per_batch MAX_RECORDS --allowed_latency MAX_AGE).
-#                      auto: 50000 records for records of up to 200 B, 20000 above. Both keep
+#                      auto: 50000 records for records of up to 200 B, 12500 above. Both keep
 #                      both writers' batches bound by the record count (ingestd flushes at half
-#                      of max_bytes: ≈ 70 K records of 200 B, ≈ 25 K of 1 KB), so N = 1 M or
+#                      of max_bytes: ≈ 70 K records of 200 B, ≈ 21 K of 1 KB), so N = 1 M or
 #                      2 M ends on a full batch and no run's wall time includes a max_age wait
 #                      for a last, partial batch (before stop 24 the 1 KB runs had one: 38
 #                      files, the last waited 5 s). A number applies to every size.
@@ -170,7 +170,7 @@ YAML
 
 # batch_records SIZE: the batch's record bound for records of SIZE bytes (MAX_RECORDS).
 batch_records() {
-  if [ "$MAX_RECORDS" != auto ]; then echo "$MAX_RECORDS"; elif [ "$1" -le 200 ]; then echo 50000; else echo 20000; fi
+  if [ "$MAX_RECORDS" != auto ]; then echo "$MAX_RECORDS"; elif [ "$1" -le 200 ]; then echo 50000; else echo 12500; fi
 }
 
 reversed() { local out="" x; for x in $1; do out="$x $out"; done; echo "$out"; }
