@@ -313,7 +313,7 @@ func (k *kafkaFill) fillHeaders(hs []kgo.RecordHeader, row *rowView) {
 
 // fillKey writes _kafka_key in the key format.
 func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
-	name := kafkaColumnName(kafkacols.Key)
+	name := kafkacols.Column(kafkacols.Key)
 	if key == nil {
 		if !k.key.field.Nullable {
 			return &decode.Error{Reason: decode.ReasonNotNullViolation, Field: name, Err: errors.New("the record key is null, but column _kafka_key is NOT NULL")}
@@ -451,7 +451,7 @@ func (k *kafkaFill) set(row *rowView, i int, v parquet.Value) error {
 	case !t.has:
 		return nil
 	case !t.ok:
-		return row.setTop(kafkaColumnName(kafkaSet[i]), v) // the error naming the column
+		return row.setTop(kafkacols.Column(kafkaSet[i]), v) // the error naming the column
 	default:
 		row.setColumn(t.col, v)
 		return nil
@@ -464,28 +464,9 @@ func (k *kafkaFill) bind(row *rowView) {
 	for i, c := range kafkaSet {
 		t := kafkaTop{has: k.has(c)}
 		if t.has {
-			t.col, t.ok = row.column(kafkaColumnName(c))
+			t.col, t.ok = row.column(kafkacols.Column(c))
 			t.ok = t.ok && t.col.primitive
 		}
 		k.tops[i] = t
 	}
-}
-
-// kafkaColumnNames are kafkacols.Column of every Kafka column, built once: the fill sets
-// columns by name on every row, and the concatenation allocated a string per column and
-// record (3 allocations a record with partition, offset and timestamp).
-var kafkaColumnNames = func() map[string]string {
-	m := map[string]string{}
-	for _, c := range kafkacols.All {
-		m[c] = kafkacols.Column(c)
-	}
-	return m
-}()
-
-// kafkaColumnName is kafkacols.Column(c) without an allocation for a known Kafka column.
-func kafkaColumnName(c string) string {
-	if n, ok := kafkaColumnNames[c]; ok {
-		return n
-	}
-	return kafkacols.Column(c)
 }

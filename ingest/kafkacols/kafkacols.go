@@ -51,7 +51,26 @@ const (
 var KeyFormats = []string{KeyBytes, KeyString, KeyAvro}
 
 // Column is the column name of Kafka column c ("offset" → "_kafka_offset").
-func Column(c string) string { return Prefix + c }
+//
+// A known Kafka column's name is a constant (no allocation: the fill names columns on
+// every record).
+func Column(c string) string {
+	switch c {
+	case Key:
+		return Prefix + Key
+	case Headers:
+		return Prefix + Headers
+	case Topic:
+		return Prefix + Topic
+	case Partition:
+		return Prefix + Partition
+	case Offset:
+		return Prefix + Offset
+	case Timestamp:
+		return Prefix + Timestamp
+	}
+	return Prefix + c
+}
 
 // Columns are the column names of cols, in All's order whatever cols' order.
 func Columns(cols []string) []string {
