@@ -214,7 +214,7 @@ mib="${MAX_BYTES%MiB}"; [[ "$mib" =~ ^[0-9]+$ ]] || mib=128  # the RSS goal's ma
 {
   cat "$OUT/results.md"
   echo
-  echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS ($(for s in $SIZES; do printf '%s B: %s ' "$s" "$(batch_records "$s")"; done| sed 's/ $//')) records / $MAX_BYTES / $MAX_AGE; $(nproc) cores; results in $OUT"
+  echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS ($(for s in $SIZES; do printf '%s B: %s ' "$s" "$(batch_records "$s")"; done| sed 's/ $//')) records / $MAX_BYTES / $MAX_AGE; $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)); results in $OUT"
   [ -n "$KDI_SKIP" ] && echo "kafka-delta-ingest skipped: $KDI_SKIP"
   cat "$NOTES"
   echo "load average (1, 5, 15 min) at each run's start:"; sed 's/^/    /' "$LOADS"
