@@ -110,11 +110,23 @@ func newLatch() *latch { return &latch{ch: make(chan struct{})} }
 func (l *latch) wait() { <-l.ch }
 func (l *latch) open() { l.once.Do(func() { close(l.ch) }) }
 
-// holdFirstFlush is a hooks.beforeFlush that counts the worker's flushes in calls and
-// holds the first one until l opens, then runs then (nil: nothing more).
-func holdFirstFlush(l *latch, calls *atomic.Int32, then func()) func([]*kgo.Record) {
+// isOpen reports whether l has been opened.
+func (l *latch) isOpen() bool {
+	select {
+	case <-l.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// holdFirstFlush is a hooks.beforeFlush that counts the worker's flushes in calls, opens
+// inFlight when the first one starts (that batch is in flight: the worker holds mu) and
+// holds it until l opens, then runs then (nil: nothing more).
+func holdFirstFlush(inFlight, l *latch, calls *atomic.Int32, then func()) func([]*kgo.Record) {
 	return func([]*kgo.Record) {
 		if calls.Add(1) == 1 {
+			inFlight.open()
 			l.wait()
 			if then != nil {
 				then()
@@ -123,12 +135,14 @@ func holdFirstFlush(l *latch, calls *atomic.Int32, then func()) func([]*kgo.Reco
 	}
 }
 
-// failFirstCommit is a hooks.beforeCommit whose first call waits until l opens and then
-// fails transiently (an injected store timeout); later calls let their commit go on.
-func failFirstCommit(l *latch) func(int) error {
+// failFirstCommit is a hooks.beforeCommit whose first call opens inFlight (the flush that
+// reached it is in flight: its runner holds mu), waits until l opens and then fails
+// transiently (an injected store timeout); later calls let their commit go on.
+func failFirstCommit(inFlight, l *latch) func(int) error {
 	var failed atomic.Bool
 	return func(int) error {
 		if failed.CompareAndSwap(false, true) {
+			inFlight.open()
 			l.wait()
 			return &transientError{"commit", errors.New("injected: the store timed out")}
 		}
@@ -136,12 +150,19 @@ func failFirstCommit(l *latch) func(int) error {
 	}
 }
 
-// waitBatched waits up to 30 s until m runs and its batcher holds at least n records
-// behind the flush in flight (exactly n with exact).
-func waitBatched(t *testing.T, m *member, n int, exact bool) {
+// waitBatched waits up to 30 s until m runs, a flush is in flight (a test hook opened
+// inFlight and holds it: holdFirstFlush, failFirstCommit) and m's batcher holds at least n
+// records behind it (exactly n with exact). The batcher's count alone does not say that a
+// flush is in flight: the poll loop adds the record that fills a batch before it hands the
+// batch to the worker (flushWorker.dispatch), so the count reaches n for a moment with
+// nothing in flight, and a SIGTERM or a kill -9 then keeps that batch in the batcher.
+func waitBatched(t *testing.T, m *member, inFlight *latch, n int, exact bool) {
 	t.Helper()
 	waitFor(t, 30*time.Second, func() error {
 		running(t, m)
+		if !inFlight.isOpen() {
+			return errors.New("no flush is in flight (held by the test's hook)")
+		}
 		if got := m.batched(); got < n || exact && got != n {
 			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want %d", got, n)
 		}
@@ -183,7 +204,7 @@ func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, time.Minute // only the record bound fires; the drain takes the rest
 	h.produce(1, 230, 0, 1, -1)
-	started, release := make(chan struct{}), newLatch()
+	started, release := newLatch(), newLatch()
 	var calls atomic.Int32
 	var sizes []int
 	var handledAtSecond int64 = -1
@@ -192,7 +213,7 @@ func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
 			sizes = append(sizes, len(recs)) // the worker's goroutine only; read after it stopped
 			switch calls.Add(1) {
 			case 1:
-				close(started)
+				started.open()
 				release.wait()
 			case 2:
 				handledAtSecond = h.handled()
@@ -200,13 +221,8 @@ func TestPollLoopBatchesWhileFlushInFlight(t *testing.T) {
 		}
 	})
 	t.Cleanup(release.open) // runs before the member's cleanup: a failed test does not leave the worker blocked
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no flush started")
-	}
 	// The first batch (offsets 0..99) is in flight; the loop buffers the next 100 and waits.
-	waitBatched(t, m, 100, true)
+	waitBatched(t, m, started, 100, true)
 	const blocked = 300 * time.Millisecond
 	time.Sleep(blocked)
 	if n := m.batched(); n != 100 {
@@ -254,10 +270,11 @@ func TestTransientFailureInFlightKeepsPartitionOrder(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 250, 0, 1, -1)
+	inFlight := newLatch()
 	buffered := newLatch() // opened once the loop has buffered records of this partition behind the flush
-	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(buffered) })
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(inFlight, buffered) })
 	t.Cleanup(buffered.open)
-	waitBatched(t, m, 100, false)
+	waitBatched(t, m, inFlight, 100, false)
 	buffered.open()
 	h.waitHandled(250, 60*time.Second, m)
 	m.stop(t)
@@ -290,11 +307,11 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
 	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
 	h.produce(52, 100, 0, 1, -1) // offsets 51..150
-	release := newLatch()
+	inFlight, release := newLatch(), newLatch()
 	var calls atomic.Int32
-	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(release, &calls, nil) })
+	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(inFlight, release, &calls, nil) })
 	t.Cleanup(release.open)
-	waitBatched(t, m, 60, true)
+	waitBatched(t, m, inFlight, 60, true)
 	release.open()
 	waitFor(t, 30*time.Second, func() error {
 		if st := m.p.Status(); st.State != StateHalted || len(st.Halted) != 1 || st.Halted[0].Offset != 50 {
@@ -346,9 +363,9 @@ func TestRetriedBatchWithinMaxBytes(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var seen []flushSeen
-	failed := newLatch()
+	flushing, failed := newLatch(), newLatch()
 	m := h.startHooked("a", cfg, nil, func(hk *hooks) {
-		hk.beforeCommit = failFirstCommit(failed)
+		hk.beforeCommit = failFirstCommit(flushing, failed)
 		hk.settle = func(inFlight []int64, buffered int64) {
 			mu.Lock()
 			seen = append(seen, flushSeen{append([]int64(nil), inFlight...), buffered})
@@ -356,8 +373,14 @@ func TestRetriedBatchWithinMaxBytes(t *testing.T) {
 		}
 	})
 	t.Cleanup(failed.open)
-	waitBatched(t, m, 1, false) // the first batch is in flight, records are read behind it
-	time.Sleep(300 * time.Millisecond)
+	waitBatched(t, m, flushing, 1, false) // the first batch is in flight, records are read behind it
+	// All of partition 0 is read (in flight or buffered) before the flush in flight fails:
+	// the loop counts a record consumed in the same batchMu hold as it adds it, and the
+	// failure gives the records in flight back under batchMu, after that add.
+	waitFor(t, 30*time.Second, func() error {
+		running(t, m)
+		return atLeast("ingestd_records_consumed_total", int64(testutil.ToFloat64(h.metrics.RecordsConsumed.WithLabelValues("orders"))), 40)
+	})
 	failed.open()
 	waitFor(t, 10*time.Second, func() error {
 		if e := testutil.ToFloat64(h.metrics.TransientErrors.WithLabelValues("orders", "commit")); e != 1 {

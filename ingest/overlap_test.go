@@ -1,10 +1,14 @@
 package ingest
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Attacks on the flush worker's overlap (issue 15): the batch in flight and the records
@@ -50,6 +54,27 @@ func (h *harness) checkPartitionsInOrder(parts int32) int {
 	return rows
 }
 
+// waitJoined waits until a second member's join has reached the group that one member
+// owned alone (Stable, one member): the group is rebalancing, or Stable with more members.
+// A member whose poll loop waits for its flush in flight cannot take part in the rebalance
+// (its polls block rebalances until AllowRebalance), so its revoke callback runs after
+// that flush has settled.
+func (h *harness) waitJoined(timeout time.Duration, members ...*member) {
+	h.t.Helper()
+	adm := kadm.NewClient(h.producer)
+	waitFor(h.t, timeout, func() error {
+		running(h.t, members...)
+		gs, err := adm.DescribeGroups(context.Background(), "ingestd-orders")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if g := gs["ingestd-orders"]; g.Err != nil || g.State == "Stable" && len(g.Members) < 2 {
+			return fmt.Errorf("group state %s with %d members (err %v), want a rebalance or more members", g.State, len(g.Members), g.Err)
+		}
+		return nil
+	})
+}
+
 // TestDrainAfterFailedFlushInFlight is SIGTERM while a flush is in flight with the next
 // 100 records of its partition buffered behind it, and that flush then fails transiently
 // at its commit: the drain commits the failed records first and then those buffered
@@ -61,26 +86,31 @@ func TestDrainAfterFailedFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 250, 0, 1, -1)
-	buffered := newLatch()
-	m := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(buffered) })
-	t.Cleanup(buffered.open)
-	waitBatched(t, m, 100, false)
-	stopped := make(chan error, 1)
-	go func() {
-		m.cancel(nil) // SIGTERM while the flush is in flight
-		err := <-m.done
-		m.done <- nil
-		stopped <- err
-	}()
-	time.Sleep(200 * time.Millisecond)
-	buffered.open() // the flush in flight fails now, after the SIGTERM
+	// Only the record bound fires in a, not the age (a loaded machine may take more than
+	// 200 ms between two polls): the batch in flight and the one behind it hold 100 each.
+	cfgA := h.config()
+	cfgA.Batch.MaxRecords, cfgA.Batch.MaxAge = 100, time.Minute
+	inFlight, failed := newLatch(), newLatch()
+	var sizes []int // the worker's batches, in records (its goroutine only; read after Run returned)
+	m := h.startHooked("a", cfgA, nil, func(hk *hooks) {
+		hk.beforeFlush = func(recs []*kgo.Record) { sizes = append(sizes, len(recs)) }
+		hk.beforeCommit = failFirstCommit(inFlight, failed)
+	})
+	t.Cleanup(failed.open)
+	waitBatched(t, m, inFlight, 100, true)
+	m.cancel(nil) // SIGTERM while the flush is in flight (the context has ended when cancel returns)
+	failed.open() // the flush in flight fails now, after the SIGTERM
 	select {
-	case err := <-stopped:
+	case err := <-m.done:
+		m.done <- nil
 		if err != nil {
 			t.Fatalf("member stopped with %v", err)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the member did not stop within 60 s of SIGTERM")
+	}
+	if len(sizes) != 1 || sizes[0] != 100 {
+		t.Fatalf("the worker flushed batches of %v records, want [100] (the one in flight at the SIGTERM; the drain flushes the rest itself)", sizes)
 	}
 	if rows := h.checkPartitionsInOrder(1); rows < 200 {
 		t.Fatalf("the drain committed %d rows, want at least 200 (the 100 failed in flight and the 100 buffered behind them)", rows)
@@ -110,12 +140,12 @@ func TestRevokeDuringFailedFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 1000, 0, parts, -1)
-	buffered := newLatch()
-	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(buffered) })
+	inFlight, buffered := newLatch(), newLatch()
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeCommit = failFirstCommit(inFlight, buffered) })
 	t.Cleanup(buffered.open)
-	waitBatched(t, a, 100, false)
+	waitBatched(t, a, inFlight, 100, false)
 	b := h.startWith("b", cfg, nil) // joins while a's flush is in flight
-	time.Sleep(time.Second)
+	h.waitJoined(30*time.Second, a, b)
 	buffered.open()
 	h.produce(1001, 1000, 0, parts, -1)
 	h.waitHandled(2000, 60*time.Second, a, b)
@@ -138,13 +168,12 @@ func TestAbandonDuringFlushInFlight(t *testing.T) {
 	cfg := h.config()
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 100, 200*time.Millisecond
 	h.produce(1, 250, 0, 1, -1)
-	release := newLatch()
+	inFlight, release := newLatch(), newLatch()
 	var calls atomic.Int32
-	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(release, &calls, nil) })
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(inFlight, release, &calls, nil) })
 	t.Cleanup(release.open)
-	waitBatched(t, a, 100, false)
-	a.cancel(errAbandon)
-	time.Sleep(200 * time.Millisecond)
+	waitBatched(t, a, inFlight, 100, false)
+	a.cancel(errAbandon) // kill -9 while the flush is in flight (the context has ended when cancel returns)
 	release.open()
 	select {
 	case err := <-a.done:
@@ -180,14 +209,14 @@ func TestRegistryOutageInFlight(t *testing.T) {
 	h.produce(1, 250, 0, 1, -1)
 	schemas := h.staticSchemas()
 	schemas.fail[h.ids[0]] = true
-	release := newLatch()
+	inFlight, release := newLatch(), newLatch()
 	var calls atomic.Int32
 	m := h.startHooked("a", cfg, func(d *Deps) { d.Schemas = schemas }, func(hk *hooks) {
 		// The flush in flight meets the outage.
-		hk.beforeFlush = holdFirstFlush(release, &calls, func() { schemas.setDown(true) })
+		hk.beforeFlush = holdFirstFlush(inFlight, release, &calls, func() { schemas.setDown(true) })
 	})
 	t.Cleanup(release.open)
-	waitBatched(t, m, 100, false)
+	waitBatched(t, m, inFlight, 100, false)
 	release.open()
 	waitFor(t, 30*time.Second, func() error {
 		if calls.Load() < 3 {
@@ -224,11 +253,11 @@ func TestHaltInFlightThenHandOver(t *testing.T) {
 	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
 	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
 	h.produce(52, 100, 0, 1, -1) // offsets 51..150
-	release := newLatch()
+	inFlight, release := newLatch(), newLatch()
 	var calls atomic.Int32
-	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(release, &calls, nil) })
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) { hk.beforeFlush = holdFirstFlush(inFlight, release, &calls, nil) })
 	t.Cleanup(release.open)
-	waitBatched(t, a, 60, true)
+	waitBatched(t, a, inFlight, 60, true)
 	release.open()
 	halted := func(m *member) func() error {
 		return func() error {
