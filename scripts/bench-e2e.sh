@@ -37,6 +37,13 @@
 #                      outside the goals), e.g. READERS="baseline base1 ingestd1"
 #   PROFILE=0          1: each ingestd run also writes a CPU and a heap profile (pprof) to
 #                      $BENCH_OUT/prof/<tag>.cpu and .mem (`go tool pprof -top FILE`)
+#   TRACE=0            1: each ingestd run also writes an execution trace to
+#                      $BENCH_OUT/prof/<tag>.trace (`go tool trace FILE`; BASE_REF's binary
+#                      must know --trace)
+#   BROKER_PID=auto    the Kafka broker's pid, whose CPU seconds over each run fill the
+#                      "broker CPU s" column (the broker shares the cores); auto: kafka.pid of
+#                      the stack (beside BENCH_ENV, or .stack), if that process is the stack's
+#                      broker; empty: not measured
 # Output: $BENCH_OUT/results.jsonl and $BENCH_OUT/results.md (one markdown table), printed.
 set -euo pipefail
 
@@ -65,6 +72,12 @@ else
   . .stack/env
 fi
 [ -n "${KAFKA_BROKERS:-}" ] && [ -n "${SCHEMA_REGISTRY_URL:-}" ] || die "the stack env has no KAFKA_BROKERS / SCHEMA_REGISTRY_URL"
+BROKER_PID="${BROKER_PID-auto}"
+if [ "$BROKER_PID" = auto ]; then
+  BROKER_PID="$(cat "$(dirname "${BENCH_ENV:-$ROOT/.stack/env}")/kafka.pid" 2>/dev/null || true)"
+  tr '\0' ' ' < "/proc/$BROKER_PID/cmdline" 2>/dev/null | grep -q -- "-Dingestd.stack=kafka" || BROKER_PID=""
+fi
+[ -n "$BROKER_PID" ] || log "the broker's pid is unknown: no broker CPU column (BROKER_PID)"
 PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || { scripts/venv.sh; }
 [ -x "$PY" ] || die "no Python venv at $ROOT/.venv (scripts/venv.sh)"
@@ -128,7 +141,7 @@ run_reader() {
   log "$r on $topic"
   case "$r" in
     baseline)
-      "$B" consume -out "$RESULTS" -topic "$topic" -record-bytes "$size" -label "consume-only (franz-go)" >/dev/null ;;
+      "$B" consume -out "$RESULTS" -topic "$topic" -record-bytes "$size" -broker-pid "$BROKER_PID" -label "consume-only (franz-go)" >/dev/null ;;
     ingestd1|ingestd2|base1|base2)
       local procs="${r: -1}" cfg="$OUT/cfg-$tag" port bin="$OUT/bin/ingestd" name="ingestd"
       if [ "${r#base}" != "$r" ]; then
@@ -141,6 +154,10 @@ run_reader() {
         mkdir -p "$OUT/prof"
         prof=(--cpuprofile "$OUT/prof/$tag.cpu" --memprofile "$OUT/prof/$tag.mem")
       fi
+      if [ "${TRACE:-0}" = 1 ]; then
+        mkdir -p "$OUT/prof"
+        prof+=(--trace "$OUT/prof/$tag.trace")
+      fi
       port=$((20000 + RANDOM % 20000))
       cat > "$cfg/bench.yaml" <<YAML
 name: bench
@@ -152,14 +169,14 @@ dead_letter: {topic: $topic.dlq}
 batch: {max_records: $(batch_records "$size"), max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
       "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
-        -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" \
+        -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" -broker-pid "$BROKER_PID" \
         -env "GOMAXPROCS=$procs" "$@" -- "$bin" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     kdi)
       if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi
       "$PY" scripts/bench/create_table.py "$t"
       "$B" run -out "$RESULTS" -label "kafka-delta-ingest${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
-        -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" "$@" -- \
+        -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" -broker-pid "$BROKER_PID" "$@" -- \
         "$KDI_BIN" ingest "$topic" "file://$t" --kafka "$KAFKA_BROKERS" --consumer_group "bench-$tag" --app_id "bench-$tag" \
         --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
         --max_messages_per_batch "$(batch_records "$size")" --checkpoints >/dev/null \

@@ -105,11 +105,11 @@ func TestLogStats(t *testing.T) {
 
 func TestMarkdownFlagsMismatch(t *testing.T) {
 	md := markdown([]result{
-		{Label: "ingestd", RecordBytes: 200, Records: 10, Bytes: 2000, WallSeconds: 1, CPUSeconds: 0.5, RowsChecked: 10, UniqueIDs: 10},
+		{Label: "ingestd", RecordBytes: 200, Records: 10, Bytes: 2000, WallSeconds: 1, CPUSeconds: 0.5, BrokerCPUSeconds: 0.25, RowsChecked: 10, UniqueIDs: 10},
 		{Label: "lossy", RecordBytes: 200, Records: 10, Bytes: 2000, WallSeconds: 1, CPUSeconds: 0.5, RowsChecked: 9, UniqueIDs: 9},
 	})
-	want := "| 1 | ingestd |  | 200 B | 10 | 1.0 | 10 | 0.5 | 20 | 0 | 0 | 0 | 0 | 10 (10 ids) | – |\n"
-	if !strings.Contains(md, want) || !strings.Contains(md, "9 (9 ids) **MISMATCH**") {
+	want := "| 1 | ingestd |  | 200 B | 10 | 1.0 | 10 | 0.5 | 20 | 0 | 0.25 | 0 | 0 | 0 | 10 (10 ids) | – |\n"
+	if !strings.Contains(md, want) || !strings.Contains(md, "| 0 | – | 0 | 0 | 0 | 9 (9 ids) **MISMATCH**") {
 		t.Fatalf("markdown:\n%s", md)
 	}
 }

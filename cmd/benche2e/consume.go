@@ -21,10 +21,15 @@ func consumeCmd(args []string) (result, error) {
 	topic := fs.String("topic", "", "topic to read")
 	label := fs.String("label", "consume-only (franz-go)", "row label")
 	recordBytes := fs.Int("record-bytes", 0, "framed record size, for the table")
+	brokerPID := fs.String("broker-pid", "", "the Kafka broker's pid: its CPU seconds over the run are reported too")
 	if err := fs.Parse(args); err != nil {
 		return result{}, err
 	}
 	ctx := context.Background()
+	broker, err := startBrokerMeter(*brokerPID)
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...),
 		kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -51,6 +56,10 @@ func consumeCmd(args []string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	brokerCPU, err := broker.used()
+	if err != nil {
+		return result{}, err
+	}
 	return result{Label: *label, Topic: *topic, RecordBytes: *recordBytes, Records: got, Bytes: bytes,
-		WallSeconds: wall, CPUSeconds: u.CPUSeconds, PeakRSSMiB: u.PeakRSSMiB, RowsChecked: -1}, nil
+		WallSeconds: wall, CPUSeconds: u.CPUSeconds, BrokerCPUSeconds: brokerCPU, PeakRSSMiB: u.PeakRSSMiB, RowsChecked: -1}, nil
 }

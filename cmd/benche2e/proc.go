@@ -60,3 +60,33 @@ func parseProcUsage(stat, status []byte) (procUsage, error) {
 	}
 	return procUsage{}, fmt.Errorf("parse process status: no VmHWM line")
 }
+
+// brokerMeter measures another process's CPU seconds (the Kafka broker's) from a start;
+// the zero value (no pid) measures nothing and reports 0.
+type brokerMeter struct {
+	pid   string
+	start float64
+}
+
+func startBrokerMeter(pid string) (brokerMeter, error) {
+	if pid == "" {
+		return brokerMeter{}, nil
+	}
+	u, err := readProcUsage(pid)
+	if err != nil {
+		return brokerMeter{}, fmt.Errorf("broker pid %s: %w", pid, err)
+	}
+	return brokerMeter{pid: pid, start: u.CPUSeconds}, nil
+}
+
+// used is the CPU seconds the process used since startBrokerMeter.
+func (m brokerMeter) used() (float64, error) {
+	if m.pid == "" {
+		return 0, nil
+	}
+	u, err := readProcUsage(m.pid)
+	if err != nil {
+		return 0, fmt.Errorf("broker pid %s: %w", m.pid, err)
+	}
+	return u.CPUSeconds - m.start, nil
+}

@@ -23,14 +23,17 @@ type result struct {
 	Bytes       int64   `json:"bytes"`   // framed value bytes of those records
 	WallSeconds float64 `json:"wall_seconds"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
-	PeakRSSMiB  float64 `json:"peak_rss_mib"`
-	Files       int     `json:"files"`
-	Commits     int     `json:"commits"`
-	RowsChecked int64   `json:"rows_checked"` // delta-rs count of the table; -1 when there is no table
-	UniqueIDs   int64   `json:"unique_ids"`
-	LatencyP50  float64 `json:"latency_p50_s,omitempty"`
-	LatencyP99  float64 `json:"latency_p99_s,omitempty"`
-	Note        string  `json:"note,omitempty"`
+	// BrokerCPUSeconds is the Kafka broker's utime+stime over the same wall time (-broker-pid;
+	// 0 when not measured): the broker shares the machine's cores with the reader.
+	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
+	PeakRSSMiB       float64 `json:"peak_rss_mib"`
+	Files            int     `json:"files"`
+	Commits          int     `json:"commits"`
+	RowsChecked      int64   `json:"rows_checked"` // delta-rs count of the table; -1 when there is no table
+	UniqueIDs        int64   `json:"unique_ids"`
+	LatencyP50       float64 `json:"latency_p50_s,omitempty"`
+	LatencyP99       float64 `json:"latency_p99_s,omitempty"`
+	Note             string  `json:"note,omitempty"`
 }
 
 type envFlags []string
@@ -56,6 +59,7 @@ func runCmd(args []string) (result, error) {
 	latencyWindow := fs.Duration("latency-window", 0, "with -latency: only the records stamped within this long of the first count (0: all); "+
 		"the producer goes on past the window, so the window's last batch is not cut by the stream's end")
 	logFile := fs.String("log", "", "file for the writer's stdout and stderr")
+	brokerPID := fs.String("broker-pid", "", "the Kafka broker's pid: its CPU seconds over the run are reported too")
 	var env envFlags
 	fs.Var(&env, "env", "KEY=VALUE for the writer only (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +78,10 @@ func runCmd(args []string) (result, error) {
 		defer f.Close()
 		cmd.Stdout, cmd.Stderr = f, f
 	}
+	broker, err := startBrokerMeter(*brokerPID)
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return result{}, fmt.Errorf("start %s: %w", fs.Arg(0), err)
@@ -83,6 +91,7 @@ func runCmd(args []string) (result, error) {
 	pid := strconv.Itoa(cmd.Process.Pid)
 	var ls logStats
 	var u procUsage
+	var brokerCPU float64
 	for {
 		done := false
 		if *metrics != "" {
@@ -98,6 +107,9 @@ func runCmd(args []string) (result, error) {
 		if done {
 			var err error
 			if u, err = readProcUsage(pid); err != nil {
+				return result{}, err
+			}
+			if brokerCPU, err = broker.used(); err != nil {
 				return result{}, err
 			}
 			break
@@ -125,7 +137,7 @@ func runCmd(args []string) (result, error) {
 		return result{}, err
 	}
 	r := result{Label: *label, Topic: *topic, RecordBytes: *recordBytes, Records: *want, Bytes: *want * int64(*recordBytes),
-		WallSeconds: wall, CPUSeconds: u.CPUSeconds, PeakRSSMiB: u.PeakRSSMiB, Files: ls.Files, Commits: ls.Commits}
+		WallSeconds: wall, CPUSeconds: u.CPUSeconds, BrokerCPUSeconds: brokerCPU, PeakRSSMiB: u.PeakRSSMiB, Files: ls.Files, Commits: ls.Commits}
 	st, err := tableStats(*python, *statsScript, *table, *latency, *latencyWindow)
 	if err != nil {
 		return result{}, err

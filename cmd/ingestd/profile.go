@@ -7,16 +7,19 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/ingestd/ingestd/ingest"
 )
 
-// startProfiles starts a CPU profile into cpuPath (when not empty) and returns the function
-// that stops it and writes the heap profile into memPath (when not empty). Both files are
-// pprof's protobuf format (`go tool pprof ingestd FILE`); the heap profile carries
-// alloc_space/alloc_objects since start and inuse_* at exit. Errors name the file.
-func startProfiles(cpuPath, memPath string) (stop func() error, err error) {
-	var cpu *os.File
+// startProfiles starts a CPU profile into cpuPath and an execution trace into tracePath
+// (each when not empty) and returns the function that stops them and writes the heap
+// profile into memPath (when not empty). The profiles are pprof's protobuf format (`go tool
+// pprof ingestd FILE`); the heap profile carries alloc_space/alloc_objects since start and
+// inuse_* at exit. The trace is runtime/trace's (`go tool trace FILE`: each goroutine's
+// running, runnable and blocked time, syscalls, GC). Errors name the file.
+func startProfiles(cpuPath, memPath, tracePath string) (stop func() error, err error) {
+	var cpu, tr *os.File
 	if cpuPath != "" {
 		if cpu, err = os.Create(cpuPath); err != nil {
 			return nil, fmt.Errorf("create CPU profile: %w", err)
@@ -26,12 +29,35 @@ func startProfiles(cpuPath, memPath string) (stop func() error, err error) {
 			return nil, fmt.Errorf("start CPU profile %s: %w", cpuPath, err)
 		}
 	}
+	if tracePath != "" {
+		if tr, err = os.Create(tracePath); err == nil {
+			if err = trace.Start(tr); err != nil {
+				_ = tr.Close()
+				err = fmt.Errorf("start trace %s: %w", tracePath, err)
+			}
+		} else {
+			err = fmt.Errorf("create trace: %w", err)
+		}
+		if err != nil {
+			if cpu != nil {
+				pprof.StopCPUProfile()
+				_ = cpu.Close()
+			}
+			return nil, err
+		}
+	}
 	return func() error {
 		var errs []error
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			if err := cpu.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close CPU profile %s: %w", cpuPath, err))
+			}
+		}
+		if tr != nil {
+			trace.Stop()
+			if err := tr.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close trace %s: %w", tracePath, err))
 			}
 		}
 		if memPath != "" {

@@ -64,6 +64,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: trace (debug and the Kafka client's own debug logs), debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to `file`, closed at exit")
 	memProfile := fs.String("memprofile", "", "write a heap profile (pprof; alloc_space/alloc_objects since start) to `file` at exit")
+	traceFile := fs.String("trace", "", "write an execution trace (runtime/trace; `go tool trace`) of the whole run to `file`, closed at exit")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -76,7 +77,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	stopProfiles, err := startProfiles(*cpuProfile, *memProfile)
+	stopProfiles, err := startProfiles(*cpuProfile, *memProfile, *traceFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd run:", err)
 		return exitUsage
