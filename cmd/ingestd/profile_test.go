@@ -1,43 +1,53 @@
 package main
 
 import (
+	"bytes"
 	"os"
-	"runtime/debug"
+	"path/filepath"
+	"strings"
 	"testing"
-
-	"github.com/ingestd/ingestd/ingest"
 )
 
-func TestMemoryLimitFromBatchBudgets(t *testing.T) {
-	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}, {Batch: ingest.BatchConfig{MaxBytes: 64 << 20}}}
-	if got, want := memoryLimit(cfgs), int64(448<<20); got != want {
-		t.Fatalf("memoryLimit = %d, want %d (128 MiB + 64 MiB + 256 MiB)", got, want)
+// TestStartProfiles: --cpuprofile, --memprofile and --trace each write their file in its own
+// format (pprof's gzip-compressed protobuf; runtime/trace's "go 1.N trace" header), and a
+// file that cannot be created is an error naming it, with no profile left running.
+func TestStartProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem, tr := filepath.Join(dir, "cpu"), filepath.Join(dir, "mem"), filepath.Join(dir, "trace")
+	stop, err := startProfiles(cpu, mem, tr)
+	if err != nil {
+		t.Fatalf("startProfiles: %v", err)
 	}
-	old := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-
-	t.Setenv("GOMEMLIMIT", "1GiB")
-	if _, set := setMemoryLimit(cfgs); set {
-		t.Fatal("setMemoryLimit overrode GOMEMLIMIT")
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
 	}
-	if got := debug.SetMemoryLimit(-1); got != old {
-		t.Fatalf("with GOMEMLIMIT set the limit changed to %d", got)
+	for _, p := range []string{cpu, mem} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+			t.Errorf("%s: not a gzip-compressed pprof profile (starts % x)", filepath.Base(p), b[:min(len(b), 4)])
+		}
 	}
-}
-
-func TestMemoryLimitSetWithoutGOMEMLIMIT(t *testing.T) {
-	old := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	t.Setenv("GOMEMLIMIT", "")
-	if err := os.Unsetenv("GOMEMLIMIT"); err != nil { // t.Setenv restores it afterwards
+	b, err := os.ReadFile(tr)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}}
-	limit, set := setMemoryLimit(cfgs)
-	if !set || limit != 384<<20 {
-		t.Fatalf("setMemoryLimit = %d, %v; want %d, true", limit, set, 384<<20)
+	if !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:min(len(b), 16)], []byte(" trace")) {
+		t.Errorf("trace: no runtime/trace header (starts %q)", b[:min(len(b), 16)])
 	}
-	if got := debug.SetMemoryLimit(-1); got != 384<<20 {
-		t.Fatalf("runtime memory limit = %d, want %d", got, 384<<20)
+
+	bad := filepath.Join(dir, "missing", "trace")
+	if _, err := startProfiles(cpu, "", bad); err == nil || !strings.Contains(err.Error(), "create trace") {
+		t.Fatalf("startProfiles with an uncreatable trace file: %v, want a create trace error", err)
+	}
+	// The CPU profile the failed call started was stopped: a new one can start.
+	stop, err = startProfiles(cpu, "", "")
+	if err != nil {
+		t.Fatalf("startProfiles after a failed start: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
