@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -224,6 +225,36 @@ func badLength(n int64, left int) error {
 		return malformed("negative length %d", n)
 	}
 	return malformed("length %d exceeds the %d bytes left", n, left)
+}
+
+// badUTF8 is the decode_error of an Avro string b that is not UTF-8 (Avro specification,
+// "Primitive Types": a string is UTF-8 character data): written to a Delta string column
+// it would make the data file unreadable to readers that check UTF-8 (delta-rs, arrow-rs:
+// "encountered non UTF-8 data").
+func badUTF8(b []byte) error {
+	i := 0
+	for i < len(b) {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
+	}
+	return malformed("string of %d bytes is not valid UTF-8 (invalid byte 0x%02x at offset %d)", len(b), b[min(i, len(b)-1)], i)
+}
+
+// putText reads an Avro string value, checks that it is UTF-8 (badUTF8) and appends it
+// (putBytes).
+func (s *state) putText(rep, def, col int) error {
+	b, err := s.span()
+	if err != nil {
+		return err
+	}
+	if !utf8.Valid(b) {
+		return badUTF8(b)
+	}
+	s.putBytes(b, rep, def, col)
+	return nil
 }
 
 // fixed reads n bytes aliasing the payload.

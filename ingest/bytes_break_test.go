@@ -1,0 +1,139 @@
+package ingest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Engineer Y, breaking the byte form (issue 15): each attack runs its flushes twice, on
+// one flusher whose column buffers start in the byte form and on one whose columns are
+// all levelled (the baseline), and both must give exactly the expected rows and the same
+// add.stats.
+
+// bytesFlushes creates a table of bytesTableSchema partitioned by partitionBy at a fresh
+// directory and makes each batch of batches a flush of one flusher (levelled or not;
+// its buffers kept from flush to flush) with cfg changed by tune (nil: breakConfig).
+func bytesFlushes(t *testing.T, levelled bool, partitionBy []string, tune func(*Config), batches ...[]*kgo.Record) []breakFlush {
+	t.Helper()
+	dir := t.TempDir()
+	createBreakTable(t, dir, bytesTableSchema(), partitionBy, nil)
+	cfg := breakConfig(dir)
+	if tune != nil {
+		tune(cfg)
+	}
+	f, st := newBreakFlusher(t, dir, cfg, breakSchemas(t, bytesAvsc), levelled)
+	var out []breakFlush
+	for _, recs := range batches {
+		out = append(out, breakFlushWith(t, f, st, recs))
+	}
+	return out
+}
+
+// bothForms runs run dense and levelled and checks that they give the same add.stats.
+func bothForms(t *testing.T, run func(t *testing.T, levelled bool) []breakFlush) {
+	t.Helper()
+	var stats [2][]map[string]string
+	for i, levelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("levelled=%v", levelled), func(t *testing.T) {
+			for _, r := range run(t, levelled) {
+				stats[i] = append(stats[i], r.stats)
+			}
+		})
+	}
+	if !slices.EqualFunc(stats[0], stats[1], maps.Equal) {
+		t.Errorf("add.stats differ:\ndense    %v\nlevelled %v", stats[0], stats[1])
+	}
+}
+
+// wantByDir groups rows by the add.path directory of their region (partition column,
+// dropped from the row): region as written, "" and null in the default partition.
+func wantByDir(rows []bytesRec) map[string][]string {
+	want := map[string][]string{}
+	for _, r := range rows {
+		d := "region=" + strings.NewReplacer("/", "%252F", "=", "%253D", " ", "%20").Replace(r.region)
+		if r.region == "" {
+			d = "region=__HIVE_DEFAULT_PARTITION__"
+		}
+		want[d] = append(want[d], bytesRow(r, nil, "region"))
+	}
+	return want
+}
+
+// Partitioned by a string column, three flushes of one flusher: the table-wide buffers
+// (Bytes grown by the first flush's long values) and the partitioner's kept last value
+// are reused, so every later flush must put each row into its own value's file with its
+// own bytes — a value of the same length as the previous flush's last one, an empty
+// string (the null partition, with a null region's row), long values after short ones,
+// a partition whose first row has a null s and one whose s stays dense.
+func TestBytesBreakPartitionAcrossFlushes(t *testing.T) {
+	long := strings.Repeat("L", 5000)
+	flushes := [][]bytesRec{
+		{{0, strp(long), "aa", []byte(long), "RED"}, {1, strp("s1"), "bb", []byte("b1"), "GREEN"},
+			{2, nil, "bb", []byte("b2"), "BLUE"}, {3, strp("s3"), "aa", nil, "RED"}},
+		{{10, strp("x"), "bb", []byte("x"), "BLUE"}, {11, strp("yy"), "cc", []byte("yy"), "RED"},
+			{12, strp("zz" + long), "", []byte("z"), "GREEN"}, {13, nil, "aa", []byte("q"), "RED"},
+			{14, strp(""), "cc", []byte(""), "GREEN"}, {15, strp("t"), "", nil, "BLUE"}},
+		{{20, strp("a b"), "a b", []byte("1"), "RED"}, {21, strp("c"), "aa", []byte("2"), "RED"}, {22, strp("d"), "a b", []byte("3"), "RED"}},
+	}
+	wantForms := []map[string]string{
+		{"": "b:D e:D id:D region:D s:L", "region=aa": "b:D e:D id:D s:D", "region=bb": "b:D e:D id:D s:L"},
+		{"": "b:D e:D id:D region:D s:L", "region=bb": "b:D e:D id:D s:D", "region=cc": "b:D e:D id:D s:D",
+			"region=__HIVE_DEFAULT_PARTITION__": "b:D e:D id:D s:D", "region=aa": "b:D e:D id:D s:L"},
+		{"": "b:D e:D id:D region:D s:D", "region=a b": "b:D e:D id:D s:D", "region=aa": "b:D e:D id:D s:D"},
+	}
+	bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
+		var batches [][]*kgo.Record
+		for _, rows := range flushes {
+			batches = append(batches, bytesRecords(t, rows))
+		}
+		res := bytesFlushes(t, levelled, []string{"region"}, nil, batches...)
+		for i, r := range res {
+			if dl := deadLetters(r.out); len(dl) != 0 {
+				t.Errorf("flush %d: dead letters %v", i, dl)
+			}
+			if want := wantByDir(flushes[i]); !maps.EqualFunc(r.files, want, slices.Equal) {
+				t.Errorf("flush %d: files\n%v\nwant\n%v", i, r.files, want)
+			}
+			if !levelled && !maps.Equal(r.forms, wantForms[i]) {
+				t.Errorf("flush %d: forms %v\nwant %v", i, r.forms, wantForms[i])
+			}
+			for d, pv := range r.parts {
+				want := strings.TrimPrefix(d, "region=")
+				if got := pv["region"]; (got == nil) != (want == "__HIVE_DEFAULT_PARTITION__") || got != nil && strings.ReplaceAll(want, "%20", " ") != *got {
+					t.Errorf("flush %d %s: add.partitionValues %v", i, d, pv)
+				}
+			}
+		}
+		return res
+	})
+}
+
+// A record whose string holds invalid UTF-8 (Avro strings are UTF-8; delta-rs refuses a
+// whole data file holding one: "encountered non UTF-8 data") is dead-lettered as
+// decode_error at the field, the string column before it in the byte form keeping
+// exactly the other rows; bytes (b) may hold any bytes.
+func TestBytesBreakInvalidUTF8DeadLettered(t *testing.T) {
+	rows := []bytesRec{{0, strp("ok"), "eu", []byte("\xff"), "RED"}, {1, strp("bad\xff"), "eu", []byte("x"), "RED"},
+		{2, strp("é€"), "e\xc3", []byte("y"), "GREEN"}, {3, strp("fine"), "us", []byte("\xc3"), "BLUE"}}
+	want := []string{bytesRow(rows[0], nil), bytesRow(rows[3], nil)}
+	bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
+		res := bytesFlushes(t, levelled, nil, nil, bytesRecords(t, rows))
+		if got := fmt.Sprint(deadLetters(res[0].out)); got != "[1:decode_error 2:decode_error]" {
+			t.Errorf("dead letters %s; want [1:decode_error 2:decode_error]", got)
+		}
+		for i, dl := range res[0].out.deadLetters() {
+			if f, w := dl.Field, []string{"s", "region"}[i]; f != w {
+				t.Errorf("dead letter %d at field %q; want %q", i, f, w)
+			}
+		}
+		if got := res[0].files[""]; !slices.Equal(got, want) {
+			t.Errorf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		return res
+	})
+}

@@ -1,0 +1,66 @@
+package decode
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// An Avro string (string, uuid; a column value, a list item, a map key or value, a
+// union's string branch) is UTF-8 (Avro specification, "Primitive Types"): one that is
+// not would make the data file unreadable to readers that check it (delta-rs: "encountered
+// non UTF-8 data"), so the record is refused as decode_error at the field, with nothing
+// appended, inline and compiled, dense and levelled alike. Bytes values (b, f) may hold
+// any bytes.
+func TestDecodeInvalidUTF8(t *testing.T) {
+	ws := mustWriter(t, 1, byteFormSchema)
+	pq := mustParquet(t, ws.Delta, "none")
+	bad := "ok\xff\xfe"
+	cases := []struct {
+		field string
+		set   func(m map[string]any)
+	}{
+		{"s", func(m map[string]any) { m["s"] = bad }},
+		{"ns", func(m map[string]any) { m["ns"] = map[string]any{"string": bad} }},
+		{"sn", func(m map[string]any) { m["sn"] = map[string]any{"string": "\xc3"} }}, // a cut 2-byte sequence
+		{"u", func(m map[string]any) { m["u"] = "\xed\xa0\x80" }},                     // a UTF-16 surrogate
+		{"m.member1", func(m map[string]any) { m["m"] = map[string]any{"string": bad} }},
+		{"tags[]", func(m map[string]any) { m["tags"] = []any{"fine", bad} }},
+		{"kv{}", func(m map[string]any) { m["kv"] = map[string]any{bad: "v"} }},
+		{"kv{}", func(m map[string]any) { m["kv"] = map[string]any{"k": bad} }},
+	}
+	for _, inline := range []bool{true, false} {
+		d, err := compile(ws, ws.Delta, "none", pq, inline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ci, c := range cases {
+			name := fmt.Sprintf("inline %v case %d (%s)", inline, ci, c.field)
+			cols := newColumns(d, nil)
+			var arena Arena
+			good := byteFormRecord(4)
+			good["b"], good["f"] = []byte("\xff\xfe"), [4]byte{0xff, 0xc3, 0, 0x80} // bytes: any bytes
+			if err := d.DecodeColumns(&arena, mustMarshal(t, ws.Avro, good), cols); err != nil {
+				t.Fatalf("%s: good record: %v", name, err)
+			}
+			before := renderAll(materialise(cols))
+			m := byteFormRecord(4)
+			c.set(m)
+			p := mustMarshal(t, ws.Avro, m)
+			for _, levelled := range []bool{false, true} {
+				var err error
+				if levelled {
+					_, err = d.Decode(p, nil)
+				} else {
+					err = d.DecodeColumns(&arena, p, cols)
+				}
+				if ReasonOf(err) != ReasonDecodeError || FieldOf(err) != c.field {
+					t.Errorf("%s levelled %v: err %v (reason %q, field %q); want decode_error at %s", name, levelled, err, ReasonOf(err), FieldOf(err), c.field)
+				}
+			}
+			if after := renderAll(materialise(cols)); !reflect.DeepEqual(after, before) {
+				t.Errorf("%s: the failed record changed the columns:\n%v\nwant\n%v", name, after, before)
+			}
+		}
+	}
+}
