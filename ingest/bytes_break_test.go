@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // Engineer Y, breaking the byte form (issue 15): each attack runs its flushes twice, on
@@ -15,16 +18,23 @@ import (
 // all levelled (the baseline), and both must give exactly the expected rows and the same
 // add.stats.
 
-// bytesFlushes creates a table of bytesTableSchema partitioned by partitionBy at a fresh
-// directory and makes each batch of batches a flush of one flusher (levelled or not;
-// its buffers kept from flush to flush) with cfg changed by tune (nil: breakConfig).
-func bytesFlushes(t *testing.T, levelled bool, partitionBy []string, tune func(*Config), batches ...[]*kgo.Record) []breakFlush {
+// bytesTable is the table of an attack: bytesTableSchema with extra columns, partitioned
+// by partitionBy, written with breakConfig changed by tune (nil: unchanged).
+type bytesTable struct {
+	extra       []*deltalog.StructField
+	partitionBy []string
+	tune        func(*Config)
+}
+
+// bytesFlushes creates tbl at a fresh directory and makes each batch of batches a flush
+// of one flusher (levelled or not; its buffers kept from flush to flush).
+func bytesFlushes(t *testing.T, levelled bool, tbl bytesTable, batches ...[]*kgo.Record) []breakFlush {
 	t.Helper()
 	dir := t.TempDir()
-	createBreakTable(t, dir, bytesTableSchema(), partitionBy, nil)
+	createBreakTable(t, dir, bytesTableSchema(tbl.extra...), tbl.partitionBy, nil)
 	cfg := breakConfig(dir)
-	if tune != nil {
-		tune(cfg)
+	if tbl.tune != nil {
+		tbl.tune(cfg)
 	}
 	f, st := newBreakFlusher(t, dir, cfg, breakSchemas(t, bytesAvsc), levelled)
 	var out []breakFlush
@@ -91,7 +101,7 @@ func TestBytesBreakPartitionAcrossFlushes(t *testing.T) {
 		for _, rows := range flushes {
 			batches = append(batches, bytesRecords(t, rows))
 		}
-		res := bytesFlushes(t, levelled, []string{"region"}, nil, batches...)
+		res := bytesFlushes(t, levelled, bytesTable{partitionBy: []string{"region"}}, batches...)
 		for i, r := range res {
 			if dl := deadLetters(r.out); len(dl) != 0 {
 				t.Errorf("flush %d: dead letters %v", i, dl)
@@ -122,7 +132,7 @@ func TestBytesBreakInvalidUTF8DeadLettered(t *testing.T) {
 		{2, strp("é€"), "e\xc3", []byte("y"), "GREEN"}, {3, strp("fine"), "us", []byte("\xc3"), "BLUE"}}
 	want := []string{bytesRow(rows[0], nil), bytesRow(rows[3], nil)}
 	bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
-		res := bytesFlushes(t, levelled, nil, nil, bytesRecords(t, rows))
+		res := bytesFlushes(t, levelled, bytesTable{}, bytesRecords(t, rows))
 		if got := fmt.Sprint(deadLetters(res[0].out)); got != "[1:decode_error 2:decode_error]" {
 			t.Errorf("dead letters %s; want [1:decode_error 2:decode_error]", got)
 		}
@@ -130,6 +140,52 @@ func TestBytesBreakInvalidUTF8DeadLettered(t *testing.T) {
 			if f, w := dl.Field, []string{"s", "region"}[i]; f != w {
 				t.Errorf("dead letter %d at field %q; want %q", i, f, w)
 			}
+		}
+		if got := res[0].files[""]; !slices.Equal(got, want) {
+			t.Errorf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		return res
+	})
+}
+
+// String Kafka keys (key_format string) empty, null and multi-byte, in both orders of
+// empty and null (an empty key is a set, empty value: the byte form holds it without a
+// byte; a null turns _kafka_key levelled), and headers whose key is not UTF-8 (a Delta
+// map<string, binary> key must be: such a record is dead-lettered as decode_error at
+// _kafka_headers, its bytes untouched; a header value may hold any bytes).
+func TestBytesBreakStringKeysAndHeaders(t *testing.T) {
+	kcols := []string{kafkacols.Key, kafkacols.Headers}
+	kfields, err := kafkacols.Fields(kcols, kafkacols.KeyString, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := bytesTable{extra: kfields, tune: func(c *Config) { c.Table.KafkaColumns, c.Table.KeyFormat = kcols, kafkacols.KeyString }}
+	keys := [][]byte{[]byte(""), nil, []byte("k\u00e9"), []byte(""), nil, []byte("z")}
+	rows := make([]bytesRec, len(keys))
+	for i := range rows {
+		rows[i] = bytesRec{int64(i), strp(fmt.Sprint("s", i)), "eu", []byte{byte(i)}, "RED"}
+	}
+	recs := bytesRecords(t, rows)
+	var want []string
+	for i, r := range recs {
+		r.Key = keys[i]
+		r.Headers = []kgo.RecordHeader{{Key: "h", Value: []byte("\xff")}}
+		hdr := `_kafka_headers.key_value.key="h" _kafka_headers.key_value.value="\xff"`
+		if i == 4 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "bad\xc3", Value: []byte("v")})
+			continue
+		}
+		key := "null"
+		if keys[i] != nil {
+			key = fmt.Sprintf("%q", keys[i])
+		}
+		want = append(want, hdr+" "+bytesRow(rows[i], map[string]string{"_kafka_key": key}))
+	}
+	bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
+		res := bytesFlushes(t, levelled, tbl, recs)
+		dl := res[0].out.deadLetters()
+		if got := fmt.Sprint(deadLetters(res[0].out)); got != "[4:decode_error]" || dl[0].Field != "_kafka_headers" {
+			t.Errorf("dead letters %s (%v); want [4:decode_error] at _kafka_headers", got, dl)
 		}
 		if got := res[0].files[""]; !slices.Equal(got, want) {
 			t.Errorf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
