@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
@@ -24,6 +25,7 @@ type bytesTable struct {
 	extra       []*deltalog.StructField
 	partitionBy []string
 	tune        func(*Config)
+	avsc        map[int]string // writer schemas; nil: bytesAvsc
 }
 
 // bytesFlushes creates tbl at a fresh directory and makes each batch of batches a flush
@@ -36,7 +38,11 @@ func bytesFlushes(t *testing.T, levelled bool, tbl bytesTable, batches ...[]*kgo
 	if tbl.tune != nil {
 		tbl.tune(cfg)
 	}
-	f, st := newBreakFlusher(t, dir, cfg, breakSchemas(t, bytesAvsc), levelled)
+	avsc := tbl.avsc
+	if avsc == nil {
+		avsc = bytesAvsc
+	}
+	f, st := newBreakFlusher(t, dir, cfg, breakSchemas(t, avsc), levelled)
 	var out []breakFlush
 	for _, recs := range batches {
 		out = append(out, breakFlushWith(t, f, st, recs))
@@ -192,4 +198,109 @@ func TestBytesBreakStringKeysAndHeaders(t *testing.T) {
 		}
 		return res
 	})
+}
+
+// mixedAvsc is bytesAvsc's writer 30 and three later writers of the same table: 31 has
+// the enum's symbols reordered and two more (a symbol's index differs between writers),
+// 32 writes region nullable and e as a plain string, 33 lacks region.
+var mixedAvsc = map[int]string{30: bytesAvsc[30],
+	31: `{"type":"record","name":"s","fields":[
+ {"name":"id","type":"long"},{"name":"s","type":["null","string"]},{"name":"region","type":"string"},
+ {"name":"b","type":"bytes"},{"name":"e","type":{"type":"enum","name":"color","symbols":["BLUE","YELLOW","RED","GREEN","ULTRAVIOLET"]}}]}`,
+	32: `{"type":"record","name":"s","fields":[
+ {"name":"id","type":"long"},{"name":"s","type":["null","string"]},{"name":"region","type":["null","string"]},
+ {"name":"b","type":"bytes"},{"name":"e","type":"string"}]}`,
+	33: `{"type":"record","name":"s","fields":[
+ {"name":"id","type":"long"},{"name":"s","type":["null","string"]},{"name":"b","type":"bytes"},{"name":"e","type":"string"}]}`,
+}
+
+// mixedRec is record id of writer w: region reg (nil: null, or absent for writer 33),
+// enum or string e.
+func mixedRec(w int, id int64, reg *string, e string) breakRec {
+	v := map[string]any{"id": id, "s": map[string]any{"string": fmt.Sprint("s", id)}, "b": []byte{byte(id)}, "e": e}
+	switch w {
+	case 32:
+		v["region"] = nil
+		if reg != nil {
+			v["region"] = map[string]any{"string": *reg}
+		}
+	case 30, 31:
+		v["region"] = *reg
+	}
+	return breakRec{w, v}
+}
+
+// One batch of writers that differ in a byte-form column: an enum whose symbols a newer
+// writer reordered and extended (each row gets its own writer's symbol), the enum column
+// written as a plain string by another, and region required in two writers, nullable in
+// one (null and set) and absent in another — interleaved in both orders (the nulls first,
+// and after dense rows), unpartitioned and partitioned by region (the null and the absent
+// region in the default partition) and by e.
+func TestBytesBreakMixedWriters(t *testing.T) {
+	type row struct {
+		rec  breakRec
+		want bytesRec
+	}
+	mk := func(w int, id int64, reg *string, e string) row {
+		r := bytesRec{id: id, s: strp(fmt.Sprint("s", id)), b: []byte{byte(id)}, e: e}
+		if reg != nil {
+			r.region = *reg
+		}
+		return row{mixedRec(w, id, reg, e), r}
+	}
+	setFirst := []row{mk(30, 0, strp("eu"), "GREEN"), mk(31, 1, strp("eu"), "ULTRAVIOLET"), mk(31, 2, strp("us"), "BLUE"),
+		mk(32, 3, nil, "free t\u00e9xt/%"), mk(30, 4, strp("us"), "BLUE"), mk(33, 5, nil, "x"), mk(32, 6, strp("eu"), ""), mk(31, 7, strp("eu"), "YELLOW")}
+	nullFirst := []row{mk(33, 0, nil, "x"), mk(32, 1, nil, "RED"), mk(31, 2, strp("us"), "RED"), mk(30, 3, strp("eu"), "RED"),
+		mk(31, 4, strp("us"), "GREEN"), mk(32, 5, strp("us"), "y")}
+	for name, rows := range map[string][]row{"set first": setFirst, "null first": nullFirst} {
+		var recs []breakRec
+		for _, r := range rows {
+			recs = append(recs, r.rec)
+		}
+		for _, by := range []string{"", "region", "e"} {
+			t.Run(name+"/by="+by, func(t *testing.T) {
+				want := map[string][]string{}
+				for _, r := range rows {
+					extra := map[string]string{}
+					if r.want.region == "" {
+						extra["region"] = "null"
+					}
+					switch by {
+					case "":
+						want[""] = append(want[""], bytesRow(r.want, extra))
+					case "region":
+						d := wantDirOf("region", r.want.region)
+						want[d] = append(want[d], bytesRow(r.want, extra, "region"))
+					case "e":
+						d := wantDirOf("e", r.want.e)
+						want[d] = append(want[d], bytesRow(r.want, extra, "e"))
+					}
+				}
+				var partBy []string
+				if by != "" {
+					partBy = []string{by}
+				}
+				bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
+					res := bytesFlushes(t, levelled, bytesTable{avsc: mixedAvsc, partitionBy: partBy}, breakRecords(t, mixedAvsc, recs))
+					if dl := deadLetters(res[0].out); len(dl) != 0 {
+						t.Errorf("dead letters %v", dl)
+					}
+					if !maps.EqualFunc(res[0].files, want, slices.Equal) {
+						t.Errorf("files\n%v\nwant\n%v", res[0].files, want)
+					}
+					return res
+				})
+			})
+		}
+	}
+}
+
+// wantDirOf is the add.path directory of partition column col's string value v ("" is
+// the null partition value).
+func wantDirOf(col, v string) string {
+	if v == "" {
+		return col + "=__HIVE_DEFAULT_PARTITION__"
+	}
+	// add.path is a URI: the Hive escapes' '%' and spaces are escaped, other characters kept.
+	return col + "=" + strings.NewReplacer("%", "%25", " ", "%20").Replace(deltawriter.EscapePartitionName(v))
 }
