@@ -1,16 +1,24 @@
 package ingest
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
@@ -303,4 +311,114 @@ func wantDirOf(col, v string) string {
 	}
 	// add.path is a URI: the Hive escapes' '%' and spaces are escaped, other characters kept.
 	return col + "=" + strings.NewReplacer("%", "%25", " ", "%20").Replace(deltawriter.EscapePartitionName(v))
+}
+
+// failUploads fails the upload (Writer.Close) of the data files whose Create is among
+// the first n of the store's data files, with errUpload.
+type failUploads struct {
+	storage.Store
+	mu    sync.Mutex
+	n     int
+	calls int
+}
+
+var errUpload = errors.New("upload: 503 slow down")
+
+func (s *failUploads) Create(ctx context.Context, p string) (storage.Writer, error) {
+	w, err := s.Store.Create(ctx, p)
+	if err != nil || strings.HasPrefix(p, "_delta_log/") {
+		return w, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.calls <= s.n {
+		return failClose{w}, nil
+	}
+	return w, nil
+}
+
+type failClose struct{ storage.Writer }
+
+func (w failClose) Close() error {
+	_ = w.Writer.Abort()
+	return errUpload
+}
+
+// A flush whose data file uploads fail (the store answers 503 to the second of a
+// partitioned batch's files, after the first was uploaded; then to every file) is a
+// transient failure that commits nothing; the retry of the same records on the same
+// flusher (its byte-form buffers and arena holding the failed attempt's bytes) commits
+// each row exactly once, with its own bytes, unpartitioned and partitioned by region.
+func TestBytesBreakUploadRetry(t *testing.T) {
+	long := strings.Repeat("€", 3000)
+	rows := []bytesRec{{0, strp(long), "eu", []byte(long), "RED"}, {1, nil, "us", []byte("b1"), "GREEN"},
+		{2, strp("s2"), "eu", nil, "BLUE"}, {3, strp(""), "ap", []byte("x"), "RED"}, {4, strp("s4"), "us", []byte(long[:30]), "GREEN"}}
+	for _, by := range []string{"", "region"} {
+		for _, levelled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("by=%s/levelled=%v", by, levelled), func(t *testing.T) {
+				var partBy []string
+				want := map[string]bool{}
+				for _, r := range rows {
+					want[bytesRow(r, nil)] = true
+				}
+				if by != "" {
+					partBy = []string{by}
+				}
+				dir := t.TempDir()
+				createBreakTable(t, dir, bytesTableSchema(), partBy, nil)
+				st, err := storage.Open("file://" + dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs := &failUploads{Store: st, n: 2}
+				tbl, err := deltawriter.Open(context.Background(), fs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := NewPipeline(breakConfig(dir), Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
+					Schemas: breakSchemas(t, bytesAvsc), Framed: true, Table: tbl})
+				p.fl.levelled = levelled
+				recs := bytesRecords(t, rows)
+				attempts := 0
+				for {
+					attempts++
+					out, err := p.fl.flush(context.Background(), recs, frameNote{})
+					if err != nil {
+						var te *transientError
+						if !errors.As(err, &te) || !errors.Is(err, errUpload) {
+							t.Fatalf("attempt %d: %v; want a transient upload error", attempts, err)
+						}
+						continue
+					}
+					if out.rows != len(rows) {
+						t.Fatalf("attempt %d wrote %d rows, want %d", attempts, out.rows, len(rows))
+					}
+					break
+				}
+				if wantAttempts := map[string]int{"": 3, "region": 2}[by]; attempts != wantAttempts {
+					t.Errorf("%d attempts, want %d", attempts, wantAttempts)
+				}
+				snap, err := tbl.Snapshot(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]bool{}
+				n := 0
+				for _, add := range snap.Files {
+					for _, r := range readAny(t, st, add.Path) {
+						if by != "" {
+							v := add.PartitionValues["region"]
+							r = strings.Join(slices.Sorted(slices.Values(append(strings.Fields(r), "region="+strconv.Quote(*v)))), " ")
+						}
+						got[r] = true
+						n++
+					}
+				}
+				if n != len(rows) || !maps.Equal(got, want) {
+					t.Errorf("table holds %d rows:\n%v\nwant %d:\n%v", n, got, len(rows), want)
+				}
+			})
+		}
+	}
 }
