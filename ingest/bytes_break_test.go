@@ -34,6 +34,7 @@ type bytesTable struct {
 	partitionBy []string
 	tune        func(*Config)
 	avsc        map[int]string // writer schemas; nil: bytesAvsc
+	mapping     deltalog.ColumnMappingMode
 }
 
 // bytesFlushes creates tbl at a fresh directory and makes each batch of batches a flush
@@ -41,7 +42,16 @@ type bytesTable struct {
 func bytesFlushes(t *testing.T, levelled bool, tbl bytesTable, batches ...[]*kgo.Record) []breakFlush {
 	t.Helper()
 	dir := t.TempDir()
-	createBreakTable(t, dir, bytesTableSchema(tbl.extra...), tbl.partitionBy, nil)
+	if tbl.mapping != "" {
+		create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "brk", Schema: bytesTableSchema(tbl.extra...),
+			PartitionColumns: tbl.partitionBy, ColumnMapping: string(tbl.mapping), Enable: []string{deltalog.FeatureColumnMapping}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		(&harness{t: t, tableDir: dir}).commitOther(0, *create.Protocol, *create.Metadata)
+	} else {
+		createBreakTable(t, dir, bytesTableSchema(tbl.extra...), tbl.partitionBy, nil)
+	}
 	cfg := breakConfig(dir)
 	if tbl.tune != nil {
 		tbl.tune(cfg)
@@ -53,7 +63,27 @@ func bytesFlushes(t *testing.T, levelled bool, tbl bytesTable, batches ...[]*kgo
 	f, st := newBreakFlusher(t, dir, cfg, breakSchemas(t, avsc), levelled)
 	var out []breakFlush
 	for _, recs := range batches {
-		out = append(out, breakFlushWith(t, f, st, recs))
+		r := breakFlushWith(t, f, st, recs)
+		if tbl.mapping != "" {
+			// Files are in random directories: key each file's rows, by logical name, by
+			// its add.partitionValues ("" unpartitioned).
+			logical := logicalRows(t, dir, r.files)
+			files := map[string][]string{}
+			for d, rows := range logical {
+				key := fmt.Sprint(len(r.parts[d]))
+				for _, v := range r.parts[d] {
+					if key = "null"; v != nil {
+						key = *v
+					}
+				}
+				if len(r.parts[d]) == 0 {
+					key = ""
+				}
+				files[key] = append(files[key], rows...)
+			}
+			r.files = files
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -418,6 +448,55 @@ func TestBytesBreakUploadRetry(t *testing.T) {
 				if n != len(rows) || !maps.Equal(got, want) {
 					t.Errorf("table holds %d rows:\n%v\nwant %d:\n%v", n, got, len(rows), want)
 				}
+			})
+		}
+	}
+}
+
+// Column mapping (name and id) on byte-form columns: the data files' leaves are the
+// columns' physical names (random, in their own order), so each byte-form column must be
+// appended at its physical leaf; a string column turning levelled at its null keeps the
+// leaf; unpartitioned and partitioned by the string region (files in random directories,
+// keyed here by add.partitionValues), across two flushes of one flusher.
+func TestBytesBreakColumnMapping(t *testing.T) {
+	flushes := [][]bytesRec{
+		{{0, strp("zero"), "eu", []byte("b0"), "RED"}, {1, nil, "us", []byte(""), "GREEN"}, {2, strp("twee_€"), "eu", []byte("\xff"), "BLUE"}},
+		{{3, strp("drie"), "us", []byte("b3"), "BLUE"}, {4, strp(""), "", []byte("b4"), "RED"}},
+	}
+	for _, mode := range []deltalog.ColumnMappingMode{deltalog.ColumnMappingName, deltalog.ColumnMappingID} {
+		for _, by := range []string{"", "region"} {
+			t.Run(fmt.Sprintf("mode=%s/by=%s", mode, by), func(t *testing.T) {
+				var partBy []string
+				if by != "" {
+					partBy = []string{by}
+				}
+				bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
+					var batches [][]*kgo.Record
+					for _, rows := range flushes {
+						batches = append(batches, bytesRecords(t, rows))
+					}
+					res := bytesFlushes(t, levelled, bytesTable{partitionBy: partBy, mapping: mode}, batches...)
+					for i, r := range res {
+						want := map[string][]string{}
+						for _, row := range flushes[i] {
+							switch {
+							case by == "":
+								want[""] = append(want[""], bytesRow(row, nil))
+							case row.region == "":
+								want["null"] = append(want["null"], bytesRow(row, nil, "region"))
+							default:
+								want[row.region] = append(want[row.region], bytesRow(row, nil, "region"))
+							}
+						}
+						if dl := deadLetters(r.out); len(dl) != 0 {
+							t.Errorf("flush %d: dead letters %v", i, dl)
+						}
+						if !maps.EqualFunc(r.files, want, slices.Equal) {
+							t.Errorf("flush %d: files\n%v\nwant\n%v", i, r.files, want)
+						}
+					}
+					return nil // add.stats not compared: the two tables' physical names differ
+				})
 			})
 		}
 	}
