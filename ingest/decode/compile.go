@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/big"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -762,7 +761,7 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
-				if !utf8.Valid(k) {
+				if !validText(k) {
 					return withField(badUTF8(k), path+"{}")
 				}
 				s.putLevelledBytes(s.own(k), er, keyDef, keyCol) // a repeated leaf: levelled

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -292,7 +291,7 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			}
 			start := pos
 			pos += int(n)
-			if o.text && !utf8.Valid(buf[start:pos]) {
+			if o.text && !validText(buf[start:pos]) {
 				return withField(badUTF8(buf[start:pos]), o.path)
 			}
 			if p := &cols[o.col]; p.IsDense() {
@@ -581,7 +580,7 @@ func (s *state) array(o *fieldOp, r int) error {
 				}
 				i := pos
 				pos += int(l)
-				if it.text && !utf8.Valid(buf[i:pos]) {
+				if it.text && !validText(buf[i:pos]) {
 					return withField(badUTF8(buf[i:pos]), it.path)
 				}
 				v := parquet.ByteArrayValue(s.own(buf[i:pos:pos]))

@@ -2,8 +2,10 @@ package decode
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // An Avro string (string, uuid; a column value, a list item, a map key or value, a
@@ -61,6 +63,27 @@ func TestDecodeInvalidUTF8(t *testing.T) {
 			if after := renderAll(materialise(cols)); !reflect.DeepEqual(after, before) {
 				t.Errorf("%s: the failed record changed the columns:\n%v\nwant\n%v", name, after, before)
 			}
+		}
+	}
+}
+
+// validText is utf8.Valid: every string of up to 40 bytes drawn from ASCII, continuation
+// and lead bytes, with the first non-ASCII byte at every offset (before, inside and
+// after the word steps and the overlapping tail word).
+func TestValidTextIsUTF8Valid(t *testing.T) {
+	pieces := []string{"a", "\x7f", "é", "€", "😀", "\xff", "\xc3", "\xe2\x82", "\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		var b []byte
+		for n := r.IntN(41); len(b) < n; {
+			if r.IntN(3) == 0 {
+				b = append(b, pieces[r.IntN(len(pieces))]...)
+			} else {
+				b = append(b, byte('a'+r.IntN(26)))
+			}
+		}
+		if got, want := validText(b), utf8.Valid(b); got != want {
+			t.Fatalf("validText(%q) = %v, utf8.Valid %v", b, got, want)
 		}
 	}
 }
