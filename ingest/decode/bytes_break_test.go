@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // An Avro string (string, uuid; a column value, a list item, a map key or value, a
@@ -84,6 +86,55 @@ func TestValidTextIsUTF8Valid(t *testing.T) {
 		}
 		if got, want := validText(b), utf8.Valid(b); got != want {
 			t.Fatalf("validText(%q) = %v, utf8.Valid %v", b, got, want)
+		}
+	}
+}
+
+// A record that fails after it turned a string column levelled (ns and sn null, then
+// the body cut short at last, after every other byte value was appended) is rolled back
+// exactly: every column holds the values before it (ns and sn, levelled now, alias their
+// kept Bytes, which a later record's values must not overwrite), the dense columns' Bytes
+// and end offsets are those of the good records only; and so after each later record,
+// inline and compiled, copying and aliasing.
+func TestDecodeColumnsRollbackAfterTurn(t *testing.T) {
+	ws := mustWriter(t, 1, byteFormSchema)
+	pq := mustParquet(t, ws.Delta, "none")
+	var payloads [][]byte
+	for i, src := range []int{0, 3, 2, 4, 3, 5} {
+		p := mustMarshal(t, ws.Avro, byteFormRecord(src))
+		if i == 1 || i == 4 { // record 3 has ns and sn null: cut, it fails after the turn
+			p = p[:len(p)-1]
+		}
+		payloads = append(payloads, p)
+	}
+	for _, inline := range []bool{true, false} {
+		for _, alias := range []bool{false, true} {
+			name := fmt.Sprintf("inline %v alias %v", inline, alias)
+			d, err := compile(ws, ws.Delta, "none", pq, inline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a Arena
+			if alias {
+				a.AliasPayloads()
+			}
+			cols := newColumns(d, nil)
+			var want [][]parquet.Value
+			for i, p := range payloads {
+				buf := append([]byte(nil), p...)
+				err := d.DecodeColumns(&a, buf, cols)
+				if fails := i == 1 || i == 4; fails != (err != nil) || fails && (ReasonOf(err) != ReasonTruncated || FieldOf(err) != "last") {
+					t.Fatalf("%s: record %d: %v", name, i, err)
+				}
+				if err == nil {
+					if want, err = d.Decode(p, want); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := columnsMatch(d, cols, want, false); err != nil {
+					t.Fatalf("%s: after record %d: %v", name, i, err)
+				}
+			}
 		}
 	}
 }
