@@ -109,10 +109,7 @@ func bothForms(t *testing.T, run func(t *testing.T, levelled bool) []breakFlush)
 func wantByDir(rows []bytesRec) map[string][]string {
 	want := map[string][]string{}
 	for _, r := range rows {
-		d := "region=" + strings.NewReplacer("/", "%252F", "=", "%253D", " ", "%20").Replace(r.region)
-		if r.region == "" {
-			d = "region=__HIVE_DEFAULT_PARTITION__"
-		}
+		d := wantDirOf("region", r.region)
 		want[d] = append(want[d], bytesRow(r, nil, "region"))
 	}
 	return want
@@ -132,13 +129,15 @@ func TestBytesBreakPartitionAcrossFlushes(t *testing.T) {
 		{{10, strp("x"), "bb", []byte("x"), "BLUE"}, {11, strp("yy"), "cc", []byte("yy"), "RED"},
 			{12, strp("zz" + long), "", []byte("z"), "GREEN"}, {13, nil, "aa", []byte("q"), "RED"},
 			{14, strp(""), "cc", []byte(""), "GREEN"}, {15, strp("t"), "", nil, "BLUE"}},
-		{{20, strp("a b"), "a b", []byte("1"), "RED"}, {21, strp("c"), "aa", []byte("2"), "RED"}, {22, strp("d"), "a b", []byte("3"), "RED"}},
+		{{20, strp("a b"), "a b", []byte("1"), "RED"}, {21, strp("c"), "aa", []byte("2"), "RED"}, {22, strp("d"), "a b", []byte("3"), "RED"},
+			{23, strp("e"), "tab\there", []byte("4"), "RED"}, {24, strp("f"), "\u00fc:#[x]^%", []byte("5"), "BLUE"}, {25, strp("g"), "tab\there", nil, "GREEN"}},
 	}
 	wantForms := []map[string]string{
 		{"": "b:D e:D id:D region:D s:L", "region=aa": "b:D e:D id:D s:D", "region=bb": "b:D e:D id:D s:L"},
 		{"": "b:D e:D id:D region:D s:L", "region=bb": "b:D e:D id:D s:D", "region=cc": "b:D e:D id:D s:D",
 			"region=__HIVE_DEFAULT_PARTITION__": "b:D e:D id:D s:D", "region=aa": "b:D e:D id:D s:L"},
-		{"": "b:D e:D id:D region:D s:D", "region=a b": "b:D e:D id:D s:D", "region=aa": "b:D e:D id:D s:D"},
+		{"": "b:D e:D id:D region:D s:D", "region=a b": "b:D e:D id:D s:D", "region=aa": "b:D e:D id:D s:D",
+			"region=tab%09here": "b:D e:D id:D s:D", "region=\u00fc%3A%23%5Bx%5D%5E%25": "b:D e:D id:D s:D"},
 	}
 	bothForms(t, func(t *testing.T, levelled bool) []breakFlush {
 		var batches [][]*kgo.Record
@@ -157,9 +156,14 @@ func TestBytesBreakPartitionAcrossFlushes(t *testing.T) {
 				t.Errorf("flush %d: forms %v\nwant %v", i, r.forms, wantForms[i])
 			}
 			for d, pv := range r.parts {
-				want := strings.TrimPrefix(d, "region=")
-				if got := pv["region"]; (got == nil) != (want == "__HIVE_DEFAULT_PARTITION__") || got != nil && strings.ReplaceAll(want, "%20", " ") != *got {
-					t.Errorf("flush %d %s: add.partitionValues %v", i, d, pv)
+				var want *string
+				for _, row := range flushes[i] {
+					if wantDirOf("region", row.region) == d && row.region != "" {
+						want = strp(row.region)
+					}
+				}
+				if got := pv["region"]; (got == nil) != (want == nil) || got != nil && *got != *want {
+					t.Errorf("flush %d %s: add.partitionValues %v, want region %v", i, d, pv, want)
 				}
 			}
 		}
