@@ -481,11 +481,12 @@ func (s *state) leaf(o *fieldOp, rep int) error {
 			return nil
 		}
 	case opString:
-		put := s.putString
 		if o.text {
-			put = s.putText
+			err = s.putText(rep, def, col)
+		} else {
+			err = s.putString(rep, def, col)
 		}
-		if err = put(rep, def, col); err == nil {
+		if err == nil {
 			return nil
 		}
 	case opEnum:
