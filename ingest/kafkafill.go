@@ -272,6 +272,9 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		return err
 	}
 	if k.has(kafkacols.Headers) {
+		if err := kafkacols.HeaderKeys(headers); err != nil {
+			return err
+		}
 		k.fillHeaders(headers, row)
 	}
 	if k.has(kafkacols.Key) {

@@ -164,16 +164,48 @@ func (c *Column) ValueBytes(j int) []byte {
 // value is never mistaken for a missing one (as ingest/decode appends it).
 var emptyBytes = []byte{}
 
-// AppendDense appends one row's value in the dense form of a fixed-width leaf. The caller
-// has checked IsDense and that bits encode a value of the leaf's kind (Bits).
-func (c *Column) AppendDense(bits uint64) { c.Dense = append(c.Dense, bits) }
+// AppendDense appends one row's set value of a fixed-width leaf as its word (bits encode
+// a value of the leaf's kind, Bits). On a column that already turned levelled the row is
+// appended as a levelled value (FromBits at repetition level 0, definition level
+// Leaf.MaxDef). It panics when the leaf is not a fixed-width Denseable leaf (a
+// BYTE_ARRAY leaf takes AppendBytes; a Levelled wrap has no leaf).
+func (c *Column) AppendDense(bits uint64) {
+	if !c.dense || c.leaf.bytes() {
+		c.appendDenseSlow(bits)
+		return
+	}
+	c.Dense = append(c.Dense, bits)
+}
 
-// AppendBytes appends one row's value b in the byte form (copied into Bytes). The caller
-// has checked IsDense and that the leaf is BYTE_ARRAY. A nil or empty b is an empty
-// value, not a null.
+// appendDenseSlow is AppendDense on a levelled column or a leaf of the wrong kind.
+func (c *Column) appendDenseSlow(bits uint64) {
+	if !c.leaf.Denseable() || c.leaf.bytes() {
+		panic(fmt.Sprintf("column: AppendDense on leaf %+v: a word is only for a non-repeated fixed-width leaf", c.leaf))
+	}
+	c.Values = append(c.Values, FromBits(c.leaf.Kind, bits).Level(0, c.leaf.MaxDef, c.leaf.Index))
+}
+
+// AppendBytes appends one row's set value b of a BYTE_ARRAY leaf: in the byte form
+// (copied into Bytes) while the column is dense; on a column that already turned
+// levelled, as a levelled value (repetition level 0, definition level Leaf.MaxDef)
+// aliasing a copy of b kept in Bytes (as AppendFrom keeps them). A nil or empty b is an
+// empty value, not a null. It panics when the leaf is not a non-repeated BYTE_ARRAY leaf
+// (a Levelled wrap has no leaf).
 func (c *Column) AppendBytes(b []byte) {
+	if !c.dense || !c.leaf.bytes() {
+		c.appendBytesSlow(b)
+		return
+	}
 	c.Bytes = append(c.Bytes, b...)
 	c.Dense = append(c.Dense, uint64(len(c.Bytes)))
+}
+
+// appendBytesSlow is AppendBytes on a levelled column or a leaf of the wrong kind.
+func (c *Column) appendBytesSlow(b []byte) {
+	if !c.leaf.bytes() || !c.leaf.Denseable() {
+		panic(fmt.Sprintf("column: AppendBytes on leaf %+v: bytes are only for a non-repeated BYTE_ARRAY leaf", c.leaf))
+	}
+	c.Values = append(c.Values, parquet.ByteArrayValue(c.keepBytes(b)).Level(0, c.leaf.MaxDef, c.leaf.Index))
 }
 
 // ByteSize is the bytes of BYTE_ARRAY values the column holds in Bytes buffers (the

@@ -132,9 +132,11 @@ func (d *Decoder) Columns() int { return d.ncols }
 // value), ReasonTrailingBytes (bytes left after the record), ReasonDecodeError (negative
 // or oversized lengths and block counts, overlong varints, out-of-range union or enum
 // indexes, invalid booleans, decimals beyond their precision, timestamps overflowing
-// microseconds) or ReasonNotNullViolation (a null for a NOT NULL column), with the field
-// path; or ErrNullRecord when a [null, record] writer sent null. Strings are not checked
-// for valid UTF-8. Decode never panics on any input and never allocates more than a
+// microseconds, an Avro string — string, uuid, map key — that is not valid UTF-8, which a
+// Delta string column cannot hold: delta-rs refuses the whole data file) or
+// ReasonNotNullViolation (a null for a NOT NULL column), with the field path; or
+// ErrNullRecord when a [null, record] writer sent null. Bytes and fixed values may hold
+// any bytes. Decode never panics on any input and never allocates more than a
 // bounded multiple of the payload length.
 func (d *Decoder) Decode(payload []byte, cols [][]parquet.Value) ([][]parquet.Value, error) {
 	s := d.pool.Get().(*state)
@@ -759,6 +761,9 @@ func (c *compiler) mapping(w *avro.MapSchema, t *deltalog.MapType, path string, 
 				if err != nil {
 					return withField(err, path+"{}")
 				}
+				if !validText(k) {
+					return withField(badUTF8(k), path+"{}")
+				}
 				s.putLevelledBytes(s.own(k), er, keyDef, keyCol) // a repeated leaf: levelled
 				if err := val(s, er); err != nil {
 					return err
@@ -1083,7 +1088,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		switch k.base {
 		case kString, kUUID:
 			return func(s *state, r int) error {
-				if err := s.putString(r, def, col); err != nil {
+				if err := s.putText(r, def, col); err != nil {
 					return fail(err)
 				}
 				return nil

@@ -35,6 +35,7 @@ type fieldOp struct {
 	col     uint16 // leaf column (an array's: its items' column), at most maxFastColumn
 	nullIdx int64
 
+	text  bool     // opString: an Avro string (string, uuid), checked for UTF-8 (badUTF8)
 	syms  [][]byte // opEnum: the symbols
 	dec   *decOut  // opDecimal: precision, column and the wide path
 	up    int      // opDecimal: scale difference (the column's scale minus the writer's)
@@ -131,7 +132,9 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 		o.kind = opDouble
 	case t == deltalog.Boolean && k.base == kBool:
 		o.kind = opBool
-	case t == deltalog.String && (k.base == kString || k.base == kUUID), t == deltalog.Binary && k.base == kBytes:
+	case t == deltalog.String && (k.base == kString || k.base == kUUID):
+		o.kind, o.text = opString, true
+	case t == deltalog.Binary && k.base == kBytes:
 		o.kind = opString
 	case t == deltalog.String && k.base == kEnum:
 		o.kind, o.syms = opEnum, k.symbols
@@ -288,6 +291,9 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			}
 			start := pos
 			pos += int(n)
+			if o.text && !validText(buf[start:pos]) {
+				return withField(badUTF8(buf[start:pos]), o.path)
+			}
 			if p := &cols[o.col]; p.IsDense() {
 				// Straight from the record into the column's Bytes: no arena copy, no
 				// parquet.Value.
@@ -475,7 +481,12 @@ func (s *state) leaf(o *fieldOp, rep int) error {
 			return nil
 		}
 	case opString:
-		if err = s.putString(rep, def, col); err == nil {
+		if o.text {
+			err = s.putText(rep, def, col)
+		} else {
+			err = s.putString(rep, def, col)
+		}
+		if err == nil {
 			return nil
 		}
 	case opEnum:
@@ -570,6 +581,9 @@ func (s *state) array(o *fieldOp, r int) error {
 				}
 				i := pos
 				pos += int(l)
+				if it.text && !validText(buf[i:pos]) {
+					return withField(badUTF8(buf[i:pos]), it.path)
+				}
 				v := parquet.ByteArrayValue(s.own(buf[i:pos:pos]))
 				v.SetRepetitionLevel(int(uint8(rep)))
 				v.SetDefinitionLevel(def)

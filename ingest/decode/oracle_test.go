@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -188,6 +189,28 @@ func (g *valueGen) raw(n int) {
 	}
 }
 
+// text appends an Avro string of n characters, each of 1 to 4 UTF-8 bytes (ASCII, é,
+// €, U+10FFFF and a random one), with its length.
+func (g *valueGen) text(n int) {
+	var b []byte
+	for range n {
+		switch g.r.IntN(5) {
+		case 0:
+			b = utf8.AppendRune(b, 'é')
+		case 1:
+			b = utf8.AppendRune(b, '€')
+		case 2:
+			b = utf8.AppendRune(b, utf8.MaxRune)
+		case 3:
+			b = utf8.AppendRune(b, rune(g.r.IntN(0xD800)))
+		default:
+			b = append(b, byte(0x20+g.r.IntN(0x5f)))
+		}
+	}
+	g.varint(int64(len(b)))
+	g.out = append(g.out, b...)
+}
+
 func (g *valueGen) value(s avro.Schema, depth int) {
 	switch s := deref(s).(type) {
 	case *avro.NullSchema:
@@ -252,6 +275,10 @@ func (g *valueGen) value(s avro.Schema, depth int) {
 				return
 			}
 			n := g.r.IntN(9)
+			if s.Type() == avro.String {
+				g.text(n) // an Avro string is UTF-8 (badUTF8)
+				return
+			}
 			g.varint(int64(n))
 			g.raw(n)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -224,6 +225,63 @@ func badLength(n int64, left int) error {
 		return malformed("negative length %d", n)
 	}
 	return malformed("length %d exceeds the %d bytes left", n, left)
+}
+
+// badUTF8 is the decode_error of an Avro string b that is not UTF-8 (Avro specification,
+// "Primitive Types": a string is UTF-8 character data): written to a Delta string column
+// it would make the data file unreadable to readers that check UTF-8 (delta-rs, arrow-rs:
+// "encountered non UTF-8 data").
+func badUTF8(b []byte) error {
+	i := 0
+	for i < len(b) {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
+	}
+	return malformed("string of %d bytes is not valid UTF-8 (invalid byte 0x%02x at offset %d)", len(b), b[min(i, len(b)-1)], i)
+}
+
+// validText reports whether b is valid UTF-8 (utf8.Valid), with ASCII — the common
+// string — checked a word at a time (the tail as the last, overlapping word) before
+// handing the rest from the first word that is not ASCII (a character boundary:
+// everything before it is ASCII) to utf8.Valid.
+func validText(b []byte) bool {
+	const hi = 0x8080808080808080
+	n := len(b)
+	if n < 8 {
+		for i, c := range b {
+			if c >= 0x80 {
+				return utf8.Valid(b[i:])
+			}
+		}
+		return true
+	}
+	i := 0
+	for ; n-i >= 16; i += 16 {
+		if (binary.LittleEndian.Uint64(b[i:])|binary.LittleEndian.Uint64(b[i+8:]))&hi != 0 {
+			return utf8.Valid(b[i:])
+		}
+	}
+	if i < n && (binary.LittleEndian.Uint64(b[min(i, n-8):])|binary.LittleEndian.Uint64(b[n-8:]))&hi != 0 {
+		return utf8.Valid(b[i:])
+	}
+	return true
+}
+
+// putText reads an Avro string value, checks that it is UTF-8 (badUTF8) and appends it
+// (putBytes).
+func (s *state) putText(rep, def, col int) error {
+	b, err := s.span()
+	if err != nil {
+		return err
+	}
+	if !validText(b) {
+		return badUTF8(b)
+	}
+	s.putBytes(b, rep, def, col)
+	return nil
 }
 
 // fixed reads n bytes aliasing the payload.

@@ -267,6 +267,30 @@ func StringKey(k []byte) error {
 		Err: fmt.Errorf("decode key as string (table.key_format string): byte %d (0x%02x) is not valid UTF-8", i, k[i])}
 }
 
+// HeaderKeys checks the header keys of a record for _kafka_headers, a map<string, binary>:
+// each must be valid UTF-8 (a Java producer's always is; a key of other bytes in a Delta
+// string would make the data file unreadable to readers that check UTF-8, delta-rs
+// among them). The first that is not is a *decode.Error with decode.ReasonDecodeError at
+// _kafka_headers, naming the header's index and the byte.
+func HeaderKeys(hs []kgo.RecordHeader) error {
+	for j, h := range hs {
+		if utf8.ValidString(h.Key) {
+			continue
+		}
+		i := 0
+		for i < len(h.Key) {
+			r, n := utf8.DecodeRuneInString(h.Key[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return &decode.Error{Reason: decode.ReasonDecodeError, Field: Column(Headers),
+			Err: fmt.Errorf("header %d: key byte %d (0x%02x) is not valid UTF-8", j, i, h.Key[i])}
+	}
+	return nil
+}
+
 // KeyError is a key_decode_error for the record key: why the key cannot be written.
 func KeyError(format string, args ...any) *decode.Error {
 	return &decode.Error{Reason: decode.ReasonKeyDecodeError, Field: Column(Key), Err: fmt.Errorf(format, args...)}
