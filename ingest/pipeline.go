@@ -125,6 +125,11 @@ const (
 	shutdownFlushTimeout = 60 * time.Second
 	maxPollRecords       = 10_000
 	metadataAttempts     = 10 // start-up topic check: about 1.5 min of retryBackoff
+	// missingTopicAttempts is how many times the start-up check looks for a topic the
+	// broker says does not exist before it fails (about 4 s of retryBackoff): a broker
+	// that has just restarted may answer Metadata before it has loaded its topics, and a
+	// topic created just before the daemon started may not have reached every broker yet.
+	missingTopicAttempts = 5
 )
 
 // hooks are seams for the ingest tests (helpers_test.go sets them); production leaves
@@ -889,10 +894,25 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 	}
 	var details kadm.TopicDetails
 	var err error
-	// About 1.5 min of backoff: a broker restarting while we start is not a failure.
-	for attempt := 0; ; attempt++ {
+	// About 1.5 min of backoff: a broker restarting while we start is not a failure. A
+	// topic reported missing is looked for again, missingTopicAttempts times in all,
+	// before it is one (missingTopics).
+	var missing []string
+	for attempt, missingSeen := 0, 0; ; attempt++ {
 		if details, err = listTopicsEach(ctx, adm, topics); err == nil {
-			break
+			missing = missingTopics(topics, details)
+			if len(missing) == 0 {
+				break
+			}
+			if missingSeen++; missingSeen >= missingTopicAttempts {
+				break
+			}
+			p.log.Warn("topics not found on the broker; looking again (a broker that has just started may not list them yet)",
+				"topics", missing, "attempt", missingSeen)
+			if retryBackoff.Sleep(ctx, missingSeen-1) != nil {
+				break
+			}
+			continue
 		}
 		if se := securityError(p.cfg.Kafka, "", err); se != nil {
 			return se // authentication, authorization, certificates: retrying cannot help; it names the principal and the fix
@@ -904,6 +924,9 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 	}
 	if err != nil {
 		return fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, err)
+	}
+	if len(missing) > 0 && ctx.Err() != nil { // stopped while looking again: not a verdict on the topics
+		return fmt.Errorf("check topics: %w", context.Cause(ctx))
 	}
 	var problems []string
 	for _, t := range topics {
@@ -927,6 +950,18 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		return fmt.Errorf("check topics: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// missingTopics returns the topics that details (a ListTopics answer) says do not exist:
+// absent from it, or with UNKNOWN_TOPIC_OR_PARTITION.
+func missingTopics(topics []string, details kadm.TopicDetails) []string {
+	var out []string
+	for _, t := range topics {
+		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // adjustOffsets seeks newly assigned partitions to the Delta txn version + 1, or to the
