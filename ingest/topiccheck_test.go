@@ -9,10 +9,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// A dead-letter topic that appears shortly after the pipeline starts (as a broker that has
-// just restarted lists its topics only once it has loaded them: TestChaosS3 met a
-// restarted broker that said the DLQ did not exist, and the daemon exited 1) is found by
-// the start-up check's second look: the pipeline runs and lands every record. A topic
+// A dead-letter topic that appears shortly after the pipeline starts (a topic created just
+// before the daemon started that the broker's metadata does not list yet: in TestChaosS3
+// two daemons started a second after the test created its topics were told the DLQ did
+// not exist, failed, and one exited 1 at the end; a just-restarted broker does the same
+// until it has loaded its topics) is found by the start-up check's next look: the
+// pipeline runs and lands every record. A topic
 // that never appears still fails the start-up, with the message naming it and the fix,
 // after missingTopicAttempts looks (about 4 s).
 func TestCheckTopicsLooksAgainForMissingTopics(t *testing.T) {
