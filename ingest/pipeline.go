@@ -936,7 +936,7 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		}
 		d, ok := details[t]
 		switch {
-		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		case topicMissing(d, ok):
 			problems = append(problems, fmt.Sprintf("%s topic %q does not exist on %v (create it, e.g. kafka-topics.sh --create --topic %s)", what, t, p.cfg.Kafka.Brokers, t))
 		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
 			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
@@ -957,11 +957,17 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 func missingTopics(topics []string, details kadm.TopicDetails) []string {
 	var out []string
 	for _, t := range topics {
-		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		if d, ok := details[t]; topicMissing(d, ok) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// topicMissing reports whether a topic's ListTopics detail (ok: the answer has one) says
+// it does not exist.
+func topicMissing(d kadm.TopicDetail, ok bool) bool {
+	return !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)
 }
 
 // adjustOffsets seeks newly assigned partitions to the Delta txn version + 1, or to the

@@ -232,6 +232,13 @@ func badLength(n int64, left int) error {
 // it would make the data file unreadable to readers that check UTF-8 (delta-rs, arrow-rs:
 // "encountered non UTF-8 data").
 func badUTF8(b []byte) error {
+	i := InvalidUTF8At(b)
+	return malformed("string of %d bytes is not valid UTF-8 (invalid byte 0x%02x at offset %d)", len(b), b[min(i, len(b)-1)], i)
+}
+
+// InvalidUTF8At returns the offset of the first byte of b that does not start a valid
+// UTF-8 sequence, or len(b) when b is valid UTF-8 (and when b is empty).
+func InvalidUTF8At(b []byte) int {
 	i := 0
 	for i < len(b) {
 		r, n := utf8.DecodeRune(b[i:])
@@ -240,7 +247,7 @@ func badUTF8(b []byte) error {
 		}
 		i += n
 	}
-	return malformed("string of %d bytes is not valid UTF-8 (invalid byte 0x%02x at offset %d)", len(b), b[min(i, len(b)-1)], i)
+	return i
 }
 
 // validText reports whether b is valid UTF-8 (utf8.Valid), with ASCII — the common

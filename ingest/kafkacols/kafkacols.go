@@ -255,14 +255,7 @@ func StringKey(k []byte) error {
 	if k == nil || utf8.Valid(k) {
 		return nil
 	}
-	i := 0
-	for i < len(k) {
-		r, n := utf8.DecodeRune(k[i:])
-		if r == utf8.RuneError && n <= 1 {
-			break
-		}
-		i += n
-	}
+	i := decode.InvalidUTF8At(k)
 	return &decode.Error{Reason: decode.ReasonKeyDecodeError, Field: Column(Key),
 		Err: fmt.Errorf("decode key as string (table.key_format string): byte %d (0x%02x) is not valid UTF-8", i, k[i])}
 }
@@ -277,14 +270,7 @@ func HeaderKeys(hs []kgo.RecordHeader) error {
 		if utf8.ValidString(h.Key) {
 			continue
 		}
-		i := 0
-		for i < len(h.Key) {
-			r, n := utf8.DecodeRuneInString(h.Key[i:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
-			i += n
-		}
+		i := decode.InvalidUTF8At([]byte(h.Key))
 		return &decode.Error{Reason: decode.ReasonDecodeError, Field: Column(Headers),
 			Err: fmt.Errorf("header %d: key byte %d (0x%02x) is not valid UTF-8", j, i, h.Key[i])}
 	}
