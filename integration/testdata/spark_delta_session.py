@@ -3,7 +3,11 @@
 
 Starting Spark costs tens of seconds on two cores, so the Go test starts this helper once
 and sends it every check as one JSON command per line on stdin; each command gets one JSON
-reply per line on stdout ({"ok": ...} or {"error": "..."}). Spark's own logs go to stderr.
+reply per line on stdout ({"ok": ...} or {"error": "..."}). Spark's own logs go to stderr,
+and so does everything else that writes to descriptor 1: before Spark starts, the helper
+keeps stdout for its replies on a private descriptor and points descriptor 1 at stderr, so
+the JVM (which inherits it) cannot break the protocol with a line of its own, e.g. HotSpot's
+"[112.806s][warning][codecache] CodeCache is full." that ended one CI run.
 
 Usage: spark_delta_session.py JAR_DIR
   JAR_DIR holds the Delta jars resolved from Maven Central by scripts/spark-jars.sh; Spark
@@ -67,12 +71,32 @@ def plain(v):
     return v
 
 
+def reply_channel():
+    """Returns a line-buffered text stream on a private copy of stdout and points descriptor
+    1 (and sys.stdout) at stderr, so only reply() writes to the Go test's pipe."""
+    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+REPLIES = None
+
+
+def reply(obj, **kw):
+    REPLIES.write(json.dumps(obj, **kw) + "\n")
+    REPLIES.flush()
+
+
 def main():
+    global REPLIES
     if len(sys.argv) != 2:
         sys.exit(__doc__)
+    REPLIES = reply_channel()
     jars = sorted(glob.glob(os.path.join(sys.argv[1], "*.jar")))
     if not any("delta-spark" in j for j in jars):
-        print(json.dumps({"error": "no delta-spark jar in " + sys.argv[1]}), flush=True)
+        reply({"error": "no delta-spark jar in " + sys.argv[1]})
         sys.exit(1)
     spark = (
         SparkSession.builder.master("local[2]")
@@ -86,14 +110,21 @@ def main():
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        # C1 only, for a fast boot; its code cache defaults to 48 MB, which a whole test run of
+        # Spark's generated code filled (HotSpot then stops compiling), so it gets 256 MB.
+        # -Xlog:gc+init:stdout prints a dozen lines on the JVM's stdout at start on purpose:
+        # every run proves that the replies survive whatever the JVM writes there.
+        .config(
+            "spark.driver.extraJavaOptions",
+            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m -Xlog:gc+init=info:stdout",
+        )
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
     sessions = {}  # id → SparkSession
     hadoop = {}  # id → {key: value}
-    print(json.dumps({"ok": {"spark": spark.version}}), flush=True)
+    reply({"ok": {"spark": spark.version}})
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -104,16 +135,16 @@ def main():
             op = cmd["op"]
             sid = cmd.get("session")
             if op == "quit":
-                print(json.dumps({"ok": None}), flush=True)
+                reply({"ok": None})
                 break
             if op == "drop":
                 sessions.pop(sid, None)
                 hadoop.pop(sid, None)
-                print(json.dumps({"ok": None}), flush=True)
+                reply({"ok": None})
                 continue
             if op == "hadoop":
                 hadoop.setdefault(sid, {}).update(cmd["conf"])
-                print(json.dumps({"ok": None}), flush=True)
+                reply({"ok": None})
                 continue
             session = spark
             if sid is not None:
@@ -133,9 +164,9 @@ def main():
                 out = [plain(r) for r in session.sql(cmd["query"]).collect()]
             else:
                 raise ValueError("unknown op " + op)
-            print(json.dumps({"ok": out}, ensure_ascii=False), flush=True)
+            reply({"ok": out}, ensure_ascii=False)
         except Exception as e:  # noqa: BLE001 - reported to the Go test
-            print(json.dumps({"error": f"{type(e).__name__}: {e}"[:4000], "trace": traceback.format_exc()[-2000:]}), flush=True)
+            reply({"error": f"{type(e).__name__}: {e}"[:4000], "trace": traceback.format_exc()[-2000:]})
         finally:
             for k, v in saved.items():
                 if v is None:
