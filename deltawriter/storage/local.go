@@ -9,15 +9,54 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Local is a Store on a POSIX filesystem. Put and PutIfAbsent write a hidden temporary
 // file in the target directory, fsync it, publish it with rename (Put) or link (PutIfAbsent,
 // which fails with EEXIST if the name is taken — never check-then-rename), and fsync the
 // directory so the new name is durable.
+//
+// A file written through Create (a data file, a deletion vector) is published by Close
+// with rename but made durable later: Close adds it to the root's pending files, and the
+// next Put or PutIfAbsent under the same root — the log entry or _last_checkpoint that
+// names it — first fsyncs every pending file and its directory, concurrently with its own
+// temporary file, and publishes its name only after all of them are durable. A crash
+// before that may leave a data file empty or missing, but never one that a durable log
+// entry names (PROTOCOL.md, "Delta Log Entries": the files an add names must exist before
+// the commit is visible). A local commit so waits for two fsync latencies (its temporary
+// file beside the data files and their directories, then its own directory) instead of
+// four in series (BENCHMARKS.md, "Local commits: the data file made durable beside the
+// log entry").
 type Local struct {
-	root string
+	root    string
+	pending *pendingFiles
 }
+
+// pendingFiles are the files of one root published by a Writer's Close and not yet
+// fsynced: full paths of files and of the directories holding them.
+type pendingFiles struct {
+	mu    sync.Mutex
+	files map[string]struct{}
+	dirs  map[string]struct{}
+}
+
+// pendingByRoot shares one pendingFiles between the Locals of one root, so that a log
+// entry written through any of them makes the files written through the others durable.
+var pendingByRoot sync.Map // root → *pendingFiles
+
+// syncFile and syncDirFn are fsync(2) of a file and of a directory by path; tests replace
+// them to record the order of the fsyncs.
+var (
+	syncFile  = fsyncPath
+	syncDirFn = syncDir
+)
+
+// maxConcurrentSyncs bounds the fsyncs in flight while a Put drains the pending files (a
+// partitioned flush may leave hundreds).
+const maxConcurrentSyncs = 16
 
 // NewLocal returns a Store rooted at the absolute directory root. The directory need
 // not exist yet; it is created on the first write.
@@ -25,7 +64,89 @@ func NewLocal(root string) (*Local, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("open local store %q: path must be absolute", root)
 	}
-	return &Local{root: filepath.Clean(root)}, nil
+	root = filepath.Clean(root)
+	pf, _ := pendingByRoot.LoadOrStore(root, &pendingFiles{files: map[string]struct{}{}, dirs: map[string]struct{}{}})
+	return &Local{root: root, pending: pf.(*pendingFiles)}, nil
+}
+
+// add records a file published by a Writer's Close and not yet durable.
+func (p *pendingFiles) add(file string) {
+	p.mu.Lock()
+	p.files[file] = struct{}{}
+	p.dirs[filepath.Dir(file)] = struct{}{}
+	p.mu.Unlock()
+}
+
+// take returns and forgets the pending files and directories.
+func (p *pendingFiles) take() (files, dirs []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for f := range p.files {
+		files = append(files, f)
+	}
+	for d := range p.dirs {
+		dirs = append(dirs, d)
+	}
+	clear(p.files)
+	clear(p.dirs)
+	return files, dirs
+}
+
+// putBack records files and dirs as pending again (a drain that failed: the next Put
+// tries them again).
+func (p *pendingFiles) putBack(files, dirs []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range files {
+		p.files[f] = struct{}{}
+	}
+	for _, d := range dirs {
+		p.dirs[d] = struct{}{}
+	}
+}
+
+// fsyncPath opens the file at path and fsyncs it: the data written through any
+// descriptor of the file becomes durable (fsync(2)). A file that no longer exists (a
+// data file VACUUM or a failed flush's cleanup removed) is nothing to make durable.
+func fsyncPath(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// durable fsyncs tmp (a Put's temporary file, which the caller then publishes) and,
+// concurrently, every pending file of the root and each pending file's directory. It
+// returns the first error; the pending files stay pending then.
+func (l *Local) durable(tmp *os.File) error {
+	files, dirs := l.pending.take()
+	var g errgroup.Group
+	g.SetLimit(maxConcurrentSyncs)
+	g.Go(tmp.Sync)
+	for _, f := range files {
+		g.Go(func() error { return syncFile(f) })
+	}
+	for _, d := range dirs {
+		g.Go(func() error {
+			if err := syncDirFn(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		l.pending.putBack(files, dirs)
+		return err
+	}
+	return nil
 }
 
 // Root returns the absolute directory of the table root.
@@ -173,7 +294,7 @@ func (l *Local) put(ctx context.Context, p string, data []byte, exclusive bool) 
 		return err
 	}
 	lw := w.(*localWriter)
-	lw.exclusive = exclusive
+	lw.exclusive, lw.publishes = exclusive, true
 	if _, err := lw.Write(data); err != nil {
 		_ = lw.Abort()
 		return err
@@ -206,7 +327,7 @@ func (l *Local) Create(ctx context.Context, p string) (Writer, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
-	return &localWriter{f: f, final: a, rel: p}, nil
+	return &localWriter{f: f, final: a, rel: p, local: l}, nil
 }
 
 // mkdirAll creates dir and its missing parents, fsyncing each parent whose entries
@@ -227,14 +348,16 @@ func (l *Local) mkdirAll(dir string) error {
 		}
 		return err
 	}
-	return syncDir(parent)
+	return syncDirFn(parent)
 }
 
 type localWriter struct {
 	f         *os.File
 	final     string
 	rel       string
-	exclusive bool
+	local     *Local
+	exclusive bool // publish with link(2): fail if final exists
+	publishes bool // a Put: durable with every pending file before it is published
 	done      bool
 }
 
@@ -255,17 +378,32 @@ func (w *localWriter) Abort() error {
 	return os.Remove(w.f.Name())
 }
 
-// Close fsyncs the temp file and publishes it under the final name.
+// Close publishes the object under its final name. A Put's object (publishes) is made
+// durable first, with every pending file of the root (Local.durable), then linked or
+// renamed, and its directory fsynced; a Create's object is renamed and becomes pending,
+// durable when the next Put under the root returns (see Local).
 func (w *localWriter) Close() error {
 	if w.done {
 		return fmt.Errorf("close %s: writer already closed", w.rel)
 	}
 	w.done = true
 	tmp := w.f.Name()
-	if err := w.f.Sync(); err != nil {
+	if !w.publishes {
+		if err := w.f.Close(); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("close %s: %w", w.rel, err)
+		}
+		if err := os.Rename(tmp, w.final); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("rename %s: %w", w.rel, err)
+		}
+		w.local.pending.add(w.final)
+		return nil
+	}
+	if err := w.local.durable(w.f); err != nil {
 		_ = w.f.Close()
 		_ = os.Remove(tmp)
-		return fmt.Errorf("sync %s: %w", w.rel, err)
+		return fmt.Errorf("sync %s and the files before it: %w", w.rel, err)
 	}
 	if err := w.f.Close(); err != nil {
 		_ = os.Remove(tmp)
@@ -284,7 +422,7 @@ func (w *localWriter) Close() error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("rename %s: %w", w.rel, err)
 	}
-	if err := syncDir(filepath.Dir(w.final)); err != nil {
+	if err := syncDirFn(filepath.Dir(w.final)); err != nil {
 		return fmt.Errorf("sync directory of %s: %w", w.rel, err)
 	}
 	return nil

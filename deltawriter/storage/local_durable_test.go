@@ -1,0 +1,168 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recordSyncs replaces the fsync functions for one test: each fsync'd path is recorded,
+// with whether the log entry at entry existed at that moment, and fail (when set) makes
+// the fsync of that path fail.
+func recordSyncs(t *testing.T, entry string, fail func(path string) error) (synced func() map[string]bool) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string]bool{} // path → the entry was visible when it was fsynced
+	rec := func(real func(string) error) func(string) error {
+		return func(p string) error {
+			_, err := os.Stat(entry)
+			mu.Lock()
+			seen[p] = err == nil
+			mu.Unlock()
+			if fail != nil {
+				if err := fail(p); err != nil {
+					return err
+				}
+			}
+			return real(p)
+		}
+	}
+	oldFile, oldDir := syncFile, syncDirFn
+	syncFile, syncDirFn = rec(fsyncPath), rec(syncDir)
+	t.Cleanup(func() { syncFile, syncDirFn = oldFile, oldDir })
+	return func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+func writeObject(t *testing.T, l *Local, p string, data string) {
+	t.Helper()
+	w, err := l.Create(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A data file written through Create is visible after Close, and the log entry that
+// names it is linked only after the data file and its directory were fsynced (both
+// before the entry existed), partition directories included; after the commit nothing is
+// pending.
+func TestLocalDataFilesDurableBeforeLogEntry(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := filepath.Join(root, "_delta_log", "00000000000000000000.json")
+	synced := recordSyncs(t, entry, nil)
+	ctx := context.Background()
+	writeObject(t, l, "part-0.parquet", "PAR1 data PAR1")
+	writeObject(t, l, "yr=1970/part-1.parquet", "PAR1 more PAR1")
+	if b, err := os.ReadFile(filepath.Join(root, "part-0.parquet")); err != nil || string(b) != "PAR1 data PAR1" {
+		t.Fatalf("data file after Close: %q, %v", b, err)
+	}
+	if got := synced(); len(got) != 1 || !slices.Contains(keys(got), root) {
+		t.Fatalf("fsyncs before the commit: %v, want only the table directory (created by mkdirAll for yr=1970)", keys(got))
+	}
+	if err := l.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{"commitInfo":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := synced()
+	for _, p := range []string{filepath.Join(root, "part-0.parquet"), filepath.Join(root, "yr=1970", "part-1.parquet"), root, filepath.Join(root, "yr=1970")} {
+		visible, ok := got[p]
+		if !ok {
+			t.Errorf("%s was never fsynced; fsyncs: %v", p, keys(got))
+		} else if visible && p != root {
+			t.Errorf("%s was fsynced after the log entry became visible", p)
+		}
+	}
+	if visible, ok := got[filepath.Join(root, "_delta_log")]; !ok || !visible {
+		t.Errorf("_delta_log fsynced: %v, visible then: %v; want it fsynced after the link", ok, visible)
+	}
+	if files, dirs := l.pending.take(); len(files)+len(dirs) != 0 {
+		t.Errorf("pending after the commit: %v %v", files, dirs)
+	}
+}
+
+// A failed fsync of a pending data file fails the Put before its name exists, keeps the
+// file pending, and the next Put fsyncs it again; another Local of the same root shares
+// the pending files (a log entry written through it covers the data files of the first).
+func TestLocalFailedDataSyncPublishesNothing(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(root, "part-0.parquet")
+	entry := filepath.Join(root, "_delta_log", "00000000000000000000.json")
+	failing := true
+	synced := recordSyncs(t, entry, func(p string) error {
+		if p == data && failing {
+			return errors.New("EIO")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	writeObject(t, l, "part-0.parquet", "PAR1 data PAR1")
+	err = l.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{}`))
+	if err == nil || !strings.Contains(err.Error(), "EIO") {
+		t.Fatalf("PutIfAbsent with a failing data fsync: %v, want the EIO", err)
+	}
+	if _, err := os.Stat(entry); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("log entry after a failed fsync of its data file: %v, want none", err)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(root, "_delta_log", tmpPrefix+"*")); len(tmp) != 0 {
+		t.Fatalf("temporary files left: %v", tmp)
+	}
+	failing = false
+	other, err := NewLocal(root + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if visible, ok := synced()[data]; !ok || visible {
+		t.Fatalf("data file fsynced again: %v, after the entry was visible: %v", ok, visible)
+	}
+}
+
+// A pending data file removed before the commit (a failed flush's cleanup, VACUUM) is
+// nothing to fsync: the next Put succeeds.
+func TestLocalPendingFileRemoved(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeObject(t, l, "gone/part-0.parquet", "x")
+	if err := os.RemoveAll(filepath.Join(root, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Put(context.Background(), "_last_checkpoint", []byte(`{}`)); err != nil {
+		t.Fatalf("Put after a pending file and its directory were removed: %v", err)
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
