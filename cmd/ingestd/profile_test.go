@@ -13,8 +13,8 @@ import (
 
 func TestMemoryLimitFromBatchBudgets(t *testing.T) {
 	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}, {Batch: ingest.BatchConfig{MaxBytes: 64 << 20}}}
-	if got, want := memoryLimit(cfgs), int64(448<<20); got != want {
-		t.Fatalf("memoryLimit = %d, want %d (128 MiB + 64 MiB + 256 MiB)", got, want)
+	if got, want := memoryLimit(cfgs), int64(384<<20); got != want {
+		t.Fatalf("memoryLimit = %d, want %d (128 MiB + 64 MiB + 256 MiB - 64 MiB)", got, want)
 	}
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
@@ -35,13 +35,32 @@ func TestMemoryLimitSetWithoutGOMEMLIMIT(t *testing.T) {
 	if err := os.Unsetenv("GOMEMLIMIT"); err != nil { // t.Setenv restores it afterwards
 		t.Fatal(err)
 	}
+	oldGC := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(oldGC) })
+	t.Setenv("GOGC", "")
+	if err := os.Unsetenv("GOGC"); err != nil {
+		t.Fatal(err)
+	}
 	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}}
 	limit, set := setMemoryLimit(cfgs)
-	if !set || limit != 384<<20 {
-		t.Fatalf("setMemoryLimit = %d, %v; want %d, true", limit, set, 384<<20)
+	if !set || limit != 320<<20 {
+		t.Fatalf("setMemoryLimit = %d, %v; want %d, true", limit, set, 320<<20)
 	}
-	if got := debug.SetMemoryLimit(-1); got != 384<<20 {
-		t.Fatalf("runtime memory limit = %d, want %d", got, 384<<20)
+	if got := debug.SetMemoryLimit(-1); got != 320<<20 {
+		t.Fatalf("runtime memory limit = %d, want %d", got, 320<<20)
+	}
+	if got := gcPercentNow(); got != 200 {
+		t.Fatalf("GOGC with the memory limit = %d, want 200", got)
+	}
+
+	// A GOGC of the environment stands.
+	debug.SetGCPercent(150)
+	t.Setenv("GOGC", "150")
+	if _, set := setMemoryLimit(cfgs); !set {
+		t.Fatal("memory limit not set")
+	}
+	if got := gcPercentNow(); got != 150 {
+		t.Fatalf("GOGC=150 in the environment: the collector's GOGC = %d, want 150", got)
 	}
 }
 

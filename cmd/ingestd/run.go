@@ -93,7 +93,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if limit, set := setMemoryLimit(cfgs); set {
-		log.Info("soft memory limit set from the pipelines' batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit)
+		log.Info("soft memory limit set from the pipelines' batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gcPercentNow())
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
