@@ -38,6 +38,10 @@ type Local struct {
 // pendingFiles are the files of one root published by a Writer's Close and not yet
 // fsynced: full paths of files and of the directories holding them.
 type pendingFiles struct {
+	// drain is held through a Put's fsyncs (Local.durable): a Put that finds nothing
+	// pending because another Put took the files must not publish before their fsyncs
+	// have returned.
+	drain sync.Mutex
 	mu    sync.Mutex
 	files map[string]struct{}
 	dirs  map[string]struct{}
@@ -124,9 +128,12 @@ func fsyncPath(path string) error {
 }
 
 // durable fsyncs tmp (a Put's temporary file, which the caller then publishes) and,
-// concurrently, every pending file of the root and each pending file's directory. It
-// returns the first error; the pending files stay pending then.
+// concurrently, every pending file of the root and each pending file's directory, after
+// any other Put's drain of the root has returned. It returns the first error; the pending
+// files stay pending then.
 func (l *Local) durable(tmp *os.File) error {
+	l.pending.drain.Lock()
+	defer l.pending.drain.Unlock()
 	files, dirs := l.pending.take()
 	var g errgroup.Group
 	g.SetLimit(maxConcurrentSyncs)

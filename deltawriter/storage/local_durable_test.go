@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recordSyncs replaces the fsync functions for one test: each fsync'd path is recorded,
@@ -213,5 +214,48 @@ func BenchmarkLocalCommit(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/commit")
 		})
+	}
+}
+
+// Two Puts under one root at once (a commit beside a background checkpoint's Put): the
+// one that finds nothing pending, because the other took the data file, publishes only
+// after the data file's fsync has returned.
+func TestLocalConcurrentPutsWaitForTheDrain(t *testing.T) {
+	root := t.TempDir()
+	l, err := NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(root, "part-0.parquet")
+	entry := filepath.Join(root, "_delta_log", "00000000000000000000.json")
+	inSync, release := make(chan struct{}), make(chan struct{})
+	recordSyncs(t, entry, func(p string) error {
+		if p == data {
+			close(inSync)
+			<-release
+		}
+		return nil
+	})
+	ctx := context.Background()
+	writeObject(t, l, "part-0.parquet", "PAR1 data PAR1")
+	first := make(chan error, 1)
+	go func() { first <- l.Put(ctx, "_delta_log/_last_checkpoint", []byte(`{}`)) }()
+	<-inSync // the first Put holds the data file, its fsync not returned
+	second := make(chan error, 1)
+	go func() { second <- l.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{}`)) }()
+	select {
+	case err := <-second:
+		t.Fatalf("the log entry was published (err %v) while its data file's fsync had not returned", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := os.Stat(entry); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("log entry visible before its data file is durable: %v", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
 	}
 }
