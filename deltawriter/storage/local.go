@@ -35,6 +35,14 @@ type Local struct {
 	pending *pendingFiles
 }
 
+// ErrDataLost is wrapped by the Put and PutIfAbsent of a Local whose root had an fsync
+// fail (a pending data file, its directory, or a new directory's parent): Linux reports a
+// failed writeback once and marks the pages clean, so a later fsync's success does not
+// make the data durable (PostgreSQL's "fsyncgate"), and any log entry published after it
+// could name a file that a crash empties or removes. Nothing more is published under the
+// root by this process; a restart writes the batch again into new files.
+var ErrDataLost = errors.New("an fsync under the table root failed: files written before it may not be on disk; restart ingestd to write them again")
+
 // pendingFiles are the files of one root published by a Writer's Close and not yet
 // fsynced: full paths of files and of the directories holding them.
 type pendingFiles struct {
