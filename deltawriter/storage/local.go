@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,7 +30,8 @@ import (
 // the commit is visible). A local commit so waits for two fsync latencies (its temporary
 // file beside the data files and their directories, then its own directory) instead of
 // four in series (BENCHMARKS.md, "Local commits: the data file made durable beside the
-// log entry").
+// log entry"). A failed fsync of a pending file or directory, or of a new directory's
+// parent, is never retried: every later Put under the root fails with ErrDataLost.
 type Local struct {
 	root    string
 	pending *pendingFiles
@@ -50,9 +52,14 @@ type pendingFiles struct {
 	// pending because another Put took the files must not publish before their fsyncs
 	// have returned.
 	drain sync.Mutex
+	// mkdir is held for writing while mkdirAll creates directories and fsyncs their
+	// parents, and for reading by mkdirAll's check that a directory exists: a Create that
+	// finds a new directory finds it durable in its parent (or the root lost).
+	mkdir sync.RWMutex
 	mu    sync.Mutex
 	files map[string]struct{}
 	dirs  map[string]struct{}
+	lost  error // the first failed fsync (wrapping ErrDataLost): no Put publishes after it
 }
 
 // pendingByRoot shares one pendingFiles between the Locals of one root, so that a log
@@ -104,17 +111,23 @@ func (p *pendingFiles) take() (files, dirs []string) {
 	return files, dirs
 }
 
-// putBack records files and dirs as pending again (a drain that failed: the next Put
-// tries them again).
-func (p *pendingFiles) putBack(files, dirs []string) {
+// fail records that the fsync of path failed and returns the root's lost error (the
+// first such failure, wrapping ErrDataLost): a later fsync of the file cannot be
+// trusted, so no later Put under the root publishes anything.
+func (p *pendingFiles) fail(path string, err error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, f := range files {
-		p.files[f] = struct{}{}
+	if p.lost == nil {
+		p.lost = fmt.Errorf("%w: fsync %s: %w", ErrDataLost, path, err)
 	}
-	for _, d := range dirs {
-		p.dirs[d] = struct{}{}
-	}
+	return p.lost
+}
+
+// lostErr returns the root's lost error, or nil when no fsync under it has failed.
+func (p *pendingFiles) lostErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
 }
 
 // fsyncPath opens the file at path and fsyncs it: the data written through any
@@ -137,31 +150,41 @@ func fsyncPath(path string) error {
 
 // durable fsyncs tmp (a Put's temporary file, which the caller then publishes) and,
 // concurrently, every pending file of the root and each pending file's directory, after
-// any other Put's drain of the root has returned. It returns the first error; the pending
-// files stay pending then.
+// any other Put's drain of the root has returned. A failed fsync of a pending file or
+// directory is not retried (a retry's success proves nothing: see ErrDataLost): it and
+// every later call return the root's lost error. A failed fsync of tmp alone fails this
+// Put only (the pending files were made durable).
 func (l *Local) durable(tmp *os.File) error {
 	l.pending.drain.Lock()
 	defer l.pending.drain.Unlock()
+	if err := l.pending.lostErr(); err != nil {
+		return err
+	}
 	files, dirs := l.pending.take()
 	var g errgroup.Group
 	g.SetLimit(maxConcurrentSyncs)
-	g.Go(tmp.Sync)
-	for _, f := range files {
-		g.Go(func() error { return syncFile(f) })
+	var tmpErr error
+	g.Go(func() error { tmpErr = tmp.Sync(); return nil })
+	paths := slices.Concat(files, dirs)
+	errs := make([]error, len(paths))
+	for i, f := range files {
+		g.Go(func() error { errs[i] = syncFile(f); return nil })
 	}
-	for _, d := range dirs {
+	for i, d := range dirs {
 		g.Go(func() error {
 			if err := syncDirFn(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
+				errs[len(files)+i] = err
 			}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		l.pending.putBack(files, dirs)
-		return err
+	_ = g.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return l.pending.fail(paths[i], err)
+		}
 	}
-	return nil
+	return tmpErr
 }
 
 // Root returns the absolute directory of the table root.
@@ -346,14 +369,28 @@ func (l *Local) Create(ctx context.Context, p string) (Writer, error) {
 }
 
 // mkdirAll creates dir and its missing parents, fsyncing each parent whose entries
-// changed so the new directories survive a crash.
+// changed so the new directories survive a crash. A Create that finds dir existing while
+// another creates it waits for that one's fsyncs (pending.mkdir); a failed fsync of a
+// parent makes the root lost (a later Create finds the directory and fsyncs nothing).
 func (l *Local) mkdirAll(dir string) error {
+	l.pending.mkdir.RLock()
+	fi, err := os.Stat(dir)
+	l.pending.mkdir.RUnlock()
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	l.pending.mkdir.Lock()
+	defer l.pending.mkdir.Unlock()
+	return l.mkdirAllLocked(dir)
+}
+
+func (l *Local) mkdirAllLocked(dir string) error {
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 		return nil
 	}
 	parent := filepath.Dir(dir)
 	if parent != dir {
-		if err := l.mkdirAll(parent); err != nil {
+		if err := l.mkdirAllLocked(parent); err != nil {
 			return err
 		}
 	}
@@ -363,7 +400,10 @@ func (l *Local) mkdirAll(dir string) error {
 		}
 		return err
 	}
-	return syncDirFn(parent)
+	if err := syncDirFn(parent); err != nil {
+		return l.pending.fail(parent, err)
+	}
+	return nil
 }
 
 type localWriter struct {

@@ -100,9 +100,9 @@ func TestLocalDataFilesDurableBeforeLogEntry(t *testing.T) {
 	}
 }
 
-// A failed fsync of a pending data file fails the Put before its name exists, keeps the
-// file pending, and the next Put fsyncs it again; another Local of the same root shares
-// the pending files (a log entry written through it covers the data files of the first).
+// A failed fsync of a pending data file fails the Put before its name exists, and the
+// next Put does not fsync it again (a retry's success would prove nothing: ErrDataLost),
+// also through another Local of the same root, which shares the pending files.
 func TestLocalFailedDataSyncPublishesNothing(t *testing.T) {
 	root := t.TempDir()
 	l, err := NewLocal(root)
@@ -135,11 +135,14 @@ func TestLocalFailedDataSyncPublishesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{}`)); err != nil {
-		t.Fatal(err)
+	if err := other.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte(`{}`)); !errors.Is(err, ErrDataLost) {
+		t.Fatalf("PutIfAbsent after a failed fsync of a data file: %v, want ErrDataLost", err)
+	}
+	if _, err := os.Stat(entry); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("log entry after a failed fsync of its data file: %v, want none", err)
 	}
 	if visible, ok := synced()[data]; !ok || visible {
-		t.Fatalf("data file fsynced again: %v, after the entry was visible: %v", ok, visible)
+		t.Fatalf("data file fsynced: %v, after the entry was visible: %v", ok, visible)
 	}
 }
 
