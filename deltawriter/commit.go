@@ -209,10 +209,11 @@ var putRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second, Jitt
 // The identical bytes (same commitInfo.txnId) are then put again, up to 3 times: success
 // means it was not written before; ErrExist sends the caller to read the winner and
 // compare its txnId with ours (PROTOCOL.md "Creation of New Log Entries"; checklist §1.7).
-// A refusal (storage.ErrPermission, storage.ErrUnsafeStore) is returned as it is.
+// A refusal (storage.ErrPermission, storage.ErrUnsafeStore, storage.ErrDataLost) is
+// returned as it is.
 func (t *Table) putCommit(ctx context.Context, version int64, data []byte) error {
 	err := t.store.PutIfAbsent(ctx, commitPath(version), data)
-	if errors.Is(err, storage.ErrPermission) || errors.Is(err, storage.ErrUnsafeStore) {
+	if errors.Is(err, storage.ErrPermission) || errors.Is(err, storage.ErrUnsafeStore) || errors.Is(err, storage.ErrDataLost) {
 		return err // refused before anything was written: not ambiguous, and retrying cannot help
 	}
 	for retry := 0; err != nil && !errors.Is(err, storage.ErrExist) && retry < 3; retry++ {

@@ -101,7 +101,8 @@ func classify(err error) verdict {
 	case errors.Is(err, errSnapshotChanged), errors.Is(err, deltawriter.ErrMetadataChanged),
 		errors.Is(err, deltawriter.ErrConcurrentTxn), errors.Is(err, deltawriter.ErrTxnAlreadyCommitted):
 		return verdict{action: actRebuild, err: err}
-	case errors.As(err, &re), errors.As(err, new(*KafkaSecurityError)), errors.Is(err, deltawriter.ErrUnsupportedFeature), errors.Is(err, storage.ErrUnsafeStore):
+	case errors.As(err, &re), errors.As(err, new(*KafkaSecurityError)), errors.Is(err, deltawriter.ErrUnsupportedFeature), errors.Is(err, storage.ErrUnsafeStore),
+		errors.Is(err, storage.ErrDataLost):
 		return verdict{action: actFatal, err: err}
 	case errors.Is(err, fs.ErrPermission): // storage.ErrPermission too: a store's 401/403
 		return verdict{action: actFatal, err: fmt.Errorf("%w (give ingestd write access to the table: "+

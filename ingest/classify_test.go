@@ -33,6 +33,7 @@ func TestClassify(t *testing.T) {
 		{"no write access", &transientError{"write data file", fs.ErrPermission}, actFatal, ""},
 		{"store refused the credentials (403)", &transientError{"commit", &storage.StoreError{Op: "put", Object: "s3://lake/t/_delta_log/00000000000000000001.json", Status: 403, Class: storage.ErrPermission, Err: errors.New("AccessDenied")}}, actFatal, ""},
 		{"store overwrites", fmt.Errorf("open store: %w", storage.ErrUnsafeStore), actFatal, ""},
+		{"an fsync under the table failed", &transientError{"commit", fmt.Errorf("put _delta_log/00000000000000000003.json: %w: fsync /t/part-1.parquet: %w", storage.ErrDataLost, errors.New("input/output error"))}, actFatal, ""},
 		{"store throttles", &storage.StoreError{Op: "get", Object: "s3://lake/t/_delta_log/_last_checkpoint", Status: 503, Class: storage.ErrTransient, Err: errors.New("SlowDown")}, actRetry, "store"},
 		{"transient", &transientError{"read snapshot", errors.New("503")}, actRetry, "read snapshot"},
 		{"registry", fmt.Errorf("look up: %w", decode.ErrTransient), actRetry, "schema registry"},
