@@ -10,9 +10,6 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/ingestd/ingestd/deltawriter"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // benchNote1K is cmd/benche2e's note text; benchFlushRecords1K cuts it to the length that
@@ -91,14 +88,7 @@ func BenchmarkFlush1K(b *testing.B) {
 		b.Run(map[bool]string{true: "fresh", false: "same"}[fresh], func(b *testing.B) {
 			recs := benchFlushRecords1K(b, n)
 			ctx := context.Background()
-			st, err := storage.Open("file://" + b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			tbl, err := deltawriter.Open(ctx, st)
-			if err != nil {
-				b.Fatal(err)
-			}
+			tbl := benchTable(ctx, b)
 			p := benchFlushPipeline(b, n, tbl, nil)
 			p.fl.levelled = false
 			t := tableState{version: -1, txns: map[string]int64{}}
@@ -113,18 +103,7 @@ func BenchmarkFlush1K(b *testing.B) {
 					refetch(recs)
 				}
 				m1 := minflt()
-				ready, _, note, err := p.resolveSchemas(ctx, recs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				items, err := p.fl.collect(ctx, t, ready, note)
-				if err != nil {
-					b.Fatal(err)
-				}
-				prep, err := p.fl.prepare(t, items)
-				if err != nil {
-					b.Fatal(err)
-				}
+				ready, items, prep := benchPrepare(ctx, b, p, t, recs)
 				m2 := minflt()
 				t0 := time.Now()
 				out := p.fl.route(t, prep, items)

@@ -52,18 +52,7 @@ func BenchmarkFlushStages(b *testing.B) {
 	cpu0 := processCPU(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ready, _, note, err := p.resolveSchemas(ctx, recs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		items, err := p.fl.collect(ctx, t, ready, note)
-		if err != nil {
-			b.Fatal(err)
-		}
-		prep, err := p.fl.prepare(t, items)
-		if err != nil {
-			b.Fatal(err)
-		}
+		ready, items, prep := benchPrepare(ctx, b, p, t, recs)
 		out := p.fl.route(t, prep, items)
 		rows += out.rows
 		endFlush(p.fl, items)
@@ -137,14 +126,7 @@ func BenchmarkFlushColumns(b *testing.B) {
 			name += []string{"", "/kafka", "/kafka+strings"}[ki]
 			b.Run(name, func(b *testing.B) {
 				ctx := context.Background()
-				st, err := storage.Open("file://" + b.TempDir())
-				if err != nil {
-					b.Fatal(err)
-				}
-				tbl, err := deltawriter.Open(ctx, st)
-				if err != nil {
-					b.Fatal(err)
-				}
+				tbl := benchTable(ctx, b)
 				p := benchFlushPipeline(b, n, tbl, kafka)
 				p.fl.levelled = levelled
 				t := tableState{version: -1, txns: map[string]int64{}}
@@ -153,18 +135,7 @@ func BenchmarkFlushColumns(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					ready, _, note, err := p.resolveSchemas(ctx, recs)
-					if err != nil {
-						b.Fatal(err)
-					}
-					items, err := p.fl.collect(ctx, t, ready, note)
-					if err != nil {
-						b.Fatal(err)
-					}
-					prep, err := p.fl.prepare(t, items)
-					if err != nil {
-						b.Fatal(err)
-					}
+					ready, items, prep := benchPrepare(ctx, b, p, t, recs)
 					out := p.fl.route(t, prep, items)
 					if _, err := p.fl.writeFiles(ctx, prep, out); err != nil {
 						b.Fatal(err)
@@ -192,6 +163,38 @@ func processCPU(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// benchTable opens a Delta table on local disk in a new temporary directory (no table
+// there yet: the first flush's plan creates it).
+func benchTable(ctx context.Context, b *testing.B) *deltawriter.Table {
+	st, err := storage.Open("file://" + b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tbl
+}
+
+// benchPrepare runs the flush's steps before route on recs, as flusher.flush does: the
+// schema check (Pipeline.resolveSchemas), collect and prepare.
+func benchPrepare(ctx context.Context, b *testing.B, p *Pipeline, t tableState, recs []*kgo.Record) ([]*kgo.Record, []item, *prepared) {
+	ready, _, note, err := p.resolveSchemas(ctx, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	items, err := p.fl.collect(ctx, t, ready, note)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prep, err := p.fl.prepare(t, items)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ready, items, prep
 }
 
 // endFlush does what flusher.flush does with a batch's items when it returns.

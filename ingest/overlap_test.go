@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -61,14 +60,8 @@ func (h *harness) checkPartitionsInOrder(parts int32) int {
 // that flush has settled.
 func (h *harness) waitJoined(timeout time.Duration, members ...*member) {
 	h.t.Helper()
-	adm := kadm.NewClient(h.producer)
-	waitFor(h.t, timeout, func() error {
-		running(h.t, members...)
-		gs, err := adm.DescribeGroups(context.Background(), "ingestd-orders")
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if g := gs["ingestd-orders"]; g.Err != nil || g.State == "Stable" && len(g.Members) < 2 {
+	h.waitGroup(timeout, members, func(g kadm.DescribedGroup) error {
+		if g.Err != nil || g.State == "Stable" && len(g.Members) < 2 {
 			return fmt.Errorf("group state %s with %d members (err %v), want a rebalance or more members", g.State, len(g.Members), g.Err)
 		}
 		return nil

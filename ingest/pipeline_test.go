@@ -271,14 +271,7 @@ func (h *harness) waitHandled(want int64, timeout time.Duration, members ...*mem
 // one partition and together own all partitions [0, parts): no rebalance is in flight.
 func (h *harness) waitStableSplit(n int, parts int32, timeout time.Duration, members ...*member) {
 	h.t.Helper()
-	adm := kadm.NewClient(h.producer)
-	waitFor(h.t, timeout, func() error {
-		running(h.t, members...)
-		gs, err := adm.DescribeGroups(context.Background(), "ingestd-orders")
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		g := gs["ingestd-orders"]
+	h.waitGroup(timeout, members, func(g kadm.DescribedGroup) error {
 		owned, each := map[int32]bool{}, true
 		var split []string
 		for _, m := range g.Members {
@@ -301,6 +294,21 @@ func (h *harness) waitStableSplit(n int, parts int32, timeout time.Duration, mem
 			return nil
 		}
 		return fmt.Errorf("no stable group of %d members sharing %d partitions: %s", n, parts, last)
+	})
+}
+
+// waitGroup waits until check accepts the described consumer group "ingestd-orders",
+// failing at once when a member's Run has returned (running).
+func (h *harness) waitGroup(timeout time.Duration, members []*member, check func(kadm.DescribedGroup) error) {
+	h.t.Helper()
+	adm := kadm.NewClient(h.producer)
+	waitFor(h.t, timeout, func() error {
+		running(h.t, members...)
+		gs, err := adm.DescribeGroups(context.Background(), "ingestd-orders")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return check(gs["ingestd-orders"])
 	})
 }
 

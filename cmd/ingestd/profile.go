@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 
 	"github.com/ingestd/ingestd/ingest"
 )
@@ -30,15 +31,7 @@ func startProfiles(cpuPath, memPath, tracePath string) (stop func() error, err e
 		}
 	}
 	if tracePath != "" {
-		if tr, err = os.Create(tracePath); err == nil {
-			if err = trace.Start(tr); err != nil {
-				_ = tr.Close()
-				err = fmt.Errorf("start trace %s: %w", tracePath, err)
-			}
-		} else {
-			err = fmt.Errorf("create trace: %w", err)
-		}
-		if err != nil {
+		if tr, err = startTrace(tracePath); err != nil {
 			if cpu != nil {
 				pprof.StopCPUProfile()
 				_ = cpu.Close()
@@ -85,6 +78,19 @@ func writeHeapProfile(path string) error {
 	return nil
 }
 
+// startTrace creates path and starts an execution trace (runtime/trace) into it.
+func startTrace(path string) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start trace %s: %w", path, err)
+	}
+	return f, nil
+}
+
 // memoryHeadroom is what the process may use besides its batches, in bytes: the Kafka
 // client's fetch buffers, a data file being encoded, the runtime (issue 15: peak RSS ≤
 // batch.max_bytes + 256 MiB).
@@ -120,23 +126,18 @@ const gcPercent = 200
 // GOMEMLIMIT environment variable is set (then the runtime's own settings stand; "off"
 // disables it). With the limit it also sets GOGC to gcPercent unless the GOGC environment
 // variable is set: the collector lets the heap grow to three times the live batches
-// before it runs, and runs sooner as the heap nears the limit. It returns the limit and
-// whether it was set.
-func setMemoryLimit(cfgs []*ingest.Config) (int64, bool) {
+// before it runs, and runs sooner as the heap nears the limit. It returns the limit, the
+// GOGC in effect (as GOGC is written: the environment's, or gcPercent's) and whether the
+// limit was set.
+func setMemoryLimit(cfgs []*ingest.Config) (limit int64, gogc string, set bool) {
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok || len(cfgs) == 0 {
-		return 0, false
+		return 0, "", false
 	}
-	limit := memoryLimit(cfgs)
+	limit = memoryLimit(cfgs)
 	debug.SetMemoryLimit(limit)
-	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(gcPercent)
+	if env, ok := os.LookupEnv("GOGC"); ok {
+		return limit, env, true
 	}
-	return limit, true
-}
-
-// gcPercentNow is the collector's current GOGC (-1: off).
-func gcPercentNow() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
+	debug.SetGCPercent(gcPercent)
+	return limit, strconv.Itoa(gcPercent), true
 }

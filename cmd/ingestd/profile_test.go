@@ -20,7 +20,7 @@ func TestMemoryLimitFromBatchBudgets(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
 
 	t.Setenv("GOMEMLIMIT", "1GiB")
-	if _, set := setMemoryLimit(cfgs); set {
+	if _, _, set := setMemoryLimit(cfgs); set {
 		t.Fatal("setMemoryLimit overrode GOMEMLIMIT")
 	}
 	if got := debug.SetMemoryLimit(-1); got != old {
@@ -42,9 +42,9 @@ func TestMemoryLimitSetWithoutGOMEMLIMIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}}
-	limit, set := setMemoryLimit(cfgs)
-	if !set || limit != 320<<20 {
-		t.Fatalf("setMemoryLimit = %d, %v; want %d, true", limit, set, 320<<20)
+	limit, gogc, set := setMemoryLimit(cfgs)
+	if !set || limit != 320<<20 || gogc != "200" {
+		t.Fatalf("setMemoryLimit = %d, %q, %v; want %d, \"200\", true", limit, gogc, set, 320<<20)
 	}
 	if got := debug.SetMemoryLimit(-1); got != 320<<20 {
 		t.Fatalf("runtime memory limit = %d, want %d", got, 320<<20)
@@ -56,8 +56,8 @@ func TestMemoryLimitSetWithoutGOMEMLIMIT(t *testing.T) {
 	// A GOGC of the environment stands.
 	debug.SetGCPercent(150)
 	t.Setenv("GOGC", "150")
-	if _, set := setMemoryLimit(cfgs); !set {
-		t.Fatal("memory limit not set")
+	if _, gogc, set := setMemoryLimit(cfgs); !set || gogc != "150" {
+		t.Fatalf("with GOGC=150: setMemoryLimit set %v, GOGC %q; want true, \"150\"", set, gogc)
 	}
 	if got := gcPercentNow(); got != 150 {
 		t.Fatalf("GOGC=150 in the environment: the collector's GOGC = %d, want 150", got)
@@ -106,4 +106,11 @@ func TestStartProfiles(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gcPercentNow is the collector's current GOGC (-1: off).
+func gcPercentNow() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }

@@ -92,8 +92,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	if limit, set := setMemoryLimit(cfgs); set {
-		log.Info("soft memory limit set from the pipelines' batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gcPercentNow())
+	if limit, gogc, set := setMemoryLimit(cfgs); set {
+		log.Info("soft memory limit set from the pipelines' batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

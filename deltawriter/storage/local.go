@@ -46,7 +46,7 @@ type Local struct {
 var ErrDataLost = errors.New("an fsync under the table root failed: files written before it may not be on disk; restart ingestd to write them again")
 
 // pendingFiles are the files of one root published by a Writer's Close and not yet
-// fsynced: full paths of files and of the directories holding them.
+// fsynced, by full path.
 type pendingFiles struct {
 	// drain is held through a Put's fsyncs (Local.durable): a Put that finds nothing
 	// pending because another Put took the files must not publish before their fsyncs
@@ -58,7 +58,6 @@ type pendingFiles struct {
 	mkdir sync.RWMutex
 	mu    sync.Mutex
 	files map[string]struct{}
-	dirs  map[string]struct{}
 	lost  error // the first failed fsync (wrapping ErrDataLost): no Put publishes after it
 }
 
@@ -84,7 +83,7 @@ func NewLocal(root string) (*Local, error) {
 		return nil, fmt.Errorf("open local store %q: path must be absolute", root)
 	}
 	root = filepath.Clean(root)
-	pf, _ := pendingByRoot.LoadOrStore(root, &pendingFiles{files: map[string]struct{}{}, dirs: map[string]struct{}{}})
+	pf, _ := pendingByRoot.LoadOrStore(root, &pendingFiles{files: map[string]struct{}{}})
 	return &Local{root: root, pending: pf.(*pendingFiles)}, nil
 }
 
@@ -92,22 +91,21 @@ func NewLocal(root string) (*Local, error) {
 func (p *pendingFiles) add(file string) {
 	p.mu.Lock()
 	p.files[file] = struct{}{}
-	p.dirs[filepath.Dir(file)] = struct{}{}
 	p.mu.Unlock()
 }
 
-// take returns and forgets the pending files and directories.
+// take returns and forgets the pending files, and returns the directories holding them
+// (each once).
 func (p *pendingFiles) take() (files, dirs []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for f := range p.files {
 		files = append(files, f)
-	}
-	for d := range p.dirs {
-		dirs = append(dirs, d)
+		if d := filepath.Dir(f); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
 	}
 	clear(p.files)
-	clear(p.dirs)
 	return files, dirs
 }
 
@@ -131,13 +129,9 @@ func (p *pendingFiles) lostErr() error {
 }
 
 // fsyncPath opens the file at path and fsyncs it: the data written through any
-// descriptor of the file becomes durable (fsync(2)). A file that no longer exists (a
-// data file VACUUM or a failed flush's cleanup removed) is nothing to make durable.
+// descriptor of the file becomes durable (fsync(2)).
 func fsyncPath(path string) error {
 	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}
@@ -150,7 +144,8 @@ func fsyncPath(path string) error {
 
 // durable fsyncs tmp (a Put's temporary file, which the caller then publishes) and,
 // concurrently, every pending file of the root and each pending file's directory, after
-// any other Put's drain of the root has returned. A failed fsync of a pending file or
+// any other Put's drain of the root has returned. A file or directory removed since (a
+// data file VACUUM or a failed flush's cleanup removed) is nothing to make durable. A failed fsync of a pending file or
 // directory is not retried (a retry's success proves nothing: see ErrDataLost): it and
 // every later call return the root's lost error. A failed fsync of tmp alone fails this
 // Put only (the pending files were made durable).
@@ -167,13 +162,14 @@ func (l *Local) durable(tmp *os.File) error {
 	g.Go(func() error { tmpErr = tmp.Sync(); return nil })
 	paths := slices.Concat(files, dirs)
 	errs := make([]error, len(paths))
-	for i, f := range files {
-		g.Go(func() error { errs[i] = syncFile(f); return nil })
-	}
-	for i, d := range dirs {
+	for i, p := range paths {
+		fsync := syncFile
+		if i >= len(files) {
+			fsync = syncDirFn
+		}
 		g.Go(func() error {
-			if err := syncDirFn(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs[len(files)+i] = err
+			if err := fsync(p); !errors.Is(err, fs.ErrNotExist) { // removed since: nothing to make durable
+				errs[i] = err
 			}
 			return nil
 		})
@@ -443,22 +439,12 @@ func (w *localWriter) Close() error {
 	}
 	w.done = true
 	tmp := w.f.Name()
-	if !w.publishes {
-		if err := w.f.Close(); err != nil {
+	if w.publishes {
+		if err := w.local.durable(w.f); err != nil {
+			_ = w.f.Close()
 			_ = os.Remove(tmp)
-			return fmt.Errorf("close %s: %w", w.rel, err)
+			return fmt.Errorf("sync %s and the files before it: %w", w.rel, err)
 		}
-		if err := os.Rename(tmp, w.final); err != nil {
-			_ = os.Remove(tmp)
-			return fmt.Errorf("rename %s: %w", w.rel, err)
-		}
-		w.local.pending.add(w.final)
-		return nil
-	}
-	if err := w.local.durable(w.f); err != nil {
-		_ = w.f.Close()
-		_ = os.Remove(tmp)
-		return fmt.Errorf("sync %s and the files before it: %w", w.rel, err)
 	}
 	if err := w.f.Close(); err != nil {
 		_ = os.Remove(tmp)
@@ -476,6 +462,10 @@ func (w *localWriter) Close() error {
 	} else if err := os.Rename(tmp, w.final); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("rename %s: %w", w.rel, err)
+	}
+	if !w.publishes {
+		w.local.pending.add(w.final)
+		return nil
 	}
 	if err := syncDirFn(filepath.Dir(w.final)); err != nil {
 		return fmt.Errorf("sync directory of %s: %w", w.rel, err)

