@@ -1,9 +1,12 @@
 package decode
 
 import (
+	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -277,4 +280,26 @@ func benchColumns(b *testing.B, ws *WriterSchema, value []byte, mode denseMode, 
 		b.Fatalf("%d dense columns, want %d", n, want)
 	}
 	report(b)
+}
+
+// BenchmarkValidText: validText beside utf8.Valid, which it hands strings of 64 bytes and
+// more to, on ASCII strings of the benchmark records' lengths (a tag, a name, the 1 KB
+// record's note) and on both sides of that threshold. ns/op per string.
+func BenchmarkValidText(b *testing.B) {
+	note := strings.Repeat("first purchase after the spring campaign; gift wrap requested. ", 15)
+	var sink bool
+	for _, n := range []int{12, 45, 63, 64, 873} {
+		s := []byte(note[:n])
+		b.Run(fmt.Sprintf("validText/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				sink = validText(s)
+			}
+		})
+		b.Run(fmt.Sprintf("utf8.Valid/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				sink = utf8.Valid(s)
+			}
+		})
+	}
+	_ = sink
 }
