@@ -22,8 +22,8 @@ import (
 	"github.com/ingestd/ingestd/internal/tarzst"
 )
 
-// Conformance over the Delta tables of delta-kernel-rs in ../shared/testdata/delta-kernel-rs
-// (never copied into this repository): golden_data/<name>.tar.zst holds <name>/delta (the
+// Conformance over the Delta tables of delta-kernel-rs in the repository's
+// testdata/delta-kernel-rs (Apache-2.0, with its LICENSE and NOTICE): golden_data/<name>.tar.zst holds <name>/delta (the
 // table) and, for most, <name>/expected (Spark's read of the latest version, as Parquet);
 // data/ holds more tables, plain or as .tar.zst.
 //
@@ -33,22 +33,15 @@ import (
 // second time against the rows in expected/. Tables delta-rs cannot load are checked by
 // hand below.
 
-// kernelTestdata returns the delta-kernel-rs test data directory, or skips (fails under
-// CI) when it is missing.
+// kernelTestdata returns the repository's delta-kernel-rs test data directory.
 func kernelTestdata(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("INGESTD_DELTA_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "testdata", "delta-kernel-rs")
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "delta-kernel-rs"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "golden_data")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("delta-kernel-rs test data not found at %s (set INGESTD_DELTA_TESTDATA): %v", dir, err)
-		}
-		t.Skipf("delta-kernel-rs test data not found at %s (set INGESTD_DELTA_TESTDATA)", dir)
+		t.Fatalf("delta-kernel-rs test data not found at %s: %v", dir, err)
 	}
 	return dir
 }

@@ -28,7 +28,7 @@ const datagenCount = 50
 // order across partitions, and the schemas have no unique key).
 func TestDatagenSchemas(t *testing.T) {
 	s := need(t)
-	schemas := filepath.Join(repoRoot, "..", "shared", "testdata", "avro", "datagen")
+	schemas := filepath.Join(repoRoot, "testdata", "avro", "datagen")
 	prefix := fmt.Sprintf("datagen-%d-", time.Now().UnixNano())
 	var stems []string
 	paths, _ := filepath.Glob(filepath.Join(schemas, "*.avsc"))

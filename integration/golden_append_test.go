@@ -27,7 +27,7 @@ import (
 )
 
 // ingestd appends to copies of Delta tables written by Spark and delta-rs (the
-// delta-kernel-rs conformance tables in ../shared/testdata/delta-kernel-rs): column
+// delta-kernel-rs conformance tables in testdata/delta-kernel-rs): column
 // mapping by name and by id, timestamp_ntz (also as a partition column), deletion
 // vectors with a checkpoint, V2 checkpoints with and without sidecars, and app
 // transactions. Each append goes through ingestd's Delta writer as a pipeline flush does
@@ -852,21 +852,13 @@ func openSnapshot(root string) (*deltawriter.Snapshot, error) {
 	return tbl.Snapshot(context.Background())
 }
 
-// goldenTestdata returns the delta-kernel-rs test data directory (beside the repository
-// in ../shared, or INGESTD_DELTA_TESTDATA); it skips locally and fails under CI when
-// the data is missing.
+// goldenTestdata returns the delta-kernel-rs test data directory of the repository
+// (testdata/delta-kernel-rs).
 func goldenTestdata(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("INGESTD_DELTA_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join(repoRoot, "..", "shared", "testdata", "delta-kernel-rs")
-	}
+	dir := filepath.Join(repoRoot, "testdata", "delta-kernel-rs")
 	if _, err := os.Stat(filepath.Join(dir, "golden_data")); err != nil {
-		msg := fmt.Sprintf("golden append test needs the delta-kernel-rs test data at %s (set INGESTD_DELTA_TESTDATA): %v", dir, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		t.Fatalf("golden append test needs the delta-kernel-rs test data at %s: %v", dir, err)
 	}
 	return dir
 }

@@ -17,21 +17,13 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// kernelTable copies a delta-kernel-rs test table (../shared/testdata, or
-// INGESTD_DELTA_TESTDATA) to a temporary directory; it skips (fails under CI) when the
-// data is missing.
+// kernelTable copies a delta-kernel-rs test table (the repository's
+// testdata/delta-kernel-rs/data) to a temporary directory.
 func kernelTable(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("INGESTD_DELTA_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "testdata", "delta-kernel-rs")
-	}
-	src := filepath.Join(dir, "data", name)
+	src := filepath.Join("..", "..", "testdata", "delta-kernel-rs", "data", name)
 	if _, err := os.Stat(src); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("test table %s: %v", src, err)
-		}
-		t.Skipf("test table %s: %v", src, err)
+		t.Fatalf("test table %s: %v", src, err)
 	}
 	dst := filepath.Join(t.TempDir(), name)
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerates golden_expect.json: what delta-rs (the `deltalake` package, an independent
-Delta implementation) says about every table of ../shared/testdata/delta-kernel-rs/, for
+Delta implementation) says about every table of testdata/delta-kernel-rs/ (the repository's), for
 the conformance test in conformance_test.go.
 
 Usage: .venv/bin/python deltawriter/testdata/golden_expect.py [TESTDATA_DIR] > deltawriter/testdata/golden_expect.json
@@ -79,7 +79,7 @@ def describe(root):
 
 
 def main():
-    td = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../../shared/testdata/delta-kernel-rs")
+    td = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../testdata/delta-kernel-rs")
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for arc in sorted(glob.glob(os.path.join(td, "golden_data", "*.tar.zst"))):

@@ -9,14 +9,14 @@ import (
 	"testing"
 )
 
-// datagenDir holds the real-world datagen schemas; the project reads them from the shared
-// folder beside the repository rather than keeping a copy.
-const datagenDir = "../../../shared/testdata/avro/datagen"
+// datagenDir holds the real-world datagen schemas (Apache-2.0, from
+// confluentinc/kafka-connect-datagen, with their LICENSE).
+const datagenDir = "../../testdata/avro/datagen"
 
 var updateGolden = flag.Bool("update", false, "rewrite golden files")
 
-// The 38 .avsc files of the datagen folder (copied from ../shared/testdata/avro/datagen
-// with their LICENSE): 37 load through StaticSchema (the raw-Avro path) into the Delta
+// The 38 .avsc files of the datagen folder (testdata/avro/datagen of the
+// repository): 37 load through StaticSchema (the raw-Avro path) into the Delta
 // schemas of testdata/datagen.golden; clickstream_schema.avsc is not valid JSON (a `//`
 // comment) and fails naming the file, line and column. Every valid schema then decodes
 // generated records exactly as hamba/avro does.
