@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // The batch.max_bytes budget charges a record its raw bytes plus the decoded bytes a flush
@@ -20,7 +22,7 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 300
 	cfg := h.config()
-	cfg.Batch = BatchConfig{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // one flush, by records
+	cfg.Batch = config.Batch{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // one flush, by records
 	var raw, decoded int64
 	for id := int64(0); id < n; id++ {
 		key, val := fmt.Appendf(nil, "%d", id), h.encode(id, 0)
@@ -74,7 +76,7 @@ func TestByteBudgetFlushesOnDecodedBytes(t *testing.T) {
 	// The raw bytes of all the records are one batch's share (half the budget); charged
 	// with their decoded values and recordOverhead (1 + initialDecodedPerByte,
 	// +recordOverhead each) they exceed it.
-	cfg.Batch = BatchConfig{MaxRecords: 1 << 20, MaxBytes: ByteSize(2 * raw), MaxAge: 10 * time.Minute}
+	cfg.Batch = config.Batch{MaxRecords: 1 << 20, MaxBytes: config.ByteSize(2 * raw), MaxAge: 10 * time.Minute}
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)
 	h.waitHandled(first, 20*time.Second, m) // the first commit: age is 10 min away

@@ -19,6 +19,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
@@ -32,7 +33,7 @@ import (
 type bytesTable struct {
 	extra       []*deltalog.StructField
 	partitionBy []string
-	tune        func(*Config)
+	tune        func(*config.Config)
 	avsc        map[int]string // writer schemas; nil: bytesAvsc
 	mapping     deltalog.ColumnMappingMode
 }
@@ -207,7 +208,7 @@ func TestBytesBreakStringKeysAndHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl := bytesTable{extra: kfields, tune: func(c *Config) { c.Table.KafkaColumns, c.Table.KeyFormat = kcols, kafkacols.KeyString }}
+	tbl := bytesTable{extra: kfields, tune: func(c *config.Config) { c.Table.KafkaColumns, c.Table.KeyFormat = kcols, kafkacols.KeyString }}
 	keys := [][]byte{[]byte(""), nil, []byte("k\u00e9"), []byte(""), nil, []byte("z")}
 	rows := make([]bytesRec, len(keys))
 	for i := range rows {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // kafkaClients builds every Kafka client ingestd makes for one pipeline, from the
@@ -16,14 +18,14 @@ import (
 // options (e.g. a test's dialer) come last, so they may override any of it. Each client
 // is the caller's to Close.
 type kafkaClients struct {
-	cfg   *Config
+	cfg   *config.Config
 	log   *slog.Logger
 	extra []kgo.Opt
 }
 
 // newKafkaClients returns the client factory of cfg; log (nil: discard) receives the
 // clients' own logs, labelled client=<role>; extra are Deps.KafkaOpts.
-func newKafkaClients(cfg *Config, log *slog.Logger, extra []kgo.Opt) kafkaClients {
+func newKafkaClients(cfg *config.Config, log *slog.Logger, extra []kgo.Opt) kafkaClients {
 	if log == nil {
 		log = discardLogger()
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // within reports whether b's bytes lie inside one of recs' values.
@@ -41,7 +43,7 @@ func TestColumnBuffersReleaseTheBatchRecords(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 300
 	cfg := h.config()
-	cfg.Batch = BatchConfig{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // flushes by records: n each
+	cfg.Batch = config.Batch{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // flushes by records: n each
 	var recs []*kgo.Record
 	type seen struct {
 		strings, aliased int    // levelled string values, and those inside the records

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter/column"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // The column buffers of an unpartitioned table are sized before the batch is decoded
@@ -22,7 +23,7 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 400
 	cfg := h.config()
-	cfg.Batch = BatchConfig{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // flushes by records: n each
+	cfg.Batch = config.Batch{MaxRecords: n, MaxBytes: 1 << 30, MaxAge: time.Minute} // flushes by records: n each
 	m := h.startWith("a", cfg, nil)
 	type buf struct {
 		dense bool
@@ -94,7 +95,7 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Batch = BatchConfig{MaxRecords: 2, MaxBytes: 1 << 30, MaxAge: time.Minute}
+	cfg.Batch = config.Batch{MaxRecords: 2, MaxBytes: 1 << 30, MaxAge: time.Minute}
 	m := h.startWith("a", cfg, nil)
 	big := h.encodeCustomer(0, strings.Repeat("x", 20<<10))
 	h.produceRaw(0, big, h.encode(1, 0))

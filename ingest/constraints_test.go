@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -19,7 +20,7 @@ func TestCheckConstraintDeadLetters(t *testing.T) {
 	h.createTable(nil, map[string]string{"delta.constraints.amount.min": "amount > 1", "delta.constraints.id_known": "order_id IS NOT NULL"})
 	h.produce(0, 10, 0, 1, -1) // amounts id*37/100: 0.00, 0.37, 0.74 violate amount > 1
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	m := h.startWith("pipeline", cfg, nil)
 	h.waitHandled(10, 20*time.Second, m)
 	got := h.snapshot()
@@ -61,7 +62,7 @@ func BenchmarkConstraintFill(b *testing.B) {
 		"delta.constraints.price_positive": "`unit price` > 0", "delta.constraints.note_short": "length(note) <= 5",
 		"delta.constraints.line_total_ok": "amount * qty = line_total", "delta.constraints.ops.amount.max": "amount < 1000000"}
 	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
-	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, conf, nil)
+	fills, err := fillsFor(&config.Config{}, schema, deltalog.ColumnMappingNone, pq, conf, nil)
 	if err != nil || len(fills) != 1 {
 		b.Fatal(err, len(fills))
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
@@ -48,7 +49,7 @@ type breakFlush struct {
 
 // runBreakFlush flushes recs (framed with the ids of schemas) to the existing table at
 // dir as the consumer pipeline does (collect, prepare, route, write the files).
-func runBreakFlush(t *testing.T, dir string, cfg *Config, schemas mapSchemas, recs []*kgo.Record, levelled bool) breakFlush {
+func runBreakFlush(t *testing.T, dir string, cfg *config.Config, schemas mapSchemas, recs []*kgo.Record, levelled bool) breakFlush {
 	t.Helper()
 	f, st := newBreakFlusher(t, dir, cfg, schemas, levelled)
 	return breakFlushWith(t, f, st, recs)
@@ -56,7 +57,7 @@ func runBreakFlush(t *testing.T, dir string, cfg *Config, schemas mapSchemas, re
 
 // newBreakFlusher opens the table at dir and returns a flusher of cfg on it (every
 // column starting levelled when levelled) and its store.
-func newBreakFlusher(t *testing.T, dir string, cfg *Config, schemas mapSchemas, levelled bool) (*flusher, storage.Store) {
+func newBreakFlusher(t *testing.T, dir string, cfg *config.Config, schemas mapSchemas, levelled bool) (*flusher, storage.Store) {
 	t.Helper()
 	st, err := storage.Open("file://" + dir)
 	if err != nil {
@@ -230,10 +231,10 @@ func createBreakTable(t *testing.T, dir string, schema *deltalog.StructType, par
 	(&harness{t: t, tableDir: dir}).commitOther(0, proto, meta)
 }
 
-func breakConfig(dir string) *Config {
-	return &Config{Name: "brk", AppID: "brk", Table: TableConfig{URI: "file://" + dir},
-		Schema: SchemaConfig{Policy: PolicyDeadLetter, OnIncompatible: PolicyHalt}, DeadLetter: DeadLetter{Topic: "brk.dlq"},
-		Batch: BatchConfig{MaxRecords: 1000, MaxBytes: 64 << 20, MaxOpenPartitions: 256}}
+func breakConfig(dir string) *config.Config {
+	return &config.Config{Name: "brk", AppID: "brk", Table: config.Table{URI: "file://" + dir},
+		Schema: config.Schema{Policy: config.PolicyDeadLetter, OnIncompatible: config.PolicyHalt}, DeadLetter: config.DeadLetter{Topic: "brk.dlq"},
+		Batch: config.Batch{MaxRecords: 1000, MaxBytes: 64 << 20, MaxOpenPartitions: 256}}
 }
 
 // The writer schemas of TestBreakMixedWritersEdgeValues: 7 writes v as int, f as float,

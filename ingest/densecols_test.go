@@ -23,6 +23,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
@@ -91,7 +92,7 @@ type denseFlush struct {
 // it exists) as the consumer pipeline does, up to the data files: collect, prepare,
 // route (decode, fills, partitioner), write the files. It records the columns' forms
 // after the decode and reads the files back. levelled starts every column levelled.
-func runDenseFlush(t *testing.T, dir string, cfg *Config, recs []*kgo.Record, levelled bool) denseFlush {
+func runDenseFlush(t *testing.T, dir string, cfg *config.Config, recs []*kgo.Record, levelled bool) denseFlush {
 	t.Helper()
 	ctx := context.Background()
 	ws, err := decode.ParseWriterSchema(7, denseAvro)
@@ -239,10 +240,10 @@ func wantRow(r denseRec, withRegion, withDay bool) string {
 	return s + fmt.Sprintf(" ts=%d x=%s", denseTS(r.id), x)
 }
 
-func denseConfig(dir string) *Config {
-	return &Config{Name: "dense", AppID: "dense", Table: TableConfig{URI: "file://" + dir, Create: true},
-		Schema: SchemaConfig{Policy: PolicyEvolve, OnIncompatible: PolicyHalt}, DeadLetter: DeadLetter{Topic: "dense.dlq"},
-		Batch: BatchConfig{MaxRecords: 1000, MaxBytes: 64 << 20, MaxOpenPartitions: 256}}
+func denseConfig(dir string) *config.Config {
+	return &config.Config{Name: "dense", AppID: "dense", Table: config.Table{URI: "file://" + dir, Create: true},
+		Schema: config.Schema{Policy: config.PolicyEvolve, OnIncompatible: config.PolicyHalt}, DeadLetter: config.DeadLetter{Topic: "dense.dlq"},
+		Batch: config.Batch{MaxRecords: 1000, MaxBytes: 64 << 20, MaxOpenPartitions: 256}}
 }
 
 // deadLetters renders the outcome's dead letters: "offset:reason".
@@ -357,7 +358,7 @@ func TestDenseColumnsGeneratedAndConstraints(t *testing.T) {
 			dir := t.TempDir()
 			createDenseTable(t, dir, map[string]string{"delta.constraints.id_nonneg": "id >= 0", "delta.constraints.n_small": "n < 100"})
 			cfg := denseConfig(dir)
-			cfg.Schema.Policy = PolicyDeadLetter
+			cfg.Schema.Policy = config.PolicyDeadLetter
 			cfg.Table.KafkaColumns = denseKafka
 			res := runDenseFlush(t, dir, cfg, recs, levelled)
 			wantForms := "_kafka_offset:D _kafka_partition:D _kafka_timestamp:D day:D id:D n:L ok:D region:D ts:D x:D"
@@ -456,7 +457,7 @@ func TestDenseColumnsRandomBatches(t *testing.T) {
 		for _, levelled := range []bool{false, true} {
 			dir := t.TempDir()
 			cfg := denseConfig(dir)
-			cfg.Schema.Policy = PolicyDeadLetter
+			cfg.Schema.Policy = config.PolicyDeadLetter
 			if partitioned {
 				cfg.Table.PartitionBy = []string{"region"}
 			}

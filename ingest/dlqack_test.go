@@ -19,13 +19,14 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/tableops"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
 // runUntil runs a pipeline with hook (see hooks.beforeCommit; kill is kill -9: the
 // pipeline stops without flushing) until the table's txns account for want source
 // records (then stops it like SIGTERM), or until Run returns; it returns Run's error.
-func (h *harness) runUntil(cfg *Config, hook func(dead int, kill func()) error, want int64) (*Pipeline, error) {
+func (h *harness) runUntil(cfg *config.Config, hook func(dead int, kill func()) error, want int64) (*Pipeline, error) {
 	h.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{h.t, "pipeline"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p := NewPipeline(cfg, h.deps(log))
@@ -110,7 +111,7 @@ func allStates(n int, s dlq.AckState) []dlq.AckState {
 func TestSchemaChangeBetweenDLQProduceAndCommit(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	h.produce(1, 10, 0, 1, 0)
 	if _, err := h.runUntil(cfg, nil, 10); err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestSchemaChangeBetweenDLQProduceAndCommit(t *testing.T) {
 func TestCrashBetweenDLQProduceAndCommit(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	h.produce(1, 10, 0, 1, 0)
 	if _, err := h.runUntil(cfg, nil, 10); err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 func TestProgressBeforeTheTableExists(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	// Orders framed with the schema id the registry gives next: unknown (404) until then.
 	const v3 = `{"type":"record","name":"Order","namespace":"shop","fields":[
   {"name":"order_id","type":"long"},
@@ -359,7 +360,7 @@ func TestProgressBeforeTheTableExists(t *testing.T) {
 	if _, _, err := h.reg.RegisterSchema("orders-value", sr.Schema{Schema: v3, Type: sr.TypeAvro}); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Schema.Policy = PolicyEvolve // the replay adds `note`
+	cfg.Schema.Policy = config.PolicyEvolve // the replay adds `note`
 	sum, err := h.replay(cfg, nil, ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestProgressBeforeTheTableExists(t *testing.T) {
 func TestShutdownDuringDeadLetterProduce(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`), []byte(`{"order_id":3}`))
 	// From here on the only producer is the pipeline's dead-letter producer.
 	var delayed, inFlight atomic.Bool
@@ -416,7 +417,7 @@ func TestProgressWithoutTableWhenAnotherWriterCreatesIt(t *testing.T) {
 	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
 	h := newHarness(t, 2)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	m := h.startWith("pipeline", cfg, nil)
 	h.produceRaw(1, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
 	waitFor(t, 30*time.Second, func() error { return atLeast("dead letters", h.dlqCount(), 2) })
@@ -436,7 +437,7 @@ func TestProgressWithoutTableWhenAnotherWriterCreatesIt(t *testing.T) {
 	// pipeline restarts with the table already there.
 	h2 := newHarness(t, 1)
 	cfg2 := h2.config()
-	cfg2.Schema.Policy = PolicyDeadLetter
+	cfg2.Schema.Policy = config.PolicyDeadLetter
 	m2 := h2.startWith("pipeline", cfg2, nil)
 	h2.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
 	waitFor(t, 30*time.Second, func() error { return atLeast("dead letters", h2.dlqCount(), 2) })

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
@@ -38,7 +39,7 @@ const engineInfo = "ingestd"
 // pipeline and a replay each own one, with their mode. Not safe for concurrent use: its
 // owner serialises flushes (Pipeline.mu).
 type flusher struct {
-	cfg   *Config
+	cfg   *config.Config
 	deps  Deps
 	log   *slog.Logger
 	m     *Metrics
@@ -95,7 +96,7 @@ type flusher struct {
 	hooks *hooks
 }
 
-func newFlusher(cfg *Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
+func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
 	f := &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
@@ -646,7 +647,7 @@ type filledColumn struct {
 // _kafka_key (a string or binary key; kafkaFill.fill sets each on every row it accepts,
 // a null key as NULL), and the generated columns of the flush's generatedFill.
 // rowView.spare readies a levelled spare for each.
-func fillTargets(cfg *Config, fills []columnFill, row *rowView, leaves []column.Leaf) []filledColumn {
+func fillTargets(cfg *config.Config, fills []columnFill, row *rowView, leaves []column.Leaf) []filledColumn {
 	var out []filledColumn
 	add := func(name, generated string) {
 		c, ok := row.column(name)
@@ -994,7 +995,7 @@ func (f *flusher) ackOf(r *kgo.Record) dlq.Ack {
 // Kafka column or holds it in another type (kafkacols.Check). It is checked at start-up
 // and again on every snapshot a flush reads, before any byte of that flush is written,
 // since another writer may change the table.
-func checkWritable(cfg *Config, snap *deltawriter.Snapshot) error {
+func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 	if err := snap.CheckWritable(); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}

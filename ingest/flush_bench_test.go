@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
@@ -100,9 +101,9 @@ func benchFlushPipeline(b *testing.B, n int, table *deltawriter.Table, kafka []s
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := &Config{Name: "bench", AppID: "bench", Table: TableConfig{URI: "file:///nonexistent", Create: true, KafkaColumns: kafka, KeyFormat: kafkacols.KeyBytes},
-		Schema: SchemaConfig{Policy: PolicyEvolve, OnIncompatible: PolicyHalt}, DeadLetter: DeadLetter{Topic: "bench.dlq"},
-		Batch: BatchConfig{MaxRecords: n, MaxBytes: 128 << 20}}
+	cfg := &config.Config{Name: "bench", AppID: "bench", Table: config.Table{URI: "file:///nonexistent", Create: true, KafkaColumns: kafka, KeyFormat: kafkacols.KeyBytes},
+		Schema: config.Schema{Policy: config.PolicyEvolve, OnIncompatible: config.PolicyHalt}, DeadLetter: config.DeadLetter{Topic: "bench.dlq"},
+		Batch: config.Batch{MaxRecords: n, MaxBytes: 128 << 20}}
 	return NewPipeline(cfg, Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
 		Schemas: mapSchemas{7: ws}, Framed: true, Table: table})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // commitLog is one Delta commit of the harness's table, as the log holds it: the order
@@ -302,7 +303,7 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyHalt
+	cfg.Schema.Policy = config.PolicyHalt
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 60, 200*time.Millisecond
 	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
 	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel
@@ -355,7 +356,7 @@ func TestRetriedBatchWithinMaxBytes(t *testing.T) {
 	// columns decode to one levelled value and two dense words, 40 bytes): a batch's half
 	// of the budget is ≈ 24 records.
 	const maxBytes = 14_000
-	cfg.Batch = BatchConfig{MaxRecords: 1 << 20, MaxBytes: maxBytes, MaxAge: 200 * time.Millisecond}
+	cfg.Batch = config.Batch{MaxRecords: 1 << 20, MaxBytes: maxBytes, MaxAge: 200 * time.Millisecond}
 	h.produce(1, 40, 0, 2, 0) // partition 0: about two batches
 	type flushSeen struct {
 		sizes    []int64

@@ -10,6 +10,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
@@ -20,96 +21,16 @@ import (
 // the record supplies itself with null-safe equality (Spark's <=>), as Spark's
 // generated-column constraint does.
 
-// generatedNames returns table.generated_columns' names in file order.
-func (c *Config) generatedNames() []string {
-	names := make([]string, 0, len(c.Table.GeneratedColumns))
-	for n := range c.Table.GeneratedColumns {
-		names = append(names, n)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		if la, lb := c.line("$.table.generated_columns."+a), c.line("$.table.generated_columns."+b); la != lb {
-			return la - lb
-		}
-		return strings.Compare(a, b)
-	})
-	return names
-}
-
-// validateGenerated checks table.generated_columns and the generation time zone
-// property at start-up: each expression parses and uses only what ingestd evaluates, and
-// refers to no generated column (itself included); ingestd.generation.timeZone is an
-// IANA zone. Source columns are checked against the table's schema when it is known
-// (checkGeneratedConfig).
-func (c *Config) validateGenerated() []error {
-	var errs []error
-	bad := func(path, msg, fix string) {
-		errs = append(errs, &ConfigError{File: c.File, Line: c.line(path), Msg: msg, Fix: fix})
-	}
-	gen := map[string]bool{}
-	for n := range c.Table.GeneratedColumns {
-		gen[deltalog.NameKey(n)] = true
-	}
-	for _, name := range c.generatedNames() {
-		path := "$.table.generated_columns." + name
-		src := c.Table.GeneratedColumns[name]
-		if strings.TrimSpace(name) == "" {
-			bad(path, "table.generated_columns has an empty column name", "name the column, e.g. event_date: \"CAST(created_at AS DATE)\"")
-			continue
-		}
-		if k, ok := kafkaColumnNamed(c.Table.KafkaColumns, name); ok {
-			bad(path, fmt.Sprintf("table.generated_columns.%s: the name is the Kafka column %s (table.kafka_columns lists %s)", name, kafkacols.Column(k), k),
-				"rename the generated column, or remove "+k+" from table.kafka_columns")
-			continue
-		}
-		n, err := expr.Parse(src)
-		if err != nil {
-			bad(path, fmt.Sprintf("table.generated_columns.%s: %v", name, err), "write a Spark SQL expression, e.g. \"CAST(created_at AS DATE)\"")
-			continue
-		}
-		if err := expr.CheckSupported(n); err != nil {
-			bad(path, fmt.Sprintf("table.generated_columns.%s: %v", name, err), "use one of the supported expressions (README, Generated columns)")
-			continue
-		}
-		cols := expr.Columns(n)
-		if len(cols) == 0 {
-			bad(path, fmt.Sprintf("table.generated_columns.%s: %q reads no column", name, src), "derive the column from a value column, e.g. \"CAST(created_at AS DATE)\"")
-		}
-		for _, col := range cols {
-			if gen[deltalog.NameKey(col)] {
-				bad(path, fmt.Sprintf("table.generated_columns.%s: %q refers to the generated column %q (Spark does not allow a generated column to read a generated column)", name, src, col),
-					"derive it from a value column")
-			}
-		}
-	}
-	if _, ok := c.Table.Properties[deltalog.PropGenerationTimeZone]; ok {
-		if _, err := deltawriter.GenerationTimeZone(c.Table.Properties); err != nil {
-			bad("$.table.properties."+deltalog.PropGenerationTimeZone, err.Error(), "set an IANA zone name such as UTC or Europe/Berlin, or remove the property (UTC)")
-		}
-	}
-	return errs
-}
-
-// kafkaColumnNamed returns the Kafka column of cols (table.kafka_columns: "offset", …)
-// whose column (_kafka_offset, …) is name under Delta's name matching.
-func kafkaColumnNamed(cols []string, name string) (string, bool) {
-	for _, k := range cols {
-		if deltalog.NameKey(kafkacols.Column(k)) == deltalog.NameKey(name) {
-			return k, true
-		}
-	}
-	return "", false
-}
-
 // generatedCreateColumns is the guard's schemaguard.Options.CreateColumns for cfg: it adds
 // table.generated_columns to the schema of a table the batch creates, each typed by its
 // expression's result type and carrying delta.generationExpression; a field of that name
 // the writer schema already has becomes the generated column. An expression that does
 // not bind to the schema is left out here and reported by checkGeneratedConfig.
-func generatedCreateColumns(cfg *Config) func(*deltalog.StructType) *deltalog.StructType {
+func generatedCreateColumns(cfg *config.Config) func(*deltalog.StructType) *deltalog.StructType {
 	if len(cfg.Table.GeneratedColumns) == 0 {
 		return nil
 	}
-	names := cfg.generatedNames()
+	names := cfg.GeneratedNames()
 	// The Kafka columns are appended after the guard (commitSchema), but a generated column
 	// may derive from one (e.g. DATE(_kafka_timestamp)): bind against them too. The avro
 	// key's struct is not known here; no supported expression reads a struct.
@@ -149,11 +70,11 @@ func generatedCreateColumns(cfg *Config) func(*deltalog.StructType) *deltalog.St
 // one a flush creates it with): each must be a generated column of the table with the
 // same expression. ingestd adds generated columns only when it creates a table, so a
 // difference is an error naming the config file and line and the fix.
-func checkGeneratedConfig(cfg *Config, schema *deltalog.StructType) error {
+func checkGeneratedConfig(cfg *config.Config, schema *deltalog.StructType) error {
 	var errs []string
-	for _, name := range cfg.generatedNames() {
+	for _, name := range cfg.GeneratedNames() {
 		src := cfg.Table.GeneratedColumns[name]
-		where := fmt.Sprintf("%s:%d: table.generated_columns.%s", cfg.File, cfg.line("$.table.generated_columns."+name), name)
+		where := fmt.Sprintf("%s:%d: table.generated_columns.%s", cfg.File, cfg.Line("$.table.generated_columns."+name), name)
 		f := schema.FieldByKey(name)
 		var got string // the table's expression for the column, "" when it has none
 		if f != nil {

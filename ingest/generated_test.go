@@ -9,6 +9,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/schemaguard"
 )
@@ -26,45 +27,11 @@ schema: {policy: dead_letter}
 dead_letter: {topic: orders.dlq}
 `
 
-func TestGeneratedColumnsConfig(t *testing.T) {
-	cfgs, err := LoadConfigs(writeConfig(t, genConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfgs[0].generatedNames(); strings.Join(got, ",") != "event_date,y" {
-		t.Errorf("generated columns in file order: %v", got)
-	}
-	for _, c := range []struct {
-		name, old, new string
-		want           []string
-	}{
-		{"unsupported function", `"YEAR(created_at)"`, `"regexp_like(created_at, 'x')"`, []string{"p.yaml:9: ", "table.generated_columns.y", "function regexp_like", "fix: use one of the supported expressions"}},
-		{"syntax error", `"YEAR(created_at)"`, `"YEAR(created_at"`, []string{"p.yaml:9: ", "table.generated_columns.y", `expected "," or ")"`}},
-		{"refers to a generated column", `"YEAR(created_at)"`, `"YEAR(event_date)"`, []string{"p.yaml:9: ", `refers to the generated column "event_date"`}},
-		{"no column", `"YEAR(created_at)"`, `"'x'"`, []string{"p.yaml:9: ", "reads no column"}},
-		{"named like a Kafka column", "    y: \"YEAR(created_at)\"\n", "    _KAFKA_offset: \"YEAR(created_at)\"\n  kafka_columns: [offset]\n",
-			[]string{"p.yaml:9: ", `table.generated_columns._KAFKA_offset: the name is the Kafka column _kafka_offset (table.kafka_columns lists offset)`, "fix: rename the generated column"}},
-		{"bad time zone", "  create: true\n", "  create: true\n  properties: {ingestd.generation.timeZone: Mars/Olympus}\n", []string{"p.yaml:7: ", `ingestd.generation.timeZone="Mars/Olympus"`, "fix: set an IANA zone name"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadConfigs(writeConfig(t, strings.Replace(genConfig, c.old, c.new, 1)))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\n does not contain %q", err, w)
-				}
-			}
-		})
-	}
-}
-
 // TestGeneratedCreateAndCheck: the created schema gets each configured column, typed by
 // its expression, with delta.generationExpression; a source column the writer lacks, or
 // an existing table that differs, is an error naming file, line and fix.
 func TestGeneratedCreateAndCheck(t *testing.T) {
-	cfgs, err := LoadConfigs(writeConfig(t, genConfig))
+	cfgs, err := config.Load(writeConfig(t, genConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +88,7 @@ func fillRow(t *testing.T, schema *deltalog.StructType, conf map[string]string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, conf, nil)
+	fills, err := fillsFor(&config.Config{}, schema, deltalog.ColumnMappingNone, pq, conf, nil)
 	if err != nil || len(fills) != 1 {
 		t.Fatalf("fillsFor: %v %v", fills, err)
 	}
@@ -220,7 +187,7 @@ func TestC34Fill(t *testing.T) {
 func BenchmarkGeneratedFill(b *testing.B) {
 	schema := c34Schema()
 	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
-	fills, err := fillsFor(&Config{}, schema, deltalog.ColumnMappingNone, pq, nil, nil)
+	fills, err := fillsFor(&config.Config{}, schema, deltalog.ColumnMappingNone, pq, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -265,7 +232,7 @@ func TestCreateRefusesMissingColumnsNamingLine(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			body := strings.Replace(genConfig, "  generated_columns:\n    event_date: \"CAST(created_at AS DATE)\"\n    y: \"YEAR(created_at)\"\n", c.table, 1)
-			cfgs, err := LoadConfigs(writeConfig(t, body))
+			cfgs, err := config.Load(writeConfig(t, body))
 			if err != nil {
 				t.Fatal(err)
 			}

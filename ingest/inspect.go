@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -13,7 +14,7 @@ import (
 // to samples records (the first of each reason first) decoded with their own writer
 // schema (dlq.Inspect). It reads only; nothing is committed or produced. Errors: the
 // pipeline has no dead_letter.topic, the client cannot be made, or dlq.Inspect's.
-func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*dlq.Report, error) {
+func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int) (*dlq.Report, error) {
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
@@ -32,7 +33,7 @@ func InspectDLQ(ctx context.Context, cfg *Config, deps Deps, samples int) (*dlq.
 // readFatal is the fetch-error check of a dead-letter topic read (dlq.ReadToEnd): a
 // security failure (no READ on topic, authentication) ends the read with a
 // *KafkaSecurityError naming k's principal; other fetch errors are logged and retried.
-func readFatal(k KafkaConfig, topic string) func(error) error {
+func readFatal(k config.Kafka, topic string) func(error) error {
 	return func(err error) error { return securityError(k, "READ on topic "+topic, err) }
 }
 

@@ -11,9 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
+	"github.com/ingestd/ingestd/ingest/rowfill"
 )
 
 // kafkaState is what a flusher keeps for the Kafka columns (table.kafka_columns) across
@@ -42,10 +44,10 @@ func newKafkaState(md mode) *kafkaState {
 
 // kafkaColumns are the pipeline's Kafka column names (_kafka_key, …); none without
 // table.kafka_columns.
-func kafkaColumns(cfg *Config) []string { return kafkacols.Columns(cfg.Table.KafkaColumns) }
+func kafkaColumns(cfg *config.Config) []string { return kafkacols.Columns(cfg.Table.KafkaColumns) }
 
 // avroKeys reports whether the pipeline decodes keys as Avro into _kafka_key.
-func avroKeys(cfg *Config) bool {
+func avroKeys(cfg *config.Config) bool {
 	return cfg.Table.KeyFormat == kafkacols.KeyAvro && slices.Contains(cfg.Table.KafkaColumns, kafkacols.Key)
 }
 
@@ -173,7 +175,7 @@ func (f *flusher) kafkaFieldsToCreate(t tableState, create bool, items []item) (
 
 // kafkaFill fills the Kafka columns of each written record (a columnFill): _kafka_topic,
 // _kafka_partition, _kafka_offset and _kafka_timestamp (µs, from the record's timestamp),
-// _kafka_headers (kafkacols.HeaderMap: the last value of a repeated key wins; a null
+// _kafka_headers (rowfill.HeaderMap: the last value of a repeated key wins; a null
 // value is NULL; no headers is an empty map) and _kafka_key in table.key_format.
 // Errors: a *decode.Error with decode.ReasonKeyDecodeError for a key that cannot be
 // written in the format (the record is dead-lettered with its bytes untouched), or
@@ -189,7 +191,7 @@ type kafkaFill struct {
 	keyLeaves []int // leaf columns of _kafka_key (the struct's under avro)
 	hdrKey    parquet.LeafColumn
 	hdrValue  parquet.LeafColumn
-	decs      map[int]*kafkacols.KeyDecoder
+	decs      map[int]*rowfill.KeyDecoder
 	decErrs   map[int]error
 
 	// row is the row view tops were looked up in (the flush's; fillsFor builds a fill per
@@ -199,7 +201,7 @@ type kafkaFill struct {
 	tops [len(kafkaSet)]kafkaTop
 
 	// scratch, reused across records (replace copies the values into the buffers)
-	entries    []kafkacols.Header
+	entries    []rowfill.Header
 	keys, vals []parquet.Value
 	topics     map[string][]byte // topic name bytes, shared by the rows of a topic
 }
@@ -207,12 +209,12 @@ type kafkaFill struct {
 // newKafkaFill builds the Kafka columns' fill for table schema (Parquet schema pq under
 // column mapping mode cm). Errors: a configured Kafka column the schema lacks or cannot
 // hold (kafkacols.Check).
-func newKafkaFill(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, st *kafkaState) (*kafkaFill, error) {
+func newKafkaFill(cfg *config.Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, st *kafkaState) (*kafkaFill, error) {
 	if err := kafkacols.Check(schema, cfg.Table.KafkaColumns, cfg.Table.KeyFormat); err != nil {
 		return nil, fmt.Errorf("fill Kafka columns of %s: %w", cfg.Table.URI, err)
 	}
 	k := &kafkaFill{cols: cfg.Table.KafkaColumns, format: cfg.Table.KeyFormat, state: st, mode: cm, pq: pq,
-		decs: map[int]*kafkacols.KeyDecoder{}, decErrs: map[int]error{}}
+		decs: map[int]*rowfill.KeyDecoder{}, decErrs: map[int]error{}}
 	for _, f := range schema.Fields {
 		switch deltalog.NameKey(f.Name) {
 		case deltalog.NameKey(kafkacols.Column(kafkacols.Key)):
@@ -272,7 +274,7 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		return err
 	}
 	if k.has(kafkacols.Headers) {
-		if err := kafkacols.HeaderKeys(headers); err != nil {
+		if err := rowfill.HeaderKeys(headers); err != nil {
 			return err
 		}
 		k.fillHeaders(headers, row)
@@ -289,7 +291,7 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 func (k *kafkaFill) fillHeaders(hs []kgo.RecordHeader, row *rowView) {
 	ki, vi := k.hdrKey.ColumnIndex, k.hdrValue.ColumnIndex
 	kd, vd, rep := k.hdrKey.MaxDefinitionLevel, k.hdrValue.MaxDefinitionLevel, k.hdrKey.MaxRepetitionLevel
-	k.entries = kafkacols.AppendHeaderMap(k.entries[:0], hs)
+	k.entries = rowfill.AppendHeaderMap(k.entries[:0], hs)
 	entries := k.entries
 	if len(entries) == 0 {
 		row.replace(ki, parquet.NullValue().Level(0, kd-1, ki))
@@ -328,7 +330,7 @@ func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
 	}
 	switch k.format {
 	case kafkacols.KeyString:
-		if err := kafkacols.StringKey(key); err != nil {
+		if err := rowfill.StringKey(key); err != nil {
 			return err
 		}
 		return k.set(row, setKey, parquet.ByteArrayValue(key))
@@ -344,11 +346,11 @@ func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
 // fillAvroKey decodes a Confluent-framed Avro key into the _kafka_key struct's leaves.
 func (k *kafkaFill) fillAvroKey(key []byte, row *rowView) error {
 	if len(key) == 0 {
-		return kafkacols.KeyError("decode key (table.key_format avro): the key is empty (0 bytes), not a Confluent-framed Avro value; a null key is written NULL")
+		return rowfill.KeyError("decode key (table.key_format avro): the key is empty (0 bytes), not a Confluent-framed Avro value; a null key is written NULL")
 	}
 	id, payload, err := decode.ParseFrame(key)
 	if err != nil {
-		return kafkacols.KeyError("decode key (table.key_format avro): %v", err)
+		return rowfill.KeyError("decode key (table.key_format avro): %v", err)
 	}
 	dec, err := k.keyDecoder(id)
 	if err != nil {
@@ -365,26 +367,26 @@ func (k *kafkaFill) fillAvroKey(key []byte, row *rowView) error {
 }
 
 // keyDecoder compiles (once per flush and id) the decoder of key schema id.
-func (k *kafkaFill) keyDecoder(id int) (*kafkacols.KeyDecoder, error) {
+func (k *kafkaFill) keyDecoder(id int) (*rowfill.KeyDecoder, error) {
 	if d, ok := k.decs[id]; ok {
 		return d, nil
 	}
 	if err, ok := k.decErrs[id]; ok {
 		return nil, err
 	}
-	var d *kafkacols.KeyDecoder
+	var d *rowfill.KeyDecoder
 	var err error
 	switch ws, fail := k.state.schemas[id], k.state.fails[id]; {
 	case fail != nil:
-		err = kafkacols.KeyError("resolve key schema id %d: %v", id, fail)
+		err = rowfill.KeyError("resolve key schema id %d: %v", id, fail)
 	case ws == nil:
-		err = kafkacols.KeyError("resolve key schema id %d: not looked up before the flush", id)
+		err = rowfill.KeyError("resolve key schema id %d: not looked up before the flush", id)
 	default:
-		d, err = kafkacols.CompileKey(ws, k.key.field, k.mode, k.pq)
+		d, err = rowfill.CompileKey(ws, k.key.field, k.mode, k.pq)
 	}
 	if err != nil {
 		if _, ok := err.(*decode.Error); !ok {
-			err = kafkacols.KeyError("%v", err)
+			err = rowfill.KeyError("%v", err)
 		}
 		k.decErrs[id] = err
 		return nil, err

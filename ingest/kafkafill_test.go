@@ -11,9 +11,11 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
+	"github.com/ingestd/ingestd/ingest/rowfill"
 )
 
 // kafkaFillSetup is a table of value column id plus every Kafka column (key_format
@@ -25,7 +27,7 @@ func kafkaFillSetup(t *testing.T, format string) (*decode.Decoder, *parquet.Sche
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{Table: TableConfig{URI: "file:///t", KafkaColumns: kafkacols.All, KeyFormat: format}}
+	cfg := &config.Config{Table: config.Table{URI: "file:///t", KafkaColumns: kafkacols.All, KeyFormat: format}}
 	kf, err := kafkacols.Fields(cfg.Table.KafkaColumns, format, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func TestKafkaFillStringKey(t *testing.T) {
 
 func TestKafkaFillAvroKeyErrors(t *testing.T) {
 	ks := newKafkaState(nil)
-	k := &kafkaFill{format: kafkacols.KeyAvro, state: ks, decs: map[int]*kafkacols.KeyDecoder{}, decErrs: map[int]error{},
+	k := &kafkaFill{format: kafkacols.KeyAvro, state: ks, decs: map[int]*rowfill.KeyDecoder{}, decErrs: map[int]error{},
 		key: topColumn{field: &deltalog.StructField{Name: "_kafka_key", Nullable: true}}}
 	ks.fails[7] = &decode.Error{Reason: decode.ReasonSchemaNotFound, Err: fmt.Errorf("registry: 404")}
 	for name, key := range map[string][]byte{

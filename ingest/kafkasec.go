@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // defaultClientID is kafka.client_id when the config leaves it empty.
@@ -57,14 +59,14 @@ func (c saslReads) Collect(ch chan<- prometheus.Metric) {
 // used without a restart). The consumer adds kafkaGroupOpts. Errors: an unreadable or
 // invalid CA bundle or key pair, an unknown mechanism (validation reports both earlier,
 // with file:line). The options never hold a secret's value, only where to read it.
-func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
+func kafkaSecurityOpts(k config.Kafka) ([]kgo.Opt, error) {
 	id := k.ClientID
 	if id == "" {
 		id = defaultClientID
 	}
 	opts := []kgo.Opt{kgo.ClientID(id)}
 	if k.TLS != nil {
-		tc, err := buildTLS(k.TLS)
+		tc, err := k.TLS.ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("configure kafka.tls: %w", err)
 		}
@@ -87,35 +89,35 @@ func kafkaSecurityOpts(k KafkaConfig) ([]kgo.Opt, error) {
 // and never signs with credentials that have less than mskRefreshMargin left without
 // asking for fresh ones first (mskcreds.go). Errors: an unknown mechanism, an AWS
 // configuration that does not load (e.g. AWS_PROFILE names a missing profile).
-func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
+func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
 	password := func() (string, error) {
 		passwordReads.Add(1)
-		p, err := readSecret(s.PasswordFile, s.PasswordEnv)
+		p, err := config.ReadSecret(s.PasswordFile, s.PasswordEnv)
 		if err != nil {
 			return "", fmt.Errorf("read kafka.sasl password: %w", err)
 		}
 		return p.Reveal(), nil
 	}
 	switch strings.ToUpper(s.Mechanism) {
-	case MechPlain:
+	case config.MechPlain:
 		return plain.Plain(func(context.Context) (plain.Auth, error) {
 			p, err := password()
 			return plain.Auth{User: s.Username, Pass: p}, err
 		}), nil
-	case MechScram256, MechScram512:
+	case config.MechScram256, config.MechScram512:
 		fn := func(context.Context) (scram.Auth, error) {
 			p, err := password()
 			return scram.Auth{User: s.Username, Pass: p}, err
 		}
-		if strings.ToUpper(s.Mechanism) == MechScram256 {
+		if strings.ToUpper(s.Mechanism) == config.MechScram256 {
 			return scram.Sha256(fn), nil
 		}
 		return scram.Sha512(fn), nil
-	case MechOAuthBearer:
+	case config.MechOAuthBearer:
 		ext := s.Extensions
 		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
 			tokenReads.Add(1)
-			t, err := readSecret(s.TokenFile, s.TokenEnv)
+			t, err := config.ReadSecret(s.TokenFile, s.TokenEnv)
 			if err != nil {
 				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: %w", err)
 			}
@@ -127,7 +129,7 @@ func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 			}
 			return oauth.Auth{Token: t.Reveal(), Extensions: ext}, nil
 		}), nil
-	case MechMSKIAM:
+	case config.MechMSKIAM:
 		src, err := sdkAWSCredentials(context.Background())
 		if err != nil {
 			return nil, fmt.Errorf("configure kafka.sasl AWS_MSK_IAM: %w", err)
@@ -146,7 +148,7 @@ func saslMechanism(s *SASLConfig) (sasl.Mechanism, error) {
 
 // kafkaGroupOpts are the consumer-only options: kgo.InstanceID for static membership
 // when kafka.instance_id is set.
-func kafkaGroupOpts(k KafkaConfig) []kgo.Opt {
+func kafkaGroupOpts(k config.Kafka) []kgo.Opt {
 	if k.InstanceID == "" {
 		return nil
 	}
@@ -156,19 +158,19 @@ func kafkaGroupOpts(k KafkaConfig) []kgo.Opt {
 // kafkaPrincipal describes who the broker sees, for error messages: the SASL user, the
 // OAUTHBEARER token's subject, the client certificate's subject, or ANONYMOUS. It never
 // includes a secret.
-func kafkaPrincipal(k KafkaConfig) string {
+func kafkaPrincipal(k config.Kafka) string {
 	if s := k.SASL; s != nil {
 		switch strings.ToUpper(s.Mechanism) {
-		case MechPlain, MechScram256, MechScram512:
+		case config.MechPlain, config.MechScram256, config.MechScram512:
 			return fmt.Sprintf("User:%s (%s)", s.Username, strings.ToUpper(s.Mechanism))
-		case MechOAuthBearer:
-			if t, err := readSecret(s.TokenFile, s.TokenEnv); err == nil {
+		case config.MechOAuthBearer:
+			if t, err := config.ReadSecret(s.TokenFile, s.TokenEnv); err == nil {
 				if sub := jwtSubject(t.Reveal()); sub != "" {
 					return fmt.Sprintf("User:%s (OAUTHBEARER token subject)", sub)
 				}
 			}
 			return "the OAUTHBEARER token's principal"
-		case MechMSKIAM:
+		case config.MechMSKIAM:
 			if k := os.Getenv("AWS_ACCESS_KEY_ID"); k != "" {
 				return fmt.Sprintf("the IAM identity of access key %s (AWS_MSK_IAM)", k)
 			}
@@ -182,7 +184,7 @@ func kafkaPrincipal(k KafkaConfig) string {
 }
 
 // certSubject is the subject DN of tls.cert_file, quoted, or the file name.
-func certSubject(t *TLSConfig) string {
+func certSubject(t *config.TLS) string {
 	if kp, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err == nil && len(kp.Certificate) > 0 {
 		if c, err := x509.ParseCertificate(kp.Certificate[0]); err == nil {
 			return strconv.Quote(c.Subject.String())
@@ -226,7 +228,7 @@ func secretSource(file, env string) string {
 
 // aclHint is the kafka-acls.sh command that grants op on a resource ("topic" or
 // "group") to the principal of k, when the principal is a named user.
-func aclHint(k KafkaConfig, op, resource, name string) string {
+func aclHint(k config.Kafka, op, resource, name string) string {
 	user := "<principal>"
 	if s := k.SASL; s != nil && s.Username != "" {
 		user = "User:" + s.Username
@@ -244,7 +246,7 @@ func aclHint(k KafkaConfig, op, resource, name string) string {
 // plaintext listener, and a failure to read a secret file. Everything else (network
 // errors, broker restarts, ILLEGAL_SASL_STATE around a re-authentication) is transient:
 // ("", false).
-func fatalKafkaError(k KafkaConfig, need string, err error) (string, bool) {
+func fatalKafkaError(k config.Kafka, need string, err error) (string, bool) {
 	if err == nil {
 		return "", false
 	}
@@ -329,7 +331,7 @@ func (e *KafkaSecurityError) Unwrap() error { return e.Err }
 
 // securityError is fatalKafkaError as an error: a *KafkaSecurityError, or nil when err
 // is not a security failure (or is one already).
-func securityError(k KafkaConfig, need string, err error) error {
+func securityError(k config.Kafka, need string, err error) error {
 	var se *KafkaSecurityError
 	if errors.As(err, &se) {
 		return se
@@ -342,7 +344,7 @@ func securityError(k KafkaConfig, need string, err error) error {
 
 // missingACL is the start-up check's message for a permission the broker denies:
 // principal, "<OP> on <resource> <name>" and the kafka-acls.sh command.
-func missingACL(k KafkaConfig, op, resource, name string) string {
+func missingACL(k config.Kafka, op, resource, name string) string {
 	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", kafkaPrincipal(k), strings.ToUpper(op), resource, name,
 		aclHint(k, strings.ToUpper(op[:1])+strings.ToLower(op[1:]), resource, name))
 }
@@ -465,7 +467,7 @@ func listTopicsEach(ctx context.Context, adm *kadm.Client, topics []string) (kad
 // checkRead fails with a *KafkaSecurityError when the broker reports (KIP-430 authorized
 // operations) that k's principal may not READ topic; brokers without an authorizer, and
 // errors of the check itself, pass (the read reports them).
-func checkRead(ctx context.Context, cl *kgo.Client, k KafkaConfig, topic string) error {
+func checkRead(ctx context.Context, cl *kgo.Client, k config.Kafka, topic string) error {
 	d, err := listTopicsEach(ctx, kadm.NewClient(cl), []string{topic})
 	if se := securityError(k, "READ on topic "+topic, err); se != nil {
 		return se

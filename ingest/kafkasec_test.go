@@ -1,26 +1,14 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,75 +20,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/internal/testpki"
 )
-
-// testPKI is a throw-away CA with a server certificate for 127.0.0.1/localhost and a
-// client certificate, written as PEM files into a temp dir.
-type testPKI struct {
-	dir                                              string
-	ca, serverCert, serverKey, clientCert, clientKey string
-	caPool                                           *x509.CertPool
-	server                                           tls.Certificate
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ingestd-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	p := &testPKI{dir: dir, caPool: x509.NewCertPool()}
-	p.caPool.AddCert(caCert)
-	write := func(name, typ string, der []byte) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	p.ca = write("ca.crt", "CERTIFICATE", caDER)
-	leaf := func(name string, serial int64, eku x509.ExtKeyUsage, ips []net.IP, dns []string) (string, string, tls.Certificate) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{eku}, IPAddresses: ips, DNSNames: dns}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalPKCS8PrivateKey(k)
-		c := write(name+".crt", "CERTIFICATE", der)
-		kf := write(name+".key", "PRIVATE KEY", kder)
-		kp, err := tls.LoadX509KeyPair(c, kf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, kf, kp
-	}
-	p.serverCert, p.serverKey, p.server = leaf("broker", 2, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
-	p.clientCert, p.clientKey, _ = leaf("ingestd", 3, x509.ExtKeyUsageClientAuth, nil, nil)
-	return p
-}
-
-func writeSecretFile(t *testing.T, dir, name, value string) string {
-	t.Helper()
-	f := filepath.Join(dir, name)
-	if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 // The whole security block parses, and values from files are read after parsing.
 func TestConfigSecurityBlockLoads(t *testing.T) {
-	pki := newTestPKI(t)
-	pw := writeSecretFile(t, pki.dir, "kafka-pw", "s3cr #t: x")
+	pki := testpki.New(t)
+	pw := pki.SecretFile(t, "kafka-pw", "s3cr #t: x")
 	t.Setenv("SR_PW_SEC_TEST", "reg #pw")
 	body := fmt.Sprintf(`name: secure
 kafka:
@@ -117,19 +45,19 @@ schema_registry:
   tls: {ca_file: %s}
 table: {uri: /tmp/t}
 schema: {policy: evolve}
-`, pki.ca, pki.clientCert, pki.clientKey, pw, pki.ca)
-	cfgs, err := LoadConfigs(writeConfig(t, body))
+`, pki.CA, pki.ClientCert, pki.ClientKey, pw, pki.CA)
+	cfgs, err := config.Load(writeConfig(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := cfgs[0].Kafka
-	if k.ClientID != "ingestd-secure" || k.InstanceID != "pod-0" || k.TLS.ServerName != "broker.example.com" || k.SASL.Mechanism != MechScram512 || k.SASL.Username != "alice" {
+	if k.ClientID != "ingestd-secure" || k.InstanceID != "pod-0" || k.TLS.ServerName != "broker.example.com" || k.SASL.Mechanism != config.MechScram512 || k.SASL.Username != "alice" {
 		t.Fatalf("kafka %+v tls %+v sasl %+v", k, k.TLS, k.SASL)
 	}
 	if len(cfgs[0].Warnings) != 0 {
 		t.Fatalf("warnings: %v", cfgs[0].Warnings)
 	}
-	got, err := readSecret(k.SASL.PasswordFile, "")
+	got, err := config.ReadSecret(k.SASL.PasswordFile, "")
 	if err != nil || got.Reveal() != "s3cr #t: x" {
 		t.Fatalf("password file read %v", err)
 	}
@@ -141,96 +69,12 @@ schema: {policy: evolve}
 	}
 }
 
-// Each rule names file:line, the key and the fix, exactly.
-func TestConfigSecurityValidation(t *testing.T) {
-	pki := newTestPKI(t)
-	pw := writeSecretFile(t, pki.dir, "pw", "pw")
-	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	base := "name: s\nkafka:\n  brokers: [b:9094]\n  topics: [orders]\n%s\nschema_registry: {url: %q}\ntable: {uri: /tmp/t}\nschema: {policy: evolve}\n"
-	cfg := func(kafka, url string) string { return fmt.Sprintf(base, kafka, url) }
-	tests := []struct{ name, body, want string }{
-		{"cert without key", cfg("  tls: {cert_file: "+pki.clientCert+"}", "http://r"),
-			"p.yaml:5: kafka.tls: cert_file and key_file go together (fix: set both (client certificate, mTLS) or neither)"},
-		{"ca file without PEM", cfg("  tls: {ca_file: "+pw+"}", "http://r"),
-			"p.yaml:5: kafka.tls: ca_file " + pw + " holds no PEM certificate (want -----BEGIN CERTIFICATE-----) (fix: point ca_file/cert_file/key_file at readable PEM files (keys unencrypted))"},
-		{"two password sources", cfg("  tls: {}\n  sasl: {mechanism: PLAIN, username: u, password_file: "+pw+", password_env: X}", "http://r"),
-			"p.yaml:6: kafka.sasl has both password_file and password_env (fix: keep one)"},
-		{"SCRAM without username", cfg("  tls: {}\n  sasl: {mechanism: SCRAM-SHA-256, password_file: "+pw+"}", "http://r"),
-			"p.yaml:6: kafka.sasl.username is missing (SCRAM-SHA-256 needs a username) (fix: set kafka.sasl.username)"},
-		{"missing password file", cfg("  tls: {}\n  sasl: {mechanism: SCRAM-SHA-512, username: u, password_file: /nonexistent/pw}", "http://r"),
-			"p.yaml:6: kafka.sasl password: read secret file: open /nonexistent/pw: no such file or directory (fix: create the file (or export the variable) with the password)"},
-		{"OAUTHBEARER without token", cfg("  tls: {}\n  sasl: {mechanism: OAUTHBEARER}", "http://r"),
-			"p.yaml:6: kafka.sasl has no token source (OAUTHBEARER needs one) (fix: set kafka.sasl.token_file: /run/secrets/kafka-token (re-read on every re-authentication) or token_env)"},
-		{"bad extension name", cfg("  tls: {}\n  sasl: {mechanism: OAUTHBEARER, token_file: "+pw+", extensions: {auth: x}}", "http://r"),
-			`p.yaml:6: kafka.sasl.extensions: name "auth" must be letters only and not "auth" (RFC 7628) (fix: rename the extension)`},
-		{"MSK IAM without TLS", cfg("  sasl: {mechanism: AWS_MSK_IAM}", "http://r"),
-			"p.yaml:5: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.tls (MSK's IAM listeners are TLS only) (fix: add kafka: {tls: {}} (the system roots verify MSK))"},
-		{"unknown mechanism", cfg("  sasl: {mechanism: GSSAPI}", "http://r"),
-			`p.yaml:5: kafka.sasl.mechanism "GSSAPI" is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM (fix: use one of those (Kafka's names))`},
-		{"credentials in the registry URL", cfg("", "https://bob:hunter2@reg:8081"),
-			"p.yaml:6: schema_registry.url carries credentials (user:password@): a URL is printed in errors and logs (fix: remove them from the URL and set schema_registry.username with password_file or password_env)"},
-		{"registry tls over http", cfg("", "http://reg:8081") + "", ""},
-	}
-	tests[len(tests)-1].body = strings.Replace(cfg("", "http://reg:8081"), `schema_registry: {url: "http://reg:8081"}`, `schema_registry: {url: "http://reg:8081", tls: {}}`, 1)
-	tests[len(tests)-1].want = "p.yaml:6: schema_registry.tls is set but schema_registry.url is http:// (fix: use an https:// URL, or remove the tls block)"
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := errorsOf(t, tt.body)
-			if got != tt.want {
-				t.Errorf("got  %s\nwant %s", got, tt.want)
-			}
-			if strings.Contains(got, "hunter2") {
-				t.Errorf("secret in error: %s", got)
-			}
-		})
-	}
-	// AWS_MSK_IAM with an AWS configuration that does not load (AWS_PROFILE names a
-	// profile no file has): refused at start-up, file:line, the profile and the fix
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(pki.dir, "aws-config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(pki.dir, "aws-credentials"))
-	t.Setenv("AWS_PROFILE", "nosuch")
-	got := errorsOf(t, cfg("  tls: {}\n  sasl: {mechanism: AWS_MSK_IAM}", "http://r"))
-	if !strings.HasPrefix(got, "p.yaml:6: kafka.sasl.mechanism AWS_MSK_IAM: load AWS configuration: ") || !strings.Contains(got, "nosuch") ||
-		!strings.HasSuffix(got, "(fix: fix the AWS configuration (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE))") {
-		t.Errorf("missing AWS profile: %s", got)
-	}
-	t.Setenv("AWS_PROFILE", "")
-	// SASL without TLS loads, with a WARN naming the line
-	cfgs, err := LoadConfigs(writeConfig(t, cfg("  sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}", "http://r")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfgs[0].Warnings) != 1 || !strings.HasSuffix(cfgs[0].Warnings[0].Error(), "p.yaml:5: kafka.sasl PLAIN without kafka.tls: credentials and records cross the network unencrypted (SASL_PLAINTEXT) (fix: add kafka.tls (e.g. tls: {} or tls: {ca_file: ...}) unless the listener really is SASL_PLAINTEXT)") {
-		t.Fatalf("warnings %v", cfgs[0].Warnings)
-	}
-}
-
-func TestSecretRedacted(t *testing.T) {
-	s := Secret("hunter2")
-	var buf bytes.Buffer
-	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "pw", s, "cfg", RegistryConfig{URL: "http://r", Password: s})
-	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "pw", s)
-	js, _ := json.Marshal(RegistryConfig{Password: s})
-	buf.Write(js)
-	for _, verb := range []string{"%s", "%v", "%+v", "%#v", "%q", "%x", "%d"} {
-		fmt.Fprintf(&buf, verb+"|", s)
-		fmt.Fprintf(&buf, verb+"|", RegistryConfig{Password: s})
-		fmt.Fprintf(&buf, verb+"|", &RegistryConfig{Password: s})
-	}
-	if strings.Contains(buf.String(), "hunter2") || strings.Contains(buf.String(), fmt.Sprintf("%x", "hunter2")) {
-		t.Fatalf("secret printed: %s", buf.String())
-	}
-	if !strings.Contains(string(js), `"Password":"[redacted]"`) || s.Reveal() != "hunter2" || fmt.Sprint(s) != "[redacted]" {
-		t.Fatalf("json %s", js)
-	}
-}
-
 // A kfake cluster with TLS, SCRAM-SHA-512 and ACLs: the options from kafkaSecurityOpts
 // connect and produce; a wrong password and a missing CA fail, classified as fatal.
 func TestKafkaSecurityOptsAgainstKfake(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "orders.dlq"),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.caPool, ClientAuth: tls.RequireAndVerifyClientCert}),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pki.Server}, ClientCAs: pki.CAPool, ClientAuth: tls.RequireAndVerifyClientCert}),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "admin-pw"),
 		kfake.User("SCRAM-SHA-512", "alice", "alice #pw: 1",
 			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "orders", Operation: kmsg.ACLOperationRead, Allow: true, Pattern: kmsg.ACLResourcePatternTypeLiteral},
@@ -241,12 +85,12 @@ func TestKafkaSecurityOptsAgainstKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	k := KafkaConfig{Brokers: c.ListenAddrs(), Topics: []string{"orders"}, Group: "g",
-		TLS:  &TLSConfig{CAFile: pki.ca, CertFile: pki.clientCert, KeyFile: pki.clientKey},
-		SASL: &SASLConfig{Mechanism: MechScram512, Username: "alice", PasswordFile: writeSecretFile(t, pki.dir, "alice", "alice #pw: 1")}}
+	k := config.Kafka{Brokers: c.ListenAddrs(), Topics: []string{"orders"}, Group: "g",
+		TLS:  &config.TLS{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey},
+		SASL: &config.SASL{Mechanism: config.MechScram512, Username: "alice", PasswordFile: pki.SecretFile(t, "alice", "alice #pw: 1")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	produce := func(k KafkaConfig, topic string) error {
+	produce := func(k config.Kafka, topic string) error {
 		opts, err := kafkaSecurityOpts(k)
 		if err != nil {
 			return err
@@ -258,7 +102,7 @@ func TestKafkaSecurityOptsAgainstKfake(t *testing.T) {
 		defer cl.Close()
 		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr()
 	}
-	listTopics := func(k KafkaConfig) error {
+	listTopics := func(k config.Kafka) error {
 		opts, err := kafkaSecurityOpts(k)
 		if err != nil {
 			return err
@@ -283,20 +127,20 @@ func TestKafkaSecurityOptsAgainstKfake(t *testing.T) {
 	}
 	// the admin (superuser) may
 	admin := k
-	admin.SASL = &SASLConfig{Mechanism: MechScram512, Username: "admin", PasswordFile: writeSecretFile(t, pki.dir, "admin", "admin-pw")}
+	admin.SASL = &config.SASL{Mechanism: config.MechScram512, Username: "admin", PasswordFile: pki.SecretFile(t, "admin", "admin-pw")}
 	if err := produce(admin, "orders.dlq"); err != nil {
 		t.Fatalf("admin produce: %v", err)
 	}
 	// without the CA: the broker's certificate is refused, fatal
 	noCA := admin
-	noCA.TLS = &TLSConfig{CertFile: pki.clientCert, KeyFile: pki.clientKey}
+	noCA.TLS = &config.TLS{CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
 	err = listTopics(noCA)
 	if msg, fatal := fatalKafkaError(noCA, "", err); !fatal || !strings.HasPrefix(msg, "kafka TLS: the broker's certificate was refused: ") {
 		t.Fatalf("no CA: %v → %v %q", err, fatal, msg)
 	}
 	// without a client certificate: refused by the broker, fatal
 	noCert := admin
-	noCert.TLS = &TLSConfig{CAFile: pki.ca}
+	noCert.TLS = &config.TLS{CAFile: pki.CA}
 	err = listTopics(noCert)
 	if msg, fatal := fatalKafkaError(noCert, "", err); !fatal || !strings.HasPrefix(msg, "kafka TLS: the broker refused the handshake without a client certificate: ") {
 		t.Fatalf("no client cert: %v → %v %q", err, fatal, msg)
@@ -304,7 +148,7 @@ func TestKafkaSecurityOptsAgainstKfake(t *testing.T) {
 }
 
 func TestFatalKafkaErrorClassification(t *testing.T) {
-	k := KafkaConfig{Group: "ingestd-orders", Topics: []string{"orders"}, InstanceID: "pod-0"}
+	k := config.Kafka{Group: "ingestd-orders", Topics: []string{"orders"}, InstanceID: "pod-0"}
 	for _, tt := range []struct {
 		err   error
 		fatal bool
@@ -331,22 +175,22 @@ func TestFatalKafkaErrorClassification(t *testing.T) {
 // The registry client speaks TLS with the configured CA and sends basic auth or a
 // Bearer token read from the file on every request (a rotated file is used next time).
 func TestRegistryClientOptsTLSAndAuth(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	var got []string
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = append(got, r.Header.Get("Authorization"))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`[]`))
 	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.server}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.Server}}
 	srv.StartTLS()
 	defer srv.Close()
-	tok := writeSecretFile(t, pki.dir, "tok", "tok-1")
-	pw := writeSecretFile(t, pki.dir, "srpw", "p #1: x")
+	tok := pki.SecretFile(t, "tok", "tok-1")
+	pw := pki.SecretFile(t, "srpw", "p #1: x")
 	ctx := context.Background()
-	for _, r := range []*RegistryConfig{
-		{URL: srv.URL, TLS: &TLSConfig{CAFile: pki.ca}, BearerTokenFile: tok},
-		{URL: srv.URL, TLS: &TLSConfig{CAFile: pki.ca}, Username: "u", PasswordFile: pw},
+	for _, r := range []*config.Registry{
+		{URL: srv.URL, TLS: &config.TLS{CAFile: pki.CA}, BearerTokenFile: tok},
+		{URL: srv.URL, TLS: &config.TLS{CAFile: pki.CA}, Username: "u", PasswordFile: pw},
 	} {
 		opts, err := registryClientOpts(r)
 		if err != nil {
@@ -360,7 +204,7 @@ func TestRegistryClientOptsTLSAndAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.BearerTokenFile != "" {
-			writeSecretFile(t, pki.dir, "tok", "tok-2")
+			pki.SecretFile(t, "tok", "tok-2")
 			if _, err := cl.Subjects(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -371,7 +215,7 @@ func TestRegistryClientOptsTLSAndAuth(t *testing.T) {
 		t.Fatalf("Authorization headers %q, want %q", got, want)
 	}
 	// without the CA the system roots refuse the test CA
-	opts, _ := registryClientOpts(&RegistryConfig{URL: srv.URL, TLS: &TLSConfig{}})
+	opts, _ := registryClientOpts(&config.Registry{URL: srv.URL, TLS: &config.TLS{}})
 	cl, _ := sr.NewClient(opts...)
 	if _, err := cl.Subjects(ctx); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
 		t.Fatalf("no CA: %v", err)
@@ -383,7 +227,7 @@ func TestRegistryClientOptsTLSAndAuth(t *testing.T) {
 func TestSASLMechanismsFirstMessage(t *testing.T) {
 	dir := t.TempDir()
 	tok := writeSecretFile(t, dir, "tok", "hdr.payload.")
-	m, err := saslMechanism(&SASLConfig{Mechanism: MechOAuthBearer, TokenFile: tok, Extensions: map[string]string{"logicalCluster": "lkc-1"}})
+	m, err := saslMechanism(&config.SASL{Mechanism: config.MechOAuthBearer, TokenFile: tok, Extensions: map[string]string{"logicalCluster": "lkc-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +249,7 @@ func TestSASLMechanismsFirstMessage(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("expired token: %v\nwant %s", err, want)
 	}
-	if msg, fatal := fatalKafkaError(KafkaConfig{SASL: &SASLConfig{Mechanism: MechOAuthBearer, TokenFile: tok}}, "", err); !fatal || strings.Contains(msg, expired) ||
+	if msg, fatal := fatalKafkaError(config.Kafka{SASL: &config.SASL{Mechanism: config.MechOAuthBearer, TokenFile: tok}}, "", err); !fatal || strings.Contains(msg, expired) ||
 		!strings.HasPrefix(msg, "kafka credentials for User:alice (OAUTHBEARER token subject): "+want) {
 		t.Fatalf("expired token classified %v %q", fatal, msg)
 	}
@@ -415,7 +259,7 @@ func TestSASLMechanismsFirstMessage(t *testing.T) {
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
-	iam, err := saslMechanism(&SASLConfig{Mechanism: MechMSKIAM})
+	iam, err := saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +303,7 @@ func TestStartupAccessCheck(t *testing.T) {
 	} {
 		cfg := h.config()
 		cfg.Kafka.Brokers = c.ListenAddrs()
-		cfg.Kafka.SASL = &SASLConfig{Mechanism: MechScram512, Username: user, PasswordFile: writeSecretFile(t, dir, user, user+"-pw")}
+		cfg.Kafka.SASL = &config.SASL{Mechanism: config.MechScram512, Username: user, PasswordFile: writeSecretFile(t, dir, user, user+"-pw")}
 		sec, err := kafkaSecurityOpts(cfg.Kafka)
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // replayHoldMargin is added to the dead-letter topic's retention.ms + segment.ms: the
@@ -40,7 +41,7 @@ const replayHoldTTL = time.Hour
 // can (never guessed). A pipeline without a dead-letter topic cleans up by the table's
 // delta.logRetentionDuration alone.
 type logCleaner struct {
-	cfg     *Config
+	cfg     *config.Config
 	log     *slog.Logger
 	clients kafkaClients
 

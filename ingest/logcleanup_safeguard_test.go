@@ -15,6 +15,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -78,7 +79,7 @@ func TestLogCleanupKeepsWhatReplayNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &logCleaner{cfg: &Config{Name: "p", DeadLetter: DeadLetter{Topic: "orders.dlq"}}, log: slog.New(slog.DiscardHandler), hold: hold, holdAt: time.Now()}
+	c := &logCleaner{cfg: &config.Config{Name: "p", DeadLetter: config.DeadLetter{Topic: "orders.dlq"}}, log: slog.New(slog.DiscardHandler), hold: hold, holdAt: time.Now()}
 	c.afterCheckpoint(ctx, tbl, 10)
 	if _, err := st.Stat(ctx, fmt.Sprintf("_delta_log/%020d.json", 2)); err != nil {
 		t.Errorf("log cleanup deleted commit 2, which replay needs: %v", err)
@@ -87,7 +88,7 @@ func TestLogCleanupKeepsWhatReplayNeeds(t *testing.T) {
 		t.Fatalf("after log cleanup the orphaned dead letter is %s: it would be landed twice", got)
 	}
 	// Without a dead-letter topic nothing holds the log: cleanup deletes 0..9.
-	c = &logCleaner{cfg: &Config{Name: "p"}, log: slog.New(slog.DiscardHandler)}
+	c = &logCleaner{cfg: &config.Config{Name: "p"}, log: slog.New(slog.DiscardHandler)}
 	c.afterCheckpoint(ctx, tbl, 10)
 	if _, err := st.Stat(ctx, fmt.Sprintf("_delta_log/%020d.json", 9)); !storage.IsNotExist(err) {
 		t.Errorf("log cleanup without a dead-letter topic kept commit 9 (%v)", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // Background maintenance (issue 16): per table, one owner goroutine runs the jobs of
@@ -44,7 +45,7 @@ var maintenanceOwners = struct {
 // maintainer is the owner goroutine of one table's maintenance.
 type maintainer struct {
 	uri    string
-	cfg    MaintenanceConfig
+	cfg    config.Maintenance
 	table  *deltawriter.Table
 	log    *slog.Logger
 	m      *Metrics

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // TestBackgroundVacuumRetainDefault: maintenance.vacuum without retain vacuums with the
@@ -42,7 +43,7 @@ func TestBackgroundVacuumRetainDefault(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	run := func(retain time.Duration) *maintainer {
 		mt := &maintainer{uri: "u", table: tbl, log: slog.New(slog.DiscardHandler), m: m,
-			cfg: MaintenanceConfig{Vacuum: &VacuumConfig{Every: time.Hour, Retain: retain}}}
+			cfg: config.Maintenance{Vacuum: &config.Vacuum{Every: time.Hour, Retain: retain}}}
 		mt.runJob(ctx, JobVacuum)
 		return mt
 	}

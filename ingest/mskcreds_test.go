@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
+
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // TestMSKCredentialsNearExpiry is C40 R3 at the SASL layer: the AWS_MSK_IAM mechanism
@@ -228,7 +230,7 @@ func TestMSKCredentialsFromProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_PROFILE", "ingest")
-	mech, err := saslMechanism(&SASLConfig{Mechanism: MechMSKIAM})
+	mech, err := saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,7 @@ func TestMSKCredentialsFromProfile(t *testing.T) {
 	}
 
 	t.Setenv("AWS_PROFILE", "nosuch")
-	_, err = saslMechanism(&SASLConfig{Mechanism: MechMSKIAM})
+	_, err = saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM})
 	if err == nil || !strings.Contains(err.Error(), "configure kafka.sasl AWS_MSK_IAM: load AWS configuration: ") || !strings.Contains(err.Error(), "nosuch") || strings.Contains(err.Error(), secret) {
 		t.Errorf("missing profile: %v", err)
 	}
@@ -271,11 +273,11 @@ func TestMSKCredentialsFromProfile(t *testing.T) {
 	}
 	// expired environment credentials are refused before signing, and the pipeline fails
 	t.Setenv("AWS_CREDENTIAL_EXPIRATION", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
-	if mech, err = saslMechanism(&SASLConfig{Mechanism: MechMSKIAM}); err != nil {
+	if mech, err = saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM}); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = sign(t, mech)
-	k := KafkaConfig{SASL: &SASLConfig{Mechanism: MechMSKIAM}}
+	k := config.Kafka{SASL: &config.SASL{Mechanism: config.MechMSKIAM}}
 	if msg, fatal := fatalKafkaError(k, "", err); !fatal || !strings.HasPrefix(msg, "kafka credentials for the IAM identity of access key AKIDEXAMPLE (AWS_MSK_IAM): read kafka.sasl AWS credentials: the AWS credentials of access key AKIDEXAMPLE expired at ") || strings.Contains(msg, "wJalr") {
 		t.Errorf("expired env credentials: %v %q", fatal, msg)
 	}

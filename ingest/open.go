@@ -11,12 +11,13 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
 // Open builds a Pipeline from its config (see OpenDeps). It does no Kafka I/O; the table
 // is read (and refused if ingestd cannot safely write it) when Run starts.
-func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipeline, error) {
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics) (*Pipeline, error) {
 	deps, err := OpenDeps(ctx, cfg, log, m)
 	if err != nil {
 		return nil, err
@@ -36,7 +37,7 @@ func Open(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (*Pipe
 
 // OpenDeps builds what a pipeline (or a replay) of cfg needs: the table's store and log,
 // and the schema source (registry client with caches, or the static .avsc).
-func OpenDeps(ctx context.Context, cfg *Config, log *slog.Logger, m *Metrics) (Deps, error) {
+func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics) (Deps, error) {
 	sec, err := kafkaSecurityOpts(cfg.Kafka)
 	if err != nil {
 		return Deps{}, err
@@ -110,10 +111,10 @@ func (s staticSource) Schema(context.Context, int) (*decode.WriterSchema, error)
 // basic auth (username + password, password_file or password_env) or a Bearer token
 // (bearer_token_file), re-reading the file or variable on every request so a rotated
 // secret is used without a restart. Errors: an unreadable or invalid CA or key pair.
-func registryClientOpts(r *RegistryConfig) ([]sr.ClientOpt, error) {
+func registryClientOpts(r *config.Registry) ([]sr.ClientOpt, error) {
 	opts := []sr.ClientOpt{sr.URLs(r.URL), sr.HTTPClient(&http.Client{Timeout: 10 * time.Second}), sr.UserAgent("ingestd")}
 	if r.TLS != nil {
-		tc, err := buildTLS(r.TLS)
+		tc, err := r.TLS.ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("configure schema_registry.tls: %w", err)
 		}
@@ -123,7 +124,7 @@ func registryClientOpts(r *RegistryConfig) ([]sr.ClientOpt, error) {
 	case r.BearerTokenFile != "":
 		file := r.BearerTokenFile
 		opts = append(opts, sr.PreReq(func(req *http.Request) error {
-			t, err := readSecret(file, "")
+			t, err := config.ReadSecret(file, "")
 			if err != nil {
 				return fmt.Errorf("read schema_registry.bearer_token_file: %w", err)
 			}
@@ -136,7 +137,7 @@ func registryClientOpts(r *RegistryConfig) ([]sr.ClientOpt, error) {
 			p := literal
 			if file != "" || env != "" {
 				var err error
-				if p, err = readSecret(file, env); err != nil {
+				if p, err = config.ReadSecret(file, env); err != nil {
 					return fmt.Errorf("read schema_registry password: %w", err)
 				}
 			}

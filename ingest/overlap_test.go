@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // Attacks on the flush worker's overlap (issue 15): the batch in flight and the records
@@ -241,7 +243,7 @@ func TestHaltInFlightThenHandOver(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyHalt
+	cfg.Schema.Policy = config.PolicyHalt
 	cfg.Batch.MaxRecords, cfg.Batch.MaxAge = 60, 200*time.Millisecond
 	h.produce(1, 50, 0, 1, -1)   // offsets 0..49
 	h.produce(51, 1, 1, 1, -1)   // offset 50: v2 adds channel

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	ingestdlq "github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/internal/backoff"
@@ -53,7 +54,7 @@ type Deps struct {
 // Pipeline moves one set of topics into one Delta table. Create it with NewPipeline and
 // start it with Run; Status may be called from any goroutine.
 type Pipeline struct {
-	cfg  *Config
+	cfg  *config.Config
 	deps Deps
 	log  *slog.Logger
 	m    *Metrics
@@ -154,7 +155,7 @@ type hooks struct {
 }
 
 // NewPipeline returns a pipeline for cfg; it does no I/O.
-func NewPipeline(cfg *Config, deps Deps) *Pipeline {
+func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 	log := deps.Logger
 	if log == nil {
 		log = slog.Default()
@@ -187,7 +188,7 @@ func NewPipeline(cfg *Config, deps Deps) *Pipeline {
 // batch.max_bytes, because the batch in flight (flushWorker) and the one being filled
 // share it, so that both together stay within batch.max_bytes and the soft memory limit
 // that ingestd run derives from it (issue 15: peak RSS ≤ max_bytes + 256 MiB). 0: no bound.
-func batchBytes(cfg *Config) int64 { return int64(cfg.Batch.MaxBytes) / 2 }
+func batchBytes(cfg *config.Config) int64 { return int64(cfg.Batch.MaxBytes) / 2 }
 
 // Name returns the pipeline name.
 func (p *Pipeline) Name() string { return p.cfg.Name }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
@@ -89,17 +90,17 @@ func newHarness(t *testing.T, partitions int32) *harness {
 	return h
 }
 
-func (h *harness) config() *Config {
-	return &Config{
+func (h *harness) config() *config.Config {
+	return &config.Config{
 		Name:  "orders",
 		AppID: "orders",
-		Kafka: KafkaConfig{Brokers: h.cluster.ListenAddrs(), Topics: []string{h.topic}, Group: "ingestd-orders",
+		Kafka: config.Kafka{Brokers: h.cluster.ListenAddrs(), Topics: []string{h.topic}, Group: "ingestd-orders",
 			StartOffset: "earliest", SessionTimeout: 3 * time.Second},
-		SchemaRegistry: &RegistryConfig{URL: h.reg.URL()},
-		Table:          TableConfig{URI: "file://" + h.tableDir, Create: true},
-		Schema:         SchemaConfig{Policy: PolicyEvolve, OnIncompatible: PolicyHalt},
-		DeadLetter:     DeadLetter{Topic: h.dlq},
-		Batch:          BatchConfig{MaxRecords: 500, MaxBytes: 64 << 20, MaxAge: 100 * time.Millisecond},
+		SchemaRegistry: &config.Registry{URL: h.reg.URL()},
+		Table:          config.Table{URI: "file://" + h.tableDir, Create: true},
+		Schema:         config.Schema{Policy: config.PolicyEvolve, OnIncompatible: config.PolicyHalt},
+		DeadLetter:     config.DeadLetter{Topic: h.dlq},
+		Batch:          config.Batch{MaxRecords: 500, MaxBytes: 64 << 20, MaxAge: 100 * time.Millisecond},
 	}
 }
 
@@ -182,13 +183,13 @@ func (h *harness) start(name string, tweak func(*Deps)) *member {
 }
 
 // startWith is start with a config of the test's own (e.g. another policy).
-func (h *harness) startWith(name string, cfg *Config, tweak func(*Deps)) *member {
+func (h *harness) startWith(name string, cfg *config.Config, tweak func(*Deps)) *member {
 	h.t.Helper()
 	return h.startHooked(name, cfg, tweak, nil)
 }
 
 // startHooked is startWith that also sets the pipeline's test seams (hooks) before Run.
-func (h *harness) startHooked(name string, cfg *Config, tweak func(*Deps), seams func(*hooks)) *member {
+func (h *harness) startHooked(name string, cfg *config.Config, tweak func(*Deps), seams func(*hooks)) *member {
 	h.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{h.t, name}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d := h.deps(log)

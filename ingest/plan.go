@@ -9,6 +9,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/schemaguard"
@@ -80,10 +81,10 @@ func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
 	}
 	if dlq.FollowsPolicy(reason) {
 		policy := r.policy
-		if policy == PolicyEvolve {
+		if policy == config.PolicyEvolve {
 			policy = r.onIncompatible
 		}
-		if policy == PolicyDeadLetter {
+		if policy == config.PolicyDeadLetter {
 			return routeDeadLetter
 		}
 		return routeHalt
@@ -95,7 +96,7 @@ func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
 }
 
 // guardOptions are the schema guard's options for the pipeline and table t.
-func guardOptions(cfg *Config, t tableState) schemaguard.Options {
+func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 	opts := schemaguard.Options{
 		Policy:         schemaguard.Policy(cfg.Schema.Policy),
 		OnIncompatible: schemaguard.Policy(cfg.Schema.OnIncompatible),
@@ -287,7 +288,7 @@ func (rt router) message(fail *decode.Error, it *item) string {
 //
 // A table being created gets kafka (its Kafka columns, kafkaFieldsToCreate) appended
 // after the writer's columns.
-func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan, kafka []*deltalog.StructField) (deltawriter.SchemaDelta, deltawriter.FileOptions, error) {
+func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kafka []*deltalog.StructField) (deltawriter.SchemaDelta, deltawriter.FileOptions, error) {
 	if !t.exists() && !g.Create {
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{ColumnMapping: deltalog.ColumnMappingNone}, nil
 	}
@@ -303,7 +304,7 @@ func commitSchema(cfg *Config, t tableState, g schemaguard.BatchPlan, kafka []*d
 			if deltawriter.PartitionField(schema, col) == nil {
 				return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("create table %s: %s:%d: table.partition_by: column %q is neither in the writer schema creating the table nor a generated or Kafka column of %s "+
 					"(fix: name a top-level field of the value schema, a table.generated_columns key or a listed _kafka_ column)",
-					cfg.Table.URI, cfg.File, cfg.line(fmt.Sprintf("$.table.partition_by[%d]", i)), col, cfg.File)
+					cfg.Table.URI, cfg.File, cfg.Line(fmt.Sprintf("$.table.partition_by[%d]", i)), col, cfg.File)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	dl "github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/schemaguard"
 )
@@ -42,25 +43,25 @@ func TestRouter(t *testing.T) {
 		handled string
 		rows    int
 	}{
-		{"a halt stops its partition, not the others", rules{policy: PolicyHalt, onIncompatible: PolicyHalt},
+		{"a halt stops its partition, not the others", rules{policy: config.PolicyHalt, onIncompatible: config.PolicyHalt},
 			schemaguard.BatchPlan{Base: &dl.StructType{}, Decisions: map[int]schemaguard.Decision{1: {Action: schemaguard.Write},
 				2: {Action: schemaguard.HaltIt, Reason: decode.ReasonSchemaMismatch}}},
 			[]in{{rec: rec(0, 0), ws: fits}, {rec: rec(1, 10), ws: fits}, {rec: rec(0, 1), ws: misfit}, {rec: rec(0, 2), ws: fits}, {rec: rec(1, 11), ws: fits}},
 			"0:write 10:write 1:halt 2:- 11:write", "t/0=0 t/1=11", 3},
-		{"the guard's rejection and decode failures dead-letter; null records skip", rules{policy: PolicyDeadLetter, onIncompatible: PolicyHalt, hasDLQ: true}, guard,
+		{"the guard's rejection and decode failures dead-letter; null records skip", rules{policy: config.PolicyDeadLetter, onIncompatible: config.PolicyHalt, hasDLQ: true}, guard,
 			[]in{{rec: rec(0, 0), ws: misfit}, {rec: rec(0, 1), ws: fits, dec: "null"}, {rec: rec(0, 2), ws: fits, dec: decode.ReasonTruncated},
 				{rec: rec(0, 3), ws: fits, dec: decode.ReasonNotNullViolation}, {rec: rec(0, 4), ws: misfit}, {rec: rec(0, 5), ws: fits}},
 			"0:dead_letter 1:skip 2:dead_letter 3:dead_letter 4:dead_letter 5:write", "t/0=5", 1},
-		{"evolve: a null for a NOT NULL column follows on_incompatible; bad bytes halt without a DLQ", rules{policy: PolicyEvolve, onIncompatible: PolicyHalt}, guard,
+		{"evolve: a null for a NOT NULL column follows on_incompatible; bad bytes halt without a DLQ", rules{policy: config.PolicyEvolve, onIncompatible: config.PolicyHalt}, guard,
 			[]in{{rec: rec(0, 0), ws: fits, dec: decode.ReasonNotNullViolation}, {rec: rec(1, 0), fail: decode.ReasonBadMagic}, {rec: rec(2, 0), ws: fits}},
 			"0:halt 0:halt 0:write", "t/2=0", 1},
-		{"bad bytes dead-letter whenever a DLQ is configured, even under halt", rules{policy: PolicyHalt, onIncompatible: PolicyHalt, hasDLQ: true}, guard,
+		{"bad bytes dead-letter whenever a DLQ is configured, even under halt", rules{policy: config.PolicyHalt, onIncompatible: config.PolicyHalt, hasDLQ: true}, guard,
 			[]in{{rec: rec(0, 0), fail: decode.ReasonBadMagic}, {rec: rec(0, 1), ws: fits, dec: decode.ReasonNotNullViolation}},
 			"0:dead_letter 1:halt", "t/0=0", 0},
-		{"routes set before the guard pass through and are handled", rules{policy: PolicyDeadLetter, hasDLQ: true}, guard,
+		{"routes set before the guard pass through and are handled", rules{policy: config.PolicyDeadLetter, hasDLQ: true}, guard,
 			[]in{{rec: rec(0, 0), route: routeSkip}, {rec: rec(0, 1), route: routeKeep}, {rec: rec(0, 2), route: routeCarry}, {rec: rec(0, 3), route: routeDuplicate}},
 			"0:skip 1:keep 2:carry 3:duplicate", "t/0=3", 0},
-		{"identity: a second copy of a written original is a duplicate; one whose first failed is written", rules{policy: PolicyDeadLetter, hasDLQ: true}, guard,
+		{"identity: a second copy of a written original is a duplicate; one whose first failed is written", rules{policy: config.PolicyDeadLetter, hasDLQ: true}, guard,
 			[]in{{rec: rec(0, 0), ws: fits, id: "a"}, {rec: rec(0, 1), ws: fits, id: "a"}, {rec: rec(0, 2), ws: fits, id: "b", dec: decode.ReasonTruncated},
 				{rec: rec(0, 3), ws: fits, id: "b"}, {rec: rec(0, 4), route: routeCarry, id: "a"}, {rec: rec(0, 5), route: routeKeep, id: "a"}},
 			"0:write 1:duplicate 2:dead_letter 3:write 4:duplicate 5:keep", "t/0=5", 2},
@@ -137,7 +138,7 @@ func TestRouterMessages(t *testing.T) {
 	fits := &decode.WriterSchema{ID: 4, Delta: table}
 	g.Decisions[4] = schemaguard.Decision{Action: schemaguard.Write}
 	items := []item{{rec: &kgo.Record{Offset: 0}, ws: ws}, {rec: &kgo.Record{Offset: 1}, ws: ws}, {rec: &kgo.Record{Offset: 2}, ws: fits}}
-	rt := router{rules: rules{policy: PolicyDeadLetter, hasDLQ: true}, guard: g, opts: opts, table: "orders", version: 7,
+	rt := router{rules: rules{policy: config.PolicyDeadLetter, hasDLQ: true}, guard: g, opts: opts, table: "orders", version: 7,
 		decode: func(*item) error {
 			return &decode.Error{Reason: decode.ReasonNotNullViolation, Field: "customer", Err: errors.New("null")}
 		}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -41,7 +42,7 @@ func TestRegistry400IsSchemaUnreadable(t *testing.T) {
 		h := newHarness(t, 1)
 		h.answer400For(h.ids[1])
 		cfg := h.config()
-		cfg.Schema.Policy = PolicyDeadLetter
+		cfg.Schema.Policy = config.PolicyDeadLetter
 		h.produce(1, 5, 0, 1, 0)
 		h.produce(6, 3, 1, 1, 0) // schema v2: the registry answers 400
 		h.produce(9, 2, 0, 1, 0)
@@ -74,7 +75,7 @@ func TestRegistry400IsSchemaUnreadable(t *testing.T) {
 		h := newHarness(t, 1)
 		h.answer400For(h.ids[1])
 		cfg := h.config()
-		cfg.Schema.Policy = PolicyHalt // with a dead-letter topic (for bad bytes): the policy decides
+		cfg.Schema.Policy = config.PolicyHalt // with a dead-letter topic (for bad bytes): the policy decides
 		h.produce(1, 5, 0, 1, 0)
 		h.produce(6, 3, 1, 1, 0)
 		m := h.startWith("pipeline", cfg, nil)

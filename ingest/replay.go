@@ -13,6 +13,7 @@ import (
 
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -45,7 +46,7 @@ func parkedTopic(dlqTopic string) string { return dlqTopic + ".parked" }
 // Errors: invalid options; the DLQ topic is missing; a record must be parked and
 // <dlq>.parked is missing (ErrParkedTopicMissing); the broker is unreachable; the table
 // cannot be written. The summary is returned with every error after the options check.
-func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*ReplaySummary, error) {
+func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptions) (*ReplaySummary, error) {
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("replay %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
@@ -143,7 +144,7 @@ func Replay(ctx context.Context, cfg *Config, deps Deps, opts ReplayOptions) (*R
 
 // checkTableExists refuses a table ingestd cannot write, and a missing one unless
 // table.create is set.
-func checkTableExists(ctx context.Context, cfg *Config, t *deltawriter.Table) error {
+func checkTableExists(ctx context.Context, cfg *config.Config, t *deltawriter.Table) error {
 	snap, err := t.Snapshot(ctx)
 	switch {
 	case errors.Is(err, deltawriter.ErrTableNotFound):
@@ -161,7 +162,7 @@ func checkTableExists(ctx context.Context, cfg *Config, t *deltawriter.Table) er
 // its records, batches them and flushes each batch with its flusher in replayMode,
 // retrying until it commits.
 type replayer struct {
-	cfg    *Config
+	cfg    *config.Config
 	log    *slog.Logger
 	opts   ReplayOptions
 	fl     *flusher

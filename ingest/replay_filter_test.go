@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -195,10 +196,10 @@ func (h *harness) readTopicAll(topic string) []*kgo.Record {
 // deadLetterSetup runs a dead_letter pipeline over 10 v1 orders, 6 v2 orders (a field the
 // table lacks: schema_mismatch) and 3 JSON values (bad_magic), all on partition 0, then
 // adds the column. The DLQ holds offsets 0..5 schema_mismatch, 6..8 bad_magic.
-func deadLetterSetup(t *testing.T) (*harness, *Config) {
+func deadLetterSetup(t *testing.T) (*harness, *config.Config) {
 	h := newHarness(t, 1)
 	cfg := h.config()
-	cfg.Schema.Policy = PolicyDeadLetter
+	cfg.Schema.Policy = config.PolicyDeadLetter
 	h.produce(1, 10, 0, 1, 0)
 	h.produce(11, 6, 1, 1, 0)
 	h.produceRaw(0, []byte(`{"order_id":17}`), []byte(`{"order_id":18}`), []byte(`{"order_id":19}`))
@@ -219,7 +220,7 @@ func deadLetterSetup(t *testing.T) (*harness, *Config) {
 	return h, cfg
 }
 
-func (h *harness) replay(cfg *Config, log *slog.Logger, o ReplayOptions) (*ReplaySummary, error) {
+func (h *harness) replay(cfg *config.Config, log *slog.Logger, o ReplayOptions) (*ReplaySummary, error) {
 	h.t.Helper()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(testWriter{h.t, "replay"}, &slog.HandlerOptions{Level: slog.LevelWarn}))

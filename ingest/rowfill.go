@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // columnFill computes or checks columns of one record after its value is decoded
@@ -31,7 +32,7 @@ type columnFill interface {
 //
 // conf is the table's configuration after the flush's commit (FileOptions.Configuration):
 // generated columns are evaluated in its ingestd.generation.timeZone.
-func fillsFor(cfg *Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string, kafka *kafkaState) ([]columnFill, error) {
+func fillsFor(cfg *config.Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string, kafka *kafkaState) ([]columnFill, error) {
 	var fills []columnFill
 	if len(cfg.Table.KafkaColumns) > 0 { // Kafka columns (table.kafka_columns), kafkafill.go
 		kf, err := newKafkaFill(cfg, schema, cm, pq, kafka)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	dl "github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/schemaguard"
 )
@@ -60,7 +61,7 @@ func TestLastOffsetsPerPartition(t *testing.T) {
 // committed record and resumes partitions that were held back unless they still have
 // records waiting: the same offsets for interleaved partitions, a cut and waiting records.
 func TestCommittedLockedInterleaved(t *testing.T) {
-	p := NewPipeline(&Config{Name: "orders", Batch: BatchConfig{MaxRecords: 100}}, Deps{Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p := NewPipeline(&config.Config{Name: "orders", Batch: config.Batch{MaxRecords: 100}}, Deps{Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	rec := func(topic string, part int32, off int64) *kgo.Record {
 		return &kgo.Record{Topic: topic, Partition: part, Offset: off}
 	}
@@ -115,7 +116,7 @@ func TestRouterHandledMatchesPerRecord(t *testing.T) {
 				items[i].route = routeSkip
 			}
 		}
-		rt := router{rules: rules{policy: PolicyHalt, onIncompatible: PolicyHalt}, guard: guard, table: "orders",
+		rt := router{rules: rules{policy: config.PolicyHalt, onIncompatible: config.PolicyHalt}, guard: guard, table: "orders",
 			decode: func(it *item) error { return outcome[it.rec] }}
 		res := rt.route(items)
 		// The reference: a map write per handled record, in order.
@@ -145,7 +146,7 @@ func TestRouterHandledMatchesPerRecord(t *testing.T) {
 // batch's records a failed flush leaves (all of them, or e.g. the partitions waiting for
 // the registry), not its budgetSize now (decodedPerByte may have moved since it was added).
 func TestSizesOfKeepsAddedCharges(t *testing.T) {
-	p := NewPipeline(&Config{Name: "orders", Batch: BatchConfig{MaxRecords: 100}}, Deps{Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p := NewPipeline(&config.Config{Name: "orders", Batch: config.Batch{MaxRecords: 100}}, Deps{Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	recs := []*kgo.Record{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 1}, {Partition: 0, Offset: 2}, {Partition: 1, Offset: 2, Value: make([]byte, 10)}}
 	sizes := []int64{10, 20, 30, 40}
 	if got := p.sizesOf(recs, recs, sizes); &got[0] != &sizes[0] {

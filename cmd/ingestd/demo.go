@@ -26,6 +26,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -128,7 +129,7 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 			return nil, err
 		}
 	}
-	cfgs, err := ingest.LoadConfigs(filepath.Join(out, "configs"))
+	cfgs, err := config.Load(filepath.Join(out, "configs"))
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 				<-done
 				return nil, fmt.Errorf("pipeline %s failed: %s", p.Name(), st.Error)
 			}
-			if cfgs[i].Schema.Policy == ingest.PolicyHalt {
+			if cfgs[i].Schema.Policy == config.PolicyHalt {
 				finished = finished && len(st.Halted) == 3
 				continue
 			}
@@ -169,7 +170,7 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 		}
 		if finished {
 			for i, c := range cfgs { // the halt report, taken while the pipelines run
-				if c.Schema.Policy == ingest.PolicyHalt {
+				if c.Schema.Policy == config.PolicyHalt {
 					halted = pipelines[i].Status().Halted
 				}
 			}
@@ -262,7 +263,7 @@ func produceOrders(ctx context.Context, brokers []string, reg *srfake.Registry, 
 
 // handledRecords is the number of source records the table's txn actions account for:
 // the sum over partitions of version+1.
-func handledRecords(ctx context.Context, c *ingest.Config) (int64, error) {
+func handledRecords(ctx context.Context, c *config.Config) (int64, error) {
 	t, err := openTable(ctx, c)
 	if err != nil {
 		return 0, err
@@ -278,7 +279,7 @@ func handledRecords(ctx context.Context, c *ingest.Config) (int64, error) {
 	return n, nil
 }
 
-func openTable(ctx context.Context, c *ingest.Config) (*deltawriter.Table, error) {
+func openTable(ctx context.Context, c *config.Config) (*deltawriter.Table, error) {
 	st, err := storage.Open(c.Table.URI)
 	if err != nil {
 		return nil, err
@@ -286,7 +287,7 @@ func openTable(ctx context.Context, c *ingest.Config) (*deltawriter.Table, error
 	return deltawriter.Open(ctx, st)
 }
 
-func describeTable(ctx context.Context, c *ingest.Config) (tableReport, error) {
+func describeTable(ctx context.Context, c *config.Config) (tableReport, error) {
 	tr := tableReport{Pipeline: c.Name, Path: strings.TrimPrefix(c.Table.URI, "file://")}
 	t, err := openTable(ctx, c)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("dlq inspect", "dlq inspect PIPELINE.yaml [flags]\n       ingestd dlq inspect --config PIPELINE.yaml [flags]",
 		"Count a pipeline's dead letters by reason, field, schema id and replay count,\nand show a few decoded with their own writer schema. Reads only.", stderr)
-	config := fs.String("config", "", "the pipeline `file` (instead of the argument)")
+	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	samples := fs.Int("samples", 3, "dead letters to show decoded")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if len(args) == 0 || args[0] != "inspect" {
@@ -30,7 +30,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	file, code := pipelineArg("dlq inspect", pos, *config, stderr)
+	file, code := pipelineArg("dlq inspect", pos, *configFlag, stderr)
 	if file == "" {
 		return code
 	}

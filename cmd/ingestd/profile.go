@@ -10,7 +10,7 @@ import (
 	"runtime/trace"
 	"strconv"
 
-	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 // startProfiles starts a CPU profile into cpuPath and an execution trace into tracePath
@@ -108,7 +108,7 @@ const nonHeapRSS = 64 << 20
 // the sum of their batch.max_bytes (which counts decoded values, Pipeline.budgetSize) and
 // memoryHeadroom, less nonHeapRSS, so that the process's RSS stays within the sum and
 // memoryHeadroom when the collector holds the heap at the limit.
-func memoryLimit(cfgs []*ingest.Config) int64 {
+func memoryLimit(cfgs []*config.Config) int64 {
 	limit := int64(memoryHeadroom - nonHeapRSS)
 	for _, c := range cfgs {
 		limit += int64(c.Batch.MaxBytes)
@@ -129,7 +129,7 @@ const gcPercent = 200
 // before it runs, and runs sooner as the heap nears the limit. It returns the limit, the
 // GOGC in effect (as GOGC is written: the environment's, or gcPercent's) and whether the
 // limit was set.
-func setMemoryLimit(cfgs []*ingest.Config) (limit int64, gogc string, set bool) {
+func setMemoryLimit(cfgs []*config.Config) (limit int64, gogc string, set bool) {
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok || len(cfgs) == 0 {
 		return 0, "", false
 	}

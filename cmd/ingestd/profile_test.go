@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 func TestMemoryLimitFromBatchBudgets(t *testing.T) {
-	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}, {Batch: ingest.BatchConfig{MaxBytes: 64 << 20}}}
+	cfgs := []*config.Config{{Batch: config.Batch{MaxBytes: 128 << 20}}, {Batch: config.Batch{MaxBytes: 64 << 20}}}
 	if got, want := memoryLimit(cfgs), int64(384<<20); got != want {
 		t.Fatalf("memoryLimit = %d, want %d (128 MiB + 64 MiB + 256 MiB - 64 MiB)", got, want)
 	}
@@ -41,7 +41,7 @@ func TestMemoryLimitSetWithoutGOMEMLIMIT(t *testing.T) {
 	if err := os.Unsetenv("GOGC"); err != nil {
 		t.Fatal(err)
 	}
-	cfgs := []*ingest.Config{{Batch: ingest.BatchConfig{MaxBytes: 128 << 20}}}
+	cfgs := []*config.Config{{Batch: config.Batch{MaxBytes: 128 << 20}}}
 	limit, gogc, set := setMemoryLimit(cfgs)
 	if !set || limit != 320<<20 || gogc != "200" {
 		t.Fatalf("setMemoryLimit = %d, %q, %v; want %d, \"200\", true", limit, gogc, set, 320<<20)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
 
@@ -30,7 +31,7 @@ after it are left in place, nothing is carried forward for --until. OFFSET is a 
 offset, applied per partition (carried records get new offsets at the end of the topic);
 TIME is RFC 3339 and compares with the record timestamp, which dead letters and carried
 records keep from their source record.`, stderr)
-	config := fs.String("config", "", "the pipeline `file` (instead of the argument)")
+	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
 	var reasons stringList
@@ -79,7 +80,7 @@ records keep from their source record.`, stderr)
 		fmt.Fprintln(stderr, "ingestd replay:", strings.ReplaceAll(err.Error(), "\n", "\ningestd replay: "))
 		return exitUsage
 	}
-	file, code := pipelineArg("replay", pos, *config, stderr)
+	file, code := pipelineArg("replay", pos, *configFlag, stderr)
 	if file == "" {
 		return code
 	}
@@ -155,12 +156,12 @@ func printReplay(w io.Writer, s *ingest.ReplaySummary) {
 }
 
 // onePipeline loads a config that must hold exactly one pipeline.
-func onePipeline(path string, stderr io.Writer) (*ingest.Config, int) {
+func onePipeline(path string, stderr io.Writer) (*config.Config, int) {
 	if path == "" {
 		fmt.Fprintln(stderr, "--config is required")
 		return nil, exitUsage
 	}
-	cfgs, err := ingest.LoadConfigs(path)
+	cfgs, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, exitUsage

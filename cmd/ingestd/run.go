@@ -17,25 +17,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("validate", "validate --config DIR|FILE", "Load and check pipeline files, and that object-store credentials resolve, without connecting to Kafka, the registry or the stores.", stderr)
-	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
+	configFlag := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
-	if *config == "" {
+	if *configFlag == "" {
 		fmt.Fprintln(stderr, "ingestd validate: --config is required")
 		return exitUsage
 	}
-	cfgs, err := ingest.LoadConfigs(*config)
+	cfgs, err := config.Load(*configFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	// Object-store credentials must resolve (nothing is sent to the store; no secret printed).
-	creds, err := ingest.CheckStorageCredentials(context.Background(), cfgs)
+	creds, err := config.CheckStorageCredentials(context.Background(), cfgs)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -58,7 +59,7 @@ var openPipeline = ingest.Open
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "run --config DIR|FILE [flags]", "Run every pipeline of a directory (or one file) until SIGTERM/SIGINT.", stderr)
-	config := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
+	configFlag := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
 	listen := fs.String("listen", "127.0.0.1:9102", "`address` for /metrics, /healthz and /readyz (empty to disable)")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: trace (debug and the Kafka client's own debug logs), debug, info, warn or error")
@@ -68,7 +69,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
-	if *config == "" {
+	if *configFlag == "" {
 		fmt.Fprintln(stderr, "ingestd run: --config is required")
 		return exitUsage
 	}
@@ -87,7 +88,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error("profile not written", "err", err)
 		}
 	}()
-	cfgs, err := ingest.LoadConfigs(*config)
+	cfgs, err := config.Load(*configFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage

@@ -17,7 +17,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/deltawriter/tableops"
-	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/config"
 )
 
 const tableSynopsis = `table <command> URI [flags]
@@ -97,7 +97,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fs := newFlagSet("table "+sub, tableSynopsis, tableSummary, stderr)
 	uri := fs.String("table", "", "table `URI` (/path, a relative path, file:///path, s3://, gs://, az:// or abfss://; store settings from the environment), instead of the argument")
-	config := fs.String("config", "", "pipeline `file` whose table to use, instead of the argument")
+	configFlag := fs.String("config", "", "pipeline `file` whose table to use, instead of the argument")
 	n := fs.Int("n", 20, "history: number of `commits` (0 for all)")
 	asJSON := fs.Bool("json", false, "history, describe, optimize, vacuum: print JSON")
 	var add, widen, props, features stringList
@@ -146,7 +146,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	var storeOpts storage.Options // the pipeline's table.storage with --config; else the environment only
-	if *uri, storeOpts, code = tableArg(sub, pos, *uri, *config, stderr); *uri == "" {
+	if *uri, storeOpts, code = tableArg(sub, pos, *uri, *configFlag, stderr); *uri == "" {
 		return code
 	}
 	timeout := 5 * time.Minute
@@ -288,12 +288,12 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitFailure
 		}
 	case "optimize":
-		target, err := ingest.ParseByteSize(*targetSize)
+		target, err := config.ParseByteSize(*targetSize)
 		if err != nil || target <= 0 {
 			fmt.Fprintf(stderr, "ingestd table optimize: --target-file-size %q: write a positive size such as 256MiB\n", *targetSize)
 			return exitUsage
 		}
-		rate, err := ingest.ParseByteSize(*maxRate)
+		rate, err := config.ParseByteSize(*maxRate)
 		if err != nil {
 			fmt.Fprintf(stderr, "ingestd table optimize: --max-rewrite-rate %q: write a size per second such as 64MiB\n", *maxRate)
 			return exitUsage

@@ -68,8 +68,10 @@ var rules = []struct {
 		why: "deltawriter/column is the column values the decoder writes and the encoder reads: it imports nothing of the module"},
 	{pkgs: "deltawriter/deltalog/...", only: []string{"deltawriter/deltalog/..."},
 		why: "deltawriter/deltalog is the pure leaf of Delta facts: it imports nothing of the module"},
-	{pkgs: "ingest/kafkacols/...", only: []string{"ingest/kafkacols/...", "ingest/decode", "schemaguard", "deltawriter", "deltawriter/deltalog"},
-		why: "ingest/kafkacols is the Kafka columns' types and per-record values: it decodes keys (ingest/decode), diffs key schemas (schemaguard) and builds Parquet layouts (deltawriter), and knows nothing of pipelines or dead letters"},
+	{pkgs: "ingest/kafkacols/...", only: []string{"ingest/kafkacols/...", "deltawriter/deltalog"}, deny: []string{"github.com/twmb/franz-go/..."},
+		why: "ingest/kafkacols names the Kafka columns and their Delta types: pure, on the Delta model of deltawriter/deltalog only; a record's values are filled by ingest/rowfill"},
+	{pkgs: "ingest/config/...", only: []string{"ingest/config/...", "ingest/kafkacols", "deltawriter", "deltawriter/deltalog", "deltawriter/expr", "deltawriter/storage", "internal/awscred"}, deny: []string{"github.com/twmb/franz-go/..."},
+		why: "ingest/config turns pipeline YAML into a validated Config: no Kafka client, nothing of the pipeline trunk"},
 	{pkgs: "cmd/benche2e", only: []string{"cmd/benche2e"},
 		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/...", deny: []string{"cmd/..."},
@@ -269,6 +271,8 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("internal/tarzst"), Imports: []string{m("deltawriter/deltalog")}}, []string{"internal/tarzst imports deltawriter/deltalog: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("ingest"), Imports: []string{m("cmd/ingestd")}}, []string{"ingest imports cmd/ingestd: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("newtop")}, []string{"package newtop has no layer"}},
+		{pkg{ImportPath: m("ingest/config"), Imports: []string{"github.com/twmb/franz-go/pkg/kgo"}, Deps: []string{"github.com/twmb/franz-go/pkg/kgo"}}, []string{"ingest/config imports github.com/twmb/franz-go/pkg/kgo (directly)", `rule "ingest/config/..."`}},
+		{pkg{ImportPath: m("ingest/config"), Imports: []string{m("ingest/decode")}}, []string{"ingest/config imports ingest/decode", "may import only"}},
 	} {
 		v := check([]pkg{tc.p})
 		if len(v) == 0 {

@@ -1,4 +1,4 @@
-package ingest
+package config
 
 import (
 	"context"
@@ -21,30 +21,30 @@ import (
 
 // Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
 type Config struct {
-	Name           string          `yaml:"name"`
-	AppID          string          `yaml:"app_id"` // txn appId prefix; defaults to Name
-	Kafka          KafkaConfig     `yaml:"kafka"`
-	SchemaRegistry *RegistryConfig `yaml:"schema_registry"`
-	AvroSchemaFile string          `yaml:"avro_schema_file"` // raw (unframed) Avro with this writer schema
-	Table          TableConfig     `yaml:"table"`
-	Schema         SchemaConfig    `yaml:"schema"`
-	DeadLetter     DeadLetter      `yaml:"dead_letter"`
-	Batch          BatchConfig     `yaml:"batch"`
+	Name           string     `yaml:"name"`
+	AppID          string     `yaml:"app_id"` // txn appId prefix; defaults to Name
+	Kafka          Kafka      `yaml:"kafka"`
+	SchemaRegistry *Registry  `yaml:"schema_registry"`
+	AvroSchemaFile string     `yaml:"avro_schema_file"` // raw (unframed) Avro with this writer schema
+	Table          Table      `yaml:"table"`
+	Schema         Schema     `yaml:"schema"`
+	DeadLetter     DeadLetter `yaml:"dead_letter"`
+	Batch          Batch      `yaml:"batch"`
 	// Maintenance is the optional background table maintenance of `ingestd run`
 	// (maintain.go); absent: none.
-	Maintenance MaintenanceConfig `yaml:"maintenance"`
+	Maintenance Maintenance `yaml:"maintenance"`
 
-	// File is the path the config was loaded from (set by LoadConfigs).
+	// File is the path the config was loaded from (set by Load).
 	File string `yaml:"-"`
 	// Warnings are settings that work but are unsafe (SASL without TLS, skipped
 	// certificate checks); `validate` prints them and `run` logs them at WARN.
-	Warnings []*ConfigError `yaml:"-"`
+	Warnings []*Error `yaml:"-"`
 
 	lines map[string]int // line of every YAML path seen ("$.schema.policy"), for validation errors
 }
 
-// KafkaConfig names the source topics and the consumer group.
-type KafkaConfig struct {
+// Kafka names the source topics and the consumer group.
+type Kafka struct {
 	Brokers     []string `yaml:"brokers"`
 	Topics      []string `yaml:"topics"`
 	Group       string   `yaml:"group"`        // defaults to "ingestd-<name>"
@@ -57,26 +57,26 @@ type KafkaConfig struct {
 	// InstanceID turns on static group membership (KIP-345) for the consumer: a restart
 	// within session_timeout gets its partitions back without a rebalance. Unique per
 	// process in the group, e.g. ${HOSTNAME} in a StatefulSet.
-	InstanceID string      `yaml:"instance_id"`
-	TLS        *TLSConfig  `yaml:"tls"`  // absent: plaintext; `tls: {}`: TLS with the system roots
-	SASL       *SASLConfig `yaml:"sasl"` // absent: no SASL
+	InstanceID string `yaml:"instance_id"`
+	TLS        *TLS   `yaml:"tls"`  // absent: plaintext; `tls: {}`: TLS with the system roots
+	SASL       *SASL  `yaml:"sasl"` // absent: no SASL
 }
 
-// RegistryConfig is a Confluent-compatible schema registry.
-type RegistryConfig struct {
+// Registry is a Confluent-compatible schema registry.
+type Registry struct {
 	URL      string `yaml:"url"`
 	Username string `yaml:"username"`
 	// Password is a literal password (kept for compatibility; prefer PasswordFile or
 	// PasswordEnv, resolved after parsing and re-read on every request).
-	Password        Secret     `yaml:"password"`
-	PasswordFile    string     `yaml:"password_file"`
-	PasswordEnv     string     `yaml:"password_env"`
-	BearerTokenFile string     `yaml:"bearer_token_file"` // instead of basic auth; re-read on every request
-	TLS             *TLSConfig `yaml:"tls"`
+	Password        Secret `yaml:"password"`
+	PasswordFile    string `yaml:"password_file"`
+	PasswordEnv     string `yaml:"password_env"`
+	BearerTokenFile string `yaml:"bearer_token_file"` // instead of basic auth; re-read on every request
+	TLS             *TLS   `yaml:"tls"`
 }
 
-// TableConfig locates the Delta table.
-type TableConfig struct {
+// Table locates the Delta table.
+type Table struct {
 	// URI is the table root: file:///abs/path or /abs/path, s3://bucket/path,
 	// gs://bucket/path, az://container/path or
 	// abfss://container@account.dfs.core.windows.net/path (see storage.OpenWith).
@@ -100,11 +100,11 @@ type TableConfig struct {
 	KeyFormat string `yaml:"key_format"`
 	// Storage holds optional object-store settings; credentials always come from the
 	// cloud's standard environment and credential chain, never from this file.
-	Storage StorageConfig `yaml:"storage"`
+	Storage Storage `yaml:"storage"`
 }
 
-// StorageConfig is table.storage: settings of the table's object store.
-type StorageConfig struct {
+// Storage is table.storage: settings of the table's object store.
+type Storage struct {
 	// Endpoint is an S3-compatible server (MinIO, R2, Ceph, versitygw; path-style
 	// addressing is then used) or an Azure Blob endpoint (Azurite). Default: the cloud's
 	// own, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
@@ -114,12 +114,12 @@ type StorageConfig struct {
 }
 
 // StorageOptions returns the storage.Options of table.storage.
-func (t TableConfig) StorageOptions() storage.Options {
+func (t Table) StorageOptions() storage.Options {
 	return storage.Options{Endpoint: t.Storage.Endpoint, Region: t.Storage.Region}
 }
 
-// SchemaConfig is the guard's policy for this table.
-type SchemaConfig struct {
+// Schema is the guard's policy for this table.
+type Schema struct {
 	Policy             string   `yaml:"policy"`          // evolve | dead_letter | halt
 	OnIncompatible     string   `yaml:"on_incompatible"` // halt (default) | dead_letter: what evolve does with changes it cannot make
 	AllowTableFeatures []string `yaml:"allow_table_features"`
@@ -130,8 +130,8 @@ type DeadLetter struct {
 	Topic string `yaml:"topic"`
 }
 
-// BatchConfig bounds one Delta commit.
-type BatchConfig struct {
+// Batch bounds one Delta commit.
+type Batch struct {
 	MaxRecords int           `yaml:"max_records"`
 	MaxBytes   ByteSize      `yaml:"max_bytes"`
 	MaxAge     time.Duration `yaml:"max_age"`
@@ -141,17 +141,17 @@ type BatchConfig struct {
 	MaxOpenPartitions int `yaml:"max_open_partitions"`
 }
 
-// MaintenanceConfig is the maintenance block: background OPTIMIZE and VACUUM of the
+// Maintenance is the maintenance block: background OPTIMIZE and VACUUM of the
 // pipeline's table, run by one goroutine per table off the commit path (maintain.go).
 // Each job is off when its block is absent.
-type MaintenanceConfig struct {
-	Optimize *OptimizeConfig `yaml:"optimize"`
-	Vacuum   *VacuumConfig   `yaml:"vacuum"`
+type Maintenance struct {
+	Optimize *Optimize `yaml:"optimize"`
+	Vacuum   *Vacuum   `yaml:"vacuum"`
 }
 
-// OptimizeConfig is maintenance.optimize: bin-packing compaction
+// Optimize is maintenance.optimize: bin-packing compaction
 // (maintenance.Optimize).
-type OptimizeConfig struct {
+type Optimize struct {
 	// Every is the interval between runs (required, at least 1s); the first run starts
 	// after a random part of it (jitter), so daemons started together spread out.
 	Every time.Duration `yaml:"every"`
@@ -166,9 +166,9 @@ type OptimizeConfig struct {
 	MaxRewriteRate ByteSize `yaml:"max_rewrite_rate"`
 }
 
-// VacuumConfig is maintenance.vacuum: deletion of files no version inside the retention
+// Vacuum is maintenance.vacuum: deletion of files no version inside the retention
 // still references (maintenance.Vacuum).
-type VacuumConfig struct {
+type Vacuum struct {
 	// Every is the interval between runs (required, at least 1s), jittered like optimize.
 	Every time.Duration `yaml:"every"`
 	// Retain is how long removed and orphaned files are kept. 0 (unset): the table's own
@@ -178,7 +178,7 @@ type VacuumConfig struct {
 	Retain time.Duration `yaml:"retain"`
 }
 
-// Maintenance defaults (issue 16).
+// Defaults of maintenance.optimize.
 const (
 	DefaultTargetFileSize = ByteSize(256 << 20)
 	DefaultMinFiles       = 10
@@ -214,23 +214,23 @@ func parseByteSize(str string) (ByteSize, error) {
 	return ByteSize(n * mult), nil
 }
 
-// Policies (DESIGN.md §1).
+// The values of schema.policy (docs/schema-policies.md, Decision table).
 const (
 	PolicyEvolve     = "evolve"
 	PolicyDeadLetter = "dead_letter"
 	PolicyHalt       = "halt"
 )
 
-// ConfigError is one problem in one config file, with the line it is on (0 if unknown)
+// Error is one problem in one config file, with the line it is on (0 if unknown)
 // and the change that fixes it.
-type ConfigError struct {
+type Error struct {
 	File string
 	Line int
 	Msg  string
 	Fix  string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	loc := e.File
 	if e.Line > 0 {
 		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
@@ -242,12 +242,12 @@ func (e *ConfigError) Error() string {
 	return s
 }
 
-// LoadConfigs loads one pipeline file, or every *.yaml / *.yml file of a directory (not
+// Load loads one pipeline file, or every *.yaml / *.yml file of a directory (not
 // recursive), expands ${VAR} and ${VAR:-default} from the environment, rejects unknown
 // keys, applies defaults and validates everything. It returns the pipelines sorted by file
-// name, or an error joining every ConfigError found in every file (errors.Join), so a user
+// name, or an error joining every Error found in every file (errors.Join), so a user
 // sees all problems at once.
-func LoadConfigs(path string) ([]*Config, error) {
+func Load(path string) ([]*Config, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config %s: %w", path, err)
@@ -266,7 +266,7 @@ func LoadConfigs(path string) ([]*Config, error) {
 		}
 		sort.Strings(files)
 		if len(files) == 0 {
-			return nil, &ConfigError{File: path, Msg: "no *.yaml pipeline files in directory", Fix: "add one file per pipeline, see configs/"}
+			return nil, &Error{File: path, Msg: "no *.yaml pipeline files in directory", Fix: "add one file per pipeline, see configs/"}
 		}
 	}
 	var cfgs []*Config
@@ -279,12 +279,12 @@ func LoadConfigs(path string) ([]*Config, error) {
 			continue
 		}
 		if prev, dup := names[c.Name]; dup {
-			errs = append(errs, &ConfigError{File: f, Line: c.line("$.name"), Msg: fmt.Sprintf("pipeline name %q is also used by %s", c.Name, prev), Fix: "give every pipeline a unique name"})
+			errs = append(errs, &Error{File: f, Line: c.Line("$.name"), Msg: fmt.Sprintf("pipeline name %q is also used by %s", c.Name, prev), Fix: "give every pipeline a unique name"})
 		}
 		names[c.Name] = f
 		for _, prev := range cfgs {
 			if shared := sharedTopics(prev, c); prev.Table.URI == c.Table.URI && len(shared) > 0 {
-				errs = append(errs, &ConfigError{File: f, Line: c.line("$.table.uri"),
+				errs = append(errs, &Error{File: f, Line: c.Line("$.table.uri"),
 					Msg: fmt.Sprintf("pipeline %q writes topic %v into table %s, like pipeline %q (%s): every record would land twice", c.Name, shared, c.Table.URI, prev.Name, prev.File),
 					Fix: "give each pipeline its own table, or let one pipeline read both topics (kafka.topics takes a list)"})
 			}
@@ -315,7 +315,7 @@ var envRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 func loadConfigFile(file string) (*Config, []error) {
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return nil, []error{&ConfigError{File: file, Msg: err.Error()}}
+		return nil, []error{&Error{File: file, Msg: err.Error()}}
 	}
 	c := &Config{}
 	lines, errs := decodeYAML(file, raw, c)
@@ -334,7 +334,7 @@ func loadConfigFile(file string) (*Config, []error) {
 // "$.schema.allow_table_features[0]"): the key's line for a mapping entry, the item's for
 // a list entry; for a path that is absent, the line of its nearest present parent; 0 for
 // an empty file.
-func (c *Config) line(path string) int {
+func (c *Config) Line(path string) int {
 	for path != "" {
 		if l, ok := c.lines[path]; ok {
 			return l
@@ -405,7 +405,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 func (c *Config) validate() []error {
 	var errs []error
 	bad := func(path, msg, fix string) {
-		errs = append(errs, &ConfigError{File: c.File, Line: c.line(path), Msg: msg, Fix: fix})
+		errs = append(errs, &Error{File: c.File, Line: c.Line(path), Msg: msg, Fix: fix})
 	}
 	if c.Name == "" {
 		bad("$", "name is missing", "add `name: <pipeline-name>`")
@@ -500,7 +500,7 @@ func (c *Config) validate() []error {
 		}
 	}
 	c.validateSecurity(bad, func(path, msg, fix string) {
-		c.Warnings = append(c.Warnings, &ConfigError{File: c.File, Line: c.line(path), Msg: msg, Fix: fix})
+		c.Warnings = append(c.Warnings, &Error{File: c.File, Line: c.Line(path), Msg: msg, Fix: fix})
 	})
 	if c.Batch.MaxRecords < 0 {
 		bad("$.batch.max_records", "batch.max_records is negative", "use a positive number")
@@ -596,7 +596,7 @@ func slicesHasEmpty(s []string) bool {
 // CheckStorageCredentials resolves, for each pipeline whose table is in object storage,
 // the credentials its store would use (storage.CheckCredentials: no request to the store,
 // no secret printed). It returns where each pipeline's credentials come from, by pipeline
-// name ("" for local tables), and a ConfigError (file:line of table.uri) per pipeline
+// name ("" for local tables), and a Error (file:line of table.uri) per pipeline
 // whose credentials do not resolve, joined.
 func CheckStorageCredentials(ctx context.Context, cfgs []*Config) (map[string]string, error) {
 	src := map[string]string{}
@@ -609,9 +609,9 @@ func CheckStorageCredentials(ctx context.Context, cfgs []*Config) (map[string]st
 		s, err := storage.CheckCredentials(cctx, c.Table.URI, c.Table.StorageOptions())
 		cancel()
 		if err != nil {
-			errs = append(errs, &ConfigError{File: c.File, Line: c.line("$.table.uri"),
+			errs = append(errs, &Error{File: c.File, Line: c.Line("$.table.uri"),
 				Msg: fmt.Sprintf("credentials for table %s: %v", c.Table.URI, err),
-				Fix: "provide credentials through the cloud's standard environment (see README, Tables in object storage)"})
+				Fix: "provide credentials through the cloud's standard environment (see docs/object-stores.md)"})
 			continue
 		}
 		src[c.Name] = s

@@ -1,14 +1,17 @@
-package kafkacols
+package rowfill
 
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
@@ -97,3 +100,86 @@ func (k *KeyDecoder) Decode(payload []byte) ([][]parquet.Value, error) {
 
 // Leaves are the full-schema leaf columns Decode fills, in the order of its result.
 func (k *KeyDecoder) Leaves() []int { return k.cols }
+
+// Header is one entry of the _kafka_headers map: a header key and its value, nil for a
+// null header value (NULL in the map, not X”).
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// HeaderMap is the _kafka_headers map of a record's headers (KIP-82: an ordered list
+// that allows repeated keys): one entry per distinct key, in the order keys first
+// appear, holding the value of the key's last occurrence (Java's Headers.lastHeader). A
+// null value stays nil. No headers: an empty (non-nil) map, never NULL. The record, and
+// its dead-letter copy, keep every header in order; only the column folds repeats.
+func HeaderMap(hs []kgo.RecordHeader) []Header {
+	return AppendHeaderMap(make([]Header, 0, len(hs)), hs)
+}
+
+// AppendHeaderMap is HeaderMap appending to dst (reused by the caller across records).
+func AppendHeaderMap(dst []Header, hs []kgo.RecordHeader) []Header {
+	base := len(dst)
+	var at map[string]int // only for many headers; a few are searched linearly
+	if len(hs) > 16 {
+		at = make(map[string]int, len(hs))
+	}
+	for _, h := range hs {
+		i := -1
+		if at != nil {
+			if j, ok := at[h.Key]; ok {
+				i = j
+			}
+		} else {
+			for j := base; j < len(dst); j++ {
+				if dst[j].Key == h.Key {
+					i = j
+					break
+				}
+			}
+		}
+		if i >= 0 {
+			dst[i].Value = h.Value
+			continue
+		}
+		if at != nil {
+			at[h.Key] = len(dst)
+		}
+		dst = append(dst, Header{Key: h.Key, Value: h.Value})
+	}
+	return dst
+}
+
+// StringKey checks a key for key_format string: nil (a null key) and valid UTF-8 pass;
+// other bytes are a *decode.Error with decode.ReasonKeyDecodeError (never replaced by
+// U+FFFD, which would alter the data silently).
+func StringKey(k []byte) error {
+	if k == nil || utf8.Valid(k) {
+		return nil
+	}
+	i := decode.InvalidUTF8At(k)
+	return &decode.Error{Reason: decode.ReasonKeyDecodeError, Field: kafkacols.Column(kafkacols.Key),
+		Err: fmt.Errorf("decode key as string (table.key_format string): byte %d (0x%02x) is not valid UTF-8", i, k[i])}
+}
+
+// HeaderKeys checks the header keys of a record for _kafka_headers, a map<string, binary>:
+// each must be valid UTF-8 (a Java producer's always is; a key of other bytes in a Delta
+// string would make the data file unreadable to readers that check UTF-8, delta-rs
+// among them). The first that is not is a *decode.Error with decode.ReasonDecodeError at
+// _kafka_headers, naming the header's index and the byte.
+func HeaderKeys(hs []kgo.RecordHeader) error {
+	for j, h := range hs {
+		if utf8.ValidString(h.Key) {
+			continue
+		}
+		i := decode.InvalidUTF8At([]byte(h.Key))
+		return &decode.Error{Reason: decode.ReasonDecodeError, Field: kafkacols.Column(kafkacols.Headers),
+			Err: fmt.Errorf("header %d: key byte %d (0x%02x) is not valid UTF-8", j, i, h.Key[i])}
+	}
+	return nil
+}
+
+// KeyError is a key_decode_error for the record key: why the key cannot be written.
+func KeyError(format string, args ...any) *decode.Error {
+	return &decode.Error{Reason: decode.ReasonKeyDecodeError, Field: kafkacols.Column(kafkacols.Key), Err: fmt.Errorf(format, args...)}
+}

@@ -1,4 +1,4 @@
-package ingest
+package config
 
 // The config decoder: YAML text → yaml.Node tree → Config, by a small reflective walker.
 //
@@ -40,7 +40,7 @@ var (
 )
 
 // decodeYAML parses src (one YAML document) into out (a pointer to a struct). It returns
-// the line of every path it saw (see Config.line) and one ConfigError per problem: a
+// the line of every path it saw (see Config.line) and one Error per problem: a
 // syntax error (then nothing is decoded), an unknown or repeated key, a value of the wrong
 // form, an unset ${VAR}. An empty document decodes to the zero value without error.
 func decodeYAML(file string, src []byte, out any) (map[string]int, []error) {
@@ -59,9 +59,9 @@ func decodeYAML(file string, src []byte, out any) (map[string]int, []error) {
 }
 
 // syntaxError turns "yaml: line 3: mapping values are not allowed in this context" into a
-// ConfigError on line 3.
+// Error on line 3.
 func syntaxError(file string, err error) error {
-	ce := &ConfigError{File: file, Msg: "invalid YAML: " + err.Error(), Fix: "check the indentation and quoting on that line (quote values that contain ': ' or ' #')"}
+	ce := &Error{File: file, Msg: "invalid YAML: " + err.Error(), Fix: "check the indentation and quoting on that line (quote values that contain ': ' or ' #')"}
 	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
 		ce.Line, _ = strconv.Atoi(m[1])
 		ce.Msg = "invalid YAML: " + m[2]
@@ -76,7 +76,7 @@ func syntaxError(file string, err error) error {
 }
 
 func (d *yamlDecoder) fail(n *yaml.Node, msg, fix string) {
-	d.errs = append(d.errs, &ConfigError{File: d.file, Line: n.Line, Msg: msg, Fix: fix})
+	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Msg: msg, Fix: fix})
 }
 
 // key renders a path for messages: "$.kafka.brokers[0]" → "kafka.brokers[0]".

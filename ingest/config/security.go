@@ -1,4 +1,4 @@
-package ingest
+package config
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/ingestd/ingestd/internal/awscred"
 )
 
 // Secret is a password or token. Every way of printing it (fmt's %s %v %q %x %#v, JSON,
@@ -27,9 +29,9 @@ func (Secret) LogValue() slog.Value         { return slog.StringValue(redacted) 
 func (s Secret) Reveal() string             { return string(s) }
 func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
 
-// TLSConfig is a `tls:` block (kafka or schema_registry). Present, even as `tls: {}`,
+// TLS is a `tls:` block (kafka or schema_registry). Present, even as `tls: {}`,
 // means TLS with the system roots; absent means plaintext.
-type TLSConfig struct {
+type TLS struct {
 	CAFile             string `yaml:"ca_file"`   // PEM bundle; replaces the system roots
 	CertFile           string `yaml:"cert_file"` // client certificate (mTLS), with key_file
 	KeyFile            string `yaml:"key_file"`  // unencrypted PEM key (PKCS#8, PKCS#1 or SEC1)
@@ -37,8 +39,8 @@ type TLSConfig struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
-// SASLConfig is `kafka.sasl`.
-type SASLConfig struct {
+// SASL is `kafka.sasl`.
+type SASL struct {
 	Mechanism    string            `yaml:"mechanism"` // PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 | OAUTHBEARER | AWS_MSK_IAM
 	Username     string            `yaml:"username"`
 	PasswordFile string            `yaml:"password_file"` // re-read on every authentication
@@ -57,11 +59,11 @@ const (
 	MechMSKIAM      = "AWS_MSK_IAM"
 )
 
-// readSecret returns the secret from a file (trailing newlines dropped) or an environment
+// ReadSecret returns the secret from a file (trailing newlines dropped) or an environment
 // variable, whichever is set; the error names the file or variable, never the value.
 // Called at start-up (validation) and again on every authentication, so a rotated file
 // is picked up without a restart.
-func readSecret(file, env string) (Secret, error) {
+func ReadSecret(file, env string) (Secret, error) {
 	switch {
 	case file != "":
 		b, err := os.ReadFile(file)
@@ -83,10 +85,10 @@ func readSecret(file, env string) (Secret, error) {
 	return "", fmt.Errorf("no secret source")
 }
 
-// buildTLS returns the crypto/tls config for a tls block, reading the CA bundle now and
+// ClientConfig returns the crypto/tls config of the tls block, reading the CA bundle now and
 // the client key pair on every handshake (certificate rotation without a restart).
 // Errors name the file and the fix.
-func buildTLS(t *TLSConfig) (*tls.Config, error) {
+func (t *TLS) ClientConfig() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -178,12 +180,12 @@ func (c *Config) validateSecurity(bad func(path, msg, fix string), warn func(pat
 		bad("$.schema_registry.username", "schema_registry.username is set without a password", "add schema_registry.password_file or password_env")
 	}
 	if r.PasswordFile != "" || r.PasswordEnv != "" {
-		if _, err := readSecret(r.PasswordFile, r.PasswordEnv); err != nil {
+		if _, err := ReadSecret(r.PasswordFile, r.PasswordEnv); err != nil {
 			bad(pathOf("$.schema_registry", r.PasswordFile, "password_file", "password_env"), "schema_registry password: "+err.Error(), "create the file (or export the variable) with the password")
 		}
 	}
 	if r.BearerTokenFile != "" {
-		if _, err := readSecret(r.BearerTokenFile, ""); err != nil {
+		if _, err := ReadSecret(r.BearerTokenFile, ""); err != nil {
 			bad("$.schema_registry.bearer_token_file", "schema_registry bearer token: "+err.Error(), "create the file with the token")
 		}
 	}
@@ -199,18 +201,18 @@ func pathOf(base, file, fileKey, envKey string) string {
 	return base + "." + envKey
 }
 
-func (c *Config) validateTLS(path string, t *TLSConfig, bad func(path, msg, fix string)) {
+func (c *Config) validateTLS(path string, t *TLS, bad func(path, msg, fix string)) {
 	name := key(path)
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		bad(path, name+": cert_file and key_file go together", "set both (client certificate, mTLS) or neither")
 		return
 	}
-	if _, err := buildTLS(t); err != nil {
+	if _, err := t.ClientConfig(); err != nil {
 		bad(path, name+": "+err.Error(), "point ca_file/cert_file/key_file at readable PEM files (keys unencrypted)")
 	}
 }
 
-func (c *Config) validateSASL(s *SASLConfig, hasTLS bool, bad func(path, msg, fix string), warn func(path, msg, fix string)) {
+func (c *Config) validateSASL(s *SASL, hasTLS bool, bad func(path, msg, fix string), warn func(path, msg, fix string)) {
 	const p = "$.kafka.sasl"
 	s.Mechanism = strings.ToUpper(strings.TrimSpace(s.Mechanism))
 	pw := s.PasswordFile != "" || s.PasswordEnv != ""
@@ -254,7 +256,7 @@ func (c *Config) validateSASL(s *SASLConfig, hasTLS bool, bad func(path, msg, fi
 		if pw || tok || s.Username != "" {
 			bad(p, "kafka.sasl: AWS_MSK_IAM takes its credentials from the AWS default credential chain, not username/password/token", "remove username, password_* and token_*")
 		}
-		if _, err := sdkAWSCredentials(context.Background()); err != nil {
+		if _, err := awscred.DefaultChain(context.Background()); err != nil {
 			bad(p, "kafka.sasl.mechanism AWS_MSK_IAM: "+err.Error(), "fix the AWS configuration (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE)")
 		}
 		return
@@ -266,12 +268,12 @@ func (c *Config) validateSASL(s *SASLConfig, hasTLS bool, bad func(path, msg, fi
 		return
 	}
 	if pw && s.Mechanism != MechOAuthBearer {
-		if _, err := readSecret(s.PasswordFile, s.PasswordEnv); err != nil {
+		if _, err := ReadSecret(s.PasswordFile, s.PasswordEnv); err != nil {
 			bad(pathOf(p, s.PasswordFile, "password_file", "password_env"), "kafka.sasl password: "+err.Error(), "create the file (or export the variable) with the password")
 		}
 	}
 	if tok && s.Mechanism == MechOAuthBearer {
-		if _, err := readSecret(s.TokenFile, s.TokenEnv); err != nil {
+		if _, err := ReadSecret(s.TokenFile, s.TokenEnv); err != nil {
 			bad(pathOf(p, s.TokenFile, "token_file", "token_env"), "kafka.sasl token: "+err.Error(), "create the file (or export the variable) with the token")
 		}
 	}
