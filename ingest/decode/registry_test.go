@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
@@ -286,5 +287,58 @@ func TestStaticSchema(t *testing.T) {
 	_ = os.WriteFile(bad, []byte(`{"type":"record","name":"R","fields":[{"name":"a","type":"nope"}]}`), 0o600)
 	if _, err := StaticSchema(bad); ReasonOf(err) != ReasonSchemaParseError || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("bad schema: %v", err)
+	}
+}
+
+// TestNamesOutsideTheAvroGrammar: field names that hamba/avro refuses by default ("order
+// id", " amount", "a;b", "y--1", and a referenced type's field "unit price") parse through
+// every path that builds a writer schema, with the name validation switch reset before each
+// path: ParseWriterSchema, StaticSchema (a referenced .avsc beside the main one) and a
+// registry lookup that resolves a reference. Each path must turn the switch off itself.
+func TestNamesOutsideTheAvroGrammar(t *testing.T) {
+	const ref = `{"type":"record","name":"Price","namespace":"com.x","fields":[{"name":"unit price","type":"double"}]}`
+	const text = `{"type":"record","name":"Order","namespace":"com.x","fields":[{"name":"order id","type":"string"},
+		{"name":" amount","type":"double"},{"name":"a;b","type":"int"},{"name":"y--1","type":"long"},{"name":"price","type":"com.x.Price"}]}`
+	const want = "struct<order id:string, amount:double,a;b:integer,y--1:long,price:struct<unit price:double>>"
+	reset := func() {
+		avro.SkipNameValidation = false
+		skipNameValidation = sync.Once{}
+	}
+	t.Cleanup(reset) // the next parse of this package turns it off again
+	reset()
+	if _, err := avro.ParseWithCache(text, "", &avro.SchemaCache{}); err == nil {
+		t.Fatal(`hamba/avro accepts "order id" with its name validation on: this test proves nothing`)
+	}
+
+	paths := map[string]func() (*WriterSchema, error){
+		"ParseWriterSchema": func() (*WriterSchema, error) { return ParseWriterSchema(7, text, ref) },
+		"StaticSchema": func() (*WriterSchema, error) {
+			dir := t.TempDir()
+			main, price := filepath.Join(dir, "order.avsc"), filepath.Join(dir, "price.avsc")
+			if err := os.WriteFile(main, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(price, []byte(ref), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return StaticSchema(main, price)
+		},
+		"Registry.Schema": func() (*WriterSchema, error) {
+			fake, cl := newCountingRegistry(t)
+			fake.SeedSchema("price-value", 1, 6, sr.Schema{Schema: ref})
+			fake.SeedSchema("orders-value", 1, 7, sr.Schema{Schema: text,
+				References: []sr.SchemaReference{{Name: "com.x.Price", Subject: "price-value", Version: 1}}})
+			return NewRegistry(cl).Schema(context.Background(), 7)
+		},
+	}
+	for name, parse := range paths {
+		reset()
+		ws, err := parse()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if ws.DeltaErr != nil || ws.Delta.String() != want {
+			t.Errorf("%s: Delta schema %v (%v), want %s", name, ws.Delta, ws.DeltaErr, want)
+		}
 	}
 }
