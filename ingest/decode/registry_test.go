@@ -123,7 +123,7 @@ func TestRegistryNotFoundIsCachedWithTTL(t *testing.T) {
 	if n := reg.requests("/schemas/ids/999"); n != 2 {
 		t.Fatalf("%d requests after the TTL, want 2", n)
 	}
-	// Ids that cannot exist are refused without a request (C21 off 4: id 0).
+	// Ids that cannot exist (a frame with id 0) are refused without a request.
 	if _, err := r.Schema(ctx, 0); ReasonOf(err) != ReasonSchemaNotFound {
 		t.Fatalf("id 0: %v", err)
 	}
