@@ -1,10 +1,10 @@
-// Package kafkacols is the Kafka columns of a table (table.kafka_columns, DESIGN.md §3
-// "Table layout"): the names and Delta types of _kafka_key, _kafka_headers, _kafka_topic,
-// _kafka_partition, _kafka_offset and _kafka_timestamp, the check of an existing
-// table's columns, and the values of one record: its headers as a map (the last value
-// of a repeated key wins, like Java's Headers.lastHeader), its key in the configured
-// format (bytes; string: valid UTF-8; avro: Confluent-framed, decoded with its own writer
-// schema into the _kafka_key struct, KeyDecoder).
+// Package kafkacols is the Kafka columns of a table (table.kafka_columns; docs/tables.md,
+// "Kafka columns"): the names and Delta types of _kafka_key, _kafka_headers, _kafka_topic,
+// _kafka_partition, _kafka_offset and _kafka_timestamp, the check of an existing table's
+// columns, and the values of one record: its headers as a map (the last value of a
+// repeated key wins, like Java's Headers.lastHeader), its key in the configured format
+// (bytes; string: valid UTF-8; avro: Confluent-framed, decoded with its own writer schema
+// into the _kafka_key struct, KeyDecoder).
 //
 // It is pure apart from the decoding: no I/O; key writer schemas are resolved by the
 // caller.
