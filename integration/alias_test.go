@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
-// Issue 15's no-copy decode (decode.Arena.AliasPayloads) makes every string, bytes and
+// The no-copy decode (decode.Arena.AliasPayloads) makes every string, bytes and
 // map-key value of a flush a slice of its Kafka record, and its byte bound hands the
 // records held back after a transient failure out again, half of max_bytes at a time.
 // These tests attack both end to end, with the real broker, registry, S3 emulator and

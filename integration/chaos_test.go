@@ -57,7 +57,7 @@ type chaosPlan struct {
 	// partitioned by it.
 	partitioned bool
 	// optimizeLoop runs `ingestd table optimize --min-files 2` in a loop on the table
-	// during the chaos (issue 16): it must cost no record and fail no pipeline.
+	// during the chaos: it must cost no record and fail no pipeline.
 	optimizeLoop bool
 }
 
@@ -108,7 +108,7 @@ func TestChaosS3(t *testing.T) {
 // registry outage on 20,000 records; exactly once by id (delta-rs and Spark), every pill
 // dead-lettered, txns at the end offsets, no data file added twice, and every file in
 // its date's directory with its partition value. OPTIMIZE runs in a loop on the same
-// table all along (issue 16): it commits compactions beside the killed writers and costs
+// table all along: it commits compactions beside the killed writers and costs
 // no record.
 func TestChaosPartitioned(t *testing.T) {
 	s := need(t)

@@ -25,7 +25,7 @@ import (
 )
 
 // kafkaProxy is a Kafka-protocol-aware TLS proxy in front of one broker listener, for
-// C40 R5: it terminates TLS with a certificate of its own CA (ca), opens TLS to the
+// TestSecuredSpuriousCommitAuthError: it terminates TLS with a certificate of its own CA (ca), opens TLS to the
 // broker, passes every frame through (SASL handshakes and re-authentications included),
 // rewrites the broker addresses in Metadata and FindCoordinator responses to itself, and
 // counts re-authentications (a second SaslHandshake on one connection). Once armed, the

@@ -38,8 +38,10 @@ func produceSpec(t *testing.T, s stack, topic string, schemas map[string]string,
 	}
 }
 
-// TestCaseC29TableChangedUnderRunningPipeline: while `ingestd run` is running, another
-// writer adds a column to the table; then records with a new field arrive. The table
+// TestCaseC29TableChangedUnderRunningPipeline: a writer that cached the table's schema at
+// start-up and never refreshed it after another writer changed the table
+// (delta-io/kafka-delta-ingest#40). While `ingestd run` is running, another writer adds a
+// column (region) to the table; then records with a new field (coupon) arrive. The table
 // becomes table ∪ {coupon}: the other writer's column is kept in place, nothing is dropped
 // or reordered; a restart writes nothing twice.
 func TestCaseC29TableChangedUnderRunningPipeline(t *testing.T) {

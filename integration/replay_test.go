@@ -60,10 +60,10 @@ func replay(t *testing.T, cfg string, extra ...string) replaySummary {
 	return s
 }
 
-// TestReplaySilverWorkflow is issue 7's seed scenario: silver dead-letters 1,000 orders
-// that carry `channel`; the engineer adds the column with `ingestd table alter`, replays
-// (killed halfway once), replays again, and every order is in the table exactly once;
-// new records with `channel` then pass directly.
+// TestReplaySilverWorkflow is the replay workflow of docs/dead-letters-and-replay.md:
+// silver dead-letters 1,000 orders that carry `channel`; the engineer adds the column with
+// `ingestd table alter`, replays (killed halfway once), replays again, and every order is
+// in the table exactly once; new records with `channel` then pass directly.
 func TestReplaySilverWorkflow(t *testing.T) {
 	s := need(t)
 	const nV1, nV2 = 10_000, 1_000

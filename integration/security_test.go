@@ -389,8 +389,9 @@ func TestSecuredFailFast(t *testing.T) {
 	}
 	noSecret(t, "dlq inspect output", string(insp), userPW)
 
-	// Run time: the good pipeline loses READ on its group and topic (C40 R5, run 2): it
-	// fails within seconds naming the ACL, not retried forever as a transient warning.
+	// Run time: the good pipeline loses READ on its group and topic for good (unlike the
+	// single refusal of TestSecuredSpuriousCommitAuthError): it fails within seconds
+	// naming the ACL, not retried forever as a transient warning.
 	adm := kadm.NewClient(kafkaClient(t, s.stack))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -459,10 +460,10 @@ func startRegistryFront(t *testing.T, s secureStack, user, password, token strin
 	return f
 }
 
-// TestSecuredPasswordRotation is C40 R4: the SCRAM password changes on the broker, the
-// password_file follows 5 s later; the broker's re-authentication deadline (30 s for
-// SCRAM-SHA-512 on the test listener) makes every connection authenticate again, reading
-// the file again: consumption goes on without a restart, every record once.
+// TestSecuredPasswordRotation: a SCRAM password rotation. The password changes on the
+// broker, the password_file follows 5 s later; the broker's re-authentication deadline
+// (30 s for SCRAM-SHA-512 on the test listener) makes every connection authenticate again,
+// reading the file again: consumption goes on without a restart, every record once.
 func TestSecuredPasswordRotation(t *testing.T) {
 	s := needSecure(t)
 	topic := createTopic(t, s.stack, "sec-rot", 2)
@@ -529,20 +530,20 @@ func metricValue(text, series string) float64 {
 	return -1
 }
 
-// TestSecuredTokenRefresh is C40 R2 at the case's size: a writer rewrites token_file every
-// 45 s with a JWT whose exp is 90 s ahead, for 3 minutes (at 0, 45, 90 and 135 s), then
-// stops; the OAUTHBEARER listener grants at most 60 s sessions
+// TestSecuredTokenRefresh: OAUTHBEARER with a token that another process renews. A writer
+// rewrites token_file every 45 s with a JWT whose exp is 90 s ahead, for 3 minutes (at 0,
+// 45, 90 and 135 s), then stops; the OAUTHBEARER listener grants at most 60 s sessions
 // (listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms in scripts/stack.sh) and
 // caps them at the token's exp, so every connection re-authenticates and each
 // re-authentication reads the file again: at least six reads in the first 3 minutes,
 // counted by ingestd_kafka_sasl_credential_reads_total{credential="token"}, while records
 // arrive every 30 s. Once the last token has expired, the next re-authentication is
-// refused by ingestd itself (it does not wait for the broker to close the connection):
-// the pipeline fails within 10 s of the expiry naming the mechanism, the principal and
-// the expired token, /readyz reports it, and a second pipeline of the same process
+// refused by ingestd itself (it does not wait for the broker to close the connection): the
+// pipeline fails within 10 s of the expiry naming the mechanism, the principal and the
+// expired token, /readyz reports it, and a second pipeline of the same process
 // (SCRAM-SHA-512) keeps consuming and committing. Every record once in both tables; no
-// token in the output. Mostly sleeping (about 4 minutes): runs in parallel with the
-// other long C40 tests.
+// token in the output. Mostly sleeping (about 4 minutes): runs in parallel with the other
+// long SASL tests.
 func TestSecuredTokenRefresh(t *testing.T) {
 	t.Parallel()
 	s := needSecure(t)
@@ -652,6 +653,6 @@ func TestSecuredTokenRefresh(t *testing.T) {
 	checkOrders(t, "token", readTable(t, s.stack, table), want, false)
 	checkOrders(t, "other", readTable(t, s.stack, otherTable), wantOther, false)
 	noSecret(t, "ingestd run output", string(logs), tokens...)
-	t.Logf("C40 R2: token_file read %v times in 3 minutes (4 tokens, 45 s apart, 90 s life); the pipeline failed %v after the last token expired; the other pipeline handled %d records, %d after that",
+	t.Logf("OAUTHBEARER token refresh: token_file read %v times in 3 minutes (4 tokens, 45 s apart, 90 s life); the pipeline failed %v after the last token expired; the other pipeline handled %d records, %d after that",
 		reads, failedAt.Sub(lastExp).Round(100*time.Millisecond), len(wantOther), 200)
 }
