@@ -98,7 +98,8 @@ func c41Rows() []struct {
 // (offsets 1000–1011) as raw Avro to partition 0 of topic.
 func produceC41(t *testing.T, s stack, topic string) {
 	t.Helper()
-	ws, err := decode.ParseWriterSchema(0, c41Avsc) // parsed as ingestd parses it: "unit price" is a valid name
+	// Parsed as ingestd's decoder parses it, where "unit price" is a valid name.
+	ws, err := decode.ParseWriterSchema(0, c41Avsc)
 	if err != nil {
 		t.Fatal(err)
 	}

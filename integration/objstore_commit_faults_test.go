@@ -367,7 +367,7 @@ func TestC38S3Commits(t *testing.T) {
 		p := newFaultProxy(t, o.endpoint)
 		p.setHook(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/_delta_log/") {
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond) // the slow store under test
 			}
 			return false
 		})

@@ -444,10 +444,11 @@ batch: {max_records: 1000, max_bytes: 64MiB, max_age: 300ms}
 	}()
 	go func() {
 		defer wg.Done()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // B starts after A, so that A has read the partition B takes
 		runB = runOptimize(t, "--table", root, "--target-file-size", "256MiB", "--min-files", "10", "--max-rewrite-rate", rate, "--where", "dt = '2026-11-02'")
 	}()
-	// Restart the pipeline in the middle: it resumes from its txns.
+	// Restart the pipeline in the middle of both runs (A takes ~20 s, B ~8 s, from 1 s):
+	// it resumes from its txns.
 	time.Sleep(6 * time.Second)
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("ingestd exit %d", code)

@@ -60,6 +60,8 @@ func TestSecuredReauth(t *testing.T) {
 		produced := time.Now()
 		waitFor(t, d, 10*time.Second, fmt.Sprintf("chunk %d of %d in the table", i+1, chunks), func() bool { return handled(t, table) == int64(per*(i+1)) })
 		slowest = max(slowest, time.Since(produced))
+		// Paced on purpose: chunk i+1 is due (i+1)·12 s after the start, so that the run
+		// spans ten 30 s session lifetimes.
 		time.Sleep(time.Until(start.Add(time.Duration(i+1) * every)))
 	}
 	run := time.Since(start) // 5 minutes: ten session lifetimes
@@ -162,7 +164,9 @@ func TestSecuredSpuriousCommitAuthError(t *testing.T) {
 		return committed == int64(len(want))
 	})
 	retried := time.Since(spoiledAt)
-	time.Sleep(4 * time.Second) // past fatalGrace
+	// The behaviour under test is that nothing happens: a refusal that persisted would fail
+	// the pipeline within fatalGrace (3 s) of it, so the pipeline must still run after 4 s.
+	time.Sleep(4 * time.Second)
 	if r, _ := d.readyz(t); len(r.Pipelines) != 1 || r.Pipelines[0].State != "running" {
 		t.Fatalf("after one spurious GROUP_AUTHORIZATION_FAILED on OffsetCommit: %+v", r.Pipelines)
 	}

@@ -133,10 +133,14 @@ func TestReplaySilverWorkflow(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for readVersion(t, table) == after && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil { // the wait below failed the test before the kill
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	// Polled every 5 ms: the kill must land soon after the first commit, mid-replay.
+	waitForEvery(t, nil, 2*time.Minute, 5*time.Millisecond, "the replay's first commit", func() bool { return readVersion(t, table) != after })
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	mid := countRows(t, s, table)

@@ -486,9 +486,11 @@ func TestSecuredPasswordRotation(t *testing.T) {
 
 	changed := time.Now()
 	grant(t, s, user, pw2, nil, "") // the broker now knows only pw2
+	// The rotation's timing is the behaviour under test: the file follows the broker 5 s
+	// later, and the next records come once every connection made before the change has
+	// passed its re-authentication deadline (30 s).
 	time.Sleep(5 * time.Second)
 	writeFile(t, pwFile, pw2+"\n")
-	// past the re-authentication deadline of every connection made before the change
 	time.Sleep(time.Until(changed.Add(35 * time.Second)))
 	second := produce(t, s.stack, topic, 200, 0, 1001)
 	waitFor(t, d, 60*time.Second, "the next 200 records after the rotation", func() bool { return handled(t, table) == 400 })
@@ -584,7 +586,7 @@ func TestSecuredTokenRefresh(t *testing.T) {
 		if !at.Before(start.Add(renewFor)) {
 			break
 		}
-		time.Sleep(time.Until(at))
+		time.Sleep(time.Until(at)) // the renewal schedule under test: a step every 15 s
 		if k > 0 && k%3 == 0 {
 			renew()
 		}
@@ -593,7 +595,7 @@ func TestSecuredTokenRefresh(t *testing.T) {
 			wantOther = append(wantOther, produce(t, s.stack, other, 50, 0, int64(1+len(wantOther)))...)
 		}
 	}
-	time.Sleep(time.Until(start.Add(renewFor)))
+	time.Sleep(time.Until(start.Add(renewFor))) // the reads are counted over the whole 3 minutes
 	reads := metricValue(d.metrics(t), `ingestd_kafka_sasl_credential_reads_total{credential="token"}`)
 	if reads < 6 {
 		t.Errorf("token_file read %v times in the first 3 minutes, want at least 6 (the first authentication and every re-authentication)", reads)
@@ -606,7 +608,7 @@ func TestSecuredTokenRefresh(t *testing.T) {
 	// the last token expires at lastExp: the pipeline fails within 10 s of it
 	var failedAt time.Time
 	var failed string
-	waitFor(t, d, time.Until(lastExp)+30*time.Second, "the token pipeline to fail once the last token expired", func() bool {
+	waitForEvery(t, d, time.Until(lastExp)+30*time.Second, 100*time.Millisecond, "the token pipeline to fail once the last token expired", func() bool {
 		r, _ := d.readyz(t)
 		for _, p := range r.Pipelines {
 			if p.Pipeline == "token" && p.State == "failed" {
@@ -614,7 +616,6 @@ func TestSecuredTokenRefresh(t *testing.T) {
 				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 		return false
 	})
 	// principal and mechanism, then the client's context (which connection: "unable to

@@ -158,6 +158,7 @@ type Registry struct {
 	inflight map[int]*call
 
 	hits, misses, negHits, fetches, transient atomic.Int64
+	joined                                    atomic.Int64 // lookups that waited for another's fetch
 }
 
 type negEntry struct {
@@ -255,6 +256,7 @@ func (r *Registry) Schema(ctx context.Context, id int) (*WriterSchema, error) {
 		r.mu.Unlock()
 		r.fetch(ctx, id, c)
 	} else {
+		r.joined.Add(1)
 		r.mu.Unlock()
 	}
 	select {

@@ -79,7 +79,12 @@ func TestRegistryPositiveCacheAndSingleflight(t *testing.T) {
 			results[i] = ws
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Every caller but the one whose request is held joins that request.
+	for deadline := time.Now().Add(10 * time.Second); r.joined.Load() < int64(len(results)-1); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d lookups joined the request in flight", r.joined.Load(), len(results)-1)
+		}
+	}
 	close(release)
 	wg.Wait()
 	for i := 0; i < 5; i++ {
@@ -95,8 +100,8 @@ func TestRegistryPositiveCacheAndSingleflight(t *testing.T) {
 			t.Fatalf("result %+v", ws)
 		}
 	}
-	if st := r.Stats(); st.Fetches != 1 || st.Hits < 5 {
-		t.Fatalf("stats %+v", st)
+	if st := r.Stats(); st.Fetches != 1 || st.Misses != 1 || st.Hits != 5 {
+		t.Fatalf("stats %+v, want 1 fetch, 1 miss and 5 hits (the 15 others shared the fetch)", st)
 	}
 }
 
