@@ -1,18 +1,3 @@
-// Package batcher buffers a pipeline's records until a flush is due: a record count, a
-// byte size or an age bound is reached, or the hold of records kept back after a failed
-// flush ends. It is pure: no I/O, no clocks of its own (callers pass the time), no
-// goroutines.
-//
-// Each item has a size in bytes, given with Add and kept with the item while it is
-// fresh, taken or held back, so that the byte bound counts every item held.
-//
-// The times callers pass are the batcher's clock, which never goes back: a time earlier
-// than one already given counts as that one.
-//
-// Items are grouped by a key (a source partition). The batcher keeps one ordering
-// promise: a key's items are handed out oldest first, and never while an older item of
-// the same key is still held back, so a key's progress (its Delta txn) never passes an
-// item that is still waiting.
 package batcher
 
 import (

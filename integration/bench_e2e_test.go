@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// TestBenchHarnessSmall runs the pieces of scripts/bench-e2e.sh (issue 15) on a small topic
-// against the real stack, so the harness cannot rot between benchmark runs: cmd/benche2e's
-// producer writes 3,000 framed records of exactly 200 bytes, the consume-only baseline reads
-// them all, and `benche2e run` drives `ingestd run` until every row is committed, then counts
-// the table with delta-rs.
+// TestBenchHarnessSmall runs the pieces of scripts/bench-e2e.sh (docs/performance.md) on a
+// small topic against the real stack, so the harness cannot rot between benchmark runs:
+// cmd/benche2e's producer writes 3,000 framed records of exactly 200 bytes, the
+// consume-only baseline reads them all, and `benche2e run` drives `ingestd run` until
+// every row is committed, then counts the table with delta-rs.
 func TestBenchHarnessSmall(t *testing.T) {
 	s := need(t)
 	bin := ingestdBin(t)

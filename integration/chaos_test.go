@@ -57,7 +57,7 @@ type chaosPlan struct {
 	// partitioned by it.
 	partitioned bool
 	// optimizeLoop runs `ingestd table optimize --min-files 2` in a loop on the table
-	// during the chaos (issue 16): it must cost no record and fail no pipeline.
+	// during the chaos: it must cost no record and fail no pipeline.
 	optimizeLoop bool
 }
 
@@ -108,7 +108,7 @@ func TestChaosS3(t *testing.T) {
 // registry outage on 20,000 records; exactly once by id (delta-rs and Spark), every pill
 // dead-lettered, txns at the end offsets, no data file added twice, and every file in
 // its date's directory with its partition value. OPTIMIZE runs in a loop on the same
-// table all along (issue 16): it commits compactions beside the killed writers and costs
+// table all along: it commits compactions beside the killed writers and costs
 // no record.
 func TestChaosPartitioned(t *testing.T) {
 	s := need(t)
@@ -302,7 +302,8 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 					}
 				}
 				pillsMu.Unlock()
-				// Pace: chunk k is due at k/n of produceFor.
+				// Paced on purpose: chunk k is due at k/n of produceFor, so that records
+				// arrive all through the chaos.
 				due := begin.Add(time.Duration(float64(plan.produceFor) * float64(from+chunk-1) / float64(plan.records)))
 				time.Sleep(time.Until(due))
 			}
@@ -374,6 +375,7 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 			registryBack = time.Time{}
 			t.Logf("t=%v: registry reachable again", el.Round(time.Second))
 		}
+		// The chaos's schedule: the next kill -9 comes a random killEvery after the last.
 		wait := plan.killEvery[0] + time.Duration(rng.Int64N(int64(plan.killEvery[1]-plan.killEvery[0])))
 		time.Sleep(min(wait, time.Until(chaosStart.Add(plan.chaosFor))))
 		if time.Since(chaosStart) >= plan.chaosFor {
@@ -388,6 +390,7 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 		daemons[i] = launch()
 	}
 	if !registryBack.IsZero() {
+		// The registry outage lasts its planned registryDown, even past the chaos.
 		time.Sleep(time.Until(registryBack))
 		proxy.cut(false)
 	}
@@ -418,8 +421,7 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 	var total int64
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	drainStart := time.Now()
-	waitFor(t, nil, plan.drain, "every record handled after the chaos", func() bool {
-		time.Sleep(200 * time.Millisecond)
+	waitForEvery(t, nil, plan.drain, 200*time.Millisecond, "every record handled after the chaos", func() bool {
 		return handledAt(t, table) == total
 	})
 	t.Logf("drained in %v", time.Since(drainStart).Round(time.Second))

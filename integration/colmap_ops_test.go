@@ -20,7 +20,7 @@ func rowsText(t *testing.T, rows []map[string]any) string {
 	return strings.Join(sortedRows(t, rows), "\n")
 }
 
-// TestColumnMappingRenameDropUnderPipeline (issue 14): a table ingestd created and filled
+// TestColumnMappingRenameDropUnderPipeline: a table ingestd created and filled
 // without column mapping gets column mapping, a rename, a drop and a reorder from
 // `ingestd table alter` while `ingestd run` keeps running, then a rename from Spark.
 //   - Spark and delta-rs read the renamed column's old values under its new name; time

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The flush's typed column path (issue 15, "Typed column path"): fixed-width columns
+// The flush's typed column path (docs/architecture.md, "Memory"): fixed-width columns
 // are held as one word a row, and non-repeated string, bytes and enum columns in the byte
 // form (their bytes back to back, an end offset a row), while their values are set, and
 // turn levelled at their first null, per data file. One `ingestd run` writes a table

@@ -13,13 +13,15 @@ import (
 )
 
 // revoke deletes the literal allow ACL user has for op on topic (over PLAINTEXT, as the
-// super user) and fails unless exactly one ACL went.
+// super user) and fails unless exactly one ACL went; it returns once the broker no longer
+// lists the ACL.
 func revoke(t *testing.T, s secureStack, user, topic string, op kadm.ACLOperation) {
 	t.Helper()
 	adm := kadm.NewClient(kafkaClient(t, s.stack))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := adm.DeleteACLs(ctx, kadm.NewACLs().Allow("User:"+user).AllowHosts().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(op))
+	acl := kadm.NewACLs().Allow("User:" + user).AllowHosts().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(op)
+	res, err := adm.DeleteACLs(ctx, acl)
 	n := 0
 	for _, r := range res {
 		if r.Err != nil {
@@ -30,6 +32,21 @@ func revoke(t *testing.T, s secureStack, user, topic string, op kadm.ACLOperatio
 	if err != nil || n != 1 {
 		t.Fatalf("revoke %v on topic %s from %s: %d deleted, %v", op, topic, user, n, err)
 	}
+	// The controller has committed the deletion; the broker's authorizer applies it when it
+	// replays the metadata log. DescribeACLs is answered by that authorizer, the one that
+	// checks produce requests.
+	waitFor(t, nil, 20*time.Second, fmt.Sprintf("the broker's authorizer to drop %v on %s for %s", op, topic, user), func() bool {
+		desc, err := adm.DescribeACLs(ctx, acl)
+		if err != nil {
+			return false
+		}
+		for _, r := range desc {
+			if r.Err != nil || len(r.Described) > 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestSecuredDLQWriteRevoked: a dead_letter pipeline over SASL_SSL SCRAM-SHA-512 lands 200
@@ -64,7 +81,6 @@ func TestSecuredDLQWriteRevoked(t *testing.T) {
 	waitFor(t, d, 60*time.Second, "the first 200 v1 orders", func() bool { return handled(t, table) == 200 && handled(t, otherTable) == 100 })
 
 	revoke(t, s, user, dlq, kadm.OpWrite)
-	time.Sleep(2 * time.Second) // the ACL change reaches the broker's authorizer
 	produce(t, s.stack, topic, 0, 50, 201)
 	produced := time.Now()
 	want := fmt.Sprintf("kafka authorization failed: User:%s (SCRAM-SHA-512) is missing WRITE on topic %s (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:%s --operation Write --topic %s)", user, dlq, user, dlq)

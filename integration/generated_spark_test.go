@@ -287,8 +287,9 @@ func showRow(r genRow) string {
 }
 
 // TestGeneratedColumnsSpark runs the generated-column checks that need Spark in one
-// Spark session: the evaluator's property test against Spark, CASES.md C34, and the seed
-// scenario on tables with a generated event_date.
+// Spark session: the evaluator's property test against Spark, a generated date partition
+// on a Spark table (c34), and the three-policy orders scenario on tables ingestd creates
+// with a generated event_date (generatedSeed).
 func TestGeneratedColumnsSpark(t *testing.T) {
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)

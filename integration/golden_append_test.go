@@ -68,7 +68,7 @@ type goldenCase struct {
 	empty bool
 	// legacyShift: expected/ was read by Spark in the writer's session zone, and the log's
 	// legacy zone-less timestamp partition values mean that zone's local time; delta-rs,
-	// Spark in UTC and ingestd (CASES.md C32 variant L: legacy values read as UTC) read
+	// Spark in UTC and ingestd (which reads a legacy zone-less value as UTC) read
 	// them as UTC. expected/ then differs from delta-rs by exactly this shift (µs, by
 	// column), which the comparison applies.
 	legacyShift map[string]int64
@@ -94,7 +94,7 @@ var goldenCases = []goldenCase{
 		refused: `column "byte_decimal" recorded the type change byte → decimal(4,1)`, sparkRefusal: "DELTA_UNSUPPORTED_TYPE_CHANGE_IN_SCHEMA",
 		rows: func(int) []string { return []string{`{"byte_long":7}`} }},
 	{name: "timestamp_ntz partitioned", src: "golden_data/data-reader-timestamp_ntz", appends: 1, rows: ntzRows},
-	// Partitioned tables (issue 13): every partition type Delta allows but binary, nulls,
+	// Partitioned tables: every partition type Delta allows but binary, nulls,
 	// an existing partition with Spark's legacy timestamp value, escaping, column mapping,
 	// materialized partition columns, decimals keeping their scale. (data/timestamp-partitioned-table
 	// is left out: Spark cannot read the original, whose add.path has an unescaped ':'.)

@@ -316,8 +316,16 @@ func (d *daemon) metrics(t *testing.T) string {
 	return string(b)
 }
 
-// waitFor polls cond every 20ms until it returns true or timeout passes.
+// waitFor polls cond every 20ms until it returns true or timeout passes; it fails the test
+// at the deadline, or as soon as d (when not nil) exits.
 func waitFor(t *testing.T, d *daemon, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitForEvery(t, d, timeout, 20*time.Millisecond, what, cond)
+}
+
+// waitForEvery is waitFor polling every interval: longer for a condition that is costly
+// to check (a table read), shorter where the moment it turns true matters.
+func waitForEvery(t *testing.T, d *daemon, timeout, interval time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -332,8 +340,30 @@ func waitFor(t *testing.T, d *daemon, timeout time.Duration, what string, cond f
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
+}
+
+// logHasLine reports whether one line of d's output so far contains every one of subs.
+func logHasLine(t *testing.T, d *daemon, subs ...string) bool {
+	t.Helper()
+	b, err := os.ReadFile(d.logs.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		all := true
+		for _, s := range subs {
+			if !strings.Contains(l, s) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func writePipeline(t *testing.T, dir, name, body string) {

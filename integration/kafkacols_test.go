@@ -22,15 +22,33 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 )
 
-// TestKafkaColumnsC36 is CASES.md C36 on the real broker and registry: one topic read by
+// TestKafkaColumnsC36: the Kafka key and headers as columns, on the real broker and
+// registry. Sinks crashed on null keys, kept one of two headers with the same key, or
+// mangled header bytes that are not UTF-8 (Azure Event Grid's 0xA1 type prefix), and
+// kafka-delta-ingest users asked for the key and headers for years
+// (delta-io/kafka-delta-ingest#6, apache/flink-connector-kafka#258). One topic is read by
 // three pipelines, one per table.key_format (bytes under dead_letter, string under halt,
 // avro under evolve with on_incompatible dead_letter, and column mapping name, so the key
 // struct is written and read through physical names), each into its own table with every
 // Kafka column. Partition 3 holds ten filler records (offsets 0..9, null keys, no
-// headers), the case's records at offsets 10..15, and at 16 a record of a value schema
-// with a field named _kafka_offset (the case's ID 3602). Every row is read back by
-// delta-rs and by Spark and compared exactly; the dead letters keep the original key and
-// headers byte for byte, in order, repeats included, before ingestd's own headers.
+// headers), then:
+//   - 10: key null, no headers: _kafka_key NULL, _kafka_headers an empty map;
+//   - 11: key empty, header trace-id=abc: an empty key (not NULL), {trace-id: 616263};
+//   - 12: key k1, headers x-tag=tag1, x-tag=tag2, other=null: {x-tag: tag2, other:
+//     NULL};
+//   - 13: key FF FE 00 (not UTF-8), headers aeg-event-type=A1 0C "Notification" and
+//     bin=00 FF, kept byte for byte; under key_format string a key_decode_error;
+//   - 14: a Confluent-framed OrderKey{order_id: 42}: the struct {order_id: 42} under avro;
+//   - 15: key {} (JSON, no magic byte): a key_decode_error under avro, though its value
+//     decodes;
+//   - 16: a value schema with a field named _kafka_offset: kafka_column_collision
+//     (dead-lettered by bytes and avro, the halt of string).
+//
+// Under avro, keys that are not framed Avro (11, 12, 13, 15) are key_decode_errors. Every
+// row is read back by delta-rs and by Spark and compared exactly (_kafka_topic,
+// _kafka_partition 3, _kafka_offset, _kafka_timestamp in a non-UTC zone); the dead letters
+// keep the original key and headers byte for byte, in order, repeats included, before
+// ingestd's own headers.
 func TestKafkaColumnsC36(t *testing.T) {
 	// The daemon and the readers run in a zone that is not UTC: _kafka_timestamp must not move.
 	t.Setenv("TZ", "Asia/Kolkata")
@@ -78,7 +96,7 @@ func TestKafkaColumnsC36(t *testing.T) {
 		}
 		return frame(valueID, body)
 	}
-	avroKey := frame(keyID, []byte{0x54}) // order_id 42: zig-zag varint 0x54 (the case's 00 00 00 0E 11 54 with this registry's id)
+	avroKey := frame(keyID, []byte{0x54}) // order_id 42: zig-zag varint 0x54, framed with this registry's id
 	h := func(k string, v []byte) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: v} }
 	aeg, _ := hex.DecodeString("A10C4E6F74696669636174696F6E")
 	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -567,7 +585,7 @@ func TestKafkaColumnsReplay(t *testing.T) {
 }
 
 // TestKafkaTimestampGeneratedPartition: a Kafka column as the source of a generated
-// partition column (issue 13: "e.g. DATE(_kafka_timestamp)"). The records' timestamps
+// partition column (e.g. DATE(_kafka_timestamp)). The records' timestamps
 // straddle a UTC midnight (the daemon's TZ is not UTC): event_date is the UTC date of
 // _kafka_timestamp, the table is partitioned by it, one directory per date.
 func TestKafkaTimestampGeneratedPartition(t *testing.T) {

@@ -25,14 +25,14 @@ import (
 )
 
 // kafkaProxy is a Kafka-protocol-aware TLS proxy in front of one broker listener, for
-// C40 R5: it terminates TLS with a certificate of its own CA (ca), opens TLS to the
-// broker, passes every frame through (SASL handshakes and re-authentications included),
-// rewrites the broker addresses in Metadata and FindCoordinator responses to itself, and
-// counts re-authentications (a second SaslHandshake on one connection). Once armed, the
-// first OffsetCommit after a re-authentication is sent to the broker for the group
-// name + spoilSuffix, which the principal may not read: the real broker answers it with
-// GROUP_AUTHORIZATION_FAILED and commits nothing, the response keeps its place in the
-// connection's order.
+// TestSecuredSpuriousCommitAuthError: it terminates TLS with a certificate of its own CA
+// (ca), opens TLS to the broker, passes every frame through (SASL handshakes and
+// re-authentications included), rewrites the broker addresses in Metadata and
+// FindCoordinator responses to itself, and counts re-authentications (a second
+// SaslHandshake on one connection). Once armed, the first OffsetCommit after a
+// re-authentication is sent to the broker for the group name + spoilSuffix, which the
+// principal may not read: the real broker answers it with GROUP_AUTHORIZATION_FAILED and
+// commits nothing, the response keeps its place in the connection's order.
 type kafkaProxy struct {
 	addr, ca string
 	upstream string

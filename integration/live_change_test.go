@@ -38,8 +38,10 @@ func produceSpec(t *testing.T, s stack, topic string, schemas map[string]string,
 	}
 }
 
-// TestCaseC29TableChangedUnderRunningPipeline: while `ingestd run` is running, another
-// writer adds a column to the table; then records with a new field arrive. The table
+// TestCaseC29TableChangedUnderRunningPipeline: a writer that cached the table's schema at
+// start-up and never refreshed it after another writer changed the table
+// (delta-io/kafka-delta-ingest#40). While `ingestd run` is running, another writer adds a
+// column (region) to the table; then records with a new field (coupon) arrive. The table
 // becomes table ∪ {coupon}: the other writer's column is kept in place, nothing is dropped
 // or reordered; a restart writes nothing twice.
 func TestCaseC29TableChangedUnderRunningPipeline(t *testing.T) {
@@ -101,10 +103,14 @@ func TestCaseC29TableChangedUnderRunningPipeline(t *testing.T) {
 		t.Errorf("rows\n got %s\nwant %s", strings.Join(rows, "\n     "), strings.Join(want, "\n     "))
 	}
 
-	// A restart replays nothing: same version, same txn, same rows.
+	// A restart replays nothing: same version, same txn, same rows. The restarted daemon is
+	// stopped once it has resumed its partition from the table's txn, past the four
+	// records (anything it read again would be flushed by the stop, and counted below).
 	version := data.Version
 	d2 := startDaemon(t, cfgDir)
-	time.Sleep(3 * time.Second)
+	waitFor(t, d2, time.Minute, "the restarted daemon to resume partition 0 at offset 4 from its txn", func() bool {
+		return logHasLine(t, d2, `"msg":"partition assigned"`, `"partition":0`, `"offset":4`, `"from":"delta txn"`)
+	})
 	if code := d2.stop(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}

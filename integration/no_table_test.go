@@ -33,7 +33,7 @@ func produceHex(t *testing.T, s stack, topic string, values ...string) {
 	}
 }
 
-// TestProgressBeforeTheTableExists (issue 17, item 1) on the real broker: a dead_letter
+// TestProgressBeforeTheTableExists on the real broker: a dead_letter
 // pipeline whose table does not exist and whose records all fail (an unknown schema id,
 // then poison pills) keeps its progress in the Kafka group offset: restarted twice, its
 // DLQ holds each record once (before: the DLQ grew by the whole backlog at every

@@ -105,7 +105,7 @@ func bigCheckpointLog(t *testing.T, n int) map[string][]byte {
 	return out
 }
 
-// TestObjstoreCheckpointRangedRead (issue 11, "checkpoints read with range reads"): on
+// TestObjstoreCheckpointRangedRead (checkpoints read with range reads): on
 // each emulator (S3, GCS, Azure) a table whose checkpoint holds 25,000 files (about 2
 // MB, two blocks) is loaded twice: with ranged reads (the stores' GetRange, 1 MiB blocks) it makes
 // ⌈size / 1 MiB⌉ or one more ranged GETs and no whole-object Get of the checkpoint;

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestManyWritersS3 is the issue's "many writers on one S3 table": two `ingestd run`
+// TestManyWritersS3 is many writers on one S3 table: two `ingestd run`
 // processes with different app ids (each reading its own topic) append to one table on
 // the S3 emulator while `ingestd table alter` changes a property three times; the racing
 // commits (and the metadata changes, which make the pipelines rebuild their batches) must

@@ -22,8 +22,9 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// Case C43 (../shared/cases/CASES.md): OPTIMIZE beside a running pipeline and a second,
-// concurrent OPTIMIZE, on a 500-file table with a Spark deletion vector and a checkpoint.
+// OPTIMIZE beside a running pipeline and a second, concurrent OPTIMIZE, on a 500-file
+// table with a Spark deletion vector and a checkpoint (TestOptimizeC43), and OPTIMIZE run
+// by the pipeline itself (TestBackgroundOptimize).
 
 const eventsAvro = `{"type":"record","name":"Event","fields":[{"name":"id","type":"long"},{"name":"v","type":"string"},
 {"name":"dt","type":["null",{"type":"int","logicalType":"date"}]}]}`
@@ -326,6 +327,26 @@ func checkEventCounts(t *testing.T, spark *sparkSession, python, root string, wa
 	t.Logf("%s: %d rows in %d files (Spark and delta-rs) at %s", step, len(want), r.Files, time.Now().Format("15:04:05"))
 }
 
+// TestOptimizeC43: compaction beside appending writers. delta-rs's compaction failed with
+// "Failed to commit transaction: 15" (its retry limit) next to appenders
+// (delta-io/delta-rs#2700); running OPTIMIZE twice after a checkpoint tripled a table's
+// rows (delta-io/delta-rs#3047); Trino's OPTIMIZE wrote remove actions without the source
+// file's deletion vector, so readers replaying the log saw duplicates (trinodb/trino#31253).
+//
+// The table events(id, v, dt date) partitioned by dt, created by Spark with deletion
+// vectors: 500 files of 50 rows (200 in dt=2026-11-01, 200 in 2026-11-02, 100 with dt
+// NULL), txns for the pipeline's four partitions, then Spark's DELETE of 10 rows of one
+// 2026-11-02 file (a deletion vector) and a checkpoint at version 6: 24,990 rows. The
+// pipeline appends to both dates every 2 s while OPTIMIZE A (every partition) and,
+// started a second later, OPTIMIZE B (dt = '2026-11-02') run throttled to about 20 s and
+// 8 s, and the pipeline is restarted in the middle. Expected: B wins 2026-11-02 and A
+// skips that partition; each commit removes exactly the live files of its partitions at
+// the version it read (the removed file with a deletion vector carries it) and adds one
+// file per partition, all dataChange false, with no txn; no append fails; the txns are
+// unchanged and in the next checkpoint; Spark and delta-rs read every id once after every
+// step (24,990 plus the appended rows), time travel before B reads the old files, DESCRIBE
+// HISTORY shows Spark's OPTIMIZE rows, and two more runs after the checkpoint change no
+// row count and end with one file per partition.
 func TestOptimizeC43(t *testing.T) {
 	s := need(t)
 	python, jars := needSpark(t)
@@ -423,10 +444,11 @@ batch: {max_records: 1000, max_bytes: 64MiB, max_age: 300ms}
 	}()
 	go func() {
 		defer wg.Done()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // B starts after A, so that A has read the partition B takes
 		runB = runOptimize(t, "--table", root, "--target-file-size", "256MiB", "--min-files", "10", "--max-rewrite-rate", rate, "--where", "dt = '2026-11-02'")
 	}()
-	// Restart the pipeline in the middle: it resumes from its txns.
+	// Restart the pipeline in the middle of both runs (A takes ~20 s, B ~8 s, from 1 s):
+	// it resumes from its txns.
 	time.Sleep(6 * time.Second)
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("ingestd exit %d", code)

@@ -23,10 +23,11 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// Partitioned writes end to end (issue 13; CASES.md C31, C32): records produced with
-// their writer schema through the real registry into the real broker, one `ingestd run`
-// with the process time zone set to Australia/Melbourne, the log checked action by
-// action, and every table read back by Spark and delta-rs.
+// Partitioned writes end to end (docs/tables.md, "Partitioned tables"): records produced
+// with their writer schema through the real registry into the real broker, one `ingestd
+// run` with the process time zone set to Australia/Melbourne (so that any use of local
+// time shows), the log checked action by action, and every table read back by Spark and
+// delta-rs.
 
 // produceAvro registers schemaText under <topic>-value and produces rows to partition 0
 // of topic, Confluent-framed, in order.
@@ -164,8 +165,11 @@ func sameRowMap(t *testing.T, who string, got, want map[string]string) {
 	}
 }
 
-// c31A is table A of C31: the values, in row order (id = index + 1), with the
-// expected pv, directory and add.path prefix.
+// c31A is table A of TestPartitionedC31C32, shipments(id bigint, region string)
+// partitioned by region: the values, in row order (id = index + 1), with the expected
+// add.partitionValues (pv), directory and add.path prefix. The directory is Spark's Hive
+// escaping of the value; add.path is that directory as a URI (a second layer: % → %25,
+// space → %20, } → %7D); "" and null are the null partition.
 var c31A = []struct {
 	value           *string
 	pv, dir, prefix string // pv as JSON
@@ -183,7 +187,8 @@ var c31A = []struct {
 	{sp(""), `null`, "region=__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__/"},
 	{nil, `null`, "region=__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__/"},
 	{sp("NULL"), `"NULL"`, "region=NULL", "region=NULL/"},
-	// Decision (C31 row 14): the string stays in pv (Delta readers use pv; a warning is logged).
+	// The string __HIVE_DEFAULT_PARTITION__ stays in pv, although its directory is the
+	// null partition's (Spark would record NULL; Delta readers use pv): a warning is logged.
 	{sp("__HIVE_DEFAULT_PARTITION__"), `"__HIVE_DEFAULT_PARTITION__"`, "region=__HIVE_DEFAULT_PARTITION__", "region=__HIVE_DEFAULT_PARTITION__/"},
 	{sp("a\tb"), `"a\tb"`, "region=a%09b", "region=a%2509b/"},
 }
@@ -275,10 +280,32 @@ func deref(p *string) string {
 	return *p
 }
 
-// TestPartitionedC31C32 runs CASES.md C31 (tables A, B and variant C, plus table A on a
-// Spark-created table with column mapping) and C32 (window_start, variant N on
-// local_start, variant L on a legacy-valued table) in one daemon under
-// TZ=Australia/Melbourne, and reads every table back with Spark and delta-rs.
+// TestPartitionedC31C32: partition values exactly as Spark writes and reads them. Writers
+// disagreed with Spark about how a value becomes a directory name and an add.path, and
+// could not read back values such as ID$, R&D or US/East (delta-io/delta-kernel-rs#2424
+// describes Spark's two layers: Hive escaping, then URI encoding); Spark writes timestamp
+// partition values as UTC ISO-8601 from Delta 3.3 (delta-io/delta#3378), and a pre-epoch
+// timestamp_ntz value was once written a second late by truncating division
+// (delta-io/delta#7287). One daemon under TZ=Australia/Melbourne writes seven tables:
+//   - a (C31 table A): the 15 region values of c31A, each with its exact pv, directory and
+//     add.path; "", null and the string __HIVE_DEFAULT_PARTITION__ share one directory;
+//   - c (variant C): the same into a Spark table that already has files under
+//     region=US%2FEast and region=a%3Ab, whose directories ingestd's files join;
+//   - cm: the same into a Spark table with column mapping: pv keyed by the physical name,
+//     files in random two-character directories as Spark writes them;
+//   - b (C31 table B): six typed partition columns (int, long, boolean, date,
+//     decimal(10,2), double) in Spark's renderings (42.00 keeps its scale, 1.0E7, -0.0 as
+//     0.0, nulls as JSON null), with no partition column in add.stats;
+//   - win (C32): a timestamp partition of six values (µs): UTC ISO-8601 with six fraction
+//     digits, seconds by floor division before the epoch (-2342342342 →
+//     1969-12-31T23:20:57.657658Z), Spark's directories (fraction without trailing zeros);
+//   - ntz (variant N): the same values in a timestamp_ntz partition, zone-less;
+//   - legacy (variant L): a Spark table whose add carries the zone-less value
+//     "2024-06-15 19:30:45" Spark wrote before Delta 3.3, read as UTC, and ingestd's
+//     append of the same instant: one partition, one directory, for ingestd's `table
+//     describe`, Spark and delta-rs alike.
+//
+// Every table is read back by Spark and delta-rs with exactly the values produced.
 func TestPartitionedC31C32(t *testing.T) {
 	s := need(t)
 	python, jars := needSpark(t)
@@ -377,10 +404,10 @@ func TestPartitionedC31C32(t *testing.T) {
 	}
 	logs, _ := os.ReadFile(d.logs.Name())
 	if !bytes.Contains(logs, []byte("__HIVE_DEFAULT_PARTITION__: add.partitionValues keeps the string")) {
-		t.Errorf("no warning for the string __HIVE_DEFAULT_PARTITION__ (C31 row 14)")
+		t.Errorf("no warning for the string __HIVE_DEFAULT_PARTITION__ (row 14 of table A)")
 	}
 
-	// C31 table A (ingestd creates it) and variant C (Spark's table).
+	// Table A (ingestd creates it) and variant C (Spark's table).
 	checkC31A(t, tables["a"], logAdds(t, tables["a"]), "region")
 	if got := partitionDirs(t, tables["a"]); len(got) != 13 { // "", null and the string __HIVE_DEFAULT_PARTITION__ share one directory
 		t.Errorf("table A directories %q, want 13", got)
@@ -428,7 +455,7 @@ func TestPartitionedC31C32(t *testing.T) {
 	}
 	t.Logf("column mapping: Spark's file %s, ingestd's %s", sparkAdds["cm"][0].Path, cmAdds[len(cmAdds)-1].Path)
 
-	// C31 table B.
+	// Table B: the typed partition columns.
 	bAdds := logAdds(t, tables["b"])
 	h := "__HIVE_DEFAULT_PARTITION__"
 	wantB := map[string]string{
@@ -463,7 +490,8 @@ func TestPartitionedC31C32(t *testing.T) {
 	spark.call(t, map[string]any{"op": "read", "path": tables["b"]}, &sb)
 	sameRowMap(t, "B (Spark)", rowsByKey(t, sb.Rows), wantBRows)
 
-	// C32: window_start (timestamp) and variant N (local_start, timestamp_ntz).
+	// Timestamp partitions: window_start (timestamp) and variant N (local_start,
+	// timestamp_ntz).
 	wantTS := []string{`"2024-06-15T19:30:45.000000Z"`, `"2024-06-15T23:59:59.999999Z"`, `"1970-01-01T00:00:00.000000Z"`, `"1969-12-31T23:59:59.999999Z"`, `"1969-12-31T23:20:57.657658Z"`, "null"}
 	wantTSDir := []string{"window_start=2024-06-15 19%3A30%3A45", "window_start=2024-06-15 23%3A59%3A59.999999", "window_start=1970-01-01 00%3A00%3A00",
 		"window_start=1969-12-31 23%3A59%3A59.999999", "window_start=1969-12-31 23%3A20%3A57.657658", "window_start=" + h}
@@ -489,16 +517,16 @@ func TestPartitionedC31C32(t *testing.T) {
 			}
 		}
 	}
-	checkTS("C32", tables["win"], "window_start", wantTS, wantTSDir)
+	checkTS("win", tables["win"], "window_start", wantTS, wantTSDir)
 	if a := logAdds(t, tables["win"]); len(a) > 0 {
 		for _, add := range a {
 			if strings.HasPrefix(deltalog.CanonicalPath(add.Path), "window_start=2024-06-15 19%3A30%3A45/") &&
 				!strings.HasPrefix(add.Path, "window_start=2024-06-15%2019%253A30%253A45/part-") {
-				t.Errorf("C32 add.path %s; want the URI layer window_start=2024-06-15%%2019%%253A30%%253A45/part-…", add.Path)
+				t.Errorf("win add.path %s; want the URI layer window_start=2024-06-15%%2019%%253A30%%253A45/part-…", add.Path)
 			}
 		}
 	}
-	checkTS("C32 variant N", tables["ntz"], "local_start", wantNtz, nil)
+	checkTS("ntz (variant N)", tables["ntz"], "local_start", wantNtz, nil)
 	wantWin := map[string]string{}
 	for i, v := range winValues {
 		b, _ := json.Marshal(map[string]any{"window_start": v, "local_start": v})

@@ -14,9 +14,12 @@ import (
 	"time"
 )
 
-// TestPoisonPills is case C21 on the real broker: bytes that are not Confluent-framed Avro
-// (or whose schema id is unknown) go to the dead-letter topic with a precise reason and
-// untouched bytes; tombstones are skipped; the good records around them land once.
+// TestPoisonPills on the real broker: values that are not Confluent-framed Avro killed
+// consumers or looped them forever on one record (delta-io/kafka-delta-ingest#199,
+// spring-projects/spring-kafka#1287). Here such bytes (or a frame whose schema id is
+// unknown) go to the dead-letter topic with a precise reason and untouched bytes;
+// tombstones are skipped; the good records around them land once (the decoder's side:
+// TestCaseC21PoisonPills).
 func TestPoisonPills(t *testing.T) {
 	s := need(t)
 	topic := createTopic(t, s, "poison", 1)

@@ -60,10 +60,10 @@ func replay(t *testing.T, cfg string, extra ...string) replaySummary {
 	return s
 }
 
-// TestReplaySilverWorkflow is issue 7's seed scenario: silver dead-letters 1,000 orders
-// that carry `channel`; the engineer adds the column with `ingestd table alter`, replays
-// (killed halfway once), replays again, and every order is in the table exactly once;
-// new records with `channel` then pass directly.
+// TestReplaySilverWorkflow is the replay workflow of docs/dead-letters-and-replay.md:
+// silver dead-letters 1,000 orders that carry `channel`; the engineer adds the column with
+// `ingestd table alter`, replays (killed halfway once), replays again, and every order is
+// in the table exactly once; new records with `channel` then pass directly.
 func TestReplaySilverWorkflow(t *testing.T) {
 	s := need(t)
 	const nV1, nV2 = 10_000, 1_000
@@ -133,10 +133,14 @@ func TestReplaySilverWorkflow(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for readVersion(t, table) == after && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil { // the wait below failed the test before the kill
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	// Polled every 5 ms: the kill must land soon after the first commit, mid-replay.
+	waitForEvery(t, nil, 2*time.Minute, 5*time.Millisecond, "the replay's first commit", func() bool { return readVersion(t, table) != after })
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	mid := countRows(t, s, table)

@@ -389,8 +389,9 @@ func TestSecuredFailFast(t *testing.T) {
 	}
 	noSecret(t, "dlq inspect output", string(insp), userPW)
 
-	// Run time: the good pipeline loses READ on its group and topic (C40 R5, run 2): it
-	// fails within seconds naming the ACL, not retried forever as a transient warning.
+	// Run time: the good pipeline loses READ on its group and topic for good (unlike the
+	// single refusal of TestSecuredSpuriousCommitAuthError): it fails within seconds
+	// naming the ACL, not retried forever as a transient warning.
 	adm := kadm.NewClient(kafkaClient(t, s.stack))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -459,10 +460,10 @@ func startRegistryFront(t *testing.T, s secureStack, user, password, token strin
 	return f
 }
 
-// TestSecuredPasswordRotation is C40 R4: the SCRAM password changes on the broker, the
-// password_file follows 5 s later; the broker's re-authentication deadline (30 s for
-// SCRAM-SHA-512 on the test listener) makes every connection authenticate again, reading
-// the file again: consumption goes on without a restart, every record once.
+// TestSecuredPasswordRotation: a SCRAM password rotation. The password changes on the
+// broker, the password_file follows 5 s later; the broker's re-authentication deadline
+// (30 s for SCRAM-SHA-512 on the test listener) makes every connection authenticate again,
+// reading the file again: consumption goes on without a restart, every record once.
 func TestSecuredPasswordRotation(t *testing.T) {
 	s := needSecure(t)
 	topic := createTopic(t, s.stack, "sec-rot", 2)
@@ -485,9 +486,11 @@ func TestSecuredPasswordRotation(t *testing.T) {
 
 	changed := time.Now()
 	grant(t, s, user, pw2, nil, "") // the broker now knows only pw2
+	// The rotation's timing is the behaviour under test: the file follows the broker 5 s
+	// later, and the next records come once every connection made before the change has
+	// passed its re-authentication deadline (30 s).
 	time.Sleep(5 * time.Second)
 	writeFile(t, pwFile, pw2+"\n")
-	// past the re-authentication deadline of every connection made before the change
 	time.Sleep(time.Until(changed.Add(35 * time.Second)))
 	second := produce(t, s.stack, topic, 200, 0, 1001)
 	waitFor(t, d, 60*time.Second, "the next 200 records after the rotation", func() bool { return handled(t, table) == 400 })
@@ -529,20 +532,20 @@ func metricValue(text, series string) float64 {
 	return -1
 }
 
-// TestSecuredTokenRefresh is C40 R2 at the case's size: a writer rewrites token_file every
-// 45 s with a JWT whose exp is 90 s ahead, for 3 minutes (at 0, 45, 90 and 135 s), then
-// stops; the OAUTHBEARER listener grants at most 60 s sessions
+// TestSecuredTokenRefresh: OAUTHBEARER with a token that another process renews. A writer
+// rewrites token_file every 45 s with a JWT whose exp is 90 s ahead, for 3 minutes (at 0,
+// 45, 90 and 135 s), then stops; the OAUTHBEARER listener grants at most 60 s sessions
 // (listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms in scripts/stack.sh) and
 // caps them at the token's exp, so every connection re-authenticates and each
 // re-authentication reads the file again: at least six reads in the first 3 minutes,
 // counted by ingestd_kafka_sasl_credential_reads_total{credential="token"}, while records
 // arrive every 30 s. Once the last token has expired, the next re-authentication is
-// refused by ingestd itself (it does not wait for the broker to close the connection):
-// the pipeline fails within 10 s of the expiry naming the mechanism, the principal and
-// the expired token, /readyz reports it, and a second pipeline of the same process
+// refused by ingestd itself (it does not wait for the broker to close the connection): the
+// pipeline fails within 10 s of the expiry naming the mechanism, the principal and the
+// expired token, /readyz reports it, and a second pipeline of the same process
 // (SCRAM-SHA-512) keeps consuming and committing. Every record once in both tables; no
-// token in the output. Mostly sleeping (about 4 minutes): runs in parallel with the
-// other long C40 tests.
+// token in the output. Mostly sleeping (about 4 minutes): runs in parallel with the other
+// long SASL tests.
 func TestSecuredTokenRefresh(t *testing.T) {
 	t.Parallel()
 	s := needSecure(t)
@@ -583,7 +586,7 @@ func TestSecuredTokenRefresh(t *testing.T) {
 		if !at.Before(start.Add(renewFor)) {
 			break
 		}
-		time.Sleep(time.Until(at))
+		time.Sleep(time.Until(at)) // the renewal schedule under test: a step every 15 s
 		if k > 0 && k%3 == 0 {
 			renew()
 		}
@@ -592,7 +595,7 @@ func TestSecuredTokenRefresh(t *testing.T) {
 			wantOther = append(wantOther, produce(t, s.stack, other, 50, 0, int64(1+len(wantOther)))...)
 		}
 	}
-	time.Sleep(time.Until(start.Add(renewFor)))
+	time.Sleep(time.Until(start.Add(renewFor))) // the reads are counted over the whole 3 minutes
 	reads := metricValue(d.metrics(t), `ingestd_kafka_sasl_credential_reads_total{credential="token"}`)
 	if reads < 6 {
 		t.Errorf("token_file read %v times in the first 3 minutes, want at least 6 (the first authentication and every re-authentication)", reads)
@@ -605,7 +608,7 @@ func TestSecuredTokenRefresh(t *testing.T) {
 	// the last token expires at lastExp: the pipeline fails within 10 s of it
 	var failedAt time.Time
 	var failed string
-	waitFor(t, d, time.Until(lastExp)+30*time.Second, "the token pipeline to fail once the last token expired", func() bool {
+	waitForEvery(t, d, time.Until(lastExp)+30*time.Second, 100*time.Millisecond, "the token pipeline to fail once the last token expired", func() bool {
 		r, _ := d.readyz(t)
 		for _, p := range r.Pipelines {
 			if p.Pipeline == "token" && p.State == "failed" {
@@ -613,7 +616,6 @@ func TestSecuredTokenRefresh(t *testing.T) {
 				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 		return false
 	})
 	// principal and mechanism, then the client's context (which connection: "unable to
@@ -652,6 +654,6 @@ func TestSecuredTokenRefresh(t *testing.T) {
 	checkOrders(t, "token", readTable(t, s.stack, table), want, false)
 	checkOrders(t, "other", readTable(t, s.stack, otherTable), wantOther, false)
 	noSecret(t, "ingestd run output", string(logs), tokens...)
-	t.Logf("C40 R2: token_file read %v times in 3 minutes (4 tokens, 45 s apart, 90 s life); the pipeline failed %v after the last token expired; the other pipeline handled %d records, %d after that",
+	t.Logf("OAUTHBEARER token refresh: token_file read %v times in 3 minutes (4 tokens, 45 s apart, 90 s life); the pipeline failed %v after the last token expired; the other pipeline handled %d records, %d after that",
 		reads, failedAt.Sub(lastExp).Round(100*time.Millisecond), len(wantOther), 200)
 }

@@ -371,7 +371,7 @@ func TestVacuumCrashLeftoversS3(t *testing.T) {
 		t.Error("delta-rs reads other rows after vacuum on S3")
 	}
 
-	// OPTIMIZE on the same S3 table (issue 16, "on the S3 emulator too"): one commit that
+	// OPTIMIZE on the same S3 table: one commit that
 	// removes every live file and adds the compacted one, all dataChange false, no txn and
 	// no metaData; delta-rs reads the same rows.
 	live, _ := liveFiles(t, st)

@@ -12,9 +12,9 @@ func mapped(name, physical string, id int, t dl.DataType) *dl.StructField {
 		dl.MetaColumnMappingID: float64(id), dl.MetaColumnMappingPhysicalName: physical}}
 }
 
-// TestRenamedAndDroppedColumnsAreNewFields (issue 14): the guard matches writer fields to
-// the table's logical names only. After `country TO country_code` (physical name still
-// "country") and a drop of tier, a writer still sending country and tier has two new
+// TestRenamedAndDroppedColumnsAreNewFields: under column mapping the guard matches writer
+// fields to the table's logical names only. After `country TO country_code` (physical name
+// still "country") and a drop of tier, a writer still sending country and tier has two new
 // fields — never a match through the physical name — routed by policy like any new field;
 // a writer sending country_code matches the renamed column.
 func TestRenamedAndDroppedColumnsAreNewFields(t *testing.T) {

@@ -1,7 +1,3 @@
-// Package schemaguard compares a record's writer schema (already mapped to Delta types)
-// with a table's current schema and decides, per the table's policy, whether the record is
-// written, the table evolves, the record is dead-lettered, or the pipeline halts
-// (DESIGN.md §3, "What the guard decides"). It is pure: no I/O, no Kafka, no storage.
 package schemaguard
 
 import (
@@ -11,7 +7,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// Policy is a table's schema policy (DESIGN.md §1).
+// Policy is a table's schema policy (schema.policy; docs/schema-policies.md).
 type Policy string
 
 // Policies.
@@ -177,7 +173,7 @@ type Decision struct {
 // Diff lists the differences between writer and table, recursively through structs, array
 // elements and map values. Field names match as Delta matches them (deltalog.NameKey:
 // case-insensitively after Unicode NFC), keeping the table's spelling in paths
-// (DESIGN.md §3, Avro → Delta types).
+// (docs/schema-policies.md, "Column names").
 func Diff(table, writer *deltalog.StructType) []Change {
 	var out []Change
 	diffStruct(&out, "", table, writer)
@@ -319,10 +315,11 @@ func featureFor(f *deltalog.StructField) string {
 	return ""
 }
 
-// Decide applies the decision table of DESIGN.md §3 to the changes of one writer schema.
-// An evolvable change that needs a table feature is evolvable only when the table has the
-// feature or opts.Allow lists it (then Decision.Features names it); otherwise it becomes a
-// NeedsFeature change, which is incompatible.
+// Decide applies the decision table (docs/schema-policies.md, "Decision table") to the
+// changes of one writer schema. An evolvable change that needs a table feature is
+// evolvable only when the table has the feature or opts.Allow lists it (then
+// Decision.Features names it); otherwise it becomes a NeedsFeature change, which is
+// incompatible.
 func Decide(changes []Change, opts Options) Decision {
 	d := Decision{Action: Write}
 	var first *Change

@@ -7,10 +7,12 @@ import (
 	dl "github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// TestKafkaColumnCollision is CASES.md C36's ID 3602: a value field named like a Kafka
-// column (case-insensitively) is incompatible with reason kafka_column_collision, routed
-// by the policy (evolve: on_incompatible); the Kafka columns themselves, NOT NULL ones
-// included, are never "missing" from the value schema, and are no drift.
+// TestKafkaColumnCollision: a table with the Kafka columns _kafka_key and _kafka_offset
+// (NOT NULL) meets value schema 3602, which has a field _KAFKA_Offset. A value field named
+// like a Kafka column (case-insensitively) is incompatible with reason
+// kafka_column_collision, routed by the policy (evolve: on_incompatible); the Kafka
+// columns themselves, NOT NULL ones included, are never "missing" from the value schema
+// (101, order_id alone) and are no drift.
 func TestKafkaColumnCollision(t *testing.T) {
 	kafka := []string{"_kafka_key", "_kafka_offset"}
 	table := st(null("order_id", dl.Long), null("_kafka_key", dl.Binary), notNull("_kafka_offset", dl.Long))

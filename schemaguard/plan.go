@@ -102,7 +102,7 @@ func PlanBatch(table *deltalog.StructType, writers []Writer, opts Options) Batch
 }
 
 // NewTableSchema is the schema of a table ingestd creates for a writer schema: the
-// writer's fields, all nullable (DESIGN.md §3, Avro → Delta types).
+// writer's fields, all nullable (docs/schema-policies.md, "Avro to Delta types").
 func NewTableSchema(writer *deltalog.StructType) *deltalog.StructType {
 	s, _ := Apply(&deltalog.StructType{}, writer, false)
 	return s

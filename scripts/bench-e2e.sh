@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# End-to-end benchmark (issue 15; BENCHMARKS.md, "End to end"): Kafka → Delta for the whole
-# path, three readers of the same topic side by side:
+# End-to-end benchmark (docs/performance.md; its figures are in BENCHMARKS.md): Kafka → Delta
+# for the whole path, three readers of the same topic side by side:
 #   1. a consume-only baseline (franz-go, no decode): the broker's and client's share;
 #   2. `ingestd run`, one `evolve` pipeline, GOMAXPROCS=1 and GOMAXPROCS=2;
-#   3. kafka-delta-ingest (the closest peer), built once with cargo from the source archive
-#      in ../shared/peers/ and cached (BENCH_CACHE), into a table created beforehand.
+#   3. kafka-delta-ingest (the closest peer), built once with cargo from KDI_SRC and cached
+#      (BENCH_CACHE), into a table created beforehand; without KDI_SRC or KDI_BIN its column
+#      is skipped, with a note saying so.
 # They run one after another, then again in the other order, on one topic per record size.
 # Each writer runs until every record is committed (ingestd: its /metrics; kdi: its table's
 # log), is measured from /proc (utime+stime, VmHWM) at that moment, then gets SIGTERM; each
@@ -25,11 +26,17 @@
 #                      both writers' batches bound by the record count (ingestd flushes at half
 #                      of max_bytes: ≈ 70 K records of 200 B, ≈ 21 K of 1 KB), so N = 1 M or
 #                      2 M ends on a full batch and no run's wall time includes a max_age wait
-#                      for a last, partial batch (before stop 24 the 1 KB runs had one: 38
-#                      files, the last waited 5 s). A number applies to every size.
+#                      for a last, partial batch (with 50000 at 1 KB, ingestd's batches were
+#                      bound by bytes and the last, partial one waited max_age). A number
+#                      applies to every size.
 #   BENCH_ENV          a stack env file to use instead of `scripts/stack.sh up` + .stack/env
 #   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
 #                      kdi is built (default ~/.cache/ingestd-bench)
+#   KDI_SRC            kafka-delta-ingest's source: a tarball (.tar.gz, one top-level folder,
+#                      e.g. a GitHub archive of delta-io/kafka-delta-ingest) or a checkout. The
+#                      build uses --locked with a Cargo.lock: KDI_CARGO_LOCK if set, else one
+#                      beside the tarball, else the checkout's own; without any, cargo resolves
+#                      the crates afresh. Unset (and no KDI_BIN): the kdi column is skipped.
 #   KDI_BIN            a kafka-delta-ingest binary to use instead of building one
 #   BASE_REF           a git revision of this repository to measure beside the work tree: its
 #                      ingestd is built from `git archive BASE_REF`, and READERS may then name
@@ -55,8 +62,7 @@ LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}";
 MAX_RECORDS="${MAX_RECORDS:-auto}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-e2e.XXXX)}"
 CACHE="${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingestd-bench}"
-PEERS="$ROOT/../shared/peers"
-[ -d "$PEERS" ] || PEERS="/work/shared/peers"
+KDI_SRC="${KDI_SRC:-}"
 mkdir -p "$OUT/bin" "$OUT/tables" "$OUT/logs" "$CACHE"
 RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
 log() { echo "bench-e2e: $*" >&2; }
@@ -96,21 +102,39 @@ if [ -n "${BASE_REF:-}" ]; then
 fi
 B="$OUT/bin/benche2e"
 
-# kdi: built once per source archive, cached. A failed build is reported and kdi skipped.
+# kdi: built once per source (KDI_SRC and its Cargo.lock), cached under a hash of both. A
+# missing source or a failed build is reported and kdi skipped.
 KDI_SKIP=""
 build_kdi() {
-  local sum dir
-  sum="$(cat "$PEERS/kafka-delta-ingest-c6d42de.tar.gz" "$PEERS/Cargo.lock" | sha256sum | cut -c1-16)"
+  local sum dir lock="${KDI_CARGO_LOCK:-}" locked=(--locked)
+  if [ -z "$KDI_SRC" ]; then
+    KDI_SKIP="no source: set KDI_SRC=<path to a kafka-delta-ingest source tarball or checkout> (or KDI_BIN=<a built binary>)"
+    return 1
+  fi
+  [ -e "$KDI_SRC" ] || { KDI_SKIP="KDI_SRC=$KDI_SRC does not exist"; return 1; }
+  if [ -z "$lock" ] && [ -f "$KDI_SRC" ] && [ -f "$(dirname "$KDI_SRC")/Cargo.lock" ]; then lock="$(dirname "$KDI_SRC")/Cargo.lock"; fi
+  if [ -z "$lock" ] && [ -d "$KDI_SRC" ] && [ -f "$KDI_SRC/Cargo.lock" ]; then lock="$KDI_SRC/Cargo.lock"; fi
+  [ -z "$lock" ] || [ -f "$lock" ] || { KDI_SKIP="KDI_CARGO_LOCK=$lock does not exist"; return 1; }
+  if [ -f "$KDI_SRC" ]; then
+    sum="$(cat "$KDI_SRC" ${lock:+"$lock"} | sha256sum | cut -c1-16)"
+  else
+    sum="$( { (cd "$KDI_SRC" && find . -path ./target -prune -o -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum); [ -z "$lock" ] || cat "$lock"; } | sha256sum | cut -c1-16)"
+  fi
   KDI_BIN="$CACHE/kafka-delta-ingest-$sum"
   [ -x "$KDI_BIN" ] && return 0
   command -v cargo >/dev/null || { KDI_SKIP="cargo is not installed"; return 1; }
   dir="$CACHE/src-$sum"
-  rm -rf "$dir"; mkdir -p "$dir"
-  tar xzf "$PEERS/kafka-delta-ingest-c6d42de.tar.gz" -C "$dir"
-  cp "$PEERS/Cargo.lock" "$dir/kafka-delta-ingest/"
-  log "building kafka-delta-ingest with cargo (30–40 min of CPU the first time; log: $CACHE/build-$sum.log)"
+  rm -rf "$dir"; mkdir -p "$dir/kafka-delta-ingest"
+  if [ -f "$KDI_SRC" ]; then
+    tar xzf "$KDI_SRC" -C "$dir/kafka-delta-ingest" --strip-components=1
+  else
+    tar -C "$KDI_SRC" --exclude=./target --exclude=./.git -cf - . | tar -C "$dir/kafka-delta-ingest" -xf -
+  fi
+  [ -f "$dir/kafka-delta-ingest/Cargo.toml" ] || { KDI_SKIP="KDI_SRC=$KDI_SRC holds no Cargo.toml (one top-level folder expected in a tarball)"; return 1; }
+  if [ -n "$lock" ]; then cp "$lock" "$dir/kafka-delta-ingest/Cargo.lock"; else locked=(); fi
+  log "building kafka-delta-ingest from $KDI_SRC with cargo (30–40 min of CPU the first time; log: $CACHE/build-$sum.log)"
   # build.rs needs the s3 or azure feature; azure is the lighter one.
-  if ! (cd "$dir/kafka-delta-ingest" && CARGO_PROFILE_RELEASE_LTO=thin cargo build --release --locked --features azure) > "$CACHE/build-$sum.log" 2>&1; then
+  if ! (cd "$dir/kafka-delta-ingest" && CARGO_PROFILE_RELEASE_LTO=thin cargo build --release "${locked[@]}" --features azure) > "$CACHE/build-$sum.log" 2>&1; then
     KDI_SKIP="cargo build failed: $(grep -m1 -E '^error' "$CACHE/build-$sum.log" || tail -1 "$CACHE/build-$sum.log")"
     return 1
   fi

@@ -243,7 +243,8 @@ listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.se
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="$KAFKA_ADMIN_PASSWORD" user_ingestd="$KAFKA_INGESTD_PASSWORD";
 listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
-# KIP-368 re-authentication, so token refresh and re-reading credentials are exercised (C40)
+# KIP-368 re-authentication, so token refresh and re-reading credentials are exercised
+# (integration/reauth_test.go, security_test.go)
 listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms=30000
 listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms=60000
 # ACLs. CONTROLLER and PLAINTEXT authenticate as User:ANONYMOUS, which must be a super user

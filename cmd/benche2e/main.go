@@ -1,5 +1,6 @@
-// Command benche2e is the end-to-end benchmark harness's helper (issue 15, driven by
-// scripts/bench-e2e.sh; BENCHMARKS.md, "End to end"). It is not part of the daemon.
+// Command benche2e is the end-to-end benchmark harness's helper, driven by
+// scripts/bench-e2e.sh (docs/performance.md; the figures are in BENCHMARKS.md). It is not
+// part of the daemon.
 //
 //	benche2e produce -topic T -partitions P -n N -size 200|1024 -compression none|lz4 [-rate R]
 //	    registers the record schema (Confluent API), creates T and writes N Confluent-framed
@@ -9,7 +10,7 @@
 //	benche2e run -label L -want N -table DIR [-metrics URL] -out results.jsonl -- CMD ARGS...
 //	    runs a writer until N rows are committed, /proc usage, SIGTERM, log sums, delta-rs count.
 //	benche2e report [-max-bytes-mib 128] [-max-age-s 5] results.jsonl
-//	    prints the rows as one markdown table, then each goal of issue 15 met or not met.
+//	    prints the rows as one markdown table, then each performance goal met or not met.
 //
 // Units: seconds, records, MB = 10^6 bytes of framed record values, MiB for memory.
 package main
@@ -65,7 +66,7 @@ func run(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, markdown(rs)+"\nGoals of issue 15:\n"+goals(rs, lim))
+		_, err = io.WriteString(stdout, markdown(rs)+"\nPerformance goals:\n"+goals(rs, lim))
 		return err
 	}
 	return fmt.Errorf("unknown command %q: want produce, consume, run or report", args[0])

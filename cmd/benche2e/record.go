@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// recordSchema is the benchmark record (issue 15): BENCHMARKS.md B1's 10-field record with
+// recordSchema is the benchmark record: BenchmarkB1's 10-field record (ingest/decode) with
 // its decimal(12,2) `amount` replaced by a double, because kafka-delta-ingest cannot decode
 // Avro decimals (it panics with `expected decimal got [...]`). Every other field is B1's:
 // long, string, double, boolean, timestamp-micros, nullable string, int, double, enum,

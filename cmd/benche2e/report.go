@@ -50,14 +50,16 @@ func si(n float64) string {
 	return fmt.Sprintf("%.0f", n)
 }
 
-// goalLimits are the run's settings the goals of issue 15 are measured against.
+// goalLimits are the run's settings the performance goals are measured against.
 type goalLimits struct {
 	MaxBytesMiB float64 // ingestd's batch.max_bytes
 	MaxAgeS     float64 // ingestd's batch.max_age
 }
 
-// goals marks each goal of issue 15 met or not met with the measured figure, from the mean
-// of the throughput runs (not the latency runs) of each reader at each record size.
+// goals marks each performance goal (throughput per CPU-second, the ratios to
+// kafka-delta-ingest, scaling to 2 cores, peak RSS, produce → visible latency) met or not
+// met with the measured figure, from the mean of the throughput runs (not the latency
+// runs) of each reader at each record size.
 func goals(rs []result, lim goalLimits) string {
 	type agg struct{ recPerCPU, mbPerCPU, recPerWall, rss float64 }
 	mean := map[string]agg{} // key: label|size

@@ -58,9 +58,9 @@ type b1Event struct {
 	Tags   []string  `avro:"tags"`
 }
 
-// BenchmarkB1 is issue 4's B1: the 10-field record, framed, decoded per record by ingestd's
-// compiled decoder into column values, and by hamba/avro into map[string]any and into a
-// struct, in one run. Run with GOMAXPROCS=1 (see BENCHMARKS.md).
+// BenchmarkB1 is the decoder benchmark of BENCHMARKS.md (B1, `make bench`): the 10-field
+// record, framed, decoded per record by ingestd's compiled decoder into column values, and
+// by hamba/avro into map[string]any and into a struct, in one run. Run with GOMAXPROCS=1.
 func BenchmarkB1(b *testing.B) {
 	ws := mustWriter(b, 1, tenFields)
 	value := append([]byte{0, 0, 0, 0, 1}, tenFieldsPayload(b, ws)...)
@@ -71,15 +71,15 @@ func BenchmarkB1(b *testing.B) {
 	// ingestd: the pipeline's path, an arena aliasing the payloads (Arena.AliasPayloads:
 	// no copy of the record). Column buffers and the arena are reused for every batch of
 	// 4,096 records, the arena reset once the batch's values are dropped. ingestd-copy: the
-	// same with a copying arena (the pipeline's path before issue 15's no-copy decode).
+	// same with a copying arena (what the pipeline did before it aliased payloads).
 	b.Run("ingestd", func(b *testing.B) { benchArena(b, ws, value, true, report) })
 	b.Run("ingestd-copy", func(b *testing.B) { benchArena(b, ws, value, false, report) })
 	// ingestd-dense: ingestd through DecodeColumns into columns Reset from
-	// column.Leaves (the typed column path, issue 15): the six fixed-width columns (id,
-	// score, active, ts, count, amount) are dense words, the three string and enum
-	// columns (name, note, kind) the byte form (stop 24); tags (a list) is levelled.
-	// ingestd-dense-fixed: the same with the BYTE_ARRAY columns levelled (stop 23's
-	// path), so that the difference to ingestd-dense is the byte form alone.
+	// column.Leaves (the typed column path): the six fixed-width columns (id, score,
+	// active, ts, count, amount) are dense words, the three string and enum columns
+	// (name, note, kind) the byte form; tags (a list) is levelled.
+	// ingestd-dense-fixed: the same with the BYTE_ARRAY columns levelled (the path before
+	// the byte form), so that the difference to ingestd-dense is the byte form alone.
 	// ingestd-columns-levelled: the same call into levelled columns (column.Levelled).
 	// The -copy variants use a copying arena (the record is copied at its first levelled
 	// byte value, here tags' first item).
@@ -225,7 +225,7 @@ type denseMode int
 
 const (
 	denseAll   denseMode = iota // every Denseable leaf (column.Column.Reset)
-	denseFixed                  // the fixed-width ones; BYTE_ARRAY leaves levelled (stop 23)
+	denseFixed                  // the fixed-width ones; BYTE_ARRAY leaves levelled
 	denseNone                   // none (column.Levelled)
 )
 

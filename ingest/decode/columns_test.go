@@ -17,7 +17,8 @@ import (
 // column.Leaves(pq) (numeric leaves start dense) and materialising them with At gives
 // exactly Decode's levelled values. columnsAgree is called by the corpus helpers
 // (decodeCase, decodeWithAgrees of the differential, FuzzDecode, checkInline), so every
-// oracle, CASES.md, generated, nested and fuzz input checks it.
+// oracle, reported-failure (writer_schemas_test.go), generated, nested and fuzz input
+// checks it.
 
 // newColumns returns columns Reset for every leaf of d's Parquet schema (d.leaves,
 // column.Leaves(pq)) holding the values of before, appended with Append: a column stays

@@ -22,12 +22,12 @@ func TestParseFrame(t *testing.T) {
 		reason  string
 	}{
 		{name: "empty", value: []byte{}, reason: ReasonTooShort},
-		{name: "three zero bytes (C21 off 2)", value: []byte{0, 0, 0}, reason: ReasonTooShort},
+		{name: "three zero bytes", value: []byte{0, 0, 0}, reason: ReasonTooShort},
 		{name: "four bytes", value: []byte{0, 0, 0, 1}, reason: ReasonTooShort},
-		{name: "json text (C21 off 1)", value: []byte(`{"order_id":1}`), reason: ReasonBadMagic},
+		{name: "json text", value: []byte(`{"order_id":1}`), reason: ReasonBadMagic},
 		{name: "magic 1", value: []byte{1, 0, 0, 0, 1, 2}, reason: ReasonBadMagic},
 		{name: "header only", value: []byte{0, 0, 0, 0, 0x65}, id: 101, payload: []byte{}},
-		{name: "C02 v1 record", value: []byte{0, 0, 0, 0, 0xC9, 0x04, 0x06, 'B', 'o', 'b'}, id: 201, payload: []byte{0x04, 0x06, 'B', 'o', 'b'}},
+		{name: "id 201 and a 5-byte body", value: []byte{0, 0, 0, 0, 0xC9, 0x04, 0x06, 'B', 'o', 'b'}, id: 201, payload: []byte{0x04, 0x06, 'B', 'o', 'b'}},
 		{name: "id 0", value: []byte{0, 0, 0, 0, 0, 2}, id: 0, payload: []byte{2}},
 		{name: "largest id", value: []byte{0, 0xff, 0xff, 0xff, 0xff}, id: 1<<32 - 1, payload: []byte{}},
 	} {
@@ -55,8 +55,10 @@ func structOf(fs ...*deltalog.StructField) *deltalog.StructType {
 	return &deltalog.StructType{Fields: fs}
 }
 
-// C02 + C19: every record decodes with its own writer schema; columns the writer lacks are
-// NULL, never Avro defaults; names match case-insensitively, keeping the table's spelling.
+// Every record decodes with its own writer schema (Customer v1, id 201, and v2, id 202,
+// which adds age and tier, into one wider table): columns the writer lacks are NULL, never
+// Avro defaults (tier's "std"); names match case-insensitively, keeping the table's
+// spelling (v1's ID and Name fill id and name).
 func TestDecodeOlderWriterIntoWiderTable(t *testing.T) {
 	v1 := mustWriter(t, 201, `{"type":"record","name":"Customer","fields":[{"name":"ID","type":"long"},{"name":"Name","type":"string"}]}`)
 	v2 := mustWriter(t, 202, `{"type":"record","name":"Customer","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},
@@ -167,7 +169,7 @@ func TestCompileRejects(t *testing.T) {
 		name, avro string
 		col        deltalog.DataType
 	}{
-		{"long into int (C07 B)", `"long"`, deltalog.Integer},
+		{"long into int", `"long"`, deltalog.Integer},
 		{"int into short", `"int"`, deltalog.Short},
 		{"string into long", `"string"`, deltalog.Long},
 		{"long into string", `"long"`, deltalog.String},
@@ -178,7 +180,7 @@ func TestCompileRejects(t *testing.T) {
 		{"long into timestamp", `"long"`, deltalog.Timestamp},
 		{"timestamp into timestamp_ntz", `{"type":"long","logicalType":"timestamp-micros"}`, deltalog.TimestampNtz},
 		{"local timestamp into timestamp", `{"type":"long","logicalType":"local-timestamp-micros"}`, deltalog.Timestamp},
-		{"date into timestamp (C18 v3 reversed)", `{"type":"int","logicalType":"date"}`, deltalog.Timestamp},
+		{"date into timestamp", `{"type":"int","logicalType":"date"}`, deltalog.Timestamp},
 		{"date into int", `{"type":"int","logicalType":"date"}`, deltalog.Integer},
 		{"decimal scale down", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":3}`, deltalog.DecimalType{Precision: 10, Scale: 2}},
 		{"decimal integer digits down", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, deltalog.DecimalType{Precision: 11, Scale: 4}},
@@ -325,7 +327,7 @@ func TestDecodeMalformed(t *testing.T) {
 		field    string
 	}{
 		{name: "empty body", payload: []byte{}, reason: ReasonTruncated, field: "id"},
-		{name: "one byte of the body (C21 off 3)", payload: []byte{2}, reason: ReasonTruncated, field: "n"},
+		{name: "one byte of the body", payload: []byte{2}, reason: ReasonTruncated, field: "n"},
 		{name: "float cut short", cut: 2, reason: ReasonTruncated, field: "f"},
 		{name: "trailing byte", payload: append(append([]byte(nil), valid...), 0), reason: ReasonTrailingBytes},
 		{name: "varint longer than 10 bytes", override: map[string]string{"id": "ffffffffffffffffff8001"}, reason: ReasonDecodeError, field: "id"},

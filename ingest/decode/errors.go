@@ -1,22 +1,3 @@
-// Package decode turns Kafka record values carrying Avro into Parquet column values for
-// ingestd's Delta tables.
-//
-// It has four parts:
-//
-//   - ParseFrame splits a Confluent-framed value (magic 0, 4-byte big-endian schema id,
-//     Avro binary body).
-//   - ToDelta maps an Avro writer schema to the Delta schema model (DESIGN.md, "Avro →
-//     Delta types").
-//   - Registry fetches, parses and caches writer schemas by id from a Confluent-compatible
-//     schema registry; StaticSchema loads a configured .avsc for raw (unframed) Avro.
-//   - Compile builds a Decoder per (writer schema, table schema) that appends exactly one
-//     row of parquet.Values per record straight into per-leaf column buffers, with Dremel
-//     repetition/definition levels, without going through map[string]any.
-//
-// Every permanent failure is an *Error carrying a stable reason code (the values of the
-// Reason* constants, used as the ingestd.error.reason dead-letter header) and a field path
-// (`a.b`, `items[].qty`, `m{}.v`). Transient registry failures wrap ErrTransient instead
-// and must never be dead-lettered.
 package decode
 
 import (
@@ -99,8 +80,9 @@ var ErrTransient = errors.New("transient failure")
 var ErrRegistryAuth = errors.New("schema registry refused the credentials")
 
 // ErrNullRecord is returned by (*Decoder).Decode when the writer schema is [null, record]
-// and the record's top-level value is null: the record carries no row (DESIGN.md: skipped
-// and counted like a tombstone). No column is changed.
+// and the record's top-level value is null: the record carries no row, and the pipeline
+// skips it and counts it like a tombstone (ingestd_records_skipped_total, reason
+// null_record). No column is changed.
 var ErrNullRecord = errors.New("decode: top-level record value is null")
 
 // newError builds an *Error.

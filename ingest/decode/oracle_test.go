@@ -61,7 +61,7 @@ func (g *schemaGen) record(depth int) map[string]any {
 		case i == 0:
 			t = g.leaf() // a data field, so nested records are never empty
 		case g.r.IntN(20) == 0:
-			t = "null" // C27: carries no data
+			t = "null" // a null-typed field: carries no data
 		default:
 			t = g.typ(depth + 1)
 		}

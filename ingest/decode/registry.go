@@ -43,7 +43,7 @@ type WriterSchema struct {
 func ParseWriterSchema(id int, text string, refs ...string) (*WriterSchema, error) {
 	cache := &avro.SchemaCache{}
 	for i, r := range refs {
-		if _, err := avro.ParseWithCache(r, "", cache); err != nil {
+		if _, err := parseAvro(r, cache); err != nil {
 			return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d reference %d: %w", id, i, err))
 		}
 	}
@@ -54,7 +54,7 @@ func parseInto(id int, text string, cache *avro.SchemaCache) (*WriterSchema, err
 	if line, col, err := jsonSyntax(text); err != nil {
 		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d: not valid JSON at line %d, column %d: %w", id, line, col, err))
 	}
-	s, err := avro.ParseWithCache(text, "", cache)
+	s, err := parseAvro(text, cache)
 	if err != nil {
 		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d: %w", id, err))
 	}
@@ -62,6 +62,23 @@ func parseInto(id int, text string, cache *avro.SchemaCache) (*WriterSchema, err
 	ws.Delta, ws.DeltaErr = ToDelta(s)
 	return ws, nil
 }
+
+// parseAvro parses one schema text into cache. It is the only place this package parses
+// Avro, and it turns hamba/avro's name validation off before the first parse: field names
+// are opaque to ingestd (docs/schema-policies.md, "Column names"), and registries that do
+// not validate names hand out schemas with fields such as "order id", which a table holds
+// under column mapping. hamba/avro (v2.31) rejects every name outside
+// [A-Za-z_][A-Za-z0-9_]* unless its process-wide avro.SkipNameValidation is set, and has no
+// per-parse or per-Config option for it; names must then only be non-empty. Every parse
+// goes through skipNameValidation.Do, so the switch is written once and before any parse of
+// this package reads it.
+func parseAvro(text string, cache *avro.SchemaCache) (avro.Schema, error) {
+	skipNameValidation.Do(func() { avro.SkipNameValidation = true })
+	return avro.ParseWithCache(text, "", cache)
+}
+
+// skipNameValidation guards the one write of avro.SkipNameValidation (parseAvro).
+var skipNameValidation sync.Once
 
 // jsonSyntax reports whether text is one valid JSON value and, when it is not, the 1-based
 // line and column (in bytes) of the offending byte. hamba/avro's own errors on bad JSON
@@ -141,6 +158,7 @@ type Registry struct {
 	inflight map[int]*call
 
 	hits, misses, negHits, fetches, transient atomic.Int64
+	joined                                    atomic.Int64 // lookups that waited for another's fetch
 }
 
 type negEntry struct {
@@ -238,6 +256,7 @@ func (r *Registry) Schema(ctx context.Context, id int) (*WriterSchema, error) {
 		r.mu.Unlock()
 		r.fetch(ctx, id, c)
 	} else {
+		r.joined.Add(1)
 		r.mu.Unlock()
 	}
 	select {
@@ -323,7 +342,7 @@ func (r *Registry) resolveRefs(ctx context.Context, id int, refs []sr.SchemaRefe
 		if err := r.resolveRefs(ctx, id, rs.References, cache, seen, depth+1); err != nil {
 			return err
 		}
-		if _, err := avro.ParseWithCache(rs.Schema.Schema, "", cache); err != nil {
+		if _, err := parseAvro(rs.Schema.Schema, cache); err != nil {
 			return newError(ReasonSchemaParseError, "", fmt.Errorf("parse schema %d reference %s: %w", id, ref.Name, err))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
@@ -78,7 +79,12 @@ func TestRegistryPositiveCacheAndSingleflight(t *testing.T) {
 			results[i] = ws
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Every caller but the one whose request is held joins that request.
+	for deadline := time.Now().Add(10 * time.Second); r.joined.Load() < int64(len(results)-1); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d lookups joined the request in flight", r.joined.Load(), len(results)-1)
+		}
+	}
 	close(release)
 	wg.Wait()
 	for i := 0; i < 5; i++ {
@@ -94,8 +100,8 @@ func TestRegistryPositiveCacheAndSingleflight(t *testing.T) {
 			t.Fatalf("result %+v", ws)
 		}
 	}
-	if st := r.Stats(); st.Fetches != 1 || st.Hits < 5 {
-		t.Fatalf("stats %+v", st)
+	if st := r.Stats(); st.Fetches != 1 || st.Misses != 1 || st.Hits != 5 {
+		t.Fatalf("stats %+v, want 1 fetch, 1 miss and 5 hits (the 15 others shared the fetch)", st)
 	}
 }
 
@@ -122,7 +128,7 @@ func TestRegistryNotFoundIsCachedWithTTL(t *testing.T) {
 	if n := reg.requests("/schemas/ids/999"); n != 2 {
 		t.Fatalf("%d requests after the TTL, want 2", n)
 	}
-	// Ids that cannot exist are refused without a request (C21 off 4: id 0).
+	// Ids that cannot exist (a frame with id 0) are refused without a request.
 	if _, err := r.Schema(ctx, 0); ReasonOf(err) != ReasonSchemaNotFound {
 		t.Fatalf("id 0: %v", err)
 	}
@@ -286,5 +292,58 @@ func TestStaticSchema(t *testing.T) {
 	_ = os.WriteFile(bad, []byte(`{"type":"record","name":"R","fields":[{"name":"a","type":"nope"}]}`), 0o600)
 	if _, err := StaticSchema(bad); ReasonOf(err) != ReasonSchemaParseError || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("bad schema: %v", err)
+	}
+}
+
+// TestNamesOutsideTheAvroGrammar: field names that hamba/avro refuses by default ("order
+// id", " amount", "a;b", "y--1", and a referenced type's field "unit price") parse through
+// every path that builds a writer schema, with the name validation switch reset before each
+// path: ParseWriterSchema, StaticSchema (a referenced .avsc beside the main one) and a
+// registry lookup that resolves a reference. Each path must turn the switch off itself.
+func TestNamesOutsideTheAvroGrammar(t *testing.T) {
+	const ref = `{"type":"record","name":"Price","namespace":"com.x","fields":[{"name":"unit price","type":"double"}]}`
+	const text = `{"type":"record","name":"Order","namespace":"com.x","fields":[{"name":"order id","type":"string"},
+		{"name":" amount","type":"double"},{"name":"a;b","type":"int"},{"name":"y--1","type":"long"},{"name":"price","type":"com.x.Price"}]}`
+	const want = "struct<order id:string, amount:double,a;b:integer,y--1:long,price:struct<unit price:double>>"
+	reset := func() {
+		avro.SkipNameValidation = false
+		skipNameValidation = sync.Once{}
+	}
+	t.Cleanup(reset) // the next parse of this package turns it off again
+	reset()
+	if _, err := avro.ParseWithCache(text, "", &avro.SchemaCache{}); err == nil {
+		t.Fatal(`hamba/avro accepts "order id" with its name validation on: this test proves nothing`)
+	}
+
+	paths := map[string]func() (*WriterSchema, error){
+		"ParseWriterSchema": func() (*WriterSchema, error) { return ParseWriterSchema(7, text, ref) },
+		"StaticSchema": func() (*WriterSchema, error) {
+			dir := t.TempDir()
+			main, price := filepath.Join(dir, "order.avsc"), filepath.Join(dir, "price.avsc")
+			if err := os.WriteFile(main, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(price, []byte(ref), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return StaticSchema(main, price)
+		},
+		"Registry.Schema": func() (*WriterSchema, error) {
+			fake, cl := newCountingRegistry(t)
+			fake.SeedSchema("price-value", 1, 6, sr.Schema{Schema: ref})
+			fake.SeedSchema("orders-value", 1, 7, sr.Schema{Schema: text,
+				References: []sr.SchemaReference{{Name: "com.x.Price", Subject: "price-value", Version: 1}}})
+			return NewRegistry(cl).Schema(context.Background(), 7)
+		},
+	}
+	for name, parse := range paths {
+		reset()
+		ws, err := parse()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if ws.DeltaErr != nil || ws.Delta.String() != want {
+			t.Errorf("%s: Delta schema %v (%v), want %s", name, ws.Delta, ws.DeltaErr, want)
+		}
 	}
 }

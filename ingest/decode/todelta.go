@@ -11,20 +11,11 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// Field names are opaque to ingestd (DESIGN.md, "Field names are opaque bytes"), and
-// registries that do not validate names hand out schemas with fields such as "order id"
-// (cases C26). hamba/avro rejects every name outside [A-Za-z_][A-Za-z0-9_]* unless its
-// process-wide SkipNameValidation is set, so this package sets it once at start-up, before
-// any schema is parsed. Names are then only required to be non-empty.
-func init() {
-	avro.SkipNameValidation = true
-}
-
 // maxDecimalPrecision is the largest precision Delta's decimal type admits.
 const maxDecimalPrecision = 38
 
 // ToDelta converts an Avro writer schema into the Delta schema of the rows it carries
-// (DESIGN.md, "Avro → Delta types"):
+// (docs/schema-policies.md, "Avro to Delta types"):
 //
 //   - boolean, int, long, float, double → boolean, integer, long, float, double;
 //   - string, enum, uuid → string; bytes, fixed → binary;

@@ -1,12 +1,3 @@
-// Package dlq is ingestd's dead-letter queue (DESIGN.md §3, "Dead letters" and "Replay"):
-// the record format (Kafka Connect's and ingestd's headers, the one list of reason codes),
-// the identities replay needs (original record, dedupe key, exact copy), the
-// acknowledgement model (which Delta commit acknowledges a dead letter, and whether it
-// landed: AckIndex), reading a dead-letter topic to its end (ReadToEnd), the report of
-// `ingestd dlq inspect` (Inspect), and one bounded producer (Producer).
-//
-// It imports franz-go, deltawriter and the reason codes of ingest/decode, nothing of
-// package ingest, so it is tested with kfake and a temporary table alone.
 package dlq
 
 import (

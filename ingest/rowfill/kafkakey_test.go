@@ -23,13 +23,18 @@ func TestHeaderMap(t *testing.T) {
 	}{
 		{"no headers: an empty map, not NULL", nil, "[]"},
 		{"one", []kgo.RecordHeader{h("trace-id", []byte("abc"))}, `[trace-id=616263]`},
-		// C36 offset 12: the last value of a repeated key wins (Headers.lastHeader), in the
-		// position the key first appears; a null value stays null, never X''.
+		// Kafka headers are an ordered list that may repeat a key (KIP-82), and a
+		// map<string, binary> column keeps one value per key: the last one, like Java's
+		// Headers.lastHeader and Flink's MAP<STRING, BYTES> headers column (whose dropped
+		// repeats apache/flink-connector-kafka#258 describes), in the position the key
+		// first appears. x-tag=tag1, x-tag=tag2, other=null gives x-tag → tag2 and
+		// other → NULL (never X''); the dead-letter copy of a record keeps every header.
 		{"repeats and null", []kgo.RecordHeader{h("x-tag", []byte("tag1")), h("x-tag", []byte("tag2")), h("other", nil)},
 			`[x-tag=74616732 other=<nil>]`},
 		{"empty is not null", []kgo.RecordHeader{h("e", []byte{})}, `[e=]`},
 		{"a later null replaces a value", []kgo.RecordHeader{h("a", []byte{1}), h("b", []byte{2}), h("a", nil)}, `[a=<nil> b=02]`},
-		// C36 offset 13: bytes untouched (Event Grid's 0xA1 type prefix, a zero byte, 0xFF).
+		// Header values are bytes, kept untouched: Azure Event Grid prefixes a binary type
+		// byte (0xA1) that string-only consumers mangled; a zero byte and 0xFF too.
 		{"binary", []kgo.RecordHeader{h("aeg-event-type", []byte("\xa1\x0cNotification")), h("bin", []byte{0x00, 0xFF})},
 			`[aeg-event-type=a10c4e6f74696669636174696f6e bin=00ff]`},
 	}

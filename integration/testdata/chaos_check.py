@@ -49,8 +49,8 @@ def main():
 
 if __name__ == "__main__":
     main()
-    # Leave without running interpreter teardown: delta-rs' runtime threads can abort the
-    # process ("terminate called without an active exception", delta-rs issue 2184) while
-    # it shuts down, after the work is done.
+    # Leave without running interpreter teardown: delta-rs' runtime threads can abort
+    # the process ("terminate called without an active exception",
+    # delta-io/delta-rs#2184) while it shuts down, after the work is done.
     sys.stdout.flush()
     os._exit(0)

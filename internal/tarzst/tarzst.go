@@ -1,5 +1,5 @@
-// Package tarzst extracts the .tar.zst archives of the shared Delta test tables
-// (testdata/delta-kernel-rs of the repository) for the conformance and interop tests.
+// Package tarzst extracts the .tar.zst archives of the Delta test tables in the
+// repository's testdata/delta-kernel-rs for the conformance and interop tests.
 package tarzst
 
 import (

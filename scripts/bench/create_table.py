@@ -28,7 +28,7 @@ SCHEMA = pa.schema([
 if __name__ == "__main__":
     DeltaTable.create(sys.argv[1], schema=SCHEMA)
     # Leave without running interpreter teardown: delta-rs' runtime threads can abort the
-    # process ("terminate called without an active exception", delta-rs issue 2184) while
-    # it shuts down, after the work is done.
+    # process ("terminate called without an active exception", delta-io/delta-rs#2184) while it
+    # shuts down, after the work is done.
     sys.stdout.flush()
     os._exit(0)

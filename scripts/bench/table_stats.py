@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Row count of a Delta table read with delta-rs, for scripts/bench-e2e.sh (issue 15).
+"""Row count of a Delta table read with delta-rs, for scripts/bench-e2e.sh.
 
 Usage: table_stats.py TABLE_DIR [--latency [--latency-window SECONDS]]
 Prints one JSON object: rows (delta-rs row count of the latest snapshot) and unique_ids
@@ -63,7 +63,7 @@ def latency(table, window):
 if __name__ == "__main__":
     main()
     # Leave without running interpreter teardown: delta-rs' runtime threads can abort the
-    # process ("terminate called without an active exception", delta-rs issue 2184) while
-    # it shuts down, after the work is done.
+    # process ("terminate called without an active exception", delta-io/delta-rs#2184) while it
+    # shuts down, after the work is done.
     sys.stdout.flush()
     os._exit(0)

@@ -155,10 +155,15 @@ func rowsByID(t *testing.T, table string, d tableData) map[int64]map[string]any 
 	return m
 }
 
-// TestSeedScenario is DESIGN.md's seed scenario on the real broker and registry:
-// 10,000 v1 orders then 1,000 v2 orders (adds nullable `channel`) into a 3-partition topic,
-// one `ingestd run` with three pipelines (evolve, dead_letter, halt), stopped by SIGTERM,
-// tables read back with delta-rs.
+// TestSeedScenario is the three-policy orders scenario (the pipelines of
+// configs/orders-*.yaml) on the real broker and registry: 10,000 v1 orders then 1,000 v2
+// orders (v2 adds a nullable `channel`) into a 3-partition topic, one `ingestd run` with
+// three pipelines, stopped by SIGTERM, tables read back with delta-rs. bronze (evolve)
+// gains channel and holds all 11,000 orders with their exact values, channel NULL for v1;
+// silver (dead_letter) holds exactly the 10,000 v1 orders and its DLQ the 1,000 v2 records
+// with their original bytes; gold (halt) halts at the first v2 offset of each partition
+// (schema_mismatch at channel), holds exactly the records before it, /readyz answers 503,
+// and a restart halts at the same offsets and commits nothing more.
 func TestSeedScenario(t *testing.T) {
 	s := need(t)
 	const nV1, nV2 = 10_000, 1_000

@@ -10,13 +10,13 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// Engineer X, breaking the typed column path in the decoder: the words DecodeColumns
-// appends to dense columns for values read through a lossless widening or a scale (the
-// slow leaf path: an int into a long or a double, a float into a double, a date into a
-// timestamp_ntz, timestamp-millis into a timestamp, a fixed decimal of a smaller scale
-// into decimal(9,4) and decimal(18,6)), from several writers appending to the same
-// columns, are checked against words computed here from the Avro values (column.Bits
-// of the value the Delta type holds) — not against Decode, which shares the code.
+// The words DecodeColumns appends to dense columns for values read through a lossless
+// widening or a scale (the slow leaf path: an int into a long or a double, a float into a
+// double, a date into a timestamp_ntz, timestamp-millis into a timestamp, a fixed decimal
+// of a smaller scale into decimal(9,4) and decimal(18,6)), from several writers appending
+// to the same columns, are checked against words computed here from the Avro values
+// (column.Bits of the value the Delta type holds), not against Decode, which shares the
+// code.
 
 // The table: every column nullable, all fixed-width (dense while set).
 func breakDecodeTable() *deltalog.StructType {

@@ -84,7 +84,8 @@ func (p *faultProxy) reset() {
 }
 
 // forwardThenDrop sends the request to the emulator (so it takes effect) and then closes
-// the client's connection without an answer: the lost response of C38 F1.
+// the client's connection without an answer: a commit that landed, whose response was
+// lost.
 func (p *faultProxy) forwardThenDrop(w http.ResponseWriter, r *http.Request, body []byte) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
@@ -221,10 +222,24 @@ func isPut7(r *http.Request) bool {
 	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, commit7)
 }
 
-// TestC38S3Commits is case C38 (CASES.md) on the S3 emulator behind a fault-injecting
-// proxy: the lost response whose SDK retry comes back 412 (F1), a real conflict (F2),
-// 409 ConditionalRequestConflict (F3), contention through a slow store (F4), and the
-// classification of 503 SlowDown and 403 AccessDenied (F5).
+// TestC38S3Commits: Delta commits on S3 with If-None-Match: *, on the S3 emulator behind a
+// fault-injecting proxy. An S3 client turned 409 ConditionalRequestConflict ("retry the
+// upload") into "already exists" (apache/arrow-rs-object-store#852); a commit that landed
+// but whose response was lost was reported as failed and retried at the next version,
+// duplicating its rows, until Delta learnt to recognise its own txnId in the winning
+// commit (delta-io/delta#7345). The table has versions 0..6; the pipeline orders-ingest
+// commits partitions 0..3 at offsets 100..103 as version 7:
+//   - F1: the proxy forwards the PUT of version 7 and drops the connection before the 200;
+//     the SDK's retry gets 412. ingestd reads version 7 back, finds its own txnId: success,
+//     one commit, no version 8.
+//   - F2: another app (orders-audit) commits version 7 first: a real conflict. ingestd
+//     reloads from version 7 (listing from there, not the whole log) and commits at 8.
+//   - F3: two 409s, then the PUT goes through: retried at the same version with backoff,
+//     never "exists" and never a conflict; it lands as version 7.
+//   - F4: four writers through a store that delays every commit PUT by 200 ms: every
+//     commit lands once, each loser finding the next free version by listing.
+//   - F5: 503 SlowDown on a data file is transient; 403 AccessDenied on the log is a
+//     permission error naming the bucket and key.
 func TestC38S3Commits(t *testing.T) {
 	o := needStore(t, "s3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -352,7 +367,7 @@ func TestC38S3Commits(t *testing.T) {
 		p := newFaultProxy(t, o.endpoint)
 		p.setHook(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/_delta_log/") {
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond) // the slow store under test
 			}
 			return false
 		})

@@ -110,7 +110,7 @@ func lastVersion(t *testing.T, path string) int {
 	return len(logOperations(t, path)) - 1
 }
 
-// constraintsSeed is the seed exercise: CHECK (amount >= 0) added with ingestd
+// constraintsSeed is the CHECK constraint workflow: CHECK (amount >= 0) added with ingestd
 // under running silver (dead_letter) and gold (halt) pipelines, 1,000 good orders and one
 // negative; Spark's insert of a negative row is refused; Spark adds a constraint under
 // the running pipeline; after the constraint is dropped, replay lands the negative order

@@ -119,12 +119,12 @@ func sparkReadS3A(t *testing.T, spark *sparkSession, o objectStore, uri string) 
 	return d
 }
 
-// TestSeedScenarioObjectStores is the seed scenario (10,000 v1 + 1,000 v2 orders,
-// bronze/silver/gold) with the tables on each object-store emulator: one `ingestd run`
-// with nine pipelines (three per store) on one topic; every table read back by delta-rs
-// through the store's own protocol: exact rows, channel NULL for v1, silver without v2,
-// gold up to the first v2 offset of each partition. The S3 tables are read by Spark too,
-// through S3A (hadoop-aws): the same exact rows.
+// TestSeedScenarioObjectStores is the three-policy orders scenario (TestSeedScenario:
+// 10,000 v1 + 1,000 v2 orders, bronze/silver/gold) with the tables on each object-store
+// emulator: one `ingestd run` with nine pipelines (three per store) on one topic; every
+// table read back by delta-rs through the store's own protocol: exact rows, channel NULL
+// for v1, silver without v2, gold up to the first v2 offset of each partition. The S3
+// tables are read by Spark too, through S3A (hadoop-aws): the same exact rows.
 func TestSeedScenarioObjectStores(t *testing.T) {
 	s := need(t)
 	kinds := []string{"s3", "gcs", "azure"}

@@ -12,14 +12,35 @@ import (
 	"time"
 )
 
-// c34Partitioned says whether the C34 tables are partitioned by event_date (Spark's
-// PARTITIONED BY), which needs partitioned writes (issue 13, branch part).
+// c34Partitioned says whether the tables of c34 and generatedSeed are partitioned by
+// event_date (Spark's PARTITIONED BY).
 const c34Partitioned = true
 
-// c34 is CASES.md C34 end to end: Spark creates the tables (generated event_date, y, m,
-// d from created_at), confluent-kafka produces v1/v2 records through the real registry,
-// one `ingestd run` with process TZ=Australia/Melbourne runs an evolve (on_incompatible:
-// dead_letter), a dead_letter and a halt pipeline; delta-rs and Spark read the tables.
+// c34 is a generated date partition on a Spark table. On a table with event_date DATE
+// GENERATED ALWAYS AS (CAST(created_at AS DATE)), data written in a UTC session and read
+// in an Australia/Melbourne one returned the wrong rows, because the cast depends on the
+// session zone (delta-io/delta#2343), and delta-rs refused every append with a violated
+// "date <=> CAST(timestamp AS DATE)" (delta-io/delta-rs#3182). Spark creates orders(order_id,
+// created_at timestamp, event_date, y, m, d generated from created_at) partitioned by
+// event_date; confluent-kafka produces through the real registry v1 (order_id,
+// created_at) and v2 (+ event_date, which the producer computes itself); one `ingestd
+// run` with process TZ=Australia/Melbourne runs an evolve (on_incompatible:
+// dead_letter), a dead_letter and a halt pipeline, plus a dead_letter one on a column
+// mapping copy (cm) and one on a timestamp_ntz variant (z). Offsets, in order:
+//   - 0 v1 {1, 2023-01-09T13:00:00Z} (already 2023-01-10 in Melbourne): event_date
+//     2023-01-09, y 2023, m 1, d 9, in partition event_date=2023-01-09;
+//   - 1 v1 {2, 2023-12-31T23:59:59.999999Z}: 2023-12-31, 2023, 12, 31;
+//   - 2 v1 {3, null}: all four NULL, in __HIVE_DEFAULT_PARTITION__;
+//   - 3 v2 supplies 2023-01-09 for 2023-01-09T13:00Z, 7 v2 supplies NULL for NULL:
+//     accepted (null-safe equality, as Spark's <=>);
+//   - 4 v2 supplies 2023-01-10 and 5 NULL for 2023-01-09T13:00Z, 6 supplies 2023-01-09 for
+//     a NULL created_at: generated_column_mismatch, dead-lettered with the column, the
+//     expression and both values; halt stops at 4; a supplied value is never replaced by
+//     the computed one.
+//
+// The z table's created_at is timestamp_ntz: 2023-01-09 13:00 local gives 2023-01-09
+// under any TZ. Spark's own insert of 2023-01-09 13:00:00 UTC lands in offset 0's
+// partition with the same values. delta-rs and Spark read every table.
 func c34(t *testing.T, spark *sparkSession) {
 	s := need(t)
 	dir := t.TempDir()
@@ -76,7 +97,7 @@ func c34(t *testing.T, spark *sparkSession) {
 	t.Setenv("TZ", "Australia/Melbourne") // the daemon's process zone: generated values stay UTC
 	d := startDaemon(t, cfgDir)
 	var haltedAt int64 = -1
-	waitFor(t, d, 90*time.Second, "the C34 pipelines to handle their records or halt", func() bool {
+	waitFor(t, d, 90*time.Second, "the c34 pipelines to handle their records or halt", func() bool {
 		r, _ := d.readyz(t)
 		for _, p := range r.Pipelines {
 			if p.Pipeline == "c34-halt" && len(p.Halted) > 0 {

@@ -1,10 +1,14 @@
 package integration
 
-// moreGuardCases: cases that need a pre-existing table or table features.
-// C26 (names that need column mapping) is covered at the decoder and guard level only:
-// the project's registry (Apicurio) validates Avro names and refuses its schemas.
+// moreGuardCases: schema changes that need a pre-existing table or table features (see
+// guardCase). Names that need column mapping ("order id", "a;b") are covered at the
+// decoder and guard level only (TestCaseC26NamesNeedColumnMapping): the project's registry
+// (Apicurio) validates Avro names and refuses such schemas.
 func moreGuardCases() []guardCase {
 	return []guardCase{
+		// The NOT NULL columns of a table that exists (unlike one ingestd creates, C12) are
+		// enforced per record: a null is never written into one, whatever the writer schema
+		// says; evolve relaxes the column in the same commit instead.
 		{
 			name:  "C12strict NOT NULL columns of an existing table are enforced per record",
 			table: `{"type":"struct","fields":[{"name":"id","type":"long","nullable":false,"metadata":{}},{"name":"email","type":"string","nullable":false,"metadata":{}}]}`,
@@ -29,8 +33,13 @@ func moreGuardCases() []guardCase {
 				"halt": {rows: []string{`{"email":"a@example.com","id":1}`, `{"email":"b@example.com","id":2}`}, halt: 2},
 			},
 		},
+		// int → long where widening is possible (delta-io/delta#3443, delta-io/delta#3626):
+		// the table has type widening, or the pipeline may enable it.
 		c06Widened("C06A int to long on a table with type widening", map[string]string{"delta.enableTypeWidening": "true"}, ""),
 		c06Widened("C06B2 int to long, type widening enabled by the pipeline as allowed", nil, "[typeWidening]"),
+		// A timestamp_ntz column needs the timestampNtz table feature, which writers had to
+		// enable by hand or enabled silently (delta-io/delta#4103): evolve enables it only
+		// when schema.allow_table_features lists it, and halts otherwise (C17b).
 		{
 			name: "C17 local-timestamp into timestamp_ntz only with the table feature allowed",
 			schemas: map[string]string{
@@ -59,6 +68,9 @@ func moreGuardCases() []guardCase {
 				"halt":        {rows: []string{`{"id":0}`}, halt: 1},
 			},
 		},
+		// A column typed from all-null values became a Null column Delta rejects
+		// (delta-io/delta-rs#3891): note is added as string from the writer schema though
+		// its first value is null, and legacy (Avro type null) is never written.
 		{
 			name: "C27 null-typed field ignored, all-null new column typed from the writer schema",
 			schemas: map[string]string{
@@ -76,8 +88,10 @@ func moreGuardCases() []guardCase {
 	}
 }
 
-// c06Widened is case C06 where the evolve pipeline may widen count int → long: because the
-// table already has type widening (props) or because the pipeline allows enabling it.
+// c06Widened is int → long (v1 count int, v2 count long; 2147483647, then 2147483648 and
+// 5) where the evolve pipeline may widen count: because the table already has type
+// widening (props) or because the pipeline allows enabling it (allow). Evolve writes all
+// three exactly; dead_letter dead-letters both v2 records; halt stops at offset 1.
 func c06Widened(name string, props map[string]string, allow string) guardCase {
 	v1 := `{"count":2147483647,"id":1}`
 	return guardCase{

@@ -17,11 +17,14 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// c41Constraints are CASES.md C41's constraints, by name, as added with Spark's
-// ALTER TABLE … ADD CONSTRAINT, and the text Spark stores in delta.constraints.<name>
-// (its parser's tokens joined by spaces).
+// c41Constraints are c41's CHECK constraints: the name, the expression as added with
+// Spark's ALTER TABLE … ADD CONSTRAINT, and the text Spark stores in
+// delta.constraints.<name> (its parser's tokens joined by spaces). ops.amount.max is a
+// name with dots after the delta.constraints. prefix, never split on them.
 var c41Constraints = [][3]string{
 	{"amount_pos", "amount >= 0", "amount >= 0"},
 	{"status_known", "status IN ('NEW', 'PAID', 'SHIPPED')", "status IN ( 'NEW' , 'PAID' , 'SHIPPED' )"},
@@ -31,7 +34,7 @@ var c41Constraints = [][3]string{
 	{"ops.amount.max", "amount < 1000000", "amount < 1000000"},
 }
 
-// c41Order is one C41 record (raw Avro: the registry refuses the name "unit price", so
+// c41Order is one record of c41 (raw Avro: the registry refuses the name "unit price", so
 // the pipelines read unframed Avro with avro_schema_file). Nil pointers are NULL.
 type c41Order struct {
 	OrderID   int64    `avro:"order_id"`
@@ -54,8 +57,9 @@ const c41Avsc = `{"type":"record","name":"Order","fields":[
 
 func strp(s string) *string { return &s }
 
-// c41Rows are r1–r12: the valid row with the case's changes, ids 1001–1012, with the
-// constraints each violates (name order) and its Spark INSERT values.
+// c41Rows are r1–r12, ids 1001–1012: the valid row (amount 1.00, qty 1, line_total 1.00,
+// status 'NEW', unit price 2.5, note 'ok') with one change each, the constraints each
+// violates (in name order; "" for none) and its Spark INSERT values.
 func c41Rows() []struct {
 	rec     c41Order
 	violate string
@@ -94,11 +98,12 @@ func c41Rows() []struct {
 // (offsets 1000–1011) as raw Avro to partition 0 of topic.
 func produceC41(t *testing.T, s stack, topic string) {
 	t.Helper()
-	avro.SkipNameValidation = true // "unit price", as ingestd's decoder does
-	sch, err := avro.Parse(c41Avsc)
+	// Parsed as ingestd's decoder parses it, where "unit price" is a valid name.
+	ws, err := decode.ParseWriterSchema(0, c41Avsc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sch := ws.Avro
 	var recs []*kgo.Record
 	enc := func(o c41Order) {
 		b, err := avro.Marshal(sch, o)
@@ -126,7 +131,7 @@ func sparkTry(t *testing.T, spark *sparkSession, query string) error {
 	return spark.try(t, map[string]any{"op": "sql", "query": query}, nil)
 }
 
-// createC41Table creates C41's table with Spark (column mapping name) and adds the
+// createC41Table creates c41's table with Spark (column mapping name) and adds the
 // constraints with ALTER TABLE … ADD CONSTRAINT (extra: more, e.g. one outside the subset).
 func createC41Table(t *testing.T, spark *sparkSession, path string, cons [][3]string) {
 	spark.call(t, map[string]any{"op": "sql", "query": "CREATE TABLE delta.`" + path + "` (order_id BIGINT, amount DECIMAL(10,2), qty INT, " +
@@ -180,7 +185,29 @@ func logOperations(t *testing.T, path string) []string {
 	return ops
 }
 
-// c41 is CASES.md C41 end to end.
+// c41 is CHECK constraints per record, judged by Spark's rules. Delta Spark rejects a row
+// whose CHECK expression is NULL (delta-io/delta#1714 argues with it); delta-rs rejected a
+// NULL in a nullable column under such a check and kept that on purpose
+// (delta-io/delta-rs#4183); engines also failed on names with spaces and on decimals.
+// Spark creates orders(order_id bigint, amount decimal(10,2), qty int, line_total
+// decimal(10,2), status string, `unit price` double, note string) with column mapping name
+// and the constraints of c41Constraints; copies of it are written by a dead_letter, a halt
+// and an evolve (on_incompatible: dead_letter) pipeline, and a fourth copy also has a
+// constraint outside the evaluator's subset, regexp_like(status, '^[A-Z]+$'). The records
+// are 1,000 valid orders (ids 1–1000), then r1–r12 of c41Rows. Expected:
+//   - a NULL result is a violation: r1 (amount NULL: amount_pos, line_total_ok,
+//     ops.amount.max), r4 (status NULL) and r7 (note NULL);
+//   - decimal arithmetic is exact (r8: 0.10 × 3 = 0.30 passes, r9's 0.31 fails), string
+//     comparison is case-sensitive (r3 'new' fails), length counts characters (r5 'Zoë!!'
+//     passes, r6 'Zoë!!!' fails), NaN is greater than every other value (r11 passes, r10's
+//     0.0 fails), r12's 1000000.00 fails ops.amount.max and r2's −0.01 amount_pos;
+//   - dead_letter and evolve land the 1,000 valid rows and r5, r8, r11 in one commit and
+//     dead-letter each other record as check_violation, its headers naming every
+//     constraint it violates with its expression; halt stops at r1 (offset 1000);
+//   - the regexp_like table is refused at start-up, naming the constraint and the
+//     function, and gets no commit;
+//   - Spark's own INSERT of r1–r12, one at a time, fails exactly for the rows ingestd
+//     rejects.
 func c41(t *testing.T, spark *sparkSession) {
 	s := need(t)
 	dir := t.TempDir()
@@ -239,7 +266,7 @@ func c41(t *testing.T, spark *sparkSession) {
 	d := startDaemon(t, cfgDir)
 	var haltedAt int64 = -1
 	haltReason, regexErr := "", ""
-	waitFor(t, d, 90*time.Second, "the C41 pipelines to handle their records, halt or fail", func() bool {
+	waitFor(t, d, 90*time.Second, "the c41 pipelines to handle their records, halt or fail", func() bool {
 		r, _ := d.readyz(t)
 		for _, p := range r.Pipelines {
 			if p.Pipeline == "c41-halt" && len(p.Halted) > 0 {
@@ -251,7 +278,7 @@ func c41(t *testing.T, spark *sparkSession) {
 		}
 		return haltedAt >= 0 && regexErr != "" && handled(t, filepath.Join(dir, "dead_letter")) == 1012 && handled(t, filepath.Join(dir, "evolve")) == 1012
 	})
-	t.Logf("C41 pipelines done in %v", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("c41 pipelines done in %v", time.Since(start).Round(100*time.Millisecond))
 	d.stop(t)
 
 	if haltedAt != 1000 || haltReason != "check_violation" {
@@ -360,8 +387,9 @@ func firstLine(s string) string {
 }
 
 // TestConstraintsSpark runs the CHECK-constraint checks that need Spark in one Spark
-// session: the evaluator's property test against Spark, CASES.md C41, and the seed exercise (constraints added by ingestd and by Spark
-// under running pipelines, replay after a drop).
+// session: the evaluator's property test against Spark, CHECK constraints per record on a
+// Spark table (c41), and the constraint workflow (constraintsSeed: constraints added by
+// ingestd and by Spark under running pipelines, replay after a drop).
 func TestConstraintsSpark(t *testing.T) {
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)

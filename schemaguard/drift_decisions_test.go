@@ -11,9 +11,12 @@ import (
 	dl "github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// Each test is one case of ../shared/cases/CASES.md at the guard's level: the decision per
-// policy and, for evolve, the exact resulting schema. End-to-end versions run in
-// integration/guard_cases_test.go.
+// Each test is a schema change that broke other Kafka/Avro → lakehouse pipelines, as
+// reported in public (the report is named above each test), at the guard's level: the
+// decision under each policy (evolve/dead_letter/halt) and, for evolve, the exact resulting
+// schema. Writer schemas are given in Delta types, as decode.ToDelta maps them: Avro's
+// required fields are NOT NULL. The same changes run end to end in
+// integration/schema_drift_test.go; the test names keep the label (C01, C03, …) they share.
 
 func notNull(name string, t dl.DataType) *dl.StructField { return field(name, t, false) }
 func null(name string, t dl.DataType) *dl.StructField    { return field(name, t, true) }
@@ -35,6 +38,11 @@ func actions(ds [3]Decision) string {
 	return fmt.Sprintf("%v/%v/%v", ds[0].Action, ds[1].Action, ds[2].Action)
 }
 
+// TestCaseC01NewTopLevelColumn: a consumer kept the schema it fetched at start-up, so a
+// column added to the producer's schema went missing until a restart (AbsaOSS/ABRiS#309,
+// delta-io/delta-rs#2355). Table orders(order_id, status, dt); v2 adds coupon
+// [null,string]. Evolve appends coupon, nullable, at the end; dead_letter names the field
+// coupon (schema_mismatch); halt halts.
 func TestCaseC01NewTopLevelColumn(t *testing.T) {
 	table := st(null("order_id", dl.Long), null("status", dl.String), null("dt", dl.String))
 	v2 := st(notNull("order_id", dl.Long), notNull("status", dl.String), notNull("dt", dl.String), null("coupon", dl.String))
@@ -54,6 +62,13 @@ func TestCaseC01NewTopLevelColumn(t *testing.T) {
 	}
 }
 
+// TestCaseC03NestedStructField: new fields inside a struct were dropped silently when only
+// top-level fields were compared, and not evolved at all when the first record had a null
+// parent (apache/iceberg#15395). Table orders(order_id int, customer struct<customer_id
+// int>); v2's Customer gains details [null, Details{name, email}]. The decision comes from
+// the schema, not the values: evolve adds customer.details struct<name, email> (all
+// nullable), dead_letter and halt name customer.details, and a second batch with v2 needs
+// no change.
 func TestCaseC03NestedStructField(t *testing.T) {
 	table := st(null("order_id", dl.Integer), null("customer", st(null("customer_id", dl.Integer))))
 	v2 := st(notNull("order_id", dl.Integer), notNull("customer", st(notNull("customer_id", dl.Integer),
@@ -73,6 +88,12 @@ func TestCaseC03NestedStructField(t *testing.T) {
 	}
 }
 
+// TestCaseC05FieldRemoved: a sink crashed with a null-pointer error when an optional field
+// was dropped from the writer schema (databricks/iceberg-kafka-connect#261). Table
+// users(id, email, tags); v2 drops email. A missing nullable column is no drift: write
+// under every policy (the decoder writes NULL). Variant N, email NOT NULL: a missing NOT
+// NULL column cannot be written, so evolve and halt halt and dead_letter dead-letters, at
+// email (missing_not_null).
 func TestCaseC05FieldRemoved(t *testing.T) {
 	tags := &dl.ArrayType{ElementType: dl.String, ContainsNull: true}
 	table := st(null("id", dl.Long), null("email", dl.String), null("tags", tags))
@@ -88,6 +109,14 @@ func TestCaseC05FieldRemoved(t *testing.T) {
 	}
 }
 
+// TestCaseC06IntToLong: writing a long into an int column was refused, then silently cast
+// down until a value overflowed (delta-io/delta#3443, delta-io/delta-rs#2464). Table
+// metrics(id int, count int); v2's count is long. With type widening on the table (variant
+// A) evolve widens count to long and records the change; without it (variant B) the
+// widening needs the typeWidening table feature: incompatible (halt, with a message naming
+// the feature and schema.allow_table_features) unless the pipeline allows the feature.
+// Long values into an int column are never narrowed: an int writer into a long column just
+// writes.
 func TestCaseC06IntToLong(t *testing.T) {
 	table := st(null("id", dl.Integer), null("count", dl.Integer))
 	v2 := st(notNull("id", dl.Integer), notNull("count", dl.Long))
@@ -122,6 +151,13 @@ func TestCaseC06IntToLong(t *testing.T) {
 	}
 }
 
+// TestCaseC11IncompatibleTypes: a struct field that changed from string to long was cast
+// silently, and a field that became a struct failed the whole batch
+// (delta-io/delta-rs#2642, delta-io/delta#1551). Table events(id, details struct<code
+// string, message string>); v2 makes details.code long, v3 makes details.message a record
+// Msg{text, lang}. Neither is a widening, even with type widening allowed: evolve and halt
+// halt, dead_letter dead-letters the records, at details.code and details.message
+// (type_mismatch).
 func TestCaseC11IncompatibleTypes(t *testing.T) {
 	table := st(null("id", dl.Long), null("details", st(null("code", dl.String), null("message", dl.String))))
 	v2 := st(notNull("id", dl.Long), notNull("details", st(notNull("code", dl.Long), notNull("message", dl.String))))
@@ -137,6 +173,15 @@ func TestCaseC11IncompatibleTypes(t *testing.T) {
 	}
 }
 
+// TestCaseC12Nullability: a table created from a first batch without nulls was NOT NULL and
+// refused later nulls, and a map<string,string> accepted {"a": null} at write time, then
+// failed at read time (malon64/floe#99, delta-io/delta-rs#3690). Profile v1: id, email
+// string, attrs map<string>, addr [null, Addr{zip string}]; v2 makes email nullable and the
+// map values [null,string]. A table ingestd creates from v1 is nullable all the way down
+// (columns, map values, addr.zip), so v2 just writes. An existing table mirroring v1's NOT
+// NULLs: evolve relaxes email and the map values (two changes) but never addr.zip, which no
+// writer made nullable; dead_letter and halt write, and the decoder then rejects each
+// record that carries a null.
 func TestCaseC12Nullability(t *testing.T) {
 	attrs := &dl.MapType{KeyType: dl.String, ValueType: dl.String, ValueContainsNull: false}
 	v1 := st(notNull("id", dl.Long), notNull("email", dl.String), notNull("attrs", attrs), null("addr", st(notNull("zip", dl.String))))
@@ -166,6 +211,12 @@ func TestCaseC12Nullability(t *testing.T) {
 	}
 }
 
+// TestCaseC17TimestampNtz: adding a TIMESTAMP_NTZ column to an existing Delta table needs
+// the timestampNtz table feature, which writers enabled by hand or, worse, silently
+// (apache/parquet-java#1665, delta-io/delta#4103). Table trips(id); v2 adds pickup_local
+// (local-timestamp-micros → timestamp_ntz). Without the feature allowed, evolve halts
+// naming timestampNtz; with schema.allow_table_features [timestampNtz] evolve adds the
+// column and enables the feature; a table that already has it needs nothing enabled.
 func TestCaseC17TimestampNtz(t *testing.T) {
 	table := st(null("id", dl.Long))
 	v2 := st(notNull("id", dl.Long), null("pickup_local", dl.TimestampNtz))
@@ -182,6 +233,10 @@ func TestCaseC17TimestampNtz(t *testing.T) {
 	}
 }
 
+// TestCaseC24WideRecordsLinear: very wide records (delta-io/kafka-delta-ingest#189). A
+// writer of 1,500 leaf fields (1,000 doubles f0000…, a struct s of 500 strings, a string
+// blob) and the same plus one field f_new: the diff reports exactly f_new, and its time is
+// linear in the width (15,000 leaves within 40× the time of 1,500).
 func TestCaseC24WideRecordsLinear(t *testing.T) {
 	build := func(n int, extra bool) *dl.StructType {
 		s := &dl.StructType{}
@@ -226,6 +281,13 @@ func TestCaseC24WideRecordsLinear(t *testing.T) {
 	}
 }
 
+// TestCaseC26NamesNeedColumnMapping: columns such as "Code région" were refused for a
+// space, one of the characters ` ,;{}()\n\t=` Delta allows only under column mapping
+// (delta-io/delta#462), and a merge failed on the column y--1 (delta-io/delta-rs#2438).
+// Writer fields "order id", " amount" (leading space), "a;b", "x=y", "y--1" against a
+// table of y--1 without column mapping: the four names that need it are NeedsFeature
+// columnMapping changes, in order, and halt evolve; y--1 needs no mapping. On a table
+// with column mapping evolve adds them.
 func TestCaseC26NamesNeedColumnMapping(t *testing.T) {
 	writer := st(null("order id", dl.String), null(" amount", dl.Double), null("a;b", dl.Integer), null("x=y", dl.String), null("y--1", dl.Long))
 	table := st(null("y--1", dl.Long))
@@ -251,6 +313,9 @@ func TestCaseC26NamesNeedColumnMapping(t *testing.T) {
 	}
 }
 
+// TestCaseC27NullTypedFieldIgnored: a column typed from all-null values became a Null
+// column Delta rejects (delta-io/delta-rs#3891). Order v2 adds note [null,string] and
+// legacy (type null) to orders(order_id); evolve adds note as string, one change.
 func TestCaseC27NullTypedFieldIgnored(t *testing.T) {
 	// ToDelta omits Avro `null`-typed fields (ingest/decode); what reaches the guard is
 	// the writer schema without `legacy`, and `note` is added as string from the schema.
@@ -262,6 +327,11 @@ func TestCaseC27NullTypedFieldIgnored(t *testing.T) {
 	}
 }
 
+// TestCaseC29TableChangedByAnotherWriter: a writer kept the table schema it read at start
+// and never refreshed it after another writer changed the table
+// (delta-io/kafka-delta-ingest#40). Another writer added region (and type widening) to
+// orders(order_id, status); ingestd's v2 adds coupon. The result is table ∪ {coupon}:
+// order_id, status, region, coupon, nothing dropped or reordered.
 func TestCaseC29TableChangedByAnotherWriter(t *testing.T) {
 	// Spark added region and enabled type widening; v2 adds coupon: the result is
 	// table ∪ {coupon}, region kept in place, nothing dropped or reordered.
@@ -282,9 +352,13 @@ func schemaJSONNoT(s *dl.StructType) string {
 	return string(b)
 }
 
-// TestCaseC34GeneratedColumns: a writer schema lacking a generated column (even NOT NULL)
-// needs no change; one supplying it with the same type (or one that upcasts into it) is
-// written and checked per record; evolution never relaxes or widens it.
+// TestCaseC34GeneratedColumns: writers refused every append to a Spark table with
+// generated columns (delta-io/delta-rs#3182). Table orders(order_id, created_at,
+// event_date date NOT NULL GENERATED ALWAYS AS CAST(created_at AS DATE), y long NOT NULL
+// GENERATED ALWAYS AS YEAR(created_at)). A writer schema lacking a generated column (even
+// NOT NULL) needs no change; one supplying it with the same type, or one that upcasts into
+// it (y as int), is written and checked per record; evolution never relaxes or widens it
+// (event_date as a timestamp halts evolve and halt, and dead_letter names event_date).
 func TestCaseC34GeneratedColumns(t *testing.T) {
 	gen := func(f *dl.StructField, e string) *dl.StructField {
 		f.Metadata = map[string]any{dl.MetaGenerationExpression: e}

@@ -16,10 +16,14 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// guardCase is one case of ../shared/cases/CASES.md run end to end: records produced with
-// their own writer schemas by confluent-kafka through the real registry into one
-// partition, one `ingestd run` with an evolve, a dead_letter and a halt pipeline, tables
-// read back with delta-rs and the DLQ read back from the broker.
+// guardCase is one schema change run end to end: records produced with their own writer
+// schemas by confluent-kafka through the real registry into one partition, one `ingestd
+// run` with an evolve, a dead_letter and a halt pipeline, tables read back with delta-rs
+// (and by Spark at the end), the DLQ read back from the broker. Each case is a change that
+// broke other Kafka/Avro → lakehouse pipelines, as reported in public (named above it); its
+// name starts with a label (C01, C03, …) shared with the guard's and the decoder's tests of
+// the same change (schemaguard/drift_decisions_test.go, ingest/decode/writer_schemas_test.go),
+// which also names its subtest, topic and tables.
 type guardCase struct {
 	name    string
 	schemas map[string]string // label → avsc
@@ -45,6 +49,9 @@ func TestGuardCases(t *testing.T) {
 	t.Parallel() // waits on Spark or the broker; own topics and temp dirs (see TestMain)
 	s := need(t)
 	cases := []guardCase{
+		// A consumer kept its start-up schema, so a column added mid-stream went missing
+		// until a restart (AbsaOSS/ABRiS#309, delta-io/delta-rs#2355). v2 adds coupon;
+		// offsets 0 and 2 are v1, 1 is v2, all in one batch.
 		{
 			name: "C01 new top-level column mid-batch",
 			schemas: map[string]string{
@@ -64,6 +71,9 @@ func TestGuardCases(t *testing.T) {
 				"halt": {rows: []string{`{"dt":"2024-05-01","order_id":1,"status":"NEW"}`}, halt: 1},
 			},
 		},
+		// New fields inside a struct were dropped silently, and not evolved at all when the
+		// first record had a null parent (apache/iceberg#15395): the decision follows the
+		// schema (v2's customer.details), not the value (null at offset 1).
 		{
 			name: "C03 new field inside a nested struct, first seen with a null parent",
 			schemas: map[string]string{
@@ -85,6 +95,9 @@ func TestGuardCases(t *testing.T) {
 				"halt": {rows: []string{`{"customer":{"customer_id":6},"order_id":9}`}, halt: 1},
 			},
 		},
+		// A sink crashed when an optional field was dropped from the writer schema
+		// (databricks/iceberg-kafka-connect#261): a missing nullable column is NULL, under
+		// every policy.
 		{
 			name: "C05 field removed from the writer schema",
 			schemas: map[string]string{
@@ -98,6 +111,9 @@ func TestGuardCases(t *testing.T) {
 			},
 			expect: allPolicies(caseExpect{rows: []string{`{"email":"a@example.com","id":1,"tags":["x"]}`, `{"email":null,"id":2,"tags":["y"]}`, `{"email":null,"id":3,"tags":null}`}, halt: -1}),
 		},
+		// A long written into an int column was refused, or cast down until it overflowed
+		// (delta-io/delta#3443): without type widening on the table, int → long is
+		// incompatible, and 2147483648 is never written as an int.
 		{
 			name: "C06 variant B: int to long without type widening",
 			schemas: map[string]string{
@@ -111,6 +127,9 @@ func TestGuardCases(t *testing.T) {
 				"halt":        {rows: []string{`{"count":2147483647,"id":1}`}, halt: 1},
 			},
 		},
+		// A string field that became a long, or a struct, was cast silently or failed the
+		// whole batch (delta-io/delta-rs#2642, delta-io/delta#1551): the two records with
+		// incompatible schemas (offsets 2 and 3) are isolated, the others written.
 		{
 			name: "C11 incompatible type changes isolated per record",
 			schemas: map[string]string{
@@ -129,6 +148,10 @@ func TestGuardCases(t *testing.T) {
 				"halt": {rows: []string{`{"details":{"code":"1","message":"m"},"id":1}`, `{"details":{"code":"2","message":"m"},"id":2}`}, halt: 2},
 			},
 		},
+		// NOT NULL inferred from a first batch refused later nulls, and a null map value was
+		// accepted at write time and failed at read time (malon64/floe#99,
+		// delta-io/delta-rs#3690): a table ingestd creates is nullable all the way down, so
+		// v2's nulls (email, a map value) and v3 need no change.
 		{
 			name: "C12 nullable and required, map values and nested structs",
 			schemas: map[string]string{

@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// generatedSeed is DESIGN.md's seed scenario on tables ingestd creates with
-// table.generated_columns {event_date: CAST(created_at AS DATE)} (partitioned by it once
-// partitioned writes exist, c34Partitioned): 10,000 v1 then 1,000 v2 orders spanning two
+// generatedSeed is the three-policy orders scenario (TestSeedScenario) on tables ingestd
+// creates with table.generated_columns {event_date: CAST(created_at AS DATE)}
+// (partitioned by it: c34Partitioned): 10,000 v1 then 1,000 v2 orders spanning two
 // UTC dates, one `ingestd run` with evolve, dead_letter and halt pipelines, the daemon's
 // process zone Australia/Melbourne. Every row has event_date = its created_at's UTC date,
 // in delta-rs and in Spark alike; Spark sees the column as generated.

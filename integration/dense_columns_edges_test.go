@@ -17,16 +17,16 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
-// Engineer X, breaking the typed column path end to end. One `ingestd run` writes a
-// table partitioned by a generated yr = year(ts) (an INTEGER column the fill sets on
-// every row: dense), with the Kafka columns _kafka_key (key_format avro: a struct of an
-// int and a long, NULL for a record without a key), _kafka_partition, _kafka_offset and
+// Attacks on the typed column path end to end. One `ingestd run` writes a table
+// partitioned by a generated yr = year(ts) (an INTEGER column the fill sets on every row:
+// dense), with the Kafka columns _kafka_key (key_format avro: a struct of an int and a
+// long, NULL for a record without a key), _kafka_partition, _kafka_offset and
 // _kafka_timestamp, from records at the edges (int32 extremes widened from nothing,
-// timestamp-millis before 1970, -0.0, a float, booleans), in two batches: the first
-// batch all set (every fixed-width column dense), the second with a null v (v levelled
-// in its file). delta-rs reads back exactly the produced values; Spark reads the same
-// rows and its data skipping on add.stats finds each edge value (a wrong min/max in the
-// dense stats would prune the file holding it and lose the row from the query).
+// timestamp-millis before 1970, -0.0, a float, booleans), in two batches: the first batch
+// all set (every fixed-width column dense), the second with a null v (v levelled in its
+// file). delta-rs reads back exactly the produced values; Spark reads the same rows and
+// its data skipping on add.stats finds each edge value (a wrong min/max in the dense stats
+// would prune the file holding it and lose the row from the query).
 func TestDenseBreakAvroKeyGeneratedPartition(t *testing.T) {
 	s := need(t)
 	python, jars := needSpark(t)
