@@ -36,5 +36,5 @@ stack-down:
 bench: ## B1: the decoder beside hamba/avro's map and struct paths, one core
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench B1 -benchmem -cpu 1 ./ingest/decode/
 
-bench-e2e: ## issue 15: Kafka → Delta end to end, consume-only baseline, ingestd (GOMAXPROCS=1, 2) and kafka-delta-ingest on the same topic; not part of `make test` (N, P, SIZES, …: see scripts/bench-e2e.sh)
+bench-e2e: ## Kafka → Delta end to end: a consume-only baseline, ingestd (GOMAXPROCS=1, 2) and kafka-delta-ingest (KDI_SRC=its source tarball or checkout) on the same topic; not part of `make test` (N, P, SIZES, …: see scripts/bench-e2e.sh and docs/performance.md)
 	scripts/bench-e2e.sh
