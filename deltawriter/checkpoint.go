@@ -16,6 +16,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -313,7 +314,7 @@ func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snaps
 // nil, is called after each column.
 func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) error {
 	w := parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
-		parquet.Compression(snappyCodec{}), parquet.CreatedBy("ingestd", "", ""))
+		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""))
 	for i, own := range cols.cols {
 		cw := w.ColumnWriters()[i]
 		for _, sec := range cols.sections {

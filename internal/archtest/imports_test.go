@@ -36,6 +36,7 @@ var layers = []struct {
 	{"deltawriter/...", 3}, // tableops and other users of the Delta writer
 	{"deltawriter", 4},
 	{"deltawriter/storage/...", 5},
+	{"deltawriter/parquetenc/...", 5},
 	{"deltawriter/expr/...", 5}, // the SQL expression evaluator: below deltawriter and tableops, used by ingest
 	{"deltawriter/deltalog/...", 6},
 	{"deltawriter/column/...", 6}, // a leaf column's values between decoder and encoder: below deltawriter and ingest/decode
@@ -51,6 +52,9 @@ var rules = []struct {
 	only []string
 	deny []string
 	why  string
+	// onlyExternal, when set, lists every package outside the module and the standard
+	// library they may import (patterns as in deny).
+	onlyExternal []string
 }{
 	{pkgs: "batcher/...", only: []string{"batcher/..."}, deny: []string{"github.com/twmb/franz-go/..."},
 		why: "batcher is pure size/bytes/age batching: no Kafka, no Delta, nothing else of the module"},
@@ -64,6 +68,9 @@ var rules = []struct {
 		why: "deltawriter/expr evaluates Spark SQL expressions on the Delta model: it imports nothing of the module but deltawriter/deltalog"},
 	{pkgs: "deltawriter/maintenance/...", only: []string{"deltawriter/maintenance/...", "deltawriter", "deltawriter/deltalog", "deltawriter/storage", "deltawriter/expr", "internal/..."},
 		why: "deltawriter/maintenance is table maintenance (OPTIMIZE, VACUUM, log cleanup) on the Delta writer: it never imports ingest; pipelines call it"},
+	{pkgs: "deltawriter/parquetenc/...", only: []string{"deltawriter/parquetenc/...", "deltawriter/column"},
+		onlyExternal: []string{"github.com/parquet-go/parquet-go/...", "github.com/klauspost/compress/..."},
+		why:          "deltawriter/parquetenc turns column buffers into a Parquet file and per-column summaries: it knows package column and parquet-go (and the codecs), nothing of Delta or the table"},
 	{pkgs: "deltawriter/column/...", only: []string{"deltawriter/column/..."},
 		why: "deltawriter/column is the column values the decoder writes and the encoder reads: it imports nothing of the module"},
 	{pkgs: "deltawriter/deltalog/...", only: []string{"deltawriter/deltalog/..."},
@@ -156,6 +163,14 @@ func check(pkgs []pkg) []string {
 					}
 				}
 			}
+			for _, imp := range p.Imports {
+				if _, inModule := relative(imp); r.onlyExternal == nil || inModule || !external(imp) ||
+					slices.ContainsFunc(r.onlyExternal, func(pat string) bool { return match(pat, imp) }) {
+					continue // the standard library is always allowed
+				}
+				out = append(out, fmt.Sprintf("%s imports %s: rule %q: %s (outside the module and the standard library it may import only %s)",
+					rel, imp, r.pkgs, r.why, strings.Join(r.onlyExternal, ", ")))
+			}
 			for _, pat := range r.deny {
 				if !external(pat) {
 					continue
@@ -246,7 +261,9 @@ func TestCheckReportsViolations(t *testing.T) {
 		{ImportPath: m("ingest/decode"), Imports: []string{m("deltawriter/deltalog"), "github.com/hamba/avro/v2"}},
 		{ImportPath: m("schemaguard"), Imports: []string{m("deltawriter/deltalog")}},
 		{ImportPath: m("deltawriter/tableops"), Imports: []string{m("deltawriter"), m("deltawriter/storage"), m("deltawriter/deltalog")}},
-		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog"), m("deltawriter/parquetenc"), m("deltawriter/column")}},
+		{ImportPath: m("deltawriter/parquetenc"), Imports: []string{"bytes", m("deltawriter/column"), "github.com/parquet-go/parquet-go", "github.com/parquet-go/parquet-go/format", "github.com/klauspost/compress/s2"}},
+		{ImportPath: m("deltawriter/column"), Imports: []string{"github.com/parquet-go/parquet-go"}},
 		{ImportPath: m("deltawriter/storage/s3"), Imports: []string{m("deltawriter/storage")}},
 		{ImportPath: m("deltawriter/storage"), Imports: []string{m("deltawriter/deltalog")}},
 		{ImportPath: m("deltawriter/deltalog")},
@@ -266,6 +283,9 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("deltawriter/tableops"), Imports: []string{"github.com/hamba/avro/v2"}, Deps: []string{"github.com/hamba/avro/v2"}}, []string{"deltawriter/tableops imports github.com/hamba/avro/v2", `"github.com/hamba/avro/..."`}},
 		{pkg{ImportPath: m("deltawriter/deltalog"), Imports: []string{m("internal/tarzst")}}, []string{"deltawriter/deltalog imports internal/tarzst", "pure leaf"}},
 		{pkg{ImportPath: m("deltawriter/storage"), Imports: []string{m("internal/tarzst")}}, []string{"deltawriter/storage imports internal/tarzst", "but deltawriter/deltalog"}},
+		{pkg{ImportPath: m("deltawriter/parquetenc"), Imports: []string{m("deltawriter/deltalog")}}, []string{"deltawriter/parquetenc imports deltawriter/deltalog", `rule "deltawriter/parquetenc/..."`, "may import only deltawriter/parquetenc/..., deltawriter/column of the module"}},
+		{pkg{ImportPath: m("deltawriter/parquetenc"), Imports: []string{m("deltawriter")}}, []string{"deltawriter/parquetenc imports deltawriter: a package may import only packages below its layer"}},
+		{pkg{ImportPath: m("deltawriter/parquetenc"), Imports: []string{"github.com/apache/arrow-go/v18/parquet"}}, []string{"deltawriter/parquetenc imports github.com/apache/arrow-go/v18/parquet", "outside the module and the standard library it may import only github.com/parquet-go/parquet-go/..."}},
 		{pkg{ImportPath: m("internal/tarzst"), Imports: []string{m("deltawriter/deltalog")}}, []string{"internal/tarzst imports deltawriter/deltalog: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("ingest"), Imports: []string{m("cmd/ingestd")}}, []string{"ingest imports cmd/ingestd: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("newtop")}, []string{"package newtop has no layer"}},

@@ -1,4 +1,4 @@
-package deltawriter
+package parquetenc
 
 import (
 	"bytes"
@@ -24,60 +24,113 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/column"
 )
 
-// ingestd's Parquet encoder (Parquet format spec: "File format", "Data pages",
-// "Encodings" PLAIN, RLE/bit-packing hybrid and RLE_DICTIONARY; checklist Parquet
-// section).
-//
-// It writes the columns handed to WriteColumns (and WriteDataFile) straight into
-// DataPage V1 pages, one row group per file, in one pass per column that also validates
-// the values and gathers the statistics (null count, typed min/max) used both for the
-// Parquet footer and for the Delta add.stats. There is no per-value interface call, no intermediate
-// column buffer and no second pass over the values: parquet-go's ColumnWriter copies
-// every value into a column buffer, recomputes page bounds and compares through
-// parquet.Value per value, which is most of its cost (BENCHMARKS.md "Parquet encode").
-// A column in the dense form of package column (one word per row of a non-repeated
-// fixed-width leaf, or the byte form of a non-repeated BYTE_ARRAY leaf: values back to
-// back with end offsets; every row set) takes the dense pass of pqdense.go and
-// pqdensebytes.go instead: validated once per column, its definition levels written as
-// runs, its values straight from the words or bytes; the bytes are those of the
-// levelled pass over the same values (TestWriteColumnsDenseSameBytes).
-//
-// Layout written:
-//   - "PAR1", then per leaf column (schema.Columns() order) its dictionary page, if
-//     any, and its data pages, then the
-//     thrift-compact FileMetaData (version 2, created_by "ingestd version (build )"),
-//     its length (uint32 LE) and "PAR1";
-//   - pages are cut at row boundaries once the page's values reach pageTargetBytes;
-//     the body is [repetition levels][definition levels][values], each level stream
-//     RLE/bit-packed with a uint32 LE length prefix, values PLAIN, or for a
-//     dictionary-encoded column (low-cardinality BYTE_ARRAY, INT32, INT64: see
-//     dictProbe) one bit-width byte and the RLE/bit-packed indexes; the body is
-//     compressed as a whole by the table's codec;
-//   - column chunk statistics: null_count always; min_value/max_value (PLAIN bytes,
-//     TYPE_DEFINED_ORDER) for INT32, INT64, FLOAT and DOUBLE (not when a NaN or ±Inf
-//     is present; a zero min is written as -0.0 and a zero max as +0.0), BYTE_ARRAY
-//     (unsigned byte order) and decimal FIXED_LEN_BYTE_ARRAY (signed order); BOOLEAN
-//     columns get the null count only; page headers carry the page's null count. No
-//     page index and no bloom filter are written.
-
 // pageTargetBytes is the PLAIN value bytes after which a page is cut (at the next row
 // start); 1 MiB as arrow-go and parquet-mr. A variable for tests.
 var pageTargetBytes = 1 << 20
 
 const parquetCreatedBy = "ingestd version (build )"
 
-// colSummary is what the encode pass learns about one leaf column.
-type colSummary struct {
-	// nulls counts level entries below the maximum definition level (for a
-	// non-repeated leaf: the rows where it is null).
-	nulls int
-	// lo and hi index the minimum and maximum non-null value of the column in physical
-	// order (signed for integers and decimals, IEEE for floats, bytes for BYTE_ARRAY);
-	// valid when have. The first of equal values wins.
-	lo, hi int
-	have   bool
-	// nonFinite is set when a FLOAT or DOUBLE value is NaN or ±Inf.
-	nonFinite bool
+// Summary is what encoding learns about one leaf column of a file: the null count and
+// where its bounds are, from which the table writer derives its per-file statistics.
+type Summary struct {
+	// Nulls counts the column's level entries below the leaf's maximum definition level
+	// (for a non-repeated leaf: the rows where it is null).
+	Nulls int
+	// Lo and Hi are the entries (column.Column.At) of the minimum and maximum non-null
+	// value in physical order (signed for integers and decimals, IEEE 754 for floats,
+	// unsigned bytes for BYTE_ARRAY, signed for decimal FIXED_LEN_BYTE_ARRAY); the first
+	// of equal values wins. Valid when HasBounds: the column holds a non-null value and
+	// its leaf is not BOOLEAN (which gets no bounds).
+	Lo, Hi    int
+	HasBounds bool
+	// NonFinite reports a NaN or ±Inf among the values of a FLOAT or DOUBLE leaf.
+	NonFinite bool
+}
+
+// MaxFooterBound is the largest BYTE_ARRAY minimum or maximum, in bytes, that Encode
+// writes to a column chunk's footer statistics: past it both are left out (Arrow C++'s
+// default max_statistics_size is 4,096 too). Summary's bounds have no such limit.
+const MaxFooterBound = 4096
+
+// File is one Parquet file encoded in memory, in buffers the encoder reuses for the next
+// file: call Release once its bytes are written.
+type File struct {
+	e *columnEncoder
+}
+
+// Bytes returns the whole file, from the leading "PAR1" to the trailing one; valid until
+// Release, nil after it.
+func (f *File) Bytes() []byte {
+	if f.e == nil {
+		return nil
+	}
+	return f.e.out
+}
+
+// Release hands the file's buffers back to the encoder pool; the bytes Bytes returned
+// must not be used after. A second Release does nothing.
+func (f *File) Release() {
+	if f.e != nil {
+		f.e.release()
+		f.e = nil
+	}
+}
+
+// Encode validates cols against schema and encodes them as one Parquet file whose pages
+// codec compresses (Snappy, Zstd or a parquet-go codec; nil or UNCOMPRESSED stores them as
+// they are). It returns the file and one Summary per leaf column, in schema.Columns()
+// order. The layout written is in the package doc.
+//
+// cols[i] holds leaf column i of schema, in schema.Columns() order, in either form of
+// package column: levelled (each value with its repetition and definition levels and
+// column index; any leaf) or dense (a non-repeated leaf whose every row is set: one word
+// per row of a BOOLEAN, INT32, INT64, FLOAT or DOUBLE leaf, or the byte form of a
+// BYTE_ARRAY leaf, its Leaf being the schema's leaf). Every column describes numRows rows
+// (levelled: that many values at repetition level 0; dense: that many words or end
+// offsets). A dense column gives the bytes and the Summary the same values give levelled.
+//
+// The column chunks are encoded by the calling goroutine and up to GOMAXPROCS-1 helper
+// goroutines taken, without waiting, from a process-wide budget, so that files encoded
+// at the same time (partitions of one flush, pipelines) never run more than GOMAXPROCS
+// encode goroutines between them; the helpers have returned when Encode does. With
+// GOMAXPROCS=1, a file of fewer than 16,384 column entries or no helper free, it runs
+// inline as one pass. The bytes are the same either way (TestEncodeParallelSameBytes).
+//
+// It returns an error, and no file, when len(cols) is not the schema's number of leaves,
+// numRows < 1, a leaf is INT96, a column does not fit its leaf (a value's levels beyond
+// the leaf's maximum, a value null or set at the wrong definition level, of another
+// physical kind, FIXED_LEN_BYTE_ARRAY width or column index, a first value at repetition
+// level > 0; a dense column for a repeated leaf or whose Leaf's kind, maximum definition
+// level or index differs from the schema's, byte-form end offsets that decrease or do not
+// end at len(Bytes)), a column holds another number of rows than numRows, a page
+// passes 2 GiB, or codec fails. The message names the column by its dotted path and the
+// value by its entry index; of several failing columns it is the first in schema order.
+func Encode(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec) (*File, []Summary, error) {
+	helpers := 0
+	if len(cols) > 1 && countValues(cols) >= parallelMinValues {
+		helpers = acquireHelpers(len(cols) - 1)
+		defer releaseHelpers(helpers)
+	}
+	return encodeFile(schema, cols, numRows, codec, helpers)
+}
+
+// Summarize validates cols as Encode does and returns the summaries Encode would, without
+// encoding: no pages, no codec, one pass per column on the calling goroutine. Its errors
+// are Encode's but those of pages and codecs.
+func Summarize(schema *parquet.Schema, cols []column.Column, numRows int) ([]Summary, error) {
+	leaves, err := leafInfos(schema, cols, numRows)
+	if err != nil {
+		return nil, err
+	}
+	e := newColumnEncoder(nil, false)
+	defer e.release()
+	sums := make([]Summary, len(leaves))
+	for i := range leaves {
+		if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
+			return nil, err
+		}
+	}
+	return sums, nil
 }
 
 type leafInfo struct {
@@ -411,7 +464,7 @@ func (e *columnEncoder) release() {
 // numRows rows), summarises it, and, when encoding, appends its pages to e.out. A dense
 // c takes the dense pass (denseColumn); the summary's lo and hi index c's entries
 // (c.At) in either form.
-func (e *columnEncoder) column(ci int, leaf *leafInfo, c *column.Column, numRows int) (colSummary, error) {
+func (e *columnEncoder) column(ci int, leaf *leafInfo, c *column.Column, numRows int) (Summary, error) {
 	if c.IsDense() {
 		return e.denseColumn(ci, leaf, c, numRows)
 	}
@@ -429,8 +482,8 @@ func (e *columnEncoder) column(ci int, leaf *leafInfo, c *column.Column, numRows
 	return e.columnPass(ci, leaf, vals, numRows, false)
 }
 
-func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value, numRows int, dict bool) (colSummary, error) {
-	var s colSummary
+func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value, numRows int, dict bool) (Summary, error) {
+	var s Summary
 	name := func() string { return strings.Join(leaf.path, ".") }
 	maxRep, maxDef := leaf.maxRep, leaf.maxDef
 	kind := leaf.kind
@@ -476,7 +529,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if !v.IsNull() {
 				return s, fmt.Errorf("column %s value %d: null=false at definition level %d of %d", name(), j, d, maxDef)
 			}
-			s.nulls++
+			s.Nulls++
 			pageNulls++
 			continue
 		}
@@ -510,12 +563,12 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(x))
 			}
-			if y := int64(x); !s.have {
-				s.lo, s.hi, s.have, loI, hiI = j, j, true, y, y
+			if y := int64(x); !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds, loI, hiI = j, j, true, y, y
 			} else if y < loI {
-				s.lo, loI = j, y
+				s.Lo, loI = j, y
 			} else if y > hiI {
-				s.hi, hiI = j, y
+				s.Hi, hiI = j, y
 			}
 		case parquet.Int64:
 			x := v.Int64()
@@ -530,12 +583,12 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint64(e.vals, uint64(x))
 			}
-			if !s.have {
-				s.lo, s.hi, s.have, loI, hiI = j, j, true, x, x
+			if !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds, loI, hiI = j, j, true, x, x
 			} else if x < loI {
-				s.lo, loI = j, x
+				s.Lo, loI = j, x
 			} else if x > hiI {
-				s.hi, hiI = j, x
+				s.Hi, hiI = j, x
 			}
 		case parquet.Float:
 			x := v.Float()
@@ -543,16 +596,16 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, math.Float32bits(x))
 			}
 			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-				s.nonFinite = true
+				s.NonFinite = true
 			}
-			if y := float64(x); !s.have { // exact: float32 order is float64 order
-				s.lo, s.hi, s.have, loF, hiF = j, j, true, y, y
+			if y := float64(x); !s.HasBounds { // exact: float32 order is float64 order
+				s.Lo, s.Hi, s.HasBounds, loF, hiF = j, j, true, y, y
 			} else {
 				if y < loF {
-					s.lo, loF = j, y
+					s.Lo, loF = j, y
 				}
 				if y > hiF {
-					s.hi, hiF = j, y
+					s.Hi, hiF = j, y
 				}
 			}
 		case parquet.Double:
@@ -561,16 +614,16 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				e.vals = binary.LittleEndian.AppendUint64(e.vals, math.Float64bits(x))
 			}
 			if math.IsNaN(x) || math.IsInf(x, 0) {
-				s.nonFinite = true
+				s.NonFinite = true
 			}
-			if !s.have {
-				s.lo, s.hi, s.have, loF, hiF = j, j, true, x, x
+			if !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds, loF, hiF = j, j, true, x, x
 			} else {
 				if x < loF {
-					s.lo, loF = j, x
+					s.Lo, loF = j, x
 				}
 				if x > hiF {
-					s.hi, hiF = j, x
+					s.Hi, hiF = j, x
 				}
 			}
 		case parquet.ByteArray:
@@ -595,12 +648,12 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(len(b)))
 				e.vals = append(e.vals, b...)
 			}
-			if !s.have {
-				s.lo, s.hi, s.have, loB, hiB = j, j, true, b, b
+			if !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds, loB, hiB = j, j, true, b, b
 			} else if bytes.Compare(b, loB) < 0 {
-				s.lo, loB = j, b
+				s.Lo, loB = j, b
 			} else if bytes.Compare(b, hiB) > 0 {
-				s.hi, hiB = j, b
+				s.Hi, hiB = j, b
 			}
 		case parquet.FixedLenByteArray:
 			b := v.ByteArray()
@@ -614,12 +667,12 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if leaf.signedFL {
 				cmp = compareSignedBE
 			}
-			if !s.have {
-				s.lo, s.hi, s.have, loB, hiB = j, j, true, b, b
+			if !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds, loB, hiB = j, j, true, b, b
 			} else if cmp(b, loB) < 0 {
-				s.lo, loB = j, b
+				s.Lo, loB = j, b
 			} else if cmp(b, hiB) > 0 {
-				s.hi, hiB = j, b
+				s.Hi, hiB = j, b
 			}
 		}
 	}
@@ -635,26 +688,26 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 		// min and max over the distinct values; each entry stands for its first
 		// occurrence, so the first of equal values wins as in the PLAIN pass
 		for _, j := range e.dictFirst {
-			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
+			if !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds = j, j, true
 				continue
 			}
 			var clo, chi int
 			switch kind {
 			case parquet.ByteArray:
 				b := vals[j].ByteArray()
-				clo, chi = bytes.Compare(b, vals[s.lo].ByteArray()), bytes.Compare(b, vals[s.hi].ByteArray())
+				clo, chi = bytes.Compare(b, vals[s.Lo].ByteArray()), bytes.Compare(b, vals[s.Hi].ByteArray())
 			case parquet.Int32:
 				x := vals[j].Int32()
-				clo, chi = cmp.Compare(x, vals[s.lo].Int32()), cmp.Compare(x, vals[s.hi].Int32())
+				clo, chi = cmp.Compare(x, vals[s.Lo].Int32()), cmp.Compare(x, vals[s.Hi].Int32())
 			default:
 				x := vals[j].Int64()
-				clo, chi = cmp.Compare(x, vals[s.lo].Int64()), cmp.Compare(x, vals[s.hi].Int64())
+				clo, chi = cmp.Compare(x, vals[s.Lo].Int64()), cmp.Compare(x, vals[s.Hi].Int64())
 			}
 			if clo < 0 {
-				s.lo = j
+				s.Lo = j
 			} else if chi > 0 {
-				s.hi = j
+				s.Hi = j
 			}
 		}
 		if err := e.writeDictionary(); err != nil {
@@ -820,7 +873,7 @@ func (e *columnEncoder) flushPage(leaf *leafInfo, n, nulls int) error {
 }
 
 // chunkMetadata returns the footer entry of the column chunk just encoded from c.
-func (e *columnEncoder) chunkMetadata(leaf *leafInfo, c *column.Column, s colSummary) format.ColumnChunk {
+func (e *columnEncoder) chunkMetadata(leaf *leafInfo, c *column.Column, s Summary) format.ColumnChunk {
 	encs := []format.Encoding{format.Plain}
 	if leaf.maxRep > 0 || leaf.maxDef > 0 || e.dictOn {
 		encs = append(encs, format.RLE)
@@ -842,7 +895,7 @@ func (e *columnEncoder) chunkMetadata(leaf *leafInfo, c *column.Column, s colSum
 		TotalUncompressedSize: e.uncompressed,
 		TotalCompressedSize:   int64(len(e.out)) - e.firstPage,
 		DataPageOffset:        e.dataPage,
-		Statistics:            format.Statistics{NullCount: int64(s.nulls)},
+		Statistics:            format.Statistics{NullCount: int64(s.Nulls)},
 		EncodingStats:         encStats,
 	}
 	if e.dictOn {
@@ -851,15 +904,11 @@ func (e *columnEncoder) chunkMetadata(leaf *leafInfo, c *column.Column, s colSum
 	if e.compressed {
 		md.Codec = e.codec.CompressionCodec()
 	}
-	if s.have {
-		md.Statistics.MinValue, md.Statistics.MaxValue = footerBounds(leaf, c.At(s.lo), c.At(s.hi), s.nonFinite)
+	if s.HasBounds {
+		md.Statistics.MinValue, md.Statistics.MaxValue = footerBounds(leaf, c.At(s.Lo), c.At(s.Hi), s.NonFinite)
 	}
 	return format.ColumnChunk{FileOffset: e.firstPage, MetaData: md}
 }
-
-// maxFooterBound is the largest BYTE_ARRAY min or max (bytes) written to the footer
-// statistics (Arrow C++'s default max_statistics_size is 4,096).
-const maxFooterBound = 4096
 
 // footerBounds returns the PLAIN-encoded min and max for the chunk statistics, or nils
 // when the column gets none.
@@ -894,10 +943,10 @@ func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte,
 		}
 		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(mn)), binary.LittleEndian.AppendUint64(nil, math.Float64bits(mx))
 	case parquet.ByteArray:
-		// Like Arrow's writer, no bounds past maxFooterBound bytes: each would be stored
+		// Like Arrow's writer, no bounds past MaxFooterBound bytes: each would be stored
 		// twice more, uncompressed, and a value of ~100 MB makes the footer unreadable to
 		// readers with a thrift size limit (pyarrow). Delta's add.stats are separate.
-		if len(lo.ByteArray()) > maxFooterBound || len(hi.ByteArray()) > maxFooterBound {
+		if len(lo.ByteArray()) > MaxFooterBound || len(hi.ByteArray()) > MaxFooterBound {
 			return nil, nil
 		}
 		return append([]byte{}, lo.ByteArray()...), append([]byte{}, hi.ByteArray()...)
@@ -907,25 +956,6 @@ func footerBounds(leaf *leafInfo, lo, hi parquet.Value, nonFinite bool) ([]byte,
 		}
 	}
 	return nil, nil
-}
-
-// encodeParquetFile validates and encodes cols (see WriteColumns) as one Parquet file
-// with codec. It returns the encoder holding the file's bytes in e.out (call release
-// once they are written) and the per-column summaries.
-//
-// The column chunks are encoded concurrently by the calling goroutine and up to
-// GOMAXPROCS-1 helpers taken from a process-wide budget (encodeHelpers), so that files
-// written at the same time (partitions of one flush, pipelines) never run more than
-// GOMAXPROCS encode goroutines between them; with GOMAXPROCS=1, a file of fewer than
-// parallelMinValues values or no helper free, it runs inline as one pass. The bytes
-// written are the same either way (TestEncodeParallelSameBytes).
-func encodeParquetFile(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec) (e *columnEncoder, sums []colSummary, err error) {
-	helpers := 0
-	if len(cols) > 1 && countValues(cols) >= parallelMinValues {
-		helpers = acquireHelpers(len(cols) - 1)
-		defer releaseHelpers(helpers)
-	}
-	return encodeParquetFileWith(schema, cols, numRows, codec, helpers)
 }
 
 // parallelMinValues is the number of column entries (all leaves: level entries of a
@@ -979,8 +1009,18 @@ type encodedChunk struct {
 	err          error
 }
 
-// encodeParquetFileWith is encodeParquetFile with helpers extra goroutines (0: inline).
-func encodeParquetFileWith(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec, helpers int) (e *columnEncoder, sums []colSummary, err error) {
+// encodeFile is Encode with helpers extra goroutines (0: inline).
+func encodeFile(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec, helpers int) (*File, []Summary, error) {
+	e, sums, err := encodeColumns(schema, cols, numRows, codec, helpers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &File{e: e}, sums, nil
+}
+
+// encodeColumns encodes the file into the returned encoder's out (see encodeFile); on
+// errors it has released the encoder.
+func encodeColumns(schema *parquet.Schema, cols []column.Column, numRows int, codec compress.Codec, helpers int) (e *columnEncoder, sums []Summary, err error) {
 	leaves, err := leafInfos(schema, cols, numRows)
 	if err != nil {
 		return nil, nil, err
@@ -992,7 +1032,7 @@ func encodeParquetFileWith(schema *parquet.Schema, cols []column.Column, numRows
 		}
 	}(e)
 	e.out = append(e.out, "PAR1"...)
-	sums = make([]colSummary, len(leaves))
+	sums = make([]Summary, len(leaves))
 	chunks := make([]format.ColumnChunk, len(leaves))
 	var totalUncompressed int64
 	if helpers = min(helpers, len(leaves)-1); helpers <= 0 {
@@ -1047,7 +1087,7 @@ func encodeParquetFileWith(schema *parquet.Schema, cols []column.Column, numRows
 // they are copied into e.out, so the file is held twice for the copy, plus each worker's
 // page buffers (about 3 × pageTargetBytes and a dictionary of at most dictMaxBytes).
 func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols []column.Column, numRows int, codec compress.Codec, helpers int,
-	sums []colSummary, chunks []format.ColumnChunk) (int64, error) {
+	sums []Summary, chunks []format.ColumnChunk) (int64, error) {
 	res := make([]encodedChunk, len(leaves))
 	workers := make([]*columnEncoder, helpers+1)
 	for w := range workers {
@@ -1107,23 +1147,6 @@ func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols []column.C
 		total += r.uncompressed
 	}
 	return total, nil
-}
-
-// summarizeColumns validates cols and returns their summaries without encoding.
-func summarizeColumns(schema *parquet.Schema, cols []column.Column, numRows int) ([]colSummary, error) {
-	leaves, err := leafInfos(schema, cols, numRows)
-	if err != nil {
-		return nil, err
-	}
-	e := newColumnEncoder(nil, false)
-	defer e.release()
-	sums := make([]colSummary, len(leaves))
-	for i := range leaves {
-		if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
-			return nil, err
-		}
-	}
-	return sums, nil
 }
 
 // schemaElements flattens schema depth-first (parquet-go's field order, the order of
