@@ -173,7 +173,7 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (Su
 	if e.encode {
 		per = pageRows(width, dict)
 	}
-	// the current minimum and maximum (of s.lo and s.hi), kept unpacked; the first
+	// the current minimum and maximum (of s.Lo and s.Hi), kept unpacked; the first
 	// value starts both, the rest replace them only when strictly beyond
 	var loI, hiI int64
 	var loF, hiF float64
