@@ -55,6 +55,12 @@ var rules = []struct {
 	// onlyExternal, when set, lists every package outside the module and the standard
 	// library they may import (patterns as in deny).
 	onlyExternal []string
+	// except lists packages matching pkgs that the rule leaves out.
+	except []string
+	// denyDirect lists packages outside the module that none of their Go files, tests
+	// included, may import; their dependencies may (deltawriter reaches the cloud SDKs
+	// through deltawriter/storage).
+	denyDirect []string
 }{
 	{pkgs: "batcher/...", only: []string{"batcher/..."}, deny: []string{"github.com/twmb/franz-go/..."},
 		why: "batcher is pure size/bytes/age batching: no Kafka, no Delta, nothing else of the module"},
@@ -81,17 +87,27 @@ var rules = []struct {
 		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/...", deny: []string{"cmd/..."},
 		why: "commands are wired in cmd; nothing imports them"},
+	{pkgs: "...", except: []string{"deltawriter/storage/...", "internal/awscred"}, denyDirect: cloudSDKs,
+		why: "only deltawriter/storage talks to the object stores: the rest of ingestd sees the storage.Store interface"},
+	{pkgs: "internal/awscred", denyDirect: []string{"cloud.google.com/go/...", "google.golang.org/api/...", "github.com/Azure/...", "golang.org/x/oauth2/..."},
+		why: "internal/awscred is the AWS credential chain of the AWS_MSK_IAM SASL mechanism, not a store: of the cloud SDKs it imports the AWS SDK only"},
 }
+
+// cloudSDKs are the object stores' SDKs and their credential libraries.
+var cloudSDKs = []string{"github.com/aws/...", "cloud.google.com/go/...", "google.golang.org/api/...", "github.com/Azure/...", "golang.org/x/oauth2/..."}
 
 // pkg is what `go list -json` says of one package.
 type pkg struct {
 	ImportPath string
 	Imports    []string
 	Deps       []string
+	// TestImports and XTestImports are the imports of its _test.go files (package p and
+	// package p_test).
+	TestImports, XTestImports []string
 }
 
 func TestImportRules(t *testing.T) {
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps", module+"/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps,TestImports,XTestImports", module+"/...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -146,8 +162,18 @@ func check(pkgs []pkg) []string {
 			}
 		}
 		for _, r := range rules {
-			if !match(r.pkgs, rel) {
+			if !match(r.pkgs, rel) || slices.ContainsFunc(r.except, func(pat string) bool { return match(pat, rel) }) {
 				continue
+			}
+			for _, pat := range r.denyDirect {
+				for _, imps := range []struct {
+					how  string
+					list []string
+				}{{"directly", p.Imports}, {"in its tests", append(slices.Clone(p.TestImports), p.XTestImports...)}} {
+					if i := slices.IndexFunc(imps.list, func(imp string) bool { return match(pat, imp) }); i >= 0 {
+						out = append(out, fmt.Sprintf("%s imports %s (%s): rule %q must not import %q: %s", rel, imps.list[i], imps.how, r.pkgs, pat, r.why))
+					}
+				}
 			}
 			for _, imp := range p.Imports {
 				irel, inModule := relative(imp)
@@ -223,8 +249,12 @@ func external(pattern string) bool {
 	return strings.Contains(first, ".")
 }
 
-// match reports whether path matches pattern: equal, or below it for "x/...".
+// match reports whether path matches pattern: equal, or below it for "x/..."; "..."
+// matches every package of the module.
 func match(pattern, path string) bool {
+	if pattern == "..." {
+		return true
+	}
 	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
 		return path == base || strings.HasPrefix(path, base+"/")
 	}
@@ -261,11 +291,14 @@ func TestCheckReportsViolations(t *testing.T) {
 		{ImportPath: m("ingest/decode"), Imports: []string{m("deltawriter/deltalog"), "github.com/hamba/avro/v2"}},
 		{ImportPath: m("schemaguard"), Imports: []string{m("deltawriter/deltalog")}},
 		{ImportPath: m("deltawriter/tableops"), Imports: []string{m("deltawriter"), m("deltawriter/storage"), m("deltawriter/deltalog")}},
-		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog"), m("deltawriter/parquetenc"), m("deltawriter/column")}},
+		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog"), m("deltawriter/parquetenc"), m("deltawriter/column")},
+			Deps: []string{"github.com/aws/aws-sdk-go-v2/service/s3", "cloud.google.com/go/storage"}}, // through deltawriter/storage
 		{ImportPath: m("deltawriter/parquetenc"), Imports: []string{"bytes", m("deltawriter/column"), "github.com/parquet-go/parquet-go", "github.com/parquet-go/parquet-go/format", "github.com/klauspost/compress/s2"}},
 		{ImportPath: m("deltawriter/column"), Imports: []string{"github.com/parquet-go/parquet-go"}},
 		{ImportPath: m("deltawriter/storage/s3"), Imports: []string{m("deltawriter/storage")}},
-		{ImportPath: m("deltawriter/storage"), Imports: []string{m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter/storage"), Imports: []string{m("deltawriter/deltalog"), "github.com/aws/aws-sdk-go-v2/service/s3", "cloud.google.com/go/storage", "golang.org/x/oauth2/google"},
+			XTestImports: []string{"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"}},
+		{ImportPath: m("internal/awscred"), Imports: []string{"github.com/aws/aws-sdk-go-v2/config"}},
 		{ImportPath: m("deltawriter/deltalog")},
 		{ImportPath: m("internal/tarzst")},
 	}
@@ -289,6 +322,10 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("internal/tarzst"), Imports: []string{m("deltawriter/deltalog")}}, []string{"internal/tarzst imports deltawriter/deltalog: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("ingest"), Imports: []string{m("cmd/ingestd")}}, []string{"ingest imports cmd/ingestd: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("newtop")}, []string{"package newtop has no layer"}},
+		{pkg{ImportPath: m("deltawriter"), Imports: []string{"github.com/aws/aws-sdk-go-v2/service/s3"}}, []string{"deltawriter imports github.com/aws/aws-sdk-go-v2/service/s3 (directly)", `rule "..." must not import "github.com/aws/..."`, "storage.Store"}},
+		{pkg{ImportPath: m("ingest"), XTestImports: []string{"cloud.google.com/go/storage"}}, []string{"ingest imports cloud.google.com/go/storage (in its tests)", `"cloud.google.com/go/..."`}},
+		{pkg{ImportPath: m("cmd/ingestd"), TestImports: []string{"golang.org/x/oauth2/google"}}, []string{"cmd/ingestd imports golang.org/x/oauth2/google (in its tests)"}},
+		{pkg{ImportPath: m("internal/awscred"), Imports: []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/Azure/azure-sdk-for-go/sdk/azidentity"}}, []string{"internal/awscred imports github.com/Azure/azure-sdk-for-go/sdk/azidentity (directly)", "the AWS SDK only"}},
 	} {
 		v := check([]pkg{tc.p})
 		if len(v) == 0 {
