@@ -14,9 +14,9 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// BENCHMARKS.md "Commit path": 10,000 commits (one add and one txn each, as a pipeline
-// flush makes) to a local table with a checkpoint every 10 commits, p50/p99/max of
-// Table.Commit. Run with -benchtime 1x: one iteration is the whole 10,000-commit run.
+// The commit path (docs/performance.md): 10,000 commits (one add and one txn each, as a
+// pipeline flush makes) to a local table with a checkpoint every 10 commits, p50/p99/max
+// of Table.Commit. Run with -benchtime 1x: one iteration is the whole 10,000-commit run.
 func BenchmarkCommitPath(b *testing.B) {
 	b.Run("sync-checkpoints", func(b *testing.B) { benchCommitPath(b) })
 	b.Run("background-checkpoints", func(b *testing.B) { benchCommitPath(b, WithBackgroundCheckpoints()) })

@@ -22,7 +22,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// allTypesSchema covers every type the walking skeleton writes.
+// allTypesSchema covers every Delta type ingestd writes.
 const allTypesSchema = `{"type":"struct","fields":[
 {"name":"id","type":"long","nullable":true,"metadata":{}},
 {"name":"i","type":"integer","nullable":true,"metadata":{}},

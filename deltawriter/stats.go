@@ -18,7 +18,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
-// Per-file statistics (PROTOCOL.md, "Per-file Statistics"; checklist §1.3), computed
+// Per-file statistics (PROTOCOL.md, "Per-file Statistics"), computed
 // from the columns handed to WriteColumns or WriteDataFile, levelled or dense (never from
 // the Parquet footer: its decimal min/max on FIXED_LEN_BYTE_ARRAY are wrong in parquet-go
 // v0.32.0).

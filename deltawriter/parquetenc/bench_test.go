@@ -26,29 +26,29 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
-// BENCHMARKS.md "Parquet encode": a 10-column batch of 100,000 rows encoded to one
-// Parquet file in memory, rows/s per core and the file's size in bytes, three writers in
-// the same run:
+// BenchmarkParquetEncode (docs/performance.md): a 10-column batch of 100,000 rows
+// encoded to one Parquet file in memory, rows/s per core and the file's size in bytes,
+// three writers in the same run:
 //
-//   - "ingestd": WriteDataFile end to end on column values as the Avro decoder hands
-//     them over (validation, Delta statistics, Parquet encode, the codecs of codec.go),
-//     into an in-memory store;
-//   - "ingestd-encode": encodeParquetFile alone (validation, footer statistics, Parquet
+//   - "ingestd": deltawriter.WriteDataFile end to end on column values as the Avro
+//     decoder hands them over (validation, Delta statistics, Parquet encode, the codecs
+//     of codec.go), into an in-memory store;
+//   - "ingestd-encode": Encode alone (validation, footer statistics, Parquet
 //     encode and codec, column chunks on up to GOMAXPROCS workers): the part that runs
 //     in parallel, for the rows/s wall at -cpu 1 and 2;
 //   - "ingestd-dense", "ingestd-encode-dense": the same two over the same values with
 //     the six fixed-width columns (id, price, active, ts, qty, amount) and the three
 //     strings without nulls (name, status, country; the byte form) in the dense form of
 //     package column, as the decoder hands them over on the typed column path
-//     (WriteColumns; BENCHMARKS.md "Typed column path: dense encode" and "…: strings,
-//     encode"); the files are byte for byte the levelled ones
+//     (deltawriter.WriteColumns); the files are byte for byte the levelled ones
 //     ("ingestd-encode/uncompressed" and its dense row: the encoder's own work, without
 //     a codec);
-//   - "ingestd-encode-words": encodeParquetFile with only the six fixed-width columns
+//   - "ingestd-encode-words": Encode with only the six fixed-width columns
 //     dense and the strings levelled (the typed column path before the byte form): the
 //     strings' own share of the dense rows' gain;
 //   - "parquet-go-default": parquet-go's GenericWriter[struct] with its default codecs
-//     (parquet.Snappy, parquet.Zstd), the path the performance notes call slow;
+//     (parquet.Snappy, parquet.Zstd): a column buffer and parquet.Value compares per
+//     value (package doc);
 //   - "arrow-go": arrow-go's RecordBuilder + pqarrow.FileWriter with its default writer
 //     properties (dictionary on, DataPage V1, statistics on), SNAPPY, and ZSTD at level 1
 //     (klauspost SpeedFastest, the level ingestd uses).

@@ -287,8 +287,8 @@ func TestEncodeZeroBoundsAndNaN(t *testing.T) {
 }
 
 // A dictionary column whose first pages hold only nulls (the page is cut before the
-// dictionary has an entry) encodes, and reads back exactly. Found by a break-it review:
-// the index bit width was bits.Len(uint(-1)) = 64, which the RLE encoder refuses.
+// dictionary has an entry) encodes, and reads back exactly: the index bit width of such a
+// page was once bits.Len(uint(-1)) = 64, which the RLE encoder refuses.
 func TestEncodeDictionaryAfterNullOnlyPages(t *testing.T) {
 	defer func(n int) { *parquetenc.PageTargetBytes = n }(*parquetenc.PageTargetBytes)
 	*parquetenc.PageTargetBytes = 64

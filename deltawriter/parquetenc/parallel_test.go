@@ -234,15 +234,15 @@ func TestEncodeParallelFirstError(t *testing.T) {
 	}
 }
 
-// The encoder writes the bytes it wrote before issue 15's changes (inline pass of
-// 2ef814d: SHA-256 of the allTypesSchema file of TestEncodeParquetFileMatchesParquetGo),
-// inline and on four workers: the per-value changes (hashBytes, intDict, unpacked
-// bounds) and the parallel assembly change no byte, so every reader check of those
-// files still holds. A deliberate layout change updates these sums (print them with
-// INGESTD_KEEP_ENCODE=dir and sha256sum) and must show readers agree. Updated once, for
-// issue 15's dense pass: the first PLAIN page after an abandoned dictionary (the
-// "day" and "bin" columns) is no longer cut early (TestEncodeDictionaryFallbackPageSizes);
-// pyarrow reads the three files equal to parquet-go's reference file.
+// The encoder's bytes are pinned (SHA-256 of the allTypesSchema file of
+// TestEncodeParquetFileMatchesParquetGo), inline and on four workers: the per-value
+// optimisations (hashBytes, intDict, unpacked bounds) and the parallel assembly were made
+// without changing a byte, so every reader check of those files still holds.
+// A deliberate layout change updates these sums (print them with INGESTD_KEEP_ENCODE=dir
+// and sha256sum) and must show readers agree. Updated once, for the dense pass: the first
+// PLAIN page after an abandoned dictionary (the "day" and "bin" columns) is no longer cut
+// early (TestEncodeDictionaryFallbackPageSizes); pyarrow reads the three files equal to
+// parquet-go's reference file.
 func TestEncodeBytesUnchanged(t *testing.T) {
 	const n = 20_000
 	defer func(p, d int) { *parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = p, d }(*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes)
