@@ -313,8 +313,8 @@ func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snaps
 }
 
 // encodeCheckpoint writes the Parquet file of checkpoint columns cols to out: one row
-// group, DataPage V1, SNAPPY (plain snappy blocks through s2, codec.go). yield, when not
-// nil, is called after each column.
+// group, DataPage V1, SNAPPY (plain snappy blocks through s2, parquetenc.Snappy). yield,
+// when not nil, is called after each column.
 func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) error {
 	w := parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
 		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""))

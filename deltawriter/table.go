@@ -1,7 +1,3 @@
-// Package deltawriter reads and appends to Delta Lake tables: log replay into a
-// Snapshot, Parquet data files with statistics, commits with put-if-absent and a
-// conflict loop, and classic checkpoints. It never imports Kafka or Avro packages;
-// source progress arrives as plain (appId, version) txn pairs.
 package deltawriter
 
 import (
