@@ -1,6 +1,7 @@
-// Package archtest checks the import rules of DESIGN.md §2 ("Data flow and packages")
-// on the module's packages, as `go list` sees them (non-test Go files, this platform's
-// build tags): run by `go test ./...`, so by `make test`.
+// Package archtest checks the module's import rules (docs/architecture.md, "Packages and
+// import rules") on its packages, as `go list` sees them (this platform's build tags;
+// non-test Go files, but for the rules on direct imports, which read the tests too): run
+// by `go test ./...`, so by `make test`.
 package archtest
 
 import (
@@ -20,9 +21,9 @@ const module = "github.com/ingestd/ingestd"
 // layers orders the module's packages from the top (cmd) down; patterns are relative to
 // the module, "x/..." meaning x and everything below it, and the most specific pattern
 // names a package's layer. A package may import only packages of a lower layer (a larger
-// rank), or packages of its own "x/..." subtree. DESIGN.md §2: cmd → ingest →
-// {batcher, schemaguard, deltawriter}; inside deltawriter, tableops → deltawriter →
-// {storage, expr} → deltalog.
+// rank), or packages of its own "x/..." subtree: cmd → ingest → {batcher, schemaguard,
+// deltawriter}; inside deltawriter, tableops → deltawriter → {storage, expr, parquetenc}
+// → {deltalog, column}.
 var layers = []struct {
 	pattern string
 	rank    int
@@ -43,7 +44,7 @@ var layers = []struct {
 	{"internal/...", 7},           // shared helpers (tarzst): import nothing above
 }
 
-// rules are the "must not import" column of DESIGN.md §2 and the notes under it. A
+// rules are what each package must not import, or may only import. A
 // pattern with a dot in its first element is outside the module (it also forbids the
 // package as an indirect dependency); any other is relative to the module.
 var rules = []struct {
@@ -147,7 +148,7 @@ func check(pkgs []pkg) []string {
 		}
 		rank, layer := layerOf(rel)
 		if layer == "" {
-			out = append(out, fmt.Sprintf("package %s has no layer in the import rules: add it to layers in internal/archtest (DESIGN.md §2)", rel))
+			out = append(out, fmt.Sprintf("package %s has no layer in the import rules: add it to layers in internal/archtest (docs/architecture.md, \"Packages and import rules\")", rel))
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -157,7 +158,7 @@ func check(pkgs []pkg) []string {
 			}
 			irank, ilayer := layerOf(irel)
 			if irank < rank || (irank == rank && !(ilayer == layer && strings.HasSuffix(layer, "/..."))) {
-				out = append(out, fmt.Sprintf("%s imports %s: a package may import only packages below its layer (%s is in layer %q, %s in %q; DESIGN.md §2: cmd → ingest → {batcher, schemaguard, deltawriter})",
+				out = append(out, fmt.Sprintf("%s imports %s: a package may import only packages below its layer (%s is in layer %q, %s in %q; cmd → ingest → {batcher, schemaguard, deltawriter})",
 					rel, irel, rel, layer, irel, ilayer))
 			}
 		}
