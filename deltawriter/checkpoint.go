@@ -16,11 +16,12 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// Classic checkpoints (PROTOCOL.md, "Checkpoints" and "Last Checkpoint File";
-// checklist §1.10): one Parquet file <v>.checkpoint.parquet, one row per action, each
+// Classic checkpoints (PROTOCOL.md, "Checkpoints" and "Last Checkpoint File"): one
+// Parquet file <v>.checkpoint.parquet, one row per action, each
 // action a nullable top-level struct column named like its JSON key.
 
 const lastCheckpointPath = logDir + "/_last_checkpoint"
@@ -218,8 +219,10 @@ func checkpointAction(row map[string]any) (*deltalog.Action, error) {
 	return nil, nil
 }
 
-// checkpointSchema mirrors the schema Spark/Delta 3.x writes (checklist §1.10): every
-// field optional, 3-level lists, key_value maps with required keys.
+// checkpointSchema mirrors the schema Spark/Delta 3.x writes (PROTOCOL.md, "Checkpoint
+// Schema"): every field optional, 3-level lists, key_value maps with required keys.
+// Checkpoints of other writers that differed from it were unreadable to Photon, Trino
+// or newer delta-rs.
 var checkpointSchema = func() *parquet.Schema {
 	str := func() parquet.Node { return parquet.Optional(parquet.String()) }
 	i32 := func() parquet.Node { return parquet.Optional(parquet.Leaf(parquet.Int32Type)) }
@@ -277,10 +280,11 @@ type checkpointWriter struct {
 }
 
 // write writes <v>.checkpoint.parquet for snapshot s (classic, single file, Spark's
-// schema: checklist §1.10; SNAPPY, DataPage V1) and then replaces _last_checkpoint
-// atomically (Store.Put; without "parts", checklist §4.9). The checkpoint is written with
-// Put: two writers checkpointing the same version write equivalent content. A table with
-// the v2Checkpoint writer feature gets a V2 checkpoint instead (writeV2Checkpoint).
+// schema; SNAPPY, DataPage V1) and then replaces _last_checkpoint atomically (Store.Put;
+// without "parts", which Trino refuses for a single-file checkpoint). The checkpoint is
+// written with Put: two writers checkpointing the same version write equivalent content.
+// A table with the v2Checkpoint writer feature gets a V2 checkpoint instead
+// (writeV2Checkpoint).
 func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
 	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, deltalog.FeatureV2Checkpoint) {
 		return writeV2Checkpoint(ctx, st, s, now)
@@ -309,11 +313,11 @@ func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snaps
 }
 
 // encodeCheckpoint writes the Parquet file of checkpoint columns cols to out: one row
-// group, DataPage V1, SNAPPY (plain snappy blocks through s2, codec.go). yield, when not
-// nil, is called after each column.
+// group, DataPage V1, SNAPPY (plain snappy blocks through s2, parquetenc.Snappy). yield,
+// when not nil, is called after each column.
 func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) error {
 	w := parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
-		parquet.Compression(snappyCodec{}), parquet.CreatedBy("ingestd", "", ""))
+		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""))
 	for i, own := range cols.cols {
 		cw := w.ColumnWriters()[i]
 		for _, sec := range cols.sections {

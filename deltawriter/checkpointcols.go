@@ -17,7 +17,7 @@ import (
 // actions, one []parquet.Value per leaf column of checkpointSchema with its repetition
 // and definition levels (Dremel), without going through generic row trees: a checkpoint
 // of a table with n live files is about 36·n values, and it is written on the commit
-// path (BENCHMARKS.md "Commit path").
+// path (BenchmarkCheckpointEncode, BenchmarkCommitPath).
 //
 // Rows come in the order protocol, metaData, txns (by appId), domainMetadata (by
 // domain), adds (by reconciliation key), unexpired removes (by key); each row has

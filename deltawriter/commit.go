@@ -77,8 +77,8 @@ type Commit struct {
 
 // Commit writes c as the next version with put-if-absent of
 // _delta_log/<version:020d>.json and returns that version (PROTOCOL.md, "Creation of New
-// Log Entries"; checklist §1.7). Actions are written in the order commitInfo, protocol,
-// metaData, txn, remove, add.
+// Log Entries"; docs/architecture.md, "Delta writing"). Actions are written in the order
+// commitInfo, protocol, metaData, txn, remove, add.
 //
 // Commits that landed after ReadVersion are checked first, and again each time the
 // version is taken: a winner with a txn for one of our appIds gives
@@ -208,7 +208,8 @@ var putRetry = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second, Jitt
 // (a timeout, a 5xx, a lost connection) is ambiguous: the object may have been written.
 // The identical bytes (same commitInfo.txnId) are then put again, up to 3 times: success
 // means it was not written before; ErrExist sends the caller to read the winner and
-// compare its txnId with ours (PROTOCOL.md "Creation of New Log Entries"; checklist §1.7).
+// compare its txnId with ours (PROTOCOL.md "Creation of New Log Entries";
+// docs/architecture.md, "Exactly-once").
 // A refusal (storage.ErrPermission, storage.ErrUnsafeStore, storage.ErrDataLost) is
 // returned as it is.
 func (t *Table) putCommit(ctx context.Context, version int64, data []byte) error {

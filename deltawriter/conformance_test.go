@@ -419,7 +419,8 @@ func parquetRowsIn(t *testing.T, dir string) int64 {
 	return n
 }
 
-// The tables the issue names explicitly, with values read off their logs by hand.
+// Named delta-kernel-rs tables (app transactions and their retention, V2 checkpoints,
+// stats_parsed, column mapping), with values read off their logs by hand.
 func TestConformanceNamedDataTables(t *testing.T) {
 	ex := extractedTestdata(t)
 	src := kernelTestdata(t)

@@ -14,7 +14,8 @@ import (
 // delta.constraints.<name>) or a column invariant ("Column Invariants": the field metadata
 // delta.invariants), bound to the table's schema. A row satisfies it only when the
 // expression is true: false and NULL are both violations, as the protocol ("must return
-// true") and Spark's writer have it (CASES.md C41).
+// true") and Spark's writer have it (a row Spark would refuse would break its next ADD
+// CONSTRAINT or rewrite of the file; docs/tables.md, "Constraints").
 type Constraint struct {
 	// Name is everything after delta.constraints. (never split on dots), or
 	// "invariant(<column>)" for a column invariant.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -53,10 +54,10 @@ func (s *Snapshot) FileOptions() FileOptions {
 // a non-repeated BOOLEAN, INT32, INT64, FLOAT or DOUBLE leaf, or the byte form of a
 // non-repeated BYTE_ARRAY leaf, the values back to back in Bytes with their end offsets
 // in Dense). Every column must describe numRows rows (levelled: values with repetition
-// level 0; dense: numRows words or offsets). The file is
-// encoded in memory by encodeParquetFile (pqencode.go and, for dense columns,
-// pqdense.go: one row group, DataPage V1, PLAIN values, RLE levels, the table's codec;
-// statistics gathered in the same pass) and stored under the name
+// level 0; dense: numRows words or offsets). The file is encoded in memory by
+// parquetenc.Encode (one row group, DataPage V1, PLAIN or dictionary-encoded values, RLE
+// levels, the table's codec; the statistics' summaries gathered in the same pass) and
+// stored under the name
 // part-00000-<uuid>-c000.<codec>.parquet, using Put semantics (the name is unique). The
 // add action has the exact size in bytes, modificationTime in ms, dataChange true and
 // stats JSON (numRecords, minValues, maxValues, nullCount keyed by physical names). A
@@ -76,12 +77,12 @@ func WriteColumns(ctx context.Context, st storage.Store, schema *parquet.Schema,
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
 	}
-	enc, sums, err := encodeParquetFile(schema, cols, numRows, codec)
+	enc, sums, err := parquetenc.Encode(schema, cols, numRows, codec)
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
 	}
-	defer enc.release()
-	data := enc.out
+	defer enc.Release()
+	data := enc.Bytes()
 	stats, err := statsFromSummaries(schema, cols, sums, numRows, opts)
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("write data file: %w", err)
@@ -149,9 +150,9 @@ func WriteDataFile(ctx context.Context, st storage.Store, schema *parquet.Schema
 func compressionCodec(conf map[string]string) (compress.Codec, string, error) {
 	switch c := strings.ToLower(strings.TrimSpace(conf[deltalog.PropCompressionCodec])); c {
 	case "", "snappy":
-		return snappyCodec{}, ".snappy", nil
+		return parquetenc.Snappy(), ".snappy", nil
 	case "zstd":
-		return zstdCodec, ".zstd", nil
+		return parquetenc.Zstd(), ".zstd", nil
 	case "gzip":
 		return &parquet.Gzip, ".gz", nil
 	case "uncompressed", "none":

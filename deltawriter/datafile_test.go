@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -15,11 +16,13 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
-// allTypesSchema covers every type the walking skeleton writes.
+// allTypesSchema covers every Delta type ingestd writes.
 const allTypesSchema = `{"type":"struct","fields":[
 {"name":"id","type":"long","nullable":true,"metadata":{}},
 {"name":"i","type":"integer","nullable":true,"metadata":{}},
@@ -53,6 +56,68 @@ func flba(t *testing.T, unscaled string, n int) []byte {
 	b := v.Bytes()
 	return append(make([]byte, n-len(b)), b...)
 }
+
+// levelled wraps levelled column values as column.Columns, as WriteDataFile does.
+func levelled(cols [][]parquet.Value) []column.Column {
+	out := make([]column.Column, len(cols))
+	for i, c := range cols {
+		out[i] = column.Levelled(c)
+	}
+	return out
+}
+
+// columnsOf gives every column of cols the form the decoder builds: Reset to its leaf of
+// pq (dense for a non-repeated fixed-width leaf), then Append of every value, which keeps
+// it dense while the values are set and turns it levelled at the first null.
+func columnsOf(pq *parquet.Schema, cols [][]parquet.Value) []column.Column {
+	leaves := column.Leaves(pq)
+	out := make([]column.Column, len(cols))
+	for i, vals := range cols {
+		out[i].Reset(leaves[i])
+		for _, v := range vals {
+			out[i].Append(v)
+		}
+	}
+	return out
+}
+
+// computeStats validates cols and returns the stats JSON of a file holding them: the
+// summaries of parquetenc.Summarize, as WriteColumns derives stats from Encode's.
+func computeStats(schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (string, error) {
+	sums, err := parquetenc.Summarize(schema, cols, numRows)
+	if err != nil {
+		return "", err
+	}
+	return statsFromSummaries(schema, cols, sums, numRows, opts)
+}
+
+// memStore is a storage.Store whose Create streams into buf (reused between writes); it
+// keeps nothing else.
+type memStore struct {
+	buf  *bytes.Buffer
+	size int64
+}
+
+func (m *memStore) Get(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
+func (m *memStore) List(context.Context, string) ([]storage.FileInfo, error) {
+	return nil, nil
+}
+func (m *memStore) Put(context.Context, string, []byte) error         { return nil }
+func (m *memStore) PutIfAbsent(context.Context, string, []byte) error { return nil }
+func (m *memStore) Create(context.Context, string) (storage.Writer, error) {
+	m.buf.Reset()
+	return memWriter{m}, nil
+}
+func (m *memStore) Stat(context.Context, string) (storage.FileInfo, error) {
+	return storage.FileInfo{Size: m.size, ModTime: time.Unix(1, 0)}, nil
+}
+func (m *memStore) URI() string { return "mem://" }
+
+type memWriter struct{ m *memStore }
+
+func (w memWriter) Write(b []byte) (int, error) { return w.m.buf.Write(b) }
+func (w memWriter) Abort() error                { return nil }
+func (w memWriter) Close() error                { w.m.size = int64(w.m.buf.Len()); return nil }
 
 func allTypesRows(t *testing.T) []map[string]any {
 	n := DecimalBytes(25)

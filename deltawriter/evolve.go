@@ -170,7 +170,8 @@ var readerWriterFeatures = map[string]bool{
 // listed explicitly (writer 2: appendOnly, invariants; 3: +checkConstraints; 4:
 // +changeDataFeed, generatedColumns; 5: +columnMapping; 6: +identityColumns; reader 2:
 // columnMapping) — omitting them makes Spark fail with
-// DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH (checklist §1.8).
+// DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH (PROTOCOL.md, "Table Features": a table
+// upgraded to writer 7 lists the features its legacy version implied).
 func UpgradeProtocol(p deltalog.Protocol, features ...string) deltalog.Protocol {
 	missing := false
 	for _, f := range features {

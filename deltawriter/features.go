@@ -9,9 +9,8 @@ import (
 )
 
 // This file is the one place that says which Delta protocol versions and table features
-// ingestd supports (PROTOCOL.md, "Protocol Evolution" and "Table Features";
-// delta-protocol-checklist.md §1.11–1.12). Add a feature here only together with its
-// implementation.
+// ingestd supports (PROTOCOL.md, "Protocol Evolution" and "Table Features"). Add a
+// feature here only together with its implementation.
 
 // Highest legacy protocol versions understood. Reader 3 / writer 7 mean "explicit
 // feature lists".
@@ -233,7 +232,8 @@ func firstUnsupported(features []string, supported map[string]bool) string {
 }
 
 // columnMappingMode returns the effective column mapping mode: the metadata property,
-// honoured only when the protocol supports column mapping (checklist §1.13).
+// honoured only when the protocol supports column mapping (PROTOCOL.md, "Column Mapping":
+// reader 2, or 3 with columnMapping; writer 5 or 6, or 7 with columnMapping).
 func columnMappingMode(p *deltalog.Protocol, m *deltalog.Metadata) (deltalog.ColumnMappingMode, error) {
 	mode, err := m.ColumnMappingMode()
 	if err != nil || mode == deltalog.ColumnMappingNone {

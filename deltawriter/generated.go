@@ -21,7 +21,8 @@ type GeneratedColumn struct {
 // in: the IANA zone of the table property ingestd.generation.timeZone
 // (deltalog.PropGenerationTimeZone), UTC when it is absent. Delta has no such property:
 // Spark evaluates generation expressions in the writing session's zone
-// (spark.sql.session.timeZone); ingestd fixes it per table (CASES.md C34). An empty value,
+// (spark.sql.session.timeZone), so the same row gets another date in another session;
+// ingestd fixes it per table (docs/tables.md, "Generated columns"). An empty value,
 // "Local" or a name the zone database does not know is an error naming the property.
 func GenerationTimeZone(conf map[string]string) (*time.Location, error) {
 	name, ok := conf[deltalog.PropGenerationTimeZone]

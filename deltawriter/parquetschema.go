@@ -10,8 +10,9 @@ import (
 )
 
 // ParquetSchema returns the Parquet schema of the data files ingestd writes for a table
-// whose logical schema is s, under column mapping mode (PROTOCOL.md, "Column Mapping";
-// shared/reference/delta-protocol-checklist.md, Parquet section).
+// whose logical schema is s, under column mapping mode (PROTOCOL.md, "Column Mapping" and
+// "Delta Data Type to Parquet Type Mappings"; docs/schema-policies.md, "Avro to Delta
+// types").
 //
 // Conventions every producer of column values relies on:
 //   - every field, list element and map value is OPTIONAL (as Spark writes: data files are

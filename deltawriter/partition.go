@@ -19,8 +19,9 @@ import (
 const HiveDefaultPartition = "__HIVE_DEFAULT_PARTITION__"
 
 // ErrPartitionType is returned for a partition column whose type cannot be a partition
-// column ingestd writes: a nested type, or binary (CASES.md C31: Spark passes raw bytes
-// into the JSON log, which is invalid for non-UTF-8 values, so ingestd refuses it).
+// column ingestd writes: a nested type, or binary (Spark passes raw bytes into the JSON
+// log, which is invalid for non-UTF-8 values, so ingestd refuses it; docs/tables.md,
+// "Partitioned tables").
 var ErrPartitionType = errors.New("unsupported partition column type")
 
 // CheckPartitionColumns checks that every column of partitionColumns is a top-level
@@ -130,8 +131,9 @@ func PartitionValue(t deltalog.DataType, v parquet.Value) (*string, error) {
 
 // PartitionDirValue is the directory rendering of a partition value before escaping, as
 // Spark names partition directories: pv itself, except a timestamp, which Spark renders
-// in UTC as "2024-06-15 19:30:45[.ffffff]" (the fraction without trailing zeros; CASES.md
-// C32), and null, which is HiveDefaultPartition. micros is the timestamp's value.
+// in UTC as "2024-06-15 19:30:45[.ffffff]" (the fraction without trailing zeros,
+// whatever the process zone), and null, which is HiveDefaultPartition. micros is the
+// timestamp's value.
 func PartitionDirValue(t deltalog.DataType, pv *string, micros int64) string {
 	if pv == nil {
 		return HiveDefaultPartition
@@ -186,7 +188,7 @@ func hiveEscaped(c byte) bool {
 // Path.toUri, i.e. java.net.URI's quoting of a path): '%', space, '"', '<', '>', '\',
 // '^', '`', '{', '|', '}', '#', '?', '[', ']', control characters and non-ASCII space or
 // control characters are percent-encoded (UTF-8); other non-ASCII characters are kept
-// (CASES.md C31: "region=München/" stays). The store layer decodes add.path exactly once
+// ("region=München/" stays as it is). The store layer decodes add.path exactly once
 // (deltalog.CanonicalPath), so the object key is the store path.
 func escapePath(p string) string {
 	var b strings.Builder
@@ -223,12 +225,12 @@ func formatSparkTimestamp(micros int64) string {
 	return s
 }
 
-// ParsePartitionTimestamp parses a timestamp partition value in either form readers
-// meet (CASES.md C32): the UTC ISO-8601 form Delta 3.3+ and ingestd write
-// ("2024-06-15T19:30:45.000000Z", any fraction length or none, a "Z" or numeric offset),
-// or the legacy zone-less "2024-06-15 19:30:45[.ffffff]" that older Spark wrote in its
-// session zone, which is read in loc (UTC unless a table says otherwise). It returns µs
-// since the epoch.
+// ParsePartitionTimestamp parses a timestamp partition value in either form readers meet
+// (PROTOCOL.md, "Partition Value Serialization"): the UTC ISO-8601 form Delta 3.3+ and
+// ingestd write ("2024-06-15T19:30:45.000000Z", any fraction length or none, a "Z" or
+// numeric offset), or the legacy zone-less "2024-06-15 19:30:45[.ffffff]" that older
+// Spark wrote in its session zone, which is read in loc (UTC unless a table says
+// otherwise). It returns µs since the epoch.
 func ParsePartitionTimestamp(s string, loc *time.Location) (int64, error) {
 	if loc == nil {
 		loc = time.UTC

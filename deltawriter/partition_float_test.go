@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// Java's Double/Float.toString for partition values (CASES.md C31): 1e-7, 1e21, the
-// boundaries of the plain form, and subnormals, where Java keeps two digits ("4.9E-324").
+// Java's Double/Float.toString for partition values (Spark writes a double partition
+// value 1e7 as "1.0E7"): 1e-7, 1e21, the boundaries of the plain form, and subnormals,
+// where Java keeps two digits ("4.9E-324").
 func TestJavaFloatStringEdges(t *testing.T) {
 	for _, c := range []struct {
 		f    float64

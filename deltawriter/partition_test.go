@@ -15,8 +15,15 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// TestPartitionStringC31: every row of CASES.md C31 table A: pv, directory, add.path prefix.
-func TestPartitionStringC31(t *testing.T) {
+// TestPartitionStringValues: a string partition column "region" and values Spark escapes
+// (a slash, ':', '=', '%', '{'), leaves alone (a space, '&', '$', '}', non-ASCII) or
+// treats specially (the empty string and null: the null partition; the strings "NULL" and
+// "__HIVE_DEFAULT_PARTITION__" kept as they are): for each, add.partitionValues, the
+// directory (Hive escaping, upper-case %XX), the add.path prefix (that directory as a
+// relative URI, a second layer of escaping) and the object key add.path decodes to. Other
+// writers got these wrong: "ID$" written as ID%2524 and then looked up as ID$, values with
+// '&' or '/' unreadable.
+func TestPartitionStringValues(t *testing.T) {
 	null := "<null>"
 	cases := []struct {
 		in        *string
@@ -67,8 +74,11 @@ func TestPartitionStringC31(t *testing.T) {
 	}
 }
 
-// TestPartitionTypesC31: table B of C31.
-func TestPartitionTypesC31(t *testing.T) {
+// TestPartitionTypedValues: a table partitioned by int, long, boolean, date,
+// decimal(10,2) and double columns; the values and directories Spark writes for the
+// extremes, -0.0 (written "0.0", the partition of 0.0), 1e7 (Java's "1.0E7"), a decimal
+// keeping its scale ("42.00"), lower-case booleans, and a row of nulls.
+func TestPartitionTypedValues(t *testing.T) {
 	dec := deltalog.DecimalType{Precision: 10, Scale: 2}
 	type col struct {
 		t deltalog.DataType
@@ -148,9 +158,14 @@ func TestJavaDoubleString(t *testing.T) {
 	}
 }
 
-// TestPartitionTimestampsC32: CASES.md C32, timestamp and timestamp_ntz (variant N),
-// whatever the process time zone.
-func TestPartitionTimestampsC32(t *testing.T) {
+// TestPartitionTimestamps: timestamp and timestamp_ntz partition values of the instants
+// 1718479845000000, 1718495999999999, 0, -1 and -2342342342 µs, with the process zone at
+// UTC+11: a timestamp is written in UTC ISO-8601 with six fraction digits (Delta 3.3+),
+// the seconds found by floor division (-2342342342 µs is 23:20:57.657658 on 1969-12-31,
+// not :58); a timestamp_ntz zone-less; the directory as Spark renders it in UTC (fraction
+// without trailing zeros); and the legacy zone-less form written by Spark before Delta
+// 3.3 is the same partition as the ISO form of the same instant.
+func TestPartitionTimestamps(t *testing.T) {
 	old := time.Local
 	time.Local = time.FixedZone("Melbourne", 11*3600)
 	defer func() { time.Local = old }()
@@ -188,7 +203,8 @@ func TestPartitionTimestampsC32(t *testing.T) {
 	if pv, _ := PartitionValue(deltalog.Timestamp, parquet.NullValue()); pv != nil || PartitionDirValue(deltalog.Timestamp, pv, 0) != HiveDefaultPartition {
 		t.Errorf("null timestamp: %v", pv)
 	}
-	// Variant L: the legacy form and the ISO form are the same partition.
+	// A table written by Spark before Delta 3.3: the legacy form and the ISO form are the
+	// same partition.
 	a, _ := NormalizePartitionValue(deltalog.Timestamp, sp("2024-06-15 19:30:45"), nil)
 	b, _ := NormalizePartitionValue(deltalog.Timestamp, sp("2024-06-15T19:30:45.000000Z"), nil)
 	if str(a) != "2024-06-15T19:30:45.000000Z" || str(b) != str(a) {
@@ -235,10 +251,12 @@ func deref(p *string) string {
 	return *p
 }
 
-// TestPartitionCheckpointRoundTripC32: every C32 value (timestamp and timestamp_ntz, null
-// included) survives a checkpoint ingestd writes: read back from the checkpoint alone,
-// each add's partitionValues are the same strings, and each parses to its µs.
-func TestPartitionCheckpointRoundTripC32(t *testing.T) {
+// TestPartitionTimestampsCheckpointRoundTrip: every value of TestPartitionTimestamps
+// (timestamp and timestamp_ntz, null included) survives a checkpoint ingestd writes: read
+// back from the checkpoint alone, each add's partitionValues are the same strings, and
+// each parses to its µs (a writer's checkpoint that could not parse its own values back
+// broke its table).
+func TestPartitionTimestampsCheckpointRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	tbl, err := Open(ctx, st)

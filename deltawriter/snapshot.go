@@ -279,8 +279,8 @@ func isUUID(s string) bool {
 }
 
 // loadSnapshot reconstructs the latest snapshot from the newest readable checkpoint plus
-// the JSON commits after it (PROTOCOL.md, "Checkpoints", "Last Checkpoint File"; checklist
-// §1.9). A missing or corrupt _last_checkpoint is tolerated: the listing decides; a
+// the JSON commits after it (PROTOCOL.md, "Checkpoints", "Last Checkpoint File"). A
+// missing or corrupt _last_checkpoint is tolerated: the listing decides; a
 // checkpoint that cannot be read completely (missing part or sidecar, corrupt file) is
 // skipped for an older one. It returns an error wrapping ErrTableNotFound when there is
 // no commit at all, and an error when commit versions are not contiguous.

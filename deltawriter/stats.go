@@ -15,9 +15,10 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
-// Per-file statistics (PROTOCOL.md, "Per-file Statistics"; checklist §1.3), computed
+// Per-file statistics (PROTOCOL.md, "Per-file Statistics"), computed
 // from the columns handed to WriteColumns or WriteDataFile, levelled or dense (never from
 // the Parquet footer: its decimal min/max on FIXED_LEN_BYTE_ARRAY are wrong in parquet-go
 // v0.32.0).
@@ -92,7 +93,7 @@ func (o ordered) MarshalJSON() ([]byte, error) {
 type statsBuilder struct {
 	schema  *parquet.Schema
 	cols    []column.Column
-	sums    []colSummary // per leaf column, from the encode pass
+	sums    []parquetenc.Summary // per leaf column, from the encode pass
 	numRows int
 	cfg     statsConfig
 	mode    deltalog.ColumnMappingMode
@@ -102,19 +103,10 @@ type statsBuilder struct {
 	partition map[string]bool
 }
 
-// computeStats validates cols and returns the stats JSON of a file holding them.
-func computeStats(schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (string, error) {
-	sums, err := summarizeColumns(schema, cols, numRows)
-	if err != nil {
-		return "", err
-	}
-	return statsFromSummaries(schema, cols, sums, numRows, opts)
-}
-
 // statsFromSummaries returns the stats JSON from the per-column summaries of the encode
 // pass (sums[i] for leaf column i); cols is read only for the values sums index and the
 // null rows of arrays and maps.
-func statsFromSummaries(schema *parquet.Schema, cols []column.Column, sums []colSummary, numRows int, opts FileOptions) (string, error) {
+func statsFromSummaries(schema *parquet.Schema, cols []column.Column, sums []parquetenc.Summary, numRows int, opts FileOptions) (string, error) {
 	cfg, err := newStatsConfig(opts.Configuration)
 	if err != nil {
 		return "", err
@@ -270,11 +262,11 @@ func (b *statsBuilder) countNullRows(col, def int) int {
 }
 
 // leafStats returns the null count and, when defined, the JSON-ready min and max of a
-// non-repeated leaf column from its summary s (c is the column, whose entries s.lo and
-// s.hi index). Min/max exist for numeric, date, timestamp, string and decimal
+// non-repeated leaf column from its summary s (c is the column, whose entries s.Lo and
+// s.Hi index). Min/max exist for numeric, date, timestamp, string and decimal
 // columns, not for boolean and binary ones, nor for all-null columns or floating
 // columns holding NaN or ±Inf.
-func (b *statsBuilder) leafStats(t deltalog.DataType, c *column.Column, s colSummary) (int, any, any) {
+func (b *statsBuilder) leafStats(t deltalog.DataType, c *column.Column, s parquetenc.Summary) (int, any, any) {
 	ordered := false
 	switch t := t.(type) {
 	case deltalog.PrimitiveType:
@@ -286,14 +278,14 @@ func (b *statsBuilder) leafStats(t deltalog.DataType, c *column.Column, s colSum
 	case deltalog.DecimalType:
 		ordered = true
 	}
-	if !ordered || !s.have || s.nonFinite {
-		return s.nulls, nil, nil
+	if !ordered || !s.HasBounds || s.NonFinite {
+		return s.Nulls, nil, nil
 	}
-	mn, mx := b.format(t, c.At(s.lo), false), b.format(t, c.At(s.hi), true)
+	mn, mx := b.format(t, c.At(s.Lo), false), b.format(t, c.At(s.Hi), true)
 	if mn == nil || mx == nil {
-		return s.nulls, nil, nil
+		return s.Nulls, nil, nil
 	}
-	return s.nulls, mn, mx
+	return s.Nulls, mn, mx
 }
 
 // format renders a min (isMax false) or max value for stats JSON, or nil when it has

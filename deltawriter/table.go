@@ -1,7 +1,3 @@
-// Package deltawriter reads and appends to Delta Lake tables: log replay into a
-// Snapshot, Parquet data files with statistics, commits with put-if-absent and a
-// conflict loop, and classic checkpoints. It never imports Kafka or Avro packages;
-// source progress arrives as plain (appId, version) txn pairs.
 package deltawriter
 
 import (
@@ -47,11 +43,11 @@ type options struct {
 
 // WithBackgroundCheckpoints makes Commit hand due checkpoints to one background goroutine
 // per table instead of writing them before it returns, so that commit latency does not
-// include them (BENCHMARKS.md "Commit path"). The goroutine runs only while a checkpoint
-// is pending; a checkpoint that falls due while another is being written waits, and a
-// newer one replaces it (the newest state is always checkpointed, intervals may be
-// skipped under load). Readers never depend on a checkpoint being present. Call Close
-// (or WaitCheckpoints) before exiting.
+// include them (BenchmarkCommitPath; docs/performance.md). The goroutine runs only while
+// a checkpoint is pending; a checkpoint that falls due while another is being written
+// waits, and a newer one replaces it (the newest state is always checkpointed, intervals
+// may be skipped under load). Readers never depend on a checkpoint being present. Call
+// Close (or WaitCheckpoints) before exiting.
 func WithBackgroundCheckpoints() Option { return func(o *options) { o.bgCheckpoint = true } }
 
 // WithAfterCheckpoint runs fn on the background checkpoint goroutine after each

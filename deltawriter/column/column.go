@@ -4,7 +4,7 @@
 // form: one 8-byte word per row for a fixed-width leaf, the row's bytes back to back with
 // one end offset per row for a BYTE_ARRAY leaf. The dense form is what the decoder
 // appends and the encoder reads for most columns: no 24-byte parquet.Value with a pointer
-// per value, no levels to store or check (BENCHMARKS.md, "Typed column path").
+// per value, no levels to store or check (docs/architecture.md, "Memory").
 //
 // The package imports nothing of the module; deltawriter, ingest/decode and ingest
 // share it.

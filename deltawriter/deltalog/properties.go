@@ -10,7 +10,8 @@ const (
 	PropCheckpointInterval       = "delta.checkpointInterval"        // commits between checkpoints (default 10)
 	// PropLegacyTimestampZone is ingestd's own table property: the IANA zone in which
 	// legacy zone-less timestamp partition values ("2024-06-15 19:30:45", written by Spark
-	// before Delta 3.3 in its session zone) are read; UTC when unset (CASES.md C32 variant L).
+	// before Delta 3.3 in its session zone) are read; UTC when unset (docs/tables.md,
+	// "Partitioned tables").
 	PropLegacyTimestampZone      = "ingestd.partition.legacyTimestampZone"
 	PropCompressionCodec         = "delta.parquet.compression.codec"
 	PropNumIndexedCols           = "delta.dataSkippingNumIndexedCols"
@@ -31,7 +32,7 @@ const (
 	PropRandomizeFilePrefixes    = "delta.randomizeFilePrefixes"
 	// PropGenerationTimeZone is ingestd's own table property (not Delta's): the IANA time
 	// zone generation expressions are evaluated in (Spark's session zone); UTC when absent
-	// (CASES.md C34).
+	// (docs/tables.md, "Generated columns").
 	PropGenerationTimeZone = "ingestd.generation.timeZone"
 	// PropFeaturePrefix + a feature name set to "supported" asks for the feature
 	// ("Table Features", "Enabling a table feature").

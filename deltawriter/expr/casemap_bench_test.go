@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkUpper: upper(s) on a 12-character string, ASCII (Spark's fast path) and not
-// (full Unicode case mapping, a Caser per call). BENCHMARKS.md, "upper and lower".
+// (full Unicode case mapping, a Caser per call); docs/performance.md.
 func BenchmarkUpper(b *testing.B) {
 	schema := &deltalog.StructType{Fields: []*deltalog.StructField{{Name: "s", Type: deltalog.String, Nullable: true}}}
 	e, err := Compile("upper(s)", schema, Options{})

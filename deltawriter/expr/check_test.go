@@ -9,8 +9,10 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// c41Schema is CASES.md C41's silver.orders.
-func c41Schema() *deltalog.StructType {
+// ordersSchema is the orders table of TestCheckConstraintsPerRow: order_id bigint,
+// amount decimal(10,2), qty int, line_total decimal(10,2), status string, `unit price`
+// double (a name with a space), note string.
+func ordersSchema() *deltalog.StructType {
 	dec := deltalog.DecimalType{Precision: 10, Scale: 2}
 	return &deltalog.StructType{Fields: []*deltalog.StructField{
 		{Name: "order_id", Type: deltalog.Long, Nullable: true},
@@ -23,9 +25,10 @@ func c41Schema() *deltalog.StructType {
 	}}
 }
 
-// c41Row is a C41 row by column name; absent keys are the valid row's values, a nil
-// value is NULL.
-func c41Row(t *testing.T, over map[string]any) map[string]Value {
+// ordersRow is a row of ordersSchema by column name; absent keys are the valid row's
+// values (amount 1.00, qty 1, line_total 1.00, status 'NEW', unit price 2.5, note 'ok'), a
+// nil value is NULL, an int64 is cents.
+func ordersRow(t *testing.T, over map[string]any) map[string]Value {
 	dec := deltalog.DecimalType{Precision: 10, Scale: 2}
 	cents := func(c int64) Value { return Decimal(dec, big.NewInt(c)) }
 	row := map[string]Value{"order_id": Int(deltalog.Long, 1), "amount": cents(100), "qty": Int(deltalog.Integer, 1),
@@ -49,10 +52,15 @@ func c41Row(t *testing.T, over map[string]any) map[string]Value {
 	return row
 }
 
-// TestC41 evaluates C41's constraints on its valid row and r1–r12 with the protocol's
-// rule (a row violates a constraint unless it is true) and checks the exact set of
-// violated constraints per row.
-func TestC41(t *testing.T) {
+// TestCheckConstraintsPerRow evaluates six CHECK constraints (among them `unit price` > 0,
+// a backticked name with a space, and ops.amount.max, a name with dots) on a valid row and
+// on rows r1–r12 that each change it, with the protocol's rule (a row violates a
+// constraint unless it is true: a NULL result is a violation, as Spark has it), and checks
+// the exact set of violated constraints per row: NULL amounts (r1), status, note and
+// NULL operands; exact decimals (0.10 × 3 = 0.30 passes, r8; binary floating point would
+// give 0.30000000000000004); case-sensitive strings (r3); length counting characters, not
+// bytes ('Zoë!!' is 5, r5); NaN greater than every other value (r11 passes).
+func TestCheckConstraintsPerRow(t *testing.T) {
 	constraints := map[string]string{
 		"amount_pos":     "amount >= 0",
 		"status_known":   "status IN ('NEW', 'PAID', 'SHIPPED')",
@@ -63,7 +71,7 @@ func TestC41(t *testing.T) {
 	}
 	exprs := map[string]*Expr{}
 	for name, src := range constraints {
-		e, err := Compile(src, c41Schema(), Options{})
+		e, err := Compile(src, ordersSchema(), Options{})
 		if err != nil {
 			t.Fatalf("compile %s: %v", name, err)
 		}
@@ -93,7 +101,7 @@ func TestC41(t *testing.T) {
 	}
 	names := []string{"amount_pos", "line_total_ok", "note_short", "ops.amount.max", "price_positive", "status_known"}
 	for _, r := range rows {
-		row := c41Row(t, r.over)
+		row := ordersRow(t, r.over)
 		var got []string
 		for _, name := range names {
 			e := exprs[name]
@@ -180,7 +188,7 @@ func TestEvalSQL(t *testing.T) {
 		"'b' > 'B'":                                 "true",
 		"CAST('2024-01-01' AS DATE) < '2024-01-02'": "true",
 	} {
-		e, err := Compile(src, c41Schema(), Options{})
+		e, err := Compile(src, ordersSchema(), Options{})
 		if err != nil {
 			t.Errorf("%s: %v", src, err)
 			continue
@@ -210,7 +218,7 @@ func TestEvalErrors(t *testing.T) {
 		"CAST(CAST('NaN' AS DOUBLE) AS INT)": "CAST_OVERFLOW",
 		"'a' LIKE 'a\\\\'":                   "ESC_AT_THE_END",
 	} {
-		e, err := Compile(src, c41Schema(), Options{})
+		e, err := Compile(src, ordersSchema(), Options{})
 		if err != nil {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %v, want %s", src, err, want)

@@ -68,9 +68,14 @@ func micros(t *testing.T, s string) int64 {
 	return v.UnixMicro()
 }
 
-// TestC34 is CASES.md C34's generated values: computed in UTC whatever the process zone,
-// the Melbourne session zone moving off 0 to the next day, timestamp_ntz needing no zone.
-func TestC34(t *testing.T) {
+// TestGeneratedDateTimeZone: the generated columns CAST(created_at AS DATE),
+// YEAR/MONTH/DAY(created_at) of a Spark table partitioned by the date, under
+// TZ=Australia/Melbourne. Computed in UTC they ignore the process zone:
+// 1673269200000000 µs (2023-01-09T13:00:00Z) is 2023-01-09, 2023, 1, 9;
+// 1704067199999999 µs is 2023-12-31; null gives NULL. In a Melbourne session the first is
+// 2023-01-10 (where Spark sessions in another zone disagree); a timestamp_ntz needs no
+// zone (2023-01-09 in both).
+func TestGeneratedDateTimeZone(t *testing.T) {
 	t.Setenv("TZ", "Australia/Melbourne")
 	row0 := map[string]Value{"created_at": ts(1673269200000000)}
 	row1 := map[string]Value{"created_at": ts(1704067199999999)}

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkOptimize compacts 100 files of 2,000 rows (id long, v string of ~40 bytes, n
 // double) in one partition into one file; MB/s is source bytes read per second
-// (BENCHMARKS.md, "OPTIMIZE").
+// (docs/performance.md).
 //
 //	go test -run '^$' -bench BenchmarkOptimize -benchtime 5x ./deltawriter/maintenance/
 func BenchmarkOptimize(b *testing.B) {

@@ -19,7 +19,8 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/expr"
 )
 
-// Optimize defaults (issue 16).
+// Optimize defaults: the target size of a compacted file, in bytes, and the small files a
+// partition needs before it is compacted (docs/maintenance.md).
 const (
 	DefaultTargetFileSize = 256 << 20 // bytes
 	DefaultMinFiles       = 10

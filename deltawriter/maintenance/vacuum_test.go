@@ -246,7 +246,7 @@ func TestDVPath(t *testing.T) {
 }
 
 // BenchmarkVacuumDryRun measures listing and diffing a local table of 2,000 live files
-// and 2,000 orphans in 20 partition directories (BENCHMARKS.md, "Maintenance").
+// and 2,000 orphans in 20 partition directories (docs/performance.md).
 func BenchmarkVacuumDryRun(b *testing.B) {
 	root := b.TempDir()
 	st, _ := storage.NewLocal(root)

@@ -29,9 +29,9 @@ import (
 // entry names (PROTOCOL.md, "Delta Log Entries": the files an add names must exist before
 // the commit is visible). A local commit so waits for two fsync latencies (its temporary
 // file beside the data files and their directories, then its own directory) instead of
-// four in series (BENCHMARKS.md, "Local commits: the data file made durable beside the
-// log entry"). A failed fsync of a pending file or directory, or of a new directory's
-// parent, is never retried: every later Put under the root fails with ErrDataLost.
+// four in series (BenchmarkLocalCommit; docs/performance.md). A failed fsync of a pending
+// file or directory, or of a new directory's parent, is never retried: every later Put
+// under the root fails with ErrDataLost.
 type Local struct {
 	root    string
 	pending *pendingFiles

@@ -64,8 +64,10 @@ func TestAlterRefusesPartitionColumn(t *testing.T) {
 	}
 }
 
-// TestDescribePartitions (CASES.md C32 variant L): the legacy zone-less timestamp and the
-// ISO form of one instant are one partition; the null partition is listed; counts exact.
+// TestDescribePartitions: in a table whose older files Spark wrote before Delta 3.3, the
+// legacy zone-less timestamp "2024-06-15 19:30:45" and the ISO form
+// "2024-06-15T19:30:45.000000Z" of the same instant are one partition; the null partition
+// is listed; counts exact.
 func TestDescribePartitions(t *testing.T) {
 	ctx := context.Background()
 	tbl, _ := partitionedTable(t,

@@ -1,6 +1,7 @@
-// Package archtest checks the import rules of DESIGN.md §2 ("Data flow and packages")
-// on the module's packages, as `go list` sees them (non-test Go files, this platform's
-// build tags): run by `go test ./...`, so by `make test`.
+// Package archtest checks the module's import rules (docs/architecture.md, "Packages and
+// import rules") on its packages, as `go list` sees them (this platform's build tags;
+// non-test Go files, but for the rules on direct imports, which read the tests too): run
+// by `go test ./...`, so by `make test`.
 package archtest
 
 import (
@@ -20,9 +21,9 @@ const module = "github.com/ingestd/ingestd"
 // layers orders the module's packages from the top (cmd) down; patterns are relative to
 // the module, "x/..." meaning x and everything below it, and the most specific pattern
 // names a package's layer. A package may import only packages of a lower layer (a larger
-// rank), or packages of its own "x/..." subtree. DESIGN.md §2: cmd → ingest →
-// {batcher, schemaguard, deltawriter}; inside deltawriter, tableops → deltawriter →
-// {storage, expr} → deltalog.
+// rank), or packages of its own "x/..." subtree: cmd → ingest → {batcher, schemaguard,
+// deltawriter}; inside deltawriter, tableops → deltawriter → {storage, expr, parquetenc}
+// → {deltalog, column}.
 var layers = []struct {
 	pattern string
 	rank    int
@@ -36,13 +37,14 @@ var layers = []struct {
 	{"deltawriter/...", 3}, // tableops and other users of the Delta writer
 	{"deltawriter", 4},
 	{"deltawriter/storage/...", 5},
+	{"deltawriter/parquetenc/...", 5},
 	{"deltawriter/expr/...", 5}, // the SQL expression evaluator: below deltawriter and tableops, used by ingest
 	{"deltawriter/deltalog/...", 6},
 	{"deltawriter/column/...", 6}, // a leaf column's values between decoder and encoder: below deltawriter and ingest/decode
 	{"internal/...", 7},           // shared helpers (tarzst): import nothing above
 }
 
-// rules are the "must not import" column of DESIGN.md §2 and the notes under it. A
+// rules are what each package must not import, or may only import. A
 // pattern with a dot in its first element is outside the module (it also forbids the
 // package as an indirect dependency); any other is relative to the module.
 var rules = []struct {
@@ -51,6 +53,15 @@ var rules = []struct {
 	only []string
 	deny []string
 	why  string
+	// onlyExternal, when set, lists every package outside the module and the standard
+	// library they may import (patterns as in deny).
+	onlyExternal []string
+	// except lists packages matching pkgs that the rule leaves out.
+	except []string
+	// denyDirect lists packages outside the module that none of their Go files, tests
+	// included, may import; their dependencies may (deltawriter reaches the cloud SDKs
+	// through deltawriter/storage).
+	denyDirect []string
 }{
 	{pkgs: "batcher/...", only: []string{"batcher/..."}, deny: []string{"github.com/twmb/franz-go/..."},
 		why: "batcher is pure size/bytes/age batching: no Kafka, no Delta, nothing else of the module"},
@@ -64,6 +75,9 @@ var rules = []struct {
 		why: "deltawriter/expr evaluates Spark SQL expressions on the Delta model: it imports nothing of the module but deltawriter/deltalog"},
 	{pkgs: "deltawriter/maintenance/...", only: []string{"deltawriter/maintenance/...", "deltawriter", "deltawriter/deltalog", "deltawriter/storage", "deltawriter/expr", "internal/..."},
 		why: "deltawriter/maintenance is table maintenance (OPTIMIZE, VACUUM, log cleanup) on the Delta writer: it never imports ingest; pipelines call it"},
+	{pkgs: "deltawriter/parquetenc/...", only: []string{"deltawriter/parquetenc/...", "deltawriter/column"},
+		onlyExternal: []string{"github.com/parquet-go/parquet-go/...", "github.com/klauspost/compress/..."},
+		why:          "deltawriter/parquetenc turns column buffers into a Parquet file and per-column summaries: it knows package column and parquet-go (and the codecs), nothing of Delta or the table"},
 	{pkgs: "deltawriter/column/...", only: []string{"deltawriter/column/..."},
 		why: "deltawriter/column is the column values the decoder writes and the encoder reads: it imports nothing of the module"},
 	{pkgs: "deltawriter/deltalog/...", only: []string{"deltawriter/deltalog/..."},
@@ -76,17 +90,27 @@ var rules = []struct {
 		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/...", deny: []string{"cmd/..."},
 		why: "commands are wired in cmd; nothing imports them"},
+	{pkgs: "...", except: []string{"deltawriter/storage/...", "internal/awscred"}, denyDirect: cloudSDKs,
+		why: "only deltawriter/storage talks to the object stores: the rest of ingestd sees the storage.Store interface"},
+	{pkgs: "internal/awscred", denyDirect: []string{"cloud.google.com/go/...", "google.golang.org/api/...", "github.com/Azure/...", "golang.org/x/oauth2/..."},
+		why: "internal/awscred is the AWS credential chain of the AWS_MSK_IAM SASL mechanism, not a store: of the cloud SDKs it imports the AWS SDK only"},
 }
+
+// cloudSDKs are the object stores' SDKs and their credential libraries.
+var cloudSDKs = []string{"github.com/aws/...", "cloud.google.com/go/...", "google.golang.org/api/...", "github.com/Azure/...", "golang.org/x/oauth2/..."}
 
 // pkg is what `go list -json` says of one package.
 type pkg struct {
 	ImportPath string
 	Imports    []string
 	Deps       []string
+	// TestImports and XTestImports are the imports of its _test.go files (package p and
+	// package p_test).
+	TestImports, XTestImports []string
 }
 
 func TestImportRules(t *testing.T) {
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps", module+"/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps,TestImports,XTestImports", module+"/...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -126,7 +150,7 @@ func check(pkgs []pkg) []string {
 		}
 		rank, layer := layerOf(rel)
 		if layer == "" {
-			out = append(out, fmt.Sprintf("package %s has no layer in the import rules: add it to layers in internal/archtest (DESIGN.md §2)", rel))
+			out = append(out, fmt.Sprintf("package %s has no layer in the import rules: add it to layers in internal/archtest (docs/architecture.md, \"Packages and import rules\")", rel))
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -136,13 +160,23 @@ func check(pkgs []pkg) []string {
 			}
 			irank, ilayer := layerOf(irel)
 			if irank < rank || (irank == rank && !(ilayer == layer && strings.HasSuffix(layer, "/..."))) {
-				out = append(out, fmt.Sprintf("%s imports %s: a package may import only packages below its layer (%s is in layer %q, %s in %q; DESIGN.md §2: cmd → ingest → {batcher, schemaguard, deltawriter})",
+				out = append(out, fmt.Sprintf("%s imports %s: a package may import only packages below its layer (%s is in layer %q, %s in %q; cmd → ingest → {batcher, schemaguard, deltawriter})",
 					rel, irel, rel, layer, irel, ilayer))
 			}
 		}
 		for _, r := range rules {
-			if !match(r.pkgs, rel) {
+			if !match(r.pkgs, rel) || slices.ContainsFunc(r.except, func(pat string) bool { return match(pat, rel) }) {
 				continue
+			}
+			for _, pat := range r.denyDirect {
+				for _, imps := range []struct {
+					how  string
+					list []string
+				}{{"directly", p.Imports}, {"in its tests", append(slices.Clone(p.TestImports), p.XTestImports...)}} {
+					if i := slices.IndexFunc(imps.list, func(imp string) bool { return match(pat, imp) }); i >= 0 {
+						out = append(out, fmt.Sprintf("%s imports %s (%s): rule %q must not import %q: %s", rel, imps.list[i], imps.how, r.pkgs, pat, r.why))
+					}
+				}
 			}
 			for _, imp := range p.Imports {
 				irel, inModule := relative(imp)
@@ -157,6 +191,14 @@ func check(pkgs []pkg) []string {
 						out = append(out, fmt.Sprintf("%s imports %s: rule %q must not import %q: %s", rel, irel, r.pkgs, pat, r.why))
 					}
 				}
+			}
+			for _, imp := range p.Imports {
+				if _, inModule := relative(imp); r.onlyExternal == nil || inModule || !external(imp) ||
+					slices.ContainsFunc(r.onlyExternal, func(pat string) bool { return match(pat, imp) }) {
+					continue // the standard library is always allowed
+				}
+				out = append(out, fmt.Sprintf("%s imports %s: rule %q: %s (outside the module and the standard library it may import only %s)",
+					rel, imp, r.pkgs, r.why, strings.Join(r.onlyExternal, ", ")))
 			}
 			for _, pat := range r.deny {
 				if !external(pat) {
@@ -210,8 +252,12 @@ func external(pattern string) bool {
 	return strings.Contains(first, ".")
 }
 
-// match reports whether path matches pattern: equal, or below it for "x/...".
+// match reports whether path matches pattern: equal, or below it for "x/..."; "..."
+// matches every package of the module.
 func match(pattern, path string) bool {
+	if pattern == "..." {
+		return true
+	}
 	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
 		return path == base || strings.HasPrefix(path, base+"/")
 	}
@@ -248,9 +294,14 @@ func TestCheckReportsViolations(t *testing.T) {
 		{ImportPath: m("ingest/decode"), Imports: []string{m("deltawriter/deltalog"), "github.com/hamba/avro/v2"}},
 		{ImportPath: m("schemaguard"), Imports: []string{m("deltawriter/deltalog")}},
 		{ImportPath: m("deltawriter/tableops"), Imports: []string{m("deltawriter"), m("deltawriter/storage"), m("deltawriter/deltalog")}},
-		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog"), m("deltawriter/parquetenc"), m("deltawriter/column")},
+			Deps: []string{"github.com/aws/aws-sdk-go-v2/service/s3", "cloud.google.com/go/storage"}}, // through deltawriter/storage
+		{ImportPath: m("deltawriter/parquetenc"), Imports: []string{"bytes", m("deltawriter/column"), "github.com/parquet-go/parquet-go", "github.com/parquet-go/parquet-go/format", "github.com/klauspost/compress/s2"}},
+		{ImportPath: m("deltawriter/column"), Imports: []string{"github.com/parquet-go/parquet-go"}},
 		{ImportPath: m("deltawriter/storage/s3"), Imports: []string{m("deltawriter/storage")}},
-		{ImportPath: m("deltawriter/storage"), Imports: []string{m("deltawriter/deltalog")}},
+		{ImportPath: m("deltawriter/storage"), Imports: []string{m("deltawriter/deltalog"), "github.com/aws/aws-sdk-go-v2/service/s3", "cloud.google.com/go/storage", "golang.org/x/oauth2/google"},
+			XTestImports: []string{"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"}},
+		{ImportPath: m("internal/awscred"), Imports: []string{"github.com/aws/aws-sdk-go-v2/config"}},
 		{ImportPath: m("deltawriter/deltalog")},
 		{ImportPath: m("internal/tarzst")},
 	}
@@ -268,11 +319,18 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("deltawriter/tableops"), Imports: []string{"github.com/hamba/avro/v2"}, Deps: []string{"github.com/hamba/avro/v2"}}, []string{"deltawriter/tableops imports github.com/hamba/avro/v2", `"github.com/hamba/avro/..."`}},
 		{pkg{ImportPath: m("deltawriter/deltalog"), Imports: []string{m("internal/tarzst")}}, []string{"deltawriter/deltalog imports internal/tarzst", "pure leaf"}},
 		{pkg{ImportPath: m("deltawriter/storage"), Imports: []string{m("internal/tarzst")}}, []string{"deltawriter/storage imports internal/tarzst", "but deltawriter/deltalog"}},
+		{pkg{ImportPath: m("deltawriter/parquetenc"), Imports: []string{m("deltawriter/deltalog")}}, []string{"deltawriter/parquetenc imports deltawriter/deltalog", `rule "deltawriter/parquetenc/..."`, "may import only deltawriter/parquetenc/..., deltawriter/column of the module"}},
+		{pkg{ImportPath: m("deltawriter/parquetenc"), Imports: []string{m("deltawriter")}}, []string{"deltawriter/parquetenc imports deltawriter: a package may import only packages below its layer"}},
+		{pkg{ImportPath: m("deltawriter/parquetenc"), Imports: []string{"github.com/apache/arrow-go/v18/parquet"}}, []string{"deltawriter/parquetenc imports github.com/apache/arrow-go/v18/parquet", "outside the module and the standard library it may import only github.com/parquet-go/parquet-go/..."}},
 		{pkg{ImportPath: m("internal/tarzst"), Imports: []string{m("deltawriter/deltalog")}}, []string{"internal/tarzst imports deltawriter/deltalog: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("ingest"), Imports: []string{m("cmd/ingestd")}}, []string{"ingest imports cmd/ingestd: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("newtop")}, []string{"package newtop has no layer"}},
 		{pkg{ImportPath: m("ingest/config"), Imports: []string{"github.com/twmb/franz-go/pkg/kgo"}, Deps: []string{"github.com/twmb/franz-go/pkg/kgo"}}, []string{"ingest/config imports github.com/twmb/franz-go/pkg/kgo (directly)", `rule "ingest/config/..."`}},
 		{pkg{ImportPath: m("ingest/config"), Imports: []string{m("ingest/decode")}}, []string{"ingest/config imports ingest/decode", "may import only"}},
+		{pkg{ImportPath: m("deltawriter"), Imports: []string{"github.com/aws/aws-sdk-go-v2/service/s3"}}, []string{"deltawriter imports github.com/aws/aws-sdk-go-v2/service/s3 (directly)", `rule "..." must not import "github.com/aws/..."`, "storage.Store"}},
+		{pkg{ImportPath: m("ingest"), XTestImports: []string{"cloud.google.com/go/storage"}}, []string{"ingest imports cloud.google.com/go/storage (in its tests)", `"cloud.google.com/go/..."`}},
+		{pkg{ImportPath: m("cmd/ingestd"), TestImports: []string{"golang.org/x/oauth2/google"}}, []string{"cmd/ingestd imports golang.org/x/oauth2/google (in its tests)"}},
+		{pkg{ImportPath: m("internal/awscred"), Imports: []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/Azure/azure-sdk-for-go/sdk/azidentity"}}, []string{"internal/awscred imports github.com/Azure/azure-sdk-for-go/sdk/azidentity (directly)", "the AWS SDK only"}},
 	} {
 		v := check([]pkg{tc.p})
 		if len(v) == 0 {

@@ -1,6 +1,6 @@
 // Package awscred is the AWS SDK's default credential chain for what is not a store: the
 // AWS_MSK_IAM SASL mechanism of package ingest. Besides deltawriter/storage it is the one
-// package that imports the AWS SDK (docs/architecture.md, "Packages and import rules").
+// package that imports the AWS SDK (a rule of internal/archtest).
 package awscred
 
 import (

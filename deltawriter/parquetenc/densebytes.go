@@ -1,4 +1,4 @@
-package deltawriter
+package parquetenc
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 // Column.Bytes, Column.Dense[j] the end offset of row j (Parquet format, "Data pages",
 // "Encodings" PLAIN: a 4-byte little-endian length then the bytes; RLE_DICTIONARY).
 //
-// As the fixed-width dense pass (pqdense.go): the column is validated once (checkDense,
+// As the fixed-width dense pass (dense.go): the column is validated once (checkDense,
 // then checkOffsets), its definition levels, all at the leaf's maximum, are written as
 // runs; the values are written PLAIN straight from Bytes with the minimum and maximum
 // (unsigned byte order) in the same loop, or dictionary-encoded when dictionaryPaysBytes
@@ -22,17 +22,16 @@ import (
 // abandoned for PLAIN when the dictionary outgrows its bounds. Pages are cut before the
 // row at which the levelled pass cuts (its test: the page's PLAIN value bytes, 4 + length
 // per value, + 2 × its dictionary indexes + its rows / 8 ≥ pageTargetBytes), so the file
-// and its statistics (footer bounds, Delta add.stats with their string truncation and
-// invalid-UTF-8 rule, both read through column.At of the summary's rows) are those the
-// levelled pass gives for the same values (TestWriteColumnsDenseSameBytes,
-// FuzzDenseSameBytes).
+// and its Summary (the footer bounds, and the table's statistics, which read the
+// summary's entries through column.At) are those the levelled pass gives for the same
+// values (TestWriteColumnsDenseSameBytes, FuzzDenseSameBytes).
 
 // denseBytesColumn is denseColumn for a dense BYTE_ARRAY column that passed checkDense:
 // it validates c's offsets (checkOffsets), summarises it and, when encoding, appends its
 // pages to e.out, dictionary-encoded when dictionaryPaysBytes, as the levelled pass does.
-func (e *columnEncoder) denseBytesColumn(leaf *leafInfo, c *column.Column) (colSummary, error) {
+func (e *columnEncoder) denseBytesColumn(leaf *leafInfo, c *column.Column) (Summary, error) {
 	if err := checkOffsets(leaf, c); err != nil {
-		return colSummary{}, err
+		return Summary{}, err
 	}
 	if e.encode && e.dictionaryPaysBytes(c) {
 		s, err := e.denseBytesDictPass(leaf, c)
@@ -85,12 +84,12 @@ func (e *columnEncoder) dictionaryPaysBytes(c *column.Column) bool {
 // column PLAIN (Parquet format, "Encodings", Plain: each value as its length, 4 bytes
 // little-endian, then its bytes): no nulls, lo and hi the first of the minimum and
 // maximum values in unsigned byte order.
-func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (colSummary, error) {
+func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (Summary, error) {
 	e.beginChunk(false, true)
 	defer e.endChunk(false)
 	offs, data := c.Dense, c.Bytes
 	n := len(offs)
-	s := colSummary{have: true}
+	s := Summary{HasBounds: true}
 	loB, hiB := c.ValueBytes(0), c.ValueBytes(0)
 	if !e.encode {
 		var start uint64
@@ -98,9 +97,9 @@ func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (c
 			b := data[start:end]
 			start = end
 			if bytes.Compare(b, loB) < 0 {
-				s.lo, loB = j, b
+				s.Lo, loB = j, b
 			} else if bytes.Compare(b, hiB) > 0 {
-				s.hi, hiB = j, b
+				s.Hi, hiB = j, b
 			}
 		}
 		return s, nil
@@ -126,9 +125,9 @@ func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (c
 			binary.LittleEndian.PutUint32(buf[p:], uint32(len(b)))
 			p += 4 + copy(buf[p+4:], b)
 			if bytes.Compare(b, loB) < 0 {
-				s.lo, loB = j, b
+				s.Lo, loB = j, b
 			} else if bytes.Compare(b, hiB) > 0 {
-				s.hi, hiB = j, b
+				s.Hi, hiB = j, b
 			}
 		}
 		if err := e.flushPage(leaf, last-first, 0); err != nil {
@@ -144,8 +143,8 @@ func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (c
 // PLAIN), with the levelled pass's entries (first-occurrence order), pages
 // (pageRows(0, true) rows each) and bounds (the first of the minimum and maximum among
 // the entries' first occurrences).
-func (e *columnEncoder) denseBytesDictPass(leaf *leafInfo, c *column.Column) (colSummary, error) {
-	var s colSummary
+func (e *columnEncoder) denseBytesDictPass(leaf *leafInfo, c *column.Column) (Summary, error) {
+	var s Summary
 	e.beginChunk(true, true)
 	defer e.endChunk(true)
 	offs, data := c.Dense, c.Bytes
@@ -179,14 +178,14 @@ func (e *columnEncoder) denseBytesDictPass(leaf *leafInfo, c *column.Column) (co
 	// occurrence, so the first of equal values wins as in the PLAIN pass
 	for i, j := range e.dictFirst {
 		if i == 0 {
-			s.lo, s.hi, s.have = j, j, true
+			s.Lo, s.Hi, s.HasBounds = j, j, true
 			continue
 		}
 		b := c.ValueBytes(j)
-		if bytes.Compare(b, c.ValueBytes(s.lo)) < 0 {
-			s.lo = j
-		} else if bytes.Compare(b, c.ValueBytes(s.hi)) > 0 {
-			s.hi = j
+		if bytes.Compare(b, c.ValueBytes(s.Lo)) < 0 {
+			s.Lo = j
+		} else if bytes.Compare(b, c.ValueBytes(s.Hi)) > 0 {
+			s.Hi = j
 		}
 	}
 	if err := e.writeDictionary(); err != nil {

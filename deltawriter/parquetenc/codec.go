@@ -1,4 +1,4 @@
-package deltawriter
+package parquetenc
 
 import (
 	"github.com/klauspost/compress/s2"
@@ -7,10 +7,17 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// snappyCodec is Parquet's SNAPPY codec on klauspost/compress/s2: s2.EncodeSnappy writes
+// Snappy returns Parquet's SNAPPY codec on klauspost/compress/s2: s2.EncodeSnappy writes
 // the plain snappy block format (readable by every snappy decoder) several times faster
 // than the golang/snappy-derived encoder parquet-go uses by default
-// (shared/reference/performance-notes.md; BENCHMARKS.md "Parquet encode").
+// (BenchmarkParquetEncode; docs/performance.md).
+func Snappy() compress.Codec { return snappyCodec{} }
+
+// Zstd returns parquet-go's ZSTD codec at klauspost's fastest level: about twice the
+// default level's speed for a few percent more bytes on typical ingest pages. Every call
+// returns the same codec, whose pooled encoders all files share.
+func Zstd() compress.Codec { return zstdCodec }
+
 type snappyCodec struct{}
 
 func (snappyCodec) String() string                            { return "SNAPPY" }
@@ -29,6 +36,5 @@ func (snappyCodec) Decode(dst, src []byte) ([]byte, error) {
 	return s2.Decode(dst[:n], src)
 }
 
-// zstdCodec is parquet-go's ZSTD codec at klauspost's fastest level: about twice the
-// default level's speed for a few percent more bytes on typical ingest pages.
+// zstdCodec is Zstd's codec: one value, so that its encoder pool is shared.
 var zstdCodec compress.Codec = &pqzstd.Codec{Level: pqzstd.SpeedFastest}

@@ -1,4 +1,4 @@
-package deltawriter
+package parquetenc
 
 import (
 	"cmp"
@@ -19,7 +19,7 @@ import (
 // DOUBLE leaf whose every row is set) is encoded straight from its words (Parquet
 // format, "Data pages", "Encodings" PLAIN, RLE/bit-packing hybrid, RLE_DICTIONARY); a
 // non-repeated BYTE_ARRAY leaf in the byte form (its values back to back in
-// Column.Bytes, end offsets in Column.Dense) straight from its bytes (pqdensebytes.go).
+// Column.Bytes, end offsets in Column.Dense) straight from its bytes (densebytes.go).
 //
 // What the levelled pass checks per value is checked once per column (checkDense: the
 // words all share the levels, kind and column index of their leaf); the definition
@@ -35,9 +35,9 @@ import (
 // when encoding, appends its pages to e.out; INT32 and INT64 columns are
 // dictionary-encoded when dictionaryPaysDense, as the levelled pass does; BYTE_ARRAY
 // columns (the byte form) take denseBytesColumn.
-func (e *columnEncoder) denseColumn(ci int, leaf *leafInfo, c *column.Column, numRows int) (colSummary, error) {
+func (e *columnEncoder) denseColumn(ci int, leaf *leafInfo, c *column.Column, numRows int) (Summary, error) {
 	if err := checkDense(ci, leaf, c, numRows); err != nil {
-		return colSummary{}, err
+		return Summary{}, err
 	}
 	if leaf.kind == parquet.ByteArray {
 		return e.denseBytesColumn(leaf, c)
@@ -157,8 +157,8 @@ func appendConstLevels(dst []byte, n, level int) []byte {
 // outgrows its bounds: the caller re-encodes PLAIN). The summary is the levelled pass's:
 // no nulls, lo and hi the first of the minimum and maximum values, nonFinite for a NaN or
 // ±Inf; BOOLEAN columns get no bounds.
-func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (colSummary, error) {
-	var s colSummary
+func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (Summary, error) {
+	var s Summary
 	e.beginChunk(dict, true)
 	defer e.endChunk(dict)
 	kind := leaf.kind
@@ -173,12 +173,12 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (co
 	if e.encode {
 		per = pageRows(width, dict)
 	}
-	// the current minimum and maximum (of s.lo and s.hi), kept unpacked; the first
+	// the current minimum and maximum (of s.Lo and s.Hi), kept unpacked; the first
 	// value starts both, the rest replace them only when strictly beyond
 	var loI, hiI int64
 	var loF, hiF float64
 	if kind != parquet.Boolean && !dict {
-		s.have = true
+		s.HasBounds = true
 		switch kind {
 		case parquet.Int32:
 			loI = int64(int32(uint32(words[0])))
@@ -216,9 +216,9 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (co
 				x := int32(uint32(w))
 				binary.LittleEndian.PutUint32(buf[4*j:], uint32(x))
 				if y := int64(x); y < loI {
-					s.lo, loI = start+j, y
+					s.Lo, loI = start+j, y
 				} else if y > hiI {
-					s.hi, hiI = start+j, y
+					s.Hi, hiI = start+j, y
 				}
 			}
 		case kind == parquet.Int64:
@@ -226,9 +226,9 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (co
 			for j, w := range page {
 				binary.LittleEndian.PutUint64(buf[8*j:], w)
 				if x := int64(w); x < loI {
-					s.lo, loI = start+j, x
+					s.Lo, loI = start+j, x
 				} else if x > hiI {
-					s.hi, hiI = start+j, x
+					s.Hi, hiI = start+j, x
 				}
 			}
 		case kind == parquet.Float:
@@ -237,14 +237,14 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (co
 				b := uint32(w)
 				binary.LittleEndian.PutUint32(buf[4*j:], b)
 				if b&0x7f800000 == 0x7f800000 { // exponent all ones: NaN or ±Inf
-					s.nonFinite = true
+					s.NonFinite = true
 				}
 				y := float64(math.Float32frombits(b)) // exact: float32 order is float64 order
 				if y < loF {
-					s.lo, loF = start+j, y
+					s.Lo, loF = start+j, y
 				}
 				if y > hiF {
-					s.hi, hiF = start+j, y
+					s.Hi, hiF = start+j, y
 				}
 			}
 		case kind == parquet.Double:
@@ -252,14 +252,14 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (co
 			for j, w := range page {
 				binary.LittleEndian.PutUint64(buf[8*j:], w)
 				if w&0x7ff0000000000000 == 0x7ff0000000000000 {
-					s.nonFinite = true
+					s.NonFinite = true
 				}
 				x := math.Float64frombits(w)
 				if x < loF {
-					s.lo, loF = start+j, x
+					s.Lo, loF = start+j, x
 				}
 				if x > hiF {
-					s.hi, hiF = start+j, x
+					s.Hi, hiF = start+j, x
 				}
 			}
 		}
@@ -275,22 +275,22 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (co
 		// min and max over the distinct values; each entry stands for its first
 		// occurrence, so the first of equal values wins as in the PLAIN pass
 		for _, j := range e.dictFirst {
-			if !s.have {
-				s.lo, s.hi, s.have = j, j, true
+			if !s.HasBounds {
+				s.Lo, s.Hi, s.HasBounds = j, j, true
 				continue
 			}
 			var clo, chi int
 			if kind == parquet.Int32 {
 				x := int32(uint32(words[j]))
-				clo, chi = cmp.Compare(x, int32(uint32(words[s.lo]))), cmp.Compare(x, int32(uint32(words[s.hi])))
+				clo, chi = cmp.Compare(x, int32(uint32(words[s.Lo]))), cmp.Compare(x, int32(uint32(words[s.Hi])))
 			} else {
 				x := int64(words[j])
-				clo, chi = cmp.Compare(x, int64(words[s.lo])), cmp.Compare(x, int64(words[s.hi]))
+				clo, chi = cmp.Compare(x, int64(words[s.Lo])), cmp.Compare(x, int64(words[s.Hi]))
 			}
 			if clo < 0 {
-				s.lo = j
+				s.Lo = j
 			} else if chi > 0 {
-				s.hi = j
+				s.Hi = j
 			}
 		}
 		if err := e.writeDictionary(); err != nil {

@@ -1,4 +1,4 @@
-package deltawriter
+package parquetenc_test
 
 import (
 	"bytes"
@@ -16,18 +16,20 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
 // encodeRows makes n rows of allTypesSchema that exercise every path of the encoder:
 // nulls at every level, low-cardinality strings, integers and longs (dictionary), a
 // binary and a date column that look low-cardinality for their first 1,024 values and
-// then are all distinct (dictionary abandoned for PLAIN once it passes dictMaxBytes),
+// then are all distinct (dictionary abandoned for PLAIN once it passes DictMaxBytes),
 // lists and maps (repetition levels, dictionary under them),
 // -0.0/+0.0, negative decimals, and enough rows for several pages per column.
 func encodeRows(t *testing.T, n int) []map[string]any {
 	words := []string{"", "héllo", "NEW", "PAID", "🙂 smile", "x"}
-	width := DecimalBytes(25)
+	width := deltawriter.DecimalBytes(25)
 	rows := make([]map[string]any, n)
 	for i := range rows {
 		r := map[string]any{"id": int64(i) - int64(n/2)}
@@ -52,7 +54,7 @@ func encodeRows(t *testing.T, n int) []map[string]any {
 		}
 		r["ts"] = int64(i)*1_000_003 - 5_000_000_000
 		if i%17 != 0 {
-			if i < dictProbe {
+			if i < parquetenc.DictProbe {
 				r["day"] = int32(i % 3)
 			} else {
 				r["day"] = int32(i%40000 - 20000)
@@ -62,7 +64,7 @@ func encodeRows(t *testing.T, n int) []map[string]any {
 		if i%19 != 4 {
 			r["dec25"] = flba(t, fmt.Sprint(int64(i)*123_456_789-9_000_000_000), width)
 		}
-		if i < dictProbe {
+		if i < parquetenc.DictProbe {
 			r["bin"] = []byte{byte(i % 4), 1}
 		} else {
 			r["bin"] = []byte(fmt.Sprintf("bin-%09d", i))
@@ -89,13 +91,13 @@ func encodeRows(t *testing.T, n int) []map[string]any {
 			r["arr"] = arr
 		}
 		if i%8 != 7 {
-			var m []mapEntry
+			var m []deltawriter.MapEntry
 			for k := range i % 3 {
 				var v any
 				if k != 1 {
 					v = int64(i + k)
 				}
-				m = append(m, mapEntry{fmt.Sprintf("k%d", k), v})
+				m = append(m, deltawriter.MapEntry{Key: fmt.Sprintf("k%d", k), Value: v})
 			}
 			r["m"] = m
 		}
@@ -104,8 +106,8 @@ func encodeRows(t *testing.T, n int) []map[string]any {
 	return rows
 }
 
-// referenceFile writes cols with parquet-go's own writer (the path WriteDataFile took
-// before pqencode.go).
+// referenceFile writes cols with parquet-go's own writer (GenericWriter's column writers,
+// DataPage V1, SNAPPY).
 func referenceFile(t *testing.T, schema *parquet.Schema, cols [][]parquet.Value) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -121,20 +123,11 @@ func referenceFile(t *testing.T, schema *parquet.Schema, cols [][]parquet.Value)
 	return buf.Bytes()
 }
 
-func readRows(t *testing.T, data []byte) []map[string]any {
-	t.Helper()
-	var got []map[string]any
-	if err := readParquetRows(data, func(r map[string]any) error { got = append(got, r); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
 func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 	// small pages and dictionaries so that 20,000 rows need several of each
 	const n = 20_000
-	defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
-	pageTargetBytes, dictMaxBytes = 32<<10, 64<<10
+	defer func(p, d int) { *parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = p, d }(*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes)
+	*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = 32<<10, 64<<10
 	pq, cols := allTypesColumns(t, n)
 	ref := referenceFile(t, pq, cols)
 	want := readRows(t, ref)
@@ -147,14 +140,14 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 	}
 	refChunks := refFile.Metadata().RowGroups[0].Columns
 
-	for _, codec := range []compress.Codec{snappyCodec{}, zstdCodec, &parquet.Uncompressed} {
+	for _, codec := range []compress.Codec{parquetenc.Snappy(), parquetenc.Zstd(), &parquet.Uncompressed} {
 		t.Run(codec.String(), func(t *testing.T) {
-			enc, sums, err := encodeParquetFile(pq, levelled(cols), n, codec)
+			enc, sums, err := parquetenc.Encode(pq, levelled(cols), n, codec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			data := bytes.Clone(enc.out)
-			enc.release()
+			data := bytes.Clone(enc.Bytes())
+			enc.Release()
 			if dir := os.Getenv("INGESTD_KEEP_ENCODE"); dir != "" { // for a pyarrow / Spark comparison
 				_ = os.WriteFile(filepath.Join(dir, "ingestd-"+codec.String()+".parquet"), data, 0o644)
 				_ = os.WriteFile(filepath.Join(dir, "reference.parquet"), ref, 0o644)
@@ -164,8 +157,8 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 				t.Fatalf("%d rows, want %d", len(got), n)
 			}
 			for i := range want {
-				if !reflect.DeepEqual(got[i], want[i]) {
-					t.Fatalf("row %d\n got %#v\nwant %#v", i, got[i], want[i])
+				if !got[i].Equal(want[i]) {
+					t.Fatalf("row %d\n got %v\nwant %v", i, got[i], want[i])
 				}
 			}
 			f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
@@ -187,8 +180,8 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 					t.Errorf("%s: %d values %d nulls, parquet-go %d values %d nulls", path,
 						c.MetaData.NumValues, c.MetaData.Statistics.NullCount, rc.NumValues, rc.Statistics.NullCount)
 				}
-				if int64(sums[i].nulls) != c.MetaData.Statistics.NullCount {
-					t.Errorf("%s: summary has %d nulls, footer %d", path, sums[i].nulls, c.MetaData.Statistics.NullCount)
+				if int64(sums[i].Nulls) != c.MetaData.Statistics.NullCount {
+					t.Errorf("%s: summary has %d nulls, footer %d", path, sums[i].Nulls, c.MetaData.Statistics.NullCount)
 				}
 				if c.MetaData.Codec != codec.CompressionCodec() {
 					t.Errorf("%s: codec %v", path, c.MetaData.Codec)
@@ -237,8 +230,8 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 					}
 				case "dec25":
 					lo := new(big.Int).SetBytes(c.MetaData.Statistics.MinValue)
-					if lo.Cmp(new(big.Int).SetBytes(flba(t, "-9000000000", DecimalBytes(25)))) != 0 ||
-						!bytes.Equal(c.MetaData.Statistics.MaxValue, flba(t, fmt.Sprint(int64(n-1)*123_456_789-9_000_000_000), DecimalBytes(25))) {
+					if lo.Cmp(new(big.Int).SetBytes(flba(t, "-9000000000", deltawriter.DecimalBytes(25)))) != 0 ||
+						!bytes.Equal(c.MetaData.Statistics.MaxValue, flba(t, fmt.Sprint(int64(n-1)*123_456_789-9_000_000_000), deltawriter.DecimalBytes(25))) {
 						t.Errorf("dec25 bounds %x %x (column %d)", c.MetaData.Statistics.MinValue, c.MetaData.Statistics.MaxValue, i)
 					}
 				case "b":
@@ -263,17 +256,17 @@ func TestEncodeZeroBoundsAndNaN(t *testing.T) {
 	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[
 {"name":"z","type":"double","nullable":true,"metadata":{}},
 {"name":"f","type":"float","nullable":true,"metadata":{}}]}`)
-	pq, _ := ParquetSchema(schema, deltalog.ColumnMappingNone)
-	cols, err := shredRows(pq, []map[string]any{{"z": 0.0, "f": float32(1)}, {"z": math.Copysign(0, -1), "f": float32(math.NaN())}})
+	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	cols, err := deltawriter.RowsToColumns(pq, []map[string]any{{"z": 0.0, "f": float32(1)}, {"z": math.Copysign(0, -1), "f": float32(math.NaN())}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := encodeParquetFile(pq, levelled(cols), 2, snappyCodec{})
+	enc, _, err := parquetenc.Encode(pq, levelled(cols), 2, parquetenc.Snappy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer enc.release()
-	f, err := parquet.OpenFile(bytes.NewReader(enc.out), int64(len(enc.out)))
+	defer enc.Release()
+	f, err := parquet.OpenFile(bytes.NewReader(enc.Bytes()), int64(len(enc.Bytes())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,13 +287,13 @@ func TestEncodeZeroBoundsAndNaN(t *testing.T) {
 }
 
 // A dictionary column whose first pages hold only nulls (the page is cut before the
-// dictionary has an entry) encodes, and reads back exactly. Found by a break-it review:
-// the index bit width was bits.Len(uint(-1)) = 64, which the RLE encoder refuses.
+// dictionary has an entry) encodes, and reads back exactly: the index bit width of such a
+// page was once bits.Len(uint(-1)) = 64, which the RLE encoder refuses.
 func TestEncodeDictionaryAfterNullOnlyPages(t *testing.T) {
-	defer func(n int) { pageTargetBytes = n }(pageTargetBytes)
-	pageTargetBytes = 64
+	defer func(n int) { *parquetenc.PageTargetBytes = n }(*parquetenc.PageTargetBytes)
+	*parquetenc.PageTargetBytes = 64
 	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
-	pq, _ := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	var rows []map[string]any
 	for range 1000 {
 		rows = append(rows, map[string]any{"s": nil})
@@ -308,16 +301,16 @@ func TestEncodeDictionaryAfterNullOnlyPages(t *testing.T) {
 	for i := range 2000 {
 		rows = append(rows, map[string]any{"s": []string{"a", "b"}[i%2]})
 	}
-	cols, err := shredRows(pq, rows)
+	cols, err := deltawriter.RowsToColumns(pq, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := encodeParquetFile(pq, levelled(cols), len(rows), snappyCodec{})
+	enc, _, err := parquetenc.Encode(pq, levelled(cols), len(rows), parquetenc.Snappy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer enc.release()
-	f, err := parquet.OpenFile(bytes.NewReader(enc.out), int64(len(enc.out)))
+	defer enc.Release()
+	f, err := parquet.OpenFile(bytes.NewReader(enc.Bytes()), int64(len(enc.Bytes())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,24 +332,24 @@ func TestEncodeDictionaryAfterNullOnlyPages(t *testing.T) {
 	}
 }
 
-// String bounds longer than maxFooterBound are left out of the footer statistics (a
+// String bounds longer than MaxFooterBound are left out of the footer statistics (a
 // 100 MB value would otherwise make the footer unreadable to pyarrow); short ones stay.
 func TestEncodeOmitsLongFooterBounds(t *testing.T) {
 	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[
 {"name":"long","type":"string","nullable":true,"metadata":{}},
 {"name":"short","type":"string","nullable":true,"metadata":{}}]}`)
-	pq, _ := ParquetSchema(schema, deltalog.ColumnMappingNone)
-	big := strings.Repeat("x", maxFooterBound+1)
-	cols, err := shredRows(pq, []map[string]any{{"long": big, "short": "a"}, {"long": "b", "short": "c"}})
+	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	big := strings.Repeat("x", parquetenc.MaxFooterBound+1)
+	cols, err := deltawriter.RowsToColumns(pq, []map[string]any{{"long": big, "short": "a"}, {"long": "b", "short": "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := encodeParquetFile(pq, levelled(cols), 2, snappyCodec{})
+	enc, _, err := parquetenc.Encode(pq, levelled(cols), 2, parquetenc.Snappy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer enc.release()
-	f, err := parquet.OpenFile(bytes.NewReader(enc.out), int64(len(enc.out)))
+	defer enc.Release()
+	f, err := parquet.OpenFile(bytes.NewReader(enc.Bytes()), int64(len(enc.Bytes())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,5 +365,54 @@ func TestEncodeOmitsLongFooterBounds(t *testing.T) {
 				t.Errorf("short: bounds %q %q, want a and c", st.MinValue, st.MaxValue)
 			}
 		}
+	}
+}
+
+// Runs of one long value (the previous-value shortcut of the dictionary pass), broken
+// by nulls, short values and other long values of the same length, read back exactly,
+// dictionary-encoded, with the right footer bounds.
+func TestEncodeRepeatedLongValues(t *testing.T) {
+	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	pq, _ := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
+	long := []string{strings.Repeat("note-a ", 20), strings.Repeat("note-b ", 20), "123456789", "123456780"}
+	var rows []map[string]any
+	for i := range 5000 {
+		switch {
+		case i%97 == 5:
+			rows = append(rows, map[string]any{"s": nil})
+		case i%89 == 7:
+			rows = append(rows, map[string]any{"s": "x"})
+		default:
+			rows = append(rows, map[string]any{"s": long[(i/10)%len(long)]}) // runs of 10
+		}
+	}
+	cols, err := deltawriter.RowsToColumns(pq, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _, err := parquetenc.EncodeWith(pq, levelled(cols), len(rows), parquetenc.Snappy(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(enc.Bytes())
+	enc.Release()
+	got := readRows(t, data)
+	for i := range rows {
+		want, _ := rows[i]["s"].(string)
+		null := rows[i]["s"] == nil
+		if len(got[i]) != 1 || got[i][0].IsNull() != null || !null && string(got[i][0].ByteArray()) != want {
+			t.Fatalf("row %d: read %v, want %#v", i, got[i], rows[i])
+		}
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := f.Metadata().RowGroups[0].Columns[0].MetaData
+	if md.DictionaryPageOffset == 0 {
+		t.Errorf("column not dictionary-encoded")
+	}
+	if lo, hi := string(md.Statistics.MinValue), string(md.Statistics.MaxValue); lo != "123456780" || hi != "x" {
+		t.Errorf("bounds %q %q, want 123456780 and x", lo, hi)
 	}
 }

@@ -1,11 +1,10 @@
-package deltawriter
+package parquetenc_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"syscall"
 	"testing"
@@ -21,39 +20,53 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
-// BENCHMARKS.md "Parquet encode": a 10-column batch of 100,000 rows encoded to one
-// Parquet file in memory, rows/s per core and the file's size in bytes, three writers in
-// the same run:
+// BenchmarkParquetEncode (docs/performance.md): a 10-column batch of 100,000 rows
+// encoded to one Parquet file in memory, rows/s per core and the file's size in bytes,
+// three writers in the same run:
 //
-//   - "ingestd": WriteDataFile end to end on column values as the Avro decoder hands
-//     them over (validation, Delta statistics, Parquet encode, the codecs of codec.go),
-//     into an in-memory store;
-//   - "ingestd-encode": encodeParquetFile alone (validation, footer statistics, Parquet
+//   - "ingestd": deltawriter.WriteDataFile end to end on column values as the Avro
+//     decoder hands them over (validation, Delta statistics, Parquet encode, the codecs
+//     of codec.go), into an in-memory store;
+//   - "ingestd-encode": Encode alone (validation, footer statistics, Parquet
 //     encode and codec, column chunks on up to GOMAXPROCS workers): the part that runs
 //     in parallel, for the rows/s wall at -cpu 1 and 2;
 //   - "ingestd-dense", "ingestd-encode-dense": the same two over the same values with
 //     the six fixed-width columns (id, price, active, ts, qty, amount) and the three
 //     strings without nulls (name, status, country; the byte form) in the dense form of
 //     package column, as the decoder hands them over on the typed column path
-//     (WriteColumns; BENCHMARKS.md "Typed column path: dense encode" and "…: strings,
-//     encode"); the files are byte for byte the levelled ones
+//     (deltawriter.WriteColumns); the files are byte for byte the levelled ones
 //     ("ingestd-encode/uncompressed" and its dense row: the encoder's own work, without
 //     a codec);
-//   - "ingestd-encode-words": encodeParquetFile with only the six fixed-width columns
+//   - "ingestd-encode-words": Encode with only the six fixed-width columns
 //     dense and the strings levelled (the typed column path before the byte form): the
 //     strings' own share of the dense rows' gain;
 //   - "parquet-go-default": parquet-go's GenericWriter[struct] with its default codecs
-//     (parquet.Snappy, parquet.Zstd), the path the performance notes call slow;
+//     (parquet.Snappy, parquet.Zstd): a column buffer and parquet.Value compares per
+//     value (package doc);
 //   - "arrow-go": arrow-go's RecordBuilder + pqarrow.FileWriter with its default writer
 //     properties (dictionary on, DataPage V1, statistics on), SNAPPY, and ZSTD at level 1
 //     (klauspost SpeedFastest, the level ingestd uses).
 
 const benchRows = 100_000
+
+// benchSchema is the Delta schema of benchRow.
+const benchSchema = `{"type":"struct","fields":[
+{"name":"id","type":"long","nullable":true,"metadata":{}},
+{"name":"name","type":"string","nullable":true,"metadata":{}},
+{"name":"price","type":"double","nullable":true,"metadata":{}},
+{"name":"active","type":"boolean","nullable":true,"metadata":{}},
+{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
+{"name":"note","type":"string","nullable":true,"metadata":{}},
+{"name":"qty","type":"integer","nullable":true,"metadata":{}},
+{"name":"amount","type":"decimal(12,2)","nullable":true,"metadata":{}},
+{"name":"status","type":"string","nullable":true,"metadata":{}},
+{"name":"country","type":"string","nullable":true,"metadata":{}}]}`
 
 type benchRow struct {
 	ID      int64   `parquet:"id"`
@@ -97,11 +110,11 @@ func BenchmarkParquetEncode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cols, err := shredRows(pq, mapRows)
+	cols, err := deltawriter.RowsToColumns(pq, mapRows)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,32 +136,32 @@ func BenchmarkParquetEncode(b *testing.B) {
 	}
 	ingestd := func(codec string) func(*bytes.Buffer) error {
 		st := &memStore{}
-		opts := FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
+		opts := deltawriter.FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
 			Configuration: map[string]string{deltalog.PropCompressionCodec: codec}}
 		return func(buf *bytes.Buffer) error {
 			st.buf = buf
-			_, err := WriteDataFile(context.Background(), st, pq, cols, benchRows, opts)
+			_, err := deltawriter.WriteDataFile(context.Background(), st, pq, cols, benchRows, opts)
 			return err
 		}
 	}
 	ingestdDense := func(codec string) func(*bytes.Buffer) error {
 		st := &memStore{}
-		opts := FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
+		opts := deltawriter.FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
 			Configuration: map[string]string{deltalog.PropCompressionCodec: codec}}
 		return func(buf *bytes.Buffer) error {
 			st.buf = buf
-			_, err := WriteColumns(context.Background(), st, pq, dense, benchRows, opts)
+			_, err := deltawriter.WriteColumns(context.Background(), st, pq, dense, benchRows, opts)
 			return err
 		}
 	}
 	encodeOnly := func(codec compress.Codec, cols []column.Column) func(*bytes.Buffer) error {
 		return func(buf *bytes.Buffer) error {
-			enc, _, err := encodeParquetFile(pq, cols, benchRows, codec)
+			enc, _, err := parquetenc.Encode(pq, cols, benchRows, codec)
 			if err != nil {
 				return err
 			}
-			buf.Write(enc.out) // file-bytes; a copy of about 1 % of the encode
-			enc.release()
+			buf.Write(enc.Bytes()) // file-bytes; a copy of about 1 % of the encode
+			enc.Release()
 			return nil
 		}
 	}
@@ -172,13 +185,13 @@ func BenchmarkParquetEncode(b *testing.B) {
 		{"ingestd/zstd", ingestd("zstd")},
 		{"ingestd-dense/snappy", ingestdDense("snappy")},
 		{"ingestd-dense/zstd", ingestdDense("zstd")},
-		{"ingestd-encode/snappy", encodeOnly(snappyCodec{}, levelled(cols))},
-		{"ingestd-encode/zstd", encodeOnly(zstdCodec, levelled(cols))},
+		{"ingestd-encode/snappy", encodeOnly(parquetenc.Snappy(), levelled(cols))},
+		{"ingestd-encode/zstd", encodeOnly(parquetenc.Zstd(), levelled(cols))},
 		{"ingestd-encode/uncompressed", encodeOnly(&parquet.Uncompressed, levelled(cols))},
-		{"ingestd-encode-dense/snappy", encodeOnly(snappyCodec{}, dense)},
-		{"ingestd-encode-dense/zstd", encodeOnly(zstdCodec, dense)},
+		{"ingestd-encode-dense/snappy", encodeOnly(parquetenc.Snappy(), dense)},
+		{"ingestd-encode-dense/zstd", encodeOnly(parquetenc.Zstd(), dense)},
 		{"ingestd-encode-dense/uncompressed", encodeOnly(&parquet.Uncompressed, dense)},
-		{"ingestd-encode-words/snappy", encodeOnly(snappyCodec{}, words)},
+		{"ingestd-encode-words/snappy", encodeOnly(parquetenc.Snappy(), words)},
 		{"ingestd-encode-words/uncompressed", encodeOnly(&parquet.Uncompressed, words)},
 		{"parquet-go-default/snappy", defaultPath(&parquet.Snappy)},
 		{"parquet-go-default/zstd", defaultPath(&parquet.Zstd)},
@@ -269,31 +282,3 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// memStore is a storage.Store whose Create streams into buf (reused between writes); it
-// keeps nothing else.
-type memStore struct {
-	buf  *bytes.Buffer
-	size int64
-}
-
-func (m *memStore) Get(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
-func (m *memStore) List(context.Context, string) ([]storage.FileInfo, error) {
-	return nil, nil
-}
-func (m *memStore) Put(context.Context, string, []byte) error         { return nil }
-func (m *memStore) PutIfAbsent(context.Context, string, []byte) error { return nil }
-func (m *memStore) Create(context.Context, string) (storage.Writer, error) {
-	m.buf.Reset()
-	return memWriter{m}, nil
-}
-func (m *memStore) Stat(context.Context, string) (storage.FileInfo, error) {
-	return storage.FileInfo{Size: m.size, ModTime: time.Unix(1, 0)}, nil
-}
-func (m *memStore) URI() string { return "mem://" }
-
-type memWriter struct{ m *memStore }
-
-func (w memWriter) Write(b []byte) (int, error) { return w.m.buf.Write(b) }
-func (w memWriter) Abort() error                { return nil }
-func (w memWriter) Close() error                { w.m.size = int64(w.m.buf.Len()); return nil }

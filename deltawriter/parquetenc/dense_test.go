@@ -1,4 +1,4 @@
-package deltawriter
+package parquetenc_test
 
 import (
 	"bytes"
@@ -17,8 +17,10 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -176,7 +178,7 @@ var denseGens = map[string]gen{
 	// NaN, ±0.0, ±Inf, the extremes; one run per column starting at a different edge
 	// (strings: every other row an edge string, the others random bytes, so the column
 	// is PLAIN; at row 1000 of every 4096 a value past a 32 KiB page, at row 2000 one
-	// past maxFooterBound)
+	// past MaxFooterBound)
 	"edges": func(k parquet.Kind, ci, i int) parquet.Value {
 		j := i + ci
 		if k == parquet.ByteArray {
@@ -184,7 +186,7 @@ var denseGens = map[string]gen{
 			case i%4096 == 1000:
 				return parquet.ByteArrayValue(bytes.Repeat([]byte{'p'}, 40<<10))
 			case i%4096 == 2000:
-				return parquet.ByteArrayValue(bytes.Repeat([]byte{'z'}, maxFooterBound+1))
+				return parquet.ByteArrayValue(bytes.Repeat([]byte{'z'}, parquetenc.MaxFooterBound+1))
 			case i%2 == 1:
 				return randomBytes(ci, i)
 			}
@@ -222,16 +224,16 @@ var denseGens = map[string]gen{
 		}
 		return typed(k, j == 0, int32(j)*1000-2000, int64(j)*1e15-2e15, float32(j)-2, float64(j)-2.5)
 	},
-	// low-cardinality for the first dictProbe rows, then all distinct: the dictionary
-	// is started and abandoned for PLAIN once it outgrows dictMaxBytes
+	// low-cardinality for the first DictProbe rows, then all distinct: the dictionary
+	// is started and abandoned for PLAIN once it outgrows DictMaxBytes
 	"dict-full": func(k parquet.Kind, ci, i int) parquet.Value {
 		if k == parquet.ByteArray {
-			if i < dictProbe {
+			if i < parquetenc.DictProbe {
 				return parquet.ByteArrayValue([]byte([]string{"", "short", "a value of more than 8 bytes"}[i%3]))
 			}
 			return parquet.ByteArrayValue(fmt.Appendf(nil, "distinct value %d of column %d", i, ci))
 		}
-		if i < dictProbe {
+		if i < parquetenc.DictProbe {
 			j := i % 3
 			return typed(k, j == 0, int32(j), int64(j), float32(j), float64(j))
 		}
@@ -304,17 +306,17 @@ func footerStats(t *testing.T, data []byte) (dict map[string]bool, pages map[str
 // helpers).
 func TestWriteColumnsDenseSameBytes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
+	defer func(p, d int) { *parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = p, d }(*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes)
 	schema, err := deltalog.ParseSchema(denseTestSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rpq, rschema := requiredTestSchema(t)
-	codecs := []compress.Codec{snappyCodec{}, zstdCodec, &parquet.Gzip, &parquet.Uncompressed}
+	codecs := []compress.Codec{parquetenc.Snappy(), parquetenc.Zstd(), &parquet.Gzip, &parquet.Uncompressed}
 	confCodec := map[format.CompressionCodec]string{format.Snappy: "snappy", format.Zstd: "zstd", format.Gzip: "gzip", format.Uncompressed: "uncompressed"}
 	type tc struct {
 		gen        string
@@ -351,7 +353,7 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 			tc{gen: "low-cardinality", n: n, pageTarget: 1 << 10, dictBytes: 1 << 20, wantDict: true, wantPages: n >= 483, wantDictS: true, wantPagesS: n >= 483})
 	}
 	for _, c := range cases {
-		pageTargetBytes, dictMaxBytes = c.pageTarget, c.dictBytes
+		*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = c.pageTarget, c.dictBytes
 		for _, sc := range []struct {
 			name   string
 			pq     *parquet.Schema
@@ -373,12 +375,12 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 					}
 				}
 				for _, helpers := range []int{0, 1, 3} {
-					enc, sums, err := encodeParquetFileWith(sc.pq, cols, c.n, codec, helpers)
+					enc, sums, err := parquetenc.EncodeWith(sc.pq, cols, c.n, codec, helpers)
 					if err != nil {
 						t.Fatalf("%s, %d helpers: %v", name, helpers, err)
 					}
-					got := bytes.Clone(enc.out)
-					enc.release()
+					got := bytes.Clone(enc.Bytes())
+					enc.Release()
 					if !bytes.Equal(got, want) {
 						t.Fatalf("%s, %d helpers: dense file of %d bytes differs from the levelled one of %d at byte %d", name, helpers, len(got), len(want), firstDiff(got, want))
 					}
@@ -386,13 +388,13 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 						t.Fatalf("%s, %d helpers: dense summaries %+v, levelled %+v", name, helpers, sums, wantSums)
 					}
 				}
-				opts := FileOptions{Schema: sc.schema, Configuration: map[string]string{deltalog.PropCompressionCodec: confCodec[codec.CompressionCodec()]}}
+				opts := deltawriter.FileOptions{Schema: sc.schema, Configuration: map[string]string{deltalog.PropCompressionCodec: confCodec[codec.CompressionCodec()]}}
 				var lbuf, dbuf bytes.Buffer
-				ladd, err := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, sc.pq, vals, c.n, opts)
+				ladd, err := deltawriter.WriteDataFile(context.Background(), &memStore{buf: &lbuf}, sc.pq, vals, c.n, opts)
 				if err != nil {
 					t.Fatalf("%s: WriteDataFile: %v", name, err)
 				}
-				dadd, err := WriteColumns(context.Background(), &memStore{buf: &dbuf}, sc.pq, cols, c.n, opts)
+				dadd, err := deltawriter.WriteColumns(context.Background(), &memStore{buf: &dbuf}, sc.pq, cols, c.n, opts)
 				if err != nil {
 					t.Fatalf("%s: WriteColumns: %v", name, err)
 				}
@@ -403,163 +405,11 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 				if dadd.Stats != ladd.Stats || dadd.Size != ladd.Size {
 					t.Fatalf("%s: WriteColumns stats %s (%d bytes), WriteDataFile %s (%d bytes)", name, dadd.Stats, dadd.Size, ladd.Stats, ladd.Size)
 				}
-				if sums, err := summarizeColumns(sc.pq, cols, c.n); err != nil || !reflect.DeepEqual(sums, wantSums) {
+				if sums, err := parquetenc.Summarize(sc.pq, cols, c.n); err != nil || !reflect.DeepEqual(sums, wantSums) {
 					t.Fatalf("%s: summarising only: %+v %v, encoding %+v", name, sums, err, wantSums)
 				}
 			}
 		}
-	}
-}
-
-// The Delta stats of dense columns hold the exact values (the levelled path's are
-// checked against Spark elsewhere): bounds of every mapped type, -0.0/+0.0 and no bounds
-// for a column holding NaN, at definition levels 1 and 2.
-func TestWriteColumnsDenseStats(t *testing.T) {
-	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[
-{"name":"i","type":"integer","nullable":true,"metadata":{}},
-{"name":"l","type":"long","nullable":true,"metadata":{}},
-{"name":"d","type":"double","nullable":true,"metadata":{}},
-{"name":"f","type":"float","nullable":true,"metadata":{}},
-{"name":"b","type":"boolean","nullable":true,"metadata":{}},
-{"name":"day","type":"date","nullable":true,"metadata":{}},
-{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
-{"name":"dec","type":"decimal(9,2)","nullable":true,"metadata":{}},
-{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := []map[string]any{
-		{"i": int32(math.MinInt32), "l": int64(7), "d": 0.0, "f": float32(math.NaN()), "b": true, "day": int32(19000), "ts": int64(1_700_000_000_123_456), "dec": int32(-12345), "st": map[string]any{"x": int64(-1)}},
-		{"i": int32(5), "l": int64(math.MaxInt64), "d": math.Copysign(0, -1), "f": float32(1), "b": false, "day": int32(-1), "ts": int64(-1), "dec": int32(99), "st": map[string]any{"x": int64(3)}},
-	}
-	vals, err := shredRows(pq, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cols := columnsOf(pq, vals)
-	for i := range cols {
-		if !cols[i].IsDense() {
-			t.Fatalf("column %d is not dense", i)
-		}
-	}
-	var buf bytes.Buffer
-	add, err := WriteColumns(context.Background(), &memStore{buf: &buf}, pq, cols, 2, FileOptions{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"numRecords":2,` +
-		`"minValues":{"i":-2147483648,"l":7,"d":0,"day":"1969-12-31","ts":"1969-12-31T23:59:59.999Z","dec":-123.45,"st":{"x":-1}},` +
-		`"maxValues":{"i":5,"l":9223372036854775807,"d":0,"day":"2022-01-08","ts":"2023-11-14T22:13:20.123Z","dec":0.99,"st":{"x":3}},` +
-		`"nullCount":{"i":0,"l":0,"d":0,"f":0,"b":0,"day":0,"ts":0,"dec":0,"st":{"x":0}}}`
-	if add.Stats != want {
-		t.Fatalf("stats\n got %s\nwant %s", add.Stats, want)
-	}
-}
-
-// The Delta stats and footer bounds of byte-form columns hold the exact values, as the
-// levelled pass gives them (the file and stats JSON of WriteColumns are WriteDataFile's):
-// strings truncated to 32 UTF-16 code units (a surrogate pair kept whole) with the max's
-// tie-breaker U+007F or U+10FFFF, no Delta bounds when a bound is not valid UTF-8 or no
-// max exists, no footer bounds past maxFooterBound bytes; binary gets footer bounds
-// only; PLAIN and dictionary-encoded.
-func TestWriteColumnsDenseStringStats(t *testing.T) {
-	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[
-{"name":"s","type":"string","nullable":true,"metadata":{}},
-{"name":"bin","type":"binary","nullable":true,"metadata":{}}]}`)
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a32, e32, emoji16 := strings.Repeat("a", 32), strings.Repeat("é", 32), "a"+strings.Repeat("😀", 16)
-	for _, c := range []struct {
-		name           string
-		vals           []string
-		min, max       string // Delta bounds of s; "" for none
-		footLo, footHi string // footer bounds of s and bin
-		noFooter       bool
-	}{
-		{"plain", []string{"b", "", "a", "ab"}, `""`, `"b"`, "", "b", false},
-		{"invalid-utf8-max", []string{"a", "\xff\xfe", "b"}, "", "", "a", "\xff\xfe", false},
-		{"invalid-utf8-min", []string{"\x80", "\xc3", "\xc3\xa9"}, "", "", "\x80", "\xc3\xa9", false},
-		{"ascii-past-prefix", []string{strings.Repeat("a", 40)}, `"` + a32 + `"`, `"` + a32 + "\u007f" + `"`, strings.Repeat("a", 40), strings.Repeat("a", 40), false},
-		{"two-byte-past-prefix", []string{strings.Repeat("é", 40)}, `"` + e32 + `"`, `"` + e32 + "\U0010FFFF" + `"`, strings.Repeat("é", 40), strings.Repeat("é", 40), false},
-		{"surrogate-pair-at-cut", []string{"a" + strings.Repeat("😀", 20)}, `"` + emoji16 + `"`, `"` + emoji16 + "\U0010FFFF" + `"`, "a" + strings.Repeat("😀", 20), "a" + strings.Repeat("😀", 20), false},
-		{"no-max-after-U+10FFFF", []string{strings.Repeat("\U0010FFFF", 40), "b"}, "", "", "b", strings.Repeat("\U0010FFFF", 40), false},
-		{"all-empty", []string{"", "", ""}, `""`, `""`, "", "", false},
-		{"past-footer-bound", []string{"m", strings.Repeat("z", maxFooterBound+1), "a"}, `"a"`, `"` + strings.Repeat("z", 32) + "\u007f" + `"`, "", "", true},
-		{"at-footer-bound", []string{"m", strings.Repeat("z", maxFooterBound)}, `"m"`, `"` + strings.Repeat("z", 32) + "\u007f" + `"`, "m", strings.Repeat("z", maxFooterBound), false},
-		// 1,200 rows of three values: dictionary-encoded, bounds from the entries
-		{"dictionary", slices.Repeat([]string{"kiwi", "apple", "zucchini-and-more"}, 400), `"apple"`, `"zucchini-and-more"`, "apple", "zucchini-and-more", false},
-	} {
-		rows := make([]map[string]any, len(c.vals))
-		for i, v := range c.vals {
-			rows[i] = map[string]any{"s": v, "bin": []byte(v)}
-		}
-		vals, err := shredRows(pq, rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols := columnsOf(pq, vals)
-		for i := range cols {
-			if !cols[i].IsDense() || cols[i].Len() != len(c.vals) || len(cols[i].Values) != 0 {
-				t.Fatalf("%s: column %d is not in the byte form", c.name, i)
-			}
-		}
-		var lbuf, dbuf bytes.Buffer
-		ladd, err := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, len(c.vals), FileOptions{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		add, err := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, len(c.vals), FileOptions{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mins, maxs := `{}`, `{}`
-		if c.min != "" {
-			mins, maxs = `{"s":`+c.min+`}`, `{"s":`+c.max+`}`
-		}
-		want := fmt.Sprintf(`{"numRecords":%d,"minValues":%s,"maxValues":%s,"nullCount":{"s":0,"bin":0}}`, len(c.vals), mins, maxs)
-		if add.Stats != want {
-			t.Errorf("%s: stats\n got %s\nwant %s", c.name, add.Stats, want)
-		}
-		if add.Stats != ladd.Stats || !bytes.Equal(dbuf.Bytes(), lbuf.Bytes()) {
-			t.Errorf("%s: WriteColumns wrote stats %s and %d bytes, WriteDataFile %s and %d", c.name, add.Stats, dbuf.Len(), ladd.Stats, lbuf.Len())
-		}
-		f, err := parquet.OpenFile(bytes.NewReader(dbuf.Bytes()), int64(dbuf.Len()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, cc := range f.Metadata().RowGroups[0].Columns {
-			st := cc.MetaData.Statistics
-			lo, hi := string(st.MinValue), string(st.MaxValue)
-			if c.noFooter && (st.MinValue != nil || st.MaxValue != nil) || !c.noFooter && (lo != c.footLo || hi != c.footHi || st.MinValue == nil) {
-				t.Errorf("%s: footer bounds of %v: %q %q, want %q %q (none: %v)", c.name, cc.MetaData.PathInSchema, lo, hi, c.footLo, c.footHi, c.noFooter)
-			}
-			if dict := cc.MetaData.DictionaryPageOffset != 0; dict != (c.name == "dictionary") {
-				t.Errorf("%s: %v dictionary-encoded %v", c.name, cc.MetaData.PathInSchema, dict)
-			}
-		}
-	}
-}
-
-// appendConstLevels writes the bytes parquet-go's RLE encoder (the levelled pass's
-// appendLevels) writes for n equal levels, at every bit width.
-func TestAppendConstLevels(t *testing.T) {
-	e := &columnEncoder{}
-	for _, level := range []int{1, 2, 3, 7, 100, 255} {
-		for n := 1; n <= 2100; n++ {
-			want, err := e.appendLevels(nil, bytes.Repeat([]byte{byte(level)}, n), level)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := appendConstLevels(nil, n, level); !bytes.Equal(got, want) {
-				t.Fatalf("%d levels of %d: %x, rle encoder %x", n, level, got, want)
-			}
-		}
-	}
-	if got := appendConstLevels([]byte("ab"), 9, 1); !bytes.Equal(got, []byte{'a', 'b', 4, 0, 0, 0, 16, 1, 2, 1}) {
-		t.Fatalf("after a prefix: %x", got)
 	}
 }
 
@@ -584,7 +434,7 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +521,7 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 			"write data file: column s: last byte offset 70, want the 71 bytes held; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
 	} {
 		st := &recordingStore{memStore: memStore{buf: new(bytes.Buffer)}}
-		_, err := WriteColumns(context.Background(), st, pq, c.cols, n, FileOptions{Schema: schema})
+		_, err := deltawriter.WriteColumns(context.Background(), st, pq, c.cols, n, deltawriter.FileOptions{Schema: schema})
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 			continue
@@ -680,13 +530,13 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 			t.Errorf("%s: %d files created before the error", c.name, st.created)
 		}
 		if c.levelled {
-			_, lerr := WriteDataFile(context.Background(), st, pq, materialise(c.cols), n, FileOptions{Schema: schema})
+			_, lerr := deltawriter.WriteDataFile(context.Background(), st, pq, materialise(c.cols), n, deltawriter.FileOptions{Schema: schema})
 			if lerr == nil || lerr.Error() != err.Error() {
 				t.Errorf("%s: levelled form: %v, dense %v", c.name, lerr, err)
 			}
 		}
 		for _, helpers := range []int{0, 3} {
-			if _, _, perr := encodeParquetFileWith(pq, c.cols, n, snappyCodec{}, helpers); perr == nil || "write data file: "+perr.Error() != c.want {
+			if _, _, perr := parquetenc.EncodeWith(pq, c.cols, n, parquetenc.Snappy(), helpers); perr == nil || "write data file: "+perr.Error() != c.want {
 				t.Errorf("%s, %d helpers: %v", c.name, helpers, perr)
 			}
 		}
@@ -695,7 +545,7 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 	cols := dense(i, with(leaves[i], func(x *column.Leaf) { x.Kind = parquet.Int64 }), n)
 	cols[l] = dense(l, leaves[l], n-1)[l]
 	for _, helpers := range []int{0, 1, 3} {
-		if _, _, err := encodeParquetFileWith(pq, cols, n, snappyCodec{}, helpers); err == nil || !strings.HasPrefix(err.Error(), "column i value 0:") {
+		if _, _, err := parquetenc.EncodeWith(pq, cols, n, parquetenc.Snappy(), helpers); err == nil || !strings.HasPrefix(err.Error(), "column i value 0:") {
 			t.Errorf("%d helpers: %v, want column i's error", helpers, err)
 		}
 	}
@@ -706,14 +556,14 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 
 // After a dictionary pass is abandoned for PLAIN (dictionary full), the PLAIN pass cuts
 // its pages like any other, levelled or dense: every page but the last holds the rows
-// that fill pageTargetBytes (127 INT64 values at 1 KiB: 8·127 + 127/8 ≥ 1024). Found by
+// that fill PageTargetBytes (127 INT64 values at 1 KiB: 8·127 + 127/8 ≥ 1024). Found by
 // TestWriteColumnsDenseSameBytes: the aborted pass's last page of dictionary indexes was
 // counted into the first PLAIN page, which was cut early.
 func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
-	defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
-	pageTargetBytes, dictMaxBytes = 1<<10, 1<<10
+	defer func(p, d int) { *parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = p, d }(*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes)
+	*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = 1<<10, 1<<10
 	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"l","type":"long","nullable":true,"metadata":{}}]}`)
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -723,12 +573,12 @@ func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
 		name string
 		cols []column.Column
 	}{{"levelled", levelled(vals)}, {"dense", cols}} {
-		enc, _, err := encodeParquetFileWith(pq, form.cols, n, snappyCodec{}, 0)
+		enc, _, err := parquetenc.EncodeWith(pq, form.cols, n, parquetenc.Snappy(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := bytes.Clone(enc.out)
-		enc.release()
+		data := bytes.Clone(enc.Bytes())
+		enc.Release()
 		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			t.Fatal(err)
@@ -762,7 +612,7 @@ func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
 // FuzzDenseSameBytes: for any words (as column.Bits of each of the five dense kinds, the
 // values masked to make low-cardinality columns likely) and byte arrays cut from the same
 // data (string and binary leaves in the byte form: 0 to 31 bytes, or 1,000 to 5,095,
-// past maxFooterBound, when a word's second byte is 0xff, up to 64 KiB of them; any bytes, invalid UTF-8
+// past MaxFooterBound, when a word's second byte is 0xff, up to 64 KiB of them; any bytes, invalid UTF-8
 // included), any page target and dictionary size, the file of the dense columns is the
 // file of the same values levelled, with the same summaries and stats JSON.
 func FuzzDenseSameBytes(f *testing.F) {
@@ -784,7 +634,7 @@ func FuzzDenseSameBytes(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -794,8 +644,8 @@ func FuzzDenseSameBytes(f *testing.F) {
 		if n == 0 || n > 20_000 {
 			return
 		}
-		defer func(p, d int) { pageTargetBytes, dictMaxBytes = p, d }(pageTargetBytes, dictMaxBytes)
-		pageTargetBytes, dictMaxBytes = int(pageTarget)+1, int(dictBytes)+1
+		defer func(p, d int) { *parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = p, d }(*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes)
+		*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = int(pageTarget)+1, int(dictBytes)+1
 		vals := make([][]parquet.Value, len(leaves))
 		for ci, l := range leaves {
 			long := 0 // bytes of the long values: at most 64 KiB a column, so that an input stays fast
@@ -824,23 +674,23 @@ func FuzzDenseSameBytes(f *testing.F) {
 				t.Fatalf("column %d is not dense", ci)
 			}
 		}
-		want, wantSums := encodeBytes(t, pq, vals, n, snappyCodec{}, 0)
-		got, sums := encodeBytes(t, pq, materialise(cols), n, snappyCodec{}, 0) // the At round trip
+		want, wantSums := encodeBytes(t, pq, vals, n, parquetenc.Snappy(), 0)
+		got, sums := encodeBytes(t, pq, materialise(cols), n, parquetenc.Snappy(), 0) // the At round trip
 		if !bytes.Equal(got, want) {
 			t.Fatal("column.At does not give back the values")
 		}
-		enc, sums, err := encodeParquetFileWith(pq, cols, n, snappyCodec{}, 2)
+		enc, sums, err := parquetenc.EncodeWith(pq, cols, n, parquetenc.Snappy(), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = bytes.Clone(enc.out)
-		enc.release()
+		got = bytes.Clone(enc.Bytes())
+		enc.Release()
 		if !bytes.Equal(got, want) || !reflect.DeepEqual(sums, wantSums) {
 			t.Fatalf("dense file differs from the levelled one at byte %d (summaries %+v, levelled %+v)", firstDiff(got, want), sums, wantSums)
 		}
 		var lbuf, dbuf bytes.Buffer
-		ladd, lerr := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, n, FileOptions{Schema: schema})
-		dadd, derr := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, n, FileOptions{Schema: schema})
+		ladd, lerr := deltawriter.WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, n, deltawriter.FileOptions{Schema: schema})
+		dadd, derr := deltawriter.WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, n, deltawriter.FileOptions{Schema: schema})
 		if lerr != nil || derr != nil || ladd.Stats != dadd.Stats || !bytes.Equal(lbuf.Bytes(), dbuf.Bytes()) {
 			t.Fatalf("WriteColumns %v %s, WriteDataFile %v %s", derr, dadd.Stats, lerr, ladd.Stats)
 		}
@@ -848,11 +698,11 @@ func FuzzDenseSameBytes(f *testing.F) {
 }
 
 // The dictionary probe of a byte-form column decides as the levelled one: dictionary
-// encoding when the first dictProbe values hold at most a quarter distinct values (n
+// encoding when the first DictProbe values hold at most a quarter distinct values (n
 // rows, k distinct values cycling; a quarter exactly is in), the same file either way.
 func TestDenseBytesDictionaryProbe(t *testing.T) {
 	schema, _ := deltalog.ParseSchema(`{"type":"struct","fields":[{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
-	pq, err := ParquetSchema(schema, deltalog.ColumnMappingNone)
+	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -868,13 +718,13 @@ func TestDenseBytesDictionaryProbe(t *testing.T) {
 			vals[0] = append(vals[0], parquet.ByteArrayValue(fmt.Appendf(nil, "value %d", i%c.k)).Level(0, 1, 0))
 		}
 		cols := columnsOf(pq, vals)
-		want, _ := encodeBytes(t, pq, vals, c.n, snappyCodec{}, 0)
-		enc, _, err := encodeParquetFileWith(pq, cols, c.n, snappyCodec{}, 0)
+		want, _ := encodeBytes(t, pq, vals, c.n, parquetenc.Snappy(), 0)
+		enc, _, err := parquetenc.EncodeWith(pq, cols, c.n, parquetenc.Snappy(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := bytes.Clone(enc.out)
-		enc.release()
+		got := bytes.Clone(enc.Bytes())
+		enc.Release()
 		if dict, _ := footerStats(t, got); dict["s"] != c.wantDict || !bytes.Equal(got, want) {
 			t.Errorf("%d rows of %d values: dictionary %v (want %v); same bytes as levelled: %v", c.n, c.k, dict["s"], c.wantDict, bytes.Equal(got, want))
 		}
