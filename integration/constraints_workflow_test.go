@@ -106,10 +106,6 @@ func commitJSON(t *testing.T, path string, version int) map[string]map[string]an
 	return out
 }
 
-func lastVersion(t *testing.T, path string) int {
-	return len(logOperations(t, path)) - 1
-}
-
 // constraintsSeed is the CHECK constraint workflow: CHECK (amount >= 0) added with ingestd
 // under running silver (dead_letter) and gold (halt) pipelines, 1,000 good orders and one
 // negative; Spark's insert of a negative row is refused; Spark adds a constraint under

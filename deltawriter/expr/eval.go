@@ -39,11 +39,6 @@ type lit struct{ v Value }
 func (l lit) typ() deltalog.DataType      { return l.v.Type }
 func (l lit) eval([]Value) (Value, error) { return l.v, nil }
 
-// daysFromCivil is the number of days from 1970-01-01 to y-m-d (proleptic Gregorian).
-func daysFromCivil(y int, m time.Month, d int) int64 {
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {

@@ -19,7 +19,7 @@ import (
 const maxPrecision = 38
 
 // errArithmetic marks a value the expression cannot be evaluated on.
-var errArithmetic = errors.New("Spark's ANSI mode fails the query")
+var errArithmetic = errors.New("the query fails in Spark's ANSI mode")
 
 func isIntegral(t deltalog.DataType) bool {
 	switch t {

@@ -113,7 +113,6 @@ func TestCompareReferenceReports(t *testing.T) {
 		Secret Secret `yaml:"secret"`
 		Block  *inner `yaml:"block"`
 		Hidden string `yaml:"-"`
-		lines  map[string]int
 	}
 	known := yamlKeys(reflect.TypeFor[withNewKey](), "")
 	if want := []string{"name", "secret", "block", "block.depth"}; !slices.Equal(known, want) {

@@ -378,18 +378,6 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 }
 
-// pqIndex is a test helper resolving a top-level column by name in a decoder's layout.
-func (d *Decoder) pqIndex(t testing.TB, name string) int {
-	t.Helper()
-	w := mustWriter(t, 5, malformedSchema)
-	pq := mustParquet(t, w.Delta, "none")
-	lc, ok := pq.Lookup(name)
-	if !ok {
-		t.Fatalf("no column %s", name)
-	}
-	return lc.ColumnIndex
-}
-
 // The values appended must not alias the payload: the caller may reuse its buffer.
 func TestDecodeCopiesBytes(t *testing.T) {
 	w := mustWriter(t, 5, malformedSchema)

@@ -156,8 +156,7 @@ func TestInlineStepsMatchClosures(t *testing.T) {
 // Every inline step kind is exercised by the schemas above.
 func TestInlineStepsCovered(t *testing.T) {
 	seen := map[opKind]bool{}
-	var walk func(ops []fieldOp)
-	walk = func(ops []fieldOp) {
+	walk := func(ops []fieldOp) {
 		for _, o := range ops {
 			seen[o.kind] = true
 			if o.item != nil {

@@ -307,18 +307,6 @@ func (s *state) fixed(n int) ([]byte, error) {
 	return b, nil
 }
 
-// skip advances n bytes.
-func (s *state) skip(n int64) error {
-	if n < 0 {
-		return malformed("negative length %d", n)
-	}
-	if n > int64(s.remaining()) {
-		return malformed("length %d exceeds the %d bytes left", n, s.remaining())
-	}
-	s.pos += int(n)
-	return nil
-}
-
 // copyBytes copies b into the arena and returns the copy (never nil, so an empty value is
 // not mistaken for a missing one).
 func (s *state) copyBytes(b []byte) []byte {
