@@ -13,6 +13,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
 // Open builds a Pipeline from its config (see OpenDeps). It does no Kafka I/O; the table
@@ -38,7 +39,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics)
 // OpenDeps builds what a pipeline (or a replay) of cfg needs: the table's store and log,
 // and the schema source (registry client with caches, or the static .avsc).
 func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics) (Deps, error) {
-	sec, err := kafkaSecurityOpts(cfg.Kafka)
+	sec, err := kafkaclient.SecurityOpts(cfg.Kafka, m.kafka())
 	if err != nil {
 		return Deps{}, err
 	}
@@ -55,7 +56,7 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 	if lcLog == nil {
 		lcLog = slog.Default()
 	}
-	lc := &logCleaner{cfg: cfg, log: lcLog, clients: newKafkaClients(cfg, log, sec)}
+	lc := &logCleaner{cfg: cfg, log: lcLog, clients: kafkaclient.New(cfg, log, m.kafka(), sec)}
 	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log),
 		deltawriter.WithAfterCheckpoint(lc.afterCheckpoint))
 	if err != nil {

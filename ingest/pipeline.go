@@ -26,6 +26,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	ingestdlq "github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 	"github.com/ingestd/ingestd/internal/backoff"
 )
 
@@ -46,9 +47,17 @@ type Deps struct {
 	Framed    bool // records carry the Confluent frame (magic 0 + 4-byte schema id)
 	Table     *deltawriter.Table
 	KafkaOpts []kgo.Opt // extra client options (e.g. a dialer in tests)
-	// KafkaSecurity is kafkaSecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by
-	// OpenDeps; every client gets it, before KafkaOpts (see Deps.kafkaOpts).
+	// KafkaSecurity is kafkaclient.SecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by
+	// OpenDeps; every client gets it, before KafkaOpts (see Deps.kafkaClients).
 	KafkaSecurity []kgo.Opt
+}
+
+// kafkaClients is the factory of the Kafka clients of cfg's pipeline built from d: each
+// gets the security options (TLS, SASL, client id), then the extra ones (tests'
+// dialers); log receives the clients' own logs.
+func (d Deps) kafkaClients(cfg *config.Config, log *slog.Logger) kafkaclient.Clients {
+	opts := append(append([]kgo.Opt(nil), d.KafkaSecurity...), d.KafkaOpts...)
+	return kafkaclient.New(cfg, log, d.Metrics.kafka(), opts)
 }
 
 // Pipeline moves one set of topics into one Delta table. Create it with NewPipeline and
@@ -252,14 +261,14 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	if err := p.checkTable(ctx); err != nil {
 		return nil, err
 	}
-	clients := newKafkaClients(p.cfg, p.log, p.deps.kafkaOpts())
-	cl, err := clients.consumer(consumerCallbacks{adjust: p.adjustOffsets, revoked: p.onRevoked, lost: p.onLost})
+	clients := p.deps.kafkaClients(p.cfg, p.log)
+	cl, err := clients.Consumer(rebalanceTimeout, kafkaclient.ConsumerCallbacks{Adjust: p.adjustOffsets, Revoked: p.onRevoked, Lost: p.onLost})
 	if err != nil {
 		return nil, err
 	}
 	s := &session{p: p, cl: cl}
 	if p.cfg.DeadLetter.Topic != "" {
-		if s.dlq, err = clients.deadLetterProducer(); err != nil {
+		if s.dlq, err = clients.DeadLetterProducer(); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -300,14 +309,14 @@ func (s *session) close() {
 // is closed, and the error of a flush that failed for good (classify: fatal).
 func (s *session) loop(ctx context.Context) error {
 	p, cl := s.p, s.cl
-	var fw fatalWatch // security errors that persist fail the pipeline (kafkasec.go)
+	var fw fatalWatch // security errors that persist fail the pipeline (fetchErrors)
 	// An advisory offset commit still refused for group authorization after its retries
 	// fails the pipeline from kgo's callback: it ends the poll (offsetcommit.go).
 	lctx, failLoop := context.WithCancelCause(ctx)
 	defer failLoop(nil)
 	p.cm.commits.setup(p.log, failLoop, func(err error) error {
-		msg := "kafka authorization failed: " + missingACL(p.cfg.Kafka, "READ", "group", p.cfg.Kafka.Group)
-		return &KafkaSecurityError{Msg: "commit group offsets: " + msg, Err: err}
+		msg := "kafka authorization failed: " + kafkaclient.MissingACL(p.cfg.Kafka, "READ", "group", p.cfg.Kafka.Group)
+		return &kafkaclient.SecurityError{Msg: "commit group offsets: " + msg, Err: err}
 	})
 	// Flushes run to their end when ctx ends (SIGTERM) in the middle of one: an interrupted
 	// dead-letter produce would leave records in the DLQ that the drain produces again.
@@ -915,7 +924,7 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 			}
 			continue
 		}
-		if se := securityError(p.cfg.Kafka, "", err); se != nil {
+		if se := kafkaclient.AsSecurityError(p.cfg.Kafka, "", err); se != nil {
 			return se // authentication, authorization, certificates: retrying cannot help; it names the principal and the fix
 		}
 		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
@@ -940,11 +949,11 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		case topicMissing(d, ok):
 			problems = append(problems, fmt.Sprintf("%s topic %q does not exist on %v (create it, e.g. kafka-topics.sh --create --topic %s)", what, t, p.cfg.Kafka.Brokers, t))
 		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, kafkaclient.MissingACL(p.cfg.Kafka, need.String(), "topic", t)))
 		case d.Err != nil:
 			problems = append(problems, fmt.Sprintf("%s topic %q: %v", what, t, d.Err))
 		case len(d.AuthorizedOperations) > 0 && !slices.Contains(d.AuthorizedOperations, need) && !slices.Contains(d.AuthorizedOperations, kmsg.ACLOperationAll):
-			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, missingACL(p.cfg.Kafka, need.String(), "topic", t)))
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, kafkaclient.MissingACL(p.cfg.Kafka, need.String(), "topic", t)))
 		}
 	}
 	if len(problems) > 0 {
