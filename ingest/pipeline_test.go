@@ -550,9 +550,9 @@ func TestKilledMemberWithoutLeaving(t *testing.T) {
 func (m *member) waitCommittedPast(t *testing.T, off int64, timeout time.Duration) {
 	t.Helper()
 	waitFor(t, timeout, func() error {
-		m.p.lagMu.Lock()
-		defer m.p.lagMu.Unlock()
-		for _, next := range m.p.next {
+		m.p.lag.mu.Lock()
+		defer m.p.lag.mu.Unlock()
+		for _, next := range m.p.lag.next {
 			if next > off+1 {
 				return nil
 			}
