@@ -36,8 +36,8 @@ func (p *Pipeline) budgetSize(r *kgo.Record) int64 {
 	return n + int64(float64(n)*p.decodedPerByte) + recordOverhead
 }
 
-// measureDecoded updates decodedPerByte from a flush's outcome (both locks held: the
-// poll loop's budgetSize reads it under batchMu).
+// measureDecoded updates decodedPerByte from a flush's outcome, holding the flush token
+// and batchMu (the poll loop's budgetSize reads it under batchMu).
 func (p *Pipeline) measureDecoded(out *outcome) {
 	if out.rawBytes > 0 && out.decodedBytes > 0 {
 		p.decodedPerByte = float64(out.decodedBytes) / float64(out.rawBytes)

@@ -35,10 +35,10 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)
 	h.waitHandled(n, 20*time.Second, m)
-	m.p.mu.Lock()
+	tok := m.p.acquireFlush()
 	got := m.p.decodedPerByte
 	size := m.p.budgetSize(&kgo.Record{Key: make([]byte, 10), Value: make([]byte, 90)})
-	m.p.mu.Unlock()
+	m.p.releaseFlush(tok)
 	if want := float64(decoded) / float64(raw); got != want {
 		t.Fatalf("decodedPerByte = %v, want %v (%d decoded bytes of %d raw)", got, want, decoded, raw)
 	}

@@ -34,8 +34,8 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 		bytesFirst unsafe.Pointer
 	}
 	bufs := func() []buf {
-		m.p.mu.Lock()
-		defer m.p.mu.Unlock()
+		tok := m.p.acquireFlush()
+		defer m.p.releaseFlush(tok)
 		var out []buf
 		for i := range m.p.fl.colBufs {
 			c := &m.p.fl.colBufs[i]
@@ -103,8 +103,8 @@ func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	// byteValues counts the byte values left in the kept buffers (up to capacity) and the
 	// longest of them.
 	byteValues := func() (n, longest int, clean bool) {
-		m.p.mu.Lock()
-		defer m.p.mu.Unlock()
+		tok := m.p.acquireFlush()
+		defer m.p.releaseFlush(tok)
 		for _, c := range m.p.fl.colBufs {
 			for _, v := range c.Values[:cap(c.Values)] { // byte values are never dense
 				if k := v.Kind(); (k == parquet.ByteArray || k == parquet.FixedLenByteArray) && !v.IsNull() {

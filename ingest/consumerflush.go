@@ -16,7 +16,7 @@ import (
 // flushOnce makes one flush attempt for recs (flusher.flush) and applies its halts. cut
 // are the records the flush left for the next one (batch.max_open_partitions: per
 // partition, from the first record that would have opened one partition value more; their
-// txn did not move past them), in recs order. mu held.
+// txn did not move past them), in recs order. Flush token held.
 func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frameNote) (cut []*kgo.Record, err error) {
 	out, err := p.fl.flush(ctx, recs, note)
 	if err != nil {
@@ -41,7 +41,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frame
 
 // flushDueLocked flushes the buffered records that are due (batcher.Take: a bound or
 // the age reached, or a partition's backoff ended; everything when force is set), held
-// ones first (flushTakenLocked). mu held.
+// ones first (flushTakenLocked). Flush token held.
 func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool) error {
 	p.batchMu.Lock()
 	recs, sizes, trigger := p.batch.Take(now, force)
@@ -53,7 +53,7 @@ func (p *Pipeline) flushDueLocked(ctx context.Context, now time.Time, force bool
 // (sizes[i] is recs[i]'s, in bytes: batcher.Take), and counts the flush by its trigger.
 // Transient failures hold the records back with their sizes (so that they still count
 // against batch.max_bytes) and pause their partitions with a jittered backoff; only a
-// permanent failure is returned. mu held.
+// permanent failure is returned. Flush token held.
 func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, sizes []int64, trigger batcher.Trigger, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
@@ -77,7 +77,7 @@ func (p *Pipeline) flushTakenLocked(ctx context.Context, recs []*kgo.Record, siz
 }
 
 // drainLocked flushes everything buffered, retrying transient failures until ctx ends.
-// mu held.
+// Flush token held.
 func (p *Pipeline) drainLocked(ctx context.Context) error {
 	for {
 		if err := p.flushDueLocked(ctx, time.Now(), true); err != nil {
@@ -103,7 +103,7 @@ func (p *Pipeline) drainLocked(ctx context.Context) error {
 // another writer changed the table) and returns the records that were not committed:
 // those of partitions waiting for the schema registry (per partition, from the first
 // record whose schema could not be fetched), or all of them when the write failed.
-// mu held (each settled commit takes batchMu briefly).
+// Flush token held (each settled commit takes batchMu briefly).
 func (p *Pipeline) tryFlushLocked(ctx context.Context, recs []*kgo.Record) (left []*kgo.Record, err error) {
 	if len(recs) == 0 {
 		return nil, nil
@@ -166,7 +166,7 @@ func recordSet(recs []*kgo.Record) map[recordKey]bool {
 // of our partitions' txn (a zombie or a new owner) makes the batch be rebuilt on the new
 // snapshot, which drops what the table already has. Records already dead-lettered under
 // p.commitID stay dead-lettered in the rebuilds (p.deadSet), even when they fit now.
-// mu held.
+// Flush token held.
 func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record, note frameNote) (cut []*kgo.Record, err error) {
 	for attempt := 0; ; attempt++ {
 		cut, err := p.flushOnce(ctx, recs, note)
@@ -183,8 +183,9 @@ func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record, note fra
 	}
 }
 
-// applyHalts pauses halted partitions and reports them (logs, status, metric). Both
-// locks held: the poll loop reads halted under batchMu, the flusher under mu. The
+// applyHalts pauses halted partitions and reports them (logs, status, metric), holding
+// the flush token and batchMu: the poll loop reads halted under batchMu, the flusher
+// with the token. The
 // partitions' records already buffered behind the halt are dropped by the next flush
 // (flusher.collect skips halted partitions), never committed.
 func (p *Pipeline) applyHalts(halts []HaltedPartition) {

@@ -122,7 +122,7 @@ func (l *latch) isOpen() bool {
 }
 
 // holdFirstFlush is a hooks.beforeFlush that counts the worker's flushes in calls, opens
-// inFlight when the first one starts (that batch is in flight: the worker holds mu) and
+// inFlight when the first one starts (that batch is in flight: the worker holds the flush token) and
 // holds it until l opens, then runs then (nil: nothing more).
 func holdFirstFlush(inFlight, l *latch, calls *atomic.Int32, then func()) func([]*kgo.Record) {
 	return func([]*kgo.Record) {
@@ -137,7 +137,7 @@ func holdFirstFlush(inFlight, l *latch, calls *atomic.Int32, then func()) func([
 }
 
 // failFirstCommit is a hooks.beforeCommit whose first call opens inFlight (the flush that
-// reached it is in flight: its runner holds mu), waits until l opens and then fails
+// reached it is in flight: its runner holds the flush token), waits until l opens and then fails
 // transiently (an injected store timeout); later calls let their commit go on.
 func failFirstCommit(inFlight, l *latch) func(int) error {
 	var failed atomic.Bool

@@ -59,18 +59,19 @@ type Pipeline struct {
 
 	status statusBox
 
-	// Two locks split a pipeline's state (lock order: mu, the flush lock, before batchMu,
-	// before lag's):
+	// A pipeline's state has two sides (order: the flush token, before batchMu, before
+	// lag's mutex):
 	//
-	// mu is the flush side, held for a whole flush by whoever runs one: the session's
-	// flush worker (flushworker.go; the poll loop locks it to take a batch and hands it,
-	// locked, to the worker, which unlocks it once the batch is settled), a rebalance
-	// callback, or the drain. So at most one batch is in flight, and a callback that locks
-	// it waits for the flush in flight. It guards fl and cm (the flusher's state: commit
-	// id, dead-letter set, noTableTxns, fromGroup, decoders and buffers).
-	mu sync.Mutex
-	fl *flusher      // one batch → one commit; its mode is cm
-	cm *consumerMode // the consumer's txn app ids, dead letters and advisory offsets
+	// The flush side is owned by whoever holds the flush token (flushTok, acquireFlush),
+	// for a whole flush: the session's flush worker (the poll loop takes the token to take
+	// a batch and hands it over with the batch; the worker gives it back once the batch is
+	// settled: flushworker.go), a rebalance callback, or the drain. So at most one batch
+	// is in flight, and a callback waits for the flush in flight. The token owns fl and cm
+	// (the flusher's state: commit id, dead-letter set, noTableTxns, fromGroup, decoders
+	// and buffers).
+	flushTok chan flushToken // holds the token while nobody owns the flush side
+	fl       *flusher        // one batch → one commit; its mode is cm
+	cm       *consumerMode   // the consumer's txn app ids, dead letters and advisory offsets
 
 	// batchMu is the batch side, held briefly by the poll loop (add, take), the flush worker
 	// (settle a flush: hold back or release its partitions) and the callbacks.
@@ -82,19 +83,20 @@ type Pipeline struct {
 	// held-first, so its txn never passes a record that is still waiting (batcher): the
 	// flush in flight settles (Hold, Release) before the next batch is taken.
 	batch *batcher.Batcher[topicPartition, *kgo.Record]
-	// halted is written with both locks held (applyHalts, forgetLocked), so it may be read
-	// under either: the poll loop reads it under batchMu, a flush (fl.halted) under mu.
+	// halted is written holding both the flush token and batchMu (applyHalts,
+	// forgetLocked), so it may be read holding either: the poll loop reads it under
+	// batchMu, a flush (fl.halted) with the token.
 	halted map[topicPartition]HaltedPartition
 	// decodedPerByte is the batch.max_bytes budget's estimate of the decoded bytes (arena
 	// copy and column values) one raw record byte becomes in a flush: measured by every
 	// flush that wrote rows (outcome.decodedBytes / rawBytes), initialDecodedPerByte
 	// before the first. budgetSize charges each record raw × (1 + decodedPerByte). Written
-	// with both locks held (measureDecoded), read under either.
+	// holding the token and batchMu (measureDecoded), read holding either.
 	decodedPerByte float64
 	hooks          hooks // test seams; zero in production
 	// progressDue is when the poll loop next checks for a table to record
 	// flusher.noTableTxns in (recordProgressLocked); progressPending is whether there is
-	// any (len(fl.noTableTxns) > 0, published under batchMu by the holder of mu).
+	// any (len(fl.noTableTxns) > 0, published under batchMu by the token's holder).
 	progressDue     time.Time
 	progressPending bool
 	// wakePoll ends the poll loop's current poll (nil outside a poll): a settled flush
@@ -102,6 +104,27 @@ type Pipeline struct {
 	wakePoll context.CancelFunc
 
 	lag *consumerLag // ingestd_consumer_lag_records, also written by adjustOffsets
+}
+
+// flushToken is the right to use a pipeline's flush side (Pipeline.fl and .cm, and what
+// they own). A pipeline has exactly one, in Pipeline.flushTok while nobody holds it:
+// acquireFlush waits for it, releaseFlush gives it back, on the same goroutine or on
+// another one it was handed to (the flush worker's batches, flushJob.tok). The channel
+// orders every use of the flush side after the previous holder's.
+type flushToken struct{}
+
+// acquireFlush waits until the flush side is free (the flush in flight, if any, has
+// settled) and returns its token.
+func (p *Pipeline) acquireFlush() flushToken { return <-p.flushTok }
+
+// releaseFlush gives the flush token back; it panics if the token is already back (a
+// second release would let two goroutines flush at once).
+func (p *Pipeline) releaseFlush(t flushToken) {
+	select {
+	case p.flushTok <- t:
+	default:
+		panic("ingest: flush token released twice")
+	}
 }
 
 type topicPartition struct {
@@ -133,8 +156,8 @@ type hooks struct {
 	// the revoke callback drop its records too.
 	abandon   func(ctx context.Context) bool
 	abandoned bool
-	// beforeFlush runs in the flush worker before each batch it flushes, with mu held
-	// (a test may block it to hold a batch in flight).
+	// beforeFlush runs in the flush worker before each batch it flushes, holding the flush
+	// token (a test may block it to hold a batch in flight).
 	beforeFlush func(recs []*kgo.Record)
 	// settle runs when a flush of records taken from the batcher has been tried, before they
 	// are settled (held back or forgotten), with batchMu held: the budget sizes of the
@@ -156,11 +179,13 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		m:    deps.Metrics,
 		batch: batcher.New(batcher.Limits{
 			MaxRecords: cfg.Batch.MaxRecords, MaxBytes: batchBytes(cfg), MaxAge: cfg.Batch.MaxAge}, partOf),
+		flushTok:       make(chan flushToken, 1),
 		halted:         map[topicPartition]HaltedPartition{},
 		lag:            newConsumerLag(cfg.Name, deps.Metrics),
 		cm:             &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
 		decodedPerByte: initialDecodedPerByte,
 	}
+	p.flushTok <- flushToken{}
 	p.fl = newFlusher(cfg, deps, log, p.cm, p.halted)
 	p.fl.hooks = &p.hooks
 	p.status.s = Status{Pipeline: cfg.Name, State: StateStarting, Since: time.Now()}

@@ -650,8 +650,8 @@ func TestZombieFencing(t *testing.T) {
 		for _, r := range rs {
 			all = append(all, r...)
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
+		tok := p.acquireFlush()
+		defer p.releaseFlush(tok)
 		left, err := p.tryFlushLocked(context.Background(), all)
 		if err != nil || len(left) > 0 {
 			t.Fatalf("flush: %v (%d left)", err, len(left))

@@ -14,7 +14,7 @@ const progressEvery = 5 * time.Second
 // flushes made while the table did not exist, once a table exists (so that replay finds
 // the commit their dead letters name, or the group offset position it names, instead of
 // waiting for this partition's next record). Without a table it does nothing; a transient
-// failure is retried at the next check. mu held.
+// failure is retried at the next check. Flush token held.
 func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) error {
 	p.batchMu.Lock()
 	p.progressDue = now.Add(progressEvery)
@@ -29,7 +29,7 @@ func (p *Pipeline) recordProgressLocked(ctx context.Context, now time.Time) erro
 }
 
 // publishProgressLocked tells the poll loop whether progress made without a table waits
-// to be recorded (flusher.noTableTxns). Both locks held.
+// to be recorded (flusher.noTableTxns). Holding the flush token and batchMu.
 func (p *Pipeline) publishProgressLocked() {
 	p.progressPending = len(p.fl.noTableTxns) > 0
 }

@@ -64,13 +64,13 @@ func (p *Pipeline) assignedOffset(k topicPartition, committed kgo.Offset, txns m
 	case eo.Offset > 0:
 		// Records before eo.Offset were dead-lettered while no table existed.
 		p.lag.setNext(k, eo.Offset)
-		p.mu.Lock()
+		tok := p.acquireFlush()
 		p.fl.fromGroup[k] = eo.Offset - 1
 		p.fl.noTableTxns[k] = max(p.fl.noTableTxns[k], eo.Offset-1)
 		p.batchMu.Lock()
 		p.publishProgressLocked()
 		p.batchMu.Unlock()
-		p.mu.Unlock()
+		p.releaseFlush(tok)
 		p.log.Info("partition assigned", "topic", t, "partition", part, "offset", eo.Offset, "from", "group offset (no txn yet)")
 		return kgo.NewOffset().At(eo.Offset).WithEpoch(-1)
 	case p.cfg.Kafka.StartOffset == "latest":
@@ -93,8 +93,8 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	}
 	// Wait for the flush in flight (it may hold records of these partitions, or fail and
 	// give them back to the batcher), then take what is buffered for them.
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	tok := p.acquireFlush()
+	defer p.releaseFlush(tok)
 	p.batchMu.Lock()
 	recs, _ := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] }) // not given back: the new owner re-reads what fails
 	abandoned := p.hooks.abandoned
@@ -121,8 +121,8 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	if len(gone) == 0 {
 		return
 	}
-	p.mu.Lock() // the flush in flight settles first (its commit is fenced by the txns if another member moved them)
-	defer p.mu.Unlock()
+	tok := p.acquireFlush() // the flush in flight settles first (its commit is fenced by the txns if another member moved them)
+	defer p.releaseFlush(tok)
 	p.batchMu.Lock()
 	defer p.batchMu.Unlock()
 	if recs, _ := p.batch.TakeKeys(func(k topicPartition) bool { return gone[k] }); len(recs) > 0 {
@@ -143,7 +143,8 @@ func partSet(m map[string][]int32) map[topicPartition]bool {
 
 // forgetLocked clears the state of partitions that are no longer ours: halts (the next
 // owner halts again at the same offset), backoffs and pauses (so that a later
-// re-assignment fetches again), and their lag series. Both locks held.
+// re-assignment fetches again), and their lag series. Holding the flush token and
+// batchMu.
 func (p *Pipeline) forgetLocked(parts map[string][]int32, gone map[topicPartition]bool) {
 	for k := range gone {
 		if _, h := p.halted[k]; h {

@@ -69,9 +69,9 @@ func (s *session) drain(ctx context.Context) error {
 	p := s.p
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
 	defer cancel()
-	p.mu.Lock() // the loop's flush worker has stopped: nothing is in flight
+	tok := p.acquireFlush() // the loop's flush worker has stopped: nothing is in flight
 	ferr := p.drainLocked(sctx)
-	p.mu.Unlock()
+	p.releaseFlush(tok)
 	if ferr != nil {
 		return fmt.Errorf("flush on shutdown: %w", ferr)
 	}

@@ -46,14 +46,14 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 			return nil, err
 		}
 	}
-	p.mu.Lock()
+	tok := p.acquireFlush()
 	p.batchMu.Lock()
 	p.cl, p.cm.cl = s.cl, s.cl
 	if s.dlq != nil {
 		p.fl.dlq = ingestdlq.NewProducer(s.dlq)
 	}
 	p.batchMu.Unlock()
-	p.mu.Unlock()
+	p.releaseFlush(tok)
 	if err := p.checkTopics(ctx, cl); err != nil {
 		s.close()
 		return nil, err
