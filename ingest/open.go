@@ -16,13 +16,17 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
-// Open builds a Pipeline from its config (see OpenDeps). It does no Kafka I/O; the table
-// is read (and refused if ingestd cannot safely write it) when Run starts.
-func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics) (*Pipeline, error) {
+// Open builds a Pipeline from its config (see OpenDeps), with the process's logger,
+// metrics and table maintainers (mt, NewMaintainers: shared by every pipeline the process
+// runs). It does no Kafka I/O; the table is read (and refused if ingestd cannot safely
+// write it) when Run starts. Errors: OpenDeps', and a store that does not honour
+// put-if-absent or refuses the credentials ("check store <uri>: …").
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics, mt *Maintainers) (*Pipeline, error) {
 	deps, err := OpenDeps(ctx, cfg, log, m)
 	if err != nil {
 		return nil, err
 	}
+	deps.Maintainers = mt
 	// Refuse, before anything is written, a store that does not honour put-if-absent or
 	// whose credentials are refused. A transient failure (network, throttling) is left to
 	// the store's own check before its first write, which the pipeline retries.

@@ -39,6 +39,10 @@ type Deps struct {
 	// KafkaSecurity is kafkaclient.SecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by
 	// OpenDeps; every client gets it, before KafkaOpts (see Deps.kafkaClients).
 	KafkaSecurity []kgo.Opt
+	// Maintainers is the process's registry of table maintainers (NewMaintainers), so that
+	// the pipelines of one table share its background maintenance; nil: a registry of the
+	// pipeline's own (its maintenance is shared with no other pipeline).
+	Maintainers *Maintainers
 }
 
 // kafkaClients is the factory of the Kafka clients of cfg's pipeline built from d: each
@@ -93,7 +97,8 @@ type Pipeline struct {
 	// before the first. budgetSize charges each record raw × (1 + decodedPerByte). Written
 	// holding the token and batchMu (measureDecoded), read holding either.
 	decodedPerByte float64
-	hooks          hooks // test seams; zero in production
+	hooks          hooks        // test seams; zero in production
+	maintainers    *Maintainers // Deps.Maintainers, or one of the pipeline's own
 	// progressDue is when the poll loop next checks for a table to record
 	// flusher.noTableTxns in (recordProgressLocked); progressPending is whether there is
 	// any (len(fl.noTableTxns) > 0, published under batchMu by the token's holder).
@@ -184,6 +189,10 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		lag:            newConsumerLag(cfg.Name, deps.Metrics),
 		cm:             &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
 		decodedPerByte: initialDecodedPerByte,
+		maintainers:    deps.Maintainers,
+	}
+	if p.maintainers == nil {
+		p.maintainers = NewMaintainers()
 	}
 	p.flushTok <- flushToken{}
 	p.fl = newFlusher(cfg, deps, log, p.cm, p.halted)
