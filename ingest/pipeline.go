@@ -149,7 +149,7 @@ const (
 	shutdownFlushTimeout = 60 * time.Second
 )
 
-// hooks are seams for the ingest tests (helpers_test.go sets them); production leaves
+// hooks are seams for the ingest tests (harness_test.go sets them); production leaves
 // them zero and every use checks for nil.
 type hooks struct {
 	// beforeCommit runs after the dead letters of a flush are acknowledged and before its
@@ -168,6 +168,9 @@ type hooks struct {
 	// are settled (held back or forgotten), with batchMu held: the budget sizes of the
 	// records in flight (bytes each) and the batcher's Bytes (what it holds meanwhile).
 	settle func(inFlight []int64, buffered int64)
+	// fatalGrace, when positive, replaces fatalGrace in the poll loop's fetch-error check
+	// (a test's persisting failure need not last 3 s).
+	fatalGrace time.Duration
 }
 
 // NewPipeline returns a pipeline for cfg; it does no I/O.

@@ -187,6 +187,9 @@ func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
 		if se := kafkaclient.AsSecurityError(p.cfg.Kafka, need, err); se != nil && fatal == nil {
 			p.log.Warn("kafka security error", "err", se)
 			grace := fatalGrace
+			if p.hooks.fatalGrace > 0 {
+				grace = p.hooks.fatalGrace
+			}
 			switch {
 			case errors.Is(err, kerr.SaslAuthenticationFailed):
 				grace = authGrace

@@ -1,15 +1,12 @@
 package ingest
 
 import (
-	"math/big"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/ingest/config"
@@ -123,20 +120,6 @@ func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	if n, longest, clean := byteValues(); n != 0 || !clean {
 		t.Fatalf("after a flush of small records: %d byte values left in the buffers (longest %d bytes), colsClean %v; want none, true", n, longest, clean)
 	}
-}
-
-// encodeCustomer is encode(id, 0) with the given customer.
-func (h *harness) encodeCustomer(id int64, customer string) []byte {
-	body, err := avro.Marshal(h.schemas[0], map[string]any{"order_id": id, "customer": customer, "amount": big.NewRat(id, 100)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var hdr sr.ConfluentHeader
-	framed, err := hdr.AppendEncode(nil, h.ids[0], nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return append(framed, body...)
 }
 
 // reserve sizes a batch's columns from its first rows: a column of one value per row for

@@ -274,7 +274,7 @@ func TestHaltInFlightThenHandOver(t *testing.T) {
 	check("after a's drain")
 	b := h.startWith("b", cfg, nil)
 	waitFor(t, 30*time.Second, halted(b))
-	time.Sleep(500 * time.Millisecond) // age flushes of whatever b still has
+	waitFor(t, 30*time.Second, b.drained) // the age flushes of whatever b still had are done
 	b.stop(t)
 	check("after b halted and stopped")
 }

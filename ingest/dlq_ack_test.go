@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter"
-	"github.com/ingestd/ingestd/deltawriter/tableops"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
@@ -54,17 +53,6 @@ func (h *harness) runUntil(cfg *config.Config, hook func(dead int, kill func()) 
 		return nil
 	})
 	return p, runErr
-}
-
-func (h *harness) addChannel() {
-	h.t.Helper()
-	col, err := tableops.ParseColumnDef("channel STRING")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := tableops.Apply(context.Background(), h.deps(nil).Table, tableops.Alter{AddColumns: []tableops.ColumnDef{col}}); err != nil {
-		h.t.Fatal(err)
-	}
 }
 
 func (h *harness) checkOrders(n int) {
@@ -382,22 +370,26 @@ func TestShutdownDuringDeadLetterProduce(t *testing.T) {
 	cfg.Schema.Policy = config.PolicyDeadLetter
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`), []byte(`{"order_id":3}`))
 	// From here on the only producer is the pipeline's dead-letter producer.
-	var delayed, inFlight atomic.Bool
+	var delayed atomic.Bool
+	inFlight, sigterm := newLatch(), newLatch()
 	h.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		h.cluster.KeepControl()
 		if !delayed.Swap(true) {
-			inFlight.Store(true)
-			time.Sleep(1500 * time.Millisecond) // SIGTERM arrives meanwhile
+			inFlight.open()
+			sigterm.wait() // the first produce is answered once SIGTERM has arrived
 		}
 		return nil, nil, false
 	})
 	m := h.startWith("pipeline", cfg, nil)
+	t.Cleanup(sigterm.open) // runs before the member's cleanup: a failed test does not leave the broker blocked
 	waitFor(t, 30*time.Second, func() error {
-		if !inFlight.Load() {
+		if !inFlight.isOpen() {
 			return errors.New("no dead-letter produce in flight")
 		}
 		return nil
 	})
+	m.cancel(nil) // SIGTERM while the produce is in flight
+	sigterm.open()
 	m.stop(t)
 	if n := h.dlqCount(); n != 3 {
 		t.Fatalf("DLQ holds %d records for 3 bad ones, want each once", n)
