@@ -11,16 +11,18 @@ import (
 // batchBytes is the bytes bound of one batch, in budgetSize bytes: half of
 // batch.max_bytes, because the batch in flight (flushWorker) and the one being filled
 // share it, so that both together stay within batch.max_bytes and the soft memory limit
-// that ingestd run derives from it (issue 15: peak RSS ≤ max_bytes + 256 MiB). 0: no bound.
+// that ingestd run derives from it (peak RSS within max_bytes + 256 MiB:
+// docs/architecture.md, "Memory"). 0: no bound.
 func batchBytes(cfg *config.Config) int64 { return int64(cfg.Batch.MaxBytes) / 2 }
 
+// recordSize is r's key and value, in bytes: the raw part of its budget charge.
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 
 // initialDecodedPerByte is decodedPerByte before a flush has measured it: a 200-byte
 // record of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte body,
 // charged though no longer copied (outcome.decodedBytes) (≈ 2.5 decoded bytes per raw
-// byte); a 1 KB one to ≈ 1.3. The larger keeps
-// the first batch within batch.max_bytes for both.
+// byte); a 1 KB one to ≈ 1.3. The larger keeps the first batch within batch.max_bytes
+// for both.
 const initialDecodedPerByte = 2.5
 
 // recordOverhead is the memory a buffered record takes besides its bytes, in bytes: the
@@ -30,7 +32,7 @@ const recordOverhead = int64(unsafe.Sizeof(kgo.Record{}) + unsafe.Sizeof(item{})
 // budgetSize is r's charge against batch.max_bytes, in bytes: its key and value, plus the
 // decoded values the flush will build from them (decodedPerByte) and recordOverhead, so
 // that the budget bounds the memory a batch takes while it is written, not only its raw
-// bytes (issue 15).
+// bytes (docs/architecture.md, "Memory").
 func (p *Pipeline) budgetSize(r *kgo.Record) int64 {
 	n := recordSize(r)
 	return n + int64(float64(n)*p.decodedPerByte) + recordOverhead

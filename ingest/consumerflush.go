@@ -220,7 +220,7 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 	// okID is the last id this call resolved (or found permanently unknown): a batch holds
 	// one or a few writer schemas, so consecutive records repeat it and need no lookup (a
 	// lookup is a context with a timer, a sync.Map load and a boxed key: about a quarter of
-	// the daemon's CPU at 200 B records when done per record; BENCHMARKS.md, "End to end").
+	// the daemon's CPU at 200 B records when done per record; docs/performance.md).
 	okID, haveOK := 0, false
 	for _, r := range recs {
 		// The partition is read only while some partition waits or is halted: the value is

@@ -263,7 +263,7 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 // by a flush of another partition only, and a later commit moves the first partition.
 // The creating commit must move the first partition's txn past its dead letters too (it
 // is the commit they name): otherwise the later commit, under a new id, makes them
-// orphans and replay drops them (found by a break-it review).
+// orphans and replay drops them.
 func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h := newHarness(t, 2)
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
@@ -283,7 +283,7 @@ func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h.checkOrders(20)
 }
 
-// TestProgressBeforeTheTableExists (issue 17, item 1): a dead_letter pipeline whose table
+// TestProgressBeforeTheTableExists: a dead_letter pipeline whose table
 // does not exist and whose records all fail keeps its progress in the Kafka group offset:
 // restarted twice, it dead-letters each record once (before: 2 dead letters became 5
 // after one restart and a new record). The commit that finally creates the table moves
@@ -361,9 +361,9 @@ func TestProgressBeforeTheTableExists(t *testing.T) {
 
 // TestShutdownDuringDeadLetterProduce: SIGTERM while a flush waits for the broker to
 // acknowledge its dead letters. The flush finishes (the produce is not cancelled), so the
-// drain does not produce them again: the DLQ holds each record once (found by a break-it
-// review: 5 of 1,452 records were dead-lettered twice; without the fix this test sees 6
-// dead letters for 3 records).
+// drain does not produce them again: the DLQ holds each record once (when the SIGTERM
+// cancelled the produce, 5 of 1,452 records were dead-lettered twice, and this test saw
+// 6 dead letters for 3 records).
 func TestShutdownDuringDeadLetterProduce(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
@@ -396,7 +396,7 @@ func TestShutdownDuringDeadLetterProduce(t *testing.T) {
 	}
 }
 
-// TestProgressWithoutTableWhenAnotherWriterCreatesIt (break-it review): dead letters made
+// TestProgressWithoutTableWhenAnotherWriterCreatesIt: dead letters made
 // while the table did not exist are acknowledged by the group offset; then another
 // writer (here by hand; in the field another member or pipeline) creates the table.
 //   - The idle pipeline commits that progress as txns within a few seconds, naming the

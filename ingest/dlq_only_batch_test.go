@@ -12,10 +12,10 @@ import (
 )
 
 // TestIdlePollsAndDeadLetterOnlyBatch: a batch made only of poison pills (an hour old)
-// advances the txn with one txn-only commit after the dead letters are acknowledged
-// (C23 a); then ten
-// poll cycles without records commit nothing (C23 b). The metrics pass client_golang's
-// linter.
+// advances the txn with one txn-only commit after the dead letters are acknowledged, so
+// that replay finds the commit they name and the lag is 0; then ten poll cycles without
+// records commit nothing (an idle pipeline adds no empty commits to the log). The
+// metrics pass client_golang's linter.
 func TestIdlePollsAndDeadLetterOnlyBatch(t *testing.T) {
 	h := newHarness(t, 1)
 	h.produce(1, 100, 0, 1, -1)

@@ -15,9 +15,9 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// The batch.max_bytes budget charges a record its raw bytes plus the decoded bytes a flush
-// makes of them (issue 15): one flush of known records measures the ratio exactly, and
-// budgetSize charges by it.
+// The batch.max_bytes budget charges a record its raw bytes plus the decoded bytes a
+// flush makes of them (docs/architecture.md, "Memory"): one flush of known records
+// measures the ratio exactly, and budgetSize charges by it.
 func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 300

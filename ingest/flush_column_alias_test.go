@@ -38,7 +38,7 @@ func within(b []byte, recs []*kgo.Record) bool {
 // lies inside a record. When the flush has ended (its file written and committed) the
 // column buffers kept for the next flush hold no byte value at all, up to their
 // capacity, and the byte form's Bytes are the column's own, so they retain nothing of the
-// finished batch's records (issue 15: no RSS regression from the aliasing).
+// finished batch's records (the aliasing must not make the RSS grow).
 func TestColumnBuffersReleaseTheBatchRecords(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 300

@@ -15,7 +15,7 @@ import (
 // The column buffers of an unpartitioned table are sized before the batch is decoded
 // (one value per column and row the batch can write) and kept across flushes: the first
 // flush reserves exactly its rows, and a steady-state flush of the same size neither grows
-// nor replaces a column (issue 15: growslice inside the decode).
+// nor replaces a column (no growslice inside the decode).
 func TestColumnBuffersReservedAndKept(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 400

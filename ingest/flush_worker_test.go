@@ -206,15 +206,16 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 	}
 }
 
-// TestRetriedBatchWithinMaxBytes (issue 15, "Peak RSS ≤ max_bytes + 256 MiB"): partition
-// 0's flush in flight fails transiently at its commit while the batch behind it was read
-// (about two batches of records wait for the retry); partition 1's records then arrive
-// while partition 0 is on hold. The records held back keep their budget sizes: at the end
-// of every flush (its peak: the poll loop filled the batcher meanwhile) the batch in
-// flight holds at most half of batch.max_bytes plus one record, and it together with what
-// the batcher holds at most max_bytes plus three records; before the fix the retried
-// batch alone took both waiting batches (≈ max_bytes) and the pair reached ≈ 1.5 ×
-// max_bytes. Every record is committed once, txns at the end offsets.
+// TestRetriedBatchWithinMaxBytes (peak RSS within max_bytes + 256 MiB:
+// docs/architecture.md, "Memory"): partition 0's flush in flight fails transiently at its
+// commit while the batch behind it was read (about two batches of records wait for the
+// retry); partition 1's records then arrive while partition 0 is on hold. The records
+// held back keep their budget sizes: at the end of every flush (its peak: the poll loop
+// filled the batcher meanwhile) the batch in flight holds at most half of batch.max_bytes
+// plus one record, and it together with what the batcher holds at most max_bytes plus
+// three records; before the fix the retried batch alone took both waiting batches (≈
+// max_bytes) and the pair reached ≈ 1.5 × max_bytes. Every record is committed once, txns
+// at the end offsets.
 func TestRetriedBatchWithinMaxBytes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 2)

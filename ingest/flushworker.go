@@ -31,20 +31,8 @@ import (
 // rule). The batcher itself is guarded by batchMu, which every holder of the token may
 // take briefly (never the other way round).
 //
-// Memory: the batcher's bound is half of batch.max_bytes (batchBytes), in budgetSize bytes,
-// and counts every record it holds: fresh ones and those held back after a transient
-// failure, which keep the size they were added with (flushTakenLocked gives them back
-// with batcher.Hold and their sizes). A batch takes records only up to that bound
-// (batcher.Take), so the batch in flight and the records in the batcher each stay within
-// half of max_bytes plus the record that reached it. After a failure the failed batch and
-// the one filled behind it both wait in the batcher (within max_bytes plus two records);
-// while their partitions are on hold they count half toward the batcher's bound (they
-// wait beside both the batch in flight and the one being filled: batcher.Limits), so the
-// other partitions' batches are smaller by half of them, and the retry takes the held
-// records half of max_bytes at a time: in flight and buffered together stay within
-// max_bytes plus three records (TestRetriedBatchWithinMaxBytes). Beyond it are only the
-// records of the paused partitions that the poll in progress had fetched before the pause
-// (at most maxPollRecords).
+// The memory the batch in flight and the batcher hold together: the package
+// documentation, Memory.
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
 // flush in flight and ends it. A permanent failure ends the poll loop through fail, and

@@ -52,7 +52,7 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 		return Deps{}, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
 	}
 	// Checkpoints are written by the table's background goroutine, so a commit never waits
-	// for one (BENCHMARKS.md, Commit path); Pipeline.Close / CloseDeps wait for it.
+	// for one (docs/performance.md); Pipeline.Close / CloseDeps wait for it.
 	// After each of them, expired log files are removed (log cleanup, with the replay
 	// safeguard: logcleanup.go), on that goroutine too.
 	deps := Deps{Logger: log, Metrics: m, KafkaSecurity: sec}

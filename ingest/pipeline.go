@@ -1,7 +1,3 @@
-// Package ingest runs pipelines: it consumes a Kafka consumer group, decodes Avro records
-// by their writer schema, asks the schema guard what to do with each, writes what fits to
-// the Delta table with the source offsets in txn actions of the same commit, and sends what
-// does not fit to the dead-letter topic (DESIGN.md §2 and §3).
 package ingest
 
 import (
@@ -53,8 +49,9 @@ func (d Deps) kafkaClients(cfg *config.Config, log *slog.Logger) kafkaclient.Cli
 	return kafkaclient.New(cfg, log, d.Metrics.kafka(), opts)
 }
 
-// Pipeline moves one set of topics into one Delta table. Create it with NewPipeline and
-// start it with Run; Status may be called from any goroutine.
+// Pipeline moves one set of topics into one Delta table. Create it with Open (or
+// NewPipeline) and start it with Run; Status may be called from any goroutine. Its
+// goroutines and locks: the package documentation, Concurrency.
 type Pipeline struct {
 	cfg  *config.Config
 	deps Deps
@@ -63,22 +60,15 @@ type Pipeline struct {
 
 	status statusBox
 
-	// A pipeline's state has two sides (order: the flush token, before batchMu, before
-	// lag's mutex):
-	//
-	// The flush side is owned by whoever holds the flush token (flushTok, acquireFlush),
-	// for a whole flush: the session's flush worker (the poll loop takes the token to take
-	// a batch and hands it over with the batch; the worker gives it back once the batch is
-	// settled: flushworker.go), a rebalance callback, or the drain. So at most one batch
-	// is in flight, and a callback waits for the flush in flight. The token owns fl and cm
-	// (the flusher's state: commit id, dead-letter set, noTableTxns, fromGroup, decoders
-	// and buffers).
+	// The flush side, owned by whoever holds the flush token (acquireFlush) for a whole
+	// flush: the flush worker, a rebalance callback or the drain.
 	flushTok chan flushToken // holds the token while nobody owns the flush side
 	fl       *flusher        // one batch → one commit; its mode is cm
 	cm       *consumerMode   // the consumer's txn app ids, dead letters and advisory offsets
 
-	// batchMu is the batch side, held briefly by the poll loop (add, take), the flush worker
-	// (settle a flush: hold back or release its partitions) and the callbacks.
+	// The batch side: batchMu is held briefly by the poll loop (add, take), the flush
+	// worker (settle a flush: hold back or release its partitions) and the callbacks,
+	// after the token when both are held.
 	batchMu sync.Mutex
 	cl      *kgo.Client
 	// batch buffers the records read and not yet committed: fresh ones, and those whose
@@ -214,7 +204,8 @@ func (p *Pipeline) Name() string { return p.cfg.Name }
 // Status returns the pipeline's current state.
 func (p *Pipeline) Status() Status { return p.status.get() }
 
-// appID is the Delta txn appId of one source partition (DESIGN.md §3, Exactly-once).
+// appID is the Delta txn appId of one source partition (docs/architecture.md,
+// "Exactly-once").
 func (p *Pipeline) appID(topic string, partition int32) string {
 	return p.cm.txnAppID(topic, partition)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestRegistryOutagePausesOnlyWaitingPartitions (C20): while the registry cannot serve
+// TestRegistryOutagePausesOnlyWaitingPartitions: while the registry cannot serve
 // schema v2, the partition whose next record needs it is paused with backoff and holds
 // its txn before that record; the other partitions keep committing; nothing is
 // dead-lettered; after recovery everything lands exactly once.
