@@ -26,6 +26,9 @@
 //     flush in flight settles first) before the drain, the abandon or the clients' close.
 //     Its flushes run on a context that outlives a SIGTERM by a grace (flushContext), so
 //     that a dead-letter produce in flight is not cut off and produced again by the drain.
+//   - A flush's upload helpers (forEachConcurrent: one data file each, at most GOMAXPROCS
+//     at a time) are started by the flush and all return before it does; the first
+//     failure cancels the others.
 //   - The rebalance callbacks (adjustOffsets, onRevoked, onLost) run on franz-go's
 //     goroutines, or in the consumer's Close; the poll loop blocks rebalances from a poll
 //     to its AllowRebalance (kgo.BlockRebalanceOnPoll).

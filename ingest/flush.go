@@ -38,7 +38,7 @@ const engineInfo = "ingestd"
 // produces the dead letters and waits for their acknowledgement, writes the data file
 // and commits it with the schema change and one txn per source partition. The consumer
 // pipeline and a replay each own one, with their mode. Not safe for concurrent use: its
-// owner serialises flushes (the Pipeline's flush token).
+// owner serialises flushes (Pipeline.mu).
 type flusher struct {
 	cfg   *config.Config
 	deps  Deps

@@ -19,13 +19,13 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
-// The typed column path of the flush for strings: a non-repeated BYTE_ARRAY column
-// (string, binary, enum) is held in the byte form (column.Column: the rows' bytes back to
-// back, one end offset a row) while its values are set, and turns levelled at its first
-// null. The flush carries these columns through the budget, the fills (generated columns,
-// CHECK constraints, Kafka columns), the partitioner and the data files: the files read
-// back hold exactly the records' values, and exactly what the same flush writes with
-// every column levelled (flusher.levelled, the baseline).
+// The typed column path of the flush for strings (issue 15, stop 24): a non-repeated
+// BYTE_ARRAY column (string, binary, enum) is held in the byte form (column.Column: the
+// rows' bytes back to back, one end offset a row) while its values are set, and turns
+// levelled at its first null. The flush carries these columns through the budget, the
+// fills (generated columns, CHECK constraints, Kafka columns), the partitioner and the
+// data files: the files read back hold exactly the records' values, and exactly what the
+// same flush writes with every column levelled (flusher.levelled, the baseline).
 
 // bytesAvsc is the writer schema of these tests (id 30): a long, a nullable string, a
 // string, bytes and an enum.
@@ -301,12 +301,11 @@ func TestBytesColumnsGeneratedConstraintsKafkaKey(t *testing.T) {
 	}
 }
 
-// The batch budget with strings (docs/architecture.md, "Memory": a byte-form value is
-// charged 8 bytes of offset plus its bytes, column.Column.ByteSize): the column buffers a
-// flush holds, Bytes capacity included, stay within what it charges for them, up to an
-// eighth more, with string lengths that vary from row to row and s's first null at the
-// last row of a large unpartitioned batch (its levelled values then alias its kept
-// Bytes).
+// The batch budget with strings (README, "batch": a dense byte-form value is charged 8
+// bytes of offset plus its bytes, column.Column.ByteSize): the column buffers a flush
+// holds, Bytes capacity included, stay within what it charges for them, up to an eighth
+// more, with string lengths that vary from row to row and s's first null at the last
+// row of a large unpartitioned batch (its levelled values then alias its kept Bytes).
 func TestBytesColumnMemoryWithinCharge(t *testing.T) {
 	schemas := breakSchemas(t, bytesAvsc)
 	const n = 8_000

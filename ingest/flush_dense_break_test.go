@@ -28,7 +28,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// Attacks on the typed column path: batches that mix writer schemas (an Avro
+// Engineer X, breaking the typed column path: batches that mix writer schemas (an Avro
 // int, float or timestamp-millis read into a long, double or timestamp column; a field
 // nullable in one writer and required in the next; a field one writer lacks), values at
 // the edges (integer extremes, NaN, -0.0, ±Inf, dates before 1970, negative decimals)
@@ -800,15 +800,14 @@ func heldBytes(cols []column.Column) int64 {
 	return n
 }
 
-// The batch budget (docs/architecture.md, "Memory": max_bytes bounds the memory of
-// batches while they are written; a record is charged 24 bytes per column value, 8 per
-// dense word; the flush sizes its column buffers before it decodes, never more than
-// max_bytes in all): the column buffers a flush holds stay within what it charges for
-// them (colBytes of the columns it decoded), up to an eighth more. The levelled baseline
-// holds what it charges (prepare reserves one value a row). A dense column that turns
-// levelled at the last row of a large unpartitioned batch holds its reserved words and a
-// fresh levelled buffer of twice its rows (column.Column.ToLevelled), ≈ 56 bytes a row
-// where 24 are charged.
+// The batch budget (README, "batch": max_bytes bounds the memory of batches while they
+// are written; a record is charged 24 bytes per column value, 8 per dense word; the
+// flush sizes its column buffers before it decodes, never more than max_bytes in all):
+// the column buffers a flush holds stay within what it charges for them (colBytes of the
+// columns it decoded), up to an eighth more. The levelled baseline holds what it charges
+// (prepare reserves one value a row). A dense column that turns levelled at the last row
+// of a large unpartitioned batch holds its reserved words and a fresh levelled buffer of
+// twice its rows (column.Column.ToLevelled), ≈ 56 bytes a row where 24 are charged.
 func TestBreakColumnMemoryWithinCharge(t *testing.T) {
 	schemas := breakSchemas(t, breakAvsc)
 	const n = 8_000

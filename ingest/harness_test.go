@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/big"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,14 +40,14 @@ import (
 
 // The unit-test harness of the pipeline, in one place: an in-process broker (kfake),
 // schema registry (srfake) and table directory (harness, newHarness); members, each a
-// running pipeline standing in for one `ingestd run` (start, startHooked, stop,
-// stopped, abandonOnCause); the table and topics read back (snapshot, handled, orderIDs,
-// commits, checkExactlyOnce, readTopicAll, dlqCount); waiting on conditions (waitFor,
-// running, atLeast, waitHandled, waitGroup, waitCounter); flushes held in flight (latch,
+// running pipeline standing in for one `ingestd run` (start, startHooked, stop, stopped,
+// abandonOnCause); the table and topics read back (snapshot, handled, orderIDs, commits,
+// checkExactlyOnce, readTopicAll, dlqCount); waiting on conditions (waitFor, running,
+// atLeast, waitHandled, waitGroup, waitCounter, drained); flushes held in flight (latch,
 // holdFirstFlush, failFirstCommit, waitBatched); tables made by hand (createTable,
-// commitOther); records and files (encode, produce, interleaved, writeConfig). The
-// flusher-level fixtures (a flusher without a broker: newBreakFlusher, breakRecords,
-// mapSchemas) are in flush_dense_break_test.go.
+// commitOther); records and files (encode, produce, writeConfig). The flusher-level
+// fixtures (a flusher without a broker: newBreakFlusher, breakRecords, mapSchemas) are in
+// flush_dense_break_test.go.
 
 const (
 	testOrdersV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[
@@ -861,22 +860,6 @@ func (h *harness) addChannel() {
 	if _, err := tableops.Apply(context.Background(), h.deps(nil).Table, tableops.Alter{AddColumns: []tableops.ColumnDef{col}}); err != nil {
 		h.t.Fatal(err)
 	}
-}
-
-// interleaved is a batch of n records over topics a and b, partitions 0..2, in runs of
-// random length: each partition's offsets increase, partitions interleave, a partition
-// comes back after others.
-func interleaved(rng *rand.Rand, n int) []*kgo.Record {
-	next := map[topicPartition]int64{}
-	var recs []*kgo.Record
-	for len(recs) < n {
-		k := topicPartition{[]string{"a", "b"}[rng.IntN(2)], int32(rng.IntN(3))}
-		for run := 1 + rng.IntN(5); run > 0 && len(recs) < n; run-- {
-			recs = append(recs, &kgo.Record{Topic: k.topic, Partition: k.partition, Offset: next[k]})
-			next[k] += 1 + int64(rng.IntN(3)) // gaps, as compaction or transaction markers leave
-		}
-	}
-	return recs
 }
 
 // encodeCustomer is encode(id, 0) with the given customer.

@@ -13,12 +13,13 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// Background maintenance (docs/maintenance.md): per table, one owner goroutine runs the
-// jobs of the maintenance block — OPTIMIZE every maintenance.optimize.every, VACUUM every
-// maintenance.vacuum.every — one at a time, on its own *deltawriter.Table (so a pipeline
-// commit never waits on it), throttled by maintenance.optimize.max_rewrite_rate and
-// started after a random part of the interval. Several daemons on one table need no lock:
-// Delta's optimistic concurrency decides (an OPTIMIZE that loses its files drops them).
+// Background maintenance (docs/maintenance.md, "Background maintenance"): per table, one
+// owner goroutine runs the jobs of the maintenance block — OPTIMIZE every
+// maintenance.optimize.every, VACUUM every maintenance.vacuum.every — one at a time, on
+// its own *deltawriter.Table (so a pipeline commit never waits on it), throttled by
+// maintenance.optimize.max_rewrite_rate and started after a random part of the interval.
+// Several daemons on one table need no lock: Delta's optimistic concurrency decides (an
+// OPTIMIZE that loses its files drops them).
 
 // Maintenance job names (the job label of the ingestd_maintenance_* metrics).
 const (

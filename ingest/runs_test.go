@@ -17,6 +17,22 @@ import (
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
+// interleaved is a batch of n records over topics a and b, partitions 0..2, in runs of
+// random length: each partition's offsets increase, partitions interleave, a partition
+// comes back after others.
+func interleaved(rng *rand.Rand, n int) []*kgo.Record {
+	next := map[topicPartition]int64{}
+	var recs []*kgo.Record
+	for len(recs) < n {
+		k := topicPartition{[]string{"a", "b"}[rng.IntN(2)], int32(rng.IntN(3))}
+		for run := 1 + rng.IntN(5); run > 0 && len(recs) < n; run-- {
+			recs = append(recs, &kgo.Record{Topic: k.topic, Partition: k.partition, Offset: next[k]})
+			next[k] += 1 + int64(rng.IntN(3)) // gaps, as compaction or transaction markers leave
+		}
+	}
+	return recs
+}
+
 // lastOffsets gives, per partition, the offset of its last record: the same map as a write
 // per record, for interleaved runs of partitions (committedLocked's lag and resume
 // bookkeeping depend on it).
