@@ -13,6 +13,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 	"github.com/ingestd/ingestd/internal/backoff"
 )
 
@@ -101,7 +102,7 @@ func classify(err error) verdict {
 	case errors.Is(err, errSnapshotChanged), errors.Is(err, deltawriter.ErrMetadataChanged),
 		errors.Is(err, deltawriter.ErrConcurrentTxn), errors.Is(err, deltawriter.ErrTxnAlreadyCommitted):
 		return verdict{action: actRebuild, err: err}
-	case errors.As(err, &re), errors.As(err, new(*KafkaSecurityError)), errors.Is(err, deltawriter.ErrUnsupportedFeature), errors.Is(err, storage.ErrUnsafeStore),
+	case errors.As(err, &re), errors.As(err, new(*kafkaclient.SecurityError)), errors.Is(err, deltawriter.ErrUnsupportedFeature), errors.Is(err, storage.ErrUnsafeStore),
 		errors.Is(err, storage.ErrDataLost):
 		return verdict{action: actFatal, err: err}
 	case errors.Is(err, fs.ErrPermission): // storage.ErrPermission too: a store's 401/403

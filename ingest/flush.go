@@ -20,6 +20,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 	"github.com/ingestd/ingestd/schemaguard"
 )
@@ -745,7 +746,7 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			recs[i] = f.mode.deadLetter(d, now)
 		}
 		if err := f.dlq.Produce(ctx, recs); err != nil {
-			if se := securityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
+			if se := kafkaclient.AsSecurityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
 				return se // authentication, authorization, certificates: fatal, names the principal and the ACL
 			}
 			return produceError("produce dead letters", recs[0].Topic, err)
@@ -765,7 +766,7 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			recs[i] = dlq.Carried(r, f.ackOf(r))
 		}
 		if err := f.carry.Produce(ctx, recs); err != nil {
-			if se := securityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
+			if se := kafkaclient.AsSecurityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
 				return se
 			}
 			return produceError("carry forward to "+recs[0].Topic, recs[0].Topic, err)

@@ -61,8 +61,9 @@ func BenchmarkFlushStages(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/record")
-	// The process's CPU time (every thread: the collector's too) is what issue 15 counts
-	// and, unlike wall time, what the other processes of a loaded machine do not add to.
+	// The process's CPU time (every thread: the collector's too) is what the daemon's
+	// throughput per core depends on and, unlike wall time, what the other processes of a
+	// loaded machine do not add to.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(n*b.N), "cpu-ns/record")
 	if rows != n*b.N {
 		b.Fatalf("wrote %d rows, want %d", rows, n*b.N)
@@ -109,14 +110,13 @@ func benchFlushPipeline(b *testing.B, n int, table *deltawriter.Table, kafka []s
 }
 
 // BenchmarkFlushColumns times a consumer flush of BenchmarkFlushStages's batch from the
-// schema check to the written data file (route with the Avro decode into the columns,
-// the fills, deltawriter.WriteColumns to a local directory; no commit), with every
-// column levelled (the baseline: flusher.levelled) and with the fixed-width ones dense
-// (issue 15, "Typed column path"; since stop 24 the non-repeated strings, the enum and
-// the string Kafka columns too, in the byte form), without and with the Kafka columns
-// partition, offset and timestamp ("kafka"), and with topic and the binary key as well
-// ("kafka+strings"). One op is one batch; it reports ns/record and the process's
-// cpu-ns/record.
+// schema check to the written data file (route with the Avro decode into the columns, the
+// fills, deltawriter.WriteColumns to a local directory; no commit), with every column
+// levelled (the baseline: flusher.levelled) and with the fixed-width ones dense (the
+// non-repeated strings, the enum and the string Kafka columns too, in the byte form:
+// docs/architecture.md, "Memory"), without and with the Kafka columns partition, offset
+// and timestamp ("kafka"), and with topic and the binary key as well ("kafka+strings").
+// One op is one batch; it reports ns/record and the process's cpu-ns/record.
 func BenchmarkFlushColumns(b *testing.B) {
 	const n = 100_000
 	recs := benchFlushRecords(b, n)

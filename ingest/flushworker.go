@@ -11,34 +11,32 @@ import (
 
 // flushWorker runs the poll loop's flushes in a goroutine of its own, so that the loop
 // keeps fetching and batching while a batch is routed, decoded, encoded, uploaded and
-// committed (issue 15: "the poll loop never waits for an upload or a commit").
+// committed: the poll loop never waits for an upload or a commit (docs/architecture.md,
+// "Concurrency").
 //
-// At most one batch is in flight, besides the one being filled in the batcher: the poll
-// loop locks Pipeline.mu to take the next batch (waiting, when one is still in
-// flight, until the worker has settled it: that wait is ingestd_flush_wait_seconds) and
-// hands the locked mutex over with the batch; the worker unlocks it once the batch is
-// settled (committed, held back for a retry, halted, or failed for good). So the next
-// batch is always taken after the previous one's failed records went back into the
-// batcher ahead of their partitions' later records (the batcher's held-first rule), and
-// a rebalance callback or the drain, which lock mu too, wait for the flush in flight.
-// Memory: the batcher's bound is half of batch.max_bytes (batchBytes), in budgetSize bytes,
-// and counts every record it holds: fresh ones and those held back after a transient
-// failure, which keep the size they were added with (flushTakenLocked gives them back
-// with batcher.Hold and their sizes). A batch takes records only up to that bound
-// (batcher.Take), so the batch in flight and the records in the batcher each stay within
-// half of max_bytes plus the record that reached it. After a failure the failed batch and
-// the one filled behind it both wait in the batcher (within max_bytes plus two records);
-// while their partitions are on hold they count half toward the batcher's bound (they
-// wait beside both the batch in flight and the one being filled: batcher.Limits), so the
-// other partitions' batches are smaller by half of them, and the retry takes the held
-// records half of max_bytes at a time: in flight and buffered together stay within
-// max_bytes plus three records (TestRetriedBatchWithinMaxBytes). Beyond it are only the
-// records of the paused partitions that the poll in progress had fetched before the pause
-// (at most maxPollRecords).
+// Who owns what. The flush token (flushToken) owns the flush side of the pipeline (fl,
+// cm, w.err, and the batch a job carries). At most one batch is in flight, besides the
+// one being filled in the batcher:
+//   - the poll loop (dispatch) acquires the token to take the next batch, waiting, when
+//     one is still in flight, until the worker has settled it (that wait is
+//     ingestd_flush_wait_seconds), and sends the token with the batch (flushJob.tok);
+//   - from then on the worker goroutine owns the token and the batch; it releases the
+//     token once the batch is settled (committed, held back for a retry, halted, or
+//     failed for good);
+//   - a rebalance callback, the drain and stop acquire and release the token on their
+//     own goroutine, so they wait for the flush in flight.
+//
+// So the next batch is always taken after the previous one's failed records went back
+// into the batcher ahead of their partitions' later records (the batcher's held-first
+// rule). The batcher itself is guarded by batchMu, which every holder of the token may
+// take briefly (never the other way round).
+//
+// The memory the batch in flight and the batcher hold together: the package
+// documentation, Memory.
 //
 // The worker belongs to one session: startFlushWorker starts it, stop waits for the
-// flush in flight and ends it. A permanent failure ends the poll loop through fail, like
-// the synchronous flush did, and no further batch is handed over.
+// flush in flight and ends it. A permanent failure ends the poll loop through fail, and
+// no further batch is handed over.
 type flushWorker struct {
 	p    *Pipeline
 	ctx  context.Context // the flushes' context: flushContext, which outlives a SIGTERM by a grace
@@ -47,18 +45,19 @@ type flushWorker struct {
 	// seam) no further batch is handed over; what is buffered is left to the drain (or
 	// dropped by the abandon), as a synchronous loop would have left it.
 	live context.Context
-	jobs chan flushJob
+	jobs chan flushJob // at most one job: its sender holds the token until the worker releases it
 	done chan struct{}
 	// err is the permanent failure of the worker's last flush, if any: written and read
-	// with mu held.
+	// holding the flush token.
 	err error
 }
 
 // flushJob is one batch handed to the worker (or, with progress, a txn-only commit of the
-// progress made without a table: recordProgressLocked).
+// progress made without a table: recordProgressLocked), with the flush token.
 type flushJob struct {
+	tok      flushToken // the worker releases it once the job is settled
 	recs     []*kgo.Record
-	sizes    []int64 // sizes[i] is recs[i]'s budget size, in bytes (batcher.Take's buffer: valid while mu is held)
+	sizes    []int64 // sizes[i] is recs[i]'s budget size, in bytes (batcher.Take's buffer: valid while the token is held)
 	trigger  batcher.Trigger
 	now      time.Time // when the batch was taken
 	progress bool
@@ -76,11 +75,11 @@ func (w *flushWorker) run() {
 	defer close(w.done)
 	for job := range w.jobs {
 		w.flush(job)
-		w.p.mu.Unlock() // locked by dispatch, which handed it over with the job
+		w.p.releaseFlush(job.tok) // acquired by dispatch, which handed it over with the job
 	}
 }
 
-// flush runs one job with mu held (by dispatch, for the worker).
+// flush runs one job, holding the flush token (job.tok).
 func (w *flushWorker) flush(job flushJob) {
 	p := w.p
 	if h := p.hooks.beforeFlush; h != nil {
@@ -105,22 +104,22 @@ func (w *flushWorker) flush(job flushJob) {
 // dispatch hands the batch due at now to the worker, first waiting for the flush in
 // flight to settle (backpressure: the poll loop stops adding records while a full batch
 // waits). With progress, it hands over a txn-only commit of the progress made without a
-// table instead, if that is still due once the lock is held. It does nothing when
+// table instead, if that is still due once the token is held. It does nothing when
 // nothing is due any more, after the worker failed for good, or once the session has
 // ended (live: the flush in flight settled while the loop waited; a SIGTERM or a kill -9
-// arrived meanwhile, and the batch stays buffered for the drain or the abandon). Called by the poll loop
-// without p.batchMu held (the loop unlocks it around dispatch).
+// arrived meanwhile, and the batch stays buffered for the drain or the abandon). Called
+// by the poll loop without p.batchMu held (the loop unlocks it around dispatch).
 func (w *flushWorker) dispatch(progress bool) {
 	p := w.p
 	start := time.Now()
-	p.mu.Lock()
+	tok := p.acquireFlush()
 	now := time.Now()
 	p.m.FlushWait.WithLabelValues(p.cfg.Name).Observe(now.Sub(start).Seconds())
 	if w.err != nil || w.live.Err() != nil {
-		p.mu.Unlock()
+		p.releaseFlush(tok)
 		return
 	}
-	job := flushJob{now: now}
+	job := flushJob{tok: tok, now: now}
 	p.batchMu.Lock()
 	if progress {
 		job.progress = p.progressPending && p.batch.Len() == 0 && !now.Before(p.progressDue)
@@ -129,17 +128,17 @@ func (w *flushWorker) dispatch(progress bool) {
 	}
 	p.batchMu.Unlock()
 	if len(job.recs) == 0 && !job.progress {
-		p.mu.Unlock()
+		p.releaseFlush(tok)
 		return
 	}
-	w.jobs <- job // the worker unlocks mu when the job is settled
+	w.jobs <- job // the token goes with it: the worker releases it when the job is settled
 }
 
 // stop waits for the flush in flight to settle and ends the worker; no job is handed
 // over after it.
 func (w *flushWorker) stop() {
-	w.p.mu.Lock()
+	tok := w.p.acquireFlush()
 	close(w.jobs)
-	w.p.mu.Unlock()
+	w.p.releaseFlush(tok)
 	<-w.done
 }

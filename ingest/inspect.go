@@ -3,10 +3,10 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
 // InspectDLQ reads the whole dead-letter topic of cfg (up to its end offsets now) and
@@ -18,7 +18,7 @@ func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int)
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
-	cl, err := newKafkaClients(cfg, deps.Logger, deps.kafkaOpts()).inspectReader()
+	cl, err := deps.kafkaClients(cfg, deps.Logger).InspectReader()
 	if err != nil {
 		return nil, err
 	}
@@ -32,9 +32,7 @@ func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int)
 
 // readFatal is the fetch-error check of a dead-letter topic read (dlq.ReadToEnd): a
 // security failure (no READ on topic, authentication) ends the read with a
-// *KafkaSecurityError naming k's principal; other fetch errors are logged and retried.
+// *kafkaclient.SecurityError naming k's principal; other fetch errors are logged and retried.
 func readFatal(k config.Kafka, topic string) func(error) error {
-	return func(err error) error { return securityError(k, "READ on topic "+topic, err) }
+	return func(err error) error { return kafkaclient.AsSecurityError(k, "READ on topic "+topic, err) }
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -15,6 +15,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
 // replayHoldMargin is added to the dead-letter topic's retention.ms + segment.ms: the
@@ -43,7 +44,7 @@ const replayHoldTTL = time.Hour
 type logCleaner struct {
 	cfg     *config.Config
 	log     *slog.Logger
-	clients kafkaClients
+	clients kafkaclient.Clients
 
 	mu     sync.Mutex
 	hold   time.Duration
@@ -84,7 +85,7 @@ func (c *logCleaner) replayHold(ctx context.Context) (time.Duration, error) {
 	if !c.holdAt.IsZero() && time.Since(c.holdAt) < replayHoldTTL {
 		return c.hold, nil
 	}
-	cl, err := c.clients.newClient("log cleanup admin")
+	cl, err := c.clients.LogCleanupAdmin()
 	if err != nil {
 		return 0, err
 	}

@@ -13,12 +13,13 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// Background maintenance (issue 16): per table, one owner goroutine runs the jobs of
-// the maintenance block — OPTIMIZE every maintenance.optimize.every, VACUUM every
-// maintenance.vacuum.every — one at a time, on its own *deltawriter.Table (so a pipeline
-// commit never waits on it), throttled by maintenance.optimize.max_rewrite_rate and
-// started after a random part of the interval. Several daemons on one table need no lock:
-// Delta's optimistic concurrency decides (an OPTIMIZE that loses its files drops them).
+// Background maintenance (docs/maintenance.md, "Background maintenance"): per table, one
+// owner goroutine runs the jobs of the maintenance block — OPTIMIZE every
+// maintenance.optimize.every, VACUUM every maintenance.vacuum.every — one at a time, on
+// its own *deltawriter.Table (so a pipeline commit never waits on it), throttled by
+// maintenance.optimize.max_rewrite_rate and started after a random part of the interval.
+// Several daemons on one table need no lock: Delta's optimistic concurrency decides (an
+// OPTIMIZE that loses its files drops them).
 
 // Maintenance job names (the job label of the ingestd_maintenance_* metrics).
 const (
@@ -35,14 +36,22 @@ const (
 	resultError   = "error"
 )
 
-// maintenanceOwners holds the one maintainer of each table in this process; pipelines
-// writing the same table share it (reference-counted).
-var maintenanceOwners = struct {
+// Maintainers is the registry of the table maintainers of one process: at most one
+// maintainer per table URI, shared by the pipelines of the process that write that table
+// (reference-counted: the first to start starts it, the last to stop stops it). The
+// process that runs the pipelines creates one (NewMaintainers) and hands it to each
+// through Deps.Maintainers (Open). Safe for concurrent use; the zero value is not
+// usable.
+type Maintainers struct {
 	mu sync.Mutex
-	m  map[string]*maintainer
-}{m: map[string]*maintainer{}}
+	m  map[string]*maintainer // by table URI
+}
 
-// maintainer is the owner goroutine of one table's maintenance.
+// NewMaintainers returns an empty registry.
+func NewMaintainers() *Maintainers { return &Maintainers{m: map[string]*maintainer{}} }
+
+// maintainer is the owner goroutine of one table's maintenance. Its users count is
+// guarded by its registry's mutex (Maintainers.mu).
 type maintainer struct {
 	uri    string
 	cfg    config.Maintenance
@@ -54,46 +63,49 @@ type maintainer struct {
 	done   chan struct{}
 }
 
-// startMaintenance starts (or joins) the table's maintainer when the pipeline has a
-// maintenance block; the returned stop leaves it and, for the last user, stops it and
-// waits for the job in progress to return (its context is cancelled). It never blocks
-// the pipeline: every job runs in the maintainer's goroutine.
+// startMaintenance starts (or joins) the table's maintainer in the pipeline's registry
+// (Deps.Maintainers) when the pipeline has a maintenance block; the returned stop leaves
+// it and, for the last user, stops it and waits for the job in progress to return (its
+// context is cancelled). It never blocks the pipeline: every job runs in the
+// maintainer's goroutine. A maintainer already running for the table keeps the
+// maintenance block of the pipeline that started it.
 func (p *Pipeline) startMaintenance(ctx context.Context) (stop func()) {
 	mc := p.cfg.Maintenance
 	if mc.Optimize == nil && mc.Vacuum == nil {
 		return func() {}
 	}
 	uri := p.cfg.Table.URI
-	maintenanceOwners.mu.Lock()
-	mt := maintenanceOwners.m[uri]
+	reg := p.maintainers
+	reg.mu.Lock()
+	mt := reg.m[uri]
 	if mt == nil {
 		// Its own Table on the pipeline's store: maintenance commits hold that Table's
 		// lock, never the pipeline's.
 		t, err := deltawriter.Open(ctx, p.deps.Table.Store(), deltawriter.WithLogger(p.log), deltawriter.WithMaxCommitAttempts(1000))
 		if err != nil && !errors.Is(err, deltawriter.ErrTableNotFound) {
-			maintenanceOwners.mu.Unlock()
+			reg.mu.Unlock()
 			p.log.Error("maintenance not started: open table", "table", uri, "err", err)
 			return func() {}
 		}
 		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		mt = &maintainer{uri: uri, cfg: mc, table: t, log: p.log.With("table", uri), m: p.m, cancel: cancel, done: make(chan struct{})}
-		maintenanceOwners.m[uri] = mt
+		reg.m[uri] = mt
 		go mt.run(mctx)
 	} else {
 		p.log.Info("maintenance shared with another pipeline of this table; its maintenance block applies", "table", uri)
 	}
 	mt.users++
-	maintenanceOwners.mu.Unlock()
+	reg.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			maintenanceOwners.mu.Lock()
+			reg.mu.Lock()
 			mt.users--
 			last := mt.users == 0
 			if last {
-				delete(maintenanceOwners.m, uri)
+				delete(reg.m, uri)
 			}
-			maintenanceOwners.mu.Unlock()
+			reg.mu.Unlock()
 			if last {
 				mt.cancel()
 				<-mt.done

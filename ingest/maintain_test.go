@@ -59,3 +59,94 @@ func TestBackgroundVacuumRetainDefault(t *testing.T) {
 		t.Errorf("vacuum with retain 168h under a 30-day table: %v failed runs, want 1", got)
 	}
 }
+
+// TestMaintainersSharedByTable: two pipelines of one table, given one registry, share one
+// maintainer: the first to stop leaves it running, the last stops it (its goroutine has
+// returned) and removes it from the registry. A pipeline of another table in the same
+// registry gets a maintainer of its own, and so does a pipeline of the same table given
+// no registry (Deps.Maintainers nil).
+func TestMaintainersSharedByTable(t *testing.T) {
+	ctx := context.Background()
+	m := NewMetrics(prometheus.NewRegistry())
+	reg := NewMaintainers()
+	root := t.TempDir()
+	pipeline := func(name, table string, reg *Maintainers) *Pipeline {
+		t.Helper()
+		st, err := storage.NewLocal(filepath.Join(root, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := deltawriter.Open(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &config.Config{Name: name, AppID: name, Table: config.Table{URI: "file://" + filepath.Join(root, table)},
+			Maintenance: config.Maintenance{Optimize: &config.Optimize{Every: time.Hour, MinFiles: 2}}}
+		return NewPipeline(cfg, Deps{Logger: slog.New(slog.DiscardHandler), Metrics: m, Table: tbl, Maintainers: reg})
+	}
+	owners := func(reg *Maintainers) map[string]*maintainer {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		out := map[string]*maintainer{}
+		for uri, mt := range reg.m {
+			out[uri] = mt
+		}
+		return out
+	}
+	stopped := func(mt *maintainer) bool {
+		select {
+		case <-mt.done:
+			return true
+		default:
+			return false
+		}
+	}
+	a, b := pipeline("a", "orders", reg), pipeline("b", "orders", reg)
+	c := pipeline("c", "payments", reg)
+	alone := pipeline("alone", "orders", nil)
+	stopA, stopB, stopC, stopAlone := a.startMaintenance(ctx), b.startMaintenance(ctx), c.startMaintenance(ctx), alone.startMaintenance(ctx)
+	all := owners(reg)
+	orders, payments := all[a.cfg.Table.URI], all[c.cfg.Table.URI]
+	if len(all) != 2 || orders == nil || payments == nil || orders == payments {
+		t.Fatalf("registry after three pipelines of two tables started: %v, want one maintainer per table", all)
+	}
+	reg.mu.Lock()
+	users := orders.users
+	reg.mu.Unlock()
+	if users != 2 {
+		t.Fatalf("the orders maintainer has %d users, want 2 (pipelines a and b)", users)
+	}
+	own := owners(alone.maintainers)[alone.cfg.Table.URI]
+	if own == nil || own == orders {
+		t.Fatalf("a pipeline without a registry shares the maintainer %p of the registry's %p", own, orders)
+	}
+	stopA()
+	stopA() // a second stop of the same pipeline leaves nothing more
+	if stopped(orders) {
+		t.Fatal("the orders maintainer stopped when the first of its two pipelines stopped")
+	}
+	if got := owners(reg)[a.cfg.Table.URI]; got != orders {
+		t.Fatalf("after the first stop the registry holds %p for orders, want the running %p", got, orders)
+	}
+	stopB() // waits for the maintainer's goroutine
+	if !stopped(orders) {
+		t.Fatal("the orders maintainer still runs after its last pipeline stopped")
+	}
+	if got := owners(reg); len(got) != 1 || got[c.cfg.Table.URI] != payments {
+		t.Fatalf("registry after both orders pipelines stopped: %v, want only the payments maintainer", got)
+	}
+	if stopped(payments) || stopped(own) {
+		t.Fatal("a maintainer of another table or registry stopped with the orders pipelines")
+	}
+	// A pipeline of the table started again gets a new maintainer.
+	stopA = pipeline("a2", "orders", reg).startMaintenance(ctx)
+	if again := owners(reg)[a.cfg.Table.URI]; again == nil || again == orders {
+		t.Fatalf("orders restarted: maintainer %p, want a new one (the old %p stopped)", again, orders)
+	}
+	stopA()
+	stopC()
+	stopAlone()
+	if !stopped(payments) || !stopped(own) || len(owners(reg)) != 0 {
+		t.Fatalf("after every pipeline stopped: payments stopped %v, own stopped %v, registry %v", stopped(payments), stopped(own), owners(reg))
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
 // Metrics are the pipeline metrics, all labelled by pipeline. Names follow Prometheus
@@ -41,6 +42,9 @@ type Metrics struct {
 	MaintenanceBytes       *prometheus.CounterVec   // table: bytes of source files rewritten by OPTIMIZE
 	MaintenanceDuration    *prometheus.HistogramVec // table, job: seconds per run
 	MaintenanceLastSuccess *prometheus.GaugeVec     // table, job: Unix seconds of the last successful run
+
+	// Kafka are the Kafka clients' SASL counters (credential reads, re-authentications).
+	Kafka *kafkaclient.Metrics
 
 	registries *registryCollector
 }
@@ -114,9 +118,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
 		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag,
 		m.MaintenanceRuns, m.MaintenanceFiles, m.MaintenanceBytes, m.MaintenanceDuration, m.MaintenanceLastSuccess, m.registries)
-	reg.MustRegister(saslReadsCollector()) // kafkasec.go: SASL credential reads, process-wide
-	reg.MustRegister(saslReauths)          // reauth.go: KIP-368 re-authentications, process-wide
+	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
+}
+
+// kafka returns the Kafka clients' counters, nil when m is (tests without metrics).
+func (m *Metrics) kafka() *kafkaclient.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m.Kafka
 }
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.

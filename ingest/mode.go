@@ -75,7 +75,7 @@ func (m *consumerMode) beforeProduce(context.Context, *outcome) (bool, error) { 
 // synchronously, bounded by noTableCommitTimeout; a failure is logged, and after a
 // restart those records are dead-lettered again (replay dedupes the copies). An advisory
 // commit refused with GROUP_AUTHORIZATION_FAILED is retried, and fails the pipeline when
-// that persists (offsetCommits, C40 R5).
+// that persists (offsetCommits).
 func (m *consumerMode) done(ctx context.Context, out *outcome) {
 	if m.cl == nil || len(out.handled) == 0 || (out.version < 0 && !out.noTable) {
 		return

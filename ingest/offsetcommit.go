@@ -14,9 +14,9 @@ import (
 	"github.com/ingestd/ingestd/internal/backoff"
 )
 
-// C40 R5's Decision for the advisory group offset commits: brokers have been seen to
-// answer one OffsetCommit with GROUP_AUTHORIZATION_FAILED right after a
-// re-authentication. The offsets of a refused commit are kept as pending and committed
+// Retries of the advisory group offset commits: brokers have been seen to answer one
+// OffsetCommit with GROUP_AUTHORIZATION_FAILED right after a re-authentication, and a
+// refusal that passes is no reason to fail the pipeline. The offsets of a refused commit are kept as pending and committed
 // again up to commitAuthRetries times, waiting commitAuthBackoff before each (1 s, 2 s,
 // 4 s: the last retry goes out about 7 s after the first refusal, so a persisting
 // denial is fatal within 10 s); an accepted commit that covers them ends the retries.

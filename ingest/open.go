@@ -13,15 +13,20 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
-// Open builds a Pipeline from its config (see OpenDeps). It does no Kafka I/O; the table
-// is read (and refused if ingestd cannot safely write it) when Run starts.
-func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics) (*Pipeline, error) {
+// Open builds a Pipeline from its config (see OpenDeps), with the process's logger,
+// metrics and table maintainers (mt, NewMaintainers: shared by every pipeline the process
+// runs). It does no Kafka I/O; the table is read (and refused if ingestd cannot safely
+// write it) when Run starts. Errors: OpenDeps', and a store that does not honour
+// put-if-absent or refuses the credentials ("check store <uri>: …").
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics, mt *Maintainers) (*Pipeline, error) {
 	deps, err := OpenDeps(ctx, cfg, log, m)
 	if err != nil {
 		return nil, err
 	}
+	deps.Maintainers = mt
 	// Refuse, before anything is written, a store that does not honour put-if-absent or
 	// whose credentials are refused. A transient failure (network, throttling) is left to
 	// the store's own check before its first write, which the pipeline retries.
@@ -38,7 +43,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics)
 // OpenDeps builds what a pipeline (or a replay) of cfg needs: the table's store and log,
 // and the schema source (registry client with caches, or the static .avsc).
 func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics) (Deps, error) {
-	sec, err := kafkaSecurityOpts(cfg.Kafka)
+	sec, err := kafkaclient.SecurityOpts(cfg.Kafka, m.kafka())
 	if err != nil {
 		return Deps{}, err
 	}
@@ -47,7 +52,7 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 		return Deps{}, fmt.Errorf("open store %s: %w", cfg.Table.URI, err)
 	}
 	// Checkpoints are written by the table's background goroutine, so a commit never waits
-	// for one (BENCHMARKS.md, Commit path); Pipeline.Close / CloseDeps wait for it.
+	// for one (docs/performance.md); Pipeline.Close / CloseDeps wait for it.
 	// After each of them, expired log files are removed (log cleanup, with the replay
 	// safeguard: logcleanup.go), on that goroutine too.
 	deps := Deps{Logger: log, Metrics: m, KafkaSecurity: sec}
@@ -55,7 +60,7 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 	if lcLog == nil {
 		lcLog = slog.Default()
 	}
-	lc := &logCleaner{cfg: cfg, log: lcLog, clients: newKafkaClients(cfg, log, sec)}
+	lc := &logCleaner{cfg: cfg, log: lcLog, clients: kafkaclient.New(cfg, log, m.kafka(), sec)}
 	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log),
 		deltawriter.WithAfterCheckpoint(lc.afterCheckpoint))
 	if err != nil {

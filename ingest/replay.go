@@ -68,8 +68,8 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err := checkTableExists(ctx, cfg, deps.Table); err != nil {
 		return nil, err
 	}
-	clients := newKafkaClients(cfg, log, deps.kafkaOpts())
-	cl, err := clients.replayReader()
+	clients := deps.kafkaClients(cfg, log)
+	cl, err := clients.ReplayReader()
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	r.fl.dlq = dlq.NewProducer(cl)
 	if !opts.DryRun && opts.filtered() {
 		// Carried records go back to the partition they were read from.
-		cc, err := clients.carryProducer()
+		cc, err := clients.CarryProducer()
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -146,51 +145,6 @@ func TestReplaySelectsAndStops(t *testing.T) {
 			t.Errorf("stopOffset(until %v, end %d, next %d) = %d, want %d", c.until, c.end, c.next, got, c.want)
 		}
 	}
-}
-
-// syncBuffer is a log sink safe for the replay's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// readTopicAll reads every record of topic up to its end offsets now.
-func (h *harness) readTopicAll(topic string) []*kgo.Record {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.cluster.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var total int64
-	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
-	var out []*kgo.Record
-	for int64(len(out)) < total {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			h.t.Fatalf("read %s: %d of %d records", topic, len(out), total)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }
 
 // deadLetterSetup runs a dead_letter pipeline over 10 v1 orders, 6 v2 orders (a field the

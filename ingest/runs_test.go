@@ -75,11 +75,11 @@ func TestCommittedLockedInterleaved(t *testing.T) {
 	p.batch.Take(now, true) // the held records go into the flush; the holds stay
 	p.committedLocked(done, append(cut, waiting...))
 	got := map[topicPartition]int64{}
-	p.lagMu.Lock()
-	for k, v := range p.next {
+	p.lag.mu.Lock()
+	for k, v := range p.lag.next {
 		got[k] = v
 	}
-	p.lagMu.Unlock()
+	p.lag.mu.Unlock()
 	if want := "map[{a 0}:5 {a 1}:7 {b 0}:8]"; fmt.Sprint(got) != want {
 		t.Fatalf("next offsets %v, want %s", got, want)
 	}

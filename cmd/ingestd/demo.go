@@ -134,11 +134,12 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 		return nil, err
 	}
 	m := ingest.NewMetrics(prometheus.NewRegistry())
+	maintainers := ingest.NewMaintainers()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var pipelines []*ingest.Pipeline
 	for _, c := range cfgs {
-		p, err := ingest.Open(runCtx, c, log, m)
+		p, err := ingest.Open(runCtx, c, log, m, maintainers)
 		if err != nil {
 			return nil, err
 		}

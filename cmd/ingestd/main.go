@@ -12,11 +12,12 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
 	// The IANA zone database inside the binary: generation expressions evaluated in
 	// ingestd.generation.timeZone give the same results on any host or image.
 	_ "time/tzdata"
 
-	"github.com/ingestd/ingestd/ingest"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -85,11 +86,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // newLogger: --log-level trace is debug plus the Kafka client's own debug logs (every
-// request it writes and reads; ingest.LevelTrace).
+// request it writes and reads; kafkaclient.LevelTrace).
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if strings.EqualFold(level, "trace") {
-		lvl = ingest.LevelTrace
+		lvl = kafkaclient.LevelTrace
 	} else if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("parse --log-level %q: use trace, debug, info, warn or error", level)
 	}

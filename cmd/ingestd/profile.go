@@ -92,8 +92,8 @@ func startTrace(path string) (*os.File, error) {
 }
 
 // memoryHeadroom is what the process may use besides its batches, in bytes: the Kafka
-// client's fetch buffers, a data file being encoded, the runtime (issue 15: peak RSS ≤
-// batch.max_bytes + 256 MiB).
+// client's fetch buffers, a data file being encoded, the runtime: peak RSS stays within
+// batch.max_bytes + 256 MiB (docs/architecture.md, "Memory").
 const memoryHeadroom = 256 << 20
 
 // nonHeapRSS is the part of the headroom the Go memory limit leaves to resident memory
@@ -119,7 +119,7 @@ func memoryLimit(cfgs []*config.Config) int64 {
 // gcPercent is the collector's GOGC that setMemoryLimit sets with the memory limit: the
 // heap may grow to three times the live batches (not twice) before a collection, which
 // cuts the collector's CPU by about a tenth at 1 KB records for 50–90 MiB more RSS, while
-// the memory limit still bounds the heap (BENCHMARKS.md, "GOGC under the memory limit").
+// the memory limit still bounds the heap (docs/performance.md).
 const gcPercent = 200
 
 // setMemoryLimit sets memoryLimit(cfgs) as the Go runtime's soft memory limit unless the

@@ -99,13 +99,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := ingest.NewMetrics(reg)
+	// The table maintainers of this process: pipelines writing one table share its
+	// background maintenance (the first to start starts it, the last to stop stops it).
+	maintainers := ingest.NewMaintainers()
 	var pipelines []*ingest.Pipeline
 	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
 	for _, c := range cfgs {
 		for _, w := range c.Warnings {
 			log.Warn("config: "+w.Msg, "pipeline", c.Name, "file", w.File, "line", w.Line, "fix", w.Fix)
 		}
-		p, err := openPipeline(ctx, c, log, m)
+		p, err := openPipeline(ctx, c, log, m, maintainers)
 		if err != nil {
 			if ctx.Err() != nil {
 				// SIGTERM or SIGINT arrived while the pipeline was opening (its table, its

@@ -35,7 +35,7 @@ func TestRunSignalWhileOpening(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics) (*ingest.Pipeline, error) {
+			openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ *ingest.Maintainers) (*ingest.Pipeline, error) {
 				if tc.cancel {
 					cancel() // the signal arrives mid-open
 					<-ctx.Done()

@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter"
-	"github.com/ingestd/ingestd/deltawriter/tableops"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
@@ -54,17 +53,6 @@ func (h *harness) runUntil(cfg *config.Config, hook func(dead int, kill func()) 
 		return nil
 	})
 	return p, runErr
-}
-
-func (h *harness) addChannel() {
-	h.t.Helper()
-	col, err := tableops.ParseColumnDef("channel STRING")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := tableops.Apply(context.Background(), h.deps(nil).Table, tableops.Alter{AddColumns: []tableops.ColumnDef{col}}); err != nil {
-		h.t.Fatal(err)
-	}
 }
 
 func (h *harness) checkOrders(n int) {
@@ -275,7 +263,7 @@ func TestDeadLetterOnlyFlushNamesTheCreatingCommit(t *testing.T) {
 // by a flush of another partition only, and a later commit moves the first partition.
 // The creating commit must move the first partition's txn past its dead letters too (it
 // is the commit they name): otherwise the later commit, under a new id, makes them
-// orphans and replay drops them (found by a break-it review).
+// orphans and replay drops them.
 func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h := newHarness(t, 2)
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`))
@@ -295,7 +283,7 @@ func TestDeadLettersBeforeTheTableOnAnotherPartition(t *testing.T) {
 	h.checkOrders(20)
 }
 
-// TestProgressBeforeTheTableExists (issue 17, item 1): a dead_letter pipeline whose table
+// TestProgressBeforeTheTableExists: a dead_letter pipeline whose table
 // does not exist and whose records all fail keeps its progress in the Kafka group offset:
 // restarted twice, it dead-letters each record once (before: 2 dead letters became 5
 // after one restart and a new record). The commit that finally creates the table moves
@@ -373,38 +361,42 @@ func TestProgressBeforeTheTableExists(t *testing.T) {
 
 // TestShutdownDuringDeadLetterProduce: SIGTERM while a flush waits for the broker to
 // acknowledge its dead letters. The flush finishes (the produce is not cancelled), so the
-// drain does not produce them again: the DLQ holds each record once (found by a break-it
-// review: 5 of 1,452 records were dead-lettered twice; without the fix this test sees 6
-// dead letters for 3 records).
+// drain does not produce them again: the DLQ holds each record once (when the SIGTERM
+// cancelled the produce, 5 of 1,452 records were dead-lettered twice, and this test saw
+// 6 dead letters for 3 records).
 func TestShutdownDuringDeadLetterProduce(t *testing.T) {
 	h := newHarness(t, 1)
 	cfg := h.config()
 	cfg.Schema.Policy = config.PolicyDeadLetter
 	h.produceRaw(0, []byte(`{"order_id":1}`), []byte(`{"order_id":2}`), []byte(`{"order_id":3}`))
 	// From here on the only producer is the pipeline's dead-letter producer.
-	var delayed, inFlight atomic.Bool
+	var delayed atomic.Bool
+	inFlight, sigterm := newLatch(), newLatch()
 	h.cluster.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		h.cluster.KeepControl()
 		if !delayed.Swap(true) {
-			inFlight.Store(true)
-			time.Sleep(1500 * time.Millisecond) // SIGTERM arrives meanwhile
+			inFlight.open()
+			sigterm.wait() // the first produce is answered once SIGTERM has arrived
 		}
 		return nil, nil, false
 	})
 	m := h.startWith("pipeline", cfg, nil)
+	t.Cleanup(sigterm.open) // runs before the member's cleanup: a failed test does not leave the broker blocked
 	waitFor(t, 30*time.Second, func() error {
-		if !inFlight.Load() {
+		if !inFlight.isOpen() {
 			return errors.New("no dead-letter produce in flight")
 		}
 		return nil
 	})
+	m.cancel(nil) // SIGTERM while the produce is in flight
+	sigterm.open()
 	m.stop(t)
 	if n := h.dlqCount(); n != 3 {
 		t.Fatalf("DLQ holds %d records for 3 bad ones, want each once", n)
 	}
 }
 
-// TestProgressWithoutTableWhenAnotherWriterCreatesIt (break-it review): dead letters made
+// TestProgressWithoutTableWhenAnotherWriterCreatesIt: dead letters made
 // while the table did not exist are acknowledged by the group offset; then another
 // writer (here by hand; in the field another member or pipeline) creates the table.
 //   - The idle pipeline commits that progress as txns within a few seconds, naming the

@@ -3,12 +3,16 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +31,23 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/deltawriter/tableops"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
+
+// The unit-test harness of the pipeline, in one place: an in-process broker (kfake),
+// schema registry (srfake) and table directory (harness, newHarness); members, each a
+// running pipeline standing in for one `ingestd run` (start, startHooked, stop, stopped,
+// abandonOnCause); the table and topics read back (snapshot, handled, orderIDs, commits,
+// checkExactlyOnce, readTopicAll, dlqCount); waiting on conditions (waitFor, running,
+// atLeast, waitHandled, waitGroup, waitCounter, drained); flushes held in flight (latch,
+// holdFirstFlush, failFirstCommit, waitBatched); tables made by hand (createTable,
+// commitOther); records and files (encode, produce, writeConfig). The flusher-level
+// fixtures (a flusher without a broker: newBreakFlusher, breakRecords, mapSchemas) are in
+// flush_dense_break_test.go.
 
 const (
 	testOrdersV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[
@@ -455,38 +472,6 @@ func (h *harness) dlqCount() int64 {
 	return n
 }
 
-// TestTwoMembersShareTopicExactlyOnce: two members of one group share a 6-partition topic
-// into one table while records keep arriving; a member joins (rebalance: revoked
-// partitions are flushed within the callback) and later leaves cleanly. Every record is
-// in the table exactly once and the txns end at the end offsets.
-func TestTwoMembersShareTopicExactlyOnce(t *testing.T) {
-	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
-	const parts = 6
-	h := newHarness(t, parts)
-	h.produce(1, 6000, 0, parts, -1)
-	a := h.start("a", nil)
-	h.waitHandled(1500, 30*time.Second, a)
-	b := h.start("b", nil)
-	h.produce(6001, 6000, 0, parts, -1)
-	h.waitHandled(9000, 30*time.Second, a, b)
-	a.stop(t) // b takes over a's partitions from their txn versions
-	h.produce(12001, 3000, 1, parts, -1)
-	h.waitHandled(15000, 30*time.Second, b)
-	b.stop(t)
-	h.checkExactlyOnce(15000)
-	h.checkTxnsAtEnd()
-	if n := testutil.ToFloat64(h.metrics.RecordsWritten.WithLabelValues("orders")); n != 15000 {
-		t.Errorf("ingestd_records_written_total = %v, want 15000", n)
-	}
-	if n := h.dlqCount(); n != 0 {
-		t.Errorf("%d dead letters, want 0", n)
-	}
-	// A backlog of 6,000 records fills batches of batch.max_records (500).
-	if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", "records")); n < 1 {
-		t.Errorf("ingestd_batch_flushes_total{trigger=\"records\"} = %v, want >= 1", n)
-	}
-}
-
 // swallowLeave makes the broker answer the next LeaveGroup with success without removing
 // the member: like kill -9, the group only notices when the session times out.
 func swallowLeave(c *kfake.Cluster, swallowed *atomic.Int32) {
@@ -500,64 +485,6 @@ func swallowLeave(c *kfake.Cluster, swallowed *atomic.Int32) {
 		}
 		swallowed.Add(1)
 		return resp, nil, true
-	})
-}
-
-// TestKilledMemberWithoutLeaving: a member that owns half the partitions dies in the
-// middle of its records without flushing, committing or leaving the group (ctx cancelled
-// with errAbandon, LeaveGroup swallowed). After the session timeout the survivor owns
-// every partition, seeks to the txn versions and the table ends with every record
-// exactly once.
-func TestKilledMemberWithoutLeaving(t *testing.T) {
-	t.Parallel() // mostly waits on kfake timers; own cluster, registry and table (newHarness)
-	const parts = 4
-	h := newHarness(t, parts)
-	h.produce(1, 8000, 0, parts, -1) // offsets 0..1999 of each partition
-	a := h.start("a", nil)
-	b := h.start("b", nil)
-	h.waitHandled(2000, 30*time.Second, a, b)
-	// Kill a only in a stable group where it owns partitions. Killed while it still
-	// joins, a would own nothing; worse, b rejoins for the cooperative second phase at
-	// that moment and kfake, unlike Kafka (MemberMetadata.shouldKeepAlive: never expire
-	// a member with a JoinGroup or SyncGroup in purgatory), expires a member waiting in
-	// JoinGroup when its session timer fires and never answers that request: if b's
-	// timer fires before dead a's, b waits out its JoinGroup read timeout (rebalance
-	// timeout + 10 s = 130 s) while a's partitions stay unowned.
-	h.waitStableSplit(2, parts, 30*time.Second, a, b)
-	h.produce(8001, 2000, 0, parts, -1)
-	a.waitCommittedPast(t, 1999, 30*time.Second) // a is in the middle of its new records
-	var swallowed atomic.Int32
-	swallowLeave(h.cluster, &swallowed)
-	a.cancel(errAbandon)
-	if err := <-a.done; err != nil {
-		t.Fatalf("abandoned member returned %v", err)
-	}
-	a.done <- nil
-	if swallowed.Load() != 1 {
-		t.Fatalf("the killed member's LeaveGroup was not swallowed (%d)", swallowed.Load())
-	}
-	at := h.handled()
-	h.produce(10001, 2000, 0, parts, -1)
-	h.waitHandled(12000, 60*time.Second, b)
-	b.stop(t)
-	t.Logf("killed at %d handled records", at)
-	h.checkExactlyOnce(12000)
-	h.checkTxnsAtEnd()
-}
-
-// waitCommittedPast waits until m has committed a record past offset off in one of the
-// partitions it owns.
-func (m *member) waitCommittedPast(t *testing.T, off int64, timeout time.Duration) {
-	t.Helper()
-	waitFor(t, timeout, func() error {
-		m.p.lagMu.Lock()
-		defer m.p.lagMu.Unlock()
-		for _, next := range m.p.next {
-			if next > off+1 {
-				return nil
-			}
-		}
-		return fmt.Errorf("the member committed nothing past offset %d", off)
 	})
 }
 
@@ -601,233 +528,350 @@ func (h *harness) staticSchemas() *staticSchemas {
 	return s
 }
 
-// hookStore runs before once, just before the first commit file is written.
-type hookStore struct {
-	storage.Store
-	once   sync.Once
-	before func()
+// errAbandon, as the cancel cause of a member's context, stops its Run like kill -9
+// (hooks.abandon): nothing buffered is flushed, no offsets are committed. Tests pair it
+// with a broker that ignores the LeaveGroup (swallowLeave).
+var errAbandon = errors.New("pipeline abandoned without flushing")
+
+// abandonOnCause makes p stop like kill -9 when its Run's context is cancelled with
+// errAbandon as the cause.
+func abandonOnCause(p *Pipeline) {
+	p.hooks.abandon = func(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errAbandon) }
 }
 
-func (s *hookStore) PutIfAbsent(ctx context.Context, p string, data []byte) error {
-	if strings.HasPrefix(p, "_delta_log/") && strings.HasSuffix(p, ".json") && s.before != nil {
-		s.once.Do(s.before)
-	}
-	return s.Store.PutIfAbsent(ctx, p, data)
-}
-
-// TestZombieFencing: member A still holds records of a partition that member B (its new
-// owner) has already committed, together with records of a partition A still owns. A's
-// flush must drop exactly what the table has: first when B's commit is visible before A
-// reads the snapshot, then when B's commit lands between A's snapshot read and A's commit
-// (the put-if-absent race). Nothing is lost for the partition only A handled.
-func TestZombieFencing(t *testing.T) {
-	h := newHarness(t, 2)
-	schemas := h.staticSchemas()
-	newMember := func(hook func()) *Pipeline {
-		st, err := storage.Open("file://" + h.tableDir)
-		if err != nil {
-			t.Fatal(err)
+// waitFor calls cond every 10 ms until it returns nil, and fails t with cond's last error
+// after timeout. cond runs on t's goroutine, so it may stop the test itself (t.Fatal).
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
 		}
-		hs := &hookStore{Store: st, before: hook}
-		tbl, err := deltawriter.Open(context.Background(), hs)
-		if err != nil {
-			t.Fatal(err)
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v: %v", timeout, err)
 		}
-		log := slog.New(slog.NewTextHandler(testWriter{t, "zombie"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return NewPipeline(h.config(), Deps{Logger: log, Metrics: h.metrics, Schemas: schemas, Framed: true, Table: tbl})
-	}
-	recs := func(part int32, from, to int64) []*kgo.Record {
-		var out []*kgo.Record
-		for off := from; off <= to; off++ {
-			id := int64(part)*1_000_000 + off + 1
-			out = append(out, &kgo.Record{Topic: h.topic, Partition: part, Offset: off, Value: h.encode(id, 0)})
-		}
-		return out
-	}
-	flush := func(p *Pipeline, rs ...[]*kgo.Record) {
-		t.Helper()
-		var all []*kgo.Record
-		for _, r := range rs {
-			all = append(all, r...)
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		left, err := p.tryFlushLocked(context.Background(), all)
-		if err != nil || len(left) > 0 {
-			t.Fatalf("flush: %v (%d left)", err, len(left))
-		}
-	}
-	zombie, owner := newMember(nil), newMember(nil)
-	flush(owner, recs(0, 0, 149))
-	flush(zombie, recs(0, 0, 99), recs(1, 0, 49)) // partition 0 is covered; partition 1 is new
-	txns := h.snapshot().Txns
-	if txns["orders-orders-0"] != 149 || txns["orders-orders-1"] != 49 {
-		t.Fatalf("txns after the visible race = %v, want p0=149 p1=49", txns)
-	}
-
-	// The race: the owner commits partition 0 up to 249 after the zombie read its snapshot.
-	owner2 := newMember(nil)
-	zombie2 := newMember(func() { flush(owner2, recs(0, 150, 249)) })
-	before := testutil.ToFloat64(h.metrics.CommitConflicts.WithLabelValues("orders"))
-	flush(zombie2, recs(0, 150, 199), recs(1, 50, 59))
-	txns = h.snapshot().Txns
-	if txns["orders-orders-0"] != 249 || txns["orders-orders-1"] != 59 {
-		t.Fatalf("txns after the put-if-absent race = %v, want p0=249 p1=59", txns)
-	}
-	if got := testutil.ToFloat64(h.metrics.CommitConflicts.WithLabelValues("orders")) - before; got < 1 {
-		t.Errorf("commit conflicts went up by %v, want >= 1", got)
-	}
-	ids := h.orderIDs()
-	want := map[int64]bool{}
-	for off := int64(0); off <= 249; off++ {
-		want[off+1] = true
-	}
-	for off := int64(0); off <= 59; off++ {
-		want[1_000_000+off+1] = true
-	}
-	for id, c := range ids {
-		if !want[id] || c != 1 {
-			t.Errorf("order %d is in the table %d times (expected: %v)", id, c, want[id])
-		}
-	}
-	if len(ids) != len(want) {
-		t.Errorf("table has %d distinct orders, want %d", len(ids), len(want))
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// TestIdlePollsAndDeadLetterOnlyBatch: a batch made only of poison pills (an hour old)
-// advances the txn with one txn-only commit after the dead letters are acknowledged
-// (C23 a); then ten
-// poll cycles without records commit nothing (C23 b). The metrics pass client_golang's
-// linter.
-func TestIdlePollsAndDeadLetterOnlyBatch(t *testing.T) {
-	h := newHarness(t, 1)
-	h.produce(1, 100, 0, 1, -1)
-	a := h.start("a", func(d *Deps) { d.KafkaOpts = append(d.KafkaOpts, kgo.FetchMaxWait(100*time.Millisecond)) })
-	h.waitHandled(100, 30*time.Second, a)
-	v0 := h.snapshot().Version
-	var pills [][]byte
-	for i := range 50 {
-		switch i % 3 {
-		case 0:
-			pills = append(pills, []byte(`{"order_id":1}`)) // bad magic
-		case 1:
-			pills = append(pills, []byte{0, 0, 0}) // too short
+// running fails t if one of members has returned from Run.
+func running(t testing.TB, members ...*member) {
+	t.Helper()
+	for _, m := range members {
+		select {
+		case err := <-m.done:
+			m.done <- err
+			t.Fatalf("a member stopped early: %v", err)
 		default:
-			pills = append(pills, []byte{0, 0, 0, 0x0f, 0x42, 2}) // unknown schema id
 		}
 	}
-	h.produceRaw(0, pills...)
-	h.waitHandled(150, 30*time.Second, a)
-	snap := h.snapshot()
-	if snap.Version != v0+1 {
-		t.Fatalf("the dead-letter-only batch made versions %d..%d, want one commit", v0+1, snap.Version)
+}
+
+// atLeast is a waitFor condition: nil once got >= want.
+func atLeast(what string, got, want int64) error {
+	if got < want {
+		return fmt.Errorf("%s is %d, want at least %d", what, got, want)
 	}
-	if n := h.dlqCount(); n != 50 {
-		t.Fatalf("dead-letter topic holds %d records, want 50", n)
+	return nil
+}
+
+// stopped waits until m's Run returns by itself and returns its error; after timeout it
+// fails t with why (what the member should not have kept doing).
+func (m *member) stopped(t testing.TB, timeout time.Duration, why string) error {
+	t.Helper()
+	select {
+	case err := <-m.done:
+		m.done <- err
+		return err
+	case <-time.After(timeout):
+		t.Fatal(why)
+		return nil
 	}
-	// The commit file is visible before the pipeline counts the commit (it does so after
-	// Table.Commit returns): wait until it counted every version, all of them its own, so
-	// that the idle polls below start from a settled count.
-	commits := h.waitCounter(h.metrics.Commits.WithLabelValues("orders"), float64(snap.Version+1), 30*time.Second)
-	batches := testutil.ToFloat64(h.metrics.Batches.WithLabelValues("orders"))
-	var fetches atomic.Int32
-	h.cluster.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		h.cluster.KeepControl()
-		fetches.Add(1)
-		return nil, nil, false
-	})
-	waitFor(t, 30*time.Second, func() error { // ten empty polls (FetchMaxWait is 100 ms here)
-		if n := fetches.Load(); n < 10 {
-			return fmt.Errorf("only %d fetches", n)
+}
+
+// writeConfig writes a pipeline file p.yaml with body into a temporary directory and
+// returns its path (for config.Load).
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	return writeSecretFile(t, t.TempDir(), "p.yaml", body)
+}
+
+// writeSecretFile writes value and a newline to dir/name (mode 0600) and returns its path.
+func writeSecretFile(t *testing.T, dir, name, value string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// commitLog is one Delta commit of the harness's table, as the log holds it: the order
+// ids of its data files (in file order) and its txn versions by appId.
+type commitLog struct {
+	version int64
+	ids     []int64
+	txns    map[string]int64
+}
+
+// commits reads every commit of the table's log, oldest first.
+func (h *harness) commits() []commitLog {
+	h.t.Helper()
+	st, err := storage.Open("file://" + h.tableDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []commitLog
+	for v := int64(0); ; v++ {
+		b, err := st.Get(context.Background(), fmt.Sprintf("_delta_log/%020d.json", v))
+		if err != nil {
+			if len(out) == 0 {
+				h.t.Fatalf("read commit 0: %v", err)
+			}
+			return out
+		}
+		c := commitLog{version: v, txns: map[string]int64{}}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var a struct {
+				Add *struct {
+					Path string `json:"path"`
+				} `json:"add"`
+				Txn *struct {
+					AppID   string `json:"appId"`
+					Version int64  `json:"version"`
+				} `json:"txn"`
+			}
+			if err := json.Unmarshal([]byte(line), &a); err != nil {
+				h.t.Fatalf("commit %d: %v", v, err)
+			}
+			if a.Add != nil {
+				c.ids = append(c.ids, h.fileOrderIDs(st, a.Add.Path)...)
+			}
+			if a.Txn != nil {
+				c.txns[a.Txn.AppID] = a.Txn.Version
+			}
+		}
+		out = append(out, c)
+	}
+}
+
+// batched is the number of records the member's batcher holds.
+func (m *member) batched() int {
+	m.p.batchMu.Lock()
+	defer m.p.batchMu.Unlock()
+	return m.p.batch.Len()
+}
+
+// drained is a waitFor condition: nil once m has nothing left to flush, no flush in
+// flight (it waits for the flush token) and no record in its batcher. A halted member
+// reaches it once the records it had buffered behind the halt have been flushed (and
+// dropped), so no later age flush can commit anything.
+func (m *member) drained() error {
+	tok := m.p.acquireFlush()
+	defer m.p.releaseFlush(tok)
+	if n := m.batched(); n > 0 {
+		return fmt.Errorf("the batcher still holds %d records", n)
+	}
+	return nil
+}
+
+// latch holds a test hook until the test opens it; open is idempotent. Register open with
+// t.Cleanup after the member starts: cleanups run last in, first out, so a failed test opens
+// the latch before the member's own cleanup waits for the flush worker.
+type latch struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newLatch() *latch { return &latch{ch: make(chan struct{})} }
+
+func (l *latch) wait() { <-l.ch }
+
+func (l *latch) open() { l.once.Do(func() { close(l.ch) }) }
+
+// isOpen reports whether l has been opened.
+func (l *latch) isOpen() bool {
+	select {
+	case <-l.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// holdFirstFlush is a hooks.beforeFlush that counts the worker's flushes in calls, opens
+// inFlight when the first one starts (that batch is in flight: the worker holds the flush
+// token) and holds it until l opens, then runs then (nil: nothing more).
+func holdFirstFlush(inFlight, l *latch, calls *atomic.Int32, then func()) func([]*kgo.Record) {
+	return func([]*kgo.Record) {
+		if calls.Add(1) == 1 {
+			inFlight.open()
+			l.wait()
+			if then != nil {
+				then()
+			}
+		}
+	}
+}
+
+// failFirstCommit is a hooks.beforeCommit whose first call opens inFlight (the flush that
+// reached it is in flight: its runner holds the flush token), waits until l opens and
+// then fails transiently (an injected store timeout); later calls let their commit go on.
+func failFirstCommit(inFlight, l *latch) func(int) error {
+	var failed atomic.Bool
+	return func(int) error {
+		if failed.CompareAndSwap(false, true) {
+			inFlight.open()
+			l.wait()
+			return &transientError{"commit", errors.New("injected: the store timed out")}
+		}
+		return nil
+	}
+}
+
+// waitBatched waits up to 30 s until m runs, a flush is in flight (a test hook opened
+// inFlight and holds it: holdFirstFlush, failFirstCommit) and m's batcher holds at least n
+// records behind it (exactly n with exact). The batcher's count alone does not say that a
+// flush is in flight: the poll loop adds the record that fills a batch before it hands the
+// batch to the worker (flushWorker.dispatch), so the count reaches n for a moment with
+// nothing in flight, and a SIGTERM or a kill -9 then keeps that batch in the batcher.
+func waitBatched(t *testing.T, m *member, inFlight *latch, n int, exact bool) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() error {
+		running(t, m)
+		if !inFlight.isOpen() {
+			return errors.New("no flush is in flight (held by the test's hook)")
+		}
+		if got := m.batched(); got < n || exact && got != n {
+			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want %d", got, n)
 		}
 		return nil
 	})
-	if v := h.snapshot().Version; v != snap.Version {
-		t.Errorf("idle polls made commits: version %d -> %d", snap.Version, v)
-	}
-	if c := testutil.ToFloat64(h.metrics.Commits.WithLabelValues("orders")); c != commits {
-		t.Errorf("idle polls counted commits: %v -> %v", commits, c)
-	}
-	if b := testutil.ToFloat64(h.metrics.Batches.WithLabelValues("orders")); b != batches {
-		t.Errorf("idle polls counted batches: %v -> %v", batches, b)
-	}
-	a.stop(t)
-	if v := h.snapshot().Version; v != snap.Version {
-		t.Errorf("shutdown with nothing buffered committed: version %d -> %d", snap.Version, v)
-	}
-	for reason, want := range map[string]float64{"bad_magic": 17, "too_short": 17, "schema_not_found": 16} {
-		if got := testutil.ToFloat64(h.metrics.RecordsDeadLettered.WithLabelValues("orders", reason)); got != want {
-			t.Errorf("dead-lettered %s = %v, want %v", reason, got, want)
+}
+
+// createTable writes version 0 of the harness's table as another writer would: the
+// orders columns, partitioned by partitionBy, with the given table properties.
+func (h *harness) createTable(partitionBy []string, conf map[string]string, extra ...*deltalog.StructField) {
+	h.t.Helper()
+	schema := &deltalog.StructType{Fields: append([]*deltalog.StructField{
+		{Name: "order_id", Type: deltalog.Long, Nullable: true, Metadata: map[string]any{}},
+		{Name: "customer", Type: deltalog.String, Nullable: true, Metadata: map[string]any{}},
+		{Name: "amount", Type: deltalog.DecimalType{Precision: 10, Scale: 2}, Nullable: true, Metadata: map[string]any{}},
+	}, extra...)}
+	if slices.ContainsFunc(extra, func(f *deltalog.StructField) bool { return f.Type == deltalog.Binary }) {
+		// PrepareSchemaChange refuses a binary partition column: write it as another writer would.
+		proto, meta := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, deltalog.Metadata{ID: "t", Format: deltalog.Format{Provider: "parquet", Options: map[string]string{}},
+			PartitionColumns: partitionBy, Configuration: map[string]string{}}
+		b, err := json.Marshal(schema)
+		if err != nil {
+			h.t.Fatal(err)
 		}
+		meta.SchemaString = string(b)
+		h.commitOther(0, proto, meta)
+		return
 	}
-	if lag := testutil.ToFloat64(h.metrics.ConsumerLag.WithLabelValues("orders", "orders", "0")); lag != 0 {
-		t.Errorf("consumer lag after catching up = %v, want 0", lag)
-	}
-	problems, err := testutil.GatherAndLint(h.promReg)
+	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: schema, PartitionColumns: partitionBy})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	for _, p := range problems {
-		t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+	proto, meta := *create.Protocol, *create.Metadata
+	maps.Copy(meta.Configuration, conf)
+	if len(conf) > 0 {
+		proto.MinWriterVersion = 3 // CHECK constraints
 	}
-	n, err := testutil.GatherAndCount(h.promReg, "ingestd_schema_registry_requests_total", "ingestd_consumer_lag_records",
-		"ingestd_batches_total", "ingestd_delta_commit_duration_seconds")
-	if err != nil || n < 4 {
-		t.Errorf("expected registry, lag, batch and duration series, counted %d (%v)", n, err)
+	h.commitOther(0, proto, meta)
+}
+
+// commitOther writes commit version of the harness's table by hand, as another writer
+// (Spark) would: deltawriter itself refuses to commit metadata it cannot write.
+func (h *harness) commitOther(version int64, proto deltalog.Protocol, meta deltalog.Metadata) {
+	h.t.Helper()
+	var buf bytes.Buffer
+	for _, a := range []any{map[string]any{"protocol": proto}, map[string]any{"metaData": meta},
+		map[string]any{"commitInfo": map[string]any{"timestamp": time.Now().UnixMilli(), "operation": "ADD CONSTRAINT"}}} {
+		b, err := json.Marshal(a)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		buf.Write(append(b, '\n'))
+	}
+	log := filepath.Join(h.tableDir, "_delta_log")
+	if err := os.MkdirAll(log, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(log, fmt.Sprintf("%020d.json", version)), buf.Bytes(), 0o644); err != nil {
+		h.t.Fatal(err)
 	}
 }
 
-// TestRegistryOutagePausesOnlyWaitingPartitions (C20): while the registry cannot serve
-// schema v2, the partition whose next record needs it is paused with backoff and holds
-// its txn before that record; the other partitions keep committing; nothing is
-// dead-lettered; after recovery everything lands exactly once.
-func TestRegistryOutagePausesOnlyWaitingPartitions(t *testing.T) {
-	const parts = 3
-	h := newHarness(t, parts)
-	schemas := h.staticSchemas()
-	schemas.fail[h.ids[1]] = true
-	schemas.setDown(true)
-	h.produce(1, 300, 0, parts, -1)
-	a := h.start("a", func(d *Deps) { d.Schemas = schemas })
-	h.waitHandled(300, 30*time.Second, a)
-	h.produce(301, 100, 1, parts, 0) // v2, partition 0 only: waits for the registry
-	h.produce(401, 200, 0, parts, 1) // v1 to partition 1 flows meanwhile
-	h.produce(601, 200, 0, parts, 2)
-	waitFor(t, 30*time.Second, func() error {
-		txns := h.snapshot().Txns
-		if txns["orders-orders-1"] == 299 && txns["orders-orders-2"] == 299 {
-			if txns["orders-orders-0"] != 99 {
-				t.Fatalf("partition 0 moved to %d during the outage, want 99", txns["orders-orders-0"])
-			}
-			return nil
+// syncBuffer is a log sink safe for the replay's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// readTopicAll reads every record of topic up to its end offsets now.
+func (h *harness) readTopicAll(topic string) []*kgo.Record {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.cluster.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	var out []*kgo.Record
+	for int64(len(out)) < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("read %s: %d of %d records", topic, len(out), total)
 		}
-		return fmt.Errorf("other partitions did not progress during the outage: %v", txns)
-	})
-	time.Sleep(time.Second)
-	if b := testutil.ToFloat64(h.metrics.PartitionsBackingOff.WithLabelValues("orders")); b != 1 {
-		t.Errorf("partitions backing off = %v, want 1", b)
+		out = append(out, fs.Records()...)
 	}
-	if e := testutil.ToFloat64(h.metrics.TransientErrors.WithLabelValues("orders", "schema registry")); e < 1 {
-		t.Errorf("transient registry errors = %v, want >= 1", e)
+	return out
+}
+
+func (h *harness) addChannel() {
+	h.t.Helper()
+	col, err := tableops.ParseColumnDef("channel STRING")
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	if n := h.dlqCount(); n != 0 {
-		t.Fatalf("%d records dead-lettered during a registry outage", n)
+	if _, err := tableops.Apply(context.Background(), h.deps(nil).Table, tableops.Alter{AddColumns: []tableops.ColumnDef{col}}); err != nil {
+		h.t.Fatal(err)
 	}
-	schemas.setDown(false)
-	h.waitHandled(800, 60*time.Second, a)
-	a.stop(t)
-	h.checkExactlyOnce(800)
-	h.checkTxnsAtEnd()
-	if n := h.dlqCount(); n != 0 {
-		t.Fatalf("%d records dead-lettered after the outage", n)
+}
+
+// encodeCustomer is encode(id, 0) with the given customer.
+func (h *harness) encodeCustomer(id int64, customer string) []byte {
+	body, err := avro.Marshal(h.schemas[0], map[string]any{"order_id": id, "customer": customer, "amount": big.NewRat(id, 100)})
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	if b := testutil.ToFloat64(h.metrics.PartitionsBackingOff.WithLabelValues("orders")); b != 0 {
-		t.Errorf("partitions backing off after recovery = %v, want 0", b)
+	var hdr sr.ConfluentHeader
+	framed, err := hdr.AppendEncode(nil, h.ids[0], nil)
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	for _, trigger := range []string{"age", "retry"} {
-		if n := testutil.ToFloat64(h.metrics.BatchFlushes.WithLabelValues("orders", trigger)); n < 1 {
-			t.Errorf("ingestd_batch_flushes_total{trigger=%q} = %v, want >= 1", trigger, n)
-		}
-	}
+	return append(framed, body...)
 }

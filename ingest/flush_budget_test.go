@@ -15,9 +15,9 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// The batch.max_bytes budget charges a record its raw bytes plus the decoded bytes a flush
-// makes of them (issue 15): one flush of known records measures the ratio exactly, and
-// budgetSize charges by it.
+// The batch.max_bytes budget charges a record its raw bytes plus the decoded bytes a
+// flush makes of them (docs/architecture.md, "Memory"): one flush of known records
+// measures the ratio exactly, and budgetSize charges by it.
 func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 300
@@ -35,10 +35,10 @@ func TestByteBudgetMeasuresDecodedValues(t *testing.T) {
 	h.produce(0, n, 0, 1, -1)
 	m := h.startWith("a", cfg, nil)
 	h.waitHandled(n, 20*time.Second, m)
-	m.p.mu.Lock()
+	tok := m.p.acquireFlush()
 	got := m.p.decodedPerByte
 	size := m.p.budgetSize(&kgo.Record{Key: make([]byte, 10), Value: make([]byte, 90)})
-	m.p.mu.Unlock()
+	m.p.releaseFlush(tok)
 	if want := float64(decoded) / float64(raw); got != want {
 		t.Fatalf("decodedPerByte = %v, want %v (%d decoded bytes of %d raw)", got, want, decoded, raw)
 	}

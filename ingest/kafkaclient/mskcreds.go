@@ -1,4 +1,4 @@
-package ingest
+package kafkaclient
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 )
 
 // mskRefreshMargin is how much life AWS credentials must have left when AWS_MSK_IAM signs
-// with them (C40 R3): the broker caps the session at the credentials' remaining life, so
-// signing with credentials about to expire buys a session of seconds and a
-// re-authentication loop (twmb/franz-go#249, GROUP_AUTHORIZATION_FAILED after ten hours).
+// with them: the broker caps the session at the credentials' remaining life, so signing
+// with credentials about to expire buys a session of seconds and a re-authentication loop
+// (twmb/franz-go#249, GROUP_AUTHORIZATION_FAILED after ten hours).
 const mskRefreshMargin = 5 * time.Minute
 
 // awsCredentialSource returns AWS credentials and when they expire (zero: not known, for

@@ -2,6 +2,9 @@ package ingest
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +28,16 @@ func TestCheckTopicsLooksAgainForMissingTopics(t *testing.T) {
 	cfg := h.config()
 	cfg.DeadLetter.Topic = "orders.late-dlq"
 	h.produce(1, 50, 0, 1, -1)
-	m := h.startWith("late", cfg, nil)
-	time.Sleep(300 * time.Millisecond) // the first look has found no topic
+	logs := &syncBuffer{}
+	m := h.startWith("late", cfg, func(d *Deps) {
+		d.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t, "late"}, logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	waitFor(t, 30*time.Second, func() error {
+		if !strings.Contains(logs.String(), "topics not found on the broker; looking again") {
+			return errors.New("the start-up check has not found the dead-letter topic missing yet")
+		}
+		return nil
+	})
 	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, cfg.DeadLetter.Topic); err != nil {
 		t.Fatalf("create the dead-letter topic: %v", err)
 	}

@@ -45,12 +45,21 @@ func TestForEachConcurrentFirstErrorWins(t *testing.T) {
 	first := errors.New("upload 0 failed")
 	var started, finished atomic.Int64
 	cancelled := make(chan struct{}, 1)
+	inFlight := make(chan struct{}, 1)
 	err := forEachConcurrent(context.Background(), 50, func(ctx context.Context, i int) error {
 		started.Add(1)
 		defer finished.Add(1)
 		if i == 0 {
-			time.Sleep(20 * time.Millisecond) // call 1 is in flight
+			select { // another call is in flight
+			case <-inFlight:
+			case <-time.After(10 * time.Second):
+				return errors.New("no other call started while call 0 ran")
+			}
 			return first
+		}
+		select {
+		case inFlight <- struct{}{}:
+		default:
 		}
 		select { // an upload that only ends when cancelled
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package ingest
+package kafkaclient
 
 import (
 	"context"
@@ -9,14 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -31,35 +27,15 @@ import (
 // defaultClientID is kafka.client_id when the config leaves it empty.
 const defaultClientID = "ingestd"
 
-// tokenReads and passwordReads count SASL credential reads (one per authentication and
-// re-authentication, every client of the process together): the metric
-// ingestd_kafka_sasl_credential_reads_total{credential="token"|"password"} shows that
-// re-authentication happens and re-reads the file.
-var tokenReads, passwordReads atomic.Int64
-
-// saslReadsCollector exports tokenReads and passwordReads.
-func saslReadsCollector() prometheus.Collector {
-	return saslReads{prometheus.NewDesc("ingestd_kafka_sasl_credential_reads_total",
-		"SASL passwords and OAUTHBEARER tokens read from their file or variable: one per Kafka authentication and re-authentication (KIP-368), all pipelines.",
-		[]string{"credential"}, nil)}
-}
-
-type saslReads struct{ d *prometheus.Desc }
-
-func (c saslReads) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
-func (c saslReads) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(passwordReads.Load()), "password")
-	ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(tokenReads.Load()), "token")
-}
-
-// kafkaSecurityOpts returns the kgo options every Kafka client of a pipeline needs for
-// k's security settings: kgo.ClientID (default "ingestd"), kgo.DialTLSConfig when
-// kafka.tls is present, and kgo.SASL with a callback that re-reads the password or token
-// source on every connection and every KIP-368 re-authentication (so a rotated file is
-// used without a restart). The consumer adds kafkaGroupOpts. Errors: an unreadable or
-// invalid CA bundle or key pair, an unknown mechanism (validation reports both earlier,
-// with file:line). The options never hold a secret's value, only where to read it.
-func kafkaSecurityOpts(k config.Kafka) ([]kgo.Opt, error) {
+// SecurityOpts returns the kgo options every Kafka client of a pipeline needs for k's
+// security settings: kgo.ClientID (default "ingestd"), kgo.DialTLSConfig when kafka.tls
+// is present, and kgo.SASL with a callback that re-reads the password or token source on
+// every connection and every KIP-368 re-authentication (so a rotated file is used without
+// a restart), each read counted in m (nil: not counted). The consumer adds groupOpts.
+// Errors: an unreadable or invalid CA bundle or key pair, an unknown mechanism
+// (validation reports both earlier, with file:line). The options never hold a secret's
+// value, only where to read it.
+func SecurityOpts(k config.Kafka, m *Metrics) ([]kgo.Opt, error) {
 	id := k.ClientID
 	if id == "" {
 		id = defaultClientID
@@ -75,23 +51,23 @@ func kafkaSecurityOpts(k config.Kafka) ([]kgo.Opt, error) {
 	if k.SASL == nil {
 		return opts, nil
 	}
-	m, err := saslMechanism(k.SASL)
+	mech, err := saslMechanism(k.SASL, m)
 	if err != nil {
 		return nil, err
 	}
-	return append(opts, kgo.SASL(m)), nil
+	return append(opts, kgo.SASL(mech)), nil
 }
 
 // saslMechanism is the franz-go mechanism for s, with a credential callback that runs on
 // every connection and every re-authentication and re-reads the password or token file
-// (or variable) each time; MSK IAM takes its credentials from the AWS SDK's default chain
+// (or variable) each time, counting the read in m; MSK IAM takes its credentials from the AWS SDK's default chain
 // (environment, shared profile, web identity / IRSA, ECS container credentials, EC2 IMDS)
 // and never signs with credentials that have less than mskRefreshMargin left without
 // asking for fresh ones first (mskcreds.go). Errors: an unknown mechanism, an AWS
 // configuration that does not load (e.g. AWS_PROFILE names a missing profile).
-func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
+func saslMechanism(s *config.SASL, m *Metrics) (sasl.Mechanism, error) {
 	password := func() (string, error) {
-		passwordReads.Add(1)
+		m.credentialRead(credentialPassword)
 		p, err := config.ReadSecret(s.PasswordFile, s.PasswordEnv)
 		if err != nil {
 			return "", fmt.Errorf("read kafka.sasl password: %w", err)
@@ -116,13 +92,14 @@ func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
 	case config.MechOAuthBearer:
 		ext := s.Extensions
 		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
-			tokenReads.Add(1)
+			m.credentialRead(credentialToken)
 			t, err := config.ReadSecret(s.TokenFile, s.TokenEnv)
 			if err != nil {
 				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: %w", err)
 			}
 			// An expired JWT is refused here, naming it, rather than sent for the broker to
-			// refuse (C40 R2): the pipeline fails within seconds of the re-authentication.
+			// refuse with a bare SASL_AUTHENTICATION_FAILED: the pipeline fails within seconds
+			// of the re-authentication, naming the token's file and subject.
 			if sub, exp := jwtClaims(t.Reveal()); exp > 0 && time.Unix(exp, 0).Before(time.Now()) {
 				return oauth.Auth{}, fmt.Errorf("read kafka.sasl token: the token from %s (sub %q) expired at %s; whatever renews it has stopped",
 					secretSource(s.TokenFile, s.TokenEnv), sub, time.Unix(exp, 0).UTC().Format(time.RFC3339))
@@ -146,19 +123,19 @@ func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("configure kafka.sasl: unknown mechanism %q", s.Mechanism)
 }
 
-// kafkaGroupOpts are the consumer-only options: kgo.InstanceID for static membership
-// when kafka.instance_id is set.
-func kafkaGroupOpts(k config.Kafka) []kgo.Opt {
+// groupOpts are the consumer-only options: kgo.InstanceID for static membership when
+// kafka.instance_id is set.
+func groupOpts(k config.Kafka) []kgo.Opt {
 	if k.InstanceID == "" {
 		return nil
 	}
 	return []kgo.Opt{kgo.InstanceID(k.InstanceID)}
 }
 
-// kafkaPrincipal describes who the broker sees, for error messages: the SASL user, the
+// principal describes who the broker sees, for error messages: the SASL user, the
 // OAUTHBEARER token's subject, the client certificate's subject, or ANONYMOUS. It never
 // includes a secret.
-func kafkaPrincipal(k config.Kafka) string {
+func principal(k config.Kafka) string {
 	if s := k.SASL; s != nil {
 		switch strings.ToUpper(s.Mechanism) {
 		case config.MechPlain, config.MechScram256, config.MechScram512:
@@ -236,9 +213,9 @@ func aclHint(k config.Kafka, op, resource, name string) string {
 	return fmt.Sprintf("kafka-acls.sh --bootstrap-server <broker> --add --allow-principal %s --operation %s --%s %s", user, op, resource, name)
 }
 
-// fatalKafkaError reports whether err is a permanent security failure that retrying
+// fatalMessage reports whether err is a permanent security failure that retrying
 // cannot fix, and then returns the message for the pipeline's error and /readyz: it
-// names the principal (kafkaPrincipal), the resource and what is missing. need is the
+// names the principal (principal), the resource and what is missing. need is the
 // permission the failed call needed on a topic, e.g. "READ on topic orders" (used for
 // TOPIC_AUTHORIZATION_FAILED; may be ""). Fatal: SASL_AUTHENTICATION_FAILED,
 // UNSUPPORTED_SASL_MECHANISM, TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED,
@@ -246,11 +223,11 @@ func aclHint(k config.Kafka, op, resource, name string) string {
 // plaintext listener, and a failure to read a secret file. Everything else (network
 // errors, broker restarts, ILLEGAL_SASL_STATE around a re-authentication) is transient:
 // ("", false).
-func fatalKafkaError(k config.Kafka, need string, err error) (string, bool) {
+func fatalMessage(k config.Kafka, need string, err error) (string, bool) {
 	if err == nil {
 		return "", false
 	}
-	who := kafkaPrincipal(k)
+	who := principal(k)
 	mech := "no SASL"
 	if k.SASL != nil {
 		mech = "SASL " + strings.ToUpper(k.SASL.Mechanism)
@@ -269,7 +246,7 @@ func fatalKafkaError(k config.Kafka, need string, err error) (string, bool) {
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Sprintf("kafka: the broker does not offer %s on this listener: %v (fix: use a mechanism the listener enables, see sasl.enabled.mechanisms)", mech, err), true
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
-		return "kafka authorization failed: " + missingACL(k, "READ", "group", k.Group), true
+		return "kafka authorization failed: " + MissingACL(k, "READ", "group", k.Group), true
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
 		if need == "" {
 			need = fmt.Sprintf("READ on topic %s", strings.Join(k.Topics, ", "))
@@ -312,173 +289,43 @@ func needSuffix(need string) string {
 	return "; the request needed " + need
 }
 
-// kafkaOpts are the options every Kafka client built from d gets: the security options
-// (TLS, SASL, client id), then the extra ones (tests' dialers).
-func (d Deps) kafkaOpts() []kgo.Opt {
-	return append(append([]kgo.Opt(nil), d.KafkaSecurity...), d.KafkaOpts...)
-}
-
-// KafkaSecurityError is a permanent authentication, authorization or TLS failure
-// (fatalKafkaError): the pipeline fails with it (StateFailed, named in /readyz) instead
-// of retrying it as transient. Msg names the principal, the resource and the fix.
-type KafkaSecurityError struct {
+// SecurityError is a permanent authentication, authorization or TLS failure: a pipeline
+// fails with it (named in /readyz) instead of retrying it as transient. Msg names the
+// principal, the resource and the fix (docs/security.md, "ACLs and registry
+// permissions"); Err is the client's error.
+type SecurityError struct {
 	Msg string
 	Err error
 }
 
-func (e *KafkaSecurityError) Error() string { return e.Msg }
-func (e *KafkaSecurityError) Unwrap() error { return e.Err }
+func (e *SecurityError) Error() string { return e.Msg }
+func (e *SecurityError) Unwrap() error { return e.Err }
 
-// securityError is fatalKafkaError as an error: a *KafkaSecurityError, or nil when err
-// is not a security failure (or is one already).
-func securityError(k config.Kafka, need string, err error) error {
-	var se *KafkaSecurityError
+// AsSecurityError returns err as a *SecurityError when it is a permanent security
+// failure that retrying cannot fix (err itself when it holds one already), else nil.
+// need is the permission the failed call needed, e.g. "READ on topic orders" or "WRITE
+// on topic orders.dlq" (named for TOPIC_AUTHORIZATION_FAILED; "" for a source topic
+// READ). Fatal: SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+// TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID, certificate
+// verification errors on either side, a TLS client on a plaintext listener, and a secret
+// or credential that cannot be read. Network errors, broker restarts and
+// ILLEGAL_SASL_STATE around a re-authentication are transient: nil.
+func AsSecurityError(k config.Kafka, need string, err error) error {
+	var se *SecurityError
 	if errors.As(err, &se) {
 		return se
 	}
-	if msg, fatal := fatalKafkaError(k, need, err); fatal {
-		return &KafkaSecurityError{Msg: msg, Err: err}
+	if msg, fatal := fatalMessage(k, need, err); fatal {
+		return &SecurityError{Msg: msg, Err: err}
 	}
 	return nil
 }
 
-// missingACL is the start-up check's message for a permission the broker denies:
-// principal, "<OP> on <resource> <name>" and the kafka-acls.sh command.
-func missingACL(k config.Kafka, op, resource, name string) string {
-	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", kafkaPrincipal(k), strings.ToUpper(op), resource, name,
+// MissingACL is the message for a permission the broker denies: the principal of k (the
+// SASL user, the token's subject, the certificate's subject or ANONYMOUS), "<OP> on
+// <resource> <name>" and the kafka-acls.sh command that grants it. op is a Kafka ACL
+// operation ("READ", "WRITE"), resource "topic" or "group". It never includes a secret.
+func MissingACL(k config.Kafka, op, resource, name string) string {
+	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", principal(k), strings.ToUpper(op), resource, name,
 		aclHint(k, strings.ToUpper(op[:1])+strings.ToLower(op[1:]), resource, name))
-}
-
-// Runtime security errors (poll loop): C40 reports single spurious authorization
-// failures around re-authentication (kgo reports one on several polls in a burst), so a
-// burst is not fatal; a failure still seen fatalGrace after the first one is. An
-// authentication failure gets authGrace: after a password rotation the broker may know the
-// new password before the password_file has it (C40 R4), and every reconnect re-reads the
-// file. A poll that returns records forgets them; so does a quiet minute. At start-up
-// every one of these is fatal at once.
-const (
-	fatalGrace  = 3 * time.Second
-	authGrace   = 30 * time.Second
-	fatalForget = time.Minute
-)
-
-// fatalWatch counts security failures seen by the poll loop (see fatalGrace).
-type fatalWatch struct {
-	first, last time.Time
-	n           int
-}
-
-// observe records one failure at now and reports whether it is now fatal: still failing
-// grace after the first one.
-func (w *fatalWatch) observe(now time.Time, grace time.Duration) bool {
-	if w.n > 0 && now.Sub(w.last) > fatalForget {
-		w.n = 0
-	}
-	if w.n == 0 {
-		w.first = now
-	}
-	w.n++
-	w.last = now
-	return (w.n >= 2 || grace == 0) && now.Sub(w.first) >= grace
-}
-
-// fetchErrors checks a poll's errors for security failures: it returns the
-// *KafkaSecurityError to fail the pipeline with once w says the failure persists, else
-// nil (the poll loop logs and counts the errors as transient as before).
-func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
-	var fatal error
-	fs.EachError(func(t string, _ int32, err error) {
-		need := ""
-		if t != "" {
-			need = "READ on topic " + t
-		}
-		if se := securityError(p.cfg.Kafka, need, err); se != nil && fatal == nil {
-			p.log.Warn("kafka security error", "err", se)
-			grace := fatalGrace
-			switch {
-			case errors.Is(err, kerr.SaslAuthenticationFailed):
-				grace = authGrace
-			case errors.Is(err, kerr.FencedInstanceID):
-				grace = 0 // kgo does not rejoin after a fence: reported once, fatal at once
-			}
-			if w.observe(time.Now(), grace) {
-				fatal = se
-			}
-		}
-	})
-	if fatal == nil && fs.NumRecords() > 0 {
-		w.n = 0
-	}
-	return fatal
-}
-
-// checkGroupAccess is the start-up check that the principal may join the consumer
-// group: DescribeGroups (DESCRIBE on the group) with KIP-430 authorized operations must
-// include READ. Brokers without an authorizer report no operations and pass. Errors: a
-// *KafkaSecurityError naming the missing ACL; other errors are not reported here (the
-// join reports them).
-func (p *Pipeline) checkGroupAccess(ctx context.Context, cl *kgo.Client) error {
-	k := p.cfg.Kafka
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, k.Group)
-	if errors.Is(err, kerr.GroupAuthorizationFailed) { // kadm fails the whole request
-		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: err}
-	}
-	if se := securityError(k, "", err); se != nil {
-		return se
-	}
-	if err != nil {
-		return nil
-	}
-	g, ok := groups[k.Group]
-	switch {
-	case !ok:
-		return nil
-	case errors.Is(g.Err, kerr.GroupAuthorizationFailed):
-		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: g.Err}
-	case len(g.AuthorizedOperations) > 0 && !slices.Contains(g.AuthorizedOperations, kadm.OpRead) && !slices.Contains(g.AuthorizedOperations, kadm.OpAll):
-		return &KafkaSecurityError{Msg: "check group: " + missingACL(k, "READ", "group", k.Group), Err: kerr.GroupAuthorizationFailed}
-	}
-	return nil
-}
-
-// listTopicsEach is kadm's ListTopics with authorized operations, one topic per request:
-// kadm fails a whole request when one topic is denied, and the start-up check must say
-// which one. A denied topic gets Err TOPIC_AUTHORIZATION_FAILED in its detail.
-func listTopicsEach(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
-	out := kadm.TopicDetails{}
-	for _, t := range topics {
-		d, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), t)
-		if errors.Is(err, kerr.TopicAuthorizationFailed) {
-			out[t] = kadm.TopicDetail{Topic: t, Err: kerr.TopicAuthorizationFailed}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range d {
-			out[k] = v
-		}
-	}
-	return out, nil
-}
-
-// checkRead fails with a *KafkaSecurityError when the broker reports (KIP-430 authorized
-// operations) that k's principal may not READ topic; brokers without an authorizer, and
-// errors of the check itself, pass (the read reports them).
-func checkRead(ctx context.Context, cl *kgo.Client, k config.Kafka, topic string) error {
-	d, err := listTopicsEach(ctx, kadm.NewClient(cl), []string{topic})
-	if se := securityError(k, "READ on topic "+topic, err); se != nil {
-		return se
-	}
-	td, ok := d[topic]
-	switch {
-	case err != nil || !ok:
-		return nil
-	case errors.Is(td.Err, kerr.TopicAuthorizationFailed),
-		len(td.AuthorizedOperations) > 0 && !slices.Contains(td.AuthorizedOperations, kadm.OpRead) && !slices.Contains(td.AuthorizedOperations, kadm.OpAll):
-		return &KafkaSecurityError{Msg: "read " + topic + ": " + missingACL(k, "READ", "topic", topic), Err: kerr.TopicAuthorizationFailed}
-	}
-	return nil
 }

@@ -1,11 +1,7 @@
 package ingest
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,58 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 )
-
-// commitLog is one Delta commit of the harness's table, as the log holds it: the order
-// ids of its data files (in file order) and its txn versions by appId.
-type commitLog struct {
-	version int64
-	ids     []int64
-	txns    map[string]int64
-}
-
-// commits reads every commit of the table's log, oldest first.
-func (h *harness) commits() []commitLog {
-	h.t.Helper()
-	st, err := storage.Open("file://" + h.tableDir)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var out []commitLog
-	for v := int64(0); ; v++ {
-		b, err := st.Get(context.Background(), fmt.Sprintf("_delta_log/%020d.json", v))
-		if err != nil {
-			if len(out) == 0 {
-				h.t.Fatalf("read commit 0: %v", err)
-			}
-			return out
-		}
-		c := commitLog{version: v, txns: map[string]int64{}}
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var a struct {
-				Add *struct {
-					Path string `json:"path"`
-				} `json:"add"`
-				Txn *struct {
-					AppID   string `json:"appId"`
-					Version int64  `json:"version"`
-				} `json:"txn"`
-			}
-			if err := json.Unmarshal([]byte(line), &a); err != nil {
-				h.t.Fatalf("commit %d: %v", v, err)
-			}
-			if a.Add != nil {
-				c.ids = append(c.ids, h.fileOrderIDs(st, a.Add.Path)...)
-			}
-			if a.Txn != nil {
-				c.txns[a.Txn.AppID] = a.Txn.Version
-			}
-		}
-		out = append(out, c)
-	}
-}
 
 // checkInOrder asserts that the commits of a one-partition table hold orders 1..n in
 // offset order: each commit's rows are the next contiguous run of ids (order id = offset
@@ -90,85 +36,6 @@ func (h *harness) checkInOrder(n int64) []commitLog {
 		h.t.Fatalf("the commits hold orders 1..%d, want 1..%d", next-1, n)
 	}
 	return cs
-}
-
-// batched is the number of records the member's batcher holds.
-func (m *member) batched() int {
-	m.p.batchMu.Lock()
-	defer m.p.batchMu.Unlock()
-	return m.p.batch.Len()
-}
-
-// latch holds a test hook until the test opens it; open is idempotent. Register open with
-// t.Cleanup after the member starts: cleanups run last in, first out, so a failed test opens
-// the latch before the member's own cleanup waits for the flush worker.
-type latch struct {
-	ch   chan struct{}
-	once sync.Once
-}
-
-func newLatch() *latch { return &latch{ch: make(chan struct{})} }
-func (l *latch) wait() { <-l.ch }
-func (l *latch) open() { l.once.Do(func() { close(l.ch) }) }
-
-// isOpen reports whether l has been opened.
-func (l *latch) isOpen() bool {
-	select {
-	case <-l.ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// holdFirstFlush is a hooks.beforeFlush that counts the worker's flushes in calls, opens
-// inFlight when the first one starts (that batch is in flight: the worker holds mu) and
-// holds it until l opens, then runs then (nil: nothing more).
-func holdFirstFlush(inFlight, l *latch, calls *atomic.Int32, then func()) func([]*kgo.Record) {
-	return func([]*kgo.Record) {
-		if calls.Add(1) == 1 {
-			inFlight.open()
-			l.wait()
-			if then != nil {
-				then()
-			}
-		}
-	}
-}
-
-// failFirstCommit is a hooks.beforeCommit whose first call opens inFlight (the flush that
-// reached it is in flight: its runner holds mu), waits until l opens and then fails
-// transiently (an injected store timeout); later calls let their commit go on.
-func failFirstCommit(inFlight, l *latch) func(int) error {
-	var failed atomic.Bool
-	return func(int) error {
-		if failed.CompareAndSwap(false, true) {
-			inFlight.open()
-			l.wait()
-			return &transientError{"commit", errors.New("injected: the store timed out")}
-		}
-		return nil
-	}
-}
-
-// waitBatched waits up to 30 s until m runs, a flush is in flight (a test hook opened
-// inFlight and holds it: holdFirstFlush, failFirstCommit) and m's batcher holds at least n
-// records behind it (exactly n with exact). The batcher's count alone does not say that a
-// flush is in flight: the poll loop adds the record that fills a batch before it hands the
-// batch to the worker (flushWorker.dispatch), so the count reaches n for a moment with
-// nothing in flight, and a SIGTERM or a kill -9 then keeps that batch in the batcher.
-func waitBatched(t *testing.T, m *member, inFlight *latch, n int, exact bool) {
-	t.Helper()
-	waitFor(t, 30*time.Second, func() error {
-		running(t, m)
-		if !inFlight.isOpen() {
-			return errors.New("no flush is in flight (held by the test's hook)")
-		}
-		if got := m.batched(); got < n || exact && got != n {
-			return fmt.Errorf("the batcher holds %d records behind the flush in flight, want %d", got, n)
-		}
-		return nil
-	})
 }
 
 // flushWaitSum is the sum and count of ingestd_flush_wait_seconds for the orders pipeline.
@@ -323,7 +190,7 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond) // age flushes of whatever the loop still has
+	waitFor(t, 30*time.Second, m.drained) // the age flushes of whatever the loop still had are done
 	check := func(when string) {
 		t.Helper()
 		if v, ok := h.snapshot().Txns["orders-orders-0"]; !ok || v != 49 {
@@ -339,15 +206,16 @@ func TestHaltInFlightDropsBufferedRecords(t *testing.T) {
 	}
 }
 
-// TestRetriedBatchWithinMaxBytes (issue 15, "Peak RSS ≤ max_bytes + 256 MiB"): partition
-// 0's flush in flight fails transiently at its commit while the batch behind it was read
-// (about two batches of records wait for the retry); partition 1's records then arrive
-// while partition 0 is on hold. The records held back keep their budget sizes: at the end
-// of every flush (its peak: the poll loop filled the batcher meanwhile) the batch in
-// flight holds at most half of batch.max_bytes plus one record, and it together with what
-// the batcher holds at most max_bytes plus three records; before the fix the retried
-// batch alone took both waiting batches (≈ max_bytes) and the pair reached ≈ 1.5 ×
-// max_bytes. Every record is committed once, txns at the end offsets.
+// TestRetriedBatchWithinMaxBytes (peak RSS within max_bytes + 256 MiB:
+// docs/architecture.md, "Memory"): partition 0's flush in flight fails transiently at its
+// commit while the batch behind it was read (about two batches of records wait for the
+// retry); partition 1's records then arrive while partition 0 is on hold. The records
+// held back keep their budget sizes: at the end of every flush (its peak: the poll loop
+// filled the batcher meanwhile) the batch in flight holds at most half of batch.max_bytes
+// plus one record, and it together with what the batcher holds at most max_bytes plus
+// three records; before the fix the retried batch alone took both waiting batches (≈
+// max_bytes) and the pair reached ≈ 1.5 × max_bytes. Every record is committed once, txns
+// at the end offsets.
 func TestRetriedBatchWithinMaxBytes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 2)

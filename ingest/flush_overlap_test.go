@@ -12,9 +12,9 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// Attacks on the flush worker's overlap (issue 15): the batch in flight and the records
-// buffered behind it when a SIGTERM, a rebalance or a kill -9 arrives, with the flush in
-// flight failing transiently.
+// Attacks on the flush worker's overlap: the batch in flight and the records buffered
+// behind it when a SIGTERM, a rebalance or a kill -9 arrives, with the flush in flight
+// failing transiently.
 
 // checkPartitionsInOrder asserts that the commits of a parts-partition table, whose orders
 // [1, n] were produced round-robin from order 1 (order id's partition: id % parts), hold
@@ -274,7 +274,7 @@ func TestHaltInFlightThenHandOver(t *testing.T) {
 	check("after a's drain")
 	b := h.startWith("b", cfg, nil)
 	waitFor(t, 30*time.Second, halted(b))
-	time.Sleep(500 * time.Millisecond) // age flushes of whatever b still has
+	waitFor(t, 30*time.Second, b.drained) // the age flushes of whatever b still had are done
 	b.stop(t)
 	check("after b halted and stopped")
 }

@@ -1,4 +1,4 @@
-package ingest
+package kafkaclient
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// TestMSKCredentialsNearExpiry is C40 R3 at the SASL layer: the AWS_MSK_IAM mechanism
+// TestMSKCredentialsNearExpiry, at the SASL layer (mskRefreshMargin): the AWS_MSK_IAM mechanism
 // signs with credentials from a source that hands out one-hour credentials; it reuses
 // them while they have at least 5 minutes left and asks the source again before signing
 // once they have 30 s left, so it never signs with credentials about to expire (the
@@ -134,7 +134,7 @@ func sign(t *testing.T, mech interface {
 	return key, string(first), nil
 }
 
-// TestMSKCredentialsFromContainerEndpoint is C40 R3 through the AWS SDK's real ECS
+// TestMSKCredentialsFromContainerEndpoint is mskRefreshMargin through the AWS SDK's real ECS
 // container-credentials provider: AWS_CONTAINER_CREDENTIALS_FULL_URI points at a local
 // endpoint that hands out temporary credentials (one hour, then two) and counts the
 // requests. The mechanism asks once, signs with the same credentials while they have at
@@ -230,7 +230,7 @@ func TestMSKCredentialsFromProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_PROFILE", "ingest")
-	mech, err := saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM})
+	mech, err := saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestMSKCredentialsFromProfile(t *testing.T) {
 	}
 
 	t.Setenv("AWS_PROFILE", "nosuch")
-	_, err = saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM})
+	_, err = saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM}, nil)
 	if err == nil || !strings.Contains(err.Error(), "configure kafka.sasl AWS_MSK_IAM: load AWS configuration: ") || !strings.Contains(err.Error(), "nosuch") || strings.Contains(err.Error(), secret) {
 		t.Errorf("missing profile: %v", err)
 	}
@@ -273,12 +273,12 @@ func TestMSKCredentialsFromProfile(t *testing.T) {
 	}
 	// expired environment credentials are refused before signing, and the pipeline fails
 	t.Setenv("AWS_CREDENTIAL_EXPIRATION", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
-	if mech, err = saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM}); err != nil {
+	if mech, err = saslMechanism(&config.SASL{Mechanism: config.MechMSKIAM}, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = sign(t, mech)
 	k := config.Kafka{SASL: &config.SASL{Mechanism: config.MechMSKIAM}}
-	if msg, fatal := fatalKafkaError(k, "", err); !fatal || !strings.HasPrefix(msg, "kafka credentials for the IAM identity of access key AKIDEXAMPLE (AWS_MSK_IAM): read kafka.sasl AWS credentials: the AWS credentials of access key AKIDEXAMPLE expired at ") || strings.Contains(msg, "wJalr") {
+	if msg, fatal := fatalMessage(k, "", err); !fatal || !strings.HasPrefix(msg, "kafka credentials for the IAM identity of access key AKIDEXAMPLE (AWS_MSK_IAM): read kafka.sasl AWS credentials: the AWS credentials of access key AKIDEXAMPLE expired at ") || strings.Contains(msg, "wJalr") {
 		t.Errorf("expired env credentials: %v %q", fatal, msg)
 	}
 }

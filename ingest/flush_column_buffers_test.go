@@ -1,15 +1,12 @@
 package ingest
 
 import (
-	"math/big"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/ingest/config"
@@ -18,7 +15,7 @@ import (
 // The column buffers of an unpartitioned table are sized before the batch is decoded
 // (one value per column and row the batch can write) and kept across flushes: the first
 // flush reserves exactly its rows, and a steady-state flush of the same size neither grows
-// nor replaces a column (issue 15: growslice inside the decode).
+// nor replaces a column (no growslice inside the decode).
 func TestColumnBuffersReservedAndKept(t *testing.T) {
 	h := newHarness(t, 1)
 	const n = 400
@@ -34,8 +31,8 @@ func TestColumnBuffersReservedAndKept(t *testing.T) {
 		bytesFirst unsafe.Pointer
 	}
 	bufs := func() []buf {
-		m.p.mu.Lock()
-		defer m.p.mu.Unlock()
+		tok := m.p.acquireFlush()
+		defer m.p.releaseFlush(tok)
 		var out []buf
 		for i := range m.p.fl.colBufs {
 			c := &m.p.fl.colBufs[i]
@@ -103,8 +100,8 @@ func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	// byteValues counts the byte values left in the kept buffers (up to capacity) and the
 	// longest of them.
 	byteValues := func() (n, longest int, clean bool) {
-		m.p.mu.Lock()
-		defer m.p.mu.Unlock()
+		tok := m.p.acquireFlush()
+		defer m.p.releaseFlush(tok)
 		for _, c := range m.p.fl.colBufs {
 			for _, v := range c.Values[:cap(c.Values)] { // byte values are never dense
 				if k := v.Kind(); (k == parquet.ByteArray || k == parquet.FixedLenByteArray) && !v.IsNull() {
@@ -123,20 +120,6 @@ func TestColumnBuffersClearedAfterLargeValues(t *testing.T) {
 	if n, longest, clean := byteValues(); n != 0 || !clean {
 		t.Fatalf("after a flush of small records: %d byte values left in the buffers (longest %d bytes), colsClean %v; want none, true", n, longest, clean)
 	}
-}
-
-// encodeCustomer is encode(id, 0) with the given customer.
-func (h *harness) encodeCustomer(id int64, customer string) []byte {
-	body, err := avro.Marshal(h.schemas[0], map[string]any{"order_id": id, "customer": customer, "amount": big.NewRat(id, 100)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var hdr sr.ConfluentHeader
-	framed, err := hdr.AppendEncode(nil, h.ids[0], nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return append(framed, body...)
 }
 
 // reserve sizes a batch's columns from its first rows: a column of one value per row for

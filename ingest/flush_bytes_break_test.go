@@ -23,9 +23,9 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
-// Engineer Y, breaking the byte form (issue 15): each attack runs its flushes twice, on
-// one flusher whose column buffers start in the byte form and on one whose columns are
-// all levelled (the baseline), and both must give exactly the expected rows and the same
+// Attacks on the byte form of string columns: each attack runs its flushes twice, on one
+// flusher whose column buffers start in the byte form and on one whose columns are all
+// levelled (the baseline), and both must give exactly the expected rows and the same
 // add.stats.
 
 // bytesTable is the table of an attack: bytesTableSchema with extra columns, partitioned

@@ -1,14 +1,9 @@
 package ingest
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,61 +11,6 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
-
-// createTable writes version 0 of the harness's table as another writer would: the
-// orders columns, partitioned by partitionBy, with the given table properties.
-func (h *harness) createTable(partitionBy []string, conf map[string]string, extra ...*deltalog.StructField) {
-	h.t.Helper()
-	schema := &deltalog.StructType{Fields: append([]*deltalog.StructField{
-		{Name: "order_id", Type: deltalog.Long, Nullable: true, Metadata: map[string]any{}},
-		{Name: "customer", Type: deltalog.String, Nullable: true, Metadata: map[string]any{}},
-		{Name: "amount", Type: deltalog.DecimalType{Precision: 10, Scale: 2}, Nullable: true, Metadata: map[string]any{}},
-	}, extra...)}
-	if slices.ContainsFunc(extra, func(f *deltalog.StructField) bool { return f.Type == deltalog.Binary }) {
-		// PrepareSchemaChange refuses a binary partition column: write it as another writer would.
-		proto, meta := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, deltalog.Metadata{ID: "t", Format: deltalog.Format{Provider: "parquet", Options: map[string]string{}},
-			PartitionColumns: partitionBy, Configuration: map[string]string{}}
-		b, err := json.Marshal(schema)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		meta.SchemaString = string(b)
-		h.commitOther(0, proto, meta)
-		return
-	}
-	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "orders", Schema: schema, PartitionColumns: partitionBy})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	proto, meta := *create.Protocol, *create.Metadata
-	maps.Copy(meta.Configuration, conf)
-	if len(conf) > 0 {
-		proto.MinWriterVersion = 3 // CHECK constraints
-	}
-	h.commitOther(0, proto, meta)
-}
-
-// commitOther writes commit version of the harness's table by hand, as another writer
-// (Spark) would: deltawriter itself refuses to commit metadata it cannot write.
-func (h *harness) commitOther(version int64, proto deltalog.Protocol, meta deltalog.Metadata) {
-	h.t.Helper()
-	var buf bytes.Buffer
-	for _, a := range []any{map[string]any{"protocol": proto}, map[string]any{"metaData": meta},
-		map[string]any{"commitInfo": map[string]any{"timestamp": time.Now().UnixMilli(), "operation": "ADD CONSTRAINT"}}} {
-		b, err := json.Marshal(a)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		buf.Write(append(b, '\n'))
-	}
-	log := filepath.Join(h.tableDir, "_delta_log")
-	if err := os.MkdirAll(log, 0o755); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(log, fmt.Sprintf("%020d.json", version)), buf.Bytes(), 0o644); err != nil {
-		h.t.Fatal(err)
-	}
-}
 
 // dataFiles lists the Parquet files under the table directory (at any depth).
 func (h *harness) dataFiles() []string {

@@ -1,0 +1,161 @@
+package kafkaclient
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/config"
+)
+
+// Clients builds every Kafka client ingestd makes for one pipeline, from the pipeline's
+// config: the consumer, the dead-letter producer, the replay's reader and carry-forward
+// producer, the `dlq inspect` reader and the log cleanup's admin client. What every
+// client shares (seed brokers, the logger, the re-authentication counter) is set once,
+// in base; the extra options (the security options of SecurityOpts, then e.g. a test's
+// dialer) come last, so they may override any of it. Each client is the caller's to
+// Close. The zero Clients is not usable: use New.
+type Clients struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	m     *Metrics
+	extra []kgo.Opt
+}
+
+// New returns the client factory of cfg. log (nil: discard) receives the clients' own
+// logs, labelled client=<role>; m (nil: not counted) counts their SASL
+// re-authentications; extra are added to every client's options, last.
+func New(cfg *config.Config, log *slog.Logger, m *Metrics, extra []kgo.Opt) Clients {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return Clients{cfg: cfg, log: log, m: m, extra: extra}
+}
+
+// newClient builds the client of role with base's options, then opts, then the extras.
+// Errors: "create <role>: <kgo's reason>" (a bad option; no I/O happens here).
+func (f Clients) newClient(role string, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append(f.base(role), opts...)
+	all = append(all, f.extra...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", role, err)
+	}
+	return cl, nil
+}
+
+// base is what every client of the pipeline shares: where the brokers are, and the logger.
+// With SASL, a hook counts re-authentications (reauth.go).
+func (f Clients) base(role string) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(f.cfg.Kafka.Brokers...),
+		kgo.WithLogger(kgoLogger{f.log.With("client", role)}),
+	}
+	if f.cfg.Kafka.SASL != nil {
+		opts = append(opts, kgo.WithHooks(newReauthHook(f.cfg.Name, role, f.m)))
+	}
+	return opts
+}
+
+// ConsumerCallbacks are the group consumer's hooks into the pipeline.
+type ConsumerCallbacks struct {
+	// Adjust seeks newly assigned partitions (to the Delta txn version + 1):
+	// kgo.AdjustFetchOffsetsFn.
+	Adjust func(context.Context, map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error)
+	// Revoked and Lost run when partitions move away, cleanly or not:
+	// kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
+	Revoked, Lost func(context.Context, *kgo.Client, map[string][]int32)
+}
+
+// Consumer is the pipeline's group consumer of its source topics: offsets are committed
+// by the pipeline after each Delta commit (advisory), polls block rebalances until
+// AllowRebalance, and only committed transactional records are read. rebalanceTimeout
+// bounds a rebalance, the revoke callback included. Errors: newClient's.
+func (f Clients) Consumer(rebalanceTimeout time.Duration, cb ConsumerCallbacks) (*kgo.Client, error) {
+	k := f.cfg.Kafka
+	return f.newClient("consumer", append([]kgo.Opt{
+		kgo.ConsumerGroup(k.Group),
+		kgo.ConsumeTopics(k.Topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.RebalanceTimeout(rebalanceTimeout),
+		kgo.SessionTimeout(k.SessionTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(time.Second), // resumed partitions wait at most this for the fetch in flight
+		kgo.AdjustFetchOffsetsFn(cb.Adjust),
+		kgo.OnPartitionsRevoked(cb.Revoked),
+		kgo.OnPartitionsLost(cb.Lost),
+	}, groupOpts(k)...)...)
+}
+
+// DeadLetterProducer is a producer of its own: dead letters never queue behind the
+// consumer, and it is not idempotent (the dead-letter topic is at-least-once by design;
+// replay dedupes), so it needs no producer id: after a broker restart the first produce
+// does not wait for InitProducerId, and no sequence state can wedge a partition.
+// Delivery is bounded by the caller's context, not RecordDeliveryTimeout.
+func (f Clients) DeadLetterProducer() (*kgo.Client, error) {
+	return f.newClient("dead-letter producer",
+		kgo.DisableIdempotentWrite(),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	)
+}
+
+// ReplayReader reads the dead-letter topic for a replay (partitions assigned by the
+// replay, committed records only) and produces its re-dead-letters. No
+// RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a dead letter
+// keeps its (old) source timestamp; the caller's context bounds delivery instead.
+func (f Clients) ReplayReader() (*kgo.Client, error) {
+	return f.newClient("replay reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// CarryProducer re-produces a replay's carried-forward records to the partition they
+// were read from.
+func (f Clients) CarryProducer() (*kgo.Client, error) {
+	return f.newClient("carry-forward producer", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+}
+
+// InspectReader reads the dead-letter topic for `ingestd dlq inspect` (committed records
+// only); it produces nothing.
+func (f Clients) InspectReader() (*kgo.Client, error) {
+	return f.newClient("dlq inspect reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// LogCleanupAdmin describes the dead-letter topic's retention for the log cleanup's
+// replay safeguard; it consumes and produces nothing.
+func (f Clients) LogCleanupAdmin() (*kgo.Client, error) {
+	return f.newClient("log cleanup admin")
+}
+
+// LevelTrace is below slog.LevelDebug: `--log-level trace` adds franz-go's own debug
+// logs (every request written and read, SASL steps) to ingestd's debug logs.
+const LevelTrace = slog.LevelDebug - 4
+
+// kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels;
+// kgo's debug level only at LevelTrace.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	switch {
+	case k.l.Enabled(context.Background(), LevelTrace):
+		return kgo.LogLevelDebug
+	case k.l.Enabled(context.Background(), slog.LevelDebug):
+		return kgo.LogLevelInfo // --log-level debug: kgo's connection and group lifecycle too
+	}
+	return kgo.LogLevelWarn
+}
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+	switch level {
+	case kgo.LogLevelInfo:
+		k.l.Debug("kafka: "+msg, kv...)
+	case kgo.LogLevelError:
+		k.l.Error("kafka: "+msg, kv...)
+	case kgo.LogLevelWarn:
+		k.l.Warn("kafka: "+msg, kv...)
+	default:
+		k.l.Log(context.Background(), LevelTrace, "kafka: "+msg, kv...)
+	}
+}

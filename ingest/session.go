@@ -1,0 +1,116 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Run consumes until ctx is cancelled, then flushes what is buffered, commits it and
+// returns nil. A halt does not end Run: halted partitions are paused and reported by
+// Status while the others go on. Run returns an error when the pipeline cannot start
+// (table refused, dead-letter topic missing, broker unreachable at start) or hits a
+// permanent failure; the error is also reported by Status.
+//
+// Run goes through three phases: start (check the table, build the Kafka clients, check
+// the topics), loop (poll, batch, flush, until ctx ends) and drain (flush and commit what
+// is buffered, in a bounded time of its own).
+func (p *Pipeline) Run(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			p.status.set(StateFailed, err)
+			p.observe(verdict{action: actFatal, err: err}, 1, "pipeline failed")
+		} else {
+			p.status.set(StateStopped, nil)
+		}
+	}()
+	s, err := p.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	// Background maintenance (maintain.go) runs beside the loop, off the commit path; it
+	// stops when Run returns.
+	defer p.startMaintenance(ctx)()
+	if err := s.loop(ctx); err != nil {
+		return err
+	}
+	if p.hooks.abandon != nil && p.hooks.abandon(ctx) {
+		s.abandon()
+		return nil
+	}
+	return s.drain(ctx)
+}
+
+// session is one run of a pipeline after a successful start: the Kafka clients it
+// made, which close closes.
+type session struct {
+	p   *Pipeline
+	cl  *kgo.Client // group consumer; also the advisory offset committer
+	dlq *kgo.Client // dead-letter producer; nil without a dead-letter topic
+}
+
+// close closes the consumer first (leaving the group runs the revoke callback, whose
+// flush may still produce dead letters), then the dead-letter producer.
+func (s *session) close() {
+	s.cl.Close()
+	if s.dlq != nil {
+		s.dlq.Close()
+	}
+}
+
+// drain is the shutdown (SIGTERM): once the loop's flush in flight has settled, flush and
+// commit what is buffered, retrying transient failures for at most shutdownFlushTimeout
+// (ctx has ended; its values are kept).
+func (s *session) drain(ctx context.Context) error {
+	p := s.p
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
+	defer cancel()
+	tok := p.acquireFlush() // the loop's flush worker has stopped: nothing is in flight
+	ferr := p.drainLocked(sctx)
+	p.releaseFlush(tok)
+	if ferr != nil {
+		return fmt.Errorf("flush on shutdown: %w", ferr)
+	}
+	p.log.Info("pipeline stopped")
+	return nil
+}
+
+// abandon ends the session like kill -9 (tests only, see hooks.abandon): buffered records
+// are dropped without a flush, and the revoke callback of close flushes nothing. The
+// loop's flush in flight, if any, has settled (it may have committed, like a crash after
+// the commit).
+func (s *session) abandon() {
+	p := s.p
+	p.batchMu.Lock()
+	p.hooks.abandoned = true
+	p.batch.Take(time.Now(), true) // dropped
+	p.batchMu.Unlock()
+	p.log.Warn("pipeline abandoned: buffered records dropped without a flush")
+}
+
+// flushContext is ctx without its cancellation, for the flushes of the poll loop: once ctx
+// ends, a flush in flight gets grace to finish (its dead letters acknowledged, its commit
+// made) before the returned context ends too. stop releases it.
+func flushContext(ctx context.Context, grace time.Duration) (fctx context.Context, stop func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var t *time.Timer
+	var mu sync.Mutex
+	unhook := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t = time.AfterFunc(grace, cancel)
+	})
+	return fctx, func() {
+		unhook()
+		mu.Lock()
+		if t != nil {
+			t.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}

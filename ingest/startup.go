@@ -1,0 +1,237 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ingestd/ingestd/ingest/config"
+	ingestdlq "github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
+)
+
+const (
+	metadataAttempts = 10 // start-up topic check: about 1.5 min of retryBackoff
+	// missingTopicAttempts is how many times the start-up check looks for a topic the
+	// broker says does not exist before it fails (about 4 s of retryBackoff): a broker
+	// that has just restarted may answer Metadata before it has loaded its topics, and a
+	// topic created just before the daemon started may not have reached every broker yet.
+	missingTopicAttempts = 5
+)
+
+// start refuses a table the pipeline cannot write, builds the consumer and the
+// dead-letter producer (kafkaClients) and checks the source and dead-letter topics; the
+// pipeline is running once it returns. On error nothing stays open.
+func (p *Pipeline) start(ctx context.Context) (*session, error) {
+	if err := p.checkTable(ctx); err != nil {
+		return nil, err
+	}
+	clients := p.deps.kafkaClients(p.cfg, p.log)
+	cl, err := clients.Consumer(rebalanceTimeout, kafkaclient.ConsumerCallbacks{Adjust: p.adjustOffsets, Revoked: p.onRevoked, Lost: p.onLost})
+	if err != nil {
+		return nil, err
+	}
+	s := &session{p: p, cl: cl}
+	if p.cfg.DeadLetter.Topic != "" {
+		if s.dlq, err = clients.DeadLetterProducer(); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	tok := p.acquireFlush()
+	p.batchMu.Lock()
+	p.cl, p.cm.cl = s.cl, s.cl
+	if s.dlq != nil {
+		p.fl.dlq = ingestdlq.NewProducer(s.dlq)
+	}
+	p.batchMu.Unlock()
+	p.releaseFlush(tok)
+	if err := p.checkTopics(ctx, cl); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := p.checkGroupAccess(ctx, cl); err != nil {
+		s.close()
+		return nil, err
+	}
+	p.status.set(StateRunning, nil)
+	p.log.Info("pipeline started", "topics", p.cfg.Kafka.Topics, "group", p.cfg.Kafka.Group,
+		"table", p.cfg.Table.URI, "policy", p.cfg.Schema.Policy)
+	return s, nil
+}
+
+// checkTable opens the table's snapshot (refusing tables ingestd cannot safely write,
+// before any byte is written) and fails if it does not exist and table.create is false.
+func (p *Pipeline) checkTable(ctx context.Context) error {
+	return checkTableExists(ctx, p.cfg, p.deps.Table)
+}
+
+// checkTopics fails with a clear message when a source topic or the dead-letter topic is
+// missing, or when the broker says this client may not read a source or write the
+// dead-letter topic (authorized operations, KIP-430; brokers without an authorizer
+// report nothing and pass).
+func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
+	topics := append([]string(nil), p.cfg.Kafka.Topics...)
+	if p.cfg.DeadLetter.Topic != "" {
+		topics = append(topics, p.cfg.DeadLetter.Topic)
+	}
+	details, missing, err := p.listTopics(ctx, kadm.NewClient(cl), topics)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 && ctx.Err() != nil { // stopped while looking again: not a verdict on the topics
+		return fmt.Errorf("check topics: %w", context.Cause(ctx))
+	}
+	var problems []string
+	for _, t := range topics {
+		what, need := "source", kmsg.ACLOperationRead
+		if t == p.cfg.DeadLetter.Topic {
+			what, need = "dead-letter", kmsg.ACLOperationWrite
+		}
+		d, ok := details[t]
+		switch {
+		case topicMissing(d, ok):
+			problems = append(problems, fmt.Sprintf("%s topic %q does not exist on %v (create it, e.g. kafka-topics.sh --create --topic %s)", what, t, p.cfg.Kafka.Brokers, t))
+		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, kafkaclient.MissingACL(p.cfg.Kafka, need.String(), "topic", t)))
+		case d.Err != nil:
+			problems = append(problems, fmt.Sprintf("%s topic %q: %v", what, t, d.Err))
+		case len(d.AuthorizedOperations) > 0 && !slices.Contains(d.AuthorizedOperations, need) && !slices.Contains(d.AuthorizedOperations, kmsg.ACLOperationAll):
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, kafkaclient.MissingACL(p.cfg.Kafka, need.String(), "topic", t)))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("check topics: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// listTopics lists topics with their authorized operations (listTopicsEach), retrying a
+// failed listing for about 1.5 min of backoff (metadataAttempts: a broker restarting
+// while we start is not a failure) and looking again for topics reported missing,
+// missingTopicAttempts times in all, before they are (missing; the lookups stop early
+// when ctx ends). Errors: a *kafkaclient.SecurityError at once (retrying cannot help),
+// or "list topics on <brokers>: …" after the last attempt.
+func (p *Pipeline) listTopics(ctx context.Context, adm *kadm.Client, topics []string) (details kadm.TopicDetails, missing []string, err error) {
+	for attempt, missingSeen := 0, 0; ; attempt++ {
+		if details, err = listTopicsEach(ctx, adm, topics); err == nil {
+			missing = missingTopics(topics, details)
+			if len(missing) == 0 {
+				return details, nil, nil
+			}
+			if missingSeen++; missingSeen >= missingTopicAttempts {
+				return details, missing, nil
+			}
+			p.log.Warn("topics not found on the broker; looking again (a broker that has just started may not list them yet)",
+				"topics", missing, "attempt", missingSeen)
+			if retryBackoff.Sleep(ctx, missingSeen-1) != nil {
+				return details, missing, nil
+			}
+			continue
+		}
+		if se := kafkaclient.AsSecurityError(p.cfg.Kafka, "", err); se != nil {
+			return nil, nil, se // authentication, authorization, certificates: it names the principal and the fix
+		}
+		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
+		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {
+			return nil, nil, fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, err)
+		}
+	}
+}
+
+// missingTopics returns the topics that details (a ListTopics answer) says do not exist:
+// absent from it, or with UNKNOWN_TOPIC_OR_PARTITION.
+func missingTopics(topics []string, details kadm.TopicDetails) []string {
+	var out []string
+	for _, t := range topics {
+		if d, ok := details[t]; topicMissing(d, ok) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// topicMissing reports whether a topic's ListTopics detail (ok: the answer has one) says
+// it does not exist.
+func topicMissing(d kadm.TopicDetail, ok bool) bool {
+	return !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)
+}
+
+// checkGroupAccess is the start-up check that the principal may join the consumer
+// group: DescribeGroups (DESCRIBE on the group) with KIP-430 authorized operations must
+// include READ. Brokers without an authorizer report no operations and pass. Errors: a
+// *kafkaclient.SecurityError naming the missing ACL; other errors are not reported here (the
+// join reports them).
+func (p *Pipeline) checkGroupAccess(ctx context.Context, cl *kgo.Client) error {
+	k := p.cfg.Kafka
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, k.Group)
+	if errors.Is(err, kerr.GroupAuthorizationFailed) { // kadm fails the whole request
+		return &kafkaclient.SecurityError{Msg: "check group: " + kafkaclient.MissingACL(k, "READ", "group", k.Group), Err: err}
+	}
+	if se := kafkaclient.AsSecurityError(k, "", err); se != nil {
+		return se
+	}
+	if err != nil {
+		return nil
+	}
+	g, ok := groups[k.Group]
+	switch {
+	case !ok:
+		return nil
+	case errors.Is(g.Err, kerr.GroupAuthorizationFailed):
+		return &kafkaclient.SecurityError{Msg: "check group: " + kafkaclient.MissingACL(k, "READ", "group", k.Group), Err: g.Err}
+	case len(g.AuthorizedOperations) > 0 && !slices.Contains(g.AuthorizedOperations, kadm.OpRead) && !slices.Contains(g.AuthorizedOperations, kadm.OpAll):
+		return &kafkaclient.SecurityError{Msg: "check group: " + kafkaclient.MissingACL(k, "READ", "group", k.Group), Err: kerr.GroupAuthorizationFailed}
+	}
+	return nil
+}
+
+// listTopicsEach is kadm's ListTopics with authorized operations, one topic per request:
+// kadm fails a whole request when one topic is denied, and the start-up check must say
+// which one. A denied topic gets Err TOPIC_AUTHORIZATION_FAILED in its detail.
+func listTopicsEach(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
+	out := kadm.TopicDetails{}
+	for _, t := range topics {
+		d, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), t)
+		if errors.Is(err, kerr.TopicAuthorizationFailed) {
+			out[t] = kadm.TopicDetail{Topic: t, Err: kerr.TopicAuthorizationFailed}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range d {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// checkRead fails with a *kafkaclient.SecurityError when the broker reports (KIP-430 authorized
+// operations) that k's principal may not READ topic; brokers without an authorizer, and
+// errors of the check itself, pass (the read reports them).
+func checkRead(ctx context.Context, cl *kgo.Client, k config.Kafka, topic string) error {
+	d, err := listTopicsEach(ctx, kadm.NewClient(cl), []string{topic})
+	if se := kafkaclient.AsSecurityError(k, "READ on topic "+topic, err); se != nil {
+		return se
+	}
+	td, ok := d[topic]
+	switch {
+	case err != nil || !ok:
+		return nil
+	case errors.Is(td.Err, kerr.TopicAuthorizationFailed),
+		len(td.AuthorizedOperations) > 0 && !slices.Contains(td.AuthorizedOperations, kadm.OpRead) && !slices.Contains(td.AuthorizedOperations, kadm.OpAll):
+		return &kafkaclient.SecurityError{Msg: "read " + topic + ": " + kafkaclient.MissingACL(k, "READ", "topic", topic), Err: kerr.TopicAuthorizationFailed}
+	}
+	return nil
+}
