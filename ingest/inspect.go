@@ -22,10 +22,10 @@ func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int)
 	if err != nil {
 		return nil, err
 	}
+	defer cl.Close()
 	if err := checkRead(ctx, cl, cfg.Kafka, cfg.DeadLetter.Topic); err != nil {
 		return nil, err
 	}
-	defer cl.Close()
 	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples,
 		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger, FetchError: readFatal(cfg.Kafka, cfg.DeadLetter.Topic)})
 }
