@@ -126,8 +126,8 @@ func runDenseFlush(t *testing.T, dir string, cfg *config.Config, recs []*kgo.Rec
 	out := f.route(ts, b, items)
 	res := denseFlush{out: out, forms: map[string]string{"": forms(b.pq, b.cols)}, files: map[string][]string{}}
 	if b.parts != nil {
-		for _, part := range b.parts.files() {
-			res.forms[part.dir] = forms(b.parts.file, part.cols)
+		for _, part := range b.parts.Files() {
+			res.forms[part.Dir] = forms(b.parts.FileSchema(), part.Cols)
 		}
 	}
 	adds, err := f.writeFiles(ctx, b, out)

@@ -93,8 +93,8 @@ func breakFlushWith(t *testing.T, f *flusher, st storage.Store, recs []*kgo.Reco
 	out := f.route(ts, b, items)
 	fms := map[string]string{"": forms(b.pq, b.cols)}
 	if b.parts != nil {
-		for _, part := range b.parts.files() {
-			fms[part.dir] = forms(b.parts.file, part.cols)
+		for _, part := range b.parts.Files() {
+			fms[part.Dir] = forms(b.parts.FileSchema(), part.Cols)
 		}
 	}
 	adds, err := f.writeFiles(ctx, b, out)
