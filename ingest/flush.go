@@ -32,13 +32,14 @@ var errSnapshotChanged = errors.New("table changed under the commit")
 
 const engineInfo = "ingestd"
 
-// flusher turns one batch of records into at most one Delta commit (DESIGN.md §2, §3): it
-// reads the table, lets the guard plan the batch's writer schemas, routes every record
-// (write, dead-letter, halt, skip), decodes the written ones into column buffers,
-// produces the dead letters and waits for their acknowledgement, writes the data file
-// and commits it with the schema change and one txn per source partition. The consumer
-// pipeline and a replay each own one, with their mode. Not safe for concurrent use: its
-// owner serialises flushes (Pipeline.mu).
+// flusher turns one batch of records into at most one Delta commit (docs/architecture.md,
+// Data flow and Exactly-once): it reads the table, lets the guard plan the batch's writer
+// schemas, routes every record (write, dead-letter, halt, skip), decodes the written ones
+// into column buffers and runs their per-row stage (rowfill.Stage), produces the dead
+// letters and waits for their acknowledgement, writes the data files and commits them
+// with the schema change and one txn per source partition. The consumer pipeline and a
+// replay each own one, with their mode. Not safe for concurrent use: its owner
+// serialises flushes (Pipeline.mu).
 type flusher struct {
 	cfg   *config.Config
 	deps  Deps
@@ -104,7 +105,7 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md)}
 	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
 	// reused) stay unmodified and reachable until the flush returns: values alias them
-	// instead of a copy of each body (issue 15); releaseCols drops them when it returns.
+	// instead of a copy of each body; releaseCols drops them when it returns.
 	f.arena.AliasPayloads()
 	return f
 }
@@ -133,7 +134,7 @@ type outcome struct {
 	// they stay charged: the batch's fetch buffers outlive their records' share of them
 	// and the collector's headroom grows with the batch, and charging only the values made
 	// 1 KB batches 1.6× larger and the harness's peak RSS 305–344 MiB instead of 204–259
-	// (BENCHMARKS.md, issue 15, "No-copy decode"). The consumer's batch.max_bytes budget
+	// (docs/architecture.md, Memory). The consumer's batch.max_bytes budget
 	// charges decoded bytes by their ratio (Pipeline.budgetSize).
 	rawBytes, decodedBytes int64
 	noTable                bool // handled without a table to record it in (noTableTxns)

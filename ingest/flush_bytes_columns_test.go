@@ -15,7 +15,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
-// The typed column path of the flush for strings (issue 15, stop 24): a non-repeated
+// The typed column path of the flush for strings: a non-repeated
 // BYTE_ARRAY column (string, binary, enum) is held in the byte form (column.Column: the
 // rows' bytes back to back, one end offset a row) while its values are set, and turns
 // levelled at its first null. The flush carries these columns through the budget, the

@@ -28,7 +28,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
-// The typed column path of the flush (issue 15): a fixed-width column stays dense (one
+// The typed column path of the flush: a fixed-width column stays dense (one
 // word a row) while its values are set and turns levelled at its first null; the files
 // read back hold exactly the records' values either way, and exactly what the same flush
 // writes with every column levelled (flusher.levelled, the baseline).
