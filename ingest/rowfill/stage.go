@@ -126,13 +126,24 @@ func (s *Stage) Partitioner() *Partitioner {
 func (s *Stage) Begin(cols []column.Column, ws *decode.WriterSchema) {
 	s.row.begin(cols)
 	s.row.writer = ws.Delta
-	s.row.swapSpares(s.detourFor(ws))
+	if ws != s.detourWS { // records come in runs of one writer schema
+		s.detourFor(ws)
+	}
+	s.row.swapSpares(s.detour)
 }
 
 // Decoded ends the decode Begin started, whether it failed or not: the real columns are
 // back in the buffers. After a failed decode (which cuts every column back to Begin's
 // length) the record has no row and Fill is not called.
 func (s *Stage) Decoded() {
+	if len(s.detour) > 0 { // small enough to inline: no call per record without a detour
+		s.restoreSpares()
+	}
+}
+
+// restoreSpares puts the real columns of the detoured leaves back and empties their
+// spares (the decoder's values, which a fill replaces).
+func (s *Stage) restoreSpares() {
 	s.row.swapSpares(s.detour)
 	s.row.clearSpares(s.detour)
 }
@@ -151,7 +162,9 @@ func (s *Stage) Fill(rec *kgo.Record) error {
 			return err
 		}
 	}
-	s.row.fillMissing(s.detour)
+	if len(s.detour) > 0 {
+		s.row.fillMissing(s.detour)
+	}
 	if s.parts != nil {
 		return s.parts.place(s.row) // moves the row into its partition's file
 	}
@@ -245,17 +258,11 @@ func fillTargets(cfg *config.Config, fills []columnFill, row *rowView, leaves []
 	return out
 }
 
-// detourFor returns the leaves of s.filled whose decoded value no fill reads for a record
-// of writer schema ws: every Kafka column, and the generated columns ws lacks (the
-// decoder writes them NULL; one ws supplies is checked against its value, so it is
-// decoded into its column).
-func (s *Stage) detourFor(ws *decode.WriterSchema) []int {
-	if len(s.filled) == 0 {
-		return nil
-	}
-	if ws == s.detourWS {
-		return s.detour
-	}
+// detourFor sets s.detour to the leaves of s.filled whose decoded value no fill reads for
+// a record of writer schema ws: every Kafka column, and the generated columns ws lacks
+// (the decoder writes them NULL; one ws supplies is checked against its value, so it is
+// decoded into its column). Begin calls it when the writer schema changes.
+func (s *Stage) detourFor(ws *decode.WriterSchema) {
 	s.detourWS, s.detour = ws, s.detour[:0]
 	for _, c := range s.filled {
 		if c.generated != "" && ws.Delta != nil && ws.Delta.FieldByKey(c.generated) != nil {
@@ -263,5 +270,4 @@ func (s *Stage) detourFor(ws *decode.WriterSchema) []int {
 		}
 		s.detour = append(s.detour, c.leaf)
 	}
-	return s.detour
 }
