@@ -22,6 +22,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
+	"github.com/ingestd/ingestd/ingest/rowfill"
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
@@ -32,13 +33,14 @@ var errSnapshotChanged = errors.New("table changed under the commit")
 
 const engineInfo = "ingestd"
 
-// flusher turns one batch of records into at most one Delta commit (DESIGN.md §2, §3): it
-// reads the table, lets the guard plan the batch's writer schemas, routes every record
-// (write, dead-letter, halt, skip), decodes the written ones into column buffers,
-// produces the dead letters and waits for their acknowledgement, writes the data file
-// and commits it with the schema change and one txn per source partition. The consumer
-// pipeline and a replay each own one, with their mode. Not safe for concurrent use: its
-// owner serialises flushes (Pipeline.mu).
+// flusher turns one batch of records into at most one Delta commit (docs/architecture.md,
+// Data flow and Exactly-once): it reads the table, lets the guard plan the batch's writer
+// schemas, routes every record (write, dead-letter, halt, skip), decodes the written ones
+// into column buffers and runs their per-row stage (rowfill.Stage), produces the dead
+// letters and waits for their acknowledgement, writes the data files and commits them
+// with the schema change and one txn per source partition. The consumer pipeline and a
+// replay each own one, with their mode. Not safe for concurrent use: its owner
+// serialises flushes (the Pipeline's flush token).
 type flusher struct {
 	cfg   *config.Config
 	deps  Deps
@@ -104,7 +106,7 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md)}
 	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
 	// reused) stay unmodified and reachable until the flush returns: values alias them
-	// instead of a copy of each body (issue 15); releaseCols drops them when it returns.
+	// instead of a copy of each body; releaseCols drops them when it returns.
 	f.arena.AliasPayloads()
 	return f
 }
@@ -133,7 +135,7 @@ type outcome struct {
 	// they stay charged: the batch's fetch buffers outlive their records' share of them
 	// and the collector's headroom grows with the batch, and charging only the values made
 	// 1 KB batches 1.6× larger and the harness's peak RSS 305–344 MiB instead of 204–259
-	// (BENCHMARKS.md, issue 15, "No-copy decode"). The consumer's batch.max_bytes budget
+	// (docs/architecture.md, Memory). The consumer's batch.max_bytes budget
 	// charges decoded bytes by their ratio (Pipeline.budgetSize).
 	rawBytes, decodedBytes int64
 	noTable                bool // handled without a table to record it in (noTableTxns)
@@ -335,16 +337,10 @@ type prepared struct {
 	pq     *parquet.Schema
 	key    string          // decoder cache key of schema and cm
 	cols   []column.Column // by leaf column index of pq (flusher.colBufs)
-	fills  []columnFill    // run on every decoded row, in order (fillsFor)
-	row    *rowView        // the row being decoded and filled
-	parts  *partitioner    // nil: an unpartitioned table, whose rows stay in cols (one data file)
-	// filled are the dense-capable top-level columns a fill sets on every row it accepts
-	// (fillTargets); detour is those the decoder of writer schema detourWS only writes a
-	// null into (detourFor), which decodeRow sends to the row's spare columns instead, so
-	// that the null does not turn the real column levelled before the fill sets it.
-	filled   []filledColumn
-	detour   []int
-	detourWS *decode.WriterSchema
+	// stage is the per-row stage after decoding (Kafka, generated and CHECK fills,
+	// partition routing); nil when no row needs it: the rows stay in cols as decoded.
+	stage *rowfill.Stage
+	parts *rowfill.Partitioner // stage.Partitioner(); nil: an unpartitioned table, whose rows stay in cols (one data file)
 	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
@@ -388,17 +384,11 @@ func (f *flusher) prepare(t tableState, items []item) (*prepared, error) {
 		return nil, fmt.Errorf("encode table schema: %w", err)
 	}
 	b.key = string(b.cm) + string(js)
-	if b.fills, err = fillsFor(f.cfg, b.schema, b.cm, b.pq, b.file.Configuration, f.kafka); err != nil {
+	if b.stage, err = f.rowStage(t, b); err != nil {
 		return nil, err
 	}
-	if b.row, err = newRowView(b.schema, b.cm, b.pq); err != nil {
-		return nil, err
-	}
-	if b.parts, err = f.partitioner(t, b); err != nil {
-		return nil, err
-	}
+	b.parts = b.stage.Partitioner()
 	leaves := column.Leaves(b.pq)
-	b.filled = fillTargets(f.cfg, b.fills, b.row, leaves)
 	// The previous flush has returned: WriteColumns keeps no values and dead letters hold
 	// Kafka records, so nothing references the previous batch's values.
 	f.arena.Reset()
@@ -550,7 +540,7 @@ func (f *flusher) route(t tableState, b *prepared, items []item) *outcome {
 	res := rt.route(items)
 	if b.cols != nil {
 		f.colBufs = b.cols // the same array: its columns keep their grown buffers for the next flush
-		f.colsClean = len(b.fills) == 0 && b.parts == nil && f.arena.Detached() == 0
+		f.colsClean = b.stage == nil && f.arena.Detached() == 0
 	}
 	out := &outcome{version: -1, rows: res.rows, handled: res.handled, cutAt: map[topicPartition]int64{},
 		rawBytes: b.rawBytes, decodedBytes: b.bodyBytes}
@@ -608,91 +598,16 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 	if b.rows == reserveSampleRows && b.parts == nil {
 		b.reserve(int64(f.cfg.Batch.MaxBytes))
 	}
-	if len(b.fills) == 0 && b.parts == nil {
+	if b.stage == nil {
 		return dec.DecodeColumns(&f.arena, it.payload, b.cols) // the row stays in b.cols: nothing to fill or move
 	}
-	b.row.begin(b.cols)
-	b.row.writer = it.ws.Delta
-	detour := b.detourFor(it.ws)
-	b.row.swapSpares(detour)
+	b.stage.Begin(b.cols, it.ws)
 	err = dec.DecodeColumns(&f.arena, it.payload, b.cols)
-	b.row.swapSpares(detour) // the real columns back, the decoder's nulls in the spares
-	b.row.clearSpares(detour)
+	b.stage.Decoded() // the real columns back, the decoder's nulls of filled columns dropped
 	if err != nil {
-		return err // DecodeColumns cut every column back to begin's length
+		return err // DecodeColumns cut every column back to Begin's length
 	}
-	for _, fl := range b.fills {
-		if err := fl.fill(it.rec, b.row); err != nil {
-			b.row.drop()
-			return err
-		}
-	}
-	b.row.fillMissing(detour)
-	if b.parts != nil {
-		return b.parts.place(b.row) // moves the row into its partition's file
-	}
-	return nil
-}
-
-// filledColumn is a top-level column whose every accepted row's value a fill sets
-// (rowView.setTop): a Kafka column (always) or a generated column (computed when the
-// writer lacks it, else checked and set to the same value).
-type filledColumn struct {
-	leaf      int
-	generated string // the generated column's name; "" for a Kafka column
-}
-
-// fillTargets lists the filled columns of a flush whose leaves may be dense
-// (column.Leaf.Denseable, BYTE_ARRAY included): the configured Kafka columns
-// _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp and a primitive
-// _kafka_key (a string or binary key; kafkaFill.fill sets each on every row it accepts,
-// a null key as NULL), and the generated columns of the flush's generatedFill.
-// rowView.spare readies a levelled spare for each.
-func fillTargets(cfg *config.Config, fills []columnFill, row *rowView, leaves []column.Leaf) []filledColumn {
-	var out []filledColumn
-	add := func(name, generated string) {
-		c, ok := row.column(name)
-		if ok && c.primitive && leaves[c.first].Denseable() {
-			out = append(out, filledColumn{leaf: c.first, generated: generated})
-			row.spare[c.first].Reset(leaves[c.first])
-			row.spare[c.first].ToLevelled()
-		}
-	}
-	for _, k := range cfg.Table.KafkaColumns {
-		switch k {
-		case kafkacols.Topic, kafkacols.Partition, kafkacols.Offset, kafkacols.Timestamp, kafkacols.Key:
-			add(kafkacols.Column(k), "")
-		}
-	}
-	for _, fl := range fills {
-		if g, ok := fl.(*generatedFill); ok {
-			for i := range g.cols {
-				add(g.cols[i].Field.Name, g.cols[i].Field.Name)
-			}
-		}
-	}
-	return out
-}
-
-// detourFor returns the leaves of b.filled whose decoded value no fill reads for a record
-// of writer schema ws: every Kafka column, and the generated columns ws lacks (the
-// decoder writes them NULL; one ws supplies is checked against its value, so it is
-// decoded into its column).
-func (b *prepared) detourFor(ws *decode.WriterSchema) []int {
-	if len(b.filled) == 0 {
-		return nil
-	}
-	if ws == b.detourWS {
-		return b.detour
-	}
-	b.detourWS, b.detour = ws, b.detour[:0]
-	for _, c := range b.filled {
-		if c.generated != "" && ws.Delta != nil && ws.Delta.FieldByKey(c.generated) != nil {
-			continue
-		}
-		b.detour = append(b.detour, c.leaf)
-	}
-	return b.detour
+	return b.stage.Fill(it.rec) // the fills, then the move into its partition's file
 }
 
 // valueBytes is the size of one levelled column value (a parquet.Value), denseBytes of
@@ -710,8 +625,8 @@ const (
 func (b *prepared) columnBytes() int64 {
 	n := colBytes(b.cols)
 	if b.parts != nil {
-		for _, part := range b.parts.files() {
-			n += colBytes(part.cols)
+		for _, part := range b.parts.Files() {
+			n += colBytes(part.Cols)
 		}
 	}
 	return n
@@ -878,15 +793,15 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 	// One file per partition value tuple, written concurrently (forEachConcurrent: at
 	// most GOMAXPROCS at once, the first error wins and cancels the others, all finished
 	// before it returns); the adds keep the partitioner's order.
-	parts := b.parts.files()
+	parts, schema := b.parts.Files(), b.parts.FileSchema()
 	adds := make([]deltalog.Add, len(parts))
 	err := forEachConcurrent(ctx, len(parts), func(ctx context.Context, i int) error {
 		part := parts[i]
 		fo := b.file
-		fo.Dir, fo.PartitionValues = part.dir, part.values
-		add, err := deltawriter.WriteColumns(ctx, f.deps.Table.Store(), b.parts.file, part.cols, part.rows, fo)
+		fo.Dir, fo.PartitionValues = part.Dir, part.Values
+		add, err := deltawriter.WriteColumns(ctx, f.deps.Table.Store(), schema, part.Cols, part.Rows, fo)
 		if err != nil {
-			return &transientError{"write data file in " + part.dir, err}
+			return &transientError{"write data file in " + part.Dir, err}
 		}
 		adds[i] = add
 		return nil
@@ -901,33 +816,26 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 	return adds, nil
 }
 
-// partitioner returns the partitioner of flush b, or nil for an unpartitioned table: the
-// partition columns and protocol are those the commit leaves (its new metaData, else
-// the snapshot's). A replay does not cut its batches (the limit bounds a consumer's
-// flush; a replay's batch is bounded by batch.max_records alone).
-func (f *flusher) partitioner(t tableState, b *prepared) (*partitioner, error) {
-	var cols []string
-	var proto *deltalog.Protocol
+// rowStage builds the per-row stage of flush b (rowfill.New), nil when no row needs
+// one: the partition columns and protocol are those the commit leaves (its new
+// metaData, else the snapshot's). A replay does not cut its batches (the limit bounds a
+// consumer's flush; a replay's batch is bounded by batch.max_records alone).
+func (f *flusher) rowStage(t tableState, b *prepared) (*rowfill.Stage, error) {
+	rt := rowfill.Table{Schema: b.schema, ColumnMapping: b.cm, Parquet: b.pq, Configuration: b.file.Configuration}
 	if t.snap != nil {
-		cols, proto = t.snap.Metadata.PartitionColumns, &t.snap.Protocol
+		rt.PartitionColumns, rt.Protocol = t.snap.Metadata.PartitionColumns, &t.snap.Protocol
 	}
 	if b.delta.Metadata != nil {
-		cols = b.delta.Metadata.PartitionColumns
+		rt.PartitionColumns = b.delta.Metadata.PartitionColumns
 	}
 	if b.delta.Protocol != nil {
-		proto = b.delta.Protocol
+		rt.Protocol = b.delta.Protocol
 	}
-	materialize := proto != nil && slices.Contains(proto.WriterFeatures, deltalog.FeatureMaterializePartitionColumns)
 	limit := f.cfg.Batch.MaxOpenPartitions
 	if f.mode.identity() != nil {
 		limit = 0
 	}
-	random := b.cm != deltalog.ColumnMappingNone || b.file.Configuration[deltalog.PropRandomizeFilePrefixes] == "true"
-	p, err := newPartitioner(b.schema, cols, b.cm, b.pq, b.row, materialize, random, limit, f.log)
-	if p != nil {
-		p.levelled = f.levelled
-	}
-	return p, err
+	return rowfill.New(f.cfg, rt, rowfill.Options{MaxOpenPartitions: limit, Keys: f.kafka.keys, Origin: f.kafka.origin(), Log: f.log, Levelled: f.levelled})
 }
 
 // forget drops recs from deadSet after a flush that committed nothing: their dead letters
@@ -971,7 +879,7 @@ func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder
 		b.lastWS, b.lastDec = ws, d
 		return d, nil
 	}
-	d, err := decode.Compile(ws, valueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
+	d, err := decode.Compile(ws, rowfill.ValueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
 	if err != nil {
 		return nil, err
 	}
@@ -1000,7 +908,7 @@ func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 	if err := snap.CheckWritable(); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
-	if err := checkGeneratedConfig(cfg, snap.Schema); err != nil {
+	if err := rowfill.CheckGeneratedConfig(cfg, snap.Schema); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
 	if len(cfg.Table.KafkaColumns) > 0 {

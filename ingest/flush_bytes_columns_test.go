@@ -2,11 +2,8 @@ package ingest
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,12 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter"
-	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
-// The typed column path of the flush for strings (issue 15, stop 24): a non-repeated
+// The typed column path of the flush for strings: a non-repeated
 // BYTE_ARRAY column (string, binary, enum) is held in the byte form (column.Column: the
 // rows' bytes back to back, one end offset a row) while its values are set, and turns
 // levelled at its first null. The flush carries these columns through the budget, the
@@ -356,51 +352,5 @@ func TestBytesColumnMemoryWithinCharge(t *testing.T) {
 				t.Errorf("the flush's column buffers hold %d bytes, %.2f× the %d bytes it charges for them", held, float64(held)/float64(charged), charged)
 			}
 		})
-	}
-}
-
-// A partitioner placing rows of hand-built byte-form columns (no decoder): the last
-// row's partition value is kept as a copy, so the next row, whose bytes go where the
-// moved row's were in the table-wide column, is compared with the right value and goes
-// to its own file.
-func TestPartitionerPlaceDenseStrings(t *testing.T) {
-	const avsc = `{"type":"record","name":"r","fields":[{"name":"id","type":"long"},{"name":"r","type":"string"}]}`
-	schema, pq, _, row := tableSetup(t, avsc, nil)
-	p, err := newPartitioner(schema, []string{"r"}, deltalog.ColumnMappingNone, pq, row, false, false, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cols := newCols(pq)
-	idLeaf, _ := column.LeafOf(pq, "id")
-	rLeaf, _ := column.LeafOf(pq, "r")
-	want := map[string][]int64{}
-	for i, r := range []string{"a", "b", "b", "a", "c", "cc", "c", "a"} {
-		row.begin(cols)
-		if !cols[rLeaf.Index].IsDense() || !cols[idLeaf.Index].IsDense() {
-			t.Fatal("table-wide columns not dense")
-		}
-		cols[idLeaf.Index].AppendDense(uint64(i))
-		cols[rLeaf.Index].AppendBytes([]byte(r))
-		if err := p.place(row); err != nil {
-			t.Fatal(err)
-		}
-		want[r] = append(want[r], int64(i))
-	}
-	fileID, _ := column.LeafOf(p.file, "id")
-	got := map[string][]int64{}
-	var order []string
-	for _, f := range p.files() {
-		v := *f.values["r"]
-		order = append(order, v)
-		for _, x := range levelledOf(f.cols)[fileID.Index] {
-			got[v] = append(got[v], x.Int64())
-		}
-		if !f.cols[fileID.Index].IsDense() {
-			t.Errorf("file %s: id not dense", v)
-		}
-	}
-	sort.Strings(order)
-	if fmt.Sprint(order) != "[a b c cc]" || !maps.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("files %v with ids %v; want a, b, c, cc with ids %v", order, got, want)
 	}
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// Engineer X, breaking the typed column path: batches that mix writer schemas (an Avro
+// Trying to break the typed column path: batches that mix writer schemas (an Avro
 // int, float or timestamp-millis read into a long, double or timestamp column; a field
 // nullable in one writer and required in the next; a field one writer lacks), values at
 // the edges (integer extremes, NaN, -0.0, ±Inf, dates before 1970, negative decimals)
@@ -93,8 +93,8 @@ func breakFlushWith(t *testing.T, f *flusher, st storage.Store, recs []*kgo.Reco
 	out := f.route(ts, b, items)
 	fms := map[string]string{"": forms(b.pq, b.cols)}
 	if b.parts != nil {
-		for _, part := range b.parts.files() {
-			fms[part.dir] = forms(b.parts.file, part.cols)
+		for _, part := range b.parts.Files() {
+			fms[part.Dir] = forms(b.parts.FileSchema(), part.Cols)
 		}
 	}
 	adds, err := f.writeFiles(ctx, b, out)

@@ -28,7 +28,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
-// The typed column path of the flush (issue 15): a fixed-width column stays dense (one
+// The typed column path of the flush: a fixed-width column stays dense (one
 // word a row) while its values are set and turns levelled at its first null; the files
 // read back hold exactly the records' values either way, and exactly what the same flush
 // writes with every column levelled (flusher.levelled, the baseline).
@@ -126,8 +126,8 @@ func runDenseFlush(t *testing.T, dir string, cfg *config.Config, recs []*kgo.Rec
 	out := f.route(ts, b, items)
 	res := denseFlush{out: out, forms: map[string]string{"": forms(b.pq, b.cols)}, files: map[string][]string{}}
 	if b.parts != nil {
-		for _, part := range b.parts.files() {
-			res.forms[part.dir] = forms(b.parts.file, part.cols)
+		for _, part := range b.parts.Files() {
+			res.forms[part.Dir] = forms(b.parts.FileSchema(), part.Cols)
 		}
 	}
 	adds, err := f.writeFiles(ctx, b, out)

@@ -12,6 +12,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/rowfill"
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
@@ -101,7 +102,7 @@ func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 		Policy:         schemaguard.Policy(cfg.Schema.Policy),
 		OnIncompatible: schemaguard.Policy(cfg.Schema.OnIncompatible),
 		Allow:          map[string]bool{},
-		CreateColumns:  generatedCreateColumns(cfg),
+		CreateColumns:  rowfill.GeneratedCreateColumns(cfg),
 		KafkaColumns:   kafkaColumns(cfg),
 	}
 	for _, f := range cfg.Schema.AllowTableFeatures {
@@ -223,7 +224,7 @@ func (rt router) route(items []item) routed {
 				out.why[i] = why
 			} else if err := rt.decode(it); errors.Is(err, decode.ErrNullRecord) {
 				r = routeSkip
-			} else if errors.Is(err, errPartitionLimit) {
+			} else if errors.Is(err, rowfill.ErrPartitionLimit) {
 				r = routeCut
 			} else if err != nil {
 				fail := asDecodeError(err)
@@ -297,7 +298,7 @@ func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kaf
 		schema = withColumns(schema, kafka)
 		// Before the log layer's checks, which cannot name the pipeline file: a generated
 		// column left out for a source the schema lacks, then a partition column missing.
-		if err := checkGeneratedConfig(cfg, schema); err != nil {
+		if err := rowfill.CheckGeneratedConfig(cfg, schema); err != nil {
 			return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("create table %s: %w", cfg.Table.URI, err)
 		}
 		for i, col := range cfg.Table.PartitionBy {
@@ -314,7 +315,7 @@ func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kaf
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("prepare the commit's schema change for %s: %w", cfg.Table.URI, err)
 	}
 	if !t.exists() {
-		if err := checkGeneratedConfig(cfg, fo.Schema); err != nil {
+		if err := rowfill.CheckGeneratedConfig(cfg, fo.Schema); err != nil {
 			return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("create table %s: %w", cfg.Table.URI, err)
 		}
 	}

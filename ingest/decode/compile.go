@@ -466,7 +466,7 @@ func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, pat
 		matched[j] = i
 		fpq := extend(pqPath, tf.PhysicalName(c.mode))
 		// A generated column takes a supplied null: the flush computes the column and
-		// checks the supplied value against it (ingest/generated.go), NOT NULL included.
+		// checks the supplied value against it (ingest/rowfill), NOT NULL included.
 		nullable := tf.Nullable || generated(tf)
 		if op, ok := c.fastField(wf.Type(), tf.Type, nullable, fp, fpq, def, rep); ok {
 			steps = append(steps, op)

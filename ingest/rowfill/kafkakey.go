@@ -15,36 +15,36 @@ import (
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
-// KeyDecoder decodes the Avro body of keys written with one key writer schema into the
+// keyDecoder decodes the Avro body of keys written with one key writer schema into the
 // leaf columns of a table's _kafka_key struct column (key_format avro). It compiles the
 // key's writer schema against the struct's fields as if they were a table of their own
 // (decode.Compile), then places each value in the full table's leaf column with its
 // definition level raised by the levels of the enclosing _kafka_key group (one when the
 // column is nullable). The key's writer schema is never drift for the value's guard.
-type KeyDecoder struct {
+type keyDecoder struct {
 	dec   *decode.Decoder
 	cols  []int // full-schema leaf column of each sub-schema leaf
 	shift []int // definition levels added per sub-schema leaf
 	tmp   [][]parquet.Value
 }
 
-// CompileKey builds the KeyDecoder for key writer schema ws and the table's _kafka_key
+// compileKey builds the keyDecoder for key writer schema ws and the table's _kafka_key
 // column key (a struct) in full, the Parquet schema of the table under column mapping
 // mode. Errors are *decode.Error with decode.ReasonKeyDecodeError: a key schema that is
 // not representable, has a field the _kafka_key struct lacks (it would be dropped; add
 // it to the column first, e.g. ingestd table alter), or a field whose type does not fit
 // its column losslessly.
-func CompileKey(ws *decode.WriterSchema, key *deltalog.StructField, mode deltalog.ColumnMappingMode, full *parquet.Schema) (*KeyDecoder, error) {
+func compileKey(ws *decode.WriterSchema, key *deltalog.StructField, mode deltalog.ColumnMappingMode, full *parquet.Schema) (*keyDecoder, error) {
 	st, ok := key.Type.(*deltalog.StructType)
 	if !ok {
 		return nil, fmt.Errorf("compile key decoder: column %s is %s, not a struct", key.Name, key.Type)
 	}
 	if ws.DeltaErr != nil {
-		return nil, KeyError("key writer schema id %d is not representable in Delta: %v", ws.ID, ws.DeltaErr)
+		return nil, keyError("key writer schema id %d is not representable in Delta: %v", ws.ID, ws.DeltaErr)
 	}
 	for _, c := range schemaguard.Diff(st, ws.Delta) {
 		if c.Kind == schemaguard.AddColumn {
-			return nil, KeyError("key writer schema id %d has field %s, which column %s lacks (add it to %s.%s first, e.g. with ALTER TABLE … ADD COLUMNS; key schema changes are not schema evolution)", ws.ID, c.Path, key.Name, key.Name, c.Path)
+			return nil, keyError("key writer schema id %d has field %s, which column %s lacks (add it to %s.%s first, e.g. with ALTER TABLE … ADD COLUMNS; key schema changes are not schema evolution)", ws.ID, c.Path, key.Name, key.Name, c.Path)
 		}
 	}
 	sub, err := deltawriter.ParquetSchema(st, mode)
@@ -55,11 +55,11 @@ func CompileKey(ws *decode.WriterSchema, key *deltalog.StructField, mode deltalo
 	if err != nil {
 		var de *decode.Error
 		if errors.As(err, &de) {
-			return nil, KeyError("key writer schema id %d does not fit column %s: %v", ws.ID, key.Name, de)
+			return nil, keyError("key writer schema id %d does not fit column %s: %v", ws.ID, key.Name, de)
 		}
 		return nil, fmt.Errorf("compile key decoder: %w", err)
 	}
-	k := &KeyDecoder{dec: dec}
+	k := &keyDecoder{dec: dec}
 	prefix := key.PhysicalName(mode)
 	for _, path := range sub.Columns() {
 		sl, _ := sub.Lookup(path...)
@@ -78,16 +78,16 @@ func CompileKey(ws *decode.WriterSchema, key *deltalog.StructField, mode deltalo
 // Leaves()[i], levels and column index set for the full schema. The slices are reused by
 // the next call; the values' bytes are not. Errors: *decode.Error with
 // decode.ReasonKeyDecodeError (bad bytes, a null for a NOT NULL field).
-func (k *KeyDecoder) Decode(payload []byte) ([][]parquet.Value, error) {
+func (k *keyDecoder) Decode(payload []byte) ([][]parquet.Value, error) {
 	for i := range k.tmp {
 		k.tmp[i] = k.tmp[i][:0]
 	}
 	var err error
 	if k.tmp, err = k.dec.Decode(payload, k.tmp); err != nil {
 		if errors.Is(err, decode.ErrNullRecord) {
-			return nil, KeyError("decode key: the key's Avro value is null (a [null, record] key schema): write a null key instead")
+			return nil, keyError("decode key: the key's Avro value is null (a [null, record] key schema): write a null key instead")
 		}
-		return nil, KeyError("decode key: %v", err)
+		return nil, keyError("decode key: %v", err)
 	}
 	for i, vs := range k.tmp {
 		col, up := k.cols[i], k.shift[i]
@@ -99,26 +99,26 @@ func (k *KeyDecoder) Decode(payload []byte) ([][]parquet.Value, error) {
 }
 
 // Leaves are the full-schema leaf columns Decode fills, in the order of its result.
-func (k *KeyDecoder) Leaves() []int { return k.cols }
+func (k *keyDecoder) Leaves() []int { return k.cols }
 
-// Header is one entry of the _kafka_headers map: a header key and its value, nil for a
+// header is one entry of the _kafka_headers map: a header key and its value, nil for a
 // null header value (NULL in the map, not X”).
-type Header struct {
+type header struct {
 	Key   string
 	Value []byte
 }
 
-// HeaderMap is the _kafka_headers map of a record's headers (KIP-82: an ordered list
+// headerMap is the _kafka_headers map of a record's headers (KIP-82: an ordered list
 // that allows repeated keys): one entry per distinct key, in the order keys first
 // appear, holding the value of the key's last occurrence (Java's Headers.lastHeader). A
 // null value stays nil. No headers: an empty (non-nil) map, never NULL. The record, and
 // its dead-letter copy, keep every header in order; only the column folds repeats.
-func HeaderMap(hs []kgo.RecordHeader) []Header {
-	return AppendHeaderMap(make([]Header, 0, len(hs)), hs)
+func headerMap(hs []kgo.RecordHeader) []header {
+	return appendHeaderMap(make([]header, 0, len(hs)), hs)
 }
 
-// AppendHeaderMap is HeaderMap appending to dst (reused by the caller across records).
-func AppendHeaderMap(dst []Header, hs []kgo.RecordHeader) []Header {
+// appendHeaderMap is headerMap appending to dst (reused by the caller across records).
+func appendHeaderMap(dst []header, hs []kgo.RecordHeader) []header {
 	base := len(dst)
 	var at map[string]int // only for many headers; a few are searched linearly
 	if len(hs) > 16 {
@@ -145,15 +145,15 @@ func AppendHeaderMap(dst []Header, hs []kgo.RecordHeader) []Header {
 		if at != nil {
 			at[h.Key] = len(dst)
 		}
-		dst = append(dst, Header{Key: h.Key, Value: h.Value})
+		dst = append(dst, header{Key: h.Key, Value: h.Value})
 	}
 	return dst
 }
 
-// StringKey checks a key for key_format string: nil (a null key) and valid UTF-8 pass;
+// checkStringKey checks a key for key_format string: nil (a null key) and valid UTF-8 pass;
 // other bytes are a *decode.Error with decode.ReasonKeyDecodeError (never replaced by
 // U+FFFD, which would alter the data silently).
-func StringKey(k []byte) error {
+func checkStringKey(k []byte) error {
 	if k == nil || utf8.Valid(k) {
 		return nil
 	}
@@ -162,12 +162,12 @@ func StringKey(k []byte) error {
 		Err: fmt.Errorf("decode key as string (table.key_format string): byte %d (0x%02x) is not valid UTF-8", i, k[i])}
 }
 
-// HeaderKeys checks the header keys of a record for _kafka_headers, a map<string, binary>:
+// checkHeaderKeys checks the header keys of a record for _kafka_headers, a map<string, binary>:
 // each must be valid UTF-8 (a Java producer's always is; a key of other bytes in a Delta
 // string would make the data file unreadable to readers that check UTF-8, delta-rs
 // among them). The first that is not is a *decode.Error with decode.ReasonDecodeError at
 // _kafka_headers, naming the header's index and the byte.
-func HeaderKeys(hs []kgo.RecordHeader) error {
+func checkHeaderKeys(hs []kgo.RecordHeader) error {
 	for j, h := range hs {
 		if utf8.ValidString(h.Key) {
 			continue
@@ -179,7 +179,7 @@ func HeaderKeys(hs []kgo.RecordHeader) error {
 	return nil
 }
 
-// KeyError is a key_decode_error for the record key: why the key cannot be written.
-func KeyError(format string, args ...any) *decode.Error {
+// keyError is a key_decode_error for the record key: why the key cannot be written.
+func keyError(format string, args ...any) *decode.Error {
 	return &decode.Error{Reason: decode.ReasonKeyDecodeError, Field: kafkacols.Column(kafkacols.Key), Err: fmt.Errorf(format, args...)}
 }

@@ -86,6 +86,8 @@ var rules = []struct {
 		why: "ingest/kafkacols names the Kafka columns and their Delta types: pure, on the Delta model of deltawriter/deltalog only; a record's values are filled by ingest/rowfill"},
 	{pkgs: "ingest/config/...", only: []string{"ingest/config/...", "ingest/kafkacols", "deltawriter", "deltawriter/deltalog", "deltawriter/expr", "deltawriter/storage", "internal/awscred"}, deny: []string{"github.com/twmb/franz-go/..."},
 		why: "ingest/config turns pipeline YAML into a validated Config: no Kafka client, nothing of the pipeline trunk"},
+	{pkgs: "ingest/rowfill/...", only: []string{"ingest/rowfill/...", "ingest/config", "ingest/decode", "ingest/kafkacols", "schemaguard", "deltawriter", "deltawriter/deltalog", "deltawriter/expr", "deltawriter/column"},
+		why: "ingest/rowfill is the per-row stage after decode (Kafka and generated column fills, CHECK constraints, partition routing): it never imports the pipeline trunk nor ingest/dlq; a replay's original coordinates arrive as Options.Origin"},
 	{pkgs: "cmd/benche2e", only: []string{"cmd/benche2e"},
 		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/kafkaclient/...", only: []string{"ingest/kafkaclient/...", "ingest/config", "internal/awscred"},
@@ -336,6 +338,7 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("ingest"), XTestImports: []string{"cloud.google.com/go/storage"}}, []string{"ingest imports cloud.google.com/go/storage (in its tests)", `"cloud.google.com/go/..."`}},
 		{pkg{ImportPath: m("cmd/ingestd"), TestImports: []string{"golang.org/x/oauth2/google"}}, []string{"cmd/ingestd imports golang.org/x/oauth2/google (in its tests)"}},
 		{pkg{ImportPath: m("internal/awscred"), Imports: []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/Azure/azure-sdk-for-go/sdk/azidentity"}}, []string{"internal/awscred imports github.com/Azure/azure-sdk-for-go/sdk/azidentity (directly)", "the AWS SDK only"}},
+		{pkg{ImportPath: m("ingest/rowfill"), Imports: []string{m("ingest/dlq")}}, []string{"ingest/rowfill imports ingest/dlq", `rule "ingest/rowfill/..."`, "may import only"}},
 	} {
 		v := check([]pkg{tc.p})
 		if len(v) == 0 {

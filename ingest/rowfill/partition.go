@@ -1,4 +1,4 @@
-package ingest
+package rowfill
 
 import (
 	"errors"
@@ -16,25 +16,27 @@ import (
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// errPartitionLimit is returned by partitioner.place for a record whose partition value
-// would open one more data file than batch.max_open_partitions allows in this flush: the
-// record, and every later one of its Kafka partition, is left for the next flush.
-var errPartitionLimit = errors.New("partition value limit of the flush reached")
+// ErrPartitionLimit is returned by Stage.Fill for a record whose partition value would
+// open one more data file than batch.max_open_partitions (Options.MaxOpenPartitions)
+// allows in this flush: the record, and every later one of its Kafka partition, is left
+// for the next flush.
+var ErrPartitionLimit = errors.New("partition value limit of the flush reached")
 
-// partitioner splits a flush's rows by partition value (PROTOCOL.md, "Partition Value
+// Partitioner splits a flush's rows by partition value (PROTOCOL.md, "Partition Value
 // Serialization"): one data file per distinct tuple of partition values, under Spark's
 // directory layout. The rows' values are moved out of the flush's table-wide column
 // buffers into their partition's buffers, whose leaf column indexes are those of the data
-// files' Parquet schema: the table's without the partition columns, unless the table has
-// the materializePartitionColumns writer feature.
-type partitioner struct {
+// files' Parquet schema (FileSchema): the table's without the partition columns, unless
+// the table has the materializePartitionColumns writer feature. Stage.Fill places each
+// row; the flush then writes Files, one data file each.
+type Partitioner struct {
 	cols    []partColumn
 	file    *parquet.Schema // the data files' Parquet schema
 	leaves  []column.Leaf   // file's leaves (column.Leaves): each partition file's columns start from them
 	leafMap []int           // table leaf index → data-file leaf index; -1: not in the files
 	max     int             // batch.max_open_partitions; 0: unbounded
-	parts   map[string]*partFile
-	order   []*partFile // in first-row order
+	parts   map[string]*PartitionFile
+	order   []*PartitionFile // in first-row order
 	log     *slog.Logger
 	warned  bool // the "__HIVE_DEFAULT_PARTITION__" string warning, once per flush
 	// randomDirs: under column mapping (or delta.randomizeFilePrefixes), files go into
@@ -46,13 +48,13 @@ type partitioner struct {
 	// values: rows come in runs of one partition value (records in time order, an hourly
 	// column), and a row whose values are the same bits goes to the same file without its
 	// partition values being serialised and hashed again.
-	last     *partFile
+	last     *PartitionFile
 	lastVals []parquet.Value
 	// lastBytes holds the bytes of lastVals' byte values: a dense BYTE_ARRAY column's
 	// value aliases its Bytes (column.Column.At), which the next row overwrites once move
 	// has dropped this one, so lastVals keeps copies (one per run of rows, not per row).
 	lastBytes []byte
-	// levelled starts every partition file's columns levelled (flusher.levelled).
+	// levelled starts every partition file's columns levelled (Options.Levelled).
 	levelled bool
 }
 
@@ -63,12 +65,19 @@ type partColumn struct {
 	leaf  int
 }
 
-// partFile is the rows of one partition value tuple: one data file.
-type partFile struct {
-	values map[string]*string // add.partitionValues, by physical name
-	dir    string             // the Hive-escaped directory
-	cols   []column.Column    // by data-file leaf; a column starts dense when its leaf allows
-	rows   int
+// PartitionFile is the rows of one partition value tuple: one data file, written with
+// the Partitioner's FileSchema under Dir with add.partitionValues Values.
+type PartitionFile struct {
+	// Values are add.partitionValues, by physical name (nil: a null partition value).
+	Values map[string]*string
+	// Dir is the file's directory relative to the table root: the Hive-escaped
+	// col=value/… path by logical names, or a random two-character prefix (column
+	// mapping, delta.randomizeFilePrefixes).
+	Dir string
+	// Cols are the file's column values, by leaf of FileSchema; a column starts dense
+	// when its leaf allows.
+	Cols []column.Column
+	Rows int // rows in Cols
 }
 
 // newPartitioner returns the partitioner of a flush to a table with schema, partition
@@ -80,14 +89,14 @@ type partFile struct {
 // Errors: a partition column the schema lacks or cannot partition by
 // (deltawriter.CheckPartitionColumns).
 func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltalog.ColumnMappingMode, pq *parquet.Schema,
-	row *rowView, materialize, randomDirs bool, maxOpen int, log *slog.Logger) (*partitioner, error) {
+	row *rowView, materialize, randomDirs bool, maxOpen int, log *slog.Logger) (*Partitioner, error) {
 	if len(partitionBy) == 0 {
 		return nil, nil
 	}
 	if err := deltawriter.CheckPartitionColumns(schema, partitionBy); err != nil {
 		return nil, fmt.Errorf("partition table: %w", err)
 	}
-	p := &partitioner{max: maxOpen, parts: map[string]*partFile{}, log: log, randomDirs: randomDirs}
+	p := &Partitioner{max: maxOpen, parts: map[string]*PartitionFile{}, log: log, randomDirs: randomDirs}
 	drop := map[string]bool{}
 	for _, name := range partitionBy {
 		f := deltawriter.PartitionField(schema, name)
@@ -127,11 +136,11 @@ func newPartitioner(schema *deltalog.StructType, partitionBy []string, cm deltal
 }
 
 // place moves the row into its partition's buffers (the flush's column buffers are left
-// as before the row). Errors (the row is then dropped from the buffers): errPartitionLimit
+// as before the row). Errors (the row is then dropped from the buffers): ErrPartitionLimit
 // when the row's value would open one file more than max; a *decode.Error
 // not_null_violation for an empty string in a NOT NULL partition column (the protocol
 // makes it null); a serialisation failure.
-func (p *partitioner) place(row *rowView) error {
+func (p *Partitioner) place(row *rowView) error {
 	if p.last != nil && p.sameAsLast(row) {
 		p.move(row, p.last)
 		return nil
@@ -167,7 +176,7 @@ func (p *partitioner) place(row *rowView) error {
 	if part == nil {
 		if p.max > 0 && len(p.parts) >= p.max {
 			row.drop()
-			return errPartitionLimit
+			return ErrPartitionLimit
 		}
 		part = p.open(row, values)
 		p.parts[key.String()] = part
@@ -184,7 +193,7 @@ func (p *partitioner) place(row *rowView) error {
 
 // keepLast copies the bytes of lastVals' byte values into lastBytes and points the
 // values at the copies, so that they outlive the row's entries in the flush's columns.
-func (p *partitioner) keepLast() {
+func (p *Partitioner) keepLast() {
 	n := 0
 	for _, v := range p.lastVals {
 		if k := v.Kind(); !v.IsNull() && (k == parquet.ByteArray || k == parquet.FixedLenByteArray) {
@@ -218,7 +227,7 @@ func (p *partitioner) keepLast() {
 // sameAsLast reports whether row's partition values are those of the last row placed, bit
 // for bit: 0.0 and -0.0, whose serialisations differ, are not the same; a NaN is the same
 // only as a NaN of the same bits, which serialises the same.
-func (p *partitioner) sameAsLast(row *rowView) bool {
+func (p *Partitioner) sameAsLast(row *rowView) bool {
 	for i, c := range p.cols {
 		vs := row.leaf(c.leaf)
 		if len(vs) != 1 || !sameBits(vs[0], p.lastVals[i]) {
@@ -247,29 +256,29 @@ func sameBits(a, b parquet.Value) bool {
 // move appends row's entries to part's columns (data-file leaf indexes; dense words are
 // copied as words, column.Column.AppendFrom) and drops the row from the flush's
 // table-wide columns.
-func (p *partitioner) move(row *rowView, part *partFile) {
+func (p *Partitioner) move(row *rowView, part *PartitionFile) {
 	for i, fi := range p.leafMap {
 		if fi < 0 {
 			continue
 		}
-		part.cols[fi].AppendFrom(&row.cols[i], row.mark[i], fi)
+		part.Cols[fi].AppendFrom(&row.cols[i], row.mark[i], fi)
 	}
-	part.rows++
+	part.Rows++
 	row.drop()
 }
 
 // open starts the file of a new partition value tuple.
-func (p *partitioner) open(row *rowView, values []*string) *partFile {
-	part := &partFile{values: map[string]*string{}, cols: make([]column.Column, len(p.leaves))}
-	for i := range part.cols {
-		part.cols[i].Reset(p.leaves[i])
+func (p *Partitioner) open(row *rowView, values []*string) *PartitionFile {
+	part := &PartitionFile{Values: map[string]*string{}, Cols: make([]column.Column, len(p.leaves))}
+	for i := range part.Cols {
+		part.Cols[i].Reset(p.leaves[i])
 		if p.levelled {
-			part.cols[i].ToLevelled()
+			part.Cols[i].ToLevelled()
 		}
 	}
 	names, dirs := make([]string, len(p.cols)), make([]string, len(p.cols))
 	for i, c := range p.cols {
-		part.values[c.phys] = values[i]
+		part.Values[c.phys] = values[i]
 		// Spark names directories by logical name; under column mapping too.
 		names[i] = c.field.Name
 		dirs[i] = deltawriter.PartitionDirValue(c.field.Type, values[i], row.leaf(c.leaf)[0].Int64())
@@ -279,9 +288,9 @@ func (p *partitioner) open(row *rowView, values []*string) *partFile {
 				"but directory-based readers (Hive, Spark without Delta) read that directory as NULL", "column", c.field.Name)
 		}
 	}
-	part.dir = deltawriter.PartitionDir(names, dirs)
+	part.Dir = deltawriter.PartitionDir(names, dirs)
 	if p.randomDirs {
-		part.dir = randomPrefix()
+		part.Dir = randomPrefix()
 	}
 	return part
 }
@@ -293,5 +302,11 @@ func randomPrefix() string {
 	return string([]byte{chars[rand.IntN(len(chars))], chars[rand.IntN(len(chars))]})
 }
 
-// files returns the flush's partition files in first-row order.
-func (p *partitioner) files() []*partFile { return p.order }
+// Files returns the flush's partition files in first-row order (nil before any row is
+// placed). The flush writes each once every row is placed; they are read-only then.
+func (p *Partitioner) Files() []*PartitionFile { return p.order }
+
+// FileSchema is the Parquet schema of the partition files: the table's without the
+// partition columns, or the table's own under materializePartitionColumns. Cols of a
+// PartitionFile are by its leaf column indexes.
+func (p *Partitioner) FileSchema() *parquet.Schema { return p.file }

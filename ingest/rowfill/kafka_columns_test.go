@@ -1,7 +1,8 @@
-package ingest
+package rowfill
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +14,12 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
-	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
-	"github.com/ingestd/ingestd/ingest/rowfill"
 )
 
 // kafkaFillSetup is a table of value column id plus every Kafka column (key_format
 // format), with _kafka_offset NOT NULL as a Spark-created table may have it, and a value
-// decoder compiled as the flush compiles it (valueTable).
+// decoder compiled as the flush compiles it (ValueTable).
 func kafkaFillSetup(t *testing.T, format string) (*decode.Decoder, *parquet.Schema, *rowView, *kafkaFill) {
 	t.Helper()
 	ws, err := decode.ParseWriterSchema(101, `{"type":"record","name":"r","fields":[{"name":"id","type":"long"}]}`)
@@ -37,12 +36,12 @@ func kafkaFillSetup(t *testing.T, format string) (*decode.Decoder, *parquet.Sche
 			f.Nullable = false
 		}
 	}
-	schema := withColumns(ws.Delta, kf)
+	schema := &deltalog.StructType{Fields: append(slices.Clone(ws.Delta.Fields), kf...)}
 	pq, err := deltawriter.ParquetSchema(schema, deltalog.ColumnMappingNone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := decode.Compile(ws, valueTable(schema, kafkaColumns(cfg)), deltalog.ColumnMappingNone, pq)
+	dec, err := decode.Compile(ws, ValueTable(schema, kafkacols.Columns(cfg.Table.KafkaColumns)), deltalog.ColumnMappingNone, pq)
 	if err != nil {
 		t.Fatalf("compile against a table with a NOT NULL Kafka column: %v", err)
 	}
@@ -50,7 +49,7 @@ func kafkaFillSetup(t *testing.T, format string) (*decode.Decoder, *parquet.Sche
 	if err != nil {
 		t.Fatal(err)
 	}
-	fills, err := fillsFor(cfg, schema, deltalog.ColumnMappingNone, pq, nil, newKafkaState(nil))
+	fills, err := fillsFor(cfg, schema, deltalog.ColumnMappingNone, pq, nil, Options{Keys: newKeySchemas()})
 	if err != nil || len(fills) != 1 {
 		t.Fatalf("fillsFor: %v, %d fills", err, len(fills))
 	}
@@ -149,10 +148,10 @@ func TestKafkaFillStringKey(t *testing.T) {
 }
 
 func TestKafkaFillAvroKeyErrors(t *testing.T) {
-	ks := newKafkaState(nil)
-	k := &kafkaFill{format: kafkacols.KeyAvro, state: ks, decs: map[int]*rowfill.KeyDecoder{}, decErrs: map[int]error{},
+	ks := newKeySchemas()
+	k := &kafkaFill{format: kafkacols.KeyAvro, schemas: ks, decs: map[int]*keyDecoder{}, decErrs: map[int]error{},
 		key: topColumn{field: &deltalog.StructField{Name: "_kafka_key", Nullable: true}}}
-	ks.fails[7] = &decode.Error{Reason: decode.ReasonSchemaNotFound, Err: fmt.Errorf("registry: 404")}
+	ks.Fails[7] = &decode.Error{Reason: decode.ReasonSchemaNotFound, Err: fmt.Errorf("registry: 404")}
 	for name, key := range map[string][]byte{
 		"empty key":             {},
 		"not framed (JSON)":     []byte("{}"),
@@ -197,16 +196,20 @@ func BenchmarkKafkaFill(b *testing.B) {
 	}
 }
 
-// A replay fills the Kafka columns from the original record the dead letter keeps: its
-// source topic, partition, offset and headers, not the DLQ's.
-func TestKafkaFillReplayUsesOriginal(t *testing.T) {
+// With Options.Origin (a replay's: the original record a dead letter keeps) the Kafka
+// columns hold the topic, partition, offset and headers it gives, not the record's (the
+// dead-letter topic's); the timestamp stays the record's.
+func TestKafkaFillUsesOrigin(t *testing.T) {
 	dec, pq, row, kf := kafkaFillSetup(t, kafkacols.KeyBytes)
-	kf.state.replay = true
-	src := &kgo.Record{Topic: "orders", Partition: 3, Offset: 12, Key: []byte("k1"), Timestamp: time.UnixMilli(1_700_000_000_123),
-		Headers: []kgo.RecordHeader{{Key: "x-tag", Value: []byte("tag1")}, {Key: "x-tag", Value: []byte("tag2")}}}
-	dl := dlq.DeadLetter{Rec: src, Reason: decode.ReasonSchemaMismatch, SchemaID: 101, TableVersion: 1, Ack: dlq.Ack{CommitID: "c", TxnAppID: "a-orders-3", TxnVersion: 12}}
-	r := dl.Record("orders.dlq", "orders", time.Now())
-	r.Partition, r.Offset = 0, 77 // where the dead letter sits in the DLQ
+	src := []kgo.RecordHeader{{Key: "x-tag", Value: []byte("tag1")}, {Key: "x-tag", Value: []byte("tag2")}}
+	var asked *kgo.Record
+	kf.origin = func(r *kgo.Record) (string, int32, int64, []kgo.RecordHeader) {
+		asked = r
+		return "orders", 3, 12, src
+	}
+	// The dead letter as it sits in the DLQ, with headers of its own.
+	r := &kgo.Record{Topic: "orders.dlq", Partition: 0, Offset: 77, Key: []byte("k1"), Timestamp: time.UnixMilli(1_700_000_000_123),
+		Headers: []kgo.RecordHeader{{Key: "ingestd.error.reason", Value: []byte("schema_mismatch")}}}
 	cols := newCols(pq)
 	row.begin(cols)
 	if err := dec.DecodeColumns(nil, []byte{2}, cols); err != nil {
@@ -215,10 +218,17 @@ func TestKafkaFillReplayUsesOriginal(t *testing.T) {
 	if err := kf.fill(r, row); err != nil {
 		t.Fatal(err)
 	}
+	if asked != r {
+		t.Errorf("Origin asked for %v, want the record filled", asked)
+	}
 	col := func(path ...string) []parquet.Value { lc, _ := pq.Lookup(path...); return row.leaf(lc.ColumnIndex) }
 	got := fmt.Sprintf("%s %s %s %s %s %s", leafString(col("_kafka_topic")), leafString(col("_kafka_partition")), leafString(col("_kafka_offset")),
 		leafString(col("_kafka_headers", "key_value", "key")), leafString(col("_kafka_headers", "key_value", "value")), leafString(col("_kafka_timestamp")))
 	if want := `"orders"(0,1) 3(0,1) 12(0,1) "x-tag"(0,2) "tag2"(0,3) 1700000000123000(0,1)`; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+}
+
+func newKeySchemas() KeySchemas {
+	return KeySchemas{Schemas: map[int]*decode.WriterSchema{}, Fails: map[int]*decode.Error{}}
 }

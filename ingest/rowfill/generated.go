@@ -1,4 +1,4 @@
-package ingest
+package rowfill
 
 import (
 	"fmt"
@@ -21,17 +21,19 @@ import (
 // the record supplies itself with null-safe equality (Spark's <=>), as Spark's
 // generated-column constraint does.
 
-// generatedCreateColumns is the guard's schemaguard.Options.CreateColumns for cfg: it adds
-// table.generated_columns to the schema of a table the batch creates, each typed by its
-// expression's result type and carrying delta.generationExpression; a field of that name
-// the writer schema already has becomes the generated column. An expression that does
-// not bind to the schema is left out here and reported by checkGeneratedConfig.
-func generatedCreateColumns(cfg *config.Config) func(*deltalog.StructType) *deltalog.StructType {
+// GeneratedCreateColumns is the guard's schemaguard.Options.CreateColumns for cfg: the
+// function it returns adds table.generated_columns to the schema of a table the batch
+// creates (in place, returning it), each typed by its expression's result type and
+// carrying delta.generationExpression; a field of that name the writer schema already
+// has becomes the generated column. An expression that does not bind to the schema is
+// left out there and reported by CheckGeneratedConfig. It returns nil when cfg has no
+// table.generated_columns.
+func GeneratedCreateColumns(cfg *config.Config) func(*deltalog.StructType) *deltalog.StructType {
 	if len(cfg.Table.GeneratedColumns) == 0 {
 		return nil
 	}
 	names := cfg.GeneratedNames()
-	// The Kafka columns are appended after the guard (commitSchema), but a generated column
+	// The Kafka columns are appended after the guard (by the flush's commit schema), but a generated column
 	// may derive from one (e.g. DATE(_kafka_timestamp)): bind against them too. The avro
 	// key's struct is not known here; no supported expression reads a struct.
 	var kafka []*deltalog.StructField
@@ -66,11 +68,12 @@ func generatedCreateColumns(cfg *config.Config) func(*deltalog.StructType) *delt
 	}
 }
 
-// checkGeneratedConfig checks table.generated_columns against schema, the table's (or the
+// CheckGeneratedConfig checks table.generated_columns against schema, the table's (or the
 // one a flush creates it with): each must be a generated column of the table with the
 // same expression. ingestd adds generated columns only when it creates a table, so a
-// difference is an error naming the config file and line and the fix.
-func checkGeneratedConfig(cfg *config.Config, schema *deltalog.StructType) error {
+// difference is an error ("check table.generated_columns: …") naming, for each
+// column, the config file and line and the fix.
+func CheckGeneratedConfig(cfg *config.Config, schema *deltalog.StructType) error {
 	var errs []string
 	for _, name := range cfg.GeneratedNames() {
 		src := cfg.Table.GeneratedColumns[name]

@@ -14,6 +14,7 @@ import (
 	dl "github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/rowfill"
 	"github.com/ingestd/ingestd/schemaguard"
 )
 
@@ -109,7 +110,7 @@ func TestRouterHandledMatchesPerRecord(t *testing.T) {
 			case x == 0:
 				outcome[r] = &decode.Error{Reason: decode.ReasonTruncated, Err: fmt.Errorf("truncated")} // halts: no DLQ
 			case x == 1:
-				outcome[r] = errPartitionLimit
+				outcome[r] = rowfill.ErrPartitionLimit
 			case x == 2:
 				outcome[r] = decode.ErrNullRecord
 			case x == 3:

@@ -40,9 +40,9 @@ func TestHeaderMap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := HeaderMap(tt.in)
+			got := headerMap(tt.in)
 			if got == nil {
-				t.Fatal("HeaderMap returned nil: the column would be NULL, not an empty map")
+				t.Fatal("headerMap returned nil: the column would be NULL, not an empty map")
 			}
 			var parts []string
 			for _, e := range got {
@@ -61,19 +61,19 @@ func TestHeaderMap(t *testing.T) {
 
 func TestStringKey(t *testing.T) {
 	for _, ok := range [][]byte{nil, {}, []byte("k1"), []byte("Zoë"), {0x00, 0x00, 0x00, 0x0E, 0x11, 0x54}} {
-		if err := StringKey(ok); err != nil {
-			t.Errorf("StringKey(%x): %v", ok, err)
+		if err := checkStringKey(ok); err != nil {
+			t.Errorf("checkStringKey(%x): %v", ok, err)
 		}
 	}
-	err := StringKey([]byte{0xFF, 0xFE, 0x00})
+	err := checkStringKey([]byte{0xFF, 0xFE, 0x00})
 	var de *decode.Error
 	if !errors.As(err, &de) || de.Reason != decode.ReasonKeyDecodeError || de.Field != "_kafka_key" {
-		t.Fatalf("StringKey(FF FE 00) = %v, want a key_decode_error at _kafka_key", err)
+		t.Fatalf("checkStringKey(FF FE 00) = %v, want a key_decode_error at _kafka_key", err)
 	}
 	if want := "decode: key_decode_error at _kafka_key: decode key as string (table.key_format string): byte 0 (0xff) is not valid UTF-8"; err.Error() != want {
 		t.Errorf("got  %s\nwant %s", err, want)
 	}
-	if err := StringKey([]byte("ab\xc3")); err == nil || !strings.Contains(err.Error(), "byte 2 (0xc3)") {
+	if err := checkStringKey([]byte("ab\xc3")); err == nil || !strings.Contains(err.Error(), "byte 2 (0xc3)") {
 		t.Errorf("truncated UTF-8: %v", err)
 	}
 }
@@ -91,7 +91,7 @@ func TestKeyDecoder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kd, err := CompileKey(ws, keyFields[0], deltalog.ColumnMappingNone, pq)
+	kd, err := compileKey(ws, keyFields[0], deltalog.ColumnMappingNone, pq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +124,13 @@ func TestKeyDecoder(t *testing.T) {
 
 	// A key schema with a field the column lacks would lose it: key_decode_error.
 	wide, _ := decode.ParseWriterSchema(3603, `{"type":"record","name":"OrderKey","fields":[{"name":"order_id","type":"long"},{"name":"shard","type":"int"}]}`)
-	if _, err := CompileKey(wide, keyFields[0], deltalog.ColumnMappingNone, pq); decode.ReasonOf(err) != decode.ReasonKeyDecodeError ||
+	if _, err := compileKey(wide, keyFields[0], deltalog.ColumnMappingNone, pq); decode.ReasonOf(err) != decode.ReasonKeyDecodeError ||
 		!strings.Contains(err.Error(), "key writer schema id 3603 has field shard, which column _kafka_key lacks") {
 		t.Errorf("wider key schema: %v", err)
 	}
 	// A type that does not fit losslessly: key_decode_error.
 	str, _ := decode.ParseWriterSchema(3604, `{"type":"record","name":"OrderKey","fields":[{"name":"order_id","type":"string"}]}`)
-	if _, err := CompileKey(str, keyFields[0], deltalog.ColumnMappingNone, pq); decode.ReasonOf(err) != decode.ReasonKeyDecodeError {
+	if _, err := compileKey(str, keyFields[0], deltalog.ColumnMappingNone, pq); decode.ReasonOf(err) != decode.ReasonKeyDecodeError {
 		t.Errorf("string order_id into a long column: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package ingest
+package rowfill
 
 import (
 	"testing"
@@ -36,33 +36,6 @@ func rowfillRecord(t *testing.T, id int64, region *string, tags []string) []byte
 		t.Fatal(err)
 	}
 	return b
-}
-
-func leafIndex(t *testing.T, pq *parquet.Schema, path ...string) int {
-	t.Helper()
-	l, ok := pq.Lookup(path...)
-	if !ok {
-		t.Fatalf("no leaf %v", path)
-	}
-	return l.ColumnIndex
-}
-
-func equalCols(a, b [][]parquet.Value) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if len(a[i]) != len(b[i]) {
-			return false
-		}
-		for j := range a[i] {
-			x, y := a[i][j], b[i][j]
-			if !parquet.Equal(x, y) || x.RepetitionLevel() != y.RepetitionLevel() || x.DefinitionLevel() != y.DefinitionLevel() || x.Column() != y.Column() {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // TestRowViewTopAndLeaves: the view of the second record of a batch sees only that

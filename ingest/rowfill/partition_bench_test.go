@@ -1,10 +1,8 @@
-package ingest
+package rowfill
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -12,6 +10,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
 
@@ -24,9 +23,10 @@ const benchPartAvro = `{"type":"record","name":"Event","fields":[
  {"name":"event_hour","type":"string"}]}`
 
 // BenchmarkPartitionedFlush times the flush's write path for one batch of 50,000 records
-// (decode → column fills → partitioner → Parquet files on the local store), unpartitioned
-// and into 24 hourly partitions (event_hour, records in time order spread over a day), in
-// the same run. It reports rows/s and the data files per flush.
+// (decode → Stage: column fills and partitioner → Parquet files on the local store),
+// unpartitioned (no Stage: the rows stay in the columns) and into 24 hourly partitions
+// (event_hour, records in time order spread over a day), in the same run. It reports
+// rows/s and the data files per flush.
 func BenchmarkPartitionedFlush(b *testing.B) {
 	const rows = 50_000
 	ws, err := decode.ParseWriterSchema(1, benchPartAvro)
@@ -62,31 +62,35 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 				b.Fatal(err)
 			}
 			fo := deltawriter.FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone, PartitionColumns: tc.by}
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			tbl := Table{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone, Parquet: pq, PartitionColumns: tc.by}
+			cfg := &config.Config{}
 			files := 0
 			b.ResetTimer()
 			for it := 0; it < b.N; it++ {
 				var arena decode.Arena
 				cols := newCols(pq)
-				row, err := newRowView(schema, deltalog.ColumnMappingNone, pq)
-				if err != nil {
-					b.Fatal(err)
-				}
-				parts, err := newPartitioner(schema, tc.by, deltalog.ColumnMappingNone, pq, row, false, false, 256, log)
+				stage, err := New(cfg, tbl, Options{MaxOpenPartitions: 256, Log: discard()})
 				if err != nil {
 					b.Fatal(err)
 				}
 				for _, p := range payloads {
-					row.begin(cols)
-					if err := dec.DecodeColumns(&arena, p, cols); err != nil {
-						b.Fatal(err)
-					}
-					if parts != nil {
-						if err := parts.place(row); err != nil {
+					if stage == nil {
+						if err := dec.DecodeColumns(&arena, p, cols); err != nil {
 							b.Fatal(err)
 						}
+						continue
+					}
+					stage.Begin(cols, ws)
+					err := dec.DecodeColumns(&arena, p, cols)
+					stage.Decoded()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := stage.Fill(nil); err != nil {
+						b.Fatal(err)
 					}
 				}
+				parts := stage.Partitioner()
 				ctx := context.Background()
 				if parts == nil {
 					if _, err := deltawriter.WriteColumns(ctx, st, pq, cols, rows, fo); err != nil {
@@ -95,10 +99,10 @@ func BenchmarkPartitionedFlush(b *testing.B) {
 					files++
 					continue
 				}
-				for _, part := range parts.files() {
+				for _, part := range parts.Files() {
 					o := fo
-					o.Dir, o.PartitionValues = part.dir, part.values
-					if _, err := deltawriter.WriteColumns(ctx, st, parts.file, part.cols, part.rows, o); err != nil {
+					o.Dir, o.PartitionValues = part.Dir, part.Values
+					if _, err := deltawriter.WriteColumns(ctx, st, parts.FileSchema(), part.Cols, part.Rows, o); err != nil {
 						b.Fatal(err)
 					}
 					files++

@@ -1,62 +1,13 @@
-package ingest
+package rowfill
 
 import (
 	"fmt"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/ingest/config"
 )
-
-// columnFill computes or checks columns of one record after its value is decoded
-// (generated columns, Kafka columns). fill reads and writes the record's row through
-// row. A *decode.Error return rejects that record only: it is routed by its Reason like
-// any decode failure (rules.onFailure), and the flusher removes the row's values from the
-// buffers (rowView.drop). Any other error is routed as decode.ReasonDecodeError.
-//
-// The flusher runs a flush's fills (fillsFor) in order after every successful decode,
-// then reads the partition values from the row (partitioner.place).
-type columnFill interface {
-	fill(rec *kgo.Record, row *rowView) error
-}
-
-// fillsFor returns the column fills of a flush whose final table schema is schema, under
-// column mapping mode cm, with Parquet schema pq (from deltawriter.ParquetSchema): Kafka
-// columns first, then generated columns (a generated column may derive from
-// _kafka_timestamp), then the check of the table's CHECK constraints and invariants. kafka is the flusher's Kafka-column state (key schemas resolved
-// before the flush). It returns none for a table without such columns. Errors: a column
-// the configuration asks for that the schema cannot hold (each constructor names it).
-//
-// conf is the table's configuration after the flush's commit (FileOptions.Configuration):
-// generated columns are evaluated in its ingestd.generation.timeZone.
-func fillsFor(cfg *config.Config, schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string, kafka *kafkaState) ([]columnFill, error) {
-	var fills []columnFill
-	if len(cfg.Table.KafkaColumns) > 0 { // Kafka columns (table.kafka_columns), kafkafill.go
-		kf, err := newKafkaFill(cfg, schema, cm, pq, kafka)
-		if err != nil {
-			return nil, err
-		}
-		fills = append(fills, kf)
-	}
-	gen, err := newGeneratedFill(schema, conf) // generated columns (table.generated_columns)
-	if err != nil {
-		return nil, fmt.Errorf("prepare generated columns: %w", err)
-	}
-	if gen != nil {
-		fills = append(fills, gen)
-	}
-	cons, err := newConstraintFill(schema, conf) // CHECK constraints and invariants: check only, after every column is filled
-	if err != nil {
-		return nil, fmt.Errorf("prepare CHECK constraints: %w", err)
-	}
-	if cons != nil {
-		fills = append(fills, cons)
-	}
-	return fills, nil
-}
 
 // topColumn is a top-level column of the table schema: its field and the range of its
 // leaf columns in the Parquet schema (Columns() order).

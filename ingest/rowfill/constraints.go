@@ -1,4 +1,4 @@
-package ingest
+package rowfill
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // errors) are violations, routed as decode.ReasonCheckViolation by the table's policy.
 // The fills are built per flush from the snapshot the flush commits on, so a constraint
 // added by anyone is checked from the next flush on, and a commit conflict with a winner
-// that changed the metadata rebuilds the batch (flush.go), re-checking every record.
+// that changed the metadata rebuilds the batch (a new Stage), re-checking every record.
 
 // constraintFill checks a flush's constraints on each decoded row (a columnFill).
 type constraintFill struct {

@@ -1,0 +1,201 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
+	"github.com/ingestd/ingestd/ingest/rowfill"
+)
+
+// kafkaState is what a flusher keeps for the Kafka columns (table.kafka_columns) across
+// flushes: the key writer schemas resolved by id (key_format avro), which every flush's
+// rowfill.Stage reads, and whether its records are dead letters (a replay: the columns
+// then hold the original record's coordinates and headers, replayOrigin).
+type kafkaState struct {
+	replay bool
+	keys   rowfill.KeySchemas
+	// subjectKey is the id of the latest schema of subject <topic>-key, looked up when a
+	// batch that creates the table has no record whose key resolves (0: none).
+	subjectKey int
+}
+
+// latestIDSource is a schema source that also answers a subject's latest schema id
+// (decode.Registry).
+type latestIDSource interface {
+	LatestID(ctx context.Context, subject string) (int, error)
+}
+
+func newKafkaState(md mode) *kafkaState {
+	_, replay := md.(*replayMode)
+	return &kafkaState{replay: replay, keys: rowfill.KeySchemas{Schemas: map[int]*decode.WriterSchema{}, Fails: map[int]*decode.Error{}}}
+}
+
+// origin is the rowfill.Options.Origin of the flusher's records: nil for the consumer (a
+// record's own coordinates and headers), replayOrigin for a replay.
+func (ks *kafkaState) origin() func(*kgo.Record) (string, int32, int64, []kgo.RecordHeader) {
+	if ks.replay {
+		return replayOrigin
+	}
+	return nil
+}
+
+// replayOrigin is the source record a dead letter keeps (dlq.Original,
+// dlq.OriginalHeaders): its topic, partition, offset and headers, which a replay's Kafka
+// columns hold instead of the dead-letter topic's.
+func replayOrigin(r *kgo.Record) (topic string, partition int32, offset int64, headers []kgo.RecordHeader) {
+	topic, partition, offset = dlq.Original(r)
+	return topic, partition, offset, dlq.OriginalHeaders(r)
+}
+
+// kafkaColumns are the pipeline's Kafka column names (_kafka_key, …); none without
+// table.kafka_columns.
+func kafkaColumns(cfg *config.Config) []string { return kafkacols.Columns(cfg.Table.KafkaColumns) }
+
+// avroKeys reports whether the pipeline decodes keys as Avro into _kafka_key.
+func avroKeys(cfg *config.Config) bool {
+	return cfg.Table.KeyFormat == kafkacols.KeyAvro && slices.Contains(cfg.Table.KafkaColumns, kafkacols.Key)
+}
+
+// resolveKeys looks up, before the flush decides anything, the key writer schemas of
+// the records the guard routes (key_format avro): during the flush a key's schema is
+// then never I/O. A key that is not Confluent-framed is left to the fill (a
+// key_decode_error). Errors: a *transientError when the registry fails transiently, the
+// registry's refusal of the credentials (permanent); a schema id the registry does not
+// serve is a per-record key_decode_error, remembered for this flush only.
+//
+// Without a table, when no routed record's key resolves, it also looks up the latest
+// schema of subject <topic>-key (Confluent's TopicNameStrategy; the first such topic of
+// the batch, in record order) to type the _kafka_key column of the table the batch may
+// create (kafkaState.subjectKey; an unknown subject leaves it 0).
+func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) error {
+	if !avroKeys(f.cfg) {
+		return nil
+	}
+	ks := f.kafka
+	clear(ks.keys.Fails)
+	ks.subjectKey = 0
+	resolved := false
+	if len(ks.keys.Schemas) > 1024 {
+		clear(ks.keys.Schemas)
+	}
+	for i := range items {
+		it := &items[i]
+		if it.route != routeGuard || it.fail != nil || len(it.rec.Key) == 0 {
+			continue
+		}
+		id, _, err := decode.ParseFrame(it.rec.Key)
+		if err != nil {
+			continue
+		}
+		if _, ok := ks.keys.Schemas[id]; ok {
+			resolved = true
+			continue
+		}
+		if _, ok := ks.keys.Fails[id]; ok {
+			continue
+		}
+		ws, err := f.deps.Schemas.Schema(ctx, id)
+		var de *decode.Error
+		switch {
+		case errors.As(err, &de):
+			ks.keys.Fails[id] = de
+		case errors.Is(err, decode.ErrRegistryAuth):
+			return err
+		case err != nil:
+			return &transientError{"resolve key schema id " + strconv.Itoa(id), err}
+		default:
+			ks.keys.Schemas[id] = ws
+			resolved = true
+		}
+	}
+	if t.exists() || resolved {
+		return nil
+	}
+	src, ok := f.deps.Schemas.(latestIDSource)
+	if !ok {
+		return nil
+	}
+	for _, it := range items {
+		if it.route != routeGuard {
+			continue
+		}
+		subject := it.rec.Topic + "-key"
+		id, err := src.LatestID(ctx, subject)
+		var de *decode.Error
+		switch {
+		case errors.As(err, &de):
+			return nil // no such subject: the table cannot be typed (kafkaFieldsToCreate says so)
+		case errors.Is(err, decode.ErrRegistryAuth):
+			return err
+		case err != nil:
+			return &transientError{"resolve the latest schema of subject " + subject, err}
+		}
+		ws, err := f.deps.Schemas.Schema(ctx, id)
+		switch {
+		case errors.As(err, &de):
+			return nil
+		case errors.Is(err, decode.ErrRegistryAuth):
+			return err
+		case err != nil:
+			return &transientError{"resolve key schema id " + strconv.Itoa(id), err}
+		}
+		ks.keys.Schemas[id], ks.subjectKey = ws, id
+		return nil
+	}
+	return nil
+}
+
+// kafkaFieldsToCreate are the Kafka columns a flush that creates the table appends to
+// its schema (nil when it creates none). Under key_format avro the _kafka_key struct is
+// the Delta form of the key writer schema of the first routed record whose key resolves
+// (resolveKeys), else the latest schema of subject <topic>-key; without either, the
+// table cannot be typed and the flush fails (permanent), naming the fix.
+func (f *flusher) kafkaFieldsToCreate(t tableState, create bool, items []item) ([]*deltalog.StructField, error) {
+	if t.exists() || !create || len(f.cfg.Table.KafkaColumns) == 0 {
+		return nil, nil
+	}
+	var keyType *deltalog.StructType
+	if avroKeys(f.cfg) {
+		schemas := f.kafka.keys.Schemas
+		for _, it := range items {
+			if it.route != routeGuard || it.fail != nil || len(it.rec.Key) == 0 {
+				continue
+			}
+			if id, _, err := decode.ParseFrame(it.rec.Key); err == nil {
+				if ws := schemas[id]; ws != nil && ws.DeltaErr == nil {
+					keyType = ws.Delta
+					break
+				}
+			}
+		}
+		if ws := schemas[f.kafka.subjectKey]; keyType == nil && f.kafka.subjectKey != 0 && ws != nil && ws.DeltaErr == nil {
+			keyType = ws.Delta // no keyed record in the batch: the latest <topic>-key schema
+		}
+		if keyType == nil {
+			return nil, fmt.Errorf("create table %s: table.key_format is avro, and no record of the first batch has a Confluent-framed key whose schema the registry serves, nor does the registry have a subject <topic>-key, so the _kafka_key struct cannot be typed "+
+				"(register the key schema under <topic>-key, create the table with a _kafka_key STRUCT column, or use key_format bytes in %s)", f.cfg.Table.URI, f.cfg.File)
+		}
+	}
+	return kafkacols.Fields(f.cfg.Table.KafkaColumns, f.cfg.Table.KeyFormat, keyType)
+}
+
+// withColumns returns schema with cols appended (a copy; schema itself when cols is
+// empty).
+func withColumns(schema *deltalog.StructType, cols []*deltalog.StructField) *deltalog.StructType {
+	if len(cols) == 0 || schema == nil {
+		return schema
+	}
+	out := *schema
+	out.Fields = append(slices.Clone(schema.Fields), cols...)
+	return &out
+}
