@@ -66,14 +66,22 @@ const (
 	maxConflictRebuilds = 8
 )
 
-// transientError marks a failure worth retrying with the same records; stage names where
-// it happened (the ingestd_transient_errors_total label).
+// transientError marks a failure worth retrying with the same records. stage names where it
+// happened, one of a fixed set (the ingestd_transient_errors_total label, so that a schema
+// id or a partition directory never becomes a series of its own); what, when set, says
+// more for the log and the error ("resolve schema id 7").
 type transientError struct {
 	stage string
+	what  string
 	err   error
 }
 
-func (e *transientError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e *transientError) Error() string {
+	if e.what != "" {
+		return e.what + ": " + e.err.Error()
+	}
+	return e.stage + ": " + e.err.Error()
+}
 func (e *transientError) Unwrap() error { return e.err }
 
 // refusedError is a produce that the broker will refuse again however often it is
@@ -158,7 +166,7 @@ func produceError(stage, topic string, err error) error {
 	var ke *kerr.Error
 	if !errors.As(err, &ke) || kerr.IsRetriable(err) || kgo.IsRetryableBrokerErr(err) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &transientError{stage, err}
+		return &transientError{stage: stage, err: err}
 	}
 	var fix string
 	switch ke {

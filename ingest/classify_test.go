@@ -30,17 +30,21 @@ func TestClassify(t *testing.T) {
 		{"concurrent txn", deltawriter.ErrConcurrentTxn, actRebuild, ""},
 		{"txn already committed", deltawriter.ErrTxnAlreadyCommitted, actRebuild, ""},
 		{"unsupported feature", fmt.Errorf("commit: %w", deltawriter.ErrUnsupportedFeature), actFatal, ""},
-		{"no write access", &transientError{"write data file", fs.ErrPermission}, actFatal, ""},
-		{"store refused the credentials (403)", &transientError{"commit", &storage.StoreError{Op: "put", Object: "s3://lake/t/_delta_log/00000000000000000001.json", Status: 403, Class: storage.ErrPermission, Err: errors.New("AccessDenied")}}, actFatal, ""},
+		{"no write access", &transientError{stage: "write data file", err: fs.ErrPermission}, actFatal, ""},
+		{"store refused the credentials (403)", &transientError{stage: "commit", err: &storage.StoreError{Op: "put", Object: "s3://lake/t/_delta_log/00000000000000000001.json", Status: 403, Class: storage.ErrPermission, Err: errors.New("AccessDenied")}}, actFatal, ""},
 		{"store overwrites", fmt.Errorf("open store: %w", storage.ErrUnsafeStore), actFatal, ""},
-		{"an fsync under the table failed", &transientError{"commit", fmt.Errorf("put _delta_log/00000000000000000003.json: %w: fsync /t/part-1.parquet: %w", storage.ErrDataLost, errors.New("input/output error"))}, actFatal, ""},
+		{"an fsync under the table failed", &transientError{stage: "commit", err: fmt.Errorf("put _delta_log/00000000000000000003.json: %w: fsync /t/part-1.parquet: %w", storage.ErrDataLost, errors.New("input/output error"))}, actFatal, ""},
 		{"store throttles", &storage.StoreError{Op: "get", Object: "s3://lake/t/_delta_log/_last_checkpoint", Status: 503, Class: storage.ErrTransient, Err: errors.New("SlowDown")}, actRetry, "store"},
-		{"transient", &transientError{"read snapshot", errors.New("503")}, actRetry, "read snapshot"},
+		{"transient", &transientError{stage: "read snapshot", err: errors.New("503")}, actRetry, "read snapshot"},
 		{"registry", fmt.Errorf("look up: %w", decode.ErrTransient), actRetry, "schema registry"},
 		{"dead letter refused", produceError("produce dead letters", "t.dlq", fmt.Errorf("x: %w", kerr.MessageTooLarge)), actFatal, ""},
 		{"dead letter retriable", produceError("produce dead letters", "t.dlq", kerr.NotLeaderForPartition), actRetry, "produce dead letters"},
 		{"dead letter timeout", produceError("produce dead letters", "t.dlq", context.DeadlineExceeded), actRetry, "produce dead letters"},
 		{"unknown", errors.New("boom"), actFatal, ""},
+		// the label is the stage alone: a schema id or a partition directory stays in the
+		// message, never a metric series of its own
+		{"schema id", &transientError{stage: "resolve schema", what: "resolve schema id 7", err: decode.ErrTransient}, actRetry, "resolve schema"},
+		{"partition file", &transientError{stage: "write data file", what: "write data file in day=2024-06-15", err: errors.New("503")}, actRetry, "write data file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +56,21 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("verdict error %v does not wrap %v", v.err, tt.err)
 			}
 		})
+	}
+}
+
+// A transient error's message keeps the detail its label leaves out.
+func TestTransientErrorMessage(t *testing.T) {
+	for _, tt := range []struct {
+		err  *transientError
+		want string
+	}{
+		{&transientError{stage: "resolve schema", what: "resolve schema id 7", err: errors.New("503")}, "resolve schema id 7: 503"},
+		{&transientError{stage: "commit", err: errors.New("timeout")}, "commit: timeout"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
 	}
 }
 

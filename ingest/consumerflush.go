@@ -175,10 +175,10 @@ func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record, note fra
 		}
 		p.observe(verdict{action: actRebuild, err: err}, 1, "table changed by another writer; rebuilding the commit on the new snapshot", "attempt", attempt+1)
 		if attempt+1 >= maxConflictRebuilds {
-			return nil, &transientError{"commit", err}
+			return nil, &transientError{stage: "commit", err: err}
 		}
 		if serr := rebuildWait(ctx, attempt); serr != nil { // a busy table: back off before racing again
-			return nil, &transientError{"commit", serr}
+			return nil, &transientError{stage: "commit", err: serr}
 		}
 	}
 }
@@ -259,7 +259,7 @@ func (p *Pipeline) resolveSchemas(ctx context.Context, recs []*kgo.Record) (read
 			var de *decode.Error
 			if serr != nil && !errors.As(serr, &de) {
 				failed[id] = true
-				err = &transientError{"schema registry", serr}
+				err = &transientError{stage: "schema registry", err: serr}
 			} else {
 				okID, haveOK = id, true
 			}

@@ -201,7 +201,7 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 	case errors.Is(err, deltawriter.ErrTableNotFound):
 		return tableState{version: -1, txns: map[string]int64{}}, nil
 	case err != nil:
-		return tableState{}, &transientError{"read snapshot", err}
+		return tableState{}, &transientError{stage: "read snapshot", err: err}
 	}
 	if err := checkWritable(f.cfg, snap); err != nil {
 		return tableState{}, err // permanent: nothing of this flush is written
@@ -293,7 +293,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			return nil, err // permanent: the pipeline fails with the registry's refusal
 		case err != nil:
 			f.release(items)
-			return nil, &transientError{"resolve schema id " + strconv.Itoa(id), err}
+			return nil, &transientError{stage: "resolve schema", what: "resolve schema id " + strconv.Itoa(id), err: err}
 		default:
 			it.ws = ws
 			last.id, last.ws = id, ws
@@ -684,7 +684,7 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			if se := kafkaclient.AsSecurityError(f.cfg.Kafka, "WRITE on topic "+recs[0].Topic, err); se != nil {
 				return se
 			}
-			return produceError("carry forward to "+recs[0].Topic, recs[0].Topic, err)
+			return produceError("carry forward", recs[0].Topic, err)
 		}
 		for _, r := range carried {
 			f.deadSet[keyOf(r)] = deadEntry{carried: true}
@@ -761,7 +761,7 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		// version inside this batch: rebuild on the new snapshot, which drops what it has.
 		return errSnapshotChanged
 	case err != nil:
-		return &transientError{"commit", err}
+		return &transientError{stage: "commit", err: err}
 	}
 	// Committed under commitID: what it acknowledged is settled; the next commit gets a
 	// new id, and whatever is still in deadSet (records of a failed flush) must be decided
@@ -785,7 +785,7 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 	if b.parts == nil {
 		add, err := deltawriter.WriteColumns(ctx, f.deps.Table.Store(), b.pq, b.cols, out.rows, b.file)
 		if err != nil {
-			return nil, &transientError{"write data file", err}
+			return nil, &transientError{stage: "write data file", err: err}
 		}
 		out.bytes, out.files = add.Size, 1
 		return []deltalog.Add{add}, nil
@@ -801,7 +801,7 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 		fo.Dir, fo.PartitionValues = part.Dir, part.Values
 		add, err := deltawriter.WriteColumns(ctx, f.deps.Table.Store(), schema, part.Cols, part.Rows, fo)
 		if err != nil {
-			return &transientError{"write data file in " + part.Dir, err}
+			return &transientError{stage: "write data file", what: "write data file in " + part.Dir, err: err}
 		}
 		adds[i] = add
 		return nil

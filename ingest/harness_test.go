@@ -725,7 +725,7 @@ func failFirstCommit(inFlight, l *latch) func(int) error {
 		if failed.CompareAndSwap(false, true) {
 			inFlight.open()
 			l.wait()
-			return &transientError{"commit", errors.New("injected: the store timed out")}
+			return &transientError{stage: "commit", err: errors.New("injected: the store timed out")}
 		}
 		return nil
 	}

@@ -112,7 +112,7 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 		case errors.Is(err, decode.ErrRegistryAuth):
 			return err
 		case err != nil:
-			return &transientError{"resolve key schema id " + strconv.Itoa(id), err}
+			return &transientError{stage: "resolve key schema", what: "resolve key schema id " + strconv.Itoa(id), err: err}
 		default:
 			ks.keys.Schemas[id] = ws
 			resolved = true
@@ -138,7 +138,7 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 		case errors.Is(err, decode.ErrRegistryAuth):
 			return err
 		case err != nil:
-			return &transientError{"resolve the latest schema of subject " + subject, err}
+			return &transientError{stage: "resolve key schema", what: "resolve the latest schema of subject " + subject, err: err}
 		}
 		ws, err := f.deps.Schemas.Schema(ctx, id)
 		switch {
@@ -147,7 +147,7 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 		case errors.Is(err, decode.ErrRegistryAuth):
 			return err
 		case err != nil:
-			return &transientError{"resolve key schema id " + strconv.Itoa(id), err}
+			return &transientError{stage: "resolve key schema", what: "resolve key schema id " + strconv.Itoa(id), err: err}
 		}
 		ks.keys.Schemas[id], ks.subjectKey = ws, id
 		return nil

@@ -449,7 +449,7 @@ func (m *replayMode) beforeProduce(ctx context.Context, out *outcome) (bool, err
 	}
 	ok, err := m.parkedExists(ctx)
 	if err != nil {
-		return false, &transientError{"look up " + parkedTopic(m.dlqTopic), err}
+		return false, &transientError{stage: "parked topic", what: "look up " + parkedTopic(m.dlqTopic), err: err}
 	}
 	if !ok {
 		t := parkedTopic(m.dlqTopic)

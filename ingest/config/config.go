@@ -31,7 +31,7 @@ type Config struct {
 	DeadLetter     DeadLetter `yaml:"dead_letter"`
 	Batch          Batch      `yaml:"batch"`
 	// Maintenance is the optional background table maintenance of `ingestd run`
-	// (maintain.go); absent: none.
+	// (docs/maintenance.md); absent: none.
 	Maintenance Maintenance `yaml:"maintenance"`
 
 	// File is the path the config was loaded from (set by Load).
@@ -142,7 +142,7 @@ type Batch struct {
 }
 
 // Maintenance is the maintenance block: background OPTIMIZE and VACUUM of the
-// pipeline's table, run by one goroutine per table off the commit path (maintain.go).
+// pipeline's table, run by one goroutine per table off the commit path (docs/maintenance.md).
 // Each job is off when its block is absent.
 type Maintenance struct {
 	Optimize *Optimize `yaml:"optimize"`
