@@ -9,8 +9,12 @@ demo: ## run three pipelines on an in-process broker and registry; tables land i
 
 test: unit fuzz integration ## everything: unit tests, short fuzzing, then the real stack and the integration tests
 
-unit:
+# staticcheck, pinned; `go run` fetches it from the Go module proxy on first use.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+unit: ## go vet, staticcheck and the unit tests with -race (no services)
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	$(GO) test -race -count=1 $(PKGS)
 
 fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testdata/fuzz; partition paths in deltawriter)

@@ -126,9 +126,6 @@ func classify(err error) verdict {
 	return verdict{action: actFatal, err: err}
 }
 
-// isTransient reports whether err is retried with the same records (classify: actRetry).
-func isTransient(err error) bool { return classify(err).action == actRetry }
-
 // observe counts v's metric (n times, for dead letters) and logs it at v's level, with
 // attrs as extra key-value pairs.
 func (p *Pipeline) observe(v verdict, n int, msg string, attrs ...any) {

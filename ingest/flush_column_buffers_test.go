@@ -130,12 +130,12 @@ func TestReserveFromSample(t *testing.T) {
 	mk := func() *prepared {
 		dense := column.Column{}
 		dense.Reset(column.Leaf{Index: 3, Kind: parquet.Int64, MaxDef: 1})
-		dense.Dense = make([]uint64, 256, 256) // one word per row
-		dense.Dense[255] = 9                   // kept by the growth
+		dense.Dense = make([]uint64, 256) // one word per row
+		dense.Dense[255] = 9              // kept by the growth
 		b := &prepared{rows: 256, candidates: 1000, cols: []column.Column{
-			column.Levelled(make([]parquet.Value, 256, 1000)),  // one value per row, reserved by prepare
-			column.Levelled(make([]parquet.Value, 1024, 1024)), // a list of 4 items per row
-			column.Levelled(make([]parquet.Value, 256, 256)),
+			column.Levelled(make([]parquet.Value, 256, 1000)), // one value per row, reserved by prepare
+			column.Levelled(make([]parquet.Value, 1024)),      // a list of 4 items per row
+			column.Levelled(make([]parquet.Value, 256)),
 			dense,
 		}}
 		b.cols[1].Values[1023] = parquet.Int64Value(7) // kept by the growth
