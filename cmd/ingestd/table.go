@@ -90,43 +90,19 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ", ") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// cmdTable runs "ingestd table <command> …": it parses the flags every subcommand shares,
+// refuses a flag given to a subcommand it does not belong to, resolves the table
+// (tableArg), opens it (openDeltaTable) and runs the subcommand's entry of tableCommands.
+// It returns exitOK; exitUsage for help without a command, bad arguments or flag values,
+// a store that cannot be opened and an unknown command; exitFailure when there is no
+// Delta table at the URI, its log cannot be read or the subcommand fails.
 func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub := "table"
 	if len(args) > 0 {
 		sub = args[0]
 	}
 	fs := newFlagSet("table "+sub, tableSynopsis, tableSummary, stderr)
-	uri := fs.String("table", "", "table `URI` (/path, a relative path, file:///path, s3://, gs://, az:// or abfss://; store settings from the environment), instead of the argument")
-	configFlag := fs.String("config", "", "pipeline `file` whose table to use, instead of the argument")
-	n := fs.Int("n", 20, "history: number of `commits` (0 for all)")
-	asJSON := fs.Bool("json", false, "history, describe, optimize, vacuum: print JSON")
-	var add, widen, props, features stringList
-	fs.Var(&add, "add-column", "alter: `'path TYPE'` to add (repeatable)")
-	fs.Var(&widen, "widen", "alter: `'path TYPE'` to widen to (repeatable)")
-	fs.Var(&props, "set-property", "alter: `key=value` to set (repeatable)")
-	fs.Var(&features, "enable-feature", "alter: `FEATURE` to enable, typeWidening or timestampNtz (repeatable)")
-	// CHECK constraints and NOT NULL (tableops/constraints.go)
-	var addCons, dropCons, setNotNull, dropNotNull stringList
-	fs.Var(&addCons, "add-constraint", "alter: `'name CHECK (expr)'` to add after checking every existing row (repeatable)")
-	fs.Var(&dropCons, "drop-constraint", "alter: constraint `name` to drop (repeatable)")
-	fs.Var(&setNotNull, "set-not-null", "alter: top-level `column` to make NOT NULL after checking every existing row (repeatable)")
-	fs.Var(&dropNotNull, "drop-not-null", "alter: top-level `column` to make nullable (repeatable)")
-	// Column mapping operations (tableops/columns.go).
-	enableCM := fs.String("enable-column-mapping", "", "alter: column mapping `MODE` to enable: name (a protocol upgrade to reader 2 / writer 5)")
-	var renames, drops, moves stringList
-	fs.Var(&renames, "rename-column", "alter: `'path TO name'` to rename (repeatable; needs column mapping)")
-	fs.Var(&drops, "drop-column", "alter: column `path` to drop (repeatable, one commit; needs column mapping)")
-	fs.Var(&moves, "move-column", "alter: `'path FIRST'` or 'path AFTER sibling' to reorder (repeatable)")
-	dryRun := fs.Bool("dry-run", false, "optimize, vacuum: show what would be done, change nothing")
-	// optimize flags
-	targetSize := fs.String("target-file-size", "256MiB", "optimize: `size` new files approach (e.g. 256MiB, 134217728)")
-	minFiles := fs.Int("min-files", maintenance.DefaultMinFiles, "optimize: small files a partition needs before it is compacted")
-	where := fs.String("where", "", "optimize: partition `predicate` (Spark SQL on partition columns), e.g. \"dt >= '2026-11-01'\"")
-	maxRate := fs.String("max-rewrite-rate", "0", "optimize: `bytes` read per second while rewriting, e.g. 64MiB (0: unthrottled)")
-	// vacuum
-	retain := fs.Duration("retain", -1, "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days)")
-	force := fs.Bool("force", false, "vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration")
-	nowFlag := fs.String("now", "", "vacuum: evaluate the retention as of this `RFC 3339 time` instead of the clock (what-if runs, tests)")
+	f := newTableFlags(fs)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {
@@ -141,30 +117,145 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code := checkFlagsApply(fs, sub, stderr); code != exitOK {
 		return code
 	}
-	if sub == "vacuum" && *retain < 0 && *retain != -1 {
-		fmt.Fprintf(stderr, "ingestd table vacuum: --retain %s is negative: write a duration such as 168h (or leave it out for the table's delta.deletedFileRetentionDuration)\n", *retain)
-		return exitUsage
+	cmd, known := tableCommands[sub]
+	if cmd.check != nil {
+		if code := cmd.check(f, stderr); code != exitOK {
+			return code
+		}
 	}
-	var storeOpts storage.Options // the pipeline's table.storage with --config; else the environment only
-	if *uri, storeOpts, code = tableArg(sub, pos, *uri, *configFlag, stderr); *uri == "" {
+	uri, storeOpts, code := tableArg(sub, pos, f.uri, f.config, stderr)
+	if uri == "" {
 		return code
 	}
-	timeout := 5 * time.Minute
-	if sub == "optimize" || sub == "vacuum" {
-		timeout = 24 * time.Hour // maintenance rewrites or lists whole tables
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, cmd.timeout())
 	defer cancel()
-	st, err := storage.OpenWith(ctx, *uri, storeOpts)
-	if err != nil {
-		fmt.Fprintln(stderr, "ingestd table:", err)
+	t, code := openDeltaTable(ctx, uri, storeOpts, cmd.tableOptions(), stderr)
+	if t == nil {
+		return code
+	}
+	if !known {
+		// Reported only once the table is open, as it always was: `ingestd table typo
+		// /missing` says the table is missing (exit 1).
+		fmt.Fprintf(stderr, "ingestd table: unknown command %q\n\n", sub)
+		fs.Usage()
 		return exitUsage
 	}
-	var topts []deltawriter.Option
-	if sub == "optimize" || sub == "vacuum" {
-		// Maintenance beside busy pipelines steps over their commits for as long as it
-		// takes; it stops only on a real conflict (maintenance.Optimize).
-		topts = append(topts, deltawriter.WithMaxCommitAttempts(1_000_000))
+	return cmd.run(ctx, t, f, stdout, stderr)
+}
+
+// tableFlags holds the flags of every "ingestd table" subcommand. They share one flag set,
+// so --help lists them all; a usage starting "cmd, cmd: " names the subcommands a flag
+// belongs to (checkFlagsApply), one without such a prefix belongs to all.
+type tableFlags struct {
+	uri, config string // all
+	n           int    // history
+	asJSON      bool   // history, describe, optimize, vacuum
+	dryRun      bool   // optimize, vacuum
+
+	// alter
+	add, widen, props, features                stringList
+	addCons, dropCons, setNotNull, dropNotNull stringList // CHECK constraints and NOT NULL (tableops/constraints.go)
+	enableCM                                   string     // column mapping operations (tableops/columns.go)
+	renames, drops, moves                      stringList
+
+	// optimize
+	targetSize, maxRate, where string
+	minFiles                   int
+
+	// vacuum
+	retain time.Duration // -1: the table's delta.deletedFileRetentionDuration
+	force  bool
+	now    string
+}
+
+// newTableFlags defines the table flags on fs and returns where they are parsed to.
+func newTableFlags(fs *flag.FlagSet) *tableFlags {
+	f := &tableFlags{}
+	fs.StringVar(&f.uri, "table", "", "table `URI` (/path, a relative path, file:///path, s3://, gs://, az:// or abfss://; store settings from the environment), instead of the argument")
+	fs.StringVar(&f.config, "config", "", "pipeline `file` whose table to use, instead of the argument")
+	fs.IntVar(&f.n, "n", 20, "history: number of `commits` (0 for all)")
+	fs.BoolVar(&f.asJSON, "json", false, "history, describe, optimize, vacuum: print JSON")
+	fs.Var(&f.add, "add-column", "alter: `'path TYPE'` to add (repeatable)")
+	fs.Var(&f.widen, "widen", "alter: `'path TYPE'` to widen to (repeatable)")
+	fs.Var(&f.props, "set-property", "alter: `key=value` to set (repeatable)")
+	fs.Var(&f.features, "enable-feature", "alter: `FEATURE` to enable, typeWidening or timestampNtz (repeatable)")
+	fs.Var(&f.addCons, "add-constraint", "alter: `'name CHECK (expr)'` to add after checking every existing row (repeatable)")
+	fs.Var(&f.dropCons, "drop-constraint", "alter: constraint `name` to drop (repeatable)")
+	fs.Var(&f.setNotNull, "set-not-null", "alter: top-level `column` to make NOT NULL after checking every existing row (repeatable)")
+	fs.Var(&f.dropNotNull, "drop-not-null", "alter: top-level `column` to make nullable (repeatable)")
+	fs.StringVar(&f.enableCM, "enable-column-mapping", "", "alter: column mapping `MODE` to enable: name (a protocol upgrade to reader 2 / writer 5)")
+	fs.Var(&f.renames, "rename-column", "alter: `'path TO name'` to rename (repeatable; needs column mapping)")
+	fs.Var(&f.drops, "drop-column", "alter: column `path` to drop (repeatable, one commit; needs column mapping)")
+	fs.Var(&f.moves, "move-column", "alter: `'path FIRST'` or 'path AFTER sibling' to reorder (repeatable)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "optimize, vacuum: show what would be done, change nothing")
+	fs.StringVar(&f.targetSize, "target-file-size", "256MiB", "optimize: `size` new files approach (e.g. 256MiB, 134217728)")
+	fs.IntVar(&f.minFiles, "min-files", maintenance.DefaultMinFiles, "optimize: small files a partition needs before it is compacted")
+	fs.StringVar(&f.where, "where", "", "optimize: partition `predicate` (Spark SQL on partition columns), e.g. \"dt >= '2026-11-01'\"")
+	fs.StringVar(&f.maxRate, "max-rewrite-rate", "0", "optimize: `bytes` read per second while rewriting, e.g. 64MiB (0: unthrottled)")
+	fs.DurationVar(&f.retain, "retain", -1, "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days)")
+	fs.BoolVar(&f.force, "force", false, "vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration")
+	fs.StringVar(&f.now, "now", "", "vacuum: evaluate the retention as of this `RFC 3339 time` instead of the clock (what-if runs, tests)")
+	return f
+}
+
+// tableCommand is one "ingestd table" subcommand.
+type tableCommand struct {
+	// maintenance: the command rewrites or lists whole tables (OPTIMIZE, VACUUM), so it
+	// gets 24 h instead of 5 minutes and steps over concurrent commits.
+	maintenance bool
+	// check, when set, refuses flag values before the table is resolved or opened; it
+	// prints why and returns exitUsage, or exitOK.
+	check func(f *tableFlags, stderr io.Writer) int
+	// run runs the command on the opened table and returns its exit code.
+	run func(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int
+}
+
+// tableCommands are the "ingestd table" subcommands by name (tableSummary describes them).
+var tableCommands = map[string]tableCommand{
+	"schema":   {run: tableSchema},
+	"history":  {run: tableHistory},
+	"describe": {run: tableDescribe},
+	"alter":    {run: tableAlter},
+	"optimize": {maintenance: true, run: tableOptimize},
+	"vacuum":   {maintenance: true, check: checkVacuumRetain, run: tableVacuum},
+}
+
+// timeout bounds the whole command.
+func (c tableCommand) timeout() time.Duration {
+	if c.maintenance {
+		return 24 * time.Hour // maintenance rewrites or lists whole tables
+	}
+	return 5 * time.Minute
+}
+
+// tableOptions are the deltawriter options the command opens the table with.
+func (c tableCommand) tableOptions() []deltawriter.Option {
+	if !c.maintenance {
+		return nil
+	}
+	// Maintenance beside busy pipelines steps over their commits for as long as it
+	// takes; it stops only on a real conflict (maintenance.Optimize).
+	return []deltawriter.Option{deltawriter.WithMaxCommitAttempts(1_000_000)}
+}
+
+// openedTable is the table a subcommand works on: the URI tableArg resolved, its store,
+// and the Delta table with its latest snapshot.
+type openedTable struct {
+	uri  string
+	st   storage.Store
+	tbl  *deltawriter.Table
+	snap *deltawriter.Snapshot
+}
+
+// openDeltaTable opens the store at uri and the Delta table in it, and checks the table has
+// a commit. It prints the error and returns nil with exitUsage when the store cannot be
+// opened (the URI or its settings), with exitFailure when there is no Delta table there
+// or its log cannot be read.
+func openDeltaTable(ctx context.Context, uri string, storeOpts storage.Options, topts []deltawriter.Option, stderr io.Writer) (*openedTable, int) {
+	st, err := storage.OpenWith(ctx, uri, storeOpts)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table:", err)
+		return nil, exitUsage
 	}
 	tbl, err := deltawriter.Open(ctx, st, topts...)
 	if err == nil {
@@ -172,174 +263,196 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err != nil {
 		if errors.Is(err, deltawriter.ErrTableNotFound) {
-			err = fmt.Errorf("no Delta table at %s", *uri)
+			err = fmt.Errorf("no Delta table at %s", uri)
 		}
 		fmt.Fprintln(stderr, "ingestd table:", err)
-		return exitFailure
+		return nil, exitFailure
 	}
 	snap, _ := tbl.Snapshot(ctx)
-	switch sub {
-	case "schema":
-		tableops.WriteSchema(stdout, snap.Schema, snap.ColumnMapping)
-	case "describe":
-		d := tableops.Describe(*uri, snap)
-		if err := tableops.AddMaintenance(ctx, st, &d); err != nil {
-			fmt.Fprintln(stderr, "ingestd table describe:", err)
-			return exitFailure
-		}
-		if *asJSON {
-			_ = json.NewEncoder(stdout).Encode(d)
-		} else {
-			tableops.WriteDetail(stdout, d)
-		}
-	case "history":
-		h, err := tableops.History(ctx, st, *n)
-		if err != nil {
-			fmt.Fprintln(stderr, "ingestd table history:", err)
-			return exitFailure
-		}
-		if *asJSON {
-			_ = json.NewEncoder(stdout).Encode(h)
-			break
-		}
-		for _, e := range h {
-			fmt.Fprintf(stdout, "%6d  %s  %-18s %s\n", e.Version, e.Timestamp.Format(time.RFC3339), e.Operation, kv(e.Parameters))
-			if len(e.Metrics) > 0 {
-				fmt.Fprintf(stdout, "        metrics: %s\n", kv(e.Metrics))
-			}
-		}
-	case "alter":
-		a := tableops.Alter{EnableFeatures: features, SetProperties: map[string]string{}}
-		for _, p := range props {
-			k, v, ok := strings.Cut(p, "=")
-			if !ok || k == "" {
-				fmt.Fprintf(stderr, "ingestd table alter: --set-property %q: write key=value\n", p)
-				return exitUsage
-			}
-			a.SetProperties[strings.TrimSpace(k)] = strings.TrimSpace(v)
-		}
-		for _, list := range []struct {
-			in  []string
-			out *[]tableops.ColumnDef
-		}{{add, &a.AddColumns}, {widen, &a.Widen}} {
-			for _, s := range list.in {
-				c, err := tableops.ParseColumnDef(s)
-				if err != nil {
-					fmt.Fprintln(stderr, "ingestd table alter:", err)
-					return exitUsage
-				}
-				*list.out = append(*list.out, c)
-			}
-		}
-		for _, c := range addCons {
-			def, err := tableops.ParseConstraint(c)
-			if err != nil {
-				fmt.Fprintln(stderr, "ingestd table alter:", err)
-				return exitUsage
-			}
-			a.AddConstraints = append(a.AddConstraints, def)
-		}
-		for _, c := range dropCons {
-			name, err := tableops.ParseConstraintName(c)
-			if err != nil {
-				fmt.Fprintln(stderr, "ingestd table alter: --drop-constraint:", err)
-				return exitUsage
-			}
-			a.DropConstraints = append(a.DropConstraints, name)
-		}
-		a.SetNotNull, a.DropNotNull = setNotNull, dropNotNull
-		a.EnableColumnMapping = *enableCM
-		for _, s := range renames {
-			r, err := tableops.ParseRename(s)
-			if err != nil {
-				fmt.Fprintln(stderr, "ingestd table alter: --rename-column:", err)
-				return exitUsage
-			}
-			a.RenameColumns = append(a.RenameColumns, r)
-		}
-		for _, s := range drops {
-			p, err := tableops.ParseColumnPath(s)
-			if err != nil {
-				fmt.Fprintln(stderr, "ingestd table alter: --drop-column:", err)
-				return exitUsage
-			}
-			a.DropColumns = append(a.DropColumns, p)
-		}
-		for _, s := range moves {
-			m, err := tableops.ParseMove(s)
-			if err != nil {
-				fmt.Fprintln(stderr, "ingestd table alter: --move-column:", err)
-				return exitUsage
-			}
-			a.MoveColumns = append(a.MoveColumns, m)
-		}
-		if len(a.AddColumns)+len(a.Widen)+len(a.SetProperties)+len(a.EnableFeatures)+
-			len(a.AddConstraints)+len(a.DropConstraints)+len(a.SetNotNull)+len(a.DropNotNull)+
-			len(a.RenameColumns)+len(a.DropColumns)+len(a.MoveColumns) == 0 && a.EnableColumnMapping == "" {
-			fmt.Fprintln(stderr, "ingestd table alter: nothing to do; see ingestd table --help")
-			return exitUsage
-		}
-		res, err := tableops.Apply(ctx, tbl, a)
-		for _, r := range res {
-			fmt.Fprintf(stdout, "version %d: %s %s\n", r.Version, r.Operation, r.Detail)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "ingestd table alter:", err)
-			return exitFailure
-		}
-	case "optimize":
-		target, err := config.ParseByteSize(*targetSize)
-		if err != nil || target <= 0 {
-			fmt.Fprintf(stderr, "ingestd table optimize: --target-file-size %q: write a positive size such as 256MiB\n", *targetSize)
-			return exitUsage
-		}
-		rate, err := config.ParseByteSize(*maxRate)
-		if err != nil {
-			fmt.Fprintf(stderr, "ingestd table optimize: --max-rewrite-rate %q: write a size per second such as 64MiB\n", *maxRate)
-			return exitUsage
-		}
-		if *minFiles < 2 {
-			fmt.Fprintf(stderr, "ingestd table optimize: --min-files %d: use 2 or more\n", *minFiles)
-			return exitUsage
-		}
-		res, err := maintenance.Optimize(ctx, tbl, maintenance.OptimizeOptions{TargetFileSize: int64(target), MinFiles: *minFiles,
-			Where: *where, DryRun: *dryRun, MaxRewriteRate: int64(rate), EngineInfo: "ingestd table optimize"})
-		if err != nil {
-			fmt.Fprintln(stderr, "ingestd table optimize:", err)
-			return exitFailure
-		}
-		if *asJSON {
-			_ = json.NewEncoder(stdout).Encode(res)
-			break
-		}
-		verb := "compacted"
-		if *dryRun {
-			verb = "would compact"
-		}
-		for _, p := range res.Partitions {
-			fmt.Fprintf(stdout, "%s %s: %d files (%d bytes) -> %d files\n", verb, p.Partition, p.FilesRemoved, p.BytesRemoved, p.FilesAdded)
-		}
-		for _, p := range res.Dropped {
-			fmt.Fprintf(stdout, "skipped %s: a concurrent commit compacted or removed its files first\n", p)
-		}
-		switch {
-		case res.Version < 0 && len(res.Dropped) > 0:
-			fmt.Fprintf(stdout, "nothing committed: every selected partition was compacted concurrently\n")
-		case res.Version >= 0:
-			fmt.Fprintf(stdout, "version %d: OPTIMIZE removed %d files (%d bytes), added %d files (%d bytes)\n", res.Version, res.FilesRemoved, res.BytesRemoved, res.FilesAdded, res.BytesAdded)
-		case *dryRun:
-			fmt.Fprintf(stdout, "dry run at version %d: nothing written\n", res.ReadVersion)
-		default:
-			fmt.Fprintf(stdout, "nothing committed at version %d: no partition has %d or more files below %d bytes\n", res.ReadVersion, *minFiles, target)
-		}
-	case "vacuum":
-		return tableVacuum(ctx, tbl, *retain, *force, *dryRun, *nowFlag, *asJSON, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "ingestd table: unknown command %q\n\n", sub)
-		fs.Usage()
-		return exitUsage
+	return &openedTable{uri: uri, st: st, tbl: tbl, snap: snap}, exitOK
+}
+
+// tableSchema prints the schema as a tree ("ingestd table schema"); it cannot fail.
+func tableSchema(_ context.Context, t *openedTable, _ *tableFlags, stdout, _ io.Writer) int {
+	tableops.WriteSchema(stdout, t.snap.Schema, t.snap.ColumnMapping)
+	return exitOK
+}
+
+// tableDescribe prints the table's detail with its maintenance history ("ingestd table
+// describe"), as text or with --json as a tableops.Detail. exitFailure when the commits
+// cannot be read.
+func tableDescribe(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int {
+	d := tableops.Describe(t.uri, t.snap)
+	if err := tableops.AddMaintenance(ctx, t.st, &d); err != nil {
+		fmt.Fprintln(stderr, "ingestd table describe:", err)
+		return exitFailure
+	}
+	if f.asJSON {
+		_ = json.NewEncoder(stdout).Encode(d)
+	} else {
+		tableops.WriteDetail(stdout, d)
 	}
 	return exitOK
+}
+
+// tableHistory prints the newest --n commits ("ingestd table history"), one line each
+// (version, time, operation, parameters) with their metrics below, or with --json the
+// tableops.HistoryEntry list. exitFailure when the log cannot be read.
+func tableHistory(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int {
+	h, err := tableops.History(ctx, t.st, f.n)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table history:", err)
+		return exitFailure
+	}
+	if f.asJSON {
+		_ = json.NewEncoder(stdout).Encode(h)
+		return exitOK
+	}
+	for _, e := range h {
+		fmt.Fprintf(stdout, "%6d  %s  %-18s %s\n", e.Version, e.Timestamp.Format(time.RFC3339), e.Operation, kv(e.Parameters))
+		if len(e.Metrics) > 0 {
+			fmt.Fprintf(stdout, "        metrics: %s\n", kv(e.Metrics))
+		}
+	}
+	return exitOK
+}
+
+// tableAlter makes the changes the alter flags ask for ("ingestd table alter",
+// tableops.Apply) and prints each commit made, "version N: OPERATION detail", also those
+// made before a failure. exitUsage for a flag value that does not parse or no change
+// asked for; exitFailure when a change is refused or cannot be committed.
+func tableAlter(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int {
+	a, code := alterFromFlags(f, stderr)
+	if code != exitOK {
+		return code
+	}
+	res, err := tableops.Apply(ctx, t.tbl, a)
+	for _, r := range res {
+		fmt.Fprintf(stdout, "version %d: %s %s\n", r.Version, r.Operation, r.Detail)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table alter:", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// alterFromFlags parses the alter flags into a tableops.Alter. It prints the first value
+// that does not parse, or that nothing was asked for, and returns exitUsage; else exitOK.
+func alterFromFlags(f *tableFlags, stderr io.Writer) (tableops.Alter, int) {
+	a := tableops.Alter{EnableFeatures: f.features, SetProperties: map[string]string{}}
+	for _, p := range f.props {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(stderr, "ingestd table alter: --set-property %q: write key=value\n", p)
+			return a, exitUsage
+		}
+		a.SetProperties[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	a.SetNotNull, a.DropNotNull = f.setNotNull, f.dropNotNull
+	a.EnableColumnMapping = f.enableCM
+	const prefix = "ingestd table alter:"
+	ok := parseEach(f.add, tableops.ParseColumnDef, &a.AddColumns, prefix, stderr) &&
+		parseEach(f.widen, tableops.ParseColumnDef, &a.Widen, prefix, stderr) &&
+		parseEach(f.addCons, tableops.ParseConstraint, &a.AddConstraints, prefix, stderr) &&
+		parseEach(f.dropCons, tableops.ParseConstraintName, &a.DropConstraints, prefix+" --drop-constraint:", stderr) &&
+		parseEach(f.renames, tableops.ParseRename, &a.RenameColumns, prefix+" --rename-column:", stderr) &&
+		parseEach(f.drops, tableops.ParseColumnPath, &a.DropColumns, prefix+" --drop-column:", stderr) &&
+		parseEach(f.moves, tableops.ParseMove, &a.MoveColumns, prefix+" --move-column:", stderr)
+	if !ok {
+		return a, exitUsage
+	}
+	if len(a.AddColumns)+len(a.Widen)+len(a.SetProperties)+len(a.EnableFeatures)+
+		len(a.AddConstraints)+len(a.DropConstraints)+len(a.SetNotNull)+len(a.DropNotNull)+
+		len(a.RenameColumns)+len(a.DropColumns)+len(a.MoveColumns) == 0 && a.EnableColumnMapping == "" {
+		fmt.Fprintln(stderr, "ingestd table alter: nothing to do; see ingestd table --help")
+		return a, exitUsage
+	}
+	return a, exitOK
+}
+
+// parseEach appends parse(s) to *out for each s of in, in order. At the first error it
+// prints "prefix err" to stderr and returns false.
+func parseEach[T any](in []string, parse func(string) (T, error), out *[]T, prefix string, stderr io.Writer) bool {
+	for _, s := range in {
+		v, err := parse(s)
+		if err != nil {
+			fmt.Fprintln(stderr, prefix, err)
+			return false
+		}
+		*out = append(*out, v)
+	}
+	return true
+}
+
+// tableOptimize compacts small files per partition ("ingestd table optimize",
+// maintenance.Optimize) and prints what it compacted (or, with --dry-run, would compact)
+// and the commit, or with --json the OptimizeResult. exitUsage for a bad flag value;
+// exitFailure when the plan or the commit fails.
+func tableOptimize(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int {
+	o, code := optimizeOptions(f, stderr)
+	if code != exitOK {
+		return code
+	}
+	res, err := maintenance.Optimize(ctx, t.tbl, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table optimize:", err)
+		return exitFailure
+	}
+	if f.asJSON {
+		_ = json.NewEncoder(stdout).Encode(res)
+		return exitOK
+	}
+	writeOptimizeResult(stdout, res, o)
+	return exitOK
+}
+
+// optimizeOptions are the OptimizeOptions the optimize flags ask for: --target-file-size
+// and --max-rewrite-rate in bytes (bytes per second for the rate). A value that does not
+// parse, a target size ≤ 0 or --min-files < 2 is printed and returns exitUsage.
+func optimizeOptions(f *tableFlags, stderr io.Writer) (maintenance.OptimizeOptions, int) {
+	target, err := config.ParseByteSize(f.targetSize)
+	if err != nil || target <= 0 {
+		fmt.Fprintf(stderr, "ingestd table optimize: --target-file-size %q: write a positive size such as 256MiB\n", f.targetSize)
+		return maintenance.OptimizeOptions{}, exitUsage
+	}
+	rate, err := config.ParseByteSize(f.maxRate)
+	if err != nil {
+		fmt.Fprintf(stderr, "ingestd table optimize: --max-rewrite-rate %q: write a size per second such as 64MiB\n", f.maxRate)
+		return maintenance.OptimizeOptions{}, exitUsage
+	}
+	if f.minFiles < 2 {
+		fmt.Fprintf(stderr, "ingestd table optimize: --min-files %d: use 2 or more\n", f.minFiles)
+		return maintenance.OptimizeOptions{}, exitUsage
+	}
+	return maintenance.OptimizeOptions{TargetFileSize: int64(target), MinFiles: f.minFiles,
+		Where: f.where, DryRun: f.dryRun, MaxRewriteRate: int64(rate), EngineInfo: "ingestd table optimize"}, exitOK
+}
+
+// writeOptimizeResult prints an OPTIMIZE run made with o: one line per partition
+// compacted (files and bytes removed, files added), one per partition dropped because a
+// concurrent commit got there first, and a last line on what was committed.
+func writeOptimizeResult(stdout io.Writer, res maintenance.OptimizeResult, o maintenance.OptimizeOptions) {
+	verb := "compacted"
+	if o.DryRun {
+		verb = "would compact"
+	}
+	for _, p := range res.Partitions {
+		fmt.Fprintf(stdout, "%s %s: %d files (%d bytes) -> %d files\n", verb, p.Partition, p.FilesRemoved, p.BytesRemoved, p.FilesAdded)
+	}
+	for _, p := range res.Dropped {
+		fmt.Fprintf(stdout, "skipped %s: a concurrent commit compacted or removed its files first\n", p)
+	}
+	switch {
+	case res.Version < 0 && len(res.Dropped) > 0:
+		fmt.Fprintf(stdout, "nothing committed: every selected partition was compacted concurrently\n")
+	case res.Version >= 0:
+		fmt.Fprintf(stdout, "version %d: OPTIMIZE removed %d files (%d bytes), added %d files (%d bytes)\n", res.Version, res.FilesRemoved, res.BytesRemoved, res.FilesAdded, res.BytesAdded)
+	case o.DryRun:
+		fmt.Fprintf(stdout, "dry run at version %d: nothing written\n", res.ReadVersion)
+	default:
+		fmt.Fprintf(stdout, "nothing committed at version %d: no partition has %d or more files below %d bytes\n", res.ReadVersion, o.MinFiles, o.TargetFileSize)
+	}
 }
 
 func kv(m map[string]string) string {
@@ -402,26 +515,27 @@ func sameTable(u string) string {
 	return strings.TrimRight(u, "/")
 }
 
+// checkVacuumRetain refuses a negative --retain (-1, the default, stands for the table's
+// delta.deletedFileRetentionDuration): it prints why and returns exitUsage, else exitOK.
+func checkVacuumRetain(f *tableFlags, stderr io.Writer) int {
+	if f.retain < 0 && f.retain != -1 {
+		fmt.Fprintf(stderr, "ingestd table vacuum: --retain %s is negative: write a duration such as 168h (or leave it out for the table's delta.deletedFileRetentionDuration)\n", f.retain)
+		return exitUsage
+	}
+	return exitOK
+}
+
 // tableVacuum runs "ingestd table vacuum" (maintenance.Vacuum) and prints the files
 // deleted (or, with --dry-run, to delete), one "path<TAB>bytes" line each, and a summary;
-// --json prints the VacuumResult.
-func tableVacuum(ctx context.Context, tbl *deltawriter.Table, retain time.Duration, force, dryRun bool, nowFlag string, asJSON bool, stdout, stderr io.Writer) int {
-	o := maintenance.VacuumOptions{Retain: retain, Force: force, DryRun: dryRun, EngineInfo: "ingestd table vacuum"}
-	if nowFlag != "" {
-		at, err := time.Parse(time.RFC3339, nowFlag)
-		if err != nil {
-			fmt.Fprintf(stderr, "ingestd table vacuum: --now %q: write an RFC 3339 time such as 2026-12-01T15:00:00Z\n", nowFlag)
-			return exitUsage
-		}
-		if at.After(time.Now()) && !dryRun && !force {
-			// a later "now" shortens the real retention by the difference: the check
-			// --force exists for, so it needs --force (or a dry run) too
-			fmt.Fprintf(stderr, "ingestd table vacuum: --now %s is in the future: files removed, or written by flushes in flight, less than --retain before it (including now) would be deleted; add --dry-run to see what it would delete, or --force if no writer is running and no reader needs older versions\n", nowFlag)
-			return exitUsage
-		}
-		o.Now = func() time.Time { return at }
+// --json prints the VacuumResult. exitUsage for a bad --now or a retention shorter than
+// the table's (maintenance.ErrRetentionTooShort) without --force; exitFailure when the
+// vacuum fails.
+func tableVacuum(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int {
+	o, code := vacuumOptions(f, stderr)
+	if code != exitOK {
+		return code
 	}
-	res, err := maintenance.Vacuum(ctx, tbl, o)
+	res, err := maintenance.Vacuum(ctx, t.tbl, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd table vacuum:", err)
 		if errors.Is(err, maintenance.ErrRetentionTooShort) {
@@ -429,22 +543,45 @@ func tableVacuum(ctx context.Context, tbl *deltawriter.Table, retain time.Durati
 		}
 		return exitFailure
 	}
-	if asJSON {
+	if f.asJSON {
 		_ = json.NewEncoder(stdout).Encode(res)
 		return exitOK
 	}
-	for _, f := range res.Files {
-		name := f.Path
-		if f.IsDir {
+	for _, file := range res.Files {
+		name := file.Path
+		if file.IsDir {
 			name += "/"
 		}
-		fmt.Fprintf(stdout, "%s\t%d\n", name, f.Size)
+		fmt.Fprintf(stdout, "%s\t%d\n", name, file.Size)
 	}
 	verb := "deleted"
-	if dryRun {
+	if o.DryRun {
 		verb = "would delete"
 	}
 	fmt.Fprintf(stdout, "vacuum: %s %d files and directories (%d bytes) in %d directories; retention %s (files unreferenced before %s)\n",
 		verb, len(res.Files), res.Bytes, res.Dirs, res.Retention, res.DeleteBefore.UTC().Format(time.RFC3339))
 	return exitOK
+}
+
+// vacuumOptions are the VacuumOptions the vacuum flags ask for. A --now that is not an
+// RFC 3339 time, or one in the future without --dry-run or --force, is printed and
+// returns exitUsage.
+func vacuumOptions(f *tableFlags, stderr io.Writer) (maintenance.VacuumOptions, int) {
+	o := maintenance.VacuumOptions{Retain: f.retain, Force: f.force, DryRun: f.dryRun, EngineInfo: "ingestd table vacuum"}
+	if f.now == "" {
+		return o, exitOK
+	}
+	at, err := time.Parse(time.RFC3339, f.now)
+	if err != nil {
+		fmt.Fprintf(stderr, "ingestd table vacuum: --now %q: write an RFC 3339 time such as 2026-12-01T15:00:00Z\n", f.now)
+		return o, exitUsage
+	}
+	if at.After(time.Now()) && !f.dryRun && !f.force {
+		// a later "now" shortens the real retention by the difference: the check
+		// --force exists for, so it needs --force (or a dry run) too
+		fmt.Fprintf(stderr, "ingestd table vacuum: --now %s is in the future: files removed, or written by flushes in flight, less than --retain before it (including now) would be deleted; add --dry-run to see what it would delete, or --force if no writer is running and no reader needs older versions\n", f.now)
+		return o, exitUsage
+	}
+	o.Now = func() time.Time { return at }
+	return o, exitOK
 }
