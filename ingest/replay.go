@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 )
@@ -74,14 +76,7 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 		return nil, err
 	}
 	defer cl.Close()
-	rm := &replayMode{appID: cfg.AppID, dlqTopic: topic, table: cfg.Table.URI, maxReplays: opts.MaxReplays, dryRun: opts.DryRun,
-		landed: map[string]bool{}, carry: map[*kgo.Record]bool{}, adm: kadm.NewClient(cl),
-		sum: ReplaySummary{DeadLetterTopic: topic, DeadLettered: map[string]int{}, ByReason: map[string]*ReasonOutcome{}, DryRun: opts.DryRun}}
-	r := &replayer{cfg: cfg, log: log, opts: opts, mode: rm, halted: map[topicPartition]HaltedPartition{},
-		batch:        batcher.New(batcher.Limits{MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes)}, partOf),
-		lastProgress: time.Now()}
-	r.fl = newFlusher(cfg, deps, log, rm, r.halted)
-	r.fl.dlq = dlq.NewProducer(cl)
+	r := newReplayer(cfg, deps, log, opts, cl)
 	if !opts.DryRun && opts.filtered() {
 		// Carried records go back to the partition they were read from.
 		cc, err := clients.CarryProducer()
@@ -91,7 +86,49 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 		defer cc.Close()
 		r.fl.carry = dlq.NewProducer(cc)
 	}
-	ends, err := rm.adm.ListEndOffsets(ctx, topic)
+	ends, err := dlqEndOffsets(ctx, r.mode.adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	txns, err := replayTxns(ctx, deps.Table)
+	if err != nil {
+		return nil, err
+	}
+	byPart, err := r.readDeadLetters(ctx, cl, deps.Table.Store(), ends)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := r.run(ctx, byPart, ends, txns)
+	if err == nil && sum.DryRun && sum.Parked > 0 {
+		if ok, lerr := r.mode.parkedExists(ctx); lerr == nil && !ok {
+			sum.ParkedTopicMissing = true
+		}
+	}
+	return sum, err
+}
+
+// newReplayer builds the replayer of one Replay with opts (defaults filled in) and its
+// replayMode and flusher: cl reads the DLQ topic, lists its offsets (kadm) and produces
+// what is re-dead-lettered; the carry producer, when records are carried, is set by the
+// caller.
+func newReplayer(cfg *config.Config, deps Deps, log *slog.Logger, opts ReplayOptions, cl *kgo.Client) *replayer {
+	topic := cfg.DeadLetter.Topic
+	rm := &replayMode{appID: cfg.AppID, dlqTopic: topic, table: cfg.Table.URI, maxReplays: opts.MaxReplays, dryRun: opts.DryRun,
+		landed: map[string]bool{}, carry: map[*kgo.Record]bool{}, adm: kadm.NewClient(cl),
+		sum: ReplaySummary{DeadLetterTopic: topic, DeadLettered: map[string]int{}, ByReason: map[string]*ReasonOutcome{}, DryRun: opts.DryRun}}
+	r := &replayer{cfg: cfg, log: log, opts: opts, mode: rm, halted: map[topicPartition]HaltedPartition{},
+		batch:        batcher.New(batcher.Limits{MaxRecords: cfg.Batch.MaxRecords, MaxBytes: int64(cfg.Batch.MaxBytes)}, partOf),
+		lastProgress: time.Now()}
+	r.fl = newFlusher(cfg, deps, log, rm, r.halted)
+	r.fl.dlq = dlq.NewProducer(cl)
+	return r
+}
+
+// dlqEndOffsets are the end offsets of the dead-letter topic's partitions now, where the
+// replay stops reading. Errors: the offsets cannot be listed ("list offsets of"), or the
+// topic has no partition 0 or it reports an error (the topic is missing).
+func dlqEndOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]kadm.ListedOffset, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
@@ -102,26 +139,40 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 		}
 		return nil, fmt.Errorf("dead-letter topic %q: %w", topic, why)
 	}
-	txns := map[string]int64{}
-	if snap, err := deps.Table.Snapshot(ctx); err == nil {
-		txns = snap.Txns
-	} else if !errors.Is(err, deltawriter.ErrTableNotFound) {
+	return ends[topic], nil
+}
+
+// replayTxns are the table's txn versions by app id (PROTOCOL.md, Transaction
+// Identifiers), where each DLQ partition's replay resumes; none for a table not created
+// yet. The error is the snapshot's when the log cannot be read.
+func replayTxns(ctx context.Context, t *deltawriter.Table) (map[string]int64, error) {
+	snap, err := t.Snapshot(ctx)
+	if err == nil {
+		return snap.Txns, nil
+	}
+	if !errors.Is(err, deltawriter.ErrTableNotFound) {
 		return nil, fmt.Errorf("read table: %w", err)
 	}
+	return map[string]int64{}, nil
+}
 
-	// Read every DLQ partition from its start to its end offset now: records at or before
-	// the replay's txn version only feed the duplicate check, records past the stop point
-	// only the copy check (dlq.Superseded).
+// readDeadLetters reads every DLQ partition from its start to its end offset in ends, by
+// partition in offset order: records at or before the replay's txn version only feed
+// the duplicate check, records past the stop point only the copy check (dlq.Superseded).
+// It then indexes the commits that acknowledge this pipeline's dead letters
+// (ingestd.commit.id) in st, read once, into r.acks. Errors: no READ on the topic
+// (checkRead), a fatal fetch error, the commits cannot be read.
+func (r *replayer) readDeadLetters(ctx context.Context, cl *kgo.Client, st storage.Store, ends map[int32]kadm.ListedOffset) (map[int32][]*kgo.Record, error) {
+	topic := r.mode.dlqTopic
 	// Without READ the broker answers fetches with errors kgo retries quietly, and the read
 	// would end as "no more records": ask first (authorized operations, KIP-430).
-	if err := checkRead(ctx, cl, cfg.Kafka, topic); err != nil {
+	if err := checkRead(ctx, cl, r.cfg.Kafka, topic); err != nil {
 		return nil, err
 	}
-	byPart, err := dlq.ReadToEnd(ctx, cl, topic, ends[topic], log, readFatal(cfg.Kafka, topic))
+	byPart, err := dlq.ReadToEnd(ctx, cl, topic, ends, r.log, readFatal(r.cfg.Kafka, topic))
 	if err != nil {
 		return nil, err
 	}
-	// The commits that acknowledge them (ingestd.commit.id), read once.
 	var all []*kgo.Record
 	for _, recs := range byPart {
 		for _, rec := range recs {
@@ -130,16 +181,10 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 			}
 		}
 	}
-	if r.acks, err = dlq.NewAckIndex(ctx, deps.Table.Store(), all); err != nil {
+	if r.acks, err = dlq.NewAckIndex(ctx, st, all); err != nil {
 		return nil, fmt.Errorf("read the commits of the dead letters: %w", err)
 	}
-	sum, err := r.run(ctx, byPart, ends[topic], txns)
-	if err == nil && sum.DryRun && sum.Parked > 0 {
-		if ok, lerr := rm.parkedExists(ctx); lerr == nil && !ok {
-			sum.ParkedTopicMissing = true
-		}
-	}
-	return sum, err
+	return byPart, nil
 }
 
 // checkTableExists refuses a table ingestd cannot write, and a missing one unless
@@ -180,39 +225,54 @@ func (r *replayer) ours(rec *kgo.Record) bool {
 	return !ok || name == r.cfg.Name
 }
 
-// run replays the records read, partition by partition (see Replay). Each of our dead
-// letters is first classified by its acknowledging commit (dlq.AckIndex.Classify):
-// orphans are skipped, a pending one stops its partition, real ones are deduplicated by
-// dlq.DedupeKey against every real record already replayed (below the txn position, in
-// every partition) or read earlier in this run.
+// run replays the records read, partition by partition (see Replay), in partition order.
+// Each of our dead letters is first classified by its acknowledging commit
+// (dlq.AckIndex.Classify): orphans are skipped, a pending one stops its partition, real
+// ones are deduplicated by dlq.DedupeKey against every real record already replayed
+// (below the txn position, in every partition: alreadyReplayed) or read earlier in this
+// run. It returns the summary, also with an error (a flush's, ctx's) and when a halt
+// policy stopped the replay (then with a nil error).
 func (r *replayer) run(ctx context.Context, byPart map[int32][]*kgo.Record, ends map[int32]kadm.ListedOffset, txns map[string]int64) (*ReplaySummary, error) {
-	rm, sum, opts := r.mode, &r.mode.sum, r.opts
+	sum := &r.mode.sum
 	if r.acks == nil {
 		r.acks = &dlq.AckIndex{}
 	}
-	parts := make([]int32, 0, len(byPart))
-	for part := range byPart {
-		parts = append(parts, part)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	parts := slices.Sorted(maps.Keys(byPart))
 	sup := map[int32]map[int64]bool{}
 	for _, part := range parts {
 		sup[part] = dlq.Superseded(byPart[part]) // dead letters without ack headers only
 	}
-	// Real dead letters already dealt with by earlier replays, in every partition, before
-	// any is processed (a copy may sit in another partition than the original dead letter).
-	// Other pipelines' dead letters never count, nor orphans, nor old records that have a
-	// later exact copy (their copy is the live one).
-	seen := map[string]bool{}
-	next := func(part int32) int64 {
-		if v, ok := txns[rm.txnAppID(rm.dlqTopic, part)]; ok {
-			return v + 1
-		}
-		return 0
-	}
+	seen := r.alreadyReplayed(byPart, parts, sup, txns)
 	for _, part := range parts {
+		p := &partitionReplay{part: part, recs: byPart[part], sup: sup[part], from: r.resumeOffset(txns, part), end: ends[part].Offset}
+		if halted, err := r.replayPartition(ctx, p, seen); err != nil || halted {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+// resumeOffset is the first offset of DLQ partition part past the replay's txn position
+// in txns: its txn version + 1, or 0 when no replay has committed in it.
+func (r *replayer) resumeOffset(txns map[string]int64, part int32) int64 {
+	if v, ok := txns[r.mode.txnAppID(r.mode.dlqTopic, part)]; ok {
+		return v + 1
+	}
+	return 0
+}
+
+// alreadyReplayed counts the records at or before each partition's txn position
+// (AlreadyReplayed) and returns the dlq.DedupeKey of each real dead letter among them,
+// from every partition before any is processed (a copy may sit in another partition than
+// the original dead letter). Other pipelines' dead letters never count, nor orphans, nor
+// old records that have a later exact copy in sup (their copy is the live one).
+func (r *replayer) alreadyReplayed(byPart map[int32][]*kgo.Record, parts []int32, sup map[int32]map[int64]bool, txns map[string]int64) map[string]bool {
+	sum := &r.mode.sum
+	seen := map[string]bool{}
+	for _, part := range parts {
+		next := r.resumeOffset(txns, part)
 		for _, rec := range byPart[part] {
-			if rec.Offset < next(part) {
+			if rec.Offset < next {
 				sum.AlreadyReplayed++
 				if r.ours(rec) && !sup[part][rec.Offset] && r.acks.Classify(rec) == dlq.AckReal {
 					seen[dlq.DedupeKey(rec)] = true
@@ -220,103 +280,156 @@ func (r *replayer) run(ctx context.Context, byPart map[int32][]*kgo.Record, ends
 			}
 		}
 	}
-	for _, part := range parts {
-		recs, from := byPart[part], next(part)
-		end := ends[part].Offset
-		stop := opts.stopOffset(recs, end, from)
-		if stop < end {
-			r.log.Info("replay stops early in this partition (--until)", "topic", rm.dlqTopic, "partition", part, "stop", stop, "high_watermark", end, "until", opts.Until.String())
-		}
-		last := from - 1
-		pendingAt := int64(-1)
-		for i, rec := range recs {
-			if rec.Offset < from {
-				continue
-			}
-			if rec.Offset >= stop {
-				if r.ours(rec) {
-					sum.Remaining++
-				}
-				continue
-			}
-			state := dlq.AckReal
-			if r.ours(rec) {
-				state = r.acks.Classify(rec)
-				if state == dlq.AckPending {
-					// Its commit may be this run's own (a copy carried by a replay that
-					// crashed): flush what is before it and look at the log again.
-					if halted, err := r.flush(ctx); err != nil || halted {
-						return sum, err
-					}
-					if err := r.acks.Refresh(ctx); err != nil {
-						return sum, fmt.Errorf("read the commits of the dead letters: %w", err)
-					}
-					state = r.acks.Classify(rec)
-				}
-				if state == dlq.AckPending {
-					// Its flush may still be in flight: the txn must not pass it.
-					pendingAt, stop = rec.Offset, rec.Offset
-					for _, rest := range recs[i:] {
-						if rest.Offset >= end || !r.ours(rest) {
-							continue
-						}
-						sum.Remaining++
-						if rest.Offset < opts.stopOffset(recs, end, from) && r.acks.Classify(rest) == dlq.AckPending {
-							sum.Pending++
-						}
-					}
-					break
-				}
-			}
-			add := rec
-			if !r.ours(rec) {
-				// Another pipeline's dead letter (pipelines may share a DLQ topic): not ours
-				// to replay. It is passed on without a value, so it writes nothing and the
-				// txn moves past it, like past a tombstone.
-				sum.OtherPipelines++
-				add = withoutValue(rec)
-			} else {
-				sum.Read++
-				key := dlq.DedupeKey(rec)
-				switch {
-				case state == dlq.AckOrphan:
-					// its flush never committed; the record was handled again by a later one
-					sum.Orphans++
-					add = withoutValue(rec)
-				case sup[part][rec.Offset]:
-					// an old dead letter with an exact copy later in this partition: that
-					// copy is the one replayed
-					sum.Duplicates++
-					add = withoutValue(rec)
-				case seen[key]:
-					sum.Duplicates++
-					add = withoutValue(rec)
-				case !opts.selects(rec):
-					rm.carry[rec] = true
-				}
-				if state == dlq.AckReal && !sup[part][rec.Offset] {
-					seen[key] = true
-				}
-			}
-			last = rec.Offset
-			if r.batch.Add(add, int64(len(add.Key)+len(add.Value)), time.Now()) {
-				if halted, err := r.flush(ctx); err != nil || halted {
-					return sum, err
-				}
-			}
-			r.progress(part, rec.Offset, end, stop, false)
-		}
-		if halted, err := r.flush(ctx); err != nil || halted {
-			return sum, err
-		}
-		if pendingAt >= 0 {
-			r.log.Warn("replay stops before a pending dead letter: the flush that produced it has not committed yet "+
-				"(it may be in flight, or its pipeline stopped before committing); run the replay again after the pipeline commits",
-				"topic", rm.dlqTopic, "partition", part, "offset", pendingAt)
-		}
-		r.progress(part, last, end, stop, true)
+	return seen
+}
+
+// partitionReplay is one DLQ partition's pass through replayer.replayPartition. Offsets
+// are the partition's.
+type partitionReplay struct {
+	part int32
+	recs []*kgo.Record // in offset order
+	sup  map[int64]bool
+	from int64 // first offset past the replay's txn position
+	end  int64 // end offset at the start of the replay
+
+	stop      int64 // first offset left alone: end, --until's point or a pending dead letter
+	last      int64 // last offset batched; from-1 before any
+	pendingAt int64 // the pending dead letter the partition stopped at; -1 for none
+}
+
+// replayPartition replays p from p.from to its stop point (--until, or end): each record
+// is classified (ackState); a pending one stops the partition (stopAtPending); the others
+// are batched as selectForBatch decides, flushing each full batch and the rest at the
+// end; records at or past the stop point count as Remaining. seen holds the
+// dlq.DedupeKey of every real dead letter replayed before or read earlier in this run,
+// and gains this partition's. It reports whether a halt policy stopped the replay, and
+// returns a flush's error or that of re-reading the acknowledging commits.
+func (r *replayer) replayPartition(ctx context.Context, p *partitionReplay, seen map[string]bool) (halted bool, err error) {
+	sum := &r.mode.sum
+	p.stop = r.opts.stopOffset(p.recs, p.end, p.from)
+	if p.stop < p.end {
+		r.log.Info("replay stops early in this partition (--until)", "topic", r.mode.dlqTopic, "partition", p.part, "stop", p.stop, "high_watermark", p.end, "until", r.opts.Until.String())
 	}
-	return sum, nil
+	p.last, p.pendingAt = p.from-1, -1
+	for i, rec := range p.recs {
+		if rec.Offset < p.from {
+			continue
+		}
+		if rec.Offset >= p.stop {
+			if r.ours(rec) {
+				sum.Remaining++
+			}
+			continue
+		}
+		state, halted, err := r.ackState(ctx, rec)
+		if err != nil || halted {
+			return halted, err
+		}
+		if state == dlq.AckPending {
+			r.stopAtPending(p, i)
+			break
+		}
+		add := r.selectForBatch(rec, state, p.sup, seen)
+		p.last = rec.Offset
+		if r.batch.Add(add, int64(len(add.Key)+len(add.Value)), time.Now()) {
+			if halted, err := r.flush(ctx); err != nil || halted {
+				return halted, err
+			}
+		}
+		r.progress(p.part, rec.Offset, p.end, p.stop, false)
+	}
+	if halted, err := r.flush(ctx); err != nil || halted {
+		return halted, err
+	}
+	if p.pendingAt >= 0 {
+		r.log.Warn("replay stops before a pending dead letter: the flush that produced it has not committed yet "+
+			"(it may be in flight, or its pipeline stopped before committing); run the replay again after the pipeline commits",
+			"topic", r.mode.dlqTopic, "partition", p.part, "offset", p.pendingAt)
+	}
+	r.progress(p.part, p.last, p.end, p.stop, true)
+	return false, nil
+}
+
+// ackState classifies one of our dead letters by its acknowledging commit
+// (dlq.AckIndex.Classify); another pipeline's is dlq.AckReal. A pending one may have been
+// committed by this run (a copy carried by a replay that crashed): the batch before it is
+// flushed and the commits read again first. It reports whether that flush halted the
+// replay, and returns the flush's error or Refresh's ("read the commits of the dead
+// letters").
+func (r *replayer) ackState(ctx context.Context, rec *kgo.Record) (state dlq.AckState, halted bool, err error) {
+	if !r.ours(rec) {
+		return dlq.AckReal, false, nil
+	}
+	if state = r.acks.Classify(rec); state != dlq.AckPending {
+		return state, false, nil
+	}
+	if halted, err := r.flush(ctx); err != nil || halted {
+		return state, halted, err
+	}
+	if err := r.acks.Refresh(ctx); err != nil {
+		return state, false, fmt.Errorf("read the commits of the dead letters: %w", err)
+	}
+	return r.acks.Classify(rec), false, nil
+}
+
+// stopAtPending stops p before p.recs[i], a dead letter whose commit is still pending: its
+// flush may still be in flight, so the txn must not pass it. It and every later record of
+// ours below the end offset count as Remaining; those of them that are pending and before
+// --until's point as Pending too.
+func (r *replayer) stopAtPending(p *partitionReplay, i int) {
+	sum := &r.mode.sum
+	until := p.stop
+	p.pendingAt, p.stop = p.recs[i].Offset, p.recs[i].Offset
+	for _, rest := range p.recs[i:] {
+		if rest.Offset >= p.end || !r.ours(rest) {
+			continue
+		}
+		sum.Remaining++
+		if rest.Offset < until && r.acks.Classify(rest) == dlq.AckPending {
+			sum.Pending++
+		}
+	}
+}
+
+// selectForBatch returns the record to batch for rec, classified state, and tallies it:
+// rec itself to replay, or (marked in replayMode.carry) to carry forward when --reason or
+// --from does not select it; a copy without value (withoutValue) to skip it, which writes
+// nothing and moves the txn past it: another pipeline's dead letter, an orphan, or a
+// duplicate (an old dead letter with an exact copy later in the partition, in sup, or
+// one whose dlq.DedupeKey is in seen). A real dead letter without a later copy adds its
+// key to seen.
+func (r *replayer) selectForBatch(rec *kgo.Record, state dlq.AckState, sup map[int64]bool, seen map[string]bool) *kgo.Record {
+	sum := &r.mode.sum
+	if !r.ours(rec) {
+		// Another pipeline's dead letter (pipelines may share a DLQ topic): not ours
+		// to replay. It is passed on without a value, so it writes nothing and the
+		// txn moves past it, like past a tombstone.
+		sum.OtherPipelines++
+		return withoutValue(rec)
+	}
+	sum.Read++
+	add := rec
+	key := dlq.DedupeKey(rec)
+	switch {
+	case state == dlq.AckOrphan:
+		// its flush never committed; the record was handled again by a later one
+		sum.Orphans++
+		add = withoutValue(rec)
+	case sup[rec.Offset]:
+		// an old dead letter with an exact copy later in this partition: that
+		// copy is the one replayed
+		sum.Duplicates++
+		add = withoutValue(rec)
+	case seen[key]:
+		sum.Duplicates++
+		add = withoutValue(rec)
+	case !r.opts.selects(rec):
+		r.mode.carry[rec] = true
+	}
+	if state == dlq.AckReal && !sup[rec.Offset] {
+		seen[key] = true
+	}
+	return add
 }
 
 // flush writes the batch and retries until it is committed (classify): transient failures
