@@ -47,7 +47,9 @@ func parkedTopic(dlqTopic string) string { return dlqTopic + ".parked" }
 //
 // Errors: invalid options; the DLQ topic is missing; a record must be parked and
 // <dlq>.parked is missing (ErrParkedTopicMissing); the broker is unreachable; the table
-// cannot be written. The summary is returned with every error after the options check.
+// cannot be written. The summary is nil with an error found before the dead letters are
+// read (options, the table, the clients, end offsets, READ access, the acknowledgement
+// index) and holds what was done with an error met while replaying.
 func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptions) (*ReplaySummary, error) {
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("replay %s: the pipeline has no dead_letter.topic", cfg.Name)
