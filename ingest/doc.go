@@ -36,11 +36,13 @@
 //     asynchronously; franz-go runs their callbacks, and a refused commit is retried on a
 //     timer (offsetCommits.schedule) until an accepted commit covers it, the session ends,
 //     or the last retry fails the poll loop.
-//   - The maintainer of a table (maintainer.run) runs its OPTIMIZE and VACUUM jobs. It
-//     belongs to the process's Maintainers: the first pipeline of the table to start
-//     starts it, the last to stop (when its Run returns) cancels it and waits for it.
-//   - The table's background checkpoints, each followed by log cleanup (logCleaner), run
-//     on deltawriter's goroutine; Pipeline.Close waits for the one in progress.
+//   - The maintainer of a table (ingest/maintain) runs its OPTIMIZE and VACUUM jobs. It
+//     belongs to the process's maintain.Registry (Deps.Maintainers): the first pipeline of
+//     the table to start starts it, the last to stop (when its Run returns) cancels it and
+//     waits for it.
+//   - The table's background checkpoints, each followed by log cleanup
+//     (maintain.LogCleaner), run on deltawriter's goroutine; Pipeline.Close waits for the
+//     one in progress.
 //
 // A pipeline's state has two sides. The flush side (the flusher and the consumer mode:
 // commit id, dead-letter set, progress made without a table, decoders and column

@@ -9,6 +9,7 @@ import (
 	"github.com/ingestd/ingestd/batcher"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
+	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 // Metrics are the pipeline metrics, all labelled by pipeline. Names follow Prometheus
@@ -36,12 +37,9 @@ type Metrics struct {
 	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
 
-	// Background maintenance (maintain.go), labelled by table URI and job (optimize, vacuum).
-	MaintenanceRuns        *prometheus.CounterVec   // table, job, result
-	MaintenanceFiles       *prometheus.CounterVec   // table: source files compacted by OPTIMIZE
-	MaintenanceBytes       *prometheus.CounterVec   // table: bytes of source files rewritten by OPTIMIZE
-	MaintenanceDuration    *prometheus.HistogramVec // table, job: seconds per run
-	MaintenanceLastSuccess *prometheus.GaugeVec     // table, job: Unix seconds of the last successful run
+	// Maintenance are the background maintenance metrics (OPTIMIZE, VACUUM), labelled by
+	// table URI and job.
+	Maintenance *maintain.Metrics
 
 	// Kafka are the Kafka clients' SASL counters (credential reads, re-authentications).
 	Kafka *kafkaclient.Metrics
@@ -101,23 +99,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Source partitions paused after a transient failure, waiting for their retry."}, []string{"pipeline"}),
 		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_consumer_lag_records",
 			Help: "Records in the source partition after the last one committed to the table (high watermark minus txn version + 1)."}, []string{"pipeline", "topic", "partition"}),
-		MaintenanceRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_maintenance_runs_total",
-			Help: "Background maintenance runs, by job (optimize, vacuum) and result (success, noop: nothing to do, lost: every partition went to a concurrent writer, skipped: no table yet, error)."}, []string{"table", "job", "result"}),
-		MaintenanceFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_maintenance_files_compacted_total",
-			Help: "Small data files removed by background OPTIMIZE (replaced by larger ones)."}, []string{"table"}),
-		MaintenanceBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_maintenance_bytes_rewritten_total",
-			Help: "Bytes of data files read and rewritten by background OPTIMIZE."}, []string{"table"}),
-		MaintenanceDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ingestd_maintenance_duration_seconds",
-			Help: "Duration of one background maintenance run.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}, []string{"table", "job"}),
-		MaintenanceLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_maintenance_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful background maintenance run (success or noop)."}, []string{"table", "job"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag,
-		m.MaintenanceRuns, m.MaintenanceFiles, m.MaintenanceBytes, m.MaintenanceDuration, m.MaintenanceLastSuccess, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
+	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
 }

@@ -14,14 +14,15 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
+	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 // Open builds a Pipeline from its config (see OpenDeps), with the process's logger,
-// metrics and table maintainers (mt, NewMaintainers: shared by every pipeline the process
-// runs). It does no Kafka I/O; the table is read (and refused if ingestd cannot safely
-// write it) when Run starts. Errors: OpenDeps', and a store that does not honour
+// metrics and table maintainers (mt, maintain.NewRegistry: shared by every pipeline the
+// process runs). It does no Kafka I/O; the table is read (and refused if ingestd cannot
+// safely write it) when Run starts. Errors: OpenDeps', and a store that does not honour
 // put-if-absent or refuses the credentials ("check store <uri>: …").
-func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics, mt *Maintainers) (*Pipeline, error) {
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics, mt *maintain.Registry) (*Pipeline, error) {
 	deps, err := OpenDeps(ctx, cfg, log, m)
 	if err != nil {
 		return nil, err
@@ -54,15 +55,11 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 	// Checkpoints are written by the table's background goroutine, so a commit never waits
 	// for one (docs/performance.md); Pipeline.Close / CloseDeps wait for it.
 	// After each of them, expired log files are removed (log cleanup, with the replay
-	// safeguard: logcleanup.go), on that goroutine too.
+	// safeguard: maintain.LogCleaner), on that goroutine too.
 	deps := Deps{Logger: log, Metrics: m, KafkaSecurity: sec}
-	lcLog := log
-	if lcLog == nil {
-		lcLog = slog.Default()
-	}
-	lc := &logCleaner{cfg: cfg, log: lcLog, clients: kafkaclient.New(cfg, log, m.kafka(), sec)}
+	lc := maintain.NewLogCleaner(cfg, log, kafkaclient.New(cfg, log, m.kafka(), sec))
 	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log),
-		deltawriter.WithAfterCheckpoint(lc.afterCheckpoint))
+		deltawriter.WithAfterCheckpoint(lc.AfterCheckpoint))
 	if err != nil {
 		return Deps{}, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
+	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 // SchemaSource resolves a schema id to its writer schema. decode.Registry implements it
@@ -35,10 +36,10 @@ type Deps struct {
 	// KafkaSecurity is kafkaclient.SecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by
 	// OpenDeps; every client gets it, before KafkaOpts (see Deps.kafkaClients).
 	KafkaSecurity []kgo.Opt
-	// Maintainers is the process's registry of table maintainers (NewMaintainers), so that
-	// the pipelines of one table share its background maintenance; nil: a registry of the
-	// pipeline's own (its maintenance is shared with no other pipeline).
-	Maintainers *Maintainers
+	// Maintainers is the process's registry of table maintainers (maintain.NewRegistry),
+	// so that the pipelines of one table share its background maintenance; nil: a
+	// registry of the pipeline's own (its maintenance is shared with no other pipeline).
+	Maintainers *maintain.Registry
 }
 
 // kafkaClients is the factory of the Kafka clients of cfg's pipeline built from d: each
@@ -87,8 +88,8 @@ type Pipeline struct {
 	// before the first. budgetSize charges each record raw × (1 + decodedPerByte). Written
 	// holding the token and batchMu (measureDecoded), read holding either.
 	decodedPerByte float64
-	hooks          hooks        // test seams; zero in production
-	maintainers    *Maintainers // Deps.Maintainers, or one of the pipeline's own
+	hooks          hooks              // test seams; zero in production
+	maintainers    *maintain.Registry // Deps.Maintainers, or one of the pipeline's own
 	// progressDue is when the poll loop next checks for a table to record
 	// flusher.noTableTxns in (recordProgressLocked); progressPending is whether there is
 	// any (len(fl.noTableTxns) > 0, published under batchMu by the token's holder).
@@ -185,7 +186,7 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		maintainers:    deps.Maintainers,
 	}
 	if p.maintainers == nil {
-		p.maintainers = NewMaintainers()
+		p.maintainers = maintain.NewRegistry()
 	}
 	p.flushTok <- flushToken{}
 	p.fl = newFlusher(cfg, deps, log, p.cm, p.halted)

@@ -32,8 +32,8 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer s.close()
-	// Background maintenance (maintain.go) runs beside the loop, off the commit path; it
-	// stops when Run returns.
+	// Background maintenance (ingest/maintain) runs beside the loop, off the commit path;
+	// it stops when Run returns.
 	defer p.startMaintenance(ctx)()
 	if err := s.loop(ctx); err != nil {
 		return err
@@ -43,6 +43,13 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return nil
 	}
 	return s.drain(ctx)
+}
+
+// startMaintenance starts (or joins) the background maintenance of the pipeline's table
+// in its registry (Deps.Maintainers), when the pipeline has a maintenance block; the
+// returned stop leaves it (maintain.Registry.Start).
+func (p *Pipeline) startMaintenance(ctx context.Context) (stop func()) {
+	return p.maintainers.Start(ctx, p.cfg, p.deps.Table.Store(), p.log, p.m.Maintenance)
 }
 
 // session is one run of a pipeline after a successful start: the Kafka clients it

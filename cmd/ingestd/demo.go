@@ -28,6 +28,7 @@ import (
 	"github.com/ingestd/ingestd/ingest"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 // The demo's orders stream: v2 adds the nullable field "channel".
@@ -134,7 +135,7 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 		return nil, err
 	}
 	m := ingest.NewMetrics(prometheus.NewRegistry())
-	maintainers := ingest.NewMaintainers()
+	maintainers := maintain.NewRegistry()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var pipelines []*ingest.Pipeline

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ingestd/ingestd/ingest"
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
@@ -101,7 +102,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	m := ingest.NewMetrics(reg)
 	// The table maintainers of this process: pipelines writing one table share its
 	// background maintenance (the first to start starts it, the last to stop stops it).
-	maintainers := ingest.NewMaintainers()
+	maintainers := maintain.NewRegistry()
 	var pipelines []*ingest.Pipeline
 	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
 	for _, c := range cfgs {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ingestd/ingestd/ingest"
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 // TestRunSignalWhileOpening: a SIGTERM (the context's cancellation) that arrives while a
@@ -35,7 +36,7 @@ func TestRunSignalWhileOpening(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ *ingest.Maintainers) (*ingest.Pipeline, error) {
+			openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ *maintain.Registry) (*ingest.Pipeline, error) {
 				if tc.cancel {
 					cancel() // the signal arrives mid-open
 					<-ctx.Done()

@@ -1,4 +1,4 @@
-package ingest
+package maintain
 
 import (
 	"context"
@@ -27,8 +27,10 @@ const replayHoldMargin = time.Hour
 // replayHoldTTL is how long a dead-letter topic's retention, once read, is trusted.
 const replayHoldTTL = time.Hour
 
-// logCleaner runs log cleanup (maintenance.CleanupLog) after each background checkpoint
-// of a pipeline's table, with the replay safeguard.
+// LogCleaner runs log cleanup (maintenance.CleanupLog, PROTOCOL.md "Metadata Cleanup")
+// after each background checkpoint of a pipeline's table, with the replay safeguard
+// (docs/architecture.md, "Dead letters and replay"). Create it with NewLogCleaner and
+// hand AfterCheckpoint to deltawriter.WithAfterCheckpoint.
 //
 // The safeguard: replay tells a real dead letter from an orphan (its flush never
 // committed) by reading the commits after the table version the dead letter names
@@ -41,7 +43,7 @@ const replayHoldTTL = time.Hour
 // of the table; when the topic's settings cannot be read, cleanup is skipped until they
 // can (never guessed). A pipeline without a dead-letter topic cleans up by the table's
 // delta.logRetentionDuration alone.
-type logCleaner struct {
+type LogCleaner struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	clients kafkaclient.Clients
@@ -51,8 +53,25 @@ type logCleaner struct {
 	holdAt time.Time
 }
 
-// afterCheckpoint is the deltawriter.WithAfterCheckpoint hook.
-func (c *logCleaner) afterCheckpoint(ctx context.Context, t *deltawriter.Table, version int64) {
+// NewLogCleaner returns the log cleaner of cfg's pipeline: cfg.Table.URI names the table
+// in its logs, cfg.DeadLetter.Topic is the topic whose retention holds the log (none: no
+// hold). clients builds the admin client (kafkaclient.Clients.LogCleanupAdmin) that
+// describes the topic's configs, at most once per replayHoldTTL; log (nil: slog.Default())
+// receives the cleaner's lines. It does no I/O.
+func NewLogCleaner(cfg *config.Config, log *slog.Logger, clients kafkaclient.Clients) *LogCleaner {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &LogCleaner{cfg: cfg, log: log, clients: clients}
+}
+
+// AfterCheckpoint is the deltawriter.WithAfterCheckpoint hook: after checkpoint version of
+// t, it deletes the log files the table's delta.logRetentionDuration and the replay hold
+// both let go. It returns nothing: a failure is logged ("log cleanup skipped" when the
+// dead-letter topic's retention cannot be read, "log cleanup failed" otherwise) and the
+// next checkpoint tries again. deltawriter calls it on the table's background
+// checkpoint goroutine.
+func (c *LogCleaner) AfterCheckpoint(ctx context.Context, t *deltawriter.Table, version int64) {
 	hold, err := c.replayHold(ctx)
 	if err != nil {
 		c.log.Warn("log cleanup skipped: cannot read the dead-letter topic's retention", "table", c.cfg.Table.URI,
@@ -75,7 +94,7 @@ func (c *logCleaner) afterCheckpoint(ctx context.Context, t *deltawriter.Table, 
 
 // replayHold is the MinRetention of the replay safeguard: 0 without a dead-letter topic,
 // -1 when it keeps records forever, else retention.ms + segment.ms + replayHoldMargin.
-func (c *logCleaner) replayHold(ctx context.Context) (time.Duration, error) {
+func (c *LogCleaner) replayHold(ctx context.Context) (time.Duration, error) {
 	topic := c.cfg.DeadLetter.Topic
 	if topic == "" {
 		return 0, nil

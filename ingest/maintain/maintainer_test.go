@@ -1,4 +1,4 @@
-package ingest
+package maintain
 
 import (
 	"context"
@@ -48,14 +48,14 @@ func TestBackgroundVacuumRetainDefault(t *testing.T) {
 		return mt
 	}
 	run(0)
-	if got := testutil.ToFloat64(m.MaintenanceRuns.WithLabelValues("u", JobVacuum, resultNoop)); got != 1 {
+	if got := testutil.ToFloat64(m.Runs.WithLabelValues("u", JobVacuum, resultNoop)); got != 1 {
 		t.Errorf("vacuum with retain unset: %v noop runs, want 1 (the table's 30 days apply)", got)
 	}
-	if got := testutil.ToFloat64(m.MaintenanceRuns.WithLabelValues("u", JobVacuum, resultError)); got != 0 {
+	if got := testutil.ToFloat64(m.Runs.WithLabelValues("u", JobVacuum, resultError)); got != 0 {
 		t.Errorf("vacuum with retain unset: %v failed runs, want 0", got)
 	}
 	run(168 * time.Hour)
-	if got := testutil.ToFloat64(m.MaintenanceRuns.WithLabelValues("u", JobVacuum, resultError)); got != 1 {
+	if got := testutil.ToFloat64(m.Runs.WithLabelValues("u", JobVacuum, resultError)); got != 1 {
 		t.Errorf("vacuum with retain 168h under a 30-day table: %v failed runs, want 1", got)
 	}
 }
@@ -63,28 +63,37 @@ func TestBackgroundVacuumRetainDefault(t *testing.T) {
 // TestMaintainersSharedByTable: two pipelines of one table, given one registry, share one
 // maintainer: the first to stop leaves it running, the last stops it (its goroutine has
 // returned) and removes it from the registry. A pipeline of another table in the same
-// registry gets a maintainer of its own, and so does a pipeline of the same table given
-// no registry (Deps.Maintainers nil).
+// registry gets a maintainer of its own, and so does a pipeline of the same table in
+// another registry (the ingest package's Deps.Maintainers nil gives a pipeline one of
+// its own: TestPipelineMaintainers).
 func TestMaintainersSharedByTable(t *testing.T) {
 	ctx := context.Background()
 	m := NewMetrics(prometheus.NewRegistry())
-	reg := NewMaintainers()
+	reg := NewRegistry()
 	root := t.TempDir()
-	pipeline := func(name, table string, reg *Maintainers) *Pipeline {
-		t.Helper()
-		st, err := storage.NewLocal(filepath.Join(root, table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := deltawriter.Open(ctx, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := &config.Config{Name: name, AppID: name, Table: config.Table{URI: "file://" + filepath.Join(root, table)},
-			Maintenance: config.Maintenance{Optimize: &config.Optimize{Every: time.Hour, MinFiles: 2}}}
-		return NewPipeline(cfg, Deps{Logger: slog.New(slog.DiscardHandler), Metrics: m, Table: tbl, Maintainers: reg})
+	log := slog.New(slog.DiscardHandler)
+	// pipeline is what a pipeline of table does when its Run starts: it starts (or joins)
+	// the table's maintainer in its registry.
+	type pipeline struct {
+		cfg *config.Config
+		dir string // the table's directory
+		reg *Registry
 	}
-	owners := func(reg *Maintainers) map[string]*maintainer {
+	newPipeline := func(name, table string, reg *Registry) pipeline {
+		dir := filepath.Join(root, table)
+		cfg := &config.Config{Name: name, AppID: name, Table: config.Table{URI: "file://" + dir},
+			Maintenance: config.Maintenance{Optimize: &config.Optimize{Every: time.Hour, MinFiles: 2}}}
+		return pipeline{cfg: cfg, dir: dir, reg: reg}
+	}
+	start := func(p pipeline) (stop func()) {
+		t.Helper()
+		st, err := storage.NewLocal(p.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.reg.Start(ctx, p.cfg, st, log, m)
+	}
+	owners := func(reg *Registry) map[string]*maintainer {
 		reg.mu.Lock()
 		defer reg.mu.Unlock()
 		out := map[string]*maintainer{}
@@ -101,10 +110,10 @@ func TestMaintainersSharedByTable(t *testing.T) {
 			return false
 		}
 	}
-	a, b := pipeline("a", "orders", reg), pipeline("b", "orders", reg)
-	c := pipeline("c", "payments", reg)
-	alone := pipeline("alone", "orders", nil)
-	stopA, stopB, stopC, stopAlone := a.startMaintenance(ctx), b.startMaintenance(ctx), c.startMaintenance(ctx), alone.startMaintenance(ctx)
+	a, b := newPipeline("a", "orders", reg), newPipeline("b", "orders", reg)
+	c := newPipeline("c", "payments", reg)
+	alone := newPipeline("alone", "orders", NewRegistry())
+	stopA, stopB, stopC, stopAlone := start(a), start(b), start(c), start(alone)
 	all := owners(reg)
 	orders, payments := all[a.cfg.Table.URI], all[c.cfg.Table.URI]
 	if len(all) != 2 || orders == nil || payments == nil || orders == payments {
@@ -116,9 +125,9 @@ func TestMaintainersSharedByTable(t *testing.T) {
 	if users != 2 {
 		t.Fatalf("the orders maintainer has %d users, want 2 (pipelines a and b)", users)
 	}
-	own := owners(alone.maintainers)[alone.cfg.Table.URI]
+	own := owners(alone.reg)[alone.cfg.Table.URI]
 	if own == nil || own == orders {
-		t.Fatalf("a pipeline without a registry shares the maintainer %p of the registry's %p", own, orders)
+		t.Fatalf("a pipeline of another registry shares the maintainer %p of the registry's %p", own, orders)
 	}
 	stopA()
 	stopA() // a second stop of the same pipeline leaves nothing more
@@ -139,7 +148,7 @@ func TestMaintainersSharedByTable(t *testing.T) {
 		t.Fatal("a maintainer of another table or registry stopped with the orders pipelines")
 	}
 	// A pipeline of the table started again gets a new maintainer.
-	stopA = pipeline("a2", "orders", reg).startMaintenance(ctx)
+	stopA = start(newPipeline("a2", "orders", reg))
 	if again := owners(reg)[a.cfg.Table.URI]; again == nil || again == orders {
 		t.Fatalf("orders restarted: maintainer %p, want a new one (the old %p stopped)", again, orders)
 	}

@@ -1,4 +1,4 @@
-package ingest
+package maintain
 
 import (
 	"context"
@@ -79,8 +79,8 @@ func TestLogCleanupKeepsWhatReplayNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &logCleaner{cfg: &config.Config{Name: "p", DeadLetter: config.DeadLetter{Topic: "orders.dlq"}}, log: slog.New(slog.DiscardHandler), hold: hold, holdAt: time.Now()}
-	c.afterCheckpoint(ctx, tbl, 10)
+	c := &LogCleaner{cfg: &config.Config{Name: "p", DeadLetter: config.DeadLetter{Topic: "orders.dlq"}}, log: slog.New(slog.DiscardHandler), hold: hold, holdAt: time.Now()}
+	c.AfterCheckpoint(ctx, tbl, 10)
 	if _, err := st.Stat(ctx, fmt.Sprintf("_delta_log/%020d.json", 2)); err != nil {
 		t.Errorf("log cleanup deleted commit 2, which replay needs: %v", err)
 	}
@@ -88,8 +88,8 @@ func TestLogCleanupKeepsWhatReplayNeeds(t *testing.T) {
 		t.Fatalf("after log cleanup the orphaned dead letter is %s: it would be landed twice", got)
 	}
 	// Without a dead-letter topic nothing holds the log: cleanup deletes 0..9.
-	c = &logCleaner{cfg: &config.Config{Name: "p"}, log: slog.New(slog.DiscardHandler)}
-	c.afterCheckpoint(ctx, tbl, 10)
+	c = &LogCleaner{cfg: &config.Config{Name: "p"}, log: slog.New(slog.DiscardHandler)}
+	c.AfterCheckpoint(ctx, tbl, 10)
 	if _, err := st.Stat(ctx, fmt.Sprintf("_delta_log/%020d.json", 9)); !storage.IsNotExist(err) {
 		t.Errorf("log cleanup without a dead-letter topic kept commit 9 (%v)", err)
 	}

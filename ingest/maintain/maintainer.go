@@ -1,4 +1,4 @@
-package ingest
+package maintain
 
 import (
 	"context"
@@ -10,16 +10,13 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
-// Background maintenance (docs/maintenance.md, "Background maintenance"): per table, one
-// owner goroutine runs the jobs of the maintenance block — OPTIMIZE every
-// maintenance.optimize.every, VACUUM every maintenance.vacuum.every — one at a time, on
-// its own *deltawriter.Table (so a pipeline commit never waits on it), throttled by
-// maintenance.optimize.max_rewrite_rate and started after a random part of the interval.
-// Several daemons on one table need no lock: Delta's optimistic concurrency decides (an
-// OPTIMIZE that loses its files drops them).
+// engineInfo is the commitInfo.engineInfo of the maintenance commits, the same as the
+// pipelines' own commits.
+const engineInfo = "ingestd"
 
 // Maintenance job names (the job label of the ingestd_maintenance_* metrics).
 const (
@@ -36,22 +33,22 @@ const (
 	resultError   = "error"
 )
 
-// Maintainers is the registry of the table maintainers of one process: at most one
+// Registry is the registry of the table maintainers of one process: at most one
 // maintainer per table URI, shared by the pipelines of the process that write that table
 // (reference-counted: the first to start starts it, the last to stop stops it). The
-// process that runs the pipelines creates one (NewMaintainers) and hands it to each
-// through Deps.Maintainers (Open). Safe for concurrent use; the zero value is not
+// process that runs the pipelines creates one (NewRegistry) and hands it to each (the
+// ingest package's Deps.Maintainers). Safe for concurrent use; the zero value is not
 // usable.
-type Maintainers struct {
+type Registry struct {
 	mu sync.Mutex
 	m  map[string]*maintainer // by table URI
 }
 
-// NewMaintainers returns an empty registry.
-func NewMaintainers() *Maintainers { return &Maintainers{m: map[string]*maintainer{}} }
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]*maintainer{}} }
 
 // maintainer is the owner goroutine of one table's maintenance. Its users count is
-// guarded by its registry's mutex (Maintainers.mu).
+// guarded by its registry's mutex (Registry.mu).
 type maintainer struct {
 	uri    string
 	cfg    config.Maintenance
@@ -63,49 +60,55 @@ type maintainer struct {
 	done   chan struct{}
 }
 
-// startMaintenance starts (or joins) the table's maintainer in the pipeline's registry
-// (Deps.Maintainers) when the pipeline has a maintenance block; the returned stop leaves
-// it and, for the last user, stops it and waits for the job in progress to return (its
-// context is cancelled). It never blocks the pipeline: every job runs in the
-// maintainer's goroutine. A maintainer already running for the table keeps the
-// maintenance block of the pipeline that started it.
-func (p *Pipeline) startMaintenance(ctx context.Context) (stop func()) {
-	mc := p.cfg.Maintenance
+// Start starts (or joins) the maintainer of cfg's table (cfg.Table.URI, the registry's
+// key and the table label of the metrics) when cfg has a maintenance block
+// (cfg.Maintenance: an optimize or a vacuum job); the returned stop leaves it and, for
+// the last user, stops it and waits for the job in progress to return (its context is
+// cancelled). stop may be called more than once; only the first call counts. Start
+// never blocks on a job: every job runs in the maintainer's goroutine, on a
+// *deltawriter.Table of its own opened on store (the table's store), so a pipeline
+// commit never waits on it. The goroutine's context is ctx without its cancellation: it
+// ends only with the last stop. log (the pipeline's, not nil; the maintainer adds the
+// "table" key) and m (nil: nothing counted) are the maintainer's. A maintainer already running for the
+// table keeps the maintenance block, logger and metrics of the pipeline that started
+// it. Start returns no error: when the table's log cannot be read, it logs
+// "maintenance not started: open table" and returns a stop that does nothing.
+func (r *Registry) Start(ctx context.Context, cfg *config.Config, store storage.Store, log *slog.Logger, m *Metrics) (stop func()) {
+	mc := cfg.Maintenance
 	if mc.Optimize == nil && mc.Vacuum == nil {
 		return func() {}
 	}
-	uri := p.cfg.Table.URI
-	reg := p.maintainers
-	reg.mu.Lock()
-	mt := reg.m[uri]
+	uri := cfg.Table.URI
+	r.mu.Lock()
+	mt := r.m[uri]
 	if mt == nil {
 		// Its own Table on the pipeline's store: maintenance commits hold that Table's
 		// lock, never the pipeline's.
-		t, err := deltawriter.Open(ctx, p.deps.Table.Store(), deltawriter.WithLogger(p.log), deltawriter.WithMaxCommitAttempts(1000))
+		t, err := deltawriter.Open(ctx, store, deltawriter.WithLogger(log), deltawriter.WithMaxCommitAttempts(1000))
 		if err != nil && !errors.Is(err, deltawriter.ErrTableNotFound) {
-			reg.mu.Unlock()
-			p.log.Error("maintenance not started: open table", "table", uri, "err", err)
+			r.mu.Unlock()
+			log.Error("maintenance not started: open table", "table", uri, "err", err)
 			return func() {}
 		}
 		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		mt = &maintainer{uri: uri, cfg: mc, table: t, log: p.log.With("table", uri), m: p.m, cancel: cancel, done: make(chan struct{})}
-		reg.m[uri] = mt
+		mt = &maintainer{uri: uri, cfg: mc, table: t, log: log.With("table", uri), m: m, cancel: cancel, done: make(chan struct{})}
+		r.m[uri] = mt
 		go mt.run(mctx)
 	} else {
-		p.log.Info("maintenance shared with another pipeline of this table; its maintenance block applies", "table", uri)
+		log.Info("maintenance shared with another pipeline of this table; its maintenance block applies", "table", uri)
 	}
 	mt.users++
-	reg.mu.Unlock()
+	r.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			reg.mu.Lock()
+			r.mu.Lock()
 			mt.users--
 			last := mt.users == 0
 			if last {
-				delete(reg.m, uri)
+				delete(r.m, uri)
 			}
-			reg.mu.Unlock()
+			r.mu.Unlock()
 			if last {
 				mt.cancel()
 				<-mt.done
@@ -179,8 +182,7 @@ func (mt *maintainer) runJob(ctx context.Context, name string) {
 			case r.Version < 0:
 				result = resultNoop
 			}
-			mt.m.MaintenanceFiles.WithLabelValues(mt.uri).Add(float64(r.FilesRemoved))
-			mt.m.MaintenanceBytes.WithLabelValues(mt.uri).Add(float64(r.BytesRemoved))
+			mt.m.compacted(mt.uri, r.FilesRemoved, r.BytesRemoved)
 			args = append(args, "version", r.Version, "read_version", r.ReadVersion, "files_removed", r.FilesRemoved,
 				"files_added", r.FilesAdded, "bytes_rewritten", r.BytesRemoved, "partitions", len(r.Partitions), "partitions_dropped", len(r.Dropped))
 		}
@@ -210,11 +212,7 @@ func (mt *maintainer) runJob(ctx context.Context, name string) {
 		result = resultError
 		args = append(args, "err", err)
 	}
-	mt.m.MaintenanceRuns.WithLabelValues(mt.uri, name, result).Inc()
-	mt.m.MaintenanceDuration.WithLabelValues(mt.uri, name).Observe(d.Seconds())
-	if result == resultSuccess || result == resultNoop {
-		mt.m.MaintenanceLastSuccess.WithLabelValues(mt.uri, name).Set(float64(time.Now().Unix()))
-	}
+	mt.m.run(mt.uri, name, result, d)
 	args = append([]any{"job", name, "result", result, "duration_ms", d.Milliseconds()}, args...)
 	if err != nil {
 		mt.log.Warn("maintenance run failed", args...)
