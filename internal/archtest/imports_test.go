@@ -92,6 +92,9 @@ var rules = []struct {
 		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/kafkaclient/...", only: []string{"ingest/kafkaclient/...", "ingest/config", "internal/awscred"},
 		why: "ingest/kafkaclient builds the Kafka clients and their security (TLS, SASL, MSK IAM, ACL hints) from the config: besides franz-go and prometheus it imports only ingest/config and internal/awscred, never the pipeline trunk nor deltawriter"},
+	{pkgs: "ingest/maintain/...", only: []string{"ingest/maintain/...", "ingest/config", "ingest/kafkaclient", "deltawriter", "deltawriter/maintenance", "deltawriter/storage"},
+		onlyExternal: []string{"github.com/twmb/franz-go/pkg/kadm", "github.com/prometheus/client_golang/prometheus"},
+		why:          "ingest/maintain schedules table maintenance and log cleanup: it runs deltawriter/maintenance's jobs on the config's schedule and reads the dead-letter topic's retention through kadm (its admin client from ingest/kafkaclient), never the pipeline trunk"},
 	{pkgs: "ingest/...", deny: []string{"cmd/..."},
 		why: "commands are wired in cmd; nothing imports them"},
 	{pkgs: "...", except: []string{"deltawriter/storage/...", "internal/awscred"}, denyDirect: cloudSDKs,
@@ -297,6 +300,8 @@ func TestCheckReportsViolations(t *testing.T) {
 		{ImportPath: m("ingest/dlq"), Imports: []string{m("ingest/decode"), m("deltawriter"), "github.com/twmb/franz-go/pkg/kgo"}},
 		{ImportPath: m("ingest/decode"), Imports: []string{m("deltawriter/deltalog"), "github.com/hamba/avro/v2"}},
 		{ImportPath: m("ingest/kafkaclient"), Imports: []string{m("ingest/config"), m("internal/awscred"), "github.com/twmb/franz-go/pkg/kgo", "github.com/prometheus/client_golang/prometheus"}},
+		{ImportPath: m("ingest/maintain"), Imports: []string{"context", m("ingest/config"), m("ingest/kafkaclient"), m("deltawriter"), m("deltawriter/maintenance"), m("deltawriter/storage"),
+			"github.com/twmb/franz-go/pkg/kadm", "github.com/prometheus/client_golang/prometheus"}},
 		{ImportPath: m("schemaguard"), Imports: []string{m("deltawriter/deltalog")}},
 		{ImportPath: m("deltawriter/tableops"), Imports: []string{m("deltawriter"), m("deltawriter/storage"), m("deltawriter/deltalog")}},
 		{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/storage"), m("deltawriter/deltalog"), m("deltawriter/parquetenc"), m("deltawriter/column")},
@@ -339,6 +344,10 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("cmd/ingestd"), TestImports: []string{"golang.org/x/oauth2/google"}}, []string{"cmd/ingestd imports golang.org/x/oauth2/google (in its tests)"}},
 		{pkg{ImportPath: m("internal/awscred"), Imports: []string{"github.com/aws/aws-sdk-go-v2/config", "github.com/Azure/azure-sdk-for-go/sdk/azidentity"}}, []string{"internal/awscred imports github.com/Azure/azure-sdk-for-go/sdk/azidentity (directly)", "the AWS SDK only"}},
 		{pkg{ImportPath: m("ingest/rowfill"), Imports: []string{m("ingest/dlq")}}, []string{"ingest/rowfill imports ingest/dlq", `rule "ingest/rowfill/..."`, "may import only"}},
+		{pkg{ImportPath: m("ingest/maintain"), Imports: []string{m("ingest")}}, []string{"ingest/maintain imports ingest: a package may import only packages below its layer",
+			`ingest/maintain imports ingest: rule "ingest/maintain/..."`, "never the pipeline trunk"}},
+		{pkg{ImportPath: m("ingest/maintain"), Imports: []string{m("ingest/dlq")}}, []string{"ingest/maintain imports ingest/dlq", `rule "ingest/maintain/..."`, "may import only ingest/maintain/..., ingest/config, ingest/kafkaclient, deltawriter, deltawriter/maintenance, deltawriter/storage of the module"}},
+		{pkg{ImportPath: m("ingest/maintain"), Imports: []string{"github.com/twmb/franz-go/pkg/kgo"}}, []string{"ingest/maintain imports github.com/twmb/franz-go/pkg/kgo", `rule "ingest/maintain/..."`, "it may import only github.com/twmb/franz-go/pkg/kadm, github.com/prometheus/client_golang/prometheus"}},
 	} {
 		v := check([]pkg{tc.p})
 		if len(v) == 0 {
