@@ -1,6 +1,7 @@
-// Package deltawriter reads and appends to Delta Lake tables: the log replayed into a
-// Snapshot, Parquet data files with their statistics, commits with put-if-absent and
-// optimistic concurrency, checkpoints, and schema changes.
+// Package deltawriter reads and appends to Delta Lake tables.
+//
+// It covers the log replayed into a Snapshot, Parquet data files with their statistics,
+// commits with put-if-absent and optimistic concurrency, checkpoints, and schema changes.
 //
 // It never imports Kafka or Avro packages; source progress arrives as plain (appId,
 // version) txn pairs. The Delta model is deltawriter/deltalog, the stores are

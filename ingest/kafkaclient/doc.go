@@ -18,4 +18,13 @@
 // The package imports ingest/config, franz-go, prometheus and internal/awscred; never
 // the pipeline trunk (ingest) nor the Delta writer (docs/architecture.md, "Packages and
 // import rules").
+//
+// # Concurrency
+//
+// The package starts no goroutines. The SASL credential callbacks and the
+// re-authentication hook run on franz-go's connection goroutines, several at a time:
+// the password and token callbacks share nothing but the Metrics counters, and the
+// AWS_MSK_IAM credentials and the hook's per-broker counts are each guarded by a mutex
+// of their own. Clients' constructors and SecurityOpts may be called from any goroutine;
+// each client they return is owned, and closed, by its caller.
 package kafkaclient
