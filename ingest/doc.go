@@ -10,8 +10,8 @@
 // context ends) and the drain (flush and commit what is buffered, in a bounded time of
 // its own). Replay lands the dead letters that fit the table now and InspectDLQ counts
 // them (docs/dead-letters-and-replay.md). The Kafka clients and their security are built
-// by ingest/kafkaclient, the per-row fills by ingest/rowfill, the Delta commits by
-// deltawriter.
+// by ingest/kafkaclient, the per-row fills by ingest/rowfill, the tables' background
+// maintenance by ingest/maintain, the Delta commits by deltawriter.
 //
 // # Concurrency
 //

@@ -12,9 +12,10 @@ import (
 	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
-// Metrics are the pipeline metrics, all labelled by pipeline. Names follow Prometheus
-// conventions: ingestd_ prefix, counters end in _total, units in names. One Metrics is
-// shared by every pipeline of a process.
+// Metrics are the pipeline metrics, labelled by pipeline, with the Kafka clients' and the
+// background maintenance's (Kafka, Maintenance: labelled by client and table). Names
+// follow Prometheus conventions: ingestd_ prefix, counters end in _total, units in names.
+// One Metrics is shared by every pipeline of a process; docs/operations.md lists them.
 type Metrics struct {
 	RecordsConsumed      *prometheus.CounterVec   // pipeline
 	RecordsWritten       *prometheus.CounterVec   // pipeline
@@ -88,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				"a sum close to the run time means the flushes, not the fetches, bound the throughput.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"pipeline"}),
 		SchemaEvolutions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_schema_evolutions_total",
-			Help: "Schema changes applied to tables, by kind (add_column, widen, relax_nullability)."}, []string{"pipeline", "kind"}),
+			Help: "Schema changes applied to tables, by kind (add_column, widen, relax_nullability, enable_feature)."}, []string{"pipeline", "kind"}),
 		PipelineHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_pipeline_halted",
 			Help: "1 when the pipeline is halted by its schema policy and needs a person."}, []string{"pipeline"}),
 		PipelineFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_pipeline_failures_total",
@@ -98,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PartitionsBackingOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_partitions_backing_off",
 			Help: "Source partitions paused after a transient failure, waiting for their retry."}, []string{"pipeline"}),
 		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_consumer_lag_records",
-			Help: "Records in the source partition after the last one committed to the table (high watermark minus txn version + 1)."}, []string{"pipeline", "topic", "partition"}),
+			Help: "Records in the source partition after the last one committed to the table (high watermark minus (txn version + 1))."}, []string{"pipeline", "topic", "partition"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
