@@ -12,8 +12,8 @@ import (
 	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
-// Metrics are the pipeline metrics, labelled by pipeline, with the Kafka clients' and the
-// background maintenance's (Kafka, Maintenance: labelled by client and table). Names
+// Metrics are the pipeline metrics, labelled by pipeline, with the Kafka clients' SASL
+// counters (Kafka) and the background maintenance's (Maintenance, labelled by table). Names
 // follow Prometheus conventions: ingestd_ prefix, counters end in _total, units in names.
 // One Metrics is shared by every pipeline of a process; docs/operations.md lists them.
 type Metrics struct {
