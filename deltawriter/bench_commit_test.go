@@ -11,21 +11,9 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
-
-// benchSchema is the table of the commit benchmarks: ten columns of the usual types.
-const benchSchema = `{"type":"struct","fields":[
-{"name":"id","type":"long","nullable":true,"metadata":{}},
-{"name":"name","type":"string","nullable":true,"metadata":{}},
-{"name":"price","type":"double","nullable":true,"metadata":{}},
-{"name":"active","type":"boolean","nullable":true,"metadata":{}},
-{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
-{"name":"note","type":"string","nullable":true,"metadata":{}},
-{"name":"qty","type":"integer","nullable":true,"metadata":{}},
-{"name":"amount","type":"decimal(12,2)","nullable":true,"metadata":{}},
-{"name":"status","type":"string","nullable":true,"metadata":{}},
-{"name":"country","type":"string","nullable":true,"metadata":{}}]}`
 
 // The commit path (docs/performance.md): 10,000 commits (one add and one txn each, as a
 // pipeline flush makes) to a local table with a checkpoint every 10 commits, p50/p99/max
@@ -47,7 +35,7 @@ func benchCommitPath(b *testing.B, opts ...Option) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		schema, _ := deltalog.ParseSchema(benchSchema)
+		schema, _ := deltalog.ParseSchema(deltatest.BenchSchema)
 		p, m := newTableMetadata("bench", schema, nil, nil)
 		if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {
 			b.Fatal(err)

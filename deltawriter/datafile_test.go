@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -18,26 +17,10 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
-
-// allTypesSchema covers every Delta type ingestd writes.
-const allTypesSchema = `{"type":"struct","fields":[
-{"name":"id","type":"long","nullable":true,"metadata":{}},
-{"name":"i","type":"integer","nullable":true,"metadata":{}},
-{"name":"s","type":"string","nullable":true,"metadata":{}},
-{"name":"d","type":"double","nullable":true,"metadata":{}},
-{"name":"b","type":"boolean","nullable":true,"metadata":{}},
-{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
-{"name":"day","type":"date","nullable":true,"metadata":{}},
-{"name":"dec10","type":"decimal(10,2)","nullable":true,"metadata":{}},
-{"name":"dec25","type":"decimal(25,3)","nullable":true,"metadata":{}},
-{"name":"bin","type":"binary","nullable":true,"metadata":{}},
-{"name":"st","type":{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}},{"name":"y","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
-{"name":"arr","type":{"type":"array","elementType":"string","containsNull":true},"nullable":true,"metadata":{}},
-{"name":"m","type":{"type":"map","keyType":"string","valueType":"long","valueContainsNull":true},"nullable":true,"metadata":{}}
-]}`
 
 var (
 	ts0 = time.Date(2024, 3, 1, 12, 34, 56, 789123000, time.UTC)
@@ -45,42 +28,6 @@ var (
 )
 
 // flba returns the n-byte big-endian two's complement of the decimal string's unscaled value.
-func flba(t *testing.T, unscaled string, n int) []byte {
-	v, ok := new(big.Int).SetString(unscaled, 10)
-	if !ok {
-		t.Fatalf("bad number %s", unscaled)
-	}
-	if v.Sign() < 0 {
-		v.Add(v, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
-	}
-	b := v.Bytes()
-	return append(make([]byte, n-len(b)), b...)
-}
-
-// levelled wraps levelled column values as column.Columns, as WriteDataFile does.
-func levelled(cols [][]parquet.Value) []column.Column {
-	out := make([]column.Column, len(cols))
-	for i, c := range cols {
-		out[i] = column.Levelled(c)
-	}
-	return out
-}
-
-// columnsOf gives every column of cols the form the decoder builds: Reset to its leaf of
-// pq (dense for a non-repeated fixed-width leaf), then Append of every value, which keeps
-// it dense while the values are set and turns it levelled at the first null.
-func columnsOf(pq *parquet.Schema, cols [][]parquet.Value) []column.Column {
-	leaves := column.Leaves(pq)
-	out := make([]column.Column, len(cols))
-	for i, vals := range cols {
-		out[i].Reset(leaves[i])
-		for _, v := range vals {
-			out[i].Append(v)
-		}
-	}
-	return out
-}
-
 // computeStats validates cols and returns the stats JSON of a file holding them: the
 // summaries of parquetenc.Summarize, as WriteColumns derives stats from Encode's.
 func computeStats(schema *parquet.Schema, cols []column.Column, numRows int, opts FileOptions) (string, error) {
@@ -91,43 +38,15 @@ func computeStats(schema *parquet.Schema, cols []column.Column, numRows int, opt
 	return statsFromSummaries(schema, cols, sums, numRows, opts)
 }
 
-// memStore is a storage.Store whose Create streams into buf (reused between writes); it
-// keeps nothing else.
-type memStore struct {
-	buf  *bytes.Buffer
-	size int64
-}
-
-func (m *memStore) Get(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
-func (m *memStore) List(context.Context, string) ([]storage.FileInfo, error) {
-	return nil, nil
-}
-func (m *memStore) Put(context.Context, string, []byte) error         { return nil }
-func (m *memStore) PutIfAbsent(context.Context, string, []byte) error { return nil }
-func (m *memStore) Create(context.Context, string) (storage.Writer, error) {
-	m.buf.Reset()
-	return memWriter{m}, nil
-}
-func (m *memStore) Stat(context.Context, string) (storage.FileInfo, error) {
-	return storage.FileInfo{Size: m.size, ModTime: time.Unix(1, 0)}, nil
-}
-func (m *memStore) URI() string { return "mem://" }
-
-type memWriter struct{ m *memStore }
-
-func (w memWriter) Write(b []byte) (int, error) { return w.m.buf.Write(b) }
-func (w memWriter) Abort() error                { return nil }
-func (w memWriter) Close() error                { w.m.size = int64(w.m.buf.Len()); return nil }
-
 func allTypesRows(t *testing.T) []map[string]any {
 	n := DecimalBytes(25)
 	return []map[string]any{
 		{"id": int64(1), "i": int32(-7), "s": "héllo", "d": 1.5, "b": true, "ts": ts0.UnixMicro(),
-			"day": int32(ts0.Unix() / 86400), "dec10": int64(12345), "dec25": flba(t, "-98765432109876543210123", n),
+			"day": int32(ts0.Unix() / 86400), "dec10": int64(12345), "dec25": deltatest.FLBA(t, "-98765432109876543210123", n),
 			"bin": []byte{0, 1, 2}, "st": map[string]any{"x": int64(1), "y": "a"},
 			"arr": []any{"a", nil, "b"}, "m": []mapEntry{{"k1", int64(1)}, {"k2", nil}}},
 		{"id": int64(2), "i": int32(0), "s": "", "d": -0.25, "b": false, "ts": ts1.UnixMicro(),
-			"day": int32(0), "dec10": int64(-1), "dec25": flba(t, "1", n),
+			"day": int32(0), "dec10": int64(-1), "dec25": deltatest.FLBA(t, "1", n),
 			"bin": []byte{}, "st": map[string]any{"x": nil, "y": nil},
 			"arr": []any{}, "m": []mapEntry{}},
 		{"id": int64(3)},
@@ -149,7 +68,7 @@ func TestWriteAllTypesTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, err := deltalog.ParseSchema(allTypesSchema)
+	schema, err := deltalog.ParseSchema(deltatest.AllTypesSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,11 +129,11 @@ func TestWriteAllTypesTable(t *testing.T) {
 	}
 	want := []map[string]any{
 		{"id": int64(1), "i": int64(-7), "s": "héllo", "d": 1.5, "b": true, "ts": ts0.UnixMicro(),
-			"day": ts0.Unix() / 86400, "dec10": int64(12345), "dec25": flba(t, "-98765432109876543210123", 11),
+			"day": ts0.Unix() / 86400, "dec10": int64(12345), "dec25": deltatest.FLBA(t, "-98765432109876543210123", 11),
 			"bin": "\x00\x01\x02", "st": map[string]any{"x": int64(1), "y": "a"},
 			"arr": []any{"a", nil, "b"}, "m": map[string]any{"k1": int64(1), "k2": nil}},
 		{"id": int64(2), "i": int64(0), "s": "", "d": -0.25, "b": false, "ts": ts1.UnixMicro(),
-			"day": int64(0), "dec10": int64(-1), "dec25": flba(t, "1", 11),
+			"day": int64(0), "dec10": int64(-1), "dec25": deltatest.FLBA(t, "1", 11),
 			"bin": "", "st": map[string]any{"x": nil, "y": nil},
 			"arr": []any{}, "m": map[string]any{}},
 		{"id": int64(3), "i": nil, "s": nil, "d": nil, "b": nil, "ts": nil, "day": nil, "dec10": nil, "dec25": nil,
@@ -277,7 +196,7 @@ func checkFooter(t *testing.T, f *parquet.File) {
 func TestWriteDataFileValidation(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
-	schema, _ := deltalog.ParseSchema(allTypesSchema)
+	schema, _ := deltalog.ParseSchema(deltatest.AllTypesSchema)
 	pq, _ := ParquetSchema(schema, deltalog.ColumnMappingNone)
 	cols, err := shredRows(pq, allTypesRows(t))
 	if err != nil {
@@ -333,7 +252,7 @@ func TestStatsColumnMappingAndLimits(t *testing.T) {
 		{map[string]string{deltalog.PropNumIndexedCols: "1"}, `{"numRecords":2,"minValues":{"col-1":-5},"maxValues":{"col-1":5},"nullCount":{"col-1":0}}`},
 		{map[string]string{deltalog.PropStatsColumns: "s.b"}, `{"numRecords":2,"minValues":{"col-2":{"col-3":"abc"}},"maxValues":{"col-2":{"col-3":"` + strings.Repeat("x", 32) + "\x7f" + `"}},"nullCount":{"col-2":{"col-3":0}}}`},
 	} {
-		got, err := computeStats(pq, levelled(cols), 2, FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingName, Configuration: tc.conf})
+		got, err := computeStats(pq, deltatest.Levelled(cols), 2, FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingName, Configuration: tc.conf})
 		if err != nil {
 			t.Fatal(err)
 		}

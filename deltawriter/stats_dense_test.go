@@ -12,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
@@ -41,14 +42,14 @@ func TestWriteColumnsDenseStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := columnsOf(pq, vals)
+	cols := deltatest.ColumnsOf(pq, vals)
 	for i := range cols {
 		if !cols[i].IsDense() {
 			t.Fatalf("column %d is not dense", i)
 		}
 	}
 	var buf bytes.Buffer
-	add, err := WriteColumns(context.Background(), &memStore{buf: &buf}, pq, cols, 2, FileOptions{Schema: schema})
+	add, err := WriteColumns(context.Background(), deltatest.NewMemStore(&buf), pq, cols, 2, FileOptions{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,18 +105,18 @@ func TestWriteColumnsDenseStringStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cols := columnsOf(pq, vals)
+		cols := deltatest.ColumnsOf(pq, vals)
 		for i := range cols {
 			if !cols[i].IsDense() || cols[i].Len() != len(c.vals) || len(cols[i].Values) != 0 {
 				t.Fatalf("%s: column %d is not in the byte form", c.name, i)
 			}
 		}
 		var lbuf, dbuf bytes.Buffer
-		ladd, err := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, len(c.vals), FileOptions{Schema: schema})
+		ladd, err := WriteDataFile(context.Background(), deltatest.NewMemStore(&lbuf), pq, vals, len(c.vals), FileOptions{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}
-		add, err := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, len(c.vals), FileOptions{Schema: schema})
+		add, err := WriteColumns(context.Background(), deltatest.NewMemStore(&dbuf), pq, cols, len(c.vals), FileOptions{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 )
 
 // Byte-form string columns of random strings from an alphabet of 1- to 4-byte characters
@@ -45,17 +46,17 @@ func TestDenseStringStatsBoundRandom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cols := columnsOf(pq, lvals)
+		cols := deltatest.ColumnsOf(pq, lvals)
 		if !cols[0].IsDense() {
 			t.Fatal("s is not in the byte form")
 		}
 		opts := FileOptions{Schema: schema, Configuration: map[string]string{deltalog.PropStringPrefixLength: fmt.Sprint(prefix)}}
 		var lbuf, dbuf bytes.Buffer
-		ladd, err := WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, lvals, n, opts)
+		ladd, err := WriteDataFile(context.Background(), deltatest.NewMemStore(&lbuf), pq, lvals, n, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		add, err := WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, n, opts)
+		add, err := WriteColumns(context.Background(), deltatest.NewMemStore(&dbuf), pq, cols, n, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

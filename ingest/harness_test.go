@@ -591,13 +591,6 @@ func (m *member) stopped(t testing.TB, timeout time.Duration, why string) error 
 	}
 }
 
-// writeConfig writes a pipeline file p.yaml with body into a temporary directory and
-// returns its path (for config.Load).
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	return writeSecretFile(t, t.TempDir(), "p.yaml", body)
-}
-
 // writeSecretFile writes value and a newline to dir/name (mode 0600) and returns its path.
 func writeSecretFile(t *testing.T, dir, name, value string) string {
 	t.Helper()

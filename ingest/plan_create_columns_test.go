@@ -6,24 +6,10 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
 	"github.com/ingestd/ingestd/ingest/rowfill"
 	"github.com/ingestd/ingestd/schemaguard"
 )
-
-// genConfig is a pipeline that creates its table with two generated columns (lines 7–9:
-// table.generated_columns); the test replaces them with the table keys it checks.
-const genConfig = `name: orders-silver
-kafka: {brokers: ["k:9092"], topics: [orders]}
-schema_registry: {url: "http://r:8081"}
-table:
-  uri: "file:///tmp/t"
-  create: true
-  generated_columns:
-    event_date: "CAST(created_at AS DATE)"
-    y: "YEAR(created_at)"
-schema: {policy: dead_letter}
-dead_letter: {topic: orders.dlq}
-`
 
 // TestCreateRefusesMissingColumnsNamingLine: creating a table whose partition_by names a
 // column neither the writer schema nor the configuration provides, or whose generated
@@ -42,8 +28,8 @@ func TestCreateRefusesMissingColumnsNamingLine(t *testing.T) {
 			[]string{"p.yaml:8: table.generated_columns.d", "_kafka_timestamp"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			body := strings.Replace(genConfig, "  generated_columns:\n    event_date: \"CAST(created_at AS DATE)\"\n    y: \"YEAR(created_at)\"\n", c.table, 1)
-			cfgs, err := config.Load(writeConfig(t, body))
+			body := strings.Replace(configtest.GeneratedColumns, "  generated_columns:\n    event_date: \"CAST(created_at AS DATE)\"\n    y: \"YEAR(created_at)\"\n", c.table, 1)
+			cfgs, err := config.Load(configtest.Write(t, body))
 			if err != nil {
 				t.Fatal(err)
 			}

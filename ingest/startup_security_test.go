@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
 	"github.com/ingestd/ingestd/internal/testpki"
 )
@@ -41,7 +42,7 @@ schema_registry:
 table: {uri: /tmp/t}
 schema: {policy: evolve}
 `, pki.CA, pki.ClientCert, pki.ClientKey, pw, pki.CA)
-	cfgs, err := config.Load(writeConfig(t, body))
+	cfgs, err := config.Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}

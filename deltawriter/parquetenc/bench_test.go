@@ -23,6 +23,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
@@ -54,19 +55,6 @@ import (
 //     (klauspost SpeedFastest, the level ingestd uses).
 
 const benchRows = 100_000
-
-// benchSchema is the Delta schema of benchRow.
-const benchSchema = `{"type":"struct","fields":[
-{"name":"id","type":"long","nullable":true,"metadata":{}},
-{"name":"name","type":"string","nullable":true,"metadata":{}},
-{"name":"price","type":"double","nullable":true,"metadata":{}},
-{"name":"active","type":"boolean","nullable":true,"metadata":{}},
-{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
-{"name":"note","type":"string","nullable":true,"metadata":{}},
-{"name":"qty","type":"integer","nullable":true,"metadata":{}},
-{"name":"amount","type":"decimal(12,2)","nullable":true,"metadata":{}},
-{"name":"status","type":"string","nullable":true,"metadata":{}},
-{"name":"country","type":"string","nullable":true,"metadata":{}}]}`
 
 type benchRow struct {
 	ID      int64   `parquet:"id"`
@@ -106,7 +94,7 @@ func benchData() ([]benchRow, []map[string]any) {
 
 func BenchmarkParquetEncode(b *testing.B) {
 	structRows, mapRows := benchData()
-	schema, err := deltalog.ParseSchema(benchSchema)
+	schema, err := deltalog.ParseSchema(deltatest.BenchSchema)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +106,7 @@ func BenchmarkParquetEncode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dense := columnsOf(pq, cols)
+	dense := deltatest.ColumnsOf(pq, cols)
 	ndense := 0
 	for i := range dense {
 		if dense[i].IsDense() {
@@ -135,21 +123,21 @@ func BenchmarkParquetEncode(b *testing.B) {
 		}
 	}
 	ingestd := func(codec string) func(*bytes.Buffer) error {
-		st := &memStore{}
+		st := &deltatest.MemStore{}
 		opts := deltawriter.FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
 			Configuration: map[string]string{deltalog.PropCompressionCodec: codec}}
 		return func(buf *bytes.Buffer) error {
-			st.buf = buf
+			st.Buf = buf
 			_, err := deltawriter.WriteDataFile(context.Background(), st, pq, cols, benchRows, opts)
 			return err
 		}
 	}
 	ingestdDense := func(codec string) func(*bytes.Buffer) error {
-		st := &memStore{}
+		st := &deltatest.MemStore{}
 		opts := deltawriter.FileOptions{Schema: schema, ColumnMapping: deltalog.ColumnMappingNone,
 			Configuration: map[string]string{deltalog.PropCompressionCodec: codec}}
 		return func(buf *bytes.Buffer) error {
-			st.buf = buf
+			st.Buf = buf
 			_, err := deltawriter.WriteColumns(context.Background(), st, pq, dense, benchRows, opts)
 			return err
 		}
@@ -185,9 +173,9 @@ func BenchmarkParquetEncode(b *testing.B) {
 		{"ingestd/zstd", ingestd("zstd")},
 		{"ingestd-dense/snappy", ingestdDense("snappy")},
 		{"ingestd-dense/zstd", ingestdDense("zstd")},
-		{"ingestd-encode/snappy", encodeOnly(parquetenc.Snappy(), levelled(cols))},
-		{"ingestd-encode/zstd", encodeOnly(parquetenc.Zstd(), levelled(cols))},
-		{"ingestd-encode/uncompressed", encodeOnly(&parquet.Uncompressed, levelled(cols))},
+		{"ingestd-encode/snappy", encodeOnly(parquetenc.Snappy(), deltatest.Levelled(cols))},
+		{"ingestd-encode/zstd", encodeOnly(parquetenc.Zstd(), deltatest.Levelled(cols))},
+		{"ingestd-encode/uncompressed", encodeOnly(&parquet.Uncompressed, deltatest.Levelled(cols))},
 		{"ingestd-encode-dense/snappy", encodeOnly(parquetenc.Snappy(), dense)},
 		{"ingestd-encode-dense/zstd", encodeOnly(parquetenc.Zstd(), dense)},
 		{"ingestd-encode-dense/uncompressed", encodeOnly(&parquet.Uncompressed, dense)},

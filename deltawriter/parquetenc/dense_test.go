@@ -20,33 +20,10 @@ import (
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
-
-// levelled wraps levelled column values as column.Columns, as WriteDataFile does.
-func levelled(cols [][]parquet.Value) []column.Column {
-	out := make([]column.Column, len(cols))
-	for i, c := range cols {
-		out[i] = column.Levelled(c)
-	}
-	return out
-}
-
-// columnsOf gives every column of cols the form the decoder builds: Reset to its leaf of
-// pq (dense for a non-repeated fixed-width leaf), then Append of every value, which keeps
-// it dense while the values are set and turns it levelled at the first null.
-func columnsOf(pq *parquet.Schema, cols [][]parquet.Value) []column.Column {
-	leaves := column.Leaves(pq)
-	out := make([]column.Column, len(cols))
-	for i, vals := range cols {
-		out[i].Reset(leaves[i])
-		for _, v := range vals {
-			out[i].Append(v)
-		}
-	}
-	return out
-}
 
 // materialise returns the levelled values of every column (column.At of each entry).
 func materialise(cols []column.Column) [][]parquet.Value {
@@ -262,7 +239,7 @@ func denseColumns(t *testing.T, pq *parquet.Schema, n int, g gen) ([][]parquet.V
 			}
 		}
 	}
-	cols := columnsOf(pq, vals)
+	cols := deltatest.ColumnsOf(pq, vals)
 	for ci, l := range leaves {
 		name := strings.Join(pq.Columns()[ci], ".")
 		want := l.Denseable() && !(name == "nl" && n > 3)
@@ -390,11 +367,11 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 				}
 				opts := deltawriter.FileOptions{Schema: sc.schema, Configuration: map[string]string{deltalog.PropCompressionCodec: confCodec[codec.CompressionCodec()]}}
 				var lbuf, dbuf bytes.Buffer
-				ladd, err := deltawriter.WriteDataFile(context.Background(), &memStore{buf: &lbuf}, sc.pq, vals, c.n, opts)
+				ladd, err := deltawriter.WriteDataFile(context.Background(), deltatest.NewMemStore(&lbuf), sc.pq, vals, c.n, opts)
 				if err != nil {
 					t.Fatalf("%s: WriteDataFile: %v", name, err)
 				}
-				dadd, err := deltawriter.WriteColumns(context.Background(), &memStore{buf: &dbuf}, sc.pq, cols, c.n, opts)
+				dadd, err := deltawriter.WriteColumns(context.Background(), deltatest.NewMemStore(&dbuf), sc.pq, cols, c.n, opts)
 				if err != nil {
 					t.Fatalf("%s: WriteColumns: %v", name, err)
 				}
@@ -413,15 +390,15 @@ func TestWriteColumnsDenseSameBytes(t *testing.T) {
 	}
 }
 
-// recordingStore is a memStore that counts the files created.
+// recordingStore is a deltatest.MemStore that counts the files created.
 type recordingStore struct {
-	memStore
+	deltatest.MemStore
 	created int
 }
 
 func (r *recordingStore) Create(ctx context.Context, name string) (storage.Writer, error) {
 	r.created++
-	return r.memStore.Create(ctx, name)
+	return r.MemStore.Create(ctx, name)
 }
 
 // A dense column that does not fit the schema's leaf is refused, naming the column, with
@@ -520,7 +497,7 @@ func TestWriteColumnsDenseErrors(t *testing.T) {
 		{"bytes-beyond-offsets", denseBytes(str, leaves[str], n, func(c *column.Column) { c.Bytes = append(c.Bytes, 'x') }),
 			"write data file: column s: last byte offset 70, want the 71 bytes held; a dense BYTE_ARRAY column takes its values through column.Column.AppendBytes", false},
 	} {
-		st := &recordingStore{memStore: memStore{buf: new(bytes.Buffer)}}
+		st := &recordingStore{MemStore: *deltatest.NewMemStore(new(bytes.Buffer))}
 		_, err := deltawriter.WriteColumns(context.Background(), st, pq, c.cols, n, deltawriter.FileOptions{Schema: schema})
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
@@ -572,7 +549,7 @@ func TestEncodeDictionaryFallbackPageSizes(t *testing.T) {
 	for _, form := range []struct {
 		name string
 		cols []column.Column
-	}{{"levelled", levelled(vals)}, {"dense", cols}} {
+	}{{"levelled", deltatest.Levelled(vals)}, {"dense", cols}} {
 		enc, _, err := parquetenc.EncodeWith(pq, form.cols, n, parquetenc.Snappy(), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -668,7 +645,7 @@ func FuzzDenseSameBytes(f *testing.F) {
 				vals[ci] = append(vals[ci], column.FromBits(l.Kind, column.Bits(column.FromBits(l.Kind, w))).Level(0, l.MaxDef, ci))
 			}
 		}
-		cols := columnsOf(pq, vals)
+		cols := deltatest.ColumnsOf(pq, vals)
 		for ci := range cols {
 			if !cols[ci].IsDense() {
 				t.Fatalf("column %d is not dense", ci)
@@ -689,8 +666,8 @@ func FuzzDenseSameBytes(f *testing.F) {
 			t.Fatalf("dense file differs from the levelled one at byte %d (summaries %+v, levelled %+v)", firstDiff(got, want), sums, wantSums)
 		}
 		var lbuf, dbuf bytes.Buffer
-		ladd, lerr := deltawriter.WriteDataFile(context.Background(), &memStore{buf: &lbuf}, pq, vals, n, deltawriter.FileOptions{Schema: schema})
-		dadd, derr := deltawriter.WriteColumns(context.Background(), &memStore{buf: &dbuf}, pq, cols, n, deltawriter.FileOptions{Schema: schema})
+		ladd, lerr := deltawriter.WriteDataFile(context.Background(), deltatest.NewMemStore(&lbuf), pq, vals, n, deltawriter.FileOptions{Schema: schema})
+		dadd, derr := deltawriter.WriteColumns(context.Background(), deltatest.NewMemStore(&dbuf), pq, cols, n, deltawriter.FileOptions{Schema: schema})
 		if lerr != nil || derr != nil || ladd.Stats != dadd.Stats || !bytes.Equal(lbuf.Bytes(), dbuf.Bytes()) {
 			t.Fatalf("WriteColumns %v %s, WriteDataFile %v %s", derr, dadd.Stats, lerr, ladd.Stats)
 		}
@@ -717,7 +694,7 @@ func TestDenseBytesDictionaryProbe(t *testing.T) {
 		for i := range c.n {
 			vals[0] = append(vals[0], parquet.ByteArrayValue(fmt.Appendf(nil, "value %d", i%c.k)).Level(0, 1, 0))
 		}
-		cols := columnsOf(pq, vals)
+		cols := deltatest.ColumnsOf(pq, vals)
 		want, _ := encodeBytes(t, pq, vals, c.n, parquetenc.Snappy(), 0)
 		enc, _, err := parquetenc.EncodeWith(pq, cols, c.n, parquetenc.Snappy(), 0)
 		if err != nil {

@@ -18,10 +18,11 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
-// encodeRows makes n rows of allTypesSchema that exercise every path of the encoder:
+// encodeRows makes n rows of deltatest.AllTypesSchema that exercise every path of the encoder:
 // nulls at every level, low-cardinality strings, integers and longs (dictionary), a
 // binary and a date column that look low-cardinality for their first 1,024 values and
 // then are all distinct (dictionary abandoned for PLAIN once it passes DictMaxBytes),
@@ -62,7 +63,7 @@ func encodeRows(t *testing.T, n int) []map[string]any {
 		}
 		r["dec10"] = int64(i%50-25) * 3
 		if i%19 != 4 {
-			r["dec25"] = flba(t, fmt.Sprint(int64(i)*123_456_789-9_000_000_000), width)
+			r["dec25"] = deltatest.FLBA(t, fmt.Sprint(int64(i)*123_456_789-9_000_000_000), width)
 		}
 		if i < parquetenc.DictProbe {
 			r["bin"] = []byte{byte(i % 4), 1}
@@ -142,7 +143,7 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 
 	for _, codec := range []compress.Codec{parquetenc.Snappy(), parquetenc.Zstd(), &parquet.Uncompressed} {
 		t.Run(codec.String(), func(t *testing.T) {
-			enc, sums, err := parquetenc.Encode(pq, levelled(cols), n, codec)
+			enc, sums, err := parquetenc.Encode(pq, deltatest.Levelled(cols), n, codec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,8 +231,8 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 					}
 				case "dec25":
 					lo := new(big.Int).SetBytes(c.MetaData.Statistics.MinValue)
-					if lo.Cmp(new(big.Int).SetBytes(flba(t, "-9000000000", deltawriter.DecimalBytes(25)))) != 0 ||
-						!bytes.Equal(c.MetaData.Statistics.MaxValue, flba(t, fmt.Sprint(int64(n-1)*123_456_789-9_000_000_000), deltawriter.DecimalBytes(25))) {
+					if lo.Cmp(new(big.Int).SetBytes(deltatest.FLBA(t, "-9000000000", deltawriter.DecimalBytes(25)))) != 0 ||
+						!bytes.Equal(c.MetaData.Statistics.MaxValue, deltatest.FLBA(t, fmt.Sprint(int64(n-1)*123_456_789-9_000_000_000), deltawriter.DecimalBytes(25))) {
 						t.Errorf("dec25 bounds %x %x (column %d)", c.MetaData.Statistics.MinValue, c.MetaData.Statistics.MaxValue, i)
 					}
 				case "b":
@@ -261,7 +262,7 @@ func TestEncodeZeroBoundsAndNaN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := parquetenc.Encode(pq, levelled(cols), 2, parquetenc.Snappy())
+	enc, _, err := parquetenc.Encode(pq, deltatest.Levelled(cols), 2, parquetenc.Snappy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestEncodeDictionaryAfterNullOnlyPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := parquetenc.Encode(pq, levelled(cols), len(rows), parquetenc.Snappy())
+	enc, _, err := parquetenc.Encode(pq, deltatest.Levelled(cols), len(rows), parquetenc.Snappy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestEncodeOmitsLongFooterBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := parquetenc.Encode(pq, levelled(cols), 2, parquetenc.Snappy())
+	enc, _, err := parquetenc.Encode(pq, deltatest.Levelled(cols), 2, parquetenc.Snappy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestEncodeRepeatedLongValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _, err := parquetenc.EncodeWith(pq, levelled(cols), len(rows), parquetenc.Snappy(), 0)
+	enc, _, err := parquetenc.EncodeWith(pq, deltatest.Levelled(cols), len(rows), parquetenc.Snappy(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,15 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
 
-// allTypesColumns shreds n encodeRows rows of allTypesSchema (every encoder path:
+// allTypesColumns shreds n encodeRows rows of deltatest.AllTypesSchema (every encoder path:
 // dictionary and PLAIN, the dictionary fallback, nested levels, several pages).
 func allTypesColumns(t *testing.T, n int) (*parquet.Schema, [][]parquet.Value) {
 	t.Helper()
-	schema, err := deltalog.ParseSchema(allTypesSchema)
+	schema, err := deltalog.ParseSchema(deltatest.AllTypesSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func allTypesColumns(t *testing.T, n int) (*parquet.Schema, [][]parquet.Value) {
 
 func encodeBytes(t *testing.T, pq *parquet.Schema, cols [][]parquet.Value, n int, codec compress.Codec, helpers int) ([]byte, []parquetenc.Summary) {
 	t.Helper()
-	enc, sums, err := parquetenc.EncodeWith(pq, levelled(cols), n, codec, helpers)
+	enc, sums, err := parquetenc.EncodeWith(pq, deltatest.Levelled(cols), n, codec, helpers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestEncodeParallelSameBytes(t *testing.T) {
 			outs := make([][]byte, 4)
 			for k := range outs {
 				wg.Go(func() {
-					enc, _, err := parquetenc.EncodeWith(pq, levelled(cols), n, codec, 2)
+					enc, _, err := parquetenc.EncodeWith(pq, deltatest.Levelled(cols), n, codec, 2)
 					if err != nil {
 						t.Error(err)
 						return
@@ -222,19 +223,19 @@ func TestEncodeParallelFirstError(t *testing.T) {
 		c[n/2] = c[n/2].Level(c[n/2].RepetitionLevel(), c[n/2].DefinitionLevel(), ci+1) // wrong column index
 		bad[ci] = c
 	}
-	_, _, want := parquetenc.EncodeWith(pq, levelled(bad), n, parquetenc.Snappy(), 0)
+	_, _, want := parquetenc.EncodeWith(pq, deltatest.Levelled(bad), n, parquetenc.Snappy(), 0)
 	if want == nil || !strings.Contains(want.Error(), "column "+strings.Join(pq.Columns()[3], ".")+" ") {
 		t.Fatalf("inline pass: %v, want column 3's error", want)
 	}
 	for range 20 {
-		_, _, err := parquetenc.EncodeWith(pq, levelled(bad), n, parquetenc.Snappy(), 3)
+		_, _, err := parquetenc.EncodeWith(pq, deltatest.Levelled(bad), n, parquetenc.Snappy(), 3)
 		if err == nil || err.Error() != want.Error() {
 			t.Fatalf("parallel: %v, want %v", err, want)
 		}
 	}
 }
 
-// The encoder's bytes are pinned (SHA-256 of the allTypesSchema file of
+// The encoder's bytes are pinned (SHA-256 of the deltatest.AllTypesSchema file of
 // TestEncodeParquetFileMatchesParquetGo), inline and on four workers: the per-value
 // optimisations (hashBytes, intDict, unpacked bounds) and the parallel assembly were made
 // without changing a byte, so every reader check of those files still holds.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
 )
 
 func TestExampleConfigsLoad(t *testing.T) {
@@ -37,15 +39,6 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 }
 
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 const goodConfig = `name: orders-silver
 kafka: {brokers: ["k:9092"], topics: [orders]}
 schema_registry: {url: "http://r:8081"}
@@ -55,7 +48,7 @@ dead_letter: {topic: orders.dlq}
 `
 
 func TestConfigDefaults(t *testing.T) {
-	cfgs, err := Load(writeConfig(t, goodConfig))
+	cfgs, err := Load(configtest.Write(t, goodConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +61,7 @@ func TestConfigDefaults(t *testing.T) {
 
 // TestConfigPartitionBy: table.partition_by is accepted, in the YAML's order.
 func TestConfigPartitionBy(t *testing.T) {
-	cfgs, err := Load(writeConfig(t, strings.Replace(goodConfig, "create: true", "create: true, partition_by: [event_date, region]", 1)+
+	cfgs, err := Load(configtest.Write(t, strings.Replace(goodConfig, "create: true", "create: true, partition_by: [event_date, region]", 1)+
 		"batch: {max_open_partitions: 32}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +103,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(writeConfig(t, tt.body))
+			_, err := Load(configtest.Write(t, tt.body))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -136,14 +129,14 @@ func TestConfigEnvEdges(t *testing.T) {
 	t.Setenv("BROKERS_X", "a:9092, b:9092")
 	body := strings.Replace(goodConfig, `"k:9092"`, `"${BROKERS_X}"`, 1) + "# ${NOT_SET_ONLY_IN_A_COMMENT} is fine here\n"
 	body = strings.Replace(body, "policy: dead_letter}", "policy: dead_letter} # see ${ALSO_NOT_SET}", 1)
-	cfgs, err := Load(writeConfig(t, body))
+	cfgs, err := Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(cfgs[0].Kafka.Brokers, "|"); got != "a:9092|b:9092" {
 		t.Errorf("brokers %q, want the comma-separated list split", got)
 	}
-	_, err = Load(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", "file://relative/t", 1)))
+	_, err = Load(configtest.Write(t, strings.Replace(goodConfig, "file:///tmp/t", "file://relative/t", 1)))
 	if err == nil || !strings.Contains(err.Error(), "a file URI needs an absolute path") {
 		t.Errorf("file://relative accepted: %v", err)
 	}
@@ -177,7 +170,7 @@ func TestConfigSameTopicSameTable(t *testing.T) {
 // one error per line.
 func errorsOf(t *testing.T, body string) string {
 	t.Helper()
-	p := writeConfig(t, body)
+	p := configtest.Write(t, body)
 	_, err := Load(p)
 	if err == nil {
 		t.Fatalf("no error for:\n%s", body)
@@ -189,7 +182,7 @@ func errorsOf(t *testing.T, body string) string {
 // list) is the YAML 1.2 plain scalar "localhost:9092", not a mapping.
 func TestConfigUnquotedBrokerList(t *testing.T) {
 	body := strings.Replace(goodConfig, `kafka: {brokers: ["k:9092"], topics: [orders]}`, `kafka: {brokers: [localhost:9092, 10.0.0.2:9093], topics: [orders]}`, 1)
-	cfgs, err := Load(writeConfig(t, body))
+	cfgs, err := Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +190,7 @@ func TestConfigUnquotedBrokerList(t *testing.T) {
 		t.Fatalf("brokers %q", got)
 	}
 	block := "name: x\nkafka:\n  brokers:\n    - localhost:9092\n  topics: [orders]\nschema_registry: {url: \"http://r:8081\"}\ntable: {uri: /tmp/t}\nschema: {policy: evolve}\n"
-	cfgs, err = Load(writeConfig(t, block))
+	cfgs, err = Load(configtest.Write(t, block))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +216,7 @@ schema: {policy: evolve}
 	}
 	body = strings.Replace(body, "x-kafka: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}\nname: m\nkafka:\n  <<: *k",
 		"name: m\nkafka:\n  <<: &k {brokers: [b1:9092, b2:9092], topics: [orders], start_offset: latest}", 1)
-	cfgs, err := Load(writeConfig(t, body))
+	cfgs, err := Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +233,7 @@ func TestConfigEnvValueTakenAsWritten(t *testing.T) {
 	t.Setenv("SR_USER_TEST", "ingestd")
 	body := strings.Replace(goodConfig, `schema_registry: {url: "http://r:8081"}`,
 		"schema_registry:\n  url: \"http://r:8081\"\n  username: ${SR_USER_TEST}\n  password: ${SR_PW_TEST}   # a comment is still a comment", 1)
-	cfgs, err := Load(writeConfig(t, body))
+	cfgs, err := Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,13 +242,13 @@ func TestConfigEnvValueTakenAsWritten(t *testing.T) {
 		t.Fatalf("username %q, password %q; want %q", r.Username, string(r.Password), pw)
 	}
 	// only ${NAME} is expanded: Event Hubs' literal user name "$ConnectionString" stays
-	cfgs, err = Load(writeConfig(t, strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", username: "$ConnectionString", password: x}`, 1)))
+	cfgs, err = Load(configtest.Write(t, strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", username: "$ConnectionString", password: x}`, 1)))
 	if err != nil || cfgs[0].SchemaRegistry.Username != "$ConnectionString" {
 		t.Fatalf("$ConnectionString: %v", err)
 	}
 	// a default may hold ": " and " #" too, and a set variable wins over it
 	body = strings.Replace(goodConfig, "topic: orders.dlq", `topic: "${DLQ_UNSET_TEST:-a: b #c}"`, 1)
-	cfgs, err = Load(writeConfig(t, body))
+	cfgs, err = Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +326,7 @@ func TestExampleS3ConfigLoads(t *testing.T) {
 func TestConfigTableStorage(t *testing.T) {
 	s3 := strings.Replace(goodConfig, `table: {uri: "file:///tmp/t", create: true}`,
 		"table:\n  uri: \"s3://lake/bronze/orders\"\n  create: true\n  storage:\n    endpoint: \"http://127.0.0.1:7070\"\n    region: eu-west-1\n", 1)
-	cfgs, err := Load(writeConfig(t, s3))
+	cfgs, err := Load(configtest.Write(t, s3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +334,7 @@ func TestConfigTableStorage(t *testing.T) {
 		t.Fatalf("table %+v, storage options %+v", cfgs[0].Table, got)
 	}
 	for _, uri := range []string{"gs://lake/t", "az://lake/t", "abfss://lake@acct.dfs.core.windows.net/t", "/abs/t"} {
-		if _, err := Load(writeConfig(t, strings.Replace(goodConfig, "file:///tmp/t", uri, 1))); err != nil {
+		if _, err := Load(configtest.Write(t, strings.Replace(goodConfig, "file:///tmp/t", uri, 1))); err != nil {
 			t.Errorf("%s: %v", uri, err)
 		}
 	}
@@ -354,7 +347,7 @@ func TestConfigTableStorage(t *testing.T) {
 		{strings.Replace(strings.Replace(s3, "s3://lake/bronze/orders", "az://lake/o", 1), "    endpoint: \"http://127.0.0.1:7070\"\n", "", 1), "p.yaml:8: table.storage.region is only used for s3:// tables"},
 		{strings.Replace(s3, "region: eu-west-1", "regoin: eu-west-1", 1), `unknown field "regoin"`},
 	} {
-		_, err := Load(writeConfig(t, tc.body))
+		_, err := Load(configtest.Write(t, tc.body))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v\n does not contain %q", err, tc.want)
 		}
@@ -373,7 +366,7 @@ func TestCheckStorageCredentials(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
 	body := strings.Replace(goodConfig, "file:///tmp/t", "s3://lake/orders", 1)
-	cfgs, err := Load(writeConfig(t, body))
+	cfgs, err := Load(configtest.Write(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,14 +394,14 @@ func TestCheckStorageCredentials(t *testing.T) {
 }
 
 func TestConfigKafkaColumns(t *testing.T) {
-	cfgs, err := Load(writeConfig(t, strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset, key, headers], key_format: string}", 1)))
+	cfgs, err := Load(configtest.Write(t, strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset, key, headers], key_format: string}", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := cfgs[0].Table; strings.Join(c.KafkaColumns, ",") != "offset,key,headers" || c.KeyFormat != "string" {
 		t.Errorf("table: %+v", c)
 	}
-	cfgs, err = Load(writeConfig(t, goodConfig))
+	cfgs, err = Load(configtest.Write(t, goodConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +437,7 @@ func TestConfigKafkaColumns(t *testing.T) {
 
 // The maintenance block: defaults, and every bad value named with its line and fix.
 func TestMaintenanceConfig(t *testing.T) {
-	cfgs, err := Load(writeConfig(t, goodConfig+"maintenance:\n  optimize: {every: 15m}\n  vacuum: {every: 24h}\n"))
+	cfgs, err := Load(configtest.Write(t, goodConfig+"maintenance:\n  optimize: {every: 15m}\n  vacuum: {every: 24h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +448,7 @@ func TestMaintenanceConfig(t *testing.T) {
 	if v := m.Vacuum; v.Every != 24*time.Hour || v.Retain != 0 {
 		t.Errorf("vacuum defaults: %+v", *v)
 	}
-	cfgs, err = Load(writeConfig(t, goodConfig+"maintenance:\n  optimize: {every: 2s, target_file_size: 64MiB, min_files: 4, max_rewrite_rate: 1MB}\n"))
+	cfgs, err = Load(configtest.Write(t, goodConfig+"maintenance:\n  optimize: {every: 2s, target_file_size: 64MiB, min_files: 4, max_rewrite_rate: 1MB}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,23 +3,12 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
 )
 
-const genConfig = `name: orders-silver
-kafka: {brokers: ["k:9092"], topics: [orders]}
-schema_registry: {url: "http://r:8081"}
-table:
-  uri: "file:///tmp/t"
-  create: true
-  generated_columns:
-    event_date: "CAST(created_at AS DATE)"
-    y: "YEAR(created_at)"
-schema: {policy: dead_letter}
-dead_letter: {topic: orders.dlq}
-`
-
 func TestGeneratedColumnsConfig(t *testing.T) {
-	cfgs, err := Load(writeConfig(t, genConfig))
+	cfgs, err := Load(configtest.Write(t, configtest.GeneratedColumns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +28,7 @@ func TestGeneratedColumnsConfig(t *testing.T) {
 		{"bad time zone", "  create: true\n", "  create: true\n  properties: {ingestd.generation.timeZone: Mars/Olympus}\n", []string{"p.yaml:7: ", `ingestd.generation.timeZone="Mars/Olympus"`, "fix: set an IANA zone name"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Load(writeConfig(t, strings.Replace(genConfig, c.old, c.new, 1)))
+			_, err := Load(configtest.Write(t, strings.Replace(configtest.GeneratedColumns, c.old, c.new, 1)))
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
 	"github.com/ingestd/ingestd/internal/testpki"
 )
 
@@ -67,7 +68,7 @@ func TestConfigSecurityValidation(t *testing.T) {
 	}
 	t.Setenv("AWS_PROFILE", "")
 	// SASL without TLS loads, with a WARN naming the line
-	cfgs, err := Load(writeConfig(t, cfg("  sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}", "http://r")))
+	cfgs, err := Load(configtest.Write(t, cfg("  sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}", "http://r")))
 	if err != nil {
 		t.Fatal(err)
 	}

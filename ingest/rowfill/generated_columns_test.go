@@ -11,26 +11,14 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
 )
-
-const genConfig = `name: orders-silver
-kafka: {brokers: ["k:9092"], topics: [orders]}
-schema_registry: {url: "http://r:8081"}
-table:
-  uri: "file:///tmp/t"
-  create: true
-  generated_columns:
-    event_date: "CAST(created_at AS DATE)"
-    y: "YEAR(created_at)"
-schema: {policy: dead_letter}
-dead_letter: {topic: orders.dlq}
-`
 
 // TestGeneratedCreateAndCheck: the created schema gets each configured column, typed by
 // its expression, with delta.generationExpression; a source column the writer lacks, or
 // an existing table that differs, is an error naming file, line and fix.
 func TestGeneratedCreateAndCheck(t *testing.T) {
-	cfgs, err := config.Load(writeConfig(t, genConfig))
+	cfgs, err := config.Load(configtest.Write(t, configtest.GeneratedColumns))
 	if err != nil {
 		t.Fatal(err)
 	}

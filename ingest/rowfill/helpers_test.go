@@ -3,8 +3,6 @@ package rowfill
 import (
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -102,17 +100,6 @@ func equalCols(a, b [][]parquet.Value) bool {
 		}
 	}
 	return true
-}
-
-// writeConfig writes a pipeline file p.yaml with body and a newline into a temporary
-// directory and returns its path (for config.Load).
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(f, []byte(body+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // discard is a logger that drops everything (the partitioner's warnings).

@@ -99,6 +99,8 @@ var rules = []struct {
 		why: "commands are wired in cmd; nothing imports them"},
 	{pkgs: "...", except: []string{"deltawriter/storage/...", "internal/awscred"}, denyDirect: cloudSDKs,
 		why: "only deltawriter/storage talks to the object stores: the rest of ingestd sees the storage.Store interface"},
+	{pkgs: "...", except: []string{"deltawriter/internal/deltatest", "ingest/internal/configtest", "internal/testpki"}, deny: []string{"deltawriter/internal/deltatest", "ingest/internal/configtest", "internal/testpki"},
+		why: "deltawriter/internal/deltatest, ingest/internal/configtest and internal/testpki are test fixtures: only _test.go files import them"},
 	{pkgs: "internal/awscred", denyDirect: []string{"cloud.google.com/go/...", "google.golang.org/api/...", "github.com/Azure/...", "golang.org/x/oauth2/..."},
 		why: "internal/awscred is the AWS credential chain of the AWS_MSK_IAM SASL mechanism, not a store: of the cloud SDKs it imports the AWS SDK only"},
 }
@@ -337,6 +339,7 @@ func TestCheckReportsViolations(t *testing.T) {
 		{pkg{ImportPath: m("ingest/kafkaclient"), Imports: []string{m("deltawriter")}}, []string{"ingest/kafkaclient imports deltawriter", `rule "ingest/kafkaclient/..."`, "may import only"}},
 		{pkg{ImportPath: m("ingest/kafkaclient"), Imports: []string{m("ingest")}}, []string{"ingest/kafkaclient imports ingest: a package may import only packages below its layer"}},
 		{pkg{ImportPath: m("newtop")}, []string{"package newtop has no layer"}},
+		{pkg{ImportPath: m("deltawriter"), Imports: []string{m("deltawriter/internal/deltatest")}}, []string{`deltawriter imports deltawriter/internal/deltatest: rule "..." must not import`, "test fixtures"}},
 		{pkg{ImportPath: m("ingest/config"), Imports: []string{"github.com/twmb/franz-go/pkg/kgo"}, Deps: []string{"github.com/twmb/franz-go/pkg/kgo"}}, []string{"ingest/config imports github.com/twmb/franz-go/pkg/kgo (directly)", `rule "ingest/config/..."`}},
 		{pkg{ImportPath: m("ingest/config"), Imports: []string{m("ingest/decode")}}, []string{"ingest/config imports ingest/decode", "may import only"}},
 		{pkg{ImportPath: m("deltawriter"), Imports: []string{"github.com/aws/aws-sdk-go-v2/service/s3"}}, []string{"deltawriter imports github.com/aws/aws-sdk-go-v2/service/s3 (directly)", `rule "..." must not import "github.com/aws/..."`, "storage.Store"}},
