@@ -28,7 +28,7 @@ func InvariantName(col string) string { return "invariant(" + col + ")" }
 
 // Constraints returns the CHECK constraints of a table with this schema and configuration
 // (metaData.configuration), sorted by name, then its column invariants in schema order,
-// each compiled with Spark's semantics (expr) in GenerationTimeZone. It returns an error
+// each compiled with Spark's semantics (expr) in deltalog.GenerationTimeZone. It returns an error
 // wrapping ErrUnsupportedFeature that names the constraint and its expression when an
 // expression is outside the evaluator's subset (expr.Supported; the error names the
 // function or construct), is not boolean, or is an invariant of a nested field.
@@ -74,7 +74,7 @@ func Constraints(schema *deltalog.StructType, conf map[string]string) ([]Constra
 }
 
 func compileConstraint(name, src string, schema *deltalog.StructType, conf map[string]string) (Constraint, error) {
-	loc, err := GenerationTimeZone(conf)
+	loc, err := deltalog.GenerationTimeZone(conf)
 	if err != nil {
 		return Constraint{}, err
 	}

@@ -2,7 +2,6 @@ package deltawriter
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -17,31 +16,9 @@ type GeneratedColumn struct {
 	Expr  *expr.Expr // its Type() is the column's type, or an integer type the column widens
 }
 
-// GenerationTimeZone returns the session time zone generation expressions are evaluated
-// in: the IANA zone of the table property ingestd.generation.timeZone
-// (deltalog.PropGenerationTimeZone), UTC when it is absent. Delta has no such property:
-// Spark evaluates generation expressions in the writing session's zone
-// (spark.sql.session.timeZone), so the same row gets another date in another session;
-// ingestd fixes it per table (docs/tables.md, "Generated columns"). An empty value,
-// "Local" or a name the zone database does not know is an error naming the property.
-func GenerationTimeZone(conf map[string]string) (*time.Location, error) {
-	name, ok := conf[deltalog.PropGenerationTimeZone]
-	if !ok {
-		return time.UTC, nil
-	}
-	if name == "" || strings.EqualFold(name, "Local") {
-		return nil, fmt.Errorf("read table property %s=%q: want an IANA time zone name such as UTC or Australia/Melbourne", deltalog.PropGenerationTimeZone, name)
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, fmt.Errorf("read table property %s=%q: not a known IANA time zone (want a name such as UTC or Australia/Melbourne): %w", deltalog.PropGenerationTimeZone, name, err)
-	}
-	return loc, nil
-}
-
 // GeneratedColumns returns the generated columns of a table with this schema and
 // configuration (metaData.configuration), in schema order, each expression compiled with
-// Spark's semantics in GenerationTimeZone. It returns an error wrapping
+// Spark's semantics in deltalog.GenerationTimeZone. It returns an error wrapping
 // ErrUnsupportedFeature, naming the column and its expression, for an expression outside
 // the evaluator's set (expr.Supported), a nested generated column, or a result type the
 // column cannot hold; and an error for an invalid time zone property.
@@ -64,7 +41,7 @@ func GeneratedColumns(schema *deltalog.StructType, conf map[string]string) ([]Ge
 		}
 		if loc == nil {
 			var err error
-			if loc, err = GenerationTimeZone(conf); err != nil {
+			if loc, err = deltalog.GenerationTimeZone(conf); err != nil {
 				return nil, fmt.Errorf("check generated column %q: %w", f.Name, err)
 			}
 		}

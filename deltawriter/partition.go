@@ -1,7 +1,6 @@
 package deltawriter
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,17 +17,11 @@ import (
 // HiveDefaultPartition is the directory name of a null partition value (Spark, Hive).
 const HiveDefaultPartition = "__HIVE_DEFAULT_PARTITION__"
 
-// ErrPartitionType is returned for a partition column whose type cannot be a partition
-// column ingestd writes: a nested type, or binary (Spark passes raw bytes into the JSON
-// log, which is invalid for non-UTF-8 values, so ingestd refuses it; docs/tables.md,
-// "Partitioned tables").
-var ErrPartitionType = errors.New("unsupported partition column type")
-
 // CheckPartitionColumns checks that every column of partitionColumns is a top-level
 // column of schema whose type ingestd can serialise as a partition value (PROTOCOL.md,
 // "Partition Value Serialization"): string, byte, short, integer, long, boolean, date,
 // timestamp, timestamp_ntz, decimal, float, double. Errors: a column schema lacks, or a
-// binary or nested one (ErrPartitionType), each naming the column.
+// binary or nested one (deltalog.ErrPartitionType), each naming the column.
 func CheckPartitionColumns(schema *deltalog.StructType, partitionColumns []string) error {
 	for _, c := range partitionColumns {
 		f := PartitionField(schema, c)
@@ -64,10 +57,10 @@ func checkPartitionType(t deltalog.DataType) error {
 			deltalog.Date, deltalog.Timestamp, deltalog.TimestampNtz, deltalog.Float, deltalog.Double:
 			return nil
 		case deltalog.Binary:
-			return fmt.Errorf("%w: binary (raw bytes are not valid JSON in the log for non-UTF-8 values; partition by a string or a generated column instead)", ErrPartitionType)
+			return fmt.Errorf("%w: binary (raw bytes are not valid JSON in the log for non-UTF-8 values; partition by a string or a generated column instead)", deltalog.ErrPartitionType)
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrPartitionType, t)
+	return fmt.Errorf("%w: %s", deltalog.ErrPartitionType, t)
 }
 
 // PartitionValue serialises v, the value of a top-level partition column of type t as

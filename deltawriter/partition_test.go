@@ -226,7 +226,7 @@ func TestCheckPartitionColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"raw", "s"} {
-		if err := CheckPartitionColumns(s, []string{c}); !errors.Is(err, ErrPartitionType) {
+		if err := CheckPartitionColumns(s, []string{c}); !errors.Is(err, deltalog.ErrPartitionType) {
 			t.Errorf("%s: %v; want ErrPartitionType", c, err)
 		}
 	}

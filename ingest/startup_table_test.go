@@ -43,7 +43,7 @@ func TestRefusesTableItCannotWriteSafely(t *testing.T) {
 		h.createTable([]string{"raw"}, nil, &deltalog.StructField{Name: "raw", Type: deltalog.Binary, Nullable: true, Metadata: map[string]any{}})
 		// Nothing to consume: the refusal comes from start-up, not from a first flush.
 		err := h.runUntilStopped()
-		if !errors.Is(err, deltawriter.ErrPartitionType) || !strings.Contains(err.Error(), `partition column "raw"`) || !strings.Contains(err.Error(), "binary") {
+		if !errors.Is(err, deltalog.ErrPartitionType) || !strings.Contains(err.Error(), `partition column "raw"`) || !strings.Contains(err.Error(), "binary") {
 			t.Fatalf("Run = %v, want a refusal naming the binary partition column", err)
 		}
 		if files := h.dataFiles(); len(files) != 0 {

@@ -1,5 +1,12 @@
 package deltalog
 
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
 // Table property keys (metaData.configuration) this module reads or writes
 // (PROTOCOL.md, "Table Features", the section of each feature, and Delta's DeltaConfig).
 // Boolean properties hold "true" or "false"; durations hold "interval <n> <unit>".
@@ -50,3 +57,32 @@ const (
 	MetaIdentityPrefix       = "delta.identity."            // "Identity Columns": start, step, highWaterMark, allowExplicitInsert
 	MetaCurrentDefault       = "CURRENT_DEFAULT"            // "Default Columns"
 )
+
+// GenerationTimeZone returns the session time zone generation expressions are evaluated
+// in: the IANA zone of the table property ingestd.generation.timeZone
+// (PropGenerationTimeZone) of conf (metaData.configuration), UTC when it is absent. Delta
+// has no such property: Spark evaluates generation expressions in the writing session's
+// zone (spark.sql.session.timeZone), so the same row gets another date in another
+// session; ingestd fixes it per table (docs/tables.md, "Generated columns"). An empty
+// value, "Local" or a name the zone database does not know is an error naming the
+// property.
+func GenerationTimeZone(conf map[string]string) (*time.Location, error) {
+	name, ok := conf[PropGenerationTimeZone]
+	if !ok {
+		return time.UTC, nil
+	}
+	if name == "" || strings.EqualFold(name, "Local") {
+		return nil, fmt.Errorf("read table property %s=%q: want an IANA time zone name such as UTC or Australia/Melbourne", PropGenerationTimeZone, name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("read table property %s=%q: not a known IANA time zone (want a name such as UTC or Australia/Melbourne): %w", PropGenerationTimeZone, name, err)
+	}
+	return loc, nil
+}
+
+// ErrPartitionType is returned for a partition column whose type cannot be a partition
+// column ingestd writes: a nested type, or binary (Spark passes raw bytes into the JSON
+// log, which is invalid for non-UTF-8 values, so ingestd refuses it; docs/tables.md,
+// "Partitioned tables").
+var ErrPartitionType = errors.New("unsupported partition column type")

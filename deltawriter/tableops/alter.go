@@ -94,10 +94,10 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if err != nil {
 			return nil, fmt.Errorf("set property %s: %w", deltalog.PropGenerationTimeZone, err)
 		}
-		if _, err := deltawriter.GenerationTimeZone(map[string]string{deltalog.PropGenerationTimeZone: v}); err != nil {
+		if _, err := deltalog.GenerationTimeZone(map[string]string{deltalog.PropGenerationTimeZone: v}); err != nil {
 			return nil, fmt.Errorf("set property: %w", err)
 		}
-		if cur, _ := deltawriter.GenerationTimeZone(snap.Metadata.Configuration); len(gen) > 0 && cur.String() != v {
+		if cur, _ := deltalog.GenerationTimeZone(snap.Metadata.Configuration); len(gen) > 0 && cur.String() != v {
 			return nil, fmt.Errorf("set property %s=%s: the table has generated columns (%s, …) computed in %s; changing the zone would change them for new rows only. Recreate the table instead",
 				deltalog.PropGenerationTimeZone, v, gen[0].Field.Name, cur)
 		}

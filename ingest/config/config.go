@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
@@ -580,7 +579,7 @@ func (c *Config) validateKafkaColumns(bad func(path, msg, fix string)) {
 			continue
 		}
 		bad(fmt.Sprintf("$.table.partition_by[%d]", i), fmt.Sprintf("table.partition_by: column %q is %s, %s: %v: %s",
-			col, kafkacols.Column(strings.TrimPrefix(strings.ToLower(col), kafkacols.Prefix)), what, deltawriter.ErrPartitionType, kind), fix)
+			col, kafkacols.Column(strings.TrimPrefix(strings.ToLower(col), kafkacols.Prefix)), what, deltalog.ErrPartitionType, kind), fix)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
 	"github.com/ingestd/ingestd/ingest/kafkacols"
@@ -73,7 +72,7 @@ func (c *Config) validateGenerated() []error {
 		}
 	}
 	if _, ok := c.Table.Properties[deltalog.PropGenerationTimeZone]; ok {
-		if _, err := deltawriter.GenerationTimeZone(c.Table.Properties); err != nil {
+		if _, err := deltalog.GenerationTimeZone(c.Table.Properties); err != nil {
 			bad("$.table.properties."+deltalog.PropGenerationTimeZone, err.Error(), "set an IANA zone name such as UTC or Europe/Berlin, or remove the property (UTC)")
 		}
 	}

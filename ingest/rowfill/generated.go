@@ -43,7 +43,7 @@ func GeneratedCreateColumns(cfg *config.Config) func(*deltalog.StructType) *delt
 		kafka, _ = kafkacols.Fields(cols, cfg.Table.KeyFormat, nil)
 	}
 	return func(s *deltalog.StructType) *deltalog.StructType {
-		loc, err := deltawriter.GenerationTimeZone(cfg.Table.Properties)
+		loc, err := deltalog.GenerationTimeZone(cfg.Table.Properties)
 		if err != nil {
 			return s
 		}
@@ -128,7 +128,7 @@ func newGeneratedFill(schema *deltalog.StructType, conf map[string]string) (*gen
 	if err != nil || len(gen) == 0 {
 		return nil, err
 	}
-	loc, _ := deltawriter.GenerationTimeZone(conf) // checked by GeneratedColumns
+	loc, _ := deltalog.GenerationTimeZone(conf) // checked by GeneratedColumns
 	g := &generatedFill{tz: loc.String()}
 	for _, c := range gen {
 		g.cols = append(g.cols, generatedCol{GeneratedColumn: c, args: make([]expr.Value, len(c.Expr.Columns()))})
