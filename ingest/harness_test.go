@@ -591,16 +591,6 @@ func (m *member) stopped(t testing.TB, timeout time.Duration, why string) error 
 	}
 }
 
-// writeSecretFile writes value and a newline to dir/name (mode 0600) and returns its path.
-func writeSecretFile(t *testing.T, dir, name, value string) string {
-	t.Helper()
-	f := filepath.Join(dir, name)
-	if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // commitLog is one Delta commit of the harness's table, as the log holds it: the order
 // ids of its data files (in file order) and its txn versions by appId.
 type commitLog struct {

@@ -146,7 +146,7 @@ func TestStartupAccessCheck(t *testing.T) {
 	} {
 		cfg := h.config()
 		cfg.Kafka.Brokers = c.ListenAddrs()
-		cfg.Kafka.SASL = &config.SASL{Mechanism: config.MechScram512, Username: user, PasswordFile: writeSecretFile(t, dir, user, user+"-pw")}
+		cfg.Kafka.SASL = &config.SASL{Mechanism: config.MechScram512, Username: user, PasswordFile: testpki.WriteSecret(t, dir, user, user+"-pw")}
 		sec, err := kafkaclient.SecurityOpts(cfg.Kafka, nil)
 		if err != nil {
 			t.Fatal(err)

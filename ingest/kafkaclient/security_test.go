@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,16 +22,6 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/internal/testpki"
 )
-
-// writeSecret writes value and a newline to dir/name (mode 0600) and returns its path.
-func writeSecret(t *testing.T, dir, name, value string) string {
-	t.Helper()
-	f := filepath.Join(dir, name)
-	if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 // A kfake cluster with TLS, SCRAM-SHA-512 and ACLs: the options from SecurityOpts
 // connect and produce; a wrong password and a missing CA fail, classified as fatal.
@@ -142,7 +130,7 @@ func TestFatalKafkaErrorClassification(t *testing.T) {
 // (re-read from the file) and the extensions; MSK IAM signs for the broker's region.
 func TestSASLMechanismsFirstMessage(t *testing.T) {
 	dir := t.TempDir()
-	tok := writeSecret(t, dir, "tok", "hdr.payload.")
+	tok := testpki.WriteSecret(t, dir, "tok", "hdr.payload.")
 	metrics := NewMetrics(prometheus.NewRegistry())
 	tokenReads := func() float64 { return testutil.ToFloat64(metrics.CredentialReads.WithLabelValues(credentialToken)) }
 	m, err := saslMechanism(&config.SASL{Mechanism: config.MechOAuthBearer, TokenFile: tok, Extensions: map[string]string{"logicalCluster": "lkc-1"}}, metrics)
@@ -154,14 +142,14 @@ func TestSASLMechanismsFirstMessage(t *testing.T) {
 	if err != nil || string(first) != "n,,\x01auth=Bearer hdr.payload.\x01logicalCluster=lkc-1\x01\x01" {
 		t.Fatalf("oauth first message %q %v", first, err)
 	}
-	writeSecret(t, dir, "tok", "hdr.rotated.")
+	testpki.WriteSecret(t, dir, "tok", "hdr.rotated.")
 	if _, first, _ = m.Authenticate(context.Background(), "b:9094"); !strings.Contains(string(first), "auth=Bearer hdr.rotated.") || tokenReads()-before != 2 {
 		t.Fatalf("token not re-read: %q reads %v", first, tokenReads()-before)
 	}
 	// an expired JWT is refused before it is sent, named by its file and subject
 	enc := base64.RawURLEncoding.EncodeToString
 	expired := enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(`{"sub":"alice","exp":1700000000}`)) + "."
-	writeSecret(t, dir, "tok", expired)
+	testpki.WriteSecret(t, dir, "tok", expired)
 	_, _, err = m.Authenticate(context.Background(), "b:9094")
 	want := fmt.Sprintf(`read kafka.sasl token: the token from file %s (sub "alice") expired at 2023-11-14T22:13:20Z; whatever renews it has stopped`, tok)
 	if err == nil || err.Error() != want {

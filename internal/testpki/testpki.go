@@ -88,10 +88,17 @@ func New(t testing.TB) *PKI {
 	return p
 }
 
-// SecretFile writes value and a newline to Dir/name (mode 0600) and returns its path.
+// SecretFile writes value and a newline to Dir/name (WriteSecret) and returns its path.
 func (p *PKI) SecretFile(t testing.TB, name, value string) string {
 	t.Helper()
-	f := filepath.Join(p.Dir, name)
+	return WriteSecret(t, p.Dir, name, value)
+}
+
+// WriteSecret writes value and a newline to dir/name (mode 0600), as a password or token
+// file is usually written, and returns its path; a failed write fails t.
+func WriteSecret(t testing.TB, dir, name, value string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
 	if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
