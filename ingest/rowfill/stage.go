@@ -208,7 +208,7 @@ func fillsFor(cfg *config.Config, schema *deltalog.StructType, cm deltalog.Colum
 	if gen != nil {
 		fills = append(fills, gen)
 	}
-	cons, err := newConstraintFill(schema, conf) // CHECK constraints and invariants: check only, after every column is filled
+	cons, err := newConstraintFill(schema, cm, pq, conf) // CHECK constraints and invariants: check only, after every column is filled
 	if err != nil {
 		return nil, fmt.Errorf("prepare CHECK constraints: %w", err)
 	}
