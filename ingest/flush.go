@@ -852,6 +852,10 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 	f.m.Commits.WithLabelValues(name).Inc()
 	f.m.CommitDuration.WithLabelValues(name).Observe(dur.Seconds())
 	f.m.RecordsWritten.WithLabelValues(name).Add(float64(out.rows))
+	if n := b.stage.TimestampsOutOfRange(); n > 0 {
+		f.m.TimestampsOutOfRange.WithLabelValues(name).Add(float64(n))
+		f.log.Warn("records with a Kafka timestamp outside 0001-01-01..9999-12-31 written with _kafka_timestamp NULL", "rows", n, "version", out.version)
+	}
 	f.m.BytesWritten.WithLabelValues(name).Add(float64(out.bytes))
 	for _, ch := range b.guard.Evolved {
 		f.m.SchemaEvolutions.WithLabelValues(name, string(ch.Kind)).Inc()

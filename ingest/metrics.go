@@ -25,6 +25,7 @@ type Metrics struct {
 	FilesWritten         *prometheus.CounterVec   // pipeline: data files committed
 	FilesPerCommit       *prometheus.HistogramVec // pipeline: data files per commit (one per partition value)
 	PartitionCuts        *prometheus.CounterVec   // pipeline: flushes cut at batch.max_open_partitions
+	TimestampsOutOfRange *prometheus.CounterVec   // pipeline: rows written with _kafka_timestamp NULL, the record's timestamp outside 0001–9999
 	Batches              *prometheus.CounterVec   // pipeline: flush attempts with records
 	BatchFlushes         *prometheus.CounterVec   // pipeline, trigger: why buffered records were flushed
 	Commits              *prometheus.CounterVec   // pipeline
@@ -71,6 +72,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FilesPerCommit: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ingestd_data_files_per_commit",
 			Help:    "Data files in one Delta commit: 1 for an unpartitioned table, else the partition values the flush touched.",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}, []string{"pipeline"}),
+		TimestampsOutOfRange: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_kafka_timestamp_out_of_range_total",
+			Help: "Rows committed with _kafka_timestamp NULL because the record's Kafka timestamp (ms) was outside 0001-01-01..9999-12-31, the range Delta's readers hold (-1, no timestamp, is NULL too but not counted)."}, []string{"pipeline"}),
 		PartitionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_partition_limit_cuts_total",
 			Help: "Flushes cut short because their records would open more than batch.max_open_partitions partition values; the rest is flushed next."}, []string{"pipeline"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batches_total",
@@ -103,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
-		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts,
+		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
 		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
@@ -121,7 +124,7 @@ func (m *Metrics) kafka() *kafkaclient.Metrics {
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
 func (m *Metrics) initPipeline(name string) {
-	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.TimestampsOutOfRange, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
 		c.WithLabelValues(name)
 	}
 	for _, t := range batcher.Triggers() {

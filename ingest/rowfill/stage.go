@@ -72,6 +72,10 @@ type Stage struct {
 	filled   []filledColumn
 	detour   []int
 	detourWS *decode.WriterSchema
+	// kafka is the Kafka column fill (nil without Kafka columns); outOfRange counts the
+	// rows placed whose record timestamp was outside Delta's range (written NULL).
+	kafka      *kafkaFill
+	outOfRange int
 }
 
 // New builds the per-row stage of a flush of cfg's pipeline to table t: the Kafka column
@@ -106,8 +110,23 @@ func New(cfg *config.Config, t Table, o Options) (*Stage, error) {
 		return nil, nil
 	}
 	s := &Stage{row: row, fills: fills, parts: parts}
+	for _, fl := range fills {
+		if kf, ok := fl.(*kafkaFill); ok {
+			s.kafka = kf
+		}
+	}
 	s.filled = fillTargets(cfg, fills, row, column.Leaves(t.Parquet))
 	return s, nil
+}
+
+// TimestampsOutOfRange is how many rows this Stage placed whose record's Kafka timestamp
+// was outside the range _kafka_timestamp holds (0001-01-01..9999-12-31,
+// kafkacols.TimestampMicros) and was written NULL; 0 for a nil Stage.
+func (s *Stage) TimestampsOutOfRange() int {
+	if s == nil {
+		return 0
+	}
+	return s.outOfRange
 }
 
 // Partitioner is the flush's partitioner; nil for an unpartitioned table (and for a nil
@@ -166,7 +185,12 @@ func (s *Stage) Fill(rec *kgo.Record) error {
 		s.row.fillMissing(s.detour)
 	}
 	if s.parts != nil {
-		return s.parts.place(s.row) // moves the row into its partition's file
+		if err := s.parts.place(s.row); err != nil { // moves the row into its partition's file
+			return err
+		}
+	}
+	if s.kafka != nil && s.kafka.outOfRange {
+		s.outOfRange++
 	}
 	return nil
 }
