@@ -250,7 +250,7 @@ func (p *typeParser) parse() (*sparkType, error) {
 	return t, nil
 }
 
-// fieldName skips a struct field name: a backquoted name (`` is a backquote) or a plain one.
+// fieldName skips a struct field name: a backquoted name (“ is a backquote) or a plain one.
 func (p *typeParser) fieldName() error {
 	for p.i < len(p.s) && p.s[p.i] == ' ' {
 		p.i++
