@@ -26,6 +26,7 @@ type Metrics struct {
 	FilesPerCommit       *prometheus.HistogramVec // pipeline: data files per commit (one per partition value)
 	PartitionCuts        *prometheus.CounterVec   // pipeline: flushes cut at batch.max_open_partitions
 	TimestampsOutOfRange *prometheus.CounterVec   // pipeline: rows written with _kafka_timestamp NULL, the record's timestamp outside 0001–9999
+	StaleLastCheckpoint  *prometheus.CounterVec   // pipeline: full log loads whose _last_checkpoint named a missing or unreadable checkpoint
 	Batches              *prometheus.CounterVec   // pipeline: flush attempts with records
 	BatchFlushes         *prometheus.CounterVec   // pipeline, trigger: why buffered records were flushed
 	Commits              *prometheus.CounterVec   // pipeline
@@ -74,6 +75,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}, []string{"pipeline"}),
 		TimestampsOutOfRange: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_kafka_timestamp_out_of_range_total",
 			Help: "Rows committed with _kafka_timestamp NULL because the record's Kafka timestamp (ms) was outside 0001-01-01..9999-12-31, the range Delta's readers hold (-1, no timestamp, is NULL too but not counted)."}, []string{"pipeline"}),
+		StaleLastCheckpoint: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_delta_last_checkpoint_stale_total",
+			Help: "Full loads of the table's log whose _delta_log/_last_checkpoint named a checkpoint that is missing or unreadable; each was recovered by listing the whole log (and logged as a warning)."}, []string{"pipeline"}),
 		PartitionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_partition_limit_cuts_total",
 			Help: "Flushes cut short because their records would open more than batch.max_open_partitions partition values; the rest is flushed next."}, []string{"pipeline"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batches_total",
@@ -106,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
-		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange,
+		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
 		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
@@ -124,7 +127,7 @@ func (m *Metrics) kafka() *kafkaclient.Metrics {
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
 func (m *Metrics) initPipeline(name string) {
-	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.TimestampsOutOfRange, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
 		c.WithLabelValues(name)
 	}
 	for _, t := range batcher.Triggers() {
