@@ -22,7 +22,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		`Count a pipeline's dead letters by reason, field, schema id and replay count,
 and show the first few of each reason (by partition and offset) with their key and
 their value decoded with their own writer schema. Reads only. The topic is streamed:
-memory stays within --max-bytes plus 128 MiB whatever the topic's size.`, stderr)
+peak RSS stays within --max-bytes plus 256 MiB whatever the topic's size.`, stderr)
 	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	samples := fs.Int("samples", 3, "dead letters to show decoded, per reason")
 	var reasons stringList
