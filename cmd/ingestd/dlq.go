@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -57,6 +59,7 @@ peak RSS stays within --max-bytes plus 256 MiB whatever the topic's size.`, stde
 	log, _ := newLogger(stderr, "text", "warn")
 	maxBytes.apply(cfg)
 	setMemoryLimit([]*config.Config{cfg})
+	setDLQReaderGC()
 	deps, err := ingest.OpenDeps(ctx, cfg, log, ingest.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd dlq inspect:", err)
@@ -141,4 +144,14 @@ func maxBytesFlag(fs *flag.FlagSet) *byteSizeFlag {
 	f := &byteSizeFlag{}
 	fs.Var(f, "max-bytes", "memory `size` for the records held (e.g. 32MiB; default: the pipeline's batch.max_bytes); the reader fetches an eighth of it at a time")
 	return f
+}
+
+// setDLQReaderGC sets the collector's GOGC to 100 for the commands that stream a
+// dead-letter topic (replay, dlq inspect) unless the GOGC environment variable is set:
+// they run once and hold one batch and their identity sets, so they trade run's
+// CPU-saving 200 for a tighter heap (TestDLQReadersStreamWithinMaxBytes measures it).
+func setDLQReaderGC() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(100)
+	}
 }

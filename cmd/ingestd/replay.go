@@ -97,6 +97,7 @@ about 100 bytes per dead letter for its identity.`, stderr)
 	if limit, gogc, set := setMemoryLimit([]*config.Config{cfg}); set {
 		log.Debug("soft memory limit set from batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
 	}
+	setDLQReaderGC()
 	p, err := ingest.OpenDeps(ctx, cfg, log, ingest.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd replay:", err)
