@@ -42,7 +42,9 @@ func ACLs(cfg *config.Config) []ACL {
 }
 
 // Line is the kafka-acls.sh command that grants a to the principal of k.
-func (a ACL) Line(k config.Kafka) string { return aclHint(k, aclOperation(a.Operation), a.Resource, a.Name) }
+func (a ACL) Line(k config.Kafka) string {
+	return aclHint(k, aclOperation(a.Operation), a.Resource, a.Name)
+}
 
 // aclOperation spells a Kafka ACL operation as kafka-acls.sh takes it: DESCRIBE_CONFIGS →
 // DescribeConfigs, READ → Read.
