@@ -1,8 +1,11 @@
 package kafkaclient
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ingestd/ingestd/ingest/config"
 )
@@ -69,4 +72,14 @@ func RegistryPermissions(cfg *config.Config) []string {
 		}
 	}
 	return out
+}
+
+// DescribeConfigsFix is the fix of a log cleanup that cannot read the dead-letter topic's
+// configs (ingest/maintain): for TOPIC_AUTHORIZATION_FAILED, the DESCRIBE_CONFIGS ACL and
+// its kafka-acls.sh command (MissingACL); "" for other errors.
+func DescribeConfigsFix(k config.Kafka, topic string, err error) string {
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return ""
+	}
+	return MissingACL(k, "DESCRIBE_CONFIGS", "topic", topic) + "; until then log cleanup of this table stays off, nothing else fails"
 }

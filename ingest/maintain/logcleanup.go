@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
@@ -76,7 +75,7 @@ func (c *LogCleaner) AfterCheckpoint(ctx context.Context, t *deltawriter.Table, 
 	hold, err := c.replayHold(ctx)
 	if err != nil {
 		args := []any{"table", c.cfg.Table.URI, "dead_letter_topic", c.cfg.DeadLetter.Topic, "checkpoint", version, "err", err}
-		if fix := retentionFix(c.cfg.Kafka, c.cfg.DeadLetter.Topic, err); fix != "" {
+		if fix := kafkaclient.DescribeConfigsFix(c.cfg.Kafka, c.cfg.DeadLetter.Topic, err); fix != "" {
 			args = append(args, "fix", fix)
 		}
 		c.log.Warn("log cleanup skipped: cannot read the dead-letter topic's retention", args...)
@@ -94,16 +93,6 @@ func (c *LogCleaner) AfterCheckpoint(ctx context.Context, t *deltawriter.Table, 
 	}
 	c.log.Info("log cleanup", "table", c.cfg.Table.URI, "checkpoint", version, "log_start_version", res.Checkpoint,
 		"files_deleted", len(res.Deleted), "retention", res.Retention.String(), "replay_hold", hold.String())
-}
-
-// retentionFix is the fix of a log cleanup that cannot read the dead-letter topic's
-// configs: for TOPIC_AUTHORIZATION_FAILED, the DESCRIBE_CONFIGS ACL and its kafka-acls.sh
-// command; "" otherwise.
-func retentionFix(k config.Kafka, topic string, err error) string {
-	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
-		return ""
-	}
-	return kafkaclient.MissingACL(k, "DESCRIBE_CONFIGS", "topic", topic) + "; until then log cleanup of this table stays off, nothing else fails"
 }
 
 // replayHold is the MinRetention of the replay safeguard: 0 without a dead-letter topic,

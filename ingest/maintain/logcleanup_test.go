@@ -1,15 +1,10 @@
 package maintain
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/ingestd/ingestd/ingest/config"
 )
 
 func TestHoldFromConfigs(t *testing.T) {
@@ -30,19 +25,5 @@ func TestHoldFromConfigs(t *testing.T) {
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("%s: %s, %v; want %s (error %v)", tc.name, got, err, tc.want, tc.err)
 		}
-	}
-}
-
-// TestRetentionFix: log cleanup's warning for a dead-letter topic whose configs the
-// principal may not describe names the DESCRIBE_CONFIGS ACL and the kafka-acls.sh command.
-func TestRetentionFix(t *testing.T) {
-	k := config.Kafka{SASL: &config.SASL{Mechanism: config.MechScram512, Username: "ingestd"}}
-	err := fmt.Errorf("describe topic orders.dlq: %w", kerr.TopicAuthorizationFailed)
-	want := "User:ingestd (SCRAM-SHA-512) is missing DESCRIBE_CONFIGS on topic orders.dlq (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:ingestd --operation DescribeConfigs --topic orders.dlq); until then log cleanup of this table stays off, nothing else fails"
-	if got := retentionFix(k, "orders.dlq", err); got != want {
-		t.Errorf("retentionFix\n got %q\nwant %q", got, want)
-	}
-	if got := retentionFix(k, "orders.dlq", errors.New("i/o timeout")); got != "" {
-		t.Errorf("retentionFix of a network error = %q, want none", got)
 	}
 }
