@@ -34,7 +34,7 @@ records keep from their source record.
 
 The dead-letter topic is streamed, read twice (an index of identities, then the
 replay): records are held one batch at a time (--max-bytes, default batch.max_bytes), plus
-about 100 bytes per dead letter for its identity.`, stderr)
+up to about 200 bytes per dead letter for its identity.`, stderr)
 	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
