@@ -96,6 +96,15 @@ func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
 	return routeHalt
 }
 
+// alterTable names cfg's table in the fix commands of a schema decision: the pipeline
+// file, whose storage options `ingestd table alter --config` uses, else the table URI.
+func alterTable(cfg *config.Config) string {
+	if cfg.File != "" {
+		return "--config " + cfg.File
+	}
+	return cfg.Table.URI
+}
+
 // guardOptions are the schema guard's options for the pipeline and table t.
 func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 	opts := schemaguard.Options{
@@ -104,6 +113,7 @@ func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 		Allow:          map[string]bool{},
 		CreateColumns:  rowfill.GeneratedCreateColumns(cfg),
 		KafkaColumns:   kafkaColumns(cfg),
+		AlterTable:     alterTable(cfg),
 	}
 	for _, f := range cfg.Schema.AllowTableFeatures {
 		opts.Allow[f] = true
