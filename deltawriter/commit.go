@@ -30,6 +30,9 @@ var (
 	// (Delta's ConcurrentDeleteDeleteException). Re-read the snapshot and drop what
 	// depended on that file. ConcurrentDeleteError names the files.
 	ErrConcurrentDelete = errors.New("a file this commit removes was removed concurrently")
+	// ErrConcurrentAppend: a commit with ConflictOnDataChange lost to a winner that
+	// changed the table's rows (an add with dataChange true).
+	ErrConcurrentAppend = errors.New("rows were added concurrently to a table this commit read")
 	// ErrCommitAttempts: every version tried was taken by blind appends.
 	ErrCommitAttempts = errors.New("too many concurrent commits")
 )
@@ -73,6 +76,12 @@ type Commit struct {
 	// TxnID is commitInfo.txnId (a UUID string); a random one when empty. A writer that
 	// names its commit in advance (e.g. in dead-letter headers) sets it.
 	TxnID string
+	// ConflictOnDataChange makes a winner that added a file with dataChange true (new
+	// rows, or a file given a deletion vector) a conflict, ErrConcurrentAppend: the commit
+	// was computed from the rows the table held at ReadVersion (an upsert that looked its
+	// keys up), which such a winner may have changed. OPTIMIZE's rewrites (dataChange
+	// false) do not conflict unless they removed one of Removes.
+	ConflictOnDataChange bool
 }
 
 // Commit writes c as the next version with put-if-absent of
@@ -334,9 +343,12 @@ func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
 			removing[deltalog.FileKey(r.Path, r.DeletionVector)] = true
 		}
 	}
-	var metaErr error
+	var metaErr, appendErr error
 	var gone []string
 	for _, a := range winner {
+		if c.ConflictOnDataChange && a.Add != nil && a.Add.DataChange && appendErr == nil {
+			appendErr = fmt.Errorf("commit: version %d added %s: %w", v, a.Add.Path, ErrConcurrentAppend)
+		}
 		switch {
 		case a.Remove != nil && removing != nil:
 			if removing[deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)] || removing[deltalog.CanonicalPath(a.Remove.Path)] {
@@ -363,7 +375,10 @@ func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
 	if len(gone) > 0 {
 		return &ConcurrentDeleteError{Version: v, Paths: gone}
 	}
-	return metaErr
+	if metaErr != nil {
+		return metaErr
+	}
+	return appendErr
 }
 
 // buildActions returns commitInfo, protocol, metaData, txn…, add… .
