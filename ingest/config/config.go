@@ -596,7 +596,7 @@ func (c *Config) validateKafkaColumns(bad func(path, msg, fix string)) {
 	if c.Table.KeyFormat == kafkacols.KeyAvro && c.SchemaRegistry == nil {
 		bad("$.table.key_format", "table.key_format avro needs schema_registry (keys are Confluent-framed Avro, decoded by their schema id)", "set schema_registry, or use key_format bytes or string")
 	}
-	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] {
+	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] && !c.Table.Keyed() { // a keyed table reads tombstones' keys in it
 		bad("$.table.key_format", fmt.Sprintf("table.key_format %s has no effect: table.kafka_columns does not list key", c.Table.KeyFormat), "add key to table.kafka_columns, or remove key_format")
 	}
 	// A Kafka column's type is fixed by this file, so a partition column that cannot be
