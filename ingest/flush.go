@@ -751,7 +751,7 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 	}
 	c.Adds = adds
 	if b.keyed != nil {
-		removes, marked, err := f.keyedActions(ctx, t, b.keyed)
+		removes, marked, err := f.keyedActions(ctx, t, b.keyed, adds)
 		if err != nil {
 			return err
 		}

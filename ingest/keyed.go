@@ -55,6 +55,13 @@ type keyedPlan struct {
 	// deletes are the keys a winning delete removes, with its sequence, remembered for
 	// table.delete_horizon when changes are ordered by a column.
 	deletes []keyedDelete
+	// markers are, per data file of the flush, the rows of winning deletes kept in the
+	// file and marked deleted in its deletion vector in the same commit (changes ordered by
+	// a column only): no reader sees them, and a key index built from the table finds the
+	// delete's key and sequence there (a deleted row newer than every live row of its key
+	// is a remembered delete), so the delete is remembered across restarts until OPTIMIZE
+	// purges the row.
+	markers map[*rowfill.PartitionFile][]int
 	// counts for the metrics and the log: changes superseded by a later change of their
 	// key in the batch, winners older than what the table holds (stale), upserts written,
 	// deletes applied (a key with a live row, or remembered), rows marked deleted.
@@ -79,7 +86,7 @@ type keyedDelete struct {
 // the table holds for a key.
 func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered bool, rows map[*rowfill.PartitionFile]int,
 	lookup func(key []byte) stored) keyedPlan {
-	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}}
+	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}, markers: map[*rowfill.PartitionFile][]int{}}
 	for f, n := range rows {
 		p.keep[f] = make([]bool, n)
 	}
@@ -156,6 +163,11 @@ func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
 		}
 		if ordered && c.Seq != minSeq {
 			p.deletes = append(p.deletes, keyedDelete{key: c.Key, seq: c.Seq})
+			if c.Row >= 0 && len(st.locs) == 0 {
+				// Nothing in the table carries this delete's sequence: its own row does.
+				p.keep[c.File][c.Row] = true
+				p.markers[c.File] = append(p.markers[c.File], c.Row)
+			}
 		}
 		return
 	}
@@ -232,6 +244,9 @@ type keyedFlush struct {
 	files []*rowfill.PartitionFile
 	keys  [][][]byte
 	seqs  [][]int64
+	// markers are, per file of files, the positions of its delete markers
+	// (keyedPlan.markers) after the reduction; their keys are nil in keys.
+	markers [][]uint64
 }
 
 // reduceKeyed reduces a keyed flush after routing: the tombstones' changes join the
@@ -297,7 +312,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 			}
 		}
 	}
-	kf.keys, kf.seqs = make([][][]byte, len(kf.files)), make([][]int64, len(kf.files))
+	kf.keys, kf.seqs, kf.markers = make([][][]byte, len(kf.files)), make([][]int64, len(kf.files)), make([][]uint64, len(kf.files))
 	for i, p := range kf.files {
 		kf.keys[i], kf.seqs[i] = make([][]byte, kept[p]), make([]int64, kept[p])
 	}
@@ -307,6 +322,14 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 		}
 		i, r := index[c.File], rank[c.File][c.Row]
 		kf.keys[i][r], kf.seqs[i][r] = c.Key, c.Seq
+	}
+	for file, rows := range kf.plan.markers {
+		i := index[file]
+		for _, row := range rows {
+			r := rank[file][row]
+			kf.keys[i][r] = nil // not a live row
+			kf.markers[i] = append(kf.markers[i], uint64(r))
+		}
 	}
 	if out.rows == 0 {
 		kf.files, kf.keys, kf.seqs = nil, nil, nil
@@ -327,16 +350,25 @@ func keepColumns(cols []column.Column, keep []bool) {
 	}
 }
 
-// keyedActions turns a keyed flush's marks into the commit's deletion vectors: per file
-// of the snapshot with marked rows, its remove and its add with the grown deletion vector
-// (deltawriter.DeleteRows). Errors: a marked file that is not live in the snapshot (the
-// index is behind the table: rebuild), the store's.
-func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush) ([]deltalog.Remove, []deltalog.Add, error) {
-	if len(kf.plan.marks) == 0 {
+// keyedActions turns a keyed flush's marks into the commit's deletion vectors
+// (deltawriter.DeleteRows, one deletion-vector file for the commit): per file of the
+// snapshot with marked rows, its remove and its add with the grown deletion vector; and
+// the flush's own data files with delete markers get their deletion vector in place
+// (adds holds them first, in kf.files' order; they replace those adds). Errors: a marked
+// file that is not live in the snapshot (the index is behind the table: rebuild), the
+// store's.
+func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush, adds []deltalog.Add) ([]deltalog.Remove, []deltalog.Add, error) {
+	var own []int // indexes into adds of the flush's files with markers
+	for i := range kf.files {
+		if len(kf.markers[i]) > 0 {
+			own = append(own, i)
+		}
+	}
+	if len(kf.plan.marks) == 0 && len(own) == 0 {
 		return nil, nil, nil
 	}
 	live := make(map[string]deltalog.Add, len(kf.plan.marks))
-	for _, a := range t.snap.Files {
+	for _, a := range t.files() {
 		if _, ok := kf.plan.marks[a.Path]; ok {
 			live[a.Path] = a
 		}
@@ -350,11 +382,18 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		}
 		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p]})
 	}
-	removes, adds, err := deltawriter.DeleteRows(ctx, f.deps.Table.Store(), dels, time.Now())
+	stored := len(dels)
+	for _, i := range own {
+		dels = append(dels, deltawriter.RowDeletes{Add: adds[i], Rows: kf.markers[i]})
+	}
+	removes, marked, err := deltawriter.DeleteRows(ctx, f.deps.Table.Store(), dels, time.Now())
 	if err != nil {
 		return nil, nil, &transientError{stage: "write deletion vectors", err: err}
 	}
-	return removes, adds, nil
+	for j, i := range own {
+		adds[i] = marked[stored+j] // a new file: no remove, its add carries the deletion vector
+	}
+	return removes[:stored], marked[:stored], nil
 }
 
 // committedKeyed tells the index what commit version did: its new files' rows (adds

@@ -36,11 +36,12 @@ func plan(t *testing.T, ordered bool, rows int, table map[string]stored, cs ...c
 	return p, out
 }
 
-// kept lists the rows of the unpartitioned file the plan keeps.
+// kept lists the rows of the unpartitioned file the plan keeps live (its delete markers
+// aside: markers lists those).
 func kept(p keyedPlan) []int {
 	var out []int
 	for j, k := range p.keep[nil] {
-		if k {
+		if k && !slices.Contains(p.markers[nil], j) {
 			out = append(out, j)
 		}
 	}
@@ -83,6 +84,11 @@ func TestKeyedLateInsertAfterDeleteIsStale(t *testing.T) {
 	p, _ := plan(t, true, 1, nil, change{key: "1", seq: 5, delete: true, row: 0})
 	if len(kept(p)) != 0 || len(p.deletes) != 1 || p.deletes[0].seq != 5 || string(p.deletes[0].key) != "1" {
 		t.Fatalf("kept %v deletes %+v, want none and the delete of key 1 at 5 remembered", kept(p), p.deletes)
+	}
+	// The table has no row of key 1: the delete's own row is kept as a marker (deleted in
+	// the same commit), which carries the delete's sequence across restarts.
+	if !slices.Equal(p.markers[nil], []int{0}) || !p.keep[nil][0] {
+		t.Fatalf("markers %v keep %v, want row 0 kept as the delete's marker", p.markers[nil], p.keep[nil])
 	}
 	table := map[string]stored{"1": {seq: 5, deleted: true, found: true}}
 	p, _ = plan(t, true, 1, table, change{key: "1", seq: 3, row: 0})

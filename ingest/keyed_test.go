@@ -2,9 +2,14 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,4 +217,86 @@ func TestKeyedNullKeyIsDeadLetteredMissingKey(t *testing.T) {
 	if !slices.Equal(reasons, []string{"missing_key"}) {
 		t.Fatalf("dead-letter reasons %v, want [missing_key] (under halt too)", reasons)
 	}
+}
+
+// Two versions of one key survive a crash (apache/iceberg#17455): c{1,a} is committed;
+// u{1,b} is written to a data file and the process dies (kill -9) before the commit; the
+// restarted pipeline reads u{1,b} again and u{1,c} in one flush. Exactly one live row
+// {1,c}; the killed flush's data file is not referenced; each offset is handled once.
+func TestKeyedCrashBeforeCommitLeavesOneRow(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	h.send(keyedRec{id: 1, v: "a", op: "c"})
+	inFlight, release := newLatch(), newLatch()
+	t.Cleanup(release.open)
+	var commits atomic.Int32
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeCommit = func(int) error {
+			if commits.Add(1) == 2 { // the flush of u{1,b}: its data file is written
+				inFlight.open()
+				release.wait()
+				return &transientError{stage: "commit", err: errors.New("injected: the process died here")}
+			}
+			return nil
+		}
+	})
+	h.waitHandled(1, 30*time.Second, a)
+	h.send(keyedRec{id: 1, v: "b", op: "u"})
+	waitFor(t, 30*time.Second, func() error {
+		if !inFlight.isOpen() {
+			return errors.New("the flush of u{1,b} has not reached its commit")
+		}
+		return nil
+	})
+	a.cancel(errAbandon) // kill -9 before the commit
+	release.open()
+	<-a.done
+	a.done <- nil
+	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "a"}) {
+		t.Fatalf("after the crash the table holds %v, want {1: a}", got)
+	}
+	h.send(keyedRec{id: 1, v: "c", op: "u"})
+	b := h.startWith("b", cfg, nil)
+	h.waitHandled(3, 30*time.Second, b)
+	b.stop(t)
+	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "c"}) {
+		t.Fatalf("table rows %v, want {1: c}", got)
+	}
+	snap := h.snapshot()
+	orphans := 0
+	for p := range h.dataFiles() {
+		live := false
+		for _, add := range snap.Files {
+			live = live || add.Path == p
+		}
+		if !live {
+			orphans++
+		}
+	}
+	if orphans != 1 {
+		t.Fatalf("%d data files are not referenced by the table, want 1 (the killed flush's)", orphans)
+	}
+	if v := snap.Txns["orders-orders-0"]; v != 2 {
+		t.Fatalf("txn version %d, want 2 (offsets 0..2 handled once)", v)
+	}
+}
+
+// dataFiles lists the Parquet files in the table directory, by path relative to its root.
+func (h *keyedHarness) dataFiles() map[string]bool {
+	h.t.Helper()
+	out := map[string]bool{}
+	err := filepath.WalkDir(h.tableDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, ".parquet") && !strings.Contains(p, "_delta_log") {
+			rel, _ := filepath.Rel(h.tableDir, p)
+			out[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
 }

@@ -60,6 +60,14 @@ type tableState struct {
 
 func (t tableState) exists() bool { return t.snap != nil }
 
+// files are the table's live files (none without a table).
+func (t tableState) files() map[string]deltalog.Add {
+	if t.snap == nil {
+		return nil
+	}
+	return t.snap.Files
+}
+
 // rules are the pipeline settings that route a record that does not fit.
 type rules struct {
 	policy         string // schema.policy
