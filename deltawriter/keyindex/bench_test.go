@@ -193,13 +193,13 @@ func BenchmarkFind(b *testing.B) {
 			stats := map[string]bounds{}
 			for _, a := range snap.Files {
 				var s struct {
-					Min map[string]int64 `json:"minValues"`
-					Max map[string]int64 `json:"maxValues"`
+					Min struct{ ID int64 } `json:"minValues"`
+					Max struct{ ID int64 } `json:"maxValues"`
 				}
 				if err := json.Unmarshal([]byte(a.Stats), &s); err != nil {
 					b.Fatal(err)
 				}
-				stats[a.Path] = bounds{s.Min["id"], s.Max["id"]}
+				stats[a.Path] = bounds{s.Min.ID, s.Max.ID}
 			}
 			lay, err := newLayout(snap, Spec{Key: []string{"id"}}, time.UTC)
 			if err != nil {
@@ -238,8 +238,8 @@ func BenchmarkFind(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if found != batch {
-					b.Fatalf("found %d rows, want %d", found, batch)
+				if found != len(want) {
+					b.Fatalf("found %d rows, want %d", found, len(want))
 				}
 				scanned += len(cands)
 			}
