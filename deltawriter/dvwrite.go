@@ -28,6 +28,10 @@ type RowDeletes struct {
 	// the Parquet file, deleted rows included), in any order; duplicates and rows the
 	// current deletion vector already deletes are allowed.
 	Rows []uint64
+	// KeepEmpty keeps the file's add (with a deletion vector of every row) when all its
+	// rows end up deleted, instead of removing the file: a keyed pipeline's new file
+	// holding only delete markers, rows kept for what a key index reads from them.
+	KeepEmpty bool
 }
 
 // dvFileVersion is the first byte of a deletion vector file (PROTOCOL.md, "Deletion
@@ -57,7 +61,7 @@ const dvFileVersion = 1
 // with the new deletion vector, dataChange true and its stats marked
 // "tightBounds":false (numRecords stays the physical row count, PROTOCOL.md "Per-file
 // Statistics"; a file without stats.numRecords gets it from its Parquet footer). A file
-// whose rows are all deleted is only removed, as Spark's DELETE does. An entry whose rows
+// whose rows are all deleted is only removed, as Spark's DELETE does (unless KeepEmpty). An entry whose rows
 // are all deleted already changes nothing and yields no action.
 //
 // Nothing is written, and no action returned, when dels is empty or changes nothing. The
@@ -72,6 +76,7 @@ func DeleteRows(ctx context.Context, st storage.Store, dels []RowDeletes, now ti
 		add     deltalog.Add
 		bm      *roaring64.Bitmap
 		records int64
+		keep    bool
 	}
 	var work []pending
 	seen := make(map[string]bool, len(dels))
@@ -103,7 +108,7 @@ func DeleteRows(ctx context.Context, st storage.Store, dels []RowDeletes, now ti
 		if bm.GetCardinality() == before {
 			continue
 		}
-		work = append(work, pending{add: d.Add, bm: bm, records: records})
+		work = append(work, pending{add: d.Add, bm: bm, records: records, keep: d.KeepEmpty})
 	}
 	if len(work) == 0 {
 		return nil, nil, nil
@@ -125,7 +130,7 @@ func DeleteRows(ctx context.Context, st storage.Store, dels []RowDeletes, now ti
 			DeletionVector: w.add.DeletionVector, BaseRowID: w.add.BaseRowID, DefaultRowCommitVersion: w.add.DefaultRowCommitVersion,
 		})
 		card := w.bm.GetCardinality()
-		if card == uint64(w.records) {
+		if card == uint64(w.records) && !w.keep {
 			continue // every row deleted: the file goes
 		}
 		offset := len(file)

@@ -956,6 +956,11 @@ func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 	if err := rowfill.CheckKeyed(cfg, snap.Schema); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
+	if cfg.Table.Keyed() {
+		if _, err := snap.CheckDeletes(deltawriter.DeleteWithDeletionVectors); err != nil {
+			return fmt.Errorf("refuse table %s for table.mode upsert (%s): %w", cfg.Table.URI, cfg.File, err)
+		}
+	}
 	return nil
 }
 

@@ -187,6 +187,9 @@ type keyedState struct {
 	// past the version after the one it read): the next flush refreshes it from the
 	// snapshot instead of trusting its version.
 	stale bool
+	// expired is when remembered deletes past the horizon were last forgotten
+	// (Index.Expire visits every key: at most once a minute).
+	expired time.Time
 }
 
 // newKeyedState is the keyed state of cfg's pipeline; nil for an append table.
@@ -204,17 +207,25 @@ func newKeyedState(cfg *config.Config) *keyedState {
 func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot) error {
 	switch {
 	case k.ix == nil:
-		ix, err := keyindex.Build(ctx, st, snap, k.spec)
+		var opts []keyindex.Option
+		if k.ordered {
+			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table
+		}
+		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
 		if err != nil {
 			return fmt.Errorf("build key index: %w", err)
 		}
 		k.ix, k.stale = ix, false
 	case k.stale || k.ix.Version() != snap.Version:
-		if err := k.ix.Refresh(ctx, st, snap); err != nil {
+		if _, err := k.ix.Refresh(ctx, st, snap); err != nil {
 			k.ix = nil // rebuilt by the next attempt
 			return fmt.Errorf("refresh key index: %w", err)
 		}
 		k.stale = false
+	}
+	if now := time.Now(); k.ordered && now.Sub(k.expired) > time.Minute {
+		k.ix.Expire(now.Add(-k.horizon))
+		k.expired = now
 	}
 	return nil
 }
@@ -224,12 +235,12 @@ func (k *keyedState) lookup(key []byte) stored {
 	if k.ix == nil {
 		return stored{}
 	}
-	e, ok := k.ix.Lookup(key)
+	h, ok := k.ix.Lookup(key)
 	if !ok {
 		return stored{}
 	}
-	s := stored{seq: e.Seq, deleted: e.Deleted, found: true}
-	for _, l := range e.Locs {
+	s := stored{seq: h.Seq, deleted: h.Deleted, found: true}
+	for _, l := range h.Rows {
 		s.locs = append(s.locs, rowLoc{path: l.Path, row: l.Row})
 	}
 	return s
@@ -245,8 +256,13 @@ type keyedFlush struct {
 	keys  [][][]byte
 	seqs  [][]int64
 	// markers are, per file of files, the positions of its delete markers
-	// (keyedPlan.markers) after the reduction; their keys are nil in keys.
+	// (keyedPlan.markers) after the reduction.
 	markers [][]uint64
+	// updated and removed are what keyedActions made of the stored files it marked: the
+	// add of each with its grown deletion vector, and the paths of files all of whose rows
+	// are now deleted (removed); for the index after the commit.
+	updated []deltalog.Add
+	removed []string
 }
 
 // reduceKeyed reduces a keyed flush after routing: the tombstones' changes join the
@@ -326,9 +342,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 	for file, rows := range kf.plan.markers {
 		i := index[file]
 		for _, row := range rows {
-			r := rank[file][row]
-			kf.keys[i][r] = nil // not a live row
-			kf.markers[i] = append(kf.markers[i], uint64(r))
+			kf.markers[i] = append(kf.markers[i], uint64(rank[file][row]))
 		}
 	}
 	if out.rows == 0 {
@@ -382,18 +396,39 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		}
 		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p]})
 	}
-	stored := len(dels)
+	ownAt := map[string]int{} // path → index into adds of the flush's files with markers
 	for _, i := range own {
-		dels = append(dels, deltawriter.RowDeletes{Add: adds[i], Rows: kf.markers[i]})
+		dels = append(dels, deltawriter.RowDeletes{Add: adds[i], Rows: kf.markers[i], KeepEmpty: true})
+		ownAt[adds[i].Path] = i
 	}
 	removes, marked, err := deltawriter.DeleteRows(ctx, f.deps.Table.Store(), dels, time.Now())
 	if err != nil {
 		return nil, nil, &transientError{stage: "write deletion vectors", err: err}
 	}
-	for j, i := range own {
-		adds[i] = marked[stored+j] // a new file: no remove, its add carries the deletion vector
+	// DeleteRows' actions follow dels, less the files it did not change; a stored file
+	// all of whose rows are deleted has a remove and no add.
+	var outR []deltalog.Remove
+	var outA []deltalog.Add
+	readded := map[string]bool{}
+	for _, a := range marked {
+		if i, ok := ownAt[a.Path]; ok {
+			adds[i] = a // a new file: no remove, its add carries the deletion vector
+			continue
+		}
+		outA = append(outA, a)
+		readded[a.Path] = true
 	}
-	return removes[:stored], marked[:stored], nil
+	kf.updated, kf.removed = outA, nil
+	for _, r := range removes {
+		if _, ok := ownAt[r.Path]; ok {
+			continue
+		}
+		outR = append(outR, r)
+		if !readded[r.Path] {
+			kf.removed = append(kf.removed, r.Path)
+		}
+	}
+	return outR, outA, nil
 }
 
 // committedKeyed tells the index what commit version did: its new files' rows (adds
@@ -404,14 +439,28 @@ func (f *flusher) committedKeyed(version int64, t tableState, kf *keyedFlush, ad
 	if k.ix == nil {
 		return // rebuilt by the next flush
 	}
-	added := make([]keyindex.FileKeys, len(kf.files))
-	for i := range kf.files {
-		added[i] = keyindex.FileKeys{Path: adds[i].Path, Keys: kf.keys[i], Seqs: kf.seqs[i]}
+	c := keyindex.Change{Version: version, Removed: kf.removed, Updated: kf.updated, Deleted: map[string][]uint64{}}
+	for p, rows := range kf.plan.marks {
+		c.Deleted[p] = rows
 	}
-	k.ix.Apply(version, added, kf.plan.marks)
+	for i := range kf.files {
+		c.Added = append(c.Added, keyindex.FileKeys{Add: adds[i], Keys: kf.keys[i], Seqs: kf.seqs[i]})
+		if len(kf.markers[i]) > 0 {
+			c.Deleted[adds[i].Path] = kf.markers[i]
+		}
+	}
+	if err := k.ix.Apply(context.Background(), f.deps.Table.Store(), c); err != nil {
+		f.log.Warn("key index: applying the commit failed; rebuilding it from the table before the next flush", "version", version, "err", err)
+		k.ix = nil
+		return
+	}
 	now := time.Now()
 	for _, d := range kf.plan.deletes {
-		k.ix.PutDeleted(d.key, d.seq, now)
+		if err := k.ix.PutDeleted(d.key, d.seq, now); err != nil {
+			f.log.Warn("key index: a delete could not be remembered; rebuilding the index before the next flush", "version", version, "err", err)
+			k.ix = nil
+			return
+		}
 	}
 	if version != t.version+1 {
 		k.stale = true // others committed in between: read them before the next lookup

@@ -234,7 +234,7 @@ func BenchmarkFind(b *testing.B) {
 								found++
 							}
 						}
-					}); err != nil {
+					}, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -86,7 +86,8 @@ type Change struct {
 	// beyond the previous one. A file of Updated without rows in Deleted is read again.
 	Updated []deltalog.Add
 	Deleted map[string][]uint64
-	// Added are the new data files.
+	// Added are the new data files; Deleted[path] of one lists the rows the commit adds it
+	// with already deleted (its deletion vector's: delete markers), which are not live.
 	Added []FileKeys
 }
 
@@ -127,7 +128,17 @@ type Option func(*options)
 type options struct {
 	concurrency int
 	loc         *time.Location
+	deletedRows bool
+	now         func() time.Time
 }
+
+// WithDeletedRows makes Build read the rows deletion vectors delete too: a key whose
+// newest row (by sequence) is a deleted one, newer than every live row of the key, gets a
+// remembered delete with that row's sequence, at the time of the Build (PutDeleted). A
+// keyed pipeline ordered by a sequence keeps a delete's sequence in the table that way
+// (the replaced row, or the delete's own row kept and marked deleted); a row another
+// writer deleted counts the same way. Only with Spec.Sequence.
+func WithDeletedRows() Option { return func(o *options) { o.deletedRows = true } }
 
 // WithConcurrency sets how many data files Build and Refresh read at once (default 8).
 func WithConcurrency(n int) Option { return func(o *options) { o.concurrency = max(1, n) } }
@@ -184,9 +195,12 @@ type Index struct {
 // deletion vector cannot be read, a key column is nested or repeated in a file, a file
 // of more than 2^32 rows, or ctx's error.
 func Build(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, spec Spec, opts ...Option) (*Index, error) {
-	o := options{concurrency: 8, loc: time.UTC}
+	o := options{concurrency: 8, loc: time.UTC, now: time.Now}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.deletedRows && spec.Sequence == "" {
+		return nil, fmt.Errorf("build key index: remembered deletes need a sequence column")
 	}
 	x := newIndex(spec, o)
 	x.version = snap.Version
@@ -212,10 +226,60 @@ func Build(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, sp
 	for _, a := range snap.Files {
 		adds = append(adds, a)
 	}
-	if err := x.readFiles(ctx, st, adds); err != nil {
+	var gone map[fp]int64 // with WithDeletedRows: per key, its newest deleted row's sequence
+	if o.deletedRows {
+		gone = map[fp]int64{}
+	}
+	if err := x.readFiles(ctx, st, adds, gone); err != nil {
 		return nil, fmt.Errorf("build key index: %w", err)
 	}
+	x.rememberGone(gone, o.now())
 	return x, nil
+}
+
+// rememberGone turns the newest deleted row of each key in gone into a remembered delete
+// at time at, unless a live row of the key has an equal or greater sequence.
+func (x *Index) rememberGone(gone map[fp]int64, at time.Time) {
+	if len(gone) == 0 {
+		return
+	}
+	sec := uint32(max(at.Unix(), 0))
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k, seq := range gone {
+		sh := x.t.shard(k.hi)
+		i := sh.find(k.hi, k.lo)
+		if i < 0 {
+			sh.insert(slot{hi: k.hi, lo: k.lo, file: flagDeleted, row: sec, seq: seq})
+			x.deleted++
+			continue
+		}
+		e := &sh.slots[i]
+		if e.file&flagDeleted != 0 {
+			continue
+		}
+		newest, live := NullSequence, false
+		consider := func(l loc) {
+			if x.live(l) {
+				live, newest = true, max(newest, l.seq)
+			}
+		}
+		consider(loc{file: e.file & fileMask, row: e.row, seq: e.seq})
+		if e.file&flagOverflow != 0 {
+			for _, o := range x.over[k] {
+				consider(o)
+			}
+		}
+		if live && newest >= seq {
+			continue
+		}
+		if e.file&flagOverflow != 0 {
+			x.dupes -= len(x.over[k])
+			delete(x.over, k)
+		}
+		*e = slot{hi: k.hi, lo: k.lo, file: flagDeleted, row: sec, seq: seq}
+		x.deleted++
+	}
 }
 
 func newIndex(spec Spec, o options) *Index {
@@ -242,8 +306,9 @@ func (x *Index) register(a deltalog.Add) uint32 {
 	return id
 }
 
-// readFiles registers and reads adds concurrently (x.mu not held).
-func (x *Index) readFiles(ctx context.Context, st storage.Store, adds []deltalog.Add) error {
+// readFiles registers and reads adds concurrently (x.mu not held). When gone is not nil,
+// it also collects the newest sequence of each key's deleted rows (WithDeletedRows).
+func (x *Index) readFiles(ctx context.Context, st storage.Store, adds []deltalog.Add, gone map[fp]int64) error {
 	if len(adds) == 0 {
 		return nil
 	}
@@ -265,6 +330,20 @@ func (x *Index) readFiles(ctx context.Context, st storage.Store, adds []deltalog
 	for i, a := range adds {
 		g.Go(func() error {
 			fps := make([]fp, 0, batchRows)
+			var goneFn func([]row)
+			if gone != nil {
+				goneFn = func(b []row) {
+					x.mu.Lock()
+					defer x.mu.Unlock()
+					for _, r := range b {
+						hi, lo := x.fingerprint(r.key)
+						k := fp{hi, lo}
+						if s, ok := gone[k]; !ok || r.seq > s {
+							gone[k] = r.seq
+						}
+					}
+				}
+			}
 			del, nulls, err := readFile(gctx, st, x.lay, a, func(b []row) {
 				fps = fps[:0]
 				for _, r := range b {
@@ -277,7 +356,7 @@ func (x *Index) readFiles(ctx context.Context, st storage.Store, adds []deltalog
 					x.insertLoc(fps[j].hi, fps[j].lo, loc{file: ids[i], row: r.row, seq: r.seq})
 				}
 				x.mu.Unlock()
-			})
+			}, goneFn)
 			if err != nil {
 				return err
 			}
@@ -570,6 +649,19 @@ func (x *Index) Apply(ctx context.Context, st storage.Store, c Change) error {
 			dead = true
 		}
 		id := x.register(fk.Add)
+		if rows := c.Deleted[fk.Add.Path]; len(rows) > 0 {
+			// Rows the commit marks deleted in the file it adds (a keyed pipeline's delete
+			// markers): never live.
+			f := x.files[id]
+			f.del = roaring.New()
+			for _, r := range rows {
+				if r > math.MaxUint32 {
+					x.mu.Unlock()
+					return fmt.Errorf("apply commit %d: row %d of %s past 2^32", c.Version, r, fk.Add.Path)
+				}
+				f.del.Add(uint32(r))
+			}
+		}
 		for r, k := range fk.Keys {
 			var seq int64
 			if fk.Seqs != nil {
@@ -584,7 +676,7 @@ func (x *Index) Apply(ctx context.Context, st storage.Store, c Change) error {
 	}
 	x.version = max(x.version, c.Version)
 	x.mu.Unlock()
-	if err := x.readFiles(ctx, st, reread); err != nil {
+	if err := x.readFiles(ctx, st, reread, nil); err != nil {
 		return fmt.Errorf("apply commit %d: %w", c.Version, err)
 	}
 	if len(reread) > 0 {
@@ -719,7 +811,7 @@ func (x *Index) Refresh(ctx context.Context, st storage.Store, snap *deltawriter
 	x.version = snap.Version
 	x.mu.Unlock()
 	rs.FilesRead = len(reads)
-	err = x.readFiles(ctx, st, reads)
+	err = x.readFiles(ctx, st, reads, nil)
 	if rs.FilesRemoved > 0 {
 		x.mu.Lock()
 		x.sweep()

@@ -97,9 +97,10 @@ type row struct {
 const batchRows = 1024
 
 // readFile reads the key and sequence columns of the data file of add and calls fn with
-// its live rows in batches. It returns the rows the file's deletion vector deletes (nil
+// its live rows in batches, and gone (when not nil) with the rows its deletion vector
+// deletes (a NULL key aside). It returns the rows the file's deletion vector deletes (nil
 // for none) and the number of live rows skipped for a NULL key value.
-func readFile(ctx context.Context, st storage.Store, lay *layout, add deltalog.Add, fn func([]row)) (*roaring.Bitmap, int64, error) {
+func readFile(ctx context.Context, st storage.Store, lay *layout, add deltalog.Add, fn, gone func([]row)) (*roaring.Bitmap, int64, error) {
 	dv, err := deltawriter.ReadDeletionVector(ctx, st, add.DeletionVector)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read key columns of %s: %w", add.Path, err)
@@ -132,11 +133,15 @@ func readFile(ctx context.Context, st storage.Store, lay *layout, add deltalog.A
 	var nulls int64
 	batch := make([]row, 0, batchRows)
 	arena := make([]byte, 0, 64*batchRows)
+	var gbatch []row // deleted rows for gone; their keys are in arena too
 	flush := func() {
 		if len(batch) > 0 {
 			fn(batch)
 		}
-		batch, arena = batch[:0], arena[:0]
+		if len(gbatch) > 0 {
+			gone(gbatch)
+		}
+		batch, gbatch, arena = batch[:0], gbatch[:0], arena[:0]
 	}
 	base := int64(0)
 	for _, rg := range f.RowGroups() {
@@ -167,6 +172,7 @@ func readFile(ctx context.Context, st storage.Store, lay *layout, add deltalog.A
 				if deleted {
 					del.Add(uint32(idx))
 				}
+				skip := deleted && gone == nil // a deleted row's key is read only for gone
 				start := len(arena)
 				null := allNull
 				for i, c := range cols {
@@ -180,7 +186,7 @@ func readFile(ctx context.Context, st storage.Store, lay *layout, add deltalog.A
 					if err != nil {
 						return fmt.Errorf("column %s: %w", lay.key[i].name, err)
 					}
-					if null || deleted {
+					if null || skip {
 						continue
 					}
 					if arena, err = c.conv.append(arena, v); errors.Is(err, ErrNullKey) {
@@ -209,6 +215,14 @@ func readFile(ctx context.Context, st storage.Store, lay *layout, add deltalog.A
 					}
 				}
 				if deleted {
+					if !skip && !null {
+						gbatch = append(gbatch, row{key: arena[start:len(arena):len(arena)], row: uint32(idx), seq: s})
+						if len(gbatch) == batchRows || cap(arena)-len(arena) < 256 {
+							flush()
+						}
+					} else {
+						arena = arena[:start]
+					}
 					continue
 				}
 				if null {
