@@ -39,6 +39,8 @@ type Metrics struct {
 	TransientErrors      *prometheus.CounterVec   // pipeline, stage
 	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
+	KeyedChanges         *prometheus.CounterVec   // pipeline, outcome: a keyed table's changes (upserted, deleted, superseded, stale)
+	KeyedRowsMarked      *prometheus.CounterVec   // pipeline: stored rows marked deleted in deletion vectors
 
 	// Maintenance are the background maintenance metrics (OPTIMIZE, VACUUM), labelled by
 	// table URI and job.
@@ -106,12 +108,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Source partitions paused after a transient failure, waiting for their retry."}, []string{"pipeline"}),
 		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_consumer_lag_records",
 			Help: "Records in the source partition after the last one committed to the table (high watermark minus (txn version + 1))."}, []string{"pipeline", "topic", "partition"}),
+		KeyedChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_keyed_changes_total",
+			Help: "Changes of a keyed table (table.mode upsert), by outcome: upserted (a row written), deleted (a stored row deleted), " +
+				"superseded (a later change of its key in the same flush won), stale (older by table.sequence_by than what the table holds)."}, []string{"pipeline", "outcome"}),
+		KeyedRowsMarked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_keyed_rows_marked_deleted_total",
+			Help: "Stored rows of a keyed table marked deleted in deletion vectors (replaced by a newer row of their key, or deleted)."}, []string{"pipeline"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m

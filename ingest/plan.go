@@ -60,6 +60,14 @@ type tableState struct {
 
 func (t tableState) exists() bool { return t.snap != nil }
 
+// files are the table's live files (none without a table).
+func (t tableState) files() map[string]deltalog.Add {
+	if t.snap == nil {
+		return nil
+	}
+	return t.snap.Files
+}
+
 // rules are the pipeline settings that route a record that does not fit.
 type rules struct {
 	policy         string // schema.policy
@@ -319,7 +327,20 @@ func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kaf
 			}
 		}
 	}
-	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: g.Enable,
+	enable := g.Enable
+	if cfg.Table.Keyed() {
+		// An upsert marks replaced rows in deletion vectors: the table gets the feature
+		// when it is created, or with the first upsert commit (checkWritable refused a
+		// table whose properties forbid it).
+		need := !t.exists()
+		if t.exists() {
+			need, _ = t.snap.CheckDeletes(deltawriter.DeleteWithDeletionVectors)
+		}
+		if need {
+			enable = append(slices.Clip(enable), deltalog.FeatureDeletionVectors)
+		}
+	}
+	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: enable,
 		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
 	if err != nil {
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("prepare the commit's schema change for %s: %w", cfg.Table.URI, err)

@@ -76,6 +76,9 @@ type Stage struct {
 	// rows placed whose record timestamp was outside Delta's range (written NULL).
 	kafka      *kafkaFill
 	outOfRange int
+	// keyed reads each row's key, sequence and delete flag for a keyed table (Changes);
+	// nil for an append table.
+	keyed *keyFill
 }
 
 // New builds the per-row stage of a flush of cfg's pipeline to table t: the Kafka column
@@ -106,10 +109,14 @@ func New(cfg *config.Config, t Table, o Options) (*Stage, error) {
 	if parts != nil {
 		parts.levelled = o.Levelled
 	}
-	if len(fills) == 0 && parts == nil {
+	keyed, err := newKeyFill(cfg, t.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if len(fills) == 0 && parts == nil && keyed == nil {
 		return nil, nil
 	}
-	s := &Stage{row: row, fills: fills, parts: parts}
+	s := &Stage{row: row, fills: fills, parts: parts, keyed: keyed}
 	for _, fl := range fills {
 		if kf, ok := fl.(*kafkaFill); ok {
 			s.kafka = kf
@@ -184,7 +191,12 @@ func (s *Stage) Fill(rec *kgo.Record) error {
 	if len(s.detour) > 0 {
 		s.row.fillMissing(s.detour)
 	}
-	if s.parts != nil {
+	switch {
+	case s.keyed != nil:
+		if err := s.keyedPlace(rec); err != nil { // reads the key, then places the row
+			return err
+		}
+	case s.parts != nil:
 		if err := s.parts.place(s.row); err != nil { // moves the row into its partition's file
 			return err
 		}
@@ -192,6 +204,29 @@ func (s *Stage) Fill(rec *kgo.Record) error {
 	if s.kafka != nil && s.kafka.outOfRange {
 		s.outOfRange++
 	}
+	return nil
+}
+
+// keyedPlace reads the row's key (keyFill.read) before placing it, and records its change
+// once placed.
+func (s *Stage) keyedPlace(rec *kgo.Record) error {
+	ch, err := s.keyed.read(s.row)
+	if err != nil {
+		s.row.drop()
+		return err
+	}
+	ch.Rec = rec
+	if s.parts == nil {
+		ch.Row = s.keyed.unparted
+		s.keyed.unparted++
+	} else {
+		if err := s.parts.place(s.row); err != nil {
+			s.keyed.arena = s.keyed.arena[:len(s.keyed.arena)-len(ch.Key)]
+			return err
+		}
+		ch.File, ch.Row = s.parts.last, s.parts.last.Rows-1
+	}
+	s.keyed.changes = append(s.keyed.changes, ch)
 	return nil
 }
 
