@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -306,4 +307,56 @@ func (h *keyedHarness) dataFiles() map[string]bool {
 		h.t.Fatal(err)
 	}
 	return out
+}
+
+// A late insert does not resurrect a deleted row across a restart (apache/spark#55993,
+// apache/hudi#4880): d{1,seq:5} while the table lacks key 1, the pipeline stopped; the
+// restarted pipeline reads c{1,seq:3} (stale: the delete's marker row in the table
+// carries sequence 5) and then c{1,seq:6} (written).
+func TestKeyedDeleteRememberedAcrossRestart(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(true)
+	steps := []struct {
+		rec  keyedRec
+		want map[int64]string
+	}{
+		{keyedRec{id: 2, v: "other", seq: 1, op: "c"}, map[int64]string{2: "other"}},
+		{keyedRec{id: 1, seq: 5, op: "d"}, map[int64]string{2: "other"}},
+		{keyedRec{id: 1, v: "late", seq: 3, op: "c"}, map[int64]string{2: "other"}},
+		{keyedRec{id: 1, v: "new", seq: 6, op: "c"}, map[int64]string{1: "new", 2: "other"}},
+	}
+	for i, s := range steps {
+		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
+		}
+	}
+	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:3})", n)
+	}
+}
+
+// A key whose partition value changes moves: its row in the old partition is deleted and
+// the new one written in the new partition; a tombstone finds its row in any partition.
+func TestKeyedPartitionedKeyMoves(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	cfg.Table.PartitionBy = []string{"op"}
+	if got := h.runBatch(cfg, 2, keyedRec{id: 1, v: "a", op: "x"}, keyedRec{id: 2, v: "b", op: "x"}); !maps.Equal(got, map[int64]string{1: "a", 2: "b"}) {
+		t.Fatalf("first batch: %v", got)
+	}
+	if got := h.runBatch(cfg, 4, keyedRec{id: 1, v: "a2", op: "y"}, keyedRec{id: 2, tomb: true}); !maps.Equal(got, map[int64]string{1: "a2"}) {
+		t.Fatalf("after the move and the tombstone: table rows %v, want {1: a2}", got)
+	}
+	live := map[string]int64{}
+	snap := h.snapshot()
+	for _, add := range snap.Files {
+		n, _ := add.NumRecords()
+		if add.DeletionVector != nil {
+			n -= add.DeletionVector.Cardinality
+		}
+		live[*add.PartitionValues["op"]] += n
+	}
+	if want := map[string]int64{"y": 1}; !maps.Equal(live, want) {
+		t.Fatalf("live rows by partition %v, want %v", live, want)
+	}
 }

@@ -40,13 +40,13 @@ type Change struct {
 // keyFill reads the key of each row of a keyed table after the fills and before the row
 // is placed in its partition's file.
 type keyFill struct {
-	key       []keyColumn
-	seq       *keyColumn          // nil: no sequence_by
-	deleteIf  *expr.Expr          // nil: no delete_when
-	args      []expr.Value        // deleteIf's arguments, reused per row
-	arena     []byte              // the keys of the flush's changes, back to back
-	changes   []Change            // the flush's changes, in record order
-	unparted  int                 // rows left in the flush's columns so far (unpartitioned)
+	key      []keyColumn
+	seq      *keyColumn   // nil: no sequence_by
+	deleteIf *expr.Expr   // nil: no delete_when
+	args     []expr.Value // deleteIf's arguments, reused per row
+	arena    []byte       // the keys of the flush's changes, back to back
+	changes  []Change     // the flush's changes, in record order
+	unparted int          // rows left in the flush's columns so far (unpartitioned)
 }
 
 // keyColumn is a key (or sequence) column: its name in table.key and its field.
