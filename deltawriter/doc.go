@@ -1,7 +1,9 @@
-// Package deltawriter reads and appends to Delta Lake tables.
+// Package deltawriter reads and appends to Delta Lake tables, and deletes rows of their
+// files for keyed tables.
 //
 // It covers the log replayed into a Snapshot, Parquet data files with their statistics,
-// commits with put-if-absent and optimistic concurrency, checkpoints, and schema changes.
+// commits with put-if-absent and optimistic concurrency, checkpoints, schema changes,
+// and row deletes with deletion vectors or file rewrites.
 //
 // It never imports Kafka or Avro packages; source progress arrives as plain (appId,
 // version) txn pairs. The Delta model is deltawriter/deltalog, the stores are
@@ -25,6 +27,31 @@
 // a checkpoint: a full load lists the log and replays what follows the newest readable
 // one.
 //
+// # Deleting rows
+//
+// Rows of existing data files are deleted in one of two ways (DeleteMode), the actions
+// going into the Commit that carries the batch's new files and txns (PROTOCOL.md,
+// "Deletion Vectors", "Add File and Remove File"):
+//   - DeleteRows (merge-on-read): per file the union of its current deletion vector
+//     (ReadDeletionVector: inline, relative or absolute) and the rows; all vectors of one
+//     call in one deletion_vector_<uuid>.bin at the table root, written with
+//     put-if-absent (format version 1, per vector its big-endian size, the
+//     RoaringBitmapArray — magic 1681511377 and the portable 64-bit Roaring format — and
+//     its CRC-32); per file a remove of the current add and an add of the same path with
+//     the new descriptor (storageType "u", Z85 UUID, offset, sizeInBytes, cardinality) and
+//     stats marked tightBounds false; a file whose every row is deleted is only removed.
+//   - Snapshot.RewriteWithoutRows (copy-on-write): the file read as OPTIMIZE reads it and
+//     written again without the rows nor those its vector deleted.
+//
+// Snapshot.CheckDeletes says whether a table allows either (refusing delta.appendOnly,
+// the change data feed, and an explicit delta.enableDeletionVectors=false) and whether
+// the deletionVectors feature must be turned on first, which SchemaChange.Enable does
+// (the protocol upgraded as UpgradeProtocol does for every feature, and
+// delta.enableDeletionVectors=true). Commit refuses an add carrying a deletion vector on
+// a table without the feature and the property. The snapshot keys a file by path and
+// deletion vector (deltalog.FileKey), so the remove and add of one path reconcile to the
+// new vector; checkpoints carry the descriptors.
+//
 // # Concurrency
 //
 // Writers do not lock a table; concurrency is optimistic. A commit is prepared against a
@@ -36,8 +63,8 @@
 //     at or above ours, ErrConcurrentTxn when below;
 //   - a metaData or protocol action: ErrMetadataChanged (the schema is checked again on a
 //     fresh snapshot);
-//   - the removal of a file the commit removes (or a new deletion vector for it):
-//     *ConcurrentDeleteError, wrapping ErrConcurrentDelete;
+//   - the removal of a file the commit removes, under any deletion vector (or a new
+//     deletion vector for it): *ConcurrentDeleteError, wrapping ErrConcurrentDelete;
 //   - anything else (appends; OPTIMIZE's removes and adds with dataChange false): the
 //     commit moves on to the next free version after a jittered back-off (at most
 //     500 ms), reading the versions taken meanwhile instead of putting at each; after 20

@@ -52,7 +52,8 @@ var supportedWriterFeatures = map[string]bool{
 	// (PROTOCOL.md, "Add CDC File": data-only inserts are read from add actions).
 	deltalog.FeatureChangeDataFeed: true,
 	// deletionVectors: appended files carry no deletion vector, which is always valid;
-	// existing DVs are carried through replay and checkpoints.
+	// existing DVs are carried through replay and checkpoints; DeleteRows writes new ones
+	// (with delta.enableDeletionVectors=true, checked by Commit).
 	deltalog.FeatureDeletionVectors: true,
 	// v2Checkpoint: checkpoints of such tables are written as V2 UUID-named JSON files
 	// with a checkpointMetadata action (writeCheckpoint).

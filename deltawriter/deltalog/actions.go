@@ -277,8 +277,11 @@ func (a *Add) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// DeletionVector is a deletion vector descriptor (PROTOCOL.md, "Deletion Vectors").
-// ingestd never writes one; it is carried so replay keys files correctly.
+// DeletionVector is a deletion vector descriptor (PROTOCOL.md, "Deletion Vector
+// Descriptor Schema"). StorageType is "u" (a file under the table root named by a Z85
+// UUID in PathOrInlineDv), "i" (inline, Z85) or "p" (absolute path); Offset is the byte
+// position of the vector in its file, SizeInBytes the serialised bitmap's bytes,
+// Cardinality the rows it deletes.
 type DeletionVector struct {
 	StorageType    string `json:"storageType"`
 	PathOrInlineDv string `json:"pathOrInlineDv"`
