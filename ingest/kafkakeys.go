@@ -78,7 +78,9 @@ func avroKeys(cfg *config.Config) bool {
 // the batch, in record order) to type the _kafka_key column of the table the batch may
 // create (kafkaState.subjectKey; an unknown subject leaves it 0).
 func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) error {
-	if !avroKeys(f.cfg) {
+	// A keyed table's tombstones name their key in an Avro key (rowfill.Stage.Tombstone).
+	tombstones := f.cfg.Table.Keyed() && f.cfg.Table.KeyFormat == kafkacols.KeyAvro
+	if !avroKeys(f.cfg) && !tombstones {
 		return nil
 	}
 	ks := f.kafka
@@ -90,7 +92,8 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 	}
 	for i := range items {
 		it := &items[i]
-		if it.route != routeGuard || it.fail != nil || len(it.rec.Key) == 0 {
+		tomb := tombstones && it.route == routeSkip && it.rec.Value == nil
+		if (it.route != routeGuard || it.fail != nil || !avroKeys(f.cfg)) && !tomb || len(it.rec.Key) == 0 {
 			continue
 		}
 		id, _, err := decode.ParseFrame(it.rec.Key)
@@ -118,7 +121,7 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 			resolved = true
 		}
 	}
-	if t.exists() || resolved {
+	if t.exists() || resolved || !avroKeys(f.cfg) {
 		return nil
 	}
 	src, ok := f.deps.Schemas.(latestIDSource)

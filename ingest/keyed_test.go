@@ -360,3 +360,62 @@ func TestKeyedPartitionedKeyMoves(t *testing.T) {
 		t.Fatalf("live rows by partition %v, want %v", live, want)
 	}
 }
+
+// A tombstone names its key in a Confluent-framed Avro key (table.key_format avro): a
+// record key by its fields, matched to the key columns by name; a key whose schema lacks
+// a key column is dead-lettered missing_key naming the column.
+func TestKeyedTombstoneWithAvroKey(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	keyID, _, err := h.reg.RegisterSchema("orders-key", sr.Schema{Schema: `{"type":"record","name":"K","fields":[{"name":"ID","type":"long"}]}`, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherID, _, err := h.reg.RegisterSchema("other-key", sr.Schema{Schema: `{"type":"record","name":"O","fields":[{"name":"name","type":"string"}]}`, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	avroKey := func(id int, schema string, v map[string]any) []byte {
+		body, err := avro.Marshal(avro.MustParse(schema), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hdr sr.ConfluentHeader
+		framed, err := hdr.AppendEncode(nil, id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(framed, body...)
+	}
+	cfg := h.keyedConfig(false)
+	cfg.Table.KeyFormat = "avro"
+	h.send(keyedRec{id: 1, v: "a", op: "c"}, keyedRec{id: 2, v: "b", op: "c"})
+	recs := []*kgo.Record{
+		{Topic: h.topic, Key: avroKey(keyID, `{"type":"record","name":"K","fields":[{"name":"ID","type":"long"}]}`, map[string]any{"ID": int64(1)})},
+		{Topic: h.topic, Key: avroKey(otherID, `{"type":"record","name":"O","fields":[{"name":"name","type":"string"}]}`, map[string]any{"name": "x"})},
+	}
+	if err := h.producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := h.startWith("keyed", cfg, nil)
+	h.waitHandled(4, 30*time.Second, m)
+	m.stop(t)
+	if got := h.rows(); !maps.Equal(got, map[int64]string{2: "b"}) {
+		t.Fatalf("table rows %v, want {2: b}", got)
+	}
+	var got []string
+	for _, r := range h.readTopicAll(h.dlq) {
+		var reason, field string
+		for _, hd := range r.Headers {
+			switch hd.Key {
+			case "ingestd.error.reason":
+				reason = string(hd.Value)
+			case "ingestd.error.field":
+				field = string(hd.Value)
+			}
+		}
+		got = append(got, reason+":"+field)
+	}
+	if !slices.Equal(got, []string{"missing_key:id"}) {
+		t.Fatalf("dead letters %v, want [missing_key:id] (the key schema lacks id)", got)
+	}
+}

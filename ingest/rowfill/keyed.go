@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -200,38 +202,163 @@ func (s *Stage) Changes() []Change {
 
 // Tombstone records the change of a tombstone (a record with a null value) of a keyed
 // table: it deletes the key its Kafka key names. The Kafka key is read in
-// table.key_format: string or bytes for a one-column key (the text parsed as the
-// column's integer for an integer column). Errors: a *decode.Error missing_key when the
-// key is null or does not name a key of the table.
+// table.key_format: string or bytes name a one-column key (the text parsed as the
+// column's integer for an integer column); avro (Confluent-framed, its writer schema
+// resolved for the flush: Options.Keys) names each key column by a field of the same
+// name of a record key (Delta's name matching), or a one-column key by a primitive key.
+// Errors: a *decode.Error missing_key when the key is null or does not name a key of
+// the table (naming what is missing).
 func (s *Stage) Tombstone(cfg *config.Config, rec *kgo.Record) error {
 	k := s.keyed
 	if rec.Key == nil {
 		return &decode.Error{Reason: decode.ReasonMissingKey, Err: errors.New("a tombstone (null value) with a null key names no key to delete")}
 	}
-	if len(k.key) != 1 || cfg.Table.KeyFormat == kafkacols.KeyAvro {
-		return &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf("a tombstone's Kafka key can name a key of %d columns only as a %s key of one column; this table's key is %d column(s) and table.key_format is %s",
-			len(k.key), "string or bytes", len(k.key), cfg.Table.KeyFormat)}
-	}
-	c := k.key[0]
-	var v parquet.Value
-	switch c.field.Type {
-	case deltalog.String, deltalog.Binary:
-		v = parquet.ByteArrayValue(rec.Key)
-	case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long:
-		n, err := strconv.ParseInt(string(rec.Key), 10, 64)
-		if err != nil {
-			return &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's Kafka key %q is not an integer for key column %s (%s)", rec.Key, c.field.Name, c.field.Type)}
-		}
-		v = parquet.Int64Value(n)
-	default:
-		return &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's Kafka key cannot name key column %s of type %s", c.field.Name, c.field.Type)}
+	vals, err := s.tombstoneKey(cfg, rec.Key)
+	if err != nil {
+		return err
 	}
 	start := len(k.arena)
-	var err error
-	if k.arena, err = keyindex.AppendValue(k.arena, c.field.Type, v); err != nil {
-		k.arena = k.arena[:start]
-		return fmt.Errorf("read tombstone key: %w", err)
+	for i, c := range k.key {
+		if k.arena, err = keyindex.AppendValue(k.arena, c.field.Type, vals[i]); err != nil {
+			k.arena = k.arena[:start]
+			return &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's key: column %s: %w", c.field.Name, err)}
+		}
 	}
 	k.changes = append(k.changes, Change{Key: k.arena[start:len(k.arena):len(k.arena)], Delete: true, Row: -1, Rec: rec})
 	return nil
+}
+
+// tombstoneKey reads a tombstone's Kafka key into one value per key column, as the
+// decoder would hold them in column buffers (tombstone explains the formats).
+func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, error) {
+	k := s.keyed
+	missing := func(format string, args ...any) error {
+		return &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf(format, args...)}
+	}
+	if cfg.Table.KeyFormat != kafkacols.KeyAvro {
+		if len(k.key) != 1 {
+			return nil, missing("a tombstone's %s Kafka key names a key of one column; this table's key has %d (%s): use table.key_format avro with a record key",
+				cfg.Table.KeyFormat, len(k.key), keyNames(k.key))
+		}
+		v, err := goKeyValue(k.key[0].field.Type, string(key))
+		if err != nil {
+			return nil, missing("a tombstone's Kafka key %q: %v", key, err)
+		}
+		return []parquet.Value{v}, nil
+	}
+	id, payload, err := decode.ParseFrame(key)
+	if err != nil {
+		return nil, missing("a tombstone's Kafka key is not Confluent-framed Avro (table.key_format avro): %v", err)
+	}
+	ws := s.keys.Schemas[id]
+	if ws == nil {
+		why := "not resolved"
+		if f := s.keys.Fails[id]; f != nil {
+			why = f.Error()
+		}
+		return nil, missing("a tombstone's key schema id %d: %s", id, why)
+	}
+	var v any
+	if err := avro.Unmarshal(ws.Avro, payload, &v); err != nil {
+		return nil, missing("decode a tombstone's Avro key (schema id %d): %v", id, err)
+	}
+	out := make([]parquet.Value, len(k.key))
+	rec, isRecord := v.(map[string]any)
+	if !isRecord {
+		if len(k.key) != 1 {
+			return nil, missing("a tombstone's Avro key (schema id %d) is a %T, not a record with the key columns %s", id, v, keyNames(k.key))
+		}
+		pv, err := goKeyValue(k.key[0].field.Type, v)
+		if err != nil {
+			return nil, missing("a tombstone's Avro key (schema id %d): %v", id, err)
+		}
+		return []parquet.Value{pv}, nil
+	}
+	for i, c := range k.key {
+		var fv any
+		found := false
+		for name, val := range rec {
+			if deltalog.NameKey(name) == deltalog.NameKey(c.field.Name) {
+				fv, found = val, true
+				break
+			}
+		}
+		if !found || fv == nil {
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
+				Err: fmt.Errorf("a tombstone's Avro key (schema id %d) has no value for key column %s", id, c.field.Name)}
+		}
+		pv, err := goKeyValue(c.field.Type, fv)
+		if err != nil {
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's Avro key (schema id %d): %w", id, err)}
+		}
+		out[i] = pv
+	}
+	return out, nil
+}
+
+// goKeyValue converts a key value read from a Kafka key (the text of a string or bytes
+// key, or what hamba/avro decodes: integers, strings, bytes, booleans, time.Time for
+// timestamp and date logical types, a one-branch union's map) into the parquet.Value a
+// key column of type t holds. Errors: a value that does not fit t (decimal keys are not
+// read from tombstones).
+func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
+	if m, ok := v.(map[string]any); ok && len(m) == 1 { // a union branch
+		for _, inner := range m {
+			v = inner
+		}
+	}
+	switch t {
+	case deltalog.String, deltalog.Binary:
+		switch x := v.(type) {
+		case string:
+			return parquet.ByteArrayValue([]byte(x)), nil
+		case []byte:
+			return parquet.ByteArrayValue(x), nil
+		}
+	case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long:
+		switch x := v.(type) {
+		case int:
+			return parquet.Int64Value(int64(x)), nil
+		case int32:
+			return parquet.Int64Value(int64(x)), nil
+		case int64:
+			return parquet.Int64Value(x), nil
+		case string:
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return parquet.Value{}, fmt.Errorf("%q is not an integer for a %s key column", x, t)
+			}
+			return parquet.Int64Value(n), nil
+		}
+	case deltalog.Boolean:
+		if b, ok := v.(bool); ok {
+			return parquet.BooleanValue(b), nil
+		}
+	case deltalog.Date:
+		if tm, ok := v.(time.Time); ok {
+			sec := tm.Unix()
+			days := sec / 86400
+			if sec%86400 < 0 {
+				days-- // floor: a date before 1970
+			}
+			return parquet.Int32Value(int32(days)), nil
+		}
+	case deltalog.Timestamp, deltalog.TimestampNtz:
+		if tm, ok := v.(time.Time); ok {
+			return parquet.Int64Value(tm.UnixMicro()), nil
+		}
+	}
+	return parquet.Value{}, fmt.Errorf("a %T value cannot name a %s key column", v, t)
+}
+
+// keyNames is the key columns' names, comma-separated.
+func keyNames(cols []keyColumn) string {
+	var b []byte
+	for i, c := range cols {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, c.field.Name...)
+	}
+	return string(b)
 }

@@ -79,6 +79,9 @@ type Stage struct {
 	// keyed reads each row's key, sequence and delete flag for a keyed table (Changes);
 	// nil for an append table.
 	keyed *keyFill
+	// keys are the key writer schemas resolved for the flush (Options.Keys): a keyed
+	// table's tombstones with Avro keys are read with them.
+	keys KeySchemas
 }
 
 // New builds the per-row stage of a flush of cfg's pipeline to table t: the Kafka column
@@ -116,7 +119,7 @@ func New(cfg *config.Config, t Table, o Options) (*Stage, error) {
 	if len(fills) == 0 && parts == nil && keyed == nil {
 		return nil, nil
 	}
-	s := &Stage{row: row, fills: fills, parts: parts, keyed: keyed}
+	s := &Stage{row: row, fills: fills, parts: parts, keyed: keyed, keys: o.Keys}
 	for _, fl := range fills {
 		if kf, ok := fl.(*kafkaFill); ok {
 			s.kafka = kf
