@@ -419,3 +419,39 @@ func TestKeyedTombstoneWithAvroKey(t *testing.T) {
 		t.Fatalf("dead letters %v, want [missing_key:id] (the key schema lacks id)", got)
 	}
 }
+
+// Without table.key, an upsert pipeline with key_format avro keys the table by the fields
+// of the Kafka key's Avro record (subject <topic>-key); a topic whose key schema is not a
+// record fails at start-up naming the fix.
+func TestKeyedKeyDefaultsToTheAvroKeyFields(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	if _, _, err := h.reg.RegisterSchema("orders-key", sr.Schema{Schema: `{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}`, Type: sr.TypeAvro}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.keyedConfig(false)
+	cfg.Table.Key, cfg.Table.KeyFormat = nil, "avro"
+	got := h.runBatch(cfg, 3, keyedRec{id: 1, v: "a", op: "c"}, keyedRec{id: 1, v: "b", op: "u"}, keyedRec{id: 2, v: "c", op: "c"})
+	if want := map[int64]string{1: "b", 2: "c"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v (keyed by id)", got, want)
+	}
+	if !slices.Equal(cfg.Table.Key, []string{"id"}) {
+		t.Fatalf("table.key became %v, want [id]", cfg.Table.Key)
+	}
+
+	h2 := newKeyedHarness(t, 1)
+	if _, _, err := h2.reg.RegisterSchema("orders-key", sr.Schema{Schema: `"string"`, Type: sr.TypeAvro}); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := h2.keyedConfig(false)
+	cfg2.Table.Key, cfg2.Table.KeyFormat = nil, "avro"
+	m := h2.startWith("keyed", cfg2, nil)
+	select {
+	case err := <-m.done:
+		m.done <- nil
+		if err == nil || !strings.Contains(err.Error(), "is not an Avro record whose fields could name the key columns: set table.key") {
+			t.Fatalf("start-up error %v, want the refusal naming table.key", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pipeline did not fail at start-up")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/decode"
 	ingestdlq "github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
@@ -31,6 +33,11 @@ const (
 // dead-letter producer (kafkaClients) and checks the source and dead-letter topics; the
 // pipeline is running once it returns. On error nothing stays open.
 func (p *Pipeline) start(ctx context.Context) (*session, error) {
+	if p.cfg.Table.Keyed() && len(p.cfg.Table.Key) == 0 {
+		if err := p.defaultKey(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.checkTable(ctx); err != nil {
 		return nil, err
 	}
@@ -236,5 +243,49 @@ func checkRead(ctx context.Context, cl *kgo.Client, k config.Kafka, topic string
 		len(td.AuthorizedOperations) > 0 && !slices.Contains(td.AuthorizedOperations, kadm.OpRead) && !slices.Contains(td.AuthorizedOperations, kadm.OpAll):
 		return &kafkaclient.SecurityError{Msg: "read " + topic + ": " + kafkaclient.MissingACL(k, "READ", "topic", topic), Err: kerr.TopicAuthorizationFailed}
 	}
+	return nil
+}
+
+// defaultKey sets table.key of an upsert pipeline that leaves it out (config allows that
+// only with table.key_format avro) to the fields of the Kafka key's Avro record: the
+// latest schema of subject <topic>-key of the first source topic (Confluent's
+// TopicNameStrategy). Errors name the fix: no such subject, a key that is not a record;
+// a registry that fails transiently is a *transientError.
+func (p *Pipeline) defaultKey(ctx context.Context) error {
+	topic := p.cfg.Kafka.Topics[0]
+	subject := topic + "-key"
+	fix := fmt.Sprintf("set table.key in %s to the key columns", p.cfg.File)
+	src, ok := p.deps.Schemas.(latestIDSource)
+	if !ok {
+		return fmt.Errorf("table.key is not set and the key schema cannot be looked up without a schema registry: %s", fix)
+	}
+	id, err := src.LatestID(ctx, subject)
+	var de *decode.Error
+	switch {
+	case errors.As(err, &de):
+		return fmt.Errorf("table.key is not set and the registry has no key schema for topic %s (subject %s: %v): %s, or register the key schema", topic, subject, de, fix)
+	case errors.Is(err, decode.ErrRegistryAuth):
+		return err
+	case err != nil:
+		return &transientError{stage: "resolve key schema", what: "resolve the latest schema of " + subject, err: err}
+	}
+	ws, err := p.deps.Schemas.Schema(ctx, id)
+	switch {
+	case errors.As(err, &de):
+		return fmt.Errorf("table.key is not set and key schema id %d of subject %s cannot be read (%v): %s", id, subject, de, fix)
+	case err != nil:
+		return &transientError{stage: "resolve key schema", what: "resolve key schema id " + strconv.Itoa(id), err: err}
+	case ws.Delta == nil || len(ws.Delta.Fields) == 0:
+		return fmt.Errorf("table.key is not set and the Kafka key of topic %s (subject %s, schema id %d) is not an Avro record whose fields could name the key columns: %s", topic, subject, id, fix)
+	}
+	var key []string
+	for _, f := range ws.Delta.Fields {
+		key = append(key, f.Name)
+	}
+	p.cfg.Table.Key = key
+	if p.fl.keyed != nil {
+		p.fl.keyed.spec.Key = key
+	}
+	p.log.Info("table.key defaults to the fields of the Kafka key's Avro record", "key", key, "subject", subject, "schema_id", id)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // DefaultDeleteHorizon is table.delete_horizon when an upsert pipeline leaves it out.
@@ -40,8 +41,8 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 		}
 		return
 	}
-	if len(t.Key) == 0 {
-		bad("$.table", "table.mode is upsert but table.key is missing", "name the key columns, e.g. key: [id]")
+	if len(t.Key) == 0 && t.KeyFormat != kafkacols.KeyAvro {
+		bad("$.table", "table.mode is upsert but table.key is missing", "name the key columns, e.g. key: [id], or set key_format: avro to key the table by the fields of the Avro record key")
 	}
 	seen := map[string]bool{}
 	for i, k := range t.Key {

@@ -46,7 +46,7 @@ func TestKeyedConfigErrors(t *testing.T) {
 		{"unknown mode", strings.Replace(keyedConfig, "mode: upsert", "mode: merge", 1),
 			`p.yaml:7: table.mode "merge" is not append or upsert (fix: use append (every record a new row) or upsert (the latest row per table.key))`},
 		{"no key", strings.Replace(keyedConfig, "  key: [id]\n", "", 1),
-			`p.yaml:4: table.mode is upsert but table.key is missing (fix: name the key columns, e.g. key: [id])`},
+			`p.yaml:4: table.mode is upsert but table.key is missing (fix: name the key columns, e.g. key: [id], or set key_format: avro to key the table by the fields of the Avro record key)`},
 		{"key twice", strings.Replace(keyedConfig, "key: [id]", "key: [id, ID]", 1),
 			`p.yaml:8: table.key: column "ID" is listed twice (fix: list each key column once)`},
 		{"sequence is a key column", strings.Replace(keyedConfig, "sequence_by: updated_at", "sequence_by: Id", 1),
