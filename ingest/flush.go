@@ -961,7 +961,11 @@ func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
 	if cfg.Table.Keyed() {
-		if _, err := snap.CheckDeletes(deltawriter.DeleteWithDeletionVectors); err != nil {
+		mode := deltawriter.DeleteWithDeletionVectors
+		if cfg.Table.CopyOnWrite() {
+			mode = deltawriter.DeleteByRewrite
+		}
+		if _, err := snap.CheckDeletes(mode); err != nil {
 			return fmt.Errorf("refuse table %s for table.mode upsert (%s): %w", cfg.Table.URI, cfg.File, err)
 		}
 	}

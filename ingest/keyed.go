@@ -61,7 +61,8 @@ type keyedPlan struct {
 	// delete's key and sequence there (a deleted row newer than every live row of its key
 	// is a remembered delete), so the delete is remembered across restarts until OPTIMIZE
 	// purges the row.
-	markers map[*rowfill.PartitionFile][]int
+	markers     map[*rowfill.PartitionFile][]int
+	withMarkers bool // planKeyed's markers
 	// counts for the metrics and the log: changes superseded by a later change of their
 	// key in the batch, winners older than what the table holds (stale), upserts written,
 	// deletes applied (a key with a live row, or remembered), rows marked deleted.
@@ -84,9 +85,13 @@ type keyedDelete struct {
 // so it takes the greatest sequence of its key seen before it (the table's included).
 // rows gives each data file's row count (the keep masks' lengths); lookup returns what
 // the table holds for a key.
-func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered bool, rows map[*rowfill.PartitionFile]int,
+//
+// markers keeps a winning delete's own row as a delete marker (keyedPlan.markers) when the
+// table holds no row of its key; false under copy-on-write, which writes no deletion
+// vector.
+func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered, markers bool, rows map[*rowfill.PartitionFile]int,
 	lookup func(key []byte) stored) keyedPlan {
-	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}, markers: map[*rowfill.PartitionFile][]int{}}
+	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}, markers: map[*rowfill.PartitionFile][]int{}, withMarkers: markers}
 	for f, n := range rows {
 		p.keep[f] = make([]bool, n)
 	}
@@ -163,7 +168,7 @@ func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
 		}
 		if ordered && c.Seq != minSeq {
 			p.deletes = append(p.deletes, keyedDelete{key: c.Key, seq: c.Seq})
-			if c.Row >= 0 && len(st.locs) == 0 {
+			if p.withMarkers && c.Row >= 0 && len(st.locs) == 0 {
 				// Nothing in the table carries this delete's sequence: its own row does.
 				p.keep[c.File][c.Row] = true
 				p.markers[c.File] = append(p.markers[c.File], c.Row)
@@ -181,6 +186,7 @@ func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
 type keyedState struct {
 	spec    keyindex.Spec
 	ordered bool          // table.sequence_by is set
+	cow     bool          // table.upsert_write copy_on_write
 	horizon time.Duration // table.delete_horizon
 	ix      *keyindex.Index
 	// stale is set when the index missed commits of other writers (our commit landed
@@ -198,7 +204,7 @@ func newKeyedState(cfg *config.Config) *keyedState {
 		return nil
 	}
 	return &keyedState{spec: keyindex.Spec{Key: cfg.Table.Key, Sequence: cfg.Table.SequenceBy},
-		ordered: cfg.Table.SequenceBy != "", horizon: cfg.Table.DeleteHorizon}
+		ordered: cfg.Table.SequenceBy != "", cow: cfg.Table.CopyOnWrite(), horizon: cfg.Table.DeleteHorizon}
 }
 
 // sync brings the index to snap: built on first use, refreshed when snap is newer than
@@ -208,7 +214,7 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 	switch {
 	case k.ix == nil:
 		var opts []keyindex.Option
-		if k.ordered {
+		if k.ordered && !k.cow {
 			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table
 		}
 		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
@@ -263,6 +269,9 @@ type keyedFlush struct {
 	// are now deleted (removed); for the index after the commit.
 	updated []deltalog.Add
 	removed []string
+	// rewritten are the new files of a copy-on-write flush's rewrites (their keys are
+	// read from them by the index).
+	rewritten []deltalog.Add
 }
 
 // reduceKeyed reduces a keyed flush after routing: the tombstones' changes join the
@@ -295,7 +304,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 		}
 	}
 	changes := b.stage.Changes()
-	kf := &keyedFlush{plan: planKeyed(changes, pos, f.keyed.ordered, rows, f.keyed.lookup)}
+	kf := &keyedFlush{plan: planKeyed(changes, pos, f.keyed.ordered, !f.keyed.cow, rows, f.keyed.lookup)}
 	// New row positions after the drop: the rank of a kept row among its file's kept rows.
 	rank := map[*rowfill.PartitionFile][]int{}
 	kept := map[*rowfill.PartitionFile]int{}
@@ -387,6 +396,9 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 			live[a.Path] = a
 		}
 	}
+	if f.keyed.cow {
+		return f.rewriteMarked(ctx, t, kf, live)
+	}
 	dels := make([]deltawriter.RowDeletes, 0, len(kf.plan.marks))
 	for _, p := range slices.Sorted(maps.Keys(kf.plan.marks)) {
 		a, ok := live[p]
@@ -431,6 +443,35 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 	return outR, outA, nil
 }
 
+// rewriteMarked is keyedActions under copy-on-write: each file of the snapshot with
+// marked rows is rewritten without them (deltawriter.Snapshot.RewriteWithoutRows): its
+// remove, and the add of the new file unless no row remains. live holds the marked
+// files' adds. Errors: a marked file that is not live (rebuild), the store's.
+func (f *flusher) rewriteMarked(ctx context.Context, t tableState, kf *keyedFlush, live map[string]deltalog.Add) ([]deltalog.Remove, []deltalog.Add, error) {
+	var removes []deltalog.Remove
+	var adds []deltalog.Add
+	kf.updated, kf.removed, kf.rewritten = nil, nil, nil
+	now := time.Now()
+	for _, p := range slices.Sorted(maps.Keys(kf.plan.marks)) {
+		a, ok := live[p]
+		if !ok {
+			f.keyed.ix = nil
+			return nil, nil, fmt.Errorf("rewrite %s: the file is not in table version %d (the key index is behind): %w", p, t.version, errSnapshotChanged)
+		}
+		rm, add, err := t.snap.RewriteWithoutRows(ctx, f.deps.Table.Store(), a, kf.plan.marks[p], now)
+		if err != nil {
+			return nil, nil, &transientError{stage: "write data file", what: "rewrite " + p, err: err}
+		}
+		removes = append(removes, rm)
+		kf.removed = append(kf.removed, p)
+		if add != nil {
+			adds = append(adds, *add)
+			kf.rewritten = append(kf.rewritten, *add)
+		}
+	}
+	return removes, adds, nil
+}
+
 // committedKeyed tells the index what commit version did: its new files' rows (adds
 // holds the flush's data files first, in kf.files' order), the rows it marked deleted,
 // and the deletes to remember.
@@ -442,6 +483,9 @@ func (f *flusher) committedKeyed(version int64, t tableState, kf *keyedFlush, ad
 	c := keyindex.Change{Version: version, Removed: kf.removed, Updated: kf.updated, Deleted: map[string][]uint64{}}
 	for p, rows := range kf.plan.marks {
 		c.Deleted[p] = rows
+	}
+	for _, a := range kf.rewritten {
+		c.Added = append(c.Added, keyindex.FileKeys{Add: a}) // Keys nil: read from the file
 	}
 	for i := range kf.files {
 		c.Added = append(c.Added, keyindex.FileKeys{Add: adds[i], Keys: kf.keys[i], Seqs: kf.seqs[i]})

@@ -32,7 +32,7 @@ func plan(t *testing.T, ordered bool, rows int, table map[string]stored, cs ...c
 	// planKeyed takes the changes in any order: reversed here, so that the batch order comes from pos.
 	in := slices.Clone(out)
 	slices.Reverse(in)
-	p := planKeyed(in, pos, ordered, map[*rowfill.PartitionFile]int{nil: rows}, func(k []byte) stored { return table[string(k)] })
+	p := planKeyed(in, pos, ordered, true, map[*rowfill.PartitionFile]int{nil: rows}, func(k []byte) stored { return table[string(k)] })
 	return p, out
 }
 

@@ -455,3 +455,42 @@ func TestKeyedKeyDefaultsToTheAvroKeyFields(t *testing.T) {
 		t.Fatal("the pipeline did not fail at start-up")
 	}
 }
+
+// Copy-on-write (table.upsert_write): replaced and deleted rows leave by rewriting their
+// files, so the table has no deletion vector and no deletionVectors feature, and holds
+// exactly the latest row per key.
+func TestKeyedCopyOnWrite(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(true)
+	cfg.Table.UpsertWrite = config.CopyOnWrite
+	steps := []struct {
+		recs []keyedRec
+		want map[int64]string
+	}{
+		{[]keyedRec{{id: 1, v: "a", seq: 1, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}, {id: 3, v: "c", seq: 1, op: "c"}}, map[int64]string{1: "a", 2: "b", 3: "c"}},
+		{[]keyedRec{{id: 1, v: "a2", seq: 2, op: "u"}, {id: 2, seq: 2, op: "d"}, {id: 3, v: "old", seq: 0, op: "u"}}, map[int64]string{1: "a2", 3: "c"}},
+		{[]keyedRec{{id: 3, tomb: true}, {id: 4, v: "d", seq: 1, op: "c"}}, map[int64]string{1: "a2", 4: "d"}},
+	}
+	n := int64(0)
+	for i, s := range steps {
+		n += int64(len(s.recs))
+		if got := h.runBatch(cfg, n, s.recs...); !maps.Equal(got, s.want) {
+			t.Fatalf("after batch %d: table rows %v, want %v", i+1, got, s.want)
+		}
+	}
+	snap := h.snapshot()
+	if slices.Contains(snap.Protocol.ReaderFeatures, "deletionVectors") || snap.Metadata.Configuration["delta.enableDeletionVectors"] == "true" {
+		t.Fatalf("protocol %+v, configuration %v: a copy-on-write table needs no deletion vectors", snap.Protocol, snap.Metadata.Configuration)
+	}
+	var rows int64
+	for _, add := range snap.Files {
+		if add.DeletionVector != nil {
+			t.Fatalf("file %s has a deletion vector", add.Path)
+		}
+		r, _ := add.NumRecords()
+		rows += r
+	}
+	if rows != 2 {
+		t.Fatalf("the files hold %d rows, want 2: copy-on-write leaves no replaced row behind", rows)
+	}
+}

@@ -120,16 +120,27 @@ type Table struct {
 	// change with an older sequence arriving later does not bring the row back; past it
 	// such a change is applied. Only with SequenceBy. Default 24h.
 	DeleteHorizon time.Duration `yaml:"delete_horizon"`
+	// UpsertWrite is how an upsert table's replaced and deleted rows leave it:
+	// merge_on_read (default: marked in deletion vectors) or copy_on_write (the files
+	// holding them rewritten without them, for readers without deletion vector support).
+	UpsertWrite string `yaml:"upsert_write"`
 }
 
-// Write modes of table.mode.
+// Write modes of table.mode, and the ways of table.upsert_write.
 const (
 	ModeAppend = "append"
 	ModeUpsert = "upsert"
+
+	MergeOnRead = "merge_on_read"
+	CopyOnWrite = "copy_on_write"
 )
 
 // Keyed reports whether the pipeline writes a keyed table (table.mode upsert).
 func (t Table) Keyed() bool { return t.Mode == ModeUpsert }
+
+// CopyOnWrite reports whether a keyed table's replaced rows leave it by rewriting their
+// files (table.upsert_write copy_on_write) instead of deletion vectors.
+func (t Table) CopyOnWrite() bool { return t.Keyed() && t.UpsertWrite == CopyOnWrite }
 
 // Storage is table.storage: settings of the table's object store.
 type Storage struct {
@@ -408,6 +419,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Table.Keyed() && c.Table.DeleteHorizon == 0 {
 		c.Table.DeleteHorizon = DefaultDeleteHorizon
+	}
+	if c.Table.Keyed() && c.Table.UpsertWrite == "" {
+		c.Table.UpsertWrite = MergeOnRead
 	}
 	if c.Schema.OnIncompatible == "" {
 		c.Schema.OnIncompatible = PolicyHalt

@@ -34,6 +34,7 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 			{"$.table.sequence_by", "table.sequence_by", t.SequenceBy != ""},
 			{"$.table.delete_when", "table.delete_when", t.DeleteWhen != ""},
 			{"$.table.delete_horizon", "table.delete_horizon", t.DeleteHorizon != 0},
+			{"$.table.upsert_write", "table.upsert_write", t.UpsertWrite != ""},
 		} {
 			if k.set {
 				bad(k.path, k.name+" is set but table.mode is append, which ignores it", "set table.mode: upsert, or remove "+k.name)
@@ -67,6 +68,10 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 		if err != nil {
 			bad("$.table.delete_when", fmt.Sprintf("table.delete_when %q: %v", t.DeleteWhen, err), "write a boolean Spark SQL expression over the row's columns, e.g. delete_when: \"op = 'd'\"")
 		}
+	}
+	if t.UpsertWrite != MergeOnRead && t.UpsertWrite != CopyOnWrite {
+		bad("$.table.upsert_write", fmt.Sprintf("table.upsert_write %q is not merge_on_read or copy_on_write", t.UpsertWrite),
+			"use merge_on_read (deletion vectors: cheap writes, readers must support them) or copy_on_write (files rewritten: every Delta reader reads them)")
 	}
 	if t.DeleteHorizon < 0 {
 		bad("$.table.delete_horizon", "table.delete_horizon is negative", "use a duration such as 24h")
