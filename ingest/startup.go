@@ -25,6 +25,11 @@ const (
 	// that has just restarted may answer Metadata before it has loaded its topics, and a
 	// topic created just before the daemon started may not have reached every broker yet.
 	missingTopicAttempts = 5
+	// listenerAttempts is how many listings in a row must fail with a TLS or SASL
+	// mismatch between the client and the listener (kafkaclient.ListenerMismatch) before
+	// the start-up check fails (about 1 s of retryBackoff): one such failure may also be a
+	// broker dropping connections as it restarts, three in a row are the configuration.
+	listenerAttempts = 3
 )
 
 // start refuses a table the pipeline cannot write, builds the consumer and the
@@ -119,9 +124,11 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 // while we start is not a failure) and looking again for topics reported missing,
 // missingTopicAttempts times in all, before they are (missing; the lookups stop early
 // when ctx ends). Errors: a *kafkaclient.SecurityError at once (retrying cannot help),
-// or "list topics on <brokers>: …" after the last attempt.
+// or after listenerAttempts failures in a row that say the listener does not speak the
+// configured TLS or SASL (kafkaclient.ListenerMismatch), or "list topics on <brokers>: …"
+// after the last attempt.
 func (p *Pipeline) listTopics(ctx context.Context, adm *kadm.Client, topics []string) (details kadm.TopicDetails, missing []string, err error) {
-	for attempt, missingSeen := 0, 0; ; attempt++ {
+	for attempt, missingSeen, mismatchSeen := 0, 0, 0; ; attempt++ {
 		if details, err = listTopicsEach(ctx, adm, topics); err == nil {
 			missing = missingTopics(topics, details)
 			if len(missing) == 0 {
@@ -139,6 +146,13 @@ func (p *Pipeline) listTopics(ctx context.Context, adm *kadm.Client, topics []st
 		}
 		if se := kafkaclient.AsSecurityError(p.cfg.Kafka, "", err); se != nil {
 			return nil, nil, se // authentication, authorization, certificates: it names the principal and the fix
+		}
+		if me := kafkaclient.ListenerMismatch(p.cfg.Kafka, err); me != nil {
+			if mismatchSeen++; mismatchSeen >= listenerAttempts {
+				return nil, nil, me
+			}
+		} else {
+			mismatchSeen = 0
 		}
 		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
 		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {
