@@ -37,6 +37,9 @@ type Metrics struct {
 	TransientErrors      *prometheus.CounterVec   // pipeline, stage
 	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
+	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
+	// dead-lettered as schema_not_found (0 after any other flush).
+	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
 
 	// Maintenance are the background maintenance metrics (OPTIMIZE, VACUUM), labelled by
 	// table URI and job.
@@ -100,12 +103,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Source partitions paused after a transient failure, waiting for their retry."}, []string{"pipeline"}),
 		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_consumer_lag_records",
 			Help: "Records in the source partition after the last one committed to the table (high watermark minus (txn version + 1))."}, []string{"pipeline", "topic", "partition"}),
+		SchemaNotFoundFlushes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_schema_not_found_flushes",
+			Help: "Consecutive flushes whose every record was dead-lettered as schema_not_found (0 after any other flush); 2 or more: check schema_registry.url."}, []string{"pipeline"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.SchemaNotFoundFlushes, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
@@ -129,6 +134,7 @@ func (m *Metrics) initPipeline(name string) {
 	}
 	m.PipelineHalted.WithLabelValues(name).Set(0)
 	m.PartitionsBackingOff.WithLabelValues(name).Set(0)
+	m.SchemaNotFoundFlushes.WithLabelValues(name).Set(0)
 }
 
 // addRegistry exports the counters of a pipeline's schema registry client.

@@ -58,11 +58,16 @@ type session struct {
 	p   *Pipeline
 	cl  *kgo.Client // group consumer; also the advisory offset committer
 	dlq *kgo.Client // dead-letter producer; nil without a dead-letter topic
+	// waitWarn fires the warning about a first assignment that is late (awaitAssignment).
+	waitWarn *time.Timer
 }
 
 // close closes the consumer first (leaving the group runs the revoke callback, whose
 // flush may still produce dead letters), then the dead-letter producer.
 func (s *session) close() {
+	if s.waitWarn != nil {
+		s.waitWarn.Stop()
+	}
 	s.cl.Close()
 	if s.dlq != nil {
 		s.dlq.Close()
