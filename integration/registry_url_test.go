@@ -80,7 +80,8 @@ func TestRegistryWrongBaseURL(t *testing.T) {
 // (999991, 999992: a producer of another registry) are dead-lettered as schema_not_found;
 // after two flushes in a row that dead-letter everything so, /readyz reports the pipeline
 // degraded (503) with the ids and the registry, ingestd_schema_not_found_flushes counts
-// them and one WARN says so. One record that is written makes it running again (0).
+// them and one WARN says so; the dead letters are logged at WARN with their reason and
+// count. One record that is written makes it running again (0).
 func TestRegistryAllNotFoundDegraded(t *testing.T) {
 	s := need(t)
 	topic := createTopic(t, s, "regnf", 1)
@@ -111,6 +112,11 @@ func TestRegistryAllNotFoundDegraded(t *testing.T) {
 	}
 	if !logHasLine(t, d, `"level":"WARN"`, `"msg":"every record of the last flushes was dead-lettered as schema_not_found"`, `"schema_ids":[999991,999992]`) {
 		t.Error("no WARN about the schema_not_found flushes")
+	}
+	// the dead letters themselves: a WARN with the reason and the count, not one INFO per flush
+	if !logHasLine(t, d, `"level":"WARN"`, `"msg":"records dead-lettered"`, `"reason":"schema_not_found"`, `"count":`, `"topic":"`+topic+`"`) ||
+		logHasLine(t, d, `"level":"INFO"`, `dead-lettered records`) {
+		t.Error("dead letters not logged as a WARN with reason and count")
 	}
 	produce(t, s, topic, 1, 0, 1)
 	waitFor(t, d, 30*time.Second, "the pipeline to be running again", func() bool {
