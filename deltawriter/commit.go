@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,9 @@ var (
 	// (Delta's ConcurrentDeleteDeleteException). Re-read the snapshot and drop what
 	// depended on that file. ConcurrentDeleteError names the files.
 	ErrConcurrentDelete = errors.New("a file this commit removes was removed concurrently")
+	// ErrConcurrentAppend: a commit with ConflictOnDataChange lost to a winner that
+	// changed the table's rows (an add with dataChange true).
+	ErrConcurrentAppend = errors.New("rows were added concurrently to a table this commit read")
 	// ErrCommitAttempts: every version tried was taken by blind appends.
 	ErrCommitAttempts = errors.New("too many concurrent commits")
 )
@@ -73,6 +77,12 @@ type Commit struct {
 	// TxnID is commitInfo.txnId (a UUID string); a random one when empty. A writer that
 	// names its commit in advance (e.g. in dead-letter headers) sets it.
 	TxnID string
+	// ConflictOnDataChange makes a winner that added a file with dataChange true (new
+	// rows, or a file given a deletion vector) a conflict, ErrConcurrentAppend: the commit
+	// was computed from the rows the table held at ReadVersion (an upsert that looked its
+	// keys up), which such a winner may have changed. OPTIMIZE's rewrites (dataChange
+	// false) do not conflict unless they removed one of Removes.
+	ConflictOnDataChange bool
 }
 
 // Commit writes c as the next version with put-if-absent of
@@ -301,6 +311,14 @@ func (t *Table) checkCommitWritable(snap *Snapshot, c *Commit) error {
 	if err := checkWritable(&p, &m, schema); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	for _, a := range c.Adds {
+		if a.DeletionVector != nil && !dvEnabled(p, m) {
+			// PROTOCOL.md, "Deletion Vectors": new deletion vectors only on tables with the
+			// feature and delta.enableDeletionVectors=true.
+			return fmt.Errorf("commit: add %s has a deletion vector, but the table does not have the %s feature with %s=true (enable it with SchemaChange.Enable): %w",
+				a.Path, deltalog.FeatureDeletionVectors, deltalog.PropEnableDeletionVectors, ErrUnsupportedFeature)
+		}
+	}
 	return nil
 }
 
@@ -321,25 +339,31 @@ func (e *ConcurrentDeleteError) Unwrap() error { return ErrConcurrentDelete }
 // Files added or removed by the winner never conflict with an append (Delta's rules for
 // a blind append: it read no file), whatever their dataChange flag: an OPTIMIZE commit
 // (dataChange false) between a pipeline's read and its commit changes nothing for it.
-// Only a winner that removed a file we remove conflicts.
+// Only a winner that removed a file we remove (under any deletion vector), or added it
+// with a new deletion vector, conflicts (Delta's ConcurrentDeleteDeleteException).
 func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
 	ours := make(map[string]int64, len(c.Txns))
 	for _, x := range c.Txns {
 		ours[x.AppID] = x.Version
 	}
+	// Our removes by canonical path: a winner that removed the file under any deletion
+	// vector, or gave it a new one, changed the logical file we replace.
 	var removing map[string]bool
 	if len(c.Removes) > 0 {
 		removing = make(map[string]bool, len(c.Removes))
 		for _, r := range c.Removes {
-			removing[deltalog.FileKey(r.Path, r.DeletionVector)] = true
+			removing[deltalog.CanonicalPath(r.Path)] = true
 		}
 	}
-	var metaErr error
+	var metaErr, appendErr error
 	var gone []string
 	for _, a := range winner {
+		if c.ConflictOnDataChange && a.Add != nil && a.Add.DataChange && appendErr == nil {
+			appendErr = fmt.Errorf("commit: version %d added %s: %w", v, a.Add.Path, ErrConcurrentAppend)
+		}
 		switch {
 		case a.Remove != nil && removing != nil:
-			if removing[deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)] || removing[deltalog.CanonicalPath(a.Remove.Path)] {
+			if removing[deltalog.CanonicalPath(a.Remove.Path)] {
 				gone = append(gone, a.Remove.Path)
 			}
 		case a.Add != nil && removing != nil && a.Add.DeletionVector != nil:
@@ -361,9 +385,13 @@ func checkWinner(c *Commit, v int64, winner []deltalog.Action) error {
 		}
 	}
 	if len(gone) > 0 {
-		return &ConcurrentDeleteError{Version: v, Paths: gone}
+		slices.Sort(gone)
+		return &ConcurrentDeleteError{Version: v, Paths: slices.Compact(gone)}
 	}
-	return metaErr
+	if metaErr != nil {
+		return metaErr
+	}
+	return appendErr
 }
 
 // buildActions returns commitInfo, protocol, metaData, txn…, add… .

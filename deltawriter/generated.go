@@ -45,24 +45,66 @@ func GeneratedColumns(schema *deltalog.StructType, conf map[string]string) ([]Ge
 				return nil, fmt.Errorf("check generated column %q: %w", f.Name, err)
 			}
 		}
-		e, err := expr.Compile(src, schema, expr.Options{TimeZone: loc})
+		e, err := compileGenerated(f, src, schema, loc)
 		if err != nil {
-			return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s) (feature %s): %w: %w", f.Name, src, deltalog.FeatureGeneratedColumns, err, ErrUnsupportedFeature)
-		}
-		for _, c := range e.Columns() {
-			if c == f {
-				return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s): it refers to itself: %w", f.Name, src, ErrUnsupportedFeature)
-			}
-			if _, gen := c.Metadata[deltalog.MetaGenerationExpression]; gen {
-				return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s): it refers to the generated column %q (Spark does not allow that): %w", f.Name, src, c.Name, ErrUnsupportedFeature)
-			}
-		}
-		if !holds(f.Type, e.Type()) {
-			return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s): the expression is %s, the column %s: %w", f.Name, src, e.Type(), f.Type, ErrUnsupportedFeature)
+			return nil, err
 		}
 		out = append(out, GeneratedColumn{Field: f, Expr: e})
 	}
 	return out, nil
+}
+
+// compileGenerated compiles generated column f's expression src against schema in loc
+// and checks it (GeneratedColumns' errors).
+func compileGenerated(f *deltalog.StructField, src string, schema *deltalog.StructType, loc *time.Location) (*expr.Expr, error) {
+	e, err := expr.Compile(src, schema, expr.Options{TimeZone: loc})
+	if err != nil {
+		return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s) (feature %s): %w: %w", f.Name, src, deltalog.FeatureGeneratedColumns, err, ErrUnsupportedFeature)
+	}
+	for _, c := range e.Columns() {
+		if c == f {
+			return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s): it refers to itself: %w", f.Name, src, ErrUnsupportedFeature)
+		}
+		if _, gen := c.Metadata[deltalog.MetaGenerationExpression]; gen {
+			return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s): it refers to the generated column %q (Spark does not allow that): %w", f.Name, src, c.Name, ErrUnsupportedFeature)
+		}
+	}
+	if !holds(f.Type, e.Type()) {
+		return nil, fmt.Errorf("check generated column %q GENERATED ALWAYS AS (%s): the expression is %s, the column %s: %w", f.Name, src, e.Type(), f.Type, ErrUnsupportedFeature)
+	}
+	return e, nil
+}
+
+// UnsupportedGenerated returns, for each top-level generated column of a table with this
+// schema and configuration that ingestd cannot compute, the error GeneratedColumns gives
+// for it (the reason a pipeline refuses the table at start-up), by column name; nil when
+// every one is supported. A time zone property that is not valid is every column's error.
+// It is what `ingestd table describe` marks.
+func UnsupportedGenerated(schema *deltalog.StructType, conf map[string]string) map[string]error {
+	if schema == nil {
+		return nil
+	}
+	var out map[string]error
+	loc, zoneErr := deltalog.GenerationTimeZone(conf)
+	for _, f := range schema.Fields {
+		src, ok := f.Metadata[deltalog.MetaGenerationExpression].(string)
+		if !ok {
+			continue
+		}
+		var err error
+		if zoneErr != nil {
+			err = fmt.Errorf("check generated column %q: %w", f.Name, zoneErr)
+		} else {
+			_, err = compileGenerated(f, src, schema, loc)
+		}
+		if err != nil {
+			if out == nil {
+				out = map[string]error{}
+			}
+			out[f.Name] = err
+		}
+	}
+	return out
 }
 
 // holds reports whether a column of type col holds an expression result of type t

@@ -64,6 +64,12 @@ func (s *Snapshot) ReadDataFile(ctx context.Context, st storage.Store, add delta
 	if err != nil {
 		return 0, fmt.Errorf("read data file %s: %w", add.Path, err)
 	}
+	return s.readDataFile(ctx, st, add, del, fn)
+}
+
+// readDataFile is ReadDataFile skipping the rows del contains instead of those of add's
+// deletion vector.
+func (s *Snapshot) readDataFile(ctx context.Context, st storage.Store, add deltalog.Add, del *DeletedRows, fn func(row map[string]any) error) (int64, error) {
 	rel := deltalog.CanonicalPath(add.Path)
 	data, err := st.Get(ctx, rel)
 	if err != nil {

@@ -20,6 +20,8 @@ type SchemaChange struct {
 	Schema *deltalog.StructType
 	// Enable lists the table features to turn on with this commit:
 	// deltalog.FeatureTypeWidening (also sets delta.enableTypeWidening=true),
+	// deltalog.FeatureDeletionVectors (also sets delta.enableDeletionVectors=true, so that
+	// DeleteRows may write deletion vectors; PROTOCOL.md "Deletion Vectors"),
 	// deltalog.FeatureTimestampNtz, and deltalog.FeatureColumnMapping, which only a new
 	// table can get (mode name unless ColumnMapping says otherwise). A feature the table
 	// already has is a no-op.
@@ -48,8 +50,9 @@ type SchemaDelta struct {
 //
 // A nil snap, or one with Version -1 (what Table.Snapshot returns with
 // ErrTableNotFound), creates the table: properties are c.Properties plus
-// delta.columnMapping.mode (c.ColumnMapping, or name when c.Enable has columnMapping)
-// and delta.enableTypeWidening=true when c.Enable has typeWidening; the protocol is the
+// delta.columnMapping.mode (c.ColumnMapping, or name when c.Enable has columnMapping),
+// delta.enableTypeWidening=true when c.Enable has typeWidening and
+// delta.enableDeletionVectors=true when it has deletionVectors; the protocol is the
 // smallest that supports them, timestamp_ntz columns and c.Enable (newTableMetadata).
 //
 // On an existing table, a Schema equal to the snapshot's and an empty Enable change
@@ -61,13 +64,13 @@ type SchemaDelta struct {
 // (evolveTable); Protocol is nil when it does not change.
 //
 // It returns an error, and nothing to commit, for a feature it cannot enable (any but
-// the three above, or column mapping on an existing table without it), a missing schema
+// the four above, or column mapping on an existing table without it), a missing schema
 // on create, a type change that is not a Delta type widening, or a widening on a table
 // without delta.enableTypeWidening.
 func PrepareSchemaChange(snap *Snapshot, c SchemaChange) (SchemaDelta, FileOptions, error) {
 	for _, f := range c.Enable {
 		switch f {
-		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz, deltalog.FeatureColumnMapping:
+		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz, deltalog.FeatureColumnMapping, deltalog.FeatureDeletionVectors:
 		default:
 			return SchemaDelta{}, FileOptions{}, fmt.Errorf("prepare schema change: cannot enable table feature %q", f)
 		}
@@ -94,6 +97,9 @@ func PrepareSchemaChange(snap *Snapshot, c SchemaChange) (SchemaDelta, FileOptio
 	}
 	if slices.Contains(c.Enable, deltalog.FeatureTypeWidening) {
 		meta.Configuration[deltalog.PropEnableTypeWidening] = "true"
+	}
+	if slices.Contains(c.Enable, deltalog.FeatureDeletionVectors) {
+		meta.Configuration[deltalog.PropEnableDeletionVectors] = "true"
 	}
 	var enable []string // columnMapping is already on, or refused above
 	for _, f := range c.Enable {
@@ -129,6 +135,9 @@ func prepareCreate(c SchemaChange) (SchemaDelta, FileOptions, error) {
 	}
 	if slices.Contains(c.Enable, deltalog.FeatureTypeWidening) {
 		conf[deltalog.PropEnableTypeWidening] = "true"
+	}
+	if slices.Contains(c.Enable, deltalog.FeatureDeletionVectors) {
+		conf[deltalog.PropEnableDeletionVectors] = "true"
 	}
 	// Partition columns are checked before anything is written, and recorded with the
 	// schema's spelling (PROTOCOL.md, "Change Metadata": partitionColumns name columns).

@@ -73,7 +73,7 @@ func TestPrepareSchemaChangeCreate(t *testing.T) {
 	if _, _, err := PrepareSchemaChange(nil, SchemaChange{}); err == nil || !strings.Contains(err.Error(), "no schema") {
 		t.Errorf("create without schema: %v", err)
 	}
-	if _, _, err := PrepareSchemaChange(nil, SchemaChange{Schema: schema, Enable: []string{"deletionVectors"}}); err == nil || !strings.Contains(err.Error(), `"deletionVectors"`) {
+	if _, _, err := PrepareSchemaChange(nil, SchemaChange{Schema: schema, Enable: []string{"rowTracking"}}); err == nil || !strings.Contains(err.Error(), `"rowTracking"`) {
 		t.Errorf("unknown feature: %v", err)
 	}
 }

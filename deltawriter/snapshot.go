@@ -288,15 +288,31 @@ func isUUID(s string) bool {
 // When _last_checkpoint names a version, _delta_log is first listed from that version
 // on only; the whole log is listed when that checkpoint is missing or unreadable.
 func loadSnapshot(ctx context.Context, st storage.Store, now time.Time) (*Snapshot, error) {
+	return loadSnapshotWarn(ctx, st, now, nil)
+}
+
+// staleHint describes a _last_checkpoint whose checkpoint could not be used: the version
+// it names and why (missing from the listing, or the read's error).
+type staleHint struct {
+	named int64
+	why   error
+}
+
+// loadSnapshotWarn is loadSnapshot that calls stale (when not nil) once when
+// _last_checkpoint names a checkpoint that is missing or unreadable, before recovering
+// by listing the whole log (delta-kernel-rs recovers with a warning; Spark fails).
+func loadSnapshotWarn(ctx context.Context, st storage.Store, now time.Time, stale func(staleHint)) (*Snapshot, error) {
 	hint := readLastCheckpoint(ctx, st)
 	if hint >= 0 {
 		l, err := listLog(ctx, st, fmt.Sprintf("%020d", hint))
 		if err != nil {
 			return nil, err
 		}
+		why := fmt.Errorf("no checkpoint of version %d in %s", hint, logDir)
 		for _, names := range l.checkpoints[hint] {
 			s, err := readCheckpoint(ctx, st, hint, names)
 			if err != nil {
+				why = err
 				continue // the full listing below looks for another one
 			}
 			if l.maxCommit > hint && !l.commits[hint+1] {
@@ -306,6 +322,9 @@ func loadSnapshot(ctx context.Context, st storage.Store, now time.Time) (*Snapsh
 				return nil, err
 			}
 			return s, s.finish(now)
+		}
+		if stale != nil {
+			stale(staleHint{named: hint, why: why})
 		}
 	}
 	l, err := listLog(ctx, st, "")

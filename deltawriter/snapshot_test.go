@@ -1,9 +1,11 @@
 package deltawriter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,5 +278,50 @@ func TestLoadListsFromLastCheckpoint(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(rec.calls), "[_delta_log after 00000000000000000006 _delta_log after ]"; got != want {
 		t.Fatalf("listings %s, want %s", got, want)
+	}
+}
+
+// A _last_checkpoint that names a checkpoint that is gone is recovered from (the whole
+// log listed, the older checkpoint used, every file there) with one warning naming the
+// table, the version and why, and one WithStaleLastCheckpoint call per full load; a
+// table whose named checkpoint is there loads without either.
+func TestStaleLastCheckpointWarnsAndCounts(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	tbl, _ := Open(ctx, st)
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "3"})
+	for i := 1; i <= 7; i++ {
+		if _, err := tbl.Commit(ctx, Commit{ReadVersion: int64(i - 1), Adds: []deltalog.Add{fakeAdd(fmt.Sprintf("f%d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() (*bytes.Buffer, *[]int64, *Snapshot) {
+		var logs bytes.Buffer
+		var named []int64
+		tb, err := Open(ctx, st, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithStaleLastCheckpoint(func(v int64) { named = append(named, v) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := tb.Snapshot(ctx)
+		if err != nil || s.Version != 7 || len(s.Files) != 7 {
+			t.Fatalf("load: %v, %v", s, err)
+		}
+		return &logs, &named, s
+	}
+	logs, named, _ := open()
+	if logs.Len() != 0 || len(*named) != 0 {
+		t.Fatalf("a sound table: warnings %q, stale calls %v", logs, *named)
+	}
+	if err := removeFile(st, checkpointPath(6)); err != nil {
+		t.Fatal(err)
+	}
+	logs, named, _ = open()
+	if fmt.Sprint(*named) != "[6]" {
+		t.Errorf("stale calls %v, want [6]", *named)
+	}
+	want := `level=WARN msg="_delta_log/_last_checkpoint names a checkpoint that is missing or unreadable; recovering by listing the whole log" table=` +
+		st.URI() + ` last_checkpoint_version=6 err="no checkpoint of version 6 in _delta_log"`
+	if got := strings.TrimSpace(logs.String()); !strings.Contains(got, want) || strings.Count(got, "\n") != 0 {
+		t.Errorf("log %q, want one line containing %q", got, want)
 	}
 }

@@ -39,6 +39,7 @@ type options struct {
 	skipCheckpoint bool
 	bgCheckpoint   bool
 	afterCP        func(ctx context.Context, t *Table, version int64)
+	onStaleHint    func(named int64)
 }
 
 // WithBackgroundCheckpoints makes Commit hand due checkpoints to one background goroutine
@@ -76,6 +77,25 @@ func (t *Table) Close(ctx context.Context) error {
 
 // Option configures a Table.
 type Option func(*options)
+
+// WithStaleLastCheckpoint calls fn (on the goroutine reading the snapshot) each time a
+// full load of the log finds that _delta_log/_last_checkpoint names a checkpoint version
+// that is missing or unreadable (PROTOCOL.md, "Last Checkpoint File"): the table is then
+// recovered by listing the log, with a warning on the table's logger; fn counts it
+// (ingestd_delta_last_checkpoint_stale_total).
+func WithStaleLastCheckpoint(fn func(named int64)) Option {
+	return func(o *options) { o.onStaleHint = fn }
+}
+
+// staleLastCheckpoint warns about, and reports, a _last_checkpoint naming a checkpoint
+// that could not be used (loadSnapshotWarn).
+func (t *Table) staleLastCheckpoint(h staleHint) {
+	t.opts.logger.Warn("_delta_log/_last_checkpoint names a checkpoint that is missing or unreadable; recovering by listing the whole log",
+		"table", t.store.URI(), "last_checkpoint_version", h.named, "err", h.why)
+	if t.opts.onStaleHint != nil {
+		t.opts.onStaleHint(h.named)
+	}
+}
 
 // WithLogger sets the logger for non-fatal problems (a failed checkpoint).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
@@ -137,7 +157,7 @@ func (t *Table) refreshLocked(ctx context.Context) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	s, err := loadSnapshot(ctx, t.store, t.opts.now())
+	s, err := loadSnapshotWarn(ctx, t.store, t.opts.now(), t.staleLastCheckpoint)
 	if errors.Is(err, ErrTableNotFound) {
 		t.setSnap(emptySnapshot())
 		return t.snap, err

@@ -98,13 +98,18 @@ type flusher struct {
 
 	// hooks are the owner's test seams (hooks.beforeCommit); nil in a replay.
 	hooks *hooks
+
+	// keyed is a keyed table's state (table.mode upsert): the key index; nil for an
+	// append table.
+	keyed *keyedState
 }
 
 func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
 	f := &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
-		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md), dlLog: newDeadLetterLog()}
+		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md),
+		keyed: newKeyedState(cfg), dlLog: newDeadLetterLog()}
 	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
 	// reused) stay unmodified and reachable until the flush returns: values alias them
 	// instead of a copy of each body; releaseCols drops them when it returns.
@@ -161,6 +166,11 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 	if err != nil {
 		return nil, err
 	}
+	if f.keyed != nil && t.exists() {
+		if err := f.keyed.sync(ctx, f.deps.Table.Store(), t.snap); err != nil {
+			return nil, &transientError{stage: "key index", err: err}
+		}
+	}
 	items, err := f.collect(ctx, t, recs, note)
 	if err != nil {
 		return nil, err
@@ -175,6 +185,9 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 	}
 	defer f.releaseCols(b)
 	out := f.route(t, b, items)
+	if f.keyed != nil {
+		b.keyed = f.reduceKeyed(t, b, items, out)
+	}
 	if proceed, err := f.mode.beforeProduce(ctx, out); err != nil || !proceed {
 		return out, err
 	}
@@ -256,7 +269,9 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			}
 		}
 		if r.Value == nil {
-			f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
+			if f.keyed == nil { // a keyed table's tombstone deletes its key (reduceKeyed)
+				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
+			}
 			items = append(items, item{rec: r, route: routeSkip})
 			continue
 		}
@@ -353,6 +368,8 @@ type prepared struct {
 	// rawBytes and bodyBytes sum the key and value bytes and the Avro bodies of the rows
 	// written (outcome.rawBytes, decodedBytes), counted as each row is decoded.
 	rawBytes, bodyBytes int64
+	// keyed is a keyed flush's reduction (reduceKeyed); nil for an append table.
+	keyed *keyedFlush
 }
 
 // wrote counts its row as written (its bytes: rawBytes, bodyBytes).
@@ -738,11 +755,21 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		return err
 	}
 	c.Adds = adds
+	if b.keyed != nil {
+		removes, marked, err := f.keyedActions(ctx, t, b.keyed, adds)
+		if err != nil {
+			return err
+		}
+		c.Removes, c.Adds = removes, append(adds[:len(adds):len(adds)], marked...)
+		// The commit's rows were decided on what the table held: a winner that added or
+		// re-marked rows conflicts (deltawriter.ErrConcurrentAppend), rebuilt on its snapshot.
+		c.Operation, c.OperationParameters["mode"], c.ReadsData, c.ConflictOnDataChange = "MERGE", "Upsert", true, true
+	}
 	now := time.Now().UnixMilli()
 	for k, off := range out.handled {
 		c.Txns = append(c.Txns, deltalog.Txn{AppID: f.mode.txnAppID(k.topic, k.partition), Version: off, LastUpdated: &now})
 	}
-	if len(c.Txns) == 0 && len(c.Adds) == 0 {
+	if len(c.Txns) == 0 && len(c.Adds) == 0 && len(c.Removes) == 0 {
 		f.forget(recs) // nothing to record
 		return nil
 	}
@@ -761,7 +788,8 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		return errSnapshotChanged
 	case errors.Is(err, deltawriter.ErrUnsupportedFeature):
 		return fmt.Errorf("commit to %s: %w", f.cfg.Table.URI, err) // permanent: a person must act
-	case errors.Is(err, deltawriter.ErrMetadataChanged), errors.Is(err, deltawriter.ErrConcurrentTxn):
+	case errors.Is(err, deltawriter.ErrMetadataChanged), errors.Is(err, deltawriter.ErrConcurrentTxn),
+		errors.Is(err, deltawriter.ErrConcurrentDelete), errors.Is(err, deltawriter.ErrConcurrentAppend):
 		// Another writer changed the schema, or moved one of our partitions' txn to a
 		// version inside this batch: rebuild on the new snapshot, which drops what it has.
 		return errSnapshotChanged
@@ -772,6 +800,9 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 	// new id, and whatever is still in deadSet (records of a failed flush) must be decided
 	// and dead-lettered again under it.
 	out.version = version
+	if b.keyed != nil {
+		f.committedKeyed(version, t, b.keyed, adds)
+	}
 	f.commitID = deltawriter.NewTxnID()
 	clear(f.deadSet)
 	clear(f.noTableTxns)
@@ -799,6 +830,9 @@ func (f *flusher) writeFiles(ctx context.Context, b *prepared, out *outcome) ([]
 	// most GOMAXPROCS at once, the first error wins and cancels the others, all finished
 	// before it returns); the adds keep the partitioner's order.
 	parts, schema := b.parts.Files(), b.parts.FileSchema()
+	if b.keyed != nil {
+		parts = b.keyed.files // the files with rows after the reduction, in the same order
+	}
 	adds := make([]deltalog.Add, len(parts))
 	err := forEachConcurrent(ctx, len(parts), func(ctx context.Context, i int) error {
 		part := parts[i]
@@ -857,6 +891,10 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 	f.m.Commits.WithLabelValues(name).Inc()
 	f.m.CommitDuration.WithLabelValues(name).Observe(dur.Seconds())
 	f.m.RecordsWritten.WithLabelValues(name).Add(float64(out.rows))
+	if n := b.stage.TimestampsOutOfRange(); n > 0 {
+		f.m.TimestampsOutOfRange.WithLabelValues(name).Add(float64(n))
+		f.log.Warn("records with a Kafka timestamp outside 0001-01-01..9999-12-31 written with _kafka_timestamp NULL", "rows", n, "version", out.version)
+	}
 	f.m.BytesWritten.WithLabelValues(name).Add(float64(out.bytes))
 	for _, ch := range b.guard.Evolved {
 		f.m.SchemaEvolutions.WithLabelValues(name, string(ch.Kind)).Inc()
@@ -923,6 +961,14 @@ func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 	}
 	if err := deltawriter.CheckPartitionColumns(snap.Schema, snap.Metadata.PartitionColumns); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
+	}
+	if err := rowfill.CheckKeyed(cfg, snap.Schema); err != nil {
+		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
+	}
+	if cfg.Table.Keyed() {
+		if _, err := snap.CheckDeletes(deltawriter.DeleteWithDeletionVectors); err != nil {
+			return fmt.Errorf("refuse table %s for table.mode upsert (%s): %w", cfg.Table.URI, cfg.File, err)
+		}
 	}
 	return nil
 }

@@ -9,12 +9,13 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
-// InspectDLQ reads the whole dead-letter topic of cfg (up to its end offsets now) and
+// InspectDLQ streams the whole dead-letter topic of cfg (up to its end offsets now) and
 // counts this pipeline's records by reason, field, schema id and replay count, keeping up
-// to samples records (the first of each reason first) decoded with their own writer
-// schema (dlq.Inspect). It reads only; nothing is committed or produced. Errors: the
+// to samples records of each reason (only of reasons, when not empty) decoded with their
+// own writer schema (dlq.Inspect); its memory is the reader's fetch buffer
+// (kafkaclient.DLQFetchBytes of batch.max_bytes) and the samples, whatever the topic's size. It reads only; nothing is committed or produced. Errors: the
 // pipeline has no dead_letter.topic, the client cannot be made, or dlq.Inspect's.
-func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int) (*dlq.Report, error) {
+func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int, reasons []string) (*dlq.Report, error) {
 	if cfg.DeadLetter.Topic == "" {
 		return nil, fmt.Errorf("inspect %s: the pipeline has no dead_letter.topic", cfg.Name)
 	}
@@ -26,7 +27,7 @@ func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int)
 	if err := checkRead(ctx, cl, cfg.Kafka, cfg.DeadLetter.Topic); err != nil {
 		return nil, err
 	}
-	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples,
+	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples, Reasons: reasons,
 		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger, FetchError: readFatal(cfg.Kafka, cfg.DeadLetter.Topic)})
 }
 

@@ -25,6 +25,8 @@ type Metrics struct {
 	FilesWritten         *prometheus.CounterVec   // pipeline: data files committed
 	FilesPerCommit       *prometheus.HistogramVec // pipeline: data files per commit (one per partition value)
 	PartitionCuts        *prometheus.CounterVec   // pipeline: flushes cut at batch.max_open_partitions
+	TimestampsOutOfRange *prometheus.CounterVec   // pipeline: rows written with _kafka_timestamp NULL, the record's timestamp outside 0001–9999
+	StaleLastCheckpoint  *prometheus.CounterVec   // pipeline: full log loads whose _last_checkpoint named a missing or unreadable checkpoint
 	Batches              *prometheus.CounterVec   // pipeline: flush attempts with records
 	BatchFlushes         *prometheus.CounterVec   // pipeline, trigger: why buffered records were flushed
 	Commits              *prometheus.CounterVec   // pipeline
@@ -37,6 +39,8 @@ type Metrics struct {
 	TransientErrors      *prometheus.CounterVec   // pipeline, stage
 	PartitionsBackingOff *prometheus.GaugeVec     // pipeline: partitions paused after a transient failure
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
+	KeyedChanges         *prometheus.CounterVec   // pipeline, outcome: a keyed table's changes (upserted, deleted, superseded, stale)
+	KeyedRowsMarked      *prometheus.CounterVec   // pipeline: stored rows marked deleted in deletion vectors
 	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
 	// dead-lettered as schema_not_found (0 after any other flush).
 	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
@@ -74,6 +78,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FilesPerCommit: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ingestd_data_files_per_commit",
 			Help:    "Data files in one Delta commit: 1 for an unpartitioned table, else the partition values the flush touched.",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}, []string{"pipeline"}),
+		TimestampsOutOfRange: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_kafka_timestamp_out_of_range_total",
+			Help: "Rows committed with _kafka_timestamp NULL because the record's Kafka timestamp (ms) was outside 0001-01-01..9999-12-31, the range Delta's readers hold (-1, no timestamp, is NULL too but not counted)."}, []string{"pipeline"}),
+		StaleLastCheckpoint: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_delta_last_checkpoint_stale_total",
+			Help: "Full loads of the table's log whose _delta_log/_last_checkpoint named a checkpoint that is missing or unreadable; each was recovered by listing the whole log (and logged as a warning)."}, []string{"pipeline"}),
 		PartitionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_partition_limit_cuts_total",
 			Help: "Flushes cut short because their records would open more than batch.max_open_partitions partition values; the rest is flushed next."}, []string{"pipeline"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_batches_total",
@@ -103,14 +111,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Source partitions paused after a transient failure, waiting for their retry."}, []string{"pipeline"}),
 		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_consumer_lag_records",
 			Help: "Records in the source partition after the last one committed to the table (high watermark minus (txn version + 1))."}, []string{"pipeline", "topic", "partition"}),
+		KeyedChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_keyed_changes_total",
+			Help: "Changes of a keyed table (table.mode upsert), by outcome: upserted (a row written), deleted (a stored row deleted), " +
+				"superseded (a later change of its key in the same flush won), stale (older by table.sequence_by than what the table holds)."}, []string{"pipeline", "outcome"}),
+		KeyedRowsMarked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_keyed_rows_marked_deleted_total",
+			Help: "Stored rows of a keyed table marked deleted in deletion vectors (replaced by a newer row of their key, or deleted)."}, []string{"pipeline"}),
 		SchemaNotFoundFlushes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_schema_not_found_flushes",
 			Help: "Consecutive flushes whose every record was dead-lettered as schema_not_found (0 after any other flush); 2 or more: check schema_registry.url."}, []string{"pipeline"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
-		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts,
+		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.SchemaNotFoundFlushes, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.SchemaNotFoundFlushes, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
@@ -126,7 +139,7 @@ func (m *Metrics) kafka() *kafkaclient.Metrics {
 
 // initPipeline makes the pipeline's unlabelled-by-reason series exist from the start, at 0.
 func (m *Metrics) initPipeline(name string) {
-	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
+	for _, c := range []*prometheus.CounterVec{m.RecordsConsumed, m.RecordsWritten, m.BytesWritten, m.FilesWritten, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint, m.Batches, m.Commits, m.CommitConflicts, m.PipelineFailures} {
 		c.WithLabelValues(name)
 	}
 	for _, t := range batcher.Triggers() {

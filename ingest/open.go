@@ -58,8 +58,12 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 	// safeguard: maintain.LogCleaner), on that goroutine too.
 	deps := Deps{Logger: log, Metrics: m, KafkaSecurity: sec}
 	lc := maintain.NewLogCleaner(cfg, log, kafkaclient.New(cfg, log, m.kafka(), sec))
-	table, err := deltawriter.Open(ctx, store, deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log),
-		deltawriter.WithAfterCheckpoint(lc.AfterCheckpoint))
+	topts := []deltawriter.Option{deltawriter.WithBackgroundCheckpoints(), deltawriter.WithLogger(log), deltawriter.WithAfterCheckpoint(lc.AfterCheckpoint)}
+	if m != nil {
+		stale := m.StaleLastCheckpoint.WithLabelValues(cfg.Name)
+		topts = append(topts, deltawriter.WithStaleLastCheckpoint(func(int64) { stale.Inc() }))
+	}
+	table, err := deltawriter.Open(ctx, store, topts...)
 	if err != nil {
 		return Deps{}, fmt.Errorf("open table %s: %w", cfg.Table.URI, err)
 	}

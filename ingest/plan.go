@@ -60,6 +60,14 @@ type tableState struct {
 
 func (t tableState) exists() bool { return t.snap != nil }
 
+// files are the table's live files (none without a table).
+func (t tableState) files() map[string]deltalog.Add {
+	if t.snap == nil {
+		return nil
+	}
+	return t.snap.Files
+}
+
 // rules are the pipeline settings that route a record that does not fit.
 type rules struct {
 	policy         string // schema.policy
@@ -96,6 +104,15 @@ func (r rules) onFailure(reason string, d *schemaguard.Decision) route {
 	return routeHalt
 }
 
+// alterTable names cfg's table in the fix commands of a schema decision: the pipeline
+// file, whose storage options `ingestd table alter --config` uses, else the table URI.
+func alterTable(cfg *config.Config) string {
+	if cfg.File != "" {
+		return "--config " + cfg.File
+	}
+	return cfg.Table.URI
+}
+
 // guardOptions are the schema guard's options for the pipeline and table t.
 func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 	opts := schemaguard.Options{
@@ -104,6 +121,7 @@ func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 		Allow:          map[string]bool{},
 		CreateColumns:  rowfill.GeneratedCreateColumns(cfg),
 		KafkaColumns:   kafkaColumns(cfg),
+		AlterTable:     alterTable(cfg),
 	}
 	for _, f := range cfg.Schema.AllowTableFeatures {
 		opts.Allow[f] = true
@@ -310,7 +328,20 @@ func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kaf
 			}
 		}
 	}
-	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: g.Enable,
+	enable := g.Enable
+	if cfg.Table.Keyed() {
+		// An upsert marks replaced rows in deletion vectors: the table gets the feature
+		// when it is created, or with the first upsert commit (checkWritable refused a
+		// table whose properties forbid it).
+		need := !t.exists()
+		if t.exists() {
+			need, _ = t.snap.CheckDeletes(deltawriter.DeleteWithDeletionVectors)
+		}
+		if need {
+			enable = append(slices.Clip(enable), deltalog.FeatureDeletionVectors)
+		}
+	}
+	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: enable,
 		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
 	if err != nil {
 		return deltawriter.SchemaDelta{}, deltawriter.FileOptions{}, fmt.Errorf("prepare the commit's schema change for %s: %w", cfg.Table.URI, err)

@@ -57,6 +57,12 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("replay %s: %w", cfg.Name, err)
 	}
+	if cfg.Table.Keyed() && cfg.Table.SequenceBy == "" {
+		// Without a sequence a change wins by arriving last: a dead letter replayed now
+		// would overwrite every newer row of its key.
+		return nil, fmt.Errorf("replay %s: the table is an upsert table without table.sequence_by, so a replayed dead letter would overwrite newer rows of its key; "+
+			"set table.sequence_by in %s to a column that orders changes (replay then writes only what is newer than the table's row), or land the dead letters another way", cfg.Name, cfg.File)
+	}
 	if opts.MaxReplays <= 0 {
 		opts.MaxReplays = 3
 	}
@@ -96,11 +102,11 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err != nil {
 		return nil, err
 	}
-	byPart, err := r.readDeadLetters(ctx, cl, deps.Table.Store(), ends)
+	ix, err := r.indexDeadLetters(ctx, cl, deps.Table.Store(), ends, txns)
 	if err != nil {
 		return nil, err
 	}
-	sum, err := r.run(ctx, byPart, ends, txns)
+	sum, err := r.run(ctx, cl, ix, txns)
 	if err == nil && sum.DryRun && sum.Parked > 0 {
 		if ok, lerr := r.mode.parkedExists(ctx); lerr == nil && !ok {
 			sum.ParkedTopicMissing = true
@@ -158,35 +164,60 @@ func replayTxns(ctx context.Context, t *deltawriter.Table) (map[string]int64, er
 	return map[string]int64{}, nil
 }
 
-// readDeadLetters reads every DLQ partition from its start to its end offset in ends, by
-// partition in offset order: records at or before the replay's txn version only feed
-// the duplicate check, records past the stop point only the copy check (dlq.Superseded).
-// It then indexes the commits that acknowledge this pipeline's dead letters
-// (ingestd.commit.id) in st, read once, into r.acks. Errors: no READ on the topic
-// (checkRead), a fatal fetch error, the commits cannot be read.
-func (r *replayer) readDeadLetters(ctx context.Context, cl *kgo.Client, st storage.Store, ends map[int32]kadm.ListedOffset) (map[int32][]*kgo.Record, error) {
+// dlqIndex is what the first read of the dead-letter topic keeps for the second: per
+// partition, the range read, the offsets of dead letters superseded by an exact later
+// copy (dlq.Copies), and the offset where a time --until stops the replay. Its size is
+// the number of partitions plus 16 bytes per dead letter without ack headers, whatever
+// the size of the topic.
+type dlqIndex struct {
+	ranges  map[int32]dlq.Range
+	sup     map[int32]map[int64]bool
+	untilAt map[int32]int64 // first offset past the replay position at or after --until's time
+}
+
+// indexDeadLetters streams every DLQ partition from its start to its end offset in ends
+// (dlq.Scan) and keeps only what the replay needs before it handles the first record: the
+// exact copies (dlq.Copies), --until's stop point by time, and the scope of the
+// acknowledging commits (dlq.AckScope), which it then indexes from st into r.acks. txns
+// give each partition's replay position. Errors: no READ on the topic (checkRead), a fatal
+// fetch error, the commits cannot be read.
+func (r *replayer) indexDeadLetters(ctx context.Context, cl *kgo.Client, st storage.Store, ends map[int32]kadm.ListedOffset, txns map[string]int64) (*dlqIndex, error) {
 	topic := r.mode.dlqTopic
 	// Without READ the broker answers fetches with errors kgo retries quietly, and the read
 	// would end as "no more records": ask first (authorized operations, KIP-430).
 	if err := checkRead(ctx, cl, r.cfg.Kafka, topic); err != nil {
 		return nil, err
 	}
-	byPart, err := dlq.ReadToEnd(ctx, cl, topic, ends, r.log, readFatal(r.cfg.Kafka, topic))
+	ranges, err := dlq.Ranges(topic, ends)
 	if err != nil {
 		return nil, err
 	}
-	var all []*kgo.Record
-	for _, recs := range byPart {
-		for _, rec := range recs {
-			if r.ours(rec) {
-				all = append(all, rec)
-			}
-		}
+	ix := &dlqIndex{ranges: ranges, sup: map[int32]map[int64]bool{}, untilAt: map[int32]int64{}}
+	copies := map[int32]*dlq.Copies{}
+	for part := range ranges {
+		copies[part] = &dlq.Copies{}
 	}
-	if r.acks, err = dlq.NewAckIndex(ctx, st, all); err != nil {
+	var scope dlq.AckScope
+	err = dlq.Scan(ctx, cl, topic, ranges, r.log, readFatal(r.cfg.Kafka, topic), func(rec *kgo.Record) error {
+		copies[rec.Partition].Add(rec) // dead letters without ack headers only
+		if r.ours(rec) {
+			scope.Add(rec)
+		}
+		if _, found := ix.untilAt[rec.Partition]; !found && r.opts.untilStops(rec, r.resumeOffset(txns, rec.Partition)) {
+			ix.untilAt[rec.Partition] = rec.Offset
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for part, c := range copies {
+		ix.sup[part] = c.Superseded()
+	}
+	if r.acks, err = scope.Index(ctx, st); err != nil {
 		return nil, fmt.Errorf("read the commits of the dead letters: %w", err)
 	}
-	return byPart, nil
+	return ix, nil
 }
 
 // checkTableExists refuses a table ingestd cannot write, and a missing one unless
@@ -227,27 +258,32 @@ func (r *replayer) ours(rec *kgo.Record) bool {
 	return !ok || name == r.cfg.Name
 }
 
-// run replays the records read, partition by partition (see Replay), in partition order.
+// run replays the dead-letter topic, partition by partition in partition order, reading
+// each again (dlq.Scan) from its replay position to its end offset in ix (see Replay).
 // Each of our dead letters is first classified by its acknowledging commit
 // (dlq.AckIndex.Classify): orphans are skipped, a pending one stops its partition, real
 // ones are deduplicated by dlq.DedupeKey against every real record already replayed
 // (below the txn position, in every partition: alreadyReplayed) or read earlier in this
-// run. It returns the summary, also with an error (a flush's, ctx's) and when a halt
-// policy stopped the replay (then with a nil error).
-func (r *replayer) run(ctx context.Context, byPart map[int32][]*kgo.Record, ends map[int32]kadm.ListedOffset, txns map[string]int64) (*ReplaySummary, error) {
+// run. It returns the summary, also with an error (a read's, a flush's, ctx's) and when a
+// halt policy stopped the replay (then with a nil error).
+func (r *replayer) run(ctx context.Context, cl *kgo.Client, ix *dlqIndex, txns map[string]int64) (*ReplaySummary, error) {
 	sum := &r.mode.sum
 	if r.acks == nil {
 		r.acks = &dlq.AckIndex{}
 	}
-	parts := slices.Sorted(maps.Keys(byPart))
-	sup := map[int32]map[int64]bool{}
-	for _, part := range parts {
-		sup[part] = dlq.Superseded(byPart[part]) // dead letters without ack headers only
+	seen, err := r.alreadyReplayed(ctx, cl, ix, txns)
+	if err != nil {
+		return sum, err
 	}
-	seen := r.alreadyReplayed(byPart, parts, sup, txns)
-	for _, part := range parts {
-		p := &partitionReplay{part: part, recs: byPart[part], sup: sup[part], from: r.resumeOffset(txns, part), end: ends[part].Offset}
-		if halted, err := r.replayPartition(ctx, p, seen); err != nil || halted {
+	for _, part := range slices.Sorted(maps.Keys(ix.ranges)) {
+		end := ix.ranges[part].End
+		p := &partitionReplay{part: part, sup: ix.sup[part], from: r.resumeOffset(txns, part), end: end, stop: end}
+		if at, ok := ix.untilAt[part]; ok {
+			p.stop = at
+		} else if u := r.opts.Until; u != nil && !u.IsTime() {
+			p.stop = min(end, u.Offset)
+		}
+		if halted, err := r.replayPartition(ctx, cl, p, seen); err != nil || halted {
 			return sum, err
 		}
 	}
@@ -263,33 +299,36 @@ func (r *replayer) resumeOffset(txns map[string]int64, part int32) int64 {
 	return 0
 }
 
-// alreadyReplayed counts the records at or before each partition's txn position
-// (AlreadyReplayed) and returns the dlq.DedupeKey of each real dead letter among them,
-// from every partition before any is processed (a copy may sit in another partition than
-// the original dead letter). Other pipelines' dead letters never count, nor orphans, nor
-// old records that have a later exact copy in sup (their copy is the live one).
-func (r *replayer) alreadyReplayed(byPart map[int32][]*kgo.Record, parts []int32, sup map[int32]map[int64]bool, txns map[string]int64) map[string]bool {
+// alreadyReplayed reads each partition up to its txn position (dlq.Scan), counts those
+// records (AlreadyReplayed) and returns the dlq.DedupeKey of each real dead letter among
+// them, from every partition before any is processed (a copy may sit in another partition
+// than the original dead letter). Other pipelines' dead letters never count, nor orphans,
+// nor old records that have a later exact copy (ix.sup: their copy is the live one).
+// Errors: the read's.
+func (r *replayer) alreadyReplayed(ctx context.Context, cl *kgo.Client, ix *dlqIndex, txns map[string]int64) (map[string]bool, error) {
 	sum := &r.mode.sum
-	seen := map[string]bool{}
-	for _, part := range parts {
-		next := r.resumeOffset(txns, part)
-		for _, rec := range byPart[part] {
-			if rec.Offset < next {
-				sum.AlreadyReplayed++
-				if r.ours(rec) && !sup[part][rec.Offset] && r.acks.Classify(rec) == dlq.AckReal {
-					seen[dlq.DedupeKey(rec)] = true
-				}
-			}
+	ranges := map[int32]dlq.Range{}
+	for part, rg := range ix.ranges {
+		if next := r.resumeOffset(txns, part); next > 0 {
+			ranges[part] = dlq.Range{End: min(next, rg.End)}
 		}
 	}
-	return seen
+	seen := map[string]bool{}
+	topic := r.mode.dlqTopic
+	err := dlq.Scan(ctx, cl, topic, ranges, r.log, readFatal(r.cfg.Kafka, topic), func(rec *kgo.Record) error {
+		sum.AlreadyReplayed++
+		if r.ours(rec) && !ix.sup[rec.Partition][rec.Offset] && r.acks.Classify(rec) == dlq.AckReal {
+			seen[dlq.DedupeKey(rec)] = true
+		}
+		return nil
+	})
+	return seen, err
 }
 
 // partitionReplay is one DLQ partition's pass through replayer.replayPartition. Offsets
 // are the partition's.
 type partitionReplay struct {
 	part int32
-	recs []*kgo.Record // in offset order
 	sup  map[int64]bool
 	from int64 // first offset past the replay's txn position
 	end  int64 // end offset at the start of the replay
@@ -299,46 +338,66 @@ type partitionReplay struct {
 	pendingAt int64 // the pending dead letter the partition stopped at; -1 for none
 }
 
-// replayPartition replays p from p.from to its stop point (--until, or end): each record
-// is classified (ackState); a pending one stops the partition (stopAtPending); the others
-// are batched as selectForBatch decides, flushing each full batch and the rest at the
-// end; records at or past the stop point count as Remaining. seen holds the
-// dlq.DedupeKey of every real dead letter replayed before or read earlier in this run,
-// and gains this partition's. It reports whether a halt policy stopped the replay, and
-// returns a flush's error or that of re-reading the acknowledging commits.
-func (r *replayer) replayPartition(ctx context.Context, p *partitionReplay, seen map[string]bool) (halted bool, err error) {
+// replayPartition streams p from p.from to p.end (dlq.Scan) and replays it up to its stop
+// point (--until, or end): each record is classified (ackState); a pending one stops the
+// partition there; the others are batched as selectForBatch decides, flushing each full
+// batch and the rest at the end. Records at or past the stop point count as Remaining,
+// and those of them that are pending and before --until's point as Pending too. So the
+// records held are those of one batch (batch.max_records, batch.max_bytes) and the
+// client's fetch buffers. seen holds the dlq.DedupeKey of every real dead letter replayed
+// before or read earlier in this run, and gains this partition's. It reports whether a
+// halt policy stopped the replay, and returns the read's error, a flush's, or that of
+// re-reading the acknowledging commits.
+func (r *replayer) replayPartition(ctx context.Context, cl *kgo.Client, p *partitionReplay, seen map[string]bool) (halted bool, err error) {
 	sum := &r.mode.sum
-	p.stop = r.opts.stopOffset(p.recs, p.end, p.from)
 	if p.stop < p.end {
 		r.log.Info("replay stops early in this partition (--until)", "topic", r.mode.dlqTopic, "partition", p.part, "stop", p.stop, "high_watermark", p.end, "until", r.opts.Until.String())
 	}
 	p.last, p.pendingAt = p.from-1, -1
-	for i, rec := range p.recs {
-		if rec.Offset < p.from {
-			continue
-		}
+	until := p.stop
+	topic := r.mode.dlqTopic
+	err = dlq.Scan(ctx, cl, topic, map[int32]dlq.Range{p.part: {From: p.from, End: p.end}}, r.log, readFatal(r.cfg.Kafka, topic), func(rec *kgo.Record) error {
 		if rec.Offset >= p.stop {
+			// left for a later replay; after a pending dead letter, the pending ones before
+			// --until's point are counted too
 			if r.ours(rec) {
 				sum.Remaining++
+				if p.pendingAt >= 0 && rec.Offset < until && r.acks.Classify(rec) == dlq.AckPending {
+					sum.Pending++
+				}
 			}
-			continue
+			return nil
 		}
-		state, halted, err := r.ackState(ctx, rec)
-		if err != nil || halted {
-			return halted, err
+		state, h, err := r.ackState(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if h {
+			halted = true
+			return dlq.ErrStopScan
 		}
 		if state == dlq.AckPending {
-			r.stopAtPending(p, i)
-			break
+			// Its flush may still be in flight, so the txn must not pass it.
+			p.pendingAt, p.stop = rec.Offset, rec.Offset
+			sum.Remaining++
+			sum.Pending++
+			return nil
 		}
 		add := r.selectForBatch(rec, state, p.sup, seen)
 		p.last = rec.Offset
 		if r.batch.Add(add, int64(len(add.Key)+len(add.Value)), time.Now()) {
-			if halted, err := r.flush(ctx); err != nil || halted {
-				return halted, err
+			if h, err := r.flush(ctx); err != nil {
+				return err
+			} else if h {
+				halted = true
+				return dlq.ErrStopScan
 			}
 		}
 		r.progress(p.part, rec.Offset, p.end, p.stop, false)
+		return nil
+	})
+	if err != nil || halted {
+		return halted, err
 	}
 	if halted, err := r.flush(ctx); err != nil || halted {
 		return halted, err
@@ -372,25 +431,6 @@ func (r *replayer) ackState(ctx context.Context, rec *kgo.Record) (state dlq.Ack
 		return state, false, fmt.Errorf("read the commits of the dead letters: %w", err)
 	}
 	return r.acks.Classify(rec), false, nil
-}
-
-// stopAtPending stops p before p.recs[i], a dead letter whose commit is still pending: its
-// flush may still be in flight, so the txn must not pass it. It and every later record of
-// ours below the end offset count as Remaining; those of them that are pending and before
-// --until's point as Pending too.
-func (r *replayer) stopAtPending(p *partitionReplay, i int) {
-	sum := &r.mode.sum
-	until := p.stop
-	p.pendingAt, p.stop = p.recs[i].Offset, p.recs[i].Offset
-	for _, rest := range p.recs[i:] {
-		if rest.Offset >= p.end || !r.ours(rest) {
-			continue
-		}
-		sum.Remaining++
-		if rest.Offset < until && r.acks.Classify(rest) == dlq.AckPending {
-			sum.Pending++
-		}
-	}
 }
 
 // selectForBatch returns the record to batch for rec, classified state, and tallies it:
@@ -451,6 +491,9 @@ func (r *replayer) flush(ctx context.Context) (halted bool, err error) {
 		out, err := r.fl.flush(ctx, recs, frameNote{})
 		switch v := classify(err); v.action {
 		case actNone:
+			for _, rec := range recs {
+				delete(r.mode.carry, rec) // settled: the map must not pin the batch's fetch buffers
+			}
 			for _, h := range out.halts {
 				r.halted[topicPartition{h.Topic, h.Partition}] = h
 			}

@@ -66,7 +66,7 @@ func TestReplayOptionsValidate(t *testing.T) {
 		{name: "nothing", o: ReplayOptions{}},
 		{name: "known reasons", o: ReplayOptions{Reasons: []string{"schema_mismatch", "bad_magic"}}},
 		{name: "unknown reason", o: ReplayOptions{Reasons: []string{"schema_mismatch", "schema-mismatch"}},
-			err: `--reason "schema-mismatch" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type`},
+			err: `--reason "schema-mismatch" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, missing_key, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type`},
 		{name: "offset range", o: ReplayOptions{From: off(3), Until: off(4)}},
 		{name: "offsets equal", o: ReplayOptions{From: off(4), Until: off(4)}, err: "--from 4 is not before --until 4 (--until is exclusive): the range is empty"},
 		{name: "from after until", o: ReplayOptions{From: off(9), Until: off(4)}, err: "--from 9 is not before --until 4"},
@@ -75,7 +75,7 @@ func TestReplayOptionsValidate(t *testing.T) {
 			err: "--from 2026-11-29T11:00:00Z is not before --until 2026-11-29T10:00:00Z"},
 		{name: "mixed kinds cannot be compared", o: ReplayOptions{From: at("2026-11-29T11:00:00Z"), Until: off(1)}},
 		{name: "until 0", o: ReplayOptions{Until: off(0)}, err: "--until 0 stops before the first record"},
-		{name: "two errors at once", o: ReplayOptions{Reasons: []string{"nope"}, From: off(2), Until: off(1)}, err: "--reason \"nope\" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type\n--from 2 is not before --until 1 (--until is exclusive): the range is empty"},
+		{name: "two errors at once", o: ReplayOptions{Reasons: []string{"nope"}, From: off(2), Until: off(1)}, err: "--reason \"nope\" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, missing_key, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type\n--from 2 is not before --until 1 (--until is exclusive): the range is empty"},
 	} {
 		err := c.o.Validate()
 		switch {

@@ -128,11 +128,19 @@ func (o ReplayOptions) stopOffset(recs []*kgo.Record, end, next int64) int64 {
 		return min(end, u.Offset)
 	}
 	for _, r := range recs {
-		if r.Offset >= next && !r.Timestamp.Before(u.Time) {
+		if o.untilStops(r, next) {
 			return r.Offset
 		}
 	}
 	return end
+}
+
+// untilStops reports whether a time --until stops the replay at r (read in offset order,
+// the first such record of its partition is the stop point): r is at or past next, the
+// first offset after the replay's txn position, and its timestamp is at or past --until.
+func (o ReplayOptions) untilStops(r *kgo.Record, next int64) bool {
+	u := o.Until
+	return u != nil && u.IsTime() && r.Offset >= next && !r.Timestamp.Before(u.Time)
 }
 
 // ReasonOutcome counts what a replay did with the dead letters of one reason (the

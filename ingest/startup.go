@@ -197,7 +197,10 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 		case topicMissing(d, ok):
 			problems = append(problems, fmt.Sprintf("%s topic %q does not exist on %v (create it, e.g. kafka-topics.sh --create --topic %s)", what, t, p.cfg.Kafka.Brokers, t))
 		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-			problems = append(problems, fmt.Sprintf("%s topic %q: %s", what, t, kafkaclient.MissingACL(p.cfg.Kafka, need.String(), "topic", t)))
+			// With an authorizer, a topic the principal may not describe answers
+			// TOPIC_AUTHORIZATION_FAILED whether it exists or not.
+			problems = append(problems, fmt.Sprintf("%s topic %q: %s; or the topic does not exist (the broker does not tell a principal without DESCRIBE on it; check with kafka-topics.sh --describe --topic %s)",
+				what, t, kafkaclient.MissingACL(p.cfg.Kafka, need.String(), "topic", t), t))
 		case d.Err != nil:
 			problems = append(problems, fmt.Sprintf("%s topic %q: %v", what, t, d.Err))
 		case len(d.AuthorizedOperations) > 0 && !slices.Contains(d.AuthorizedOperations, need) && !slices.Contains(d.AuthorizedOperations, kmsg.ACLOperationAll):

@@ -141,7 +141,7 @@ func TestStartupAccessCheck(t *testing.T) {
 	dir := t.TempDir()
 	for user, want := range map[string]string{
 		"alice": `check topics: dead-letter topic "orders.dlq": User:alice (SCRAM-SHA-512) is missing WRITE on topic orders.dlq (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:alice --operation Write --topic orders.dlq)`,
-		"carol": `check topics: dead-letter topic "orders.dlq": User:carol (SCRAM-SHA-512) is missing WRITE on topic orders.dlq (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:carol --operation Write --topic orders.dlq)`,
+		"carol": `check topics: dead-letter topic "orders.dlq": User:carol (SCRAM-SHA-512) is missing WRITE on topic orders.dlq (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:carol --operation Write --topic orders.dlq); or the topic does not exist (the broker does not tell a principal without DESCRIBE on it; check with kafka-topics.sh --describe --topic orders.dlq)`,
 		"bob":   `check group: User:bob (SCRAM-SHA-512) is missing READ on group ingestd-orders (fix: kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:bob --operation Read --group ingestd-orders)`,
 	} {
 		cfg := h.config()

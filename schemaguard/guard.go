@@ -1,6 +1,7 @@
 package schemaguard
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -43,6 +44,10 @@ type Options struct {
 	// widening); any other is a PartitionTypeChange, incompatible. `table alter --widen`
 	// applies the same rule.
 	PartitionColumns []string
+	// AlterTable is how Explain's fix commands name the table: the arguments after
+	// `ingestd table alter` (e.g. "--config pipelines/gold.yaml" or a table URI); empty:
+	// "TABLE", for the reader to fill in.
+	AlterTable string
 }
 
 // TableState is what the guard needs to know about the table besides its schema.
@@ -532,7 +537,8 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 	}
 	var b strings.Builder
 	if tableVersion < 0 {
-		fmt.Fprintf(&b, "writer schema id %d does not fit table %s (being created)", schemaID, tableName)
+		// The batch's first fitting schema creates the table in this flush's commit.
+		fmt.Fprintf(&b, "writer schema id %d does not fit table %s as this flush creates it", schemaID, tableName)
 	} else {
 		fmt.Fprintf(&b, "writer schema id %d does not fit table %s at version %d", schemaID, tableName, tableVersion)
 	}
@@ -549,13 +555,14 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 	}
 	b.WriteString(sideBySide(table, writer, schemaID, 40))
 	b.WriteString("To let it through: ")
+	alter := "ingestd table alter " + cmp.Or(opts.AlterTable, "TABLE")
 	var fixes []string
 	for _, c := range d.Changes {
 		switch c.Kind {
 		case AddColumn:
-			fixes = append(fixes, fmt.Sprintf("ingestd table alter --add-column '%s %s'", c.Path, strings.ToUpper(c.WriterType)))
+			fixes = append(fixes, fmt.Sprintf("%s --add-column '%s %s'", alter, c.Path, strings.ToUpper(c.WriterType)))
 		case Widen:
-			fixes = append(fixes, fmt.Sprintf("ingestd table alter --widen '%s %s'", c.Path, strings.ToUpper(c.WriterType)))
+			fixes = append(fixes, fmt.Sprintf("%s --widen '%s %s'", alter, c.Path, strings.ToUpper(c.WriterType)))
 		case NeedsFeature:
 			fixes = append(fixes, fmt.Sprintf("add %s to schema.allow_table_features (an irreversible protocol upgrade)", c.Feature))
 		case KafkaColumnCollision:

@@ -146,7 +146,7 @@ func TestApplyNestedAndRelax(t *testing.T) {
 
 func TestExplain(t *testing.T) {
 	writer := st(field("order_id", dl.Long, false), field("channel", dl.String, true))
-	opts := Options{Policy: DeadLetter, OnIncompatible: Halt}
+	opts := Options{Policy: DeadLetter, OnIncompatible: Halt, AlterTable: "--config pipelines/silver.yaml"}
 	d := Decide(Diff(orders, writer), opts)
 	got := Explain(d, orders, "orders-silver", 7, writer, 3, opts)
 	want := `writer schema id 3 does not fit table orders-silver at version 7 under policy dead_letter:
@@ -155,9 +155,13 @@ func TestExplain(t *testing.T) {
   order_id long        | order_id long NOT NULL
   amount decimal(10,2) | channel string
   ts timestamp         |
-To let it through: ingestd table alter --add-column 'channel STRING', or set schema.policy: evolve`
+To let it through: ingestd table alter --config pipelines/silver.yaml --add-column 'channel STRING', or set schema.policy: evolve`
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	// Before the table exists, the flush that decides creates it from its first records.
+	if got := Explain(d, orders, "orders-silver", -1, writer, 3, opts); !strings.HasPrefix(got, "writer schema id 3 does not fit table orders-silver as this flush creates it under policy dead_letter:\n") {
+		t.Errorf("explanation without a table:\n%s", got)
 	}
 	halt := Options{Policy: Halt, OnIncompatible: Halt}
 	got = Explain(Decide(Diff(orders, writer), halt), orders, "orders-gold", 7, writer, 3, halt)

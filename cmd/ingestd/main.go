@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -20,8 +21,9 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version may be set at build time with -ldflags "-X main.version=…"; otherwise
+// versionText reads the module's build info.
+var version = ""
 
 // Exit codes.
 const (
@@ -74,7 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "dlq":
 		return cmdDLQ(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintf(stdout, "ingestd %s (%s)\n", version, runtime.Version())
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionText(version, bi))
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -83,6 +86,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingestd: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// versionText is `ingestd version`'s line: the version set at build time, else the
+// module's (go install …@v1.2.0 records it; a build in a checkout records "(devel)"),
+// then the VCS commit, its time and whether the tree was modified, when the build
+// recorded them (go build in a git checkout, runtime/debug.BuildInfo's vcs.* settings),
+// and the Go version.
+func versionText(set string, bi *debug.BuildInfo) string {
+	v := set
+	if v == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	if v == "" {
+		v = "devel"
+	}
+	var about []string
+	if bi != nil {
+		s := map[string]string{}
+		for _, x := range bi.Settings {
+			s[x.Key] = x.Value
+		}
+		if rev := s["vcs.revision"]; rev != "" {
+			about = append(about, "commit "+rev[:min(12, len(rev))])
+		}
+		if t := s["vcs.time"]; t != "" {
+			about = append(about, t)
+		}
+		if s["vcs.modified"] == "true" {
+			about = append(about, "modified")
+		}
+	}
+	return fmt.Sprintf("ingestd %s (%s)", v, strings.Join(append(about, runtime.Version()), ", "))
 }
 
 // newLogger: --log-level trace is debug plus the Kafka client's own debug logs (every

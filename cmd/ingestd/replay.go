@@ -30,7 +30,11 @@ partition before the first record at or past it (exclusive): that record and the
 after it are left in place, nothing is carried forward for --until. OFFSET is a DLQ
 offset, applied per partition (carried records get new offsets at the end of the topic);
 TIME is RFC 3339 and compares with the record timestamp, which dead letters and carried
-records keep from their source record.`, stderr)
+records keep from their source record.
+
+The dead-letter topic is streamed, read twice (an index of identities, then the
+replay): records are held one batch at a time (--max-bytes, default batch.max_bytes), plus
+up to about 200 bytes per dead letter for its identity.`, stderr)
 	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
@@ -38,6 +42,7 @@ records keep from their source record.`, stderr)
 	fs.Var(&reasons, "reason", "replay only dead letters with this `reason` (repeatable or comma list: "+strings.Join(dlq.Reasons, ", ")+")")
 	from := fs.String("from", "", "replay only dead letters at DLQ offset >= `OFFSET|TIME` (per partition) or with record timestamp >= TIME (RFC 3339)")
 	until := fs.String("until", "", "stop each DLQ partition before the first record at offset >= `OFFSET|TIME` or with timestamp >= TIME (exclusive)")
+	maxBytes := maxBytesFlag(fs)
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info (progress lines), warn or error")
@@ -88,6 +93,11 @@ records keep from their source record.`, stderr)
 	if cfg == nil {
 		return code
 	}
+	maxBytes.apply(cfg)
+	if limit, gogc, set := setMemoryLimit([]*config.Config{cfg}); set {
+		log.Debug("soft memory limit set from batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
+	}
+	setDLQReaderGC()
 	p, err := ingest.OpenDeps(ctx, cfg, log, ingest.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		fmt.Fprintln(stderr, "ingestd replay:", err)

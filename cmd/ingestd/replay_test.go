@@ -51,8 +51,8 @@ func TestReplayFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--reason", "schema_mismatch,nope"}, `ingestd replay: --reason "nope" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type` + "\n"},
-		{[]string{"--reason", "a", "--reason", "b"}, "ingestd replay: --reason \"a\" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type\ningestd replay: --reason \"b\" is not"},
+		{[]string{"--reason", "schema_mismatch,nope"}, `ingestd replay: --reason "nope" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, missing_key, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type` + "\n"},
+		{[]string{"--reason", "a", "--reason", "b"}, "ingestd replay: --reason \"a\" is not a dead-letter reason; use one of bad_magic, check_violation, decode_error, generated_column_mismatch, kafka_column_collision, key_decode_error, missing_key, not_null_violation, schema_mismatch, schema_not_found, schema_parse_error, schema_unreadable, too_short, trailing_bytes, truncated, unsupported_type\ningestd replay: --reason \"b\" is not"},
 		{[]string{"--from", "yesterday"}, `ingestd replay: --from: parse bound "yesterday": want a DLQ offset (e.g. 1200) or an RFC 3339 time (e.g. 2026-11-29T10:00:00Z)` + "\n"},
 		{[]string{"--until", "2026-11-29 10:00"}, `ingestd replay: --until: parse bound "2026-11-29 10:00": want a DLQ offset`},
 		{[]string{"--from", "10", "--until", "5"}, "ingestd replay: --from 10 is not before --until 5 (--until is exclusive): the range is empty\n"},

@@ -27,6 +27,7 @@ import (
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("validate", "validate --config DIR|FILE", "Load and check pipeline files, and that object-store credentials resolve, without connecting to Kafka, the registry or the stores.", stderr)
 	configFlag := fs.String("config", "", "pipeline `file` or directory of *.yaml files (required)")
+	acls := fs.Bool("acls", false, "print the kafka-acls.sh lines of every Kafka ACL each command needs (run, replay, dlq inspect, log cleanup) and the registry requests")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -38,6 +39,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
+	}
+	if *acls {
+		printACLs(stdout, cfgs)
+		return exitOK
 	}
 	// Object-store credentials must resolve (nothing is sent to the store; no secret printed).
 	creds, err := config.CheckStorageCredentials(context.Background(), cfgs)

@@ -84,6 +84,51 @@ func checkFlagsApply(fs *flag.FlagSet, sub string, stderr io.Writer) int {
 	return code
 }
 
+// tableCommandUsage is `ingestd table SUB --help`: SUB's synopsis, its entry of
+// tableSummary and only the flags that apply to it (checkFlagsApply's rule).
+func tableCommandUsage(w io.Writer, fs *flag.FlagSet, sub string) {
+	syn := strings.ReplaceAll(tableSynopsis, "<command>", sub)
+	var entry []string
+	for _, line := range strings.Split(tableSummary, "\n") {
+		if strings.HasPrefix(line, "  "+sub+" ") || len(entry) > 0 && strings.HasPrefix(line, "   ") {
+			entry = append(entry, line)
+		} else if len(entry) > 0 {
+			break
+		}
+	}
+	fmt.Fprintf(w, "Usage: ingestd %s\n\n%s\n\nFlags:\n", syn, strings.Join(entry, "\n"))
+	sel := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		prefix, _, ok := strings.Cut(f.Usage, ": ")
+		if !ok || strings.ContainsAny(prefix, "`(") || slices.Contains(strings.Split(prefix, ", "), sub) {
+			sel.Var(f.Value, f.Name, f.Usage)
+			sel.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	printFlags(w, sel)
+}
+
+// retainFlag is --retain: a duration, -1 until given (the table's
+// delta.deletedFileRetentionDuration). It prints as "" when unset, so --help shows no
+// "(default -1ns)".
+type retainFlag time.Duration
+
+func (r *retainFlag) String() string {
+	if r == nil || *r == -1 {
+		return ""
+	}
+	return time.Duration(*r).String()
+}
+
+func (r *retainFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("write a duration such as 168h")
+	}
+	*r = retainFlag(d)
+	return nil
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -103,6 +148,9 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fs := newFlagSet("table "+sub, tableSynopsis, tableSummary, stderr)
 	f := newTableFlags(fs)
+	if _, known := tableCommands[sub]; known {
+		fs.Usage = func() { tableCommandUsage(stderr, fs, sub) }
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		if len(args) == 0 {
@@ -192,7 +240,8 @@ func newTableFlags(fs *flag.FlagSet) *tableFlags {
 	fs.IntVar(&f.minFiles, "min-files", maintenance.DefaultMinFiles, "optimize: small files a partition needs before it is compacted")
 	fs.StringVar(&f.where, "where", "", "optimize: partition `predicate` (Spark SQL on partition columns), e.g. \"dt >= '2026-11-01'\"")
 	fs.StringVar(&f.maxRate, "max-rewrite-rate", "0", "optimize: `bytes` read per second while rewriting, e.g. 64MiB (0: unthrottled)")
-	fs.DurationVar(&f.retain, "retain", -1, "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days)")
+	f.retain = -1
+	fs.Var((*retainFlag)(&f.retain), "retain", "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days unless set)")
 	fs.BoolVar(&f.force, "force", false, "vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration")
 	fs.StringVar(&f.now, "now", "", "vacuum: evaluate the retention as of this `RFC 3339 time` instead of the clock (what-if runs, tests)")
 	return f
@@ -448,8 +497,10 @@ func writeOptimizeResult(stdout io.Writer, res maintenance.OptimizeResult, o mai
 		fmt.Fprintf(stdout, "nothing committed: every selected partition was compacted concurrently\n")
 	case res.Version >= 0:
 		fmt.Fprintf(stdout, "version %d: OPTIMIZE removed %d files (%d bytes), added %d files (%d bytes)\n", res.Version, res.FilesRemoved, res.BytesRemoved, res.FilesAdded, res.BytesAdded)
-	case o.DryRun:
+	case o.DryRun && len(res.Partitions) > 0:
 		fmt.Fprintf(stdout, "dry run at version %d: nothing written\n", res.ReadVersion)
+	case o.DryRun:
+		fmt.Fprintf(stdout, "dry run at version %d: nothing to compact: no partition has %d or more files below %d bytes (--min-files, --target-file-size)\n", res.ReadVersion, o.MinFiles, o.TargetFileSize)
 	default:
 		fmt.Fprintf(stdout, "nothing committed at version %d: no partition has %d or more files below %d bytes\n", res.ReadVersion, o.MinFiles, o.TargetFileSize)
 	}
@@ -560,6 +611,10 @@ func tableVacuum(ctx context.Context, t *openedTable, f *tableFlags, stdout, std
 	}
 	fmt.Fprintf(stdout, "vacuum: %s %d files and directories (%d bytes) in %d directories; retention %s (files unreferenced before %s)\n",
 		verb, len(res.Files), res.Bytes, res.Dirs, res.Retention, res.DeleteBefore.UTC().Format(time.RFC3339))
+	if o.DryRun && !o.Force && res.Retention < res.TableRetention {
+		fmt.Fprintf(stdout, "note: --retain %s is shorter than the table's delta.deletedFileRetentionDuration (%s): the real run needs --force, and must run when no writer is running and no reader needs older versions\n",
+			res.Retention, res.TableRetention)
+	}
 	return exitOK
 }
 

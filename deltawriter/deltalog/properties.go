@@ -56,6 +56,12 @@ const (
 	MetaGenerationExpression = "delta.generationExpression" // "Generated Columns"
 	MetaIdentityPrefix       = "delta.identity."            // "Identity Columns": start, step, highWaterMark, allowExplicitInsert
 	MetaCurrentDefault       = "CURRENT_DEFAULT"            // "Default Columns"
+	// MetaCharVarcharType is Spark's record of a CHAR(n) or VARCHAR(n) column stored as
+	// string: the column's declared type as Spark's catalog string ("char(3)",
+	// "varchar(5)", "array<varchar(4)>", "map<string,varchar(5)>"). Delta enforces the
+	// length on every write (error class DELTA_EXCEED_CHAR_VARCHAR_LIMIT); a struct's own
+	// fields carry their own.
+	MetaCharVarcharType = "__CHAR_VARCHAR_TYPE_STRING"
 )
 
 // GenerationTimeZone returns the session time zone generation expressions are evaluated

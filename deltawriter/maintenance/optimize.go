@@ -24,6 +24,10 @@ import (
 const (
 	DefaultTargetFileSize = 256 << 20 // bytes
 	DefaultMinFiles       = 10
+	// MaxDeletedRowsRatio is the share of a file's rows its deletion vector may delete
+	// before OPTIMIZE rewrites the file whatever its size (Spark's
+	// delta.optimize.maxDeletedRowsRatio default).
+	MaxDeletedRowsRatio = 0.05
 )
 
 // OptimizeOptions configures Optimize.
@@ -95,12 +99,16 @@ type OptimizeResult struct {
 // files near TargetFileSize, in one commit (Spark's OPTIMIZE, PROTOCOL.md "Add File and
 // Remove File"). Files of different partitions are never mixed (null-partition files are
 // compacted among themselves); a partition is compacted only when it has at least
-// MinFiles small files. Within a partition, files are sorted by size and packed greedily
-// into bins of at most TargetFileSize bytes; a bin of one file is left alone. Each bin
-// becomes one new file, written through the pipeline's data-file path (WriteDataFile:
-// fresh stats, the table's codec) with rows read one row group at a time through the
-// table's column mapping, widened types and deletion vectors (deleted rows are not
-// rewritten). Memory is bounded by one bin, never a whole partition.
+// MinFiles small files or a file with deleted rows to purge. Within a partition, files
+// are sorted by size and packed greedily into bins of at most TargetFileSize bytes; a
+// bin of one file is left alone unless that file's deletion vector deletes more than
+// MaxDeletedRowsRatio of its rows (such a file is rewritten whatever its size, as Spark
+// does). Each bin becomes one new file, written through the pipeline's data-file path
+// (WriteDataFile: fresh stats, the table's codec) with rows read one row group at a time
+// through the table's column mapping, widened types and deletion vectors (deleted rows
+// are not rewritten; a bin with no row left becomes no file). A file whose deletion
+// vector deletes every row is removed without being read. Memory is bounded by one bin,
+// never a whole partition.
 //
 // The commit has, per source file, a remove with dataChange false, extendedFileMetadata
 // true, its partitionValues, size, stats and deletionVector, and per new file an add with
@@ -254,6 +262,7 @@ type group struct {
 	name    string
 	values  map[string]*string
 	bins    [][]deltalog.Add
+	dead    []deltalog.Add // files whose every row is deleted: removed, not read
 	removes []deltalog.Remove
 	adds    []deltalog.Add
 	rows    int64
@@ -261,13 +270,20 @@ type group struct {
 }
 
 func (g *group) files() (n int, bytes int64) {
-	for _, b := range g.bins {
-		for _, a := range b {
-			n++
-			bytes += a.Size
-		}
+	for _, a := range g.sources() {
+		n++
+		bytes += a.Size
 	}
 	return n, bytes
+}
+
+// sources are the files g removes: those of its bins and the dead ones.
+func (g *group) sources() []deltalog.Add {
+	var out []deltalog.Add
+	for _, b := range g.bins {
+		out = append(out, b...)
+	}
+	return append(out, g.dead...)
 }
 
 func (g *group) bytesRemoved() int64 { _, b := g.files(); return b }
@@ -283,11 +299,9 @@ func (g *group) bytesAdded() int64 {
 func (g *group) summary() PartitionPlan {
 	n, b := g.files()
 	dvs := 0
-	for _, bin := range g.bins {
-		for _, a := range bin {
-			if a.DeletionVector != nil {
-				dvs++
-			}
+	for _, a := range g.sources() {
+		if a.DeletionVector != nil {
+			dvs++
 		}
 	}
 	return PartitionPlan{Partition: g.name, Values: g.values, FilesRemoved: n, BytesRemoved: b,
@@ -304,14 +318,29 @@ func (g *group) allLive(s *deltawriter.Snapshot) bool {
 	return true
 }
 
+// deletedRows returns the rows a's deletion vector deletes and the file's rows (0 when
+// stats.numRecords is unknown).
+func deletedRows(a deltalog.Add) (deleted, records int64) {
+	if a.DeletionVector == nil {
+		return 0, 0
+	}
+	n, _ := a.NumRecords()
+	return a.DeletionVector.Cardinality, n
+}
+
 // plan groups the live files of s by partition, keeps the partitions keep accepts that
-// have at least o.MinFiles small files, and bin-packs those files.
+// have at least o.MinFiles small files or a file to purge (deletion vector over
+// MaxDeletedRowsRatio, or deleting every row), and bin-packs the small and purged files.
 func plan(s *deltawriter.Snapshot, keep func(map[string]*string) (bool, error), o OptimizeOptions) ([]*group, error) {
 	cols := partitionColumns(s)
 	byKey := map[string]*group{}
 	small := map[string][]deltalog.Add{}
+	purge := map[string]bool{} // the file keys of files rewritten for their deleted rows
 	for _, a := range s.Files {
-		if a.Size >= o.TargetFileSize {
+		del, records := deletedRows(a)
+		dead := records > 0 && del >= records
+		heavy := records > 0 && float64(del) > MaxDeletedRowsRatio*float64(records)
+		if a.Size >= o.TargetFileSize && !heavy {
 			continue
 		}
 		k, name, err := partitionKey(s, cols, a.PartitionValues)
@@ -329,16 +358,33 @@ func plan(s *deltawriter.Snapshot, keep func(map[string]*string) (bool, error), 
 			}
 			byKey[k] = &group{name: name, values: a.PartitionValues}
 		}
-		if byKey[k] != nil {
+		switch {
+		case byKey[k] == nil:
+		case dead:
+			byKey[k].dead = append(byKey[k].dead, a)
+		default:
 			small[k] = append(small[k], a)
+			if heavy {
+				purge[deltalog.FileKey(a.Path, a.DeletionVector)] = true
+			}
 		}
 	}
 	var out []*group
-	for k, files := range small {
-		if len(files) < o.MinFiles {
+	for k, g := range byKey {
+		if g == nil {
 			continue
 		}
-		g := byKey[k]
+		files := small[k]
+		purging := false
+		for _, a := range files {
+			purging = purging || purge[deltalog.FileKey(a.Path, a.DeletionVector)]
+		}
+		if len(files) < o.MinFiles && !purging {
+			if len(g.dead) > 0 {
+				out = append(out, g)
+			}
+			continue
+		}
 		sort.Slice(files, func(i, j int) bool {
 			if files[i].Size != files[j].Size {
 				return files[i].Size < files[j].Size
@@ -348,7 +394,7 @@ func plan(s *deltawriter.Snapshot, keep func(map[string]*string) (bool, error), 
 		var bin []deltalog.Add
 		var size int64
 		flush := func() {
-			if len(bin) > 1 {
+			if len(bin) > 1 || (len(bin) == 1 && purge[deltalog.FileKey(bin[0].Path, bin[0].DeletionVector)]) {
 				g.bins = append(g.bins, bin)
 			}
 			bin, size = nil, 0
@@ -361,7 +407,7 @@ func plan(s *deltawriter.Snapshot, keep func(map[string]*string) (bool, error), 
 			size += a.Size
 		}
 		flush()
-		if len(g.bins) > 0 {
+		if len(g.bins) > 0 || len(g.dead) > 0 {
 			out = append(out, g)
 		}
 	}
@@ -547,23 +593,34 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 				return err
 			}
 		}
-		add, err := deltawriter.WriteDataFile(ctx, st, pq, cols, numRows, opts)
-		if err != nil {
-			return err
+		if numRows > 0 { // a bin whose rows are all deleted becomes no file
+			add, err := deltawriter.WriteDataFile(ctx, st, pq, cols, numRows, opts)
+			if err != nil {
+				return err
+			}
+			add.DataChange = false
+			g.adds = append(g.adds, add)
+			g.rows += int64(numRows)
 		}
-		add.DataChange = false
-		g.adds = append(g.adds, add)
-		g.rows += int64(numRows)
 		for _, a := range bin {
-			size := a.Size
-			g.removes = append(g.removes, deltalog.Remove{
-				Path: a.Path, DataChange: false, ExtendedFileMetadata: ptr(true), PartitionValues: a.PartitionValues,
-				Size: &size, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector,
-				BaseRowID: a.BaseRowID, DefaultRowCommitVersion: a.DefaultRowCommitVersion,
-			})
+			g.removes = append(g.removes, compactedRemove(a))
 		}
 	}
+	for _, a := range g.dead {
+		g.removes = append(g.removes, compactedRemove(a))
+	}
 	return nil
+}
+
+// compactedRemove is the remove of a file OPTIMIZE replaces: dataChange false, with the
+// file's metadata and deletion vector.
+func compactedRemove(a deltalog.Add) deltalog.Remove {
+	size := a.Size
+	return deltalog.Remove{
+		Path: a.Path, DataChange: false, ExtendedFileMetadata: ptr(true), PartitionValues: a.PartitionValues,
+		Size: &size, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector,
+		BaseRowID: a.BaseRowID, DefaultRowCommitVersion: a.DefaultRowCommitVersion,
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

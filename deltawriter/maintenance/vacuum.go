@@ -94,7 +94,8 @@ type VacuumResult struct {
 // The table must be writable by ingestd (Snapshot.CheckWritable; PROTOCOL.md "VACUUM
 // Protocol Check": with the vacuumProtocolCheck feature a vacuum must honour the writer
 // protocol, and ingestd always does). A Retain shorter than the table's
-// delta.deletedFileRetentionDuration is refused (ErrRetentionTooShort) unless Force.
+// delta.deletedFileRetentionDuration is refused (ErrRetentionTooShort) unless Force or
+// DryRun.
 //
 // Unless DryRun, it commits "VACUUM START" (operationParameters retentionCheckEnabled,
 // specifiedRetentionMillis, defaultRetentionMillis; metrics numFilesToDelete,
@@ -122,7 +123,10 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 	if !specified {
 		retain = tableRet
 	}
-	if retain < tableRet && !o.Force {
+	// A dry run deletes nothing, so it needs no --force to show what a shorter
+	// retention would delete; the result's TableRetention lets the caller say a real run
+	// would.
+	if retain < tableRet && !o.Force && !o.DryRun {
 		setting := tableRet.String() + ", the default"
 		if v, ok := snap.Metadata.Configuration[deltalog.PropDeletedFileRetention]; ok {
 			setting = fmt.Sprintf("%q = %s", v, tableRet)

@@ -197,6 +197,14 @@ func TestVacuumRetentionCheck(t *testing.T) {
 	if !exists(root, "part-00000-orphan-old.parquet") {
 		t.Fatal("a refused vacuum deleted a file")
 	}
+	// A dry run deletes nothing: it lists what the shorter retention would delete.
+	dry, err := Vacuum(ctx, tbl, VacuumOptions{Retain: 30 * time.Minute, DryRun: true})
+	if err != nil || dry.Retention != 30*time.Minute || dry.TableRetention != time.Hour || len(dry.Files) == 0 {
+		t.Fatalf("dry run with a short retention: %+v, %v", dry, err)
+	}
+	if !exists(root, "part-00000-orphan-old.parquet") {
+		t.Fatal("a dry run deleted a file")
+	}
 	if v, _ := deltawriter.CommitVersions(ctx, tbl.Store()); len(v) != 3 {
 		t.Fatalf("a refused vacuum committed: versions %v", v)
 	}

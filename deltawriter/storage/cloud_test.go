@@ -194,8 +194,9 @@ func TestS3ErrorMapping(t *testing.T) {
 }
 
 // TestS3ProbeRefusesOverwritingStore: a server that ignores If-None-Match is refused
-// before the first write, with the store and the fix named, and nothing but the
-// (deleted) probe is written.
+// before the first write, with the table, the endpoint that failed to honour the
+// conditional write (and its setting) and the fix named, and nothing but the (deleted)
+// probe is written.
 func TestS3ProbeRefusesOverwritingStore(t *testing.T) {
 	ctx := context.Background()
 	f, st := newFakeS3(t)
@@ -204,7 +205,7 @@ func TestS3ProbeRefusesOverwritingStore(t *testing.T) {
 	if !errors.Is(err, ErrUnsafeStore) {
 		t.Fatalf("first write to an overwriting store: %v, want ErrUnsafeStore", err)
 	}
-	for _, want := range []string{"s3://lake/tbl", "If-None-Match", "Fix:"} {
+	for _, want := range []string{"s3://lake/tbl", "the S3 endpoint " + st.Endpoint() + " (table.storage.endpoint", "If-None-Match", "Fix: point table.storage.endpoint at"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not mention %q", err, want)
 		}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 )
 
@@ -20,7 +22,7 @@ const ProbePrefix = "_delta_log/.ingestd-probe-"
 // other bytes, which must fail with ErrExist and leave the first bytes in place, and
 // deletes the probe. A store that accepts the second create (it ignores If-None-Match or
 // the generation precondition) gives an error wrapping ErrUnsafeStore that names the
-// store and the fix. Local stores (link(2)) are not probed. Other failures (network,
+// table, the endpoint that answered (and the setting it came from) and the fix. Local stores (link(2)) are not probed. Other failures (network,
 // permissions) are returned as they are, wrapped.
 func Probe(ctx context.Context, st Store) error {
 	if _, ok := st.(*Local); ok {
@@ -52,8 +54,8 @@ func Probe(ctx context.Context, st Store) error {
 	}()
 	err = st.PutIfAbsent(ctx, name, second)
 	if err == nil {
-		return fmt.Errorf("probe %s: %w: a second conditional create of %s succeeded, so concurrent commits would overwrite each other. %s",
-			st.URI(), ErrUnsafeStore, name, unsafeFix(st))
+		return fmt.Errorf("probe %s: %w: %s accepted a second conditional create of %s, so concurrent commits would overwrite each other. %s",
+			st.URI(), ErrUnsafeStore, endpointOf(st), name, unsafeFix(st))
 	}
 	if !errors.Is(err, ErrExist) {
 		return fmt.Errorf("probe %s: second create of %s: %w", st.URI(), name, err)
@@ -63,20 +65,46 @@ func Probe(ctx context.Context, st Store) error {
 		return fmt.Errorf("probe %s: read back %s: %w", st.URI(), name, err)
 	}
 	if string(got) != string(first) {
-		return fmt.Errorf("probe %s: %w: a refused conditional create of %s still replaced the object. %s",
-			st.URI(), ErrUnsafeStore, name, unsafeFix(st))
+		return fmt.Errorf("probe %s: %w: %s refused a conditional create of %s but still replaced the object. %s",
+			st.URI(), ErrUnsafeStore, endpointOf(st), name, unsafeFix(st))
 	}
 	return nil
 }
 
-func unsafeFix(st Store) string {
-	switch st.(type) {
+// endpointOf names the service endpoint that answered the probe, and where it was set:
+// the store that failed to honour the conditional write is the endpoint's, not the
+// table URI's.
+func endpointOf(st Store) string {
+	switch s := st.(type) {
 	case *S3:
-		return "Fix: use an S3 store that supports conditional writes (PutObject with If-None-Match: *): AWS S3, MinIO RELEASE.2024-11 or later, versitygw with metadata (not --nometa); or check that no proxy strips the If-None-Match header."
+		if s.endpoint != "" {
+			return "the S3 endpoint " + s.endpoint + " (table.storage.endpoint, else AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL)"
+		}
+		return "AWS S3's regional endpoint (no table.storage.endpoint set)"
 	case *GCS:
-		return "Fix: use Google Cloud Storage or an emulator that honours ifGenerationMatch=0 (fake-gcs-server); gcp-storage-emulator does not."
+		if h := os.Getenv("STORAGE_EMULATOR_HOST"); h != "" {
+			return "the GCS endpoint " + h + " (STORAGE_EMULATOR_HOST)"
+		}
+		return "the GCS endpoint storage.googleapis.com"
 	case *Azure:
-		return "Fix: use Azure Blob Storage or Azurite, which honour If-None-Match: * on Put Blob; check that no proxy strips the header."
+		u := s.cc.URL()
+		return "the Azure Blob endpoint " + strings.TrimSuffix(u, "/"+s.container) + " (table.storage.endpoint, else AZURE_STORAGE_CONNECTION_STRING or the account's)"
+	}
+	return "the store"
+}
+
+func unsafeFix(st Store) string {
+	switch s := st.(type) {
+	case *S3:
+		where := "point table.storage.endpoint at an S3 store that supports conditional writes"
+		if s.endpoint == "" {
+			where = "use an S3 store that supports conditional writes"
+		}
+		return "Fix: " + where + " (PutObject with If-None-Match: *): AWS S3, MinIO RELEASE.2024-11 or later, versitygw with metadata (not --nometa); or check that no proxy between ingestd and the endpoint strips the If-None-Match header."
+	case *GCS:
+		return "Fix: use Google Cloud Storage, or point STORAGE_EMULATOR_HOST at an emulator that honours ifGenerationMatch=0 (fake-gcs-server); gcp-storage-emulator does not."
+	case *Azure:
+		return "Fix: point table.storage.endpoint at Azure Blob Storage or Azurite, which honour If-None-Match: * on Put Blob; check that no proxy between ingestd and the endpoint strips the header."
 	}
 	return "Fix: use a store whose conditional create refuses an existing object."
 }

@@ -163,9 +163,12 @@ type Detail struct {
 	// GeneratedColumns are the top-level generated columns: name → generation expression
 	// (delta.generationExpression; PROTOCOL.md, "Generated Columns").
 	GeneratedColumns map[string]string `json:"generatedColumns,omitempty"`
-	Properties       map[string]string `json:"properties"`
-	NumFiles         int               `json:"numFiles"`
-	SizeInBytes      int64             `json:"sizeInBytes"`
+	// UnsupportedGenerated are the generated columns ingestd cannot compute, name → the
+	// reason a pipeline refuses the table at start-up (deltawriter.UnsupportedGenerated).
+	UnsupportedGenerated map[string]string `json:"unsupportedGeneratedColumns,omitempty"`
+	Properties           map[string]string `json:"properties"`
+	NumFiles             int               `json:"numFiles"`
+	SizeInBytes          int64             `json:"sizeInBytes"`
 	// SmallFiles counts the live files smaller than SmallFileThreshold bytes: what
 	// OPTIMIZE would compact.
 	SmallFiles         int   `json:"smallFiles"`
@@ -258,6 +261,12 @@ func Describe(location string, s *deltawriter.Snapshot) Detail {
 				}
 				d.GeneratedColumns[f.Name] = g
 			}
+		}
+		for name, err := range deltawriter.UnsupportedGenerated(s.Schema, s.Metadata.Configuration) {
+			if d.UnsupportedGenerated == nil {
+				d.UnsupportedGenerated = map[string]string{}
+			}
+			d.UnsupportedGenerated[name] = err.Error()
 		}
 	}
 	return d
@@ -355,6 +364,9 @@ func WriteDetail(w io.Writer, d Detail) {
 		fmt.Fprintf(w, "generated columns: %d\n", len(d.GeneratedColumns))
 		for _, k := range slices.Sorted(maps.Keys(d.GeneratedColumns)) {
 			fmt.Fprintf(w, "  %s GENERATED ALWAYS AS (%s)\n", k, d.GeneratedColumns[k])
+			if why, ok := d.UnsupportedGenerated[k]; ok {
+				fmt.Fprintf(w, "    UNSUPPORTED by ingestd (a pipeline refuses this table): %s\n", why)
+			}
 		}
 	}
 	keys := slices.Sorted(maps.Keys(d.Properties))

@@ -100,7 +100,36 @@ type Table struct {
 	// Storage holds optional object-store settings; credentials always come from the
 	// cloud's standard environment and credential chain, never from this file.
 	Storage Storage `yaml:"storage"`
+
+	// Mode is how records become rows: append (default: every record is a new row) or
+	// upsert (the table holds the latest row per Key; docs/keyed-tables.md).
+	Mode string `yaml:"mode"`
+	// Key are the key columns of an upsert table: top-level columns of the row
+	// (keyindex.CheckKeyColumns says which types).
+	Key []string `yaml:"key"`
+	// SequenceBy is the top-level column that orders the changes of one key (an integer,
+	// date or timestamp column); empty: the order the records are read in (the Kafka
+	// offset within a partition). Ties are broken by that order.
+	SequenceBy string `yaml:"sequence_by"`
+	// DeleteWhen is a Spark SQL boolean expression over the row's columns (the
+	// expression subset of CHECK constraints): a record whose row makes it true deletes
+	// its key instead of being written, e.g. "op = 'd'". A tombstone (null value) always
+	// deletes the key its Kafka key names.
+	DeleteWhen string `yaml:"delete_when"`
+	// DeleteHorizon is how long a delete's sequence is remembered per key, so that a
+	// change with an older sequence arriving later does not bring the row back; past it
+	// such a change is applied. Only with SequenceBy. Default 24h.
+	DeleteHorizon time.Duration `yaml:"delete_horizon"`
 }
+
+// Write modes of table.mode.
+const (
+	ModeAppend = "append"
+	ModeUpsert = "upsert"
+)
+
+// Keyed reports whether the pipeline writes a keyed table (table.mode upsert).
+func (t Table) Keyed() bool { return t.Mode == ModeUpsert }
 
 // Storage is table.storage: settings of the table's object store.
 type Storage struct {
@@ -374,6 +403,12 @@ func (c *Config) applyDefaults() {
 	if c.Table.KeyFormat == "" {
 		c.Table.KeyFormat = kafkacols.KeyBytes
 	}
+	if c.Table.Mode == "" {
+		c.Table.Mode = ModeAppend
+	}
+	if c.Table.Keyed() && c.Table.DeleteHorizon == 0 {
+		c.Table.DeleteHorizon = DefaultDeleteHorizon
+	}
 	if c.Schema.OnIncompatible == "" {
 		c.Schema.OnIncompatible = PolicyHalt
 	}
@@ -472,6 +507,7 @@ func (c *Config) validate() []error {
 	}
 	errs = append(errs, c.validateGenerated()...)
 	c.validateKafkaColumns(bad)
+	c.validateKeyed(bad)
 	switch c.Schema.Policy {
 	case PolicyEvolve, PolicyDeadLetter, PolicyHalt:
 	case "":
@@ -560,7 +596,7 @@ func (c *Config) validateKafkaColumns(bad func(path, msg, fix string)) {
 	if c.Table.KeyFormat == kafkacols.KeyAvro && c.SchemaRegistry == nil {
 		bad("$.table.key_format", "table.key_format avro needs schema_registry (keys are Confluent-framed Avro, decoded by their schema id)", "set schema_registry, or use key_format bytes or string")
 	}
-	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] {
+	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] && !c.Table.Keyed() { // a keyed table reads tombstones' keys in it
 		bad("$.table.key_format", fmt.Sprintf("table.key_format %s has no effect: table.kafka_columns does not list key", c.Table.KeyFormat), "add key to table.kafka_columns, or remove key_format")
 	}
 	// A Kafka column's type is fixed by this file, so a partition column that cannot be

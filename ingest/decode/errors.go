@@ -33,6 +33,11 @@ const (
 	// invariant of the table (its expression is false or NULL, or cannot be evaluated on
 	// the row); the ingestd.error.constraint header names every violated one.
 	ReasonCheckViolation = "check_violation"
+	// ReasonMissingKey: a record of a keyed table (table.mode upsert) whose row lacks a
+	// key column or holds NULL in one (or in table.sequence_by's column), or a tombstone
+	// whose Kafka key does not name a key (docs/keyed-tables.md). Dead-lettered under every
+	// schema policy: no table change can make it fit.
+	ReasonMissingKey = "missing_key"
 )
 
 // Error is a permanent decode failure for one record (or for every record of one writer

@@ -67,26 +67,51 @@ type AckIndex struct {
 }
 
 // NewAckIndex reads the table's commits after the smallest table version of recs' dead
-// letters that carry ack headers, keeping the txn moves of their appIds. With no such
-// record it reads nothing. Errors: listing or reading the log (wrapped store errors), or a
-// commit that does not parse.
+// letters that carry ack headers, keeping the txn moves of their appIds (an AckScope of
+// recs). With no such record it reads nothing. Errors: AckScope.Index's.
 func NewAckIndex(ctx context.Context, st storage.Store, recs []*kgo.Record) (*AckIndex, error) {
-	x := &AckIndex{st: st, apps: map[string]bool{}, moves: map[string][]txnMove{}, first: -1, last: -1}
-	minTV := int64(-2)
+	var s AckScope
 	for _, r := range recs {
-		a, tv, ok := AckOf(r)
-		if !ok {
-			continue
-		}
-		x.apps[a.TxnAppID] = true
-		if minTV == -2 || tv < minTV {
-			minTV = tv
-		}
+		s.Add(r)
 	}
-	if len(x.apps) == 0 {
+	return s.Index(ctx, st)
+}
+
+// AckScope collects, one dead letter at a time, what an AckIndex must read: the txn
+// appIds the dead letters name and the smallest table version they were checked
+// against. It keeps one entry per distinct appId (a source or replay partition), never
+// the records, so a dead-letter topic of any size is indexed in bounded memory. The zero
+// value is empty and ready.
+type AckScope struct {
+	apps  map[string]bool
+	minTV int64
+}
+
+// Add takes r's ack headers into the scope; a record without them changes nothing.
+func (s *AckScope) Add(r *kgo.Record) {
+	a, tv, ok := AckOf(r)
+	if !ok {
+		return
+	}
+	if s.apps == nil {
+		s.apps, s.minTV = map[string]bool{}, tv
+	}
+	s.apps[a.TxnAppID] = true
+	s.minTV = min(s.minTV, tv)
+}
+
+// Index reads the table's commits after the scope's smallest table version, keeping the
+// txn moves of its appIds. An empty scope reads nothing. Errors: listing or reading the
+// log (wrapped store errors), or a commit that does not parse.
+func (s *AckScope) Index(ctx context.Context, st storage.Store) (*AckIndex, error) {
+	x := &AckIndex{st: st, apps: map[string]bool{}, moves: map[string][]txnMove{}, first: -1, last: -1}
+	if len(s.apps) == 0 {
 		return x, nil
 	}
-	x.last = minTV
+	for app := range s.apps {
+		x.apps[app] = true
+	}
+	x.last = s.minTV
 	return x, x.Refresh(ctx)
 }
 

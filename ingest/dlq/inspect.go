@@ -1,12 +1,19 @@
 package dlq
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
-	"sort"
+	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,6 +39,7 @@ type Sample struct {
 	Partition   int32  `json:"partition"`
 	Offset      int64  `json:"offset"`
 	Source      string `json:"source"` // topic/partition/offset of the original record
+	Key         string `json:"key"`    // the record key: UTF-8 text as is, other bytes as 0x-prefixed hex, "" for none
 	Reason      string `json:"reason"`
 	Field       string `json:"field,omitempty"`
 	SchemaID    string `json:"schema_id,omitempty"`
@@ -49,19 +57,22 @@ type Source interface {
 type InspectOptions struct {
 	Topic    string       // the dead-letter topic
 	Pipeline string       // count this pipeline's records (ingestd.error.pipeline); others are counted apart
-	Samples  int          // records to decode, the first of each reason first
+	Samples  int          // records to decode per reason: the first of each partition's, by partition and offset
+	Reasons  []string     // sample only these reasons (empty: every reason); the counts cover every record
 	Schemas  Source       // writer schemas of the samples
 	Framed   bool         // values carry the Confluent frame (magic 0 + 4-byte schema id)
 	Log      *slog.Logger // warnings while reading; nil discards them
-	// FetchError, when not nil, ends the read with its non-nil result (ReadToEnd's fatal).
+	// FetchError, when not nil, ends the read with its non-nil result (Scan's fatal).
 	FetchError func(error) error
 }
 
-// Inspect reads the whole dead-letter topic through cl (up to its end offsets now) and
-// counts o.Pipeline's records by reason, field, schema id and replay count, keeping up to
-// o.Samples records (the first of each reason first) decoded with their own writer schema.
-// It reads only; nothing is committed or produced. Errors: listing the end offsets, or
-// reading the topic (ReadToEnd).
+// Inspect streams the whole dead-letter topic through cl (up to its end offsets now; Scan)
+// and counts o.Pipeline's records by reason, field, schema id and replay count, keeping up
+// to o.Samples records of each reason (of o.Reasons when set: the first by partition and
+// offset) decoded with their own writer schema. It holds the counts and at most
+// o.Samples records per reason and partition, copied out of the fetch buffers, so its
+// memory does not grow with the topic. It reads only; nothing is committed or produced.
+// Errors: listing the end offsets, or reading the topic (Scan).
 func Inspect(ctx context.Context, cl *kgo.Client, o InspectOptions) (*Report, error) {
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, o.Topic)
 	if err == nil {
@@ -74,51 +85,53 @@ func Inspect(ctx context.Context, cl *kgo.Client, o InspectOptions) (*Report, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	byPart, err := ReadToEnd(ctx, cl, o.Topic, ends[o.Topic], log, o.FetchError)
+	ranges, err := Ranges(o.Topic, ends[o.Topic])
 	if err != nil {
 		return nil, err
 	}
-	samples := o.Samples
 	rep := &Report{Topic: o.Topic, ByReason: map[string]int{}, ByField: map[string]int{},
 		BySchemaID: map[string]int{}, ByReplays: map[string]int{}}
-	parts := make([]int32, 0, len(byPart))
-	for part := range byPart {
-		parts = append(parts, part)
+	type reasonPart struct {
+		reason string
+		part   int32
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	kept := map[reasonPart][]*kgo.Record{} // the first o.Samples of each reason in each partition
+	err = Scan(ctx, cl, o.Topic, ranges, log, o.FetchError, func(r *kgo.Record) error {
+		if name, ok := Header(r, HeaderPipeline); ok && name != o.Pipeline {
+			rep.Others++
+			return nil
+		}
+		rep.Total++
+		reason, _ := Header(r, HeaderReason)
+		field, _ := Header(r, HeaderField)
+		id, _ := Header(r, HeaderSchemaID)
+		rep.ByReason[reason]++
+		rep.ByField[reason+" "+field]++
+		if id != "" {
+			rep.BySchemaID[id]++
+		}
+		rep.ByReplays[fmt.Sprint(ReplayCount(r))]++
+		k := reasonPart{reason, r.Partition}
+		if len(kept[k]) < o.Samples && (len(o.Reasons) == 0 || slices.Contains(o.Reasons, reason)) {
+			kept[k] = append(kept[k], detach(r))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	var picked []*kgo.Record
-	firstOfReason := map[string]bool{}
-	for _, part := range parts {
-		for _, r := range byPart[part] {
-			if name, ok := Header(r, HeaderPipeline); ok && name != o.Pipeline {
-				rep.Others++
-				continue
-			}
-			rep.Total++
-			reason, _ := Header(r, HeaderReason)
-			field, _ := Header(r, HeaderField)
-			id, _ := Header(r, HeaderSchemaID)
-			rep.ByReason[reason]++
-			rep.ByField[reason+" "+field]++
-			if id != "" {
-				rep.BySchemaID[id]++
-			}
-			rep.ByReplays[fmt.Sprint(ReplayCount(r))]++
-			if !firstOfReason[reason] && len(picked) < samples {
-				firstOfReason[reason] = true
-				picked = append(picked, r)
+	for _, reason := range slices.Sorted(maps.Keys(rep.ByReason)) {
+		var rs []*kgo.Record
+		for k, recs := range kept {
+			if k.reason == reason {
+				rs = append(rs, recs...)
 			}
 		}
-	}
-	for _, part := range parts { // fill the rest of the samples in offset order
-		for _, r := range byPart[part] {
-			if len(picked) >= samples {
-				break
-			}
-			if name, ok := Header(r, HeaderPipeline); (!ok || name == o.Pipeline) && !containsRecord(picked, r) {
-				picked = append(picked, r)
-			}
-		}
+		slices.SortFunc(rs, func(a, b *kgo.Record) int {
+			return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+		})
+		picked = append(picked, rs[:min(len(rs), o.Samples)]...)
 	}
 	for _, r := range picked {
 		rep.Samples = append(rep.Samples, sample(ctx, o, r))
@@ -126,17 +139,28 @@ func Inspect(ctx context.Context, cl *kgo.Client, o InspectOptions) (*Report, er
 	return rep, nil
 }
 
-func containsRecord(rs []*kgo.Record, r *kgo.Record) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
+// detach copies what a sample shows out of r, so that keeping it does not pin the fetch
+// buffer r was decoded from.
+func detach(r *kgo.Record) *kgo.Record {
+	c := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+		Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}
+	for _, h := range r.Headers {
+		c.Headers = append(c.Headers, kgo.RecordHeader{Key: strings.Clone(h.Key), Value: bytes.Clone(h.Value)})
 	}
-	return false
+	return c
+}
+
+// keyText shows a record key: UTF-8 text without control characters as is, other
+// bytes (an Avro or binary key) as 0x-prefixed hex; "" for no key.
+func keyText(k []byte) string {
+	if utf8.Valid(k) && !strings.ContainsFunc(string(k), unicode.IsControl) {
+		return string(k)
+	}
+	return "0x" + hex.EncodeToString(k)
 }
 
 func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
-	s := Sample{Partition: r.Partition, Offset: r.Offset, Source: OriginalKey(r)}
+	s := Sample{Partition: r.Partition, Offset: r.Offset, Source: OriginalKey(r), Key: keyText(r.Key)}
 	s.Reason, _ = Header(r, HeaderReason)
 	s.Field, _ = Header(r, HeaderField)
 	s.SchemaID, _ = Header(r, HeaderSchemaID)

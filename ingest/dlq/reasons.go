@@ -6,7 +6,7 @@ import "github.com/ingestd/ingestd/ingest/decode"
 // `ingestd replay --reason` accepts these. The codes themselves are defined where the
 // failures are found (decode.Reason*); this is the one list of them.
 var Reasons = []string{
-	decode.ReasonBadMagic, decode.ReasonCheckViolation, decode.ReasonDecodeError, decode.ReasonGeneratedColumnMismatch, decode.ReasonKafkaColumnCollision, decode.ReasonKeyDecodeError, decode.ReasonNotNullViolation,
+	decode.ReasonBadMagic, decode.ReasonCheckViolation, decode.ReasonDecodeError, decode.ReasonGeneratedColumnMismatch, decode.ReasonKafkaColumnCollision, decode.ReasonKeyDecodeError, decode.ReasonMissingKey, decode.ReasonNotNullViolation,
 	decode.ReasonSchemaMismatch, decode.ReasonSchemaNotFound, decode.ReasonSchemaParseError,
 	decode.ReasonSchemaUnreadable, decode.ReasonTooShort, decode.ReasonTrailingBytes, decode.ReasonTruncated, decode.ReasonUnsupportedType,
 }

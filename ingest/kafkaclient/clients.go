@@ -116,7 +116,21 @@ func (f Clients) DeadLetterProducer() (*kgo.Client, error) {
 // RecordDeliveryTimeout: kgo measures it from each record's timestamp, and a dead letter
 // keeps its (old) source timestamp; the caller's context bounds delivery instead.
 func (f Clients) ReplayReader() (*kgo.Client, error) {
-	return f.newClient("replay reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	return f.newClient("replay reader", append(f.dlqFetch(), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+}
+
+// dlqFetch bounds what a dead-letter topic reader buffers: one fetch at a time, of at
+// most DLQFetchBytes (a record batch larger than that still arrives whole, as the
+// protocol requires).
+func (f Clients) dlqFetch() []kgo.Opt {
+	return []kgo.Opt{kgo.FetchMaxBytes(DLQFetchBytes(int64(f.cfg.Batch.MaxBytes))), kgo.MaxConcurrentFetches(1)}
+}
+
+// DLQFetchBytes is the fetch size of the readers of a dead-letter topic (replay, dlq
+// inspect) for a pipeline's batch.max_bytes: an eighth of it, between 1 MiB and kgo's
+// default of 50 MiB. A replay holds one batch (batch.max_bytes) and this one fetch.
+func DLQFetchBytes(maxBytes int64) int32 {
+	return int32(min(50<<20, max(1<<20, maxBytes/8)))
 }
 
 // CarryProducer re-produces a replay's carried-forward records to the partition they
@@ -128,7 +142,7 @@ func (f Clients) CarryProducer() (*kgo.Client, error) {
 // InspectReader reads the dead-letter topic for `ingestd dlq inspect` (committed records
 // only); it produces nothing.
 func (f Clients) InspectReader() (*kgo.Client, error) {
-	return f.newClient("dlq inspect reader", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	return f.newClient("dlq inspect reader", append(f.dlqFetch(), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 }
 
 // LogCleanupAdmin describes the dead-letter topic's retention for the log cleanup's

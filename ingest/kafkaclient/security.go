@@ -327,7 +327,7 @@ func AsSecurityError(k config.Kafka, need string, err error) error {
 // operation ("READ", "WRITE"), resource "topic" or "group". It never includes a secret.
 func MissingACL(k config.Kafka, op, resource, name string) string {
 	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", principal(k), strings.ToUpper(op), resource, name,
-		aclHint(k, strings.ToUpper(op[:1])+strings.ToLower(op[1:]), resource, name))
+		aclHint(k, aclOperation(op), resource, name))
 }
 
 // ListenerMismatch returns a *SecurityError when err says that the client and the

@@ -74,8 +74,11 @@ func NewLogCleaner(cfg *config.Config, log *slog.Logger, clients kafkaclient.Cli
 func (c *LogCleaner) AfterCheckpoint(ctx context.Context, t *deltawriter.Table, version int64) {
 	hold, err := c.replayHold(ctx)
 	if err != nil {
-		c.log.Warn("log cleanup skipped: cannot read the dead-letter topic's retention", "table", c.cfg.Table.URI,
-			"dead_letter_topic", c.cfg.DeadLetter.Topic, "checkpoint", version, "err", err)
+		args := []any{"table", c.cfg.Table.URI, "dead_letter_topic", c.cfg.DeadLetter.Topic, "checkpoint", version, "err", err}
+		if fix := kafkaclient.DescribeConfigsFix(c.cfg.Kafka, c.cfg.DeadLetter.Topic, err); fix != "" {
+			args = append(args, "fix", fix)
+		}
+		c.log.Warn("log cleanup skipped: cannot read the dead-letter topic's retention", args...)
 		return
 	}
 	if hold < 0 {

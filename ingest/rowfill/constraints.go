@@ -3,6 +3,9 @@ package rowfill
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,10 +25,31 @@ import (
 // added by anyone is checked from the next flush on, and a commit conflict with a winner
 // that changed the metadata rebuilds the batch (a new Stage), re-checking every record.
 
+// CHAR(n) and VARCHAR(n) limits (deltawriter.CharVarcharLimits: Spark's field metadata
+// __CHAR_VARCHAR_TYPE_STRING) are checked by the same fill, before the CHECK
+// constraints: every non-null value of a limited string leaf (a top-level or nested
+// field, an array's elements, a map's keys and values, a partition column) must have at
+// most n Unicode code points, trailing spaces included, as Delta's write-side check has
+// it. A violation is a check_violation named char_varchar(<column>), routed like any
+// other. Values are stored as sent: a CHAR(n) value shorter than n is not padded (Spark
+// 3.4+ writes it so too, and pads on read; docs/tables.md, "CHAR and VARCHAR").
+
 // constraintFill checks a flush's constraints on each decoded row (a columnFill).
 type constraintFill struct {
-	cons []checkedConstraint
+	limits []checkedLimit
+	cons   []checkedConstraint
 }
+
+// checkedLimit is a CHAR/VARCHAR limit bound to its leaf column in the flush's Parquet
+// schema; a value at the leaf's maximum definition level is a non-null string.
+type checkedLimit struct {
+	deltawriter.CharVarcharLimit
+	leaf, maxDef int
+}
+
+// LimitName is the constraint name of a CHAR/VARCHAR limit of column (a leaf path as
+// deltawriter.CharVarcharLimit.Column) in check_violation dead letters.
+func LimitName(column string) string { return "char_varchar(" + column + ")" }
 
 type checkedConstraint struct {
 	deltawriter.Constraint
@@ -33,13 +57,29 @@ type checkedConstraint struct {
 }
 
 // newConstraintFill returns the fill of the constraints of a table with schema and
-// configuration conf (deltawriter.Constraints), or nil when it has none.
-func newConstraintFill(schema *deltalog.StructType, conf map[string]string) (*constraintFill, error) {
+// configuration conf (deltawriter.Constraints) and of its CHAR/VARCHAR limits
+// (deltawriter.CharVarcharLimits, their leaves in pq under column mapping mode cm), or
+// nil when it has none.
+func newConstraintFill(schema *deltalog.StructType, cm deltalog.ColumnMappingMode, pq *parquet.Schema, conf map[string]string) (*constraintFill, error) {
 	cons, err := deltawriter.Constraints(schema, conf)
-	if err != nil || len(cons) == 0 {
+	if err != nil {
 		return nil, err
 	}
+	limits, err := deltawriter.CharVarcharLimits(schema, cm)
+	if err != nil {
+		return nil, err
+	}
+	if len(cons) == 0 && len(limits) == 0 {
+		return nil, nil
+	}
 	c := &constraintFill{}
+	for _, l := range limits {
+		lc, ok := pq.Lookup(l.Leaf...)
+		if !ok {
+			return nil, fmt.Errorf("check %s of column %q: the Parquet schema has no leaf %s", l.Type, l.Column, strings.Join(l.Leaf, "."))
+		}
+		c.limits = append(c.limits, checkedLimit{CharVarcharLimit: l, leaf: lc.ColumnIndex, maxDef: lc.MaxDefinitionLevel})
+	}
 	for _, k := range cons {
 		c.cons = append(c.cons, checkedConstraint{Constraint: k, args: make([]expr.Value, len(k.Expr.Columns()))})
 	}
@@ -51,9 +91,34 @@ func newConstraintFill(schema *deltalog.StructType, conf map[string]string) (*co
 // every violated constraint's name (", "-separated, in that order) and
 // "constraint.<name>" holds each one's expression (ingestd.error.constraint and
 // ingestd.error.constraint.<name> headers).
+//
+// A CHAR/VARCHAR limit violated is named char_varchar(<column>) (LimitName), first, with
+// "constraint.char_varchar(<column>)" holding "length(<column>) <= n" and the declared
+// type, and the record's Field is the first such column.
 func (c *constraintFill) fill(_ *kgo.Record, row *rowView) error {
 	var names, why []string
 	var details map[string]string
+	var field string
+	for i := range c.limits {
+		l := &c.limits[i]
+		longest := -1
+		for _, v := range row.leaf(l.leaf) {
+			if v.DefinitionLevel() == l.maxDef {
+				longest = max(longest, utf8.RuneCount(v.ByteArray()))
+			}
+		}
+		if longest <= l.N {
+			continue
+		}
+		if details == nil {
+			details = map[string]string{}
+			field = l.Column
+		}
+		name := LimitName(l.Column)
+		names = append(names, name)
+		details["constraint."+name] = fmt.Sprintf("length(%s) <= %d (%s, declared %s)", l.Column, l.N, l.Type, l.Declared)
+		why = append(why, fmt.Sprintf("%s: column %s is %s, the value has %d characters (Unicode code points, trailing spaces included)", name, l.Column, l.Type, longest))
+	}
 	for i := range c.cons {
 		k := &c.cons[i]
 		for j, col := range k.Expr.Columns() {
@@ -90,6 +155,6 @@ func (c *constraintFill) fill(_ *kgo.Record, row *rowView) error {
 		return nil
 	}
 	details["constraint"] = strings.Join(names, ", ")
-	return &decode.Error{Reason: decode.ReasonCheckViolation, Details: details,
+	return &decode.Error{Reason: decode.ReasonCheckViolation, Field: field, Details: details,
 		Err: fmt.Errorf("the row violates %s (a row must make every constraint true; NULL is a violation)", strings.Join(why, "; "))}
 }

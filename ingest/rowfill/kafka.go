@@ -25,7 +25,8 @@ type KeySchemas struct {
 }
 
 // kafkaFill fills the Kafka columns of each written record (a columnFill): _kafka_topic,
-// _kafka_partition, _kafka_offset and _kafka_timestamp (µs, from the record's timestamp),
+// _kafka_partition, _kafka_offset and _kafka_timestamp (µs, the broker's milliseconds
+// exactly; NULL for -1 and outside Delta's range: fillTimestamp),
 // _kafka_headers (headerMap: the last value of a repeated key wins; a null
 // value is NULL; no headers is an empty map) and _kafka_key in table.key_format.
 // Errors: a *decode.Error with decode.ReasonKeyDecodeError for a key that cannot be
@@ -51,6 +52,10 @@ type kafkaFill struct {
 	// found once, not by name for every column of every record (rowView.column).
 	row  *rowView
 	tops [len(kafkaSet)]kafkaTop
+
+	// outOfRange is whether the last record filled had a timestamp outside Delta's range
+	// (written NULL): Stage.Fill counts it once the row is placed.
+	outOfRange bool
 
 	// scratch, reused across records (replace copies the values into the buffers)
 	entries    []header
@@ -121,7 +126,7 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 	if err := set(setOffset, parquet.Int64Value(offset)); err != nil {
 		return err
 	}
-	if err := set(setTimestamp, parquet.Int64Value(rec.Timestamp.UnixMicro())); err != nil {
+	if err := k.fillTimestamp(rec, row); err != nil {
 		return err
 	}
 	if k.has(kafkacols.Headers) {
@@ -134,6 +139,33 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 		return k.fillKey(rec.Key, row)
 	}
 	return nil
+}
+
+// fillTimestamp sets _kafka_timestamp to the broker's milliseconds × 1000 µs, recovered
+// exactly from franz-go's Record.Timestamp (kafkacols.TimestampMillis): NULL for Kafka's
+// -1 (no timestamp) and for a value outside the range Delta's readers hold
+// (kafkacols.TimestampMicros: 0001-01-01..9999-12-31), which also sets outOfRange for the
+// flush to count. A NULL for a NOT NULL _kafka_timestamp is a not_null_violation.
+func (k *kafkaFill) fillTimestamp(rec *kgo.Record, row *rowView) error {
+	k.outOfRange = false
+	if !k.tops[setTimestamp].has {
+		return nil
+	}
+	ms := kafkacols.TimestampMillis(rec.Timestamp)
+	us, ok, out := kafkacols.TimestampMicros(ms)
+	if ok {
+		return k.set(row, setTimestamp, parquet.Int64Value(us))
+	}
+	name := kafkacols.Column(kafkacols.Timestamp)
+	if t := k.tops[setTimestamp]; t.ok && !t.col.field.Nullable {
+		why := "the record has no timestamp (-1)"
+		if out {
+			why = fmt.Sprintf("the record's timestamp %d ms is outside %d..%d (0001-01-01..9999-12-31)", ms, kafkacols.TimestampMinMillis, kafkacols.TimestampMaxMillis)
+		}
+		return &decode.Error{Reason: decode.ReasonNotNullViolation, Field: name, Err: fmt.Errorf("%s, but column %s is NOT NULL", why, name)}
+	}
+	k.outOfRange = out
+	return k.set(row, setTimestamp, parquet.NullValue())
 }
 
 // fillHeaders writes the map's key_value entries with the levels of its leaves: an

@@ -72,6 +72,13 @@ type Stage struct {
 	filled   []filledColumn
 	detour   []int
 	detourWS *decode.WriterSchema
+	// kafka is the Kafka column fill (nil without Kafka columns); outOfRange counts the
+	// rows placed whose record timestamp was outside Delta's range (written NULL).
+	kafka      *kafkaFill
+	outOfRange int
+	// keyed reads each row's key, sequence and delete flag for a keyed table (Changes);
+	// nil for an append table.
+	keyed *keyFill
 }
 
 // New builds the per-row stage of a flush of cfg's pipeline to table t: the Kafka column
@@ -102,12 +109,31 @@ func New(cfg *config.Config, t Table, o Options) (*Stage, error) {
 	if parts != nil {
 		parts.levelled = o.Levelled
 	}
-	if len(fills) == 0 && parts == nil {
+	keyed, err := newKeyFill(cfg, t.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if len(fills) == 0 && parts == nil && keyed == nil {
 		return nil, nil
 	}
-	s := &Stage{row: row, fills: fills, parts: parts}
+	s := &Stage{row: row, fills: fills, parts: parts, keyed: keyed}
+	for _, fl := range fills {
+		if kf, ok := fl.(*kafkaFill); ok {
+			s.kafka = kf
+		}
+	}
 	s.filled = fillTargets(cfg, fills, row, column.Leaves(t.Parquet))
 	return s, nil
+}
+
+// TimestampsOutOfRange is how many rows this Stage placed whose record's Kafka timestamp
+// was outside the range _kafka_timestamp holds (0001-01-01..9999-12-31,
+// kafkacols.TimestampMicros) and was written NULL; 0 for a nil Stage.
+func (s *Stage) TimestampsOutOfRange() int {
+	if s == nil {
+		return 0
+	}
+	return s.outOfRange
 }
 
 // Partitioner is the flush's partitioner; nil for an unpartitioned table (and for a nil
@@ -165,9 +191,42 @@ func (s *Stage) Fill(rec *kgo.Record) error {
 	if len(s.detour) > 0 {
 		s.row.fillMissing(s.detour)
 	}
-	if s.parts != nil {
-		return s.parts.place(s.row) // moves the row into its partition's file
+	switch {
+	case s.keyed != nil:
+		if err := s.keyedPlace(rec); err != nil { // reads the key, then places the row
+			return err
+		}
+	case s.parts != nil:
+		if err := s.parts.place(s.row); err != nil { // moves the row into its partition's file
+			return err
+		}
 	}
+	if s.kafka != nil && s.kafka.outOfRange {
+		s.outOfRange++
+	}
+	return nil
+}
+
+// keyedPlace reads the row's key (keyFill.read) before placing it, and records its change
+// once placed.
+func (s *Stage) keyedPlace(rec *kgo.Record) error {
+	ch, err := s.keyed.read(s.row)
+	if err != nil {
+		s.row.drop()
+		return err
+	}
+	ch.Rec = rec
+	if s.parts == nil {
+		ch.Row = s.keyed.unparted
+		s.keyed.unparted++
+	} else {
+		if err := s.parts.place(s.row); err != nil {
+			s.keyed.arena = s.keyed.arena[:len(s.keyed.arena)-len(ch.Key)]
+			return err
+		}
+		ch.File, ch.Row = s.parts.last, s.parts.last.Rows-1
+	}
+	s.keyed.changes = append(s.keyed.changes, ch)
 	return nil
 }
 
@@ -208,7 +267,7 @@ func fillsFor(cfg *config.Config, schema *deltalog.StructType, cm deltalog.Colum
 	if gen != nil {
 		fills = append(fills, gen)
 	}
-	cons, err := newConstraintFill(schema, conf) // CHECK constraints and invariants: check only, after every column is filled
+	cons, err := newConstraintFill(schema, cm, pq, conf) // CHECK constraints and invariants: check only, after every column is filled
 	if err != nil {
 		return nil, fmt.Errorf("prepare CHECK constraints: %w", err)
 	}

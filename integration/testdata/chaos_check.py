@@ -10,15 +10,18 @@ import json
 import os
 import sys
 
+import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 
 
 def main():
     path, n = sys.argv[1], int(sys.argv[2])
     raw = os.environ.get("READ_TABLE_STORAGE_OPTIONS", "")
     dt = DeltaTable(path, storage_options=json.loads(raw) if raw else None)
-    t = dt.to_pyarrow_table()
+    # QueryBuilder (delta-rs' query engine) applies column mapping and deletion vectors;
+    # to_pyarrow_table() does not (docs/readers.md).
+    t = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
     ids = t.column("id")
     counts = pc.value_counts(ids)
     values = counts.field("values").to_pylist()

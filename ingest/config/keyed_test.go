@@ -1,0 +1,69 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
+)
+
+// keyedConfig is goodConfig as an upsert pipeline with the table block spread over lines
+// 4–9, so that errors name each key's own line.
+const keyedConfig = `name: customers
+kafka: {brokers: ["k:9092"], topics: [customers]}
+schema_registry: {url: "http://r:8081"}
+table:
+  uri: "file:///tmp/t"
+  create: true
+  mode: upsert
+  key: [id]
+  sequence_by: updated_at
+schema: {policy: evolve}
+dead_letter: {topic: customers.dlq}
+`
+
+func TestKeyedConfigDefaults(t *testing.T) {
+	cfgs, err := Load(configtest.Write(t, keyedConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfgs[0]
+	if !c.Table.Keyed() || c.Table.DeleteHorizon != 24*time.Hour || c.Table.SequenceBy != "updated_at" {
+		t.Fatalf("keyed %v, delete_horizon %v, sequence_by %q; want true, 24h, updated_at", c.Table.Keyed(), c.Table.DeleteHorizon, c.Table.SequenceBy)
+	}
+	cfgs, err = Load(configtest.Write(t, goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfgs[0]; c.Table.Mode != ModeAppend || c.Table.Keyed() || c.Table.DeleteHorizon != 0 {
+		t.Fatalf("default mode %q keyed %v horizon %v, want append, false, 0", c.Table.Mode, c.Table.Keyed(), c.Table.DeleteHorizon)
+	}
+}
+
+func TestKeyedConfigErrors(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"unknown mode", strings.Replace(keyedConfig, "mode: upsert", "mode: merge", 1),
+			`p.yaml:7: table.mode "merge" is not append or upsert (fix: use append (every record a new row) or upsert (the latest row per table.key))`},
+		{"no key", strings.Replace(keyedConfig, "  key: [id]\n", "", 1),
+			`p.yaml:4: table.mode is upsert but table.key is missing (fix: name the key columns, e.g. key: [id])`},
+		{"key twice", strings.Replace(keyedConfig, "key: [id]", "key: [id, ID]", 1),
+			`p.yaml:8: table.key: column "ID" is listed twice (fix: list each key column once)`},
+		{"sequence is a key column", strings.Replace(keyedConfig, "sequence_by: updated_at", "sequence_by: Id", 1),
+			`p.yaml:9: table.sequence_by "Id" is a key column (fix: order changes by a column that changes with each change, e.g. an update timestamp or a log sequence number)`},
+		{"delete_when does not parse", strings.Replace(keyedConfig, "  sequence_by: updated_at\n", "  delete_when: \"op = \"\n", 1),
+			`p.yaml:9: table.delete_when "op = ": parse expression "op = ": at offset 5: unexpected end of expression (fix: write a boolean Spark SQL expression over the row's columns, e.g. delete_when: "op = 'd'")`},
+		{"no dead-letter topic", strings.Replace(keyedConfig, "dead_letter: {topic: customers.dlq}\n", "", 1),
+			`p.yaml:1: table.mode is upsert but dead_letter.topic is missing: a record without its key (or with a NULL key column) goes to the dead-letter topic under every policy (fix: set dead_letter: {topic: <topic>.dlq})`},
+		{"keyed keys on an append table", strings.Replace(keyedConfig, "mode: upsert", "mode: append", 1),
+			"p.yaml:8: table.key is set but table.mode is append, which ignores it (fix: set table.mode: upsert, or remove table.key)\n" +
+				"p.yaml:9: table.sequence_by is set but table.mode is append, which ignores it (fix: set table.mode: upsert, or remove table.sequence_by)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,472 @@
+package ingest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/keyindex"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/dlq"
+	"github.com/ingestd/ingestd/ingest/rowfill"
+)
+
+// Keyed tables (table.mode upsert; docs/keyed-tables.md): a flush's changes are reduced to
+// the last per key before anything is written, each winner is compared with what the
+// table holds for its key, and the rows that winners replace or delete are marked in
+// deletion vectors of the files holding them, in the same commit as the new rows and the
+// txns (docs/architecture.md, Keyed tables).
+
+// rowLoc is a row of a data file of the table: its add.path and its 0-based position.
+type rowLoc struct {
+	path string
+	row  uint64
+}
+
+// stored is what the table holds for a key when a flush starts: its live rows (more than
+// one only in a table another writer filled with duplicates), the sequence of the newest
+// change applied to it, and whether that change deleted it (a remembered delete: no live
+// row, seq is the delete's).
+type stored struct {
+	locs    []rowLoc
+	seq     int64
+	deleted bool
+	found   bool
+}
+
+// keyedPlan is what a keyed flush does beyond writing its kept rows.
+type keyedPlan struct {
+	// keep holds, per data file of the flush (nil: the unpartitioned table's columns),
+	// which of its rows are written: the rows of winning upserts.
+	keep map[*rowfill.PartitionFile][]bool
+	// marks are the stored rows to delete, by file path (rows replaced by a kept row, or
+	// deleted).
+	marks map[string][]uint64
+	// deletes are the keys a winning delete removes, with its sequence, remembered for
+	// table.delete_horizon when changes are ordered by a column.
+	deletes []keyedDelete
+	// markers are, per data file of the flush, the rows of winning deletes kept in the
+	// file and marked deleted in its deletion vector in the same commit (changes ordered by
+	// a column only): no reader sees them, and a key index built from the table finds the
+	// delete's key and sequence there (a deleted row newer than every live row of its key
+	// is a remembered delete), so the delete is remembered across restarts until OPTIMIZE
+	// purges the row.
+	markers map[*rowfill.PartitionFile][]int
+	// counts for the metrics and the log: changes superseded by a later change of their
+	// key in the batch, winners older than what the table holds (stale), upserts written,
+	// deletes applied (a key with a live row, or remembered), rows marked deleted.
+	superseded, stale, upserts, deleted, marked int
+}
+
+// keyedDelete is a key a flush deleted, and the delete's sequence.
+type keyedDelete struct {
+	key []byte
+	seq int64
+}
+
+// planKeyed reduces changes (in any order; pos gives each record's position in the
+// batch) to the last change per key and decides each winner against the table. ordered is
+// true when changes carry a sequence (table.sequence_by): a key's last change is then the
+// one with the greatest (sequence, position), and a winner whose sequence is lower than
+// the one the table holds for its key is stale (dropped, deletes included); without a
+// sequence the batch's order decides and the batch always wins over the table. A
+// tombstone carries no sequence of its own: it deletes what is current at its position,
+// so it takes the greatest sequence of its key seen before it (the table's included).
+// rows gives each data file's row count (the keep masks' lengths); lookup returns what
+// the table holds for a key.
+func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered bool, rows map[*rowfill.PartitionFile]int,
+	lookup func(key []byte) stored) keyedPlan {
+	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}, markers: map[*rowfill.PartitionFile][]int{}}
+	for f, n := range rows {
+		p.keep[f] = make([]bool, n)
+	}
+	order := make([]int, len(changes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := bytes.Compare(changes[a].Key, changes[b].Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(pos[changes[a].Rec], pos[changes[b].Rec])
+	})
+	for i := 0; i < len(order); {
+		j := i + 1
+		for j < len(order) && bytes.Equal(changes[order[j]].Key, changes[order[i]].Key) {
+			j++
+		}
+		run := order[i:j]
+		st := lookup(changes[run[0]].Key)
+		win := run[len(run)-1]
+		if ordered {
+			win = lastBySequence(changes, run, st)
+		}
+		p.superseded += len(run) - 1
+		p.decide(&changes[win], st, ordered)
+		i = j
+	}
+	return p
+}
+
+// lastBySequence is the winner of one key's changes run (in position order) when changes
+// are ordered by a sequence: the greatest (sequence, position), a tombstone taking the
+// greatest sequence seen before it (st's included).
+func lastBySequence(changes []rowfill.Change, run []int, st stored) int {
+	win, have := -1, st.found
+	high := st.seq
+	for _, i := range run {
+		c := &changes[i]
+		if c.Row < 0 && c.Delete { // a tombstone
+			if have {
+				c.Seq = high
+			} else {
+				c.Seq = minSeq
+			}
+		}
+		if !have || c.Seq >= high {
+			high, have = c.Seq, true
+		}
+		if win < 0 || c.Seq >= changes[win].Seq {
+			win = i
+		}
+	}
+	return win
+}
+
+// minSeq is a tombstone's sequence when nothing of its key is known: any change wins over it.
+const minSeq = -1 << 63
+
+// decide applies the winning change c of its key to the plan, given what the table holds
+// for the key.
+func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
+	if ordered && st.found && c.Seq < st.seq {
+		p.stale++
+		return
+	}
+	for _, l := range st.locs {
+		p.marks[l.path] = append(p.marks[l.path], l.row)
+		p.marked++
+	}
+	if c.Delete {
+		if len(st.locs) > 0 {
+			p.deleted++
+		}
+		if ordered && c.Seq != minSeq {
+			p.deletes = append(p.deletes, keyedDelete{key: c.Key, seq: c.Seq})
+			if c.Row >= 0 && len(st.locs) == 0 {
+				// Nothing in the table carries this delete's sequence: its own row does.
+				p.keep[c.File][c.Row] = true
+				p.markers[c.File] = append(p.markers[c.File], c.Row)
+			}
+		}
+		return
+	}
+	p.keep[c.File][c.Row] = true
+	p.upserts++
+}
+
+// keyedState is a keyed pipeline's state across flushes: the key index of its table
+// (deltawriter/keyindex), built on the first flush that finds the table and kept current
+// by each commit (ours, applied in memory) and each snapshot change (others', read).
+type keyedState struct {
+	spec    keyindex.Spec
+	ordered bool          // table.sequence_by is set
+	horizon time.Duration // table.delete_horizon
+	ix      *keyindex.Index
+	// stale is set when the index missed commits of other writers (our commit landed
+	// past the version after the one it read): the next flush refreshes it from the
+	// snapshot instead of trusting its version.
+	stale bool
+	// expired is when remembered deletes past the horizon were last forgotten
+	// (Index.Expire visits every key: at most once a minute).
+	expired time.Time
+}
+
+// newKeyedState is the keyed state of cfg's pipeline; nil for an append table.
+func newKeyedState(cfg *config.Config) *keyedState {
+	if !cfg.Table.Keyed() {
+		return nil
+	}
+	return &keyedState{spec: keyindex.Spec{Key: cfg.Table.Key, Sequence: cfg.Table.SequenceBy},
+		ordered: cfg.Table.SequenceBy != "", horizon: cfg.Table.DeleteHorizon}
+}
+
+// sync brings the index to snap: built on first use, refreshed when snap is newer than
+// it (another writer's commits) or it missed commits. Errors: the store's, reading the
+// key columns of the table's files.
+func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot) error {
+	switch {
+	case k.ix == nil:
+		var opts []keyindex.Option
+		if k.ordered {
+			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table
+		}
+		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
+		if err != nil {
+			return fmt.Errorf("build key index: %w", err)
+		}
+		k.ix, k.stale = ix, false
+	case k.stale || k.ix.Version() != snap.Version:
+		if _, err := k.ix.Refresh(ctx, st, snap); err != nil {
+			k.ix = nil // rebuilt by the next attempt
+			return fmt.Errorf("refresh key index: %w", err)
+		}
+		k.stale = false
+	}
+	if now := time.Now(); k.ordered && now.Sub(k.expired) > time.Minute {
+		k.ix.Expire(now.Add(-k.horizon))
+		k.expired = now
+	}
+	return nil
+}
+
+// lookup is what the table holds for key, from the index (none before the table exists).
+func (k *keyedState) lookup(key []byte) stored {
+	if k.ix == nil {
+		return stored{}
+	}
+	h, ok := k.ix.Lookup(key)
+	if !ok {
+		return stored{}
+	}
+	s := stored{seq: h.Seq, deleted: h.Deleted, found: true}
+	for _, l := range h.Rows {
+		s.locs = append(s.locs, rowLoc{path: l.Path, row: l.Row})
+	}
+	return s
+}
+
+// keyedFlush is a keyed flush's plan and what its commit tells the index.
+type keyedFlush struct {
+	plan keyedPlan
+	// files are the flush's data files with rows after the reduction, in the order
+	// writeFiles writes them (nil: the unpartitioned table's), and keys/seqs each file's
+	// rows' keys and sequences in row order.
+	files []*rowfill.PartitionFile
+	keys  [][][]byte
+	seqs  [][]int64
+	// markers are, per file of files, the positions of its delete markers
+	// (keyedPlan.markers) after the reduction.
+	markers [][]uint64
+	// updated and removed are what keyedActions made of the stored files it marked: the
+	// add of each with its grown deletion vector, and the paths of files all of whose rows
+	// are now deleted (removed); for the index after the commit.
+	updated []deltalog.Add
+	removed []string
+}
+
+// reduceKeyed reduces a keyed flush after routing: the tombstones' changes join the
+// decoded rows' (a tombstone whose key cannot be read is dead-lettered missing_key), the
+// changes are planned against the index (planKeyed), and the rows that are not kept are
+// dropped from the flush's columns. out.rows becomes the rows written.
+func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outcome) *keyedFlush {
+	if b.stage == nil {
+		return nil // no table and no schema: nothing decoded, nothing to delete
+	}
+	pos := make(map[*kgo.Record]int, len(items))
+	for i := range items {
+		it := &items[i]
+		pos[it.rec] = i
+		if it.rec.Value != nil || it.route != routeSkip {
+			continue
+		}
+		if err := b.stage.Tombstone(f.cfg, it.rec); err != nil {
+			fail := asDecodeError(err)
+			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: fail.Reason, Field: fail.Field,
+				Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(it.rec)})
+		}
+	}
+	rows := map[*rowfill.PartitionFile]int{}
+	if b.parts == nil {
+		rows[nil] = b.rows
+	} else {
+		for _, p := range b.parts.Files() {
+			rows[p] = p.Rows
+		}
+	}
+	changes := b.stage.Changes()
+	kf := &keyedFlush{plan: planKeyed(changes, pos, f.keyed.ordered, rows, f.keyed.lookup)}
+	// New row positions after the drop: the rank of a kept row among its file's kept rows.
+	rank := map[*rowfill.PartitionFile][]int{}
+	kept := map[*rowfill.PartitionFile]int{}
+	for file, keep := range kf.plan.keep {
+		r := make([]int, len(keep))
+		n := 0
+		for j, k := range keep {
+			r[j] = n
+			if k {
+				n++
+			}
+		}
+		rank[file], kept[file] = r, n
+	}
+	index := map[*rowfill.PartitionFile]int{}
+	if b.parts == nil {
+		keepColumns(b.cols, kf.plan.keep[nil])
+		b.rows, out.rows = kept[nil], kept[nil]
+		kf.files = []*rowfill.PartitionFile{nil}
+		index[nil] = 0
+	} else {
+		out.rows = 0
+		for _, p := range b.parts.Files() {
+			keepColumns(p.Cols, kf.plan.keep[p])
+			p.Rows = kept[p]
+			out.rows += p.Rows
+			if p.Rows > 0 {
+				index[p] = len(kf.files)
+				kf.files = append(kf.files, p)
+			}
+		}
+	}
+	kf.keys, kf.seqs, kf.markers = make([][][]byte, len(kf.files)), make([][]int64, len(kf.files)), make([][]uint64, len(kf.files))
+	for i, p := range kf.files {
+		kf.keys[i], kf.seqs[i] = make([][]byte, kept[p]), make([]int64, kept[p])
+	}
+	for _, c := range changes {
+		if c.Row < 0 || !kf.plan.keep[c.File][c.Row] {
+			continue
+		}
+		i, r := index[c.File], rank[c.File][c.Row]
+		kf.keys[i][r], kf.seqs[i][r] = c.Key, c.Seq
+	}
+	for file, rows := range kf.plan.markers {
+		i := index[file]
+		for _, row := range rows {
+			kf.markers[i] = append(kf.markers[i], uint64(rank[file][row]))
+		}
+	}
+	if out.rows == 0 {
+		kf.files, kf.keys, kf.seqs = nil, nil, nil
+	}
+	m := f.m
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "superseded").Add(float64(kf.plan.superseded))
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "stale").Add(float64(kf.plan.stale))
+	return kf
+}
+
+// keepColumns drops the rows keep marks false from every column of cols.
+func keepColumns(cols []column.Column, keep []bool) {
+	if !slices.Contains(keep, false) {
+		return
+	}
+	for i := range cols {
+		cols[i].KeepRows(keep)
+	}
+}
+
+// keyedActions turns a keyed flush's marks into the commit's deletion vectors
+// (deltawriter.DeleteRows, one deletion-vector file for the commit): per file of the
+// snapshot with marked rows, its remove and its add with the grown deletion vector; and
+// the flush's own data files with delete markers get their deletion vector in place
+// (adds holds them first, in kf.files' order; they replace those adds). Errors: a marked
+// file that is not live in the snapshot (the index is behind the table: rebuild), the
+// store's.
+func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush, adds []deltalog.Add) ([]deltalog.Remove, []deltalog.Add, error) {
+	var own []int // indexes into adds of the flush's files with markers
+	for i := range kf.files {
+		if len(kf.markers[i]) > 0 {
+			own = append(own, i)
+		}
+	}
+	if len(kf.plan.marks) == 0 && len(own) == 0 {
+		return nil, nil, nil
+	}
+	live := make(map[string]deltalog.Add, len(kf.plan.marks))
+	for _, a := range t.files() {
+		if _, ok := kf.plan.marks[a.Path]; ok {
+			live[a.Path] = a
+		}
+	}
+	dels := make([]deltawriter.RowDeletes, 0, len(kf.plan.marks))
+	for _, p := range slices.Sorted(maps.Keys(kf.plan.marks)) {
+		a, ok := live[p]
+		if !ok {
+			f.keyed.ix = nil
+			return nil, nil, fmt.Errorf("mark rows of %s: the file is not in table version %d (the key index is behind): %w", p, t.version, errSnapshotChanged)
+		}
+		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p]})
+	}
+	ownAt := map[string]int{} // path → index into adds of the flush's files with markers
+	for _, i := range own {
+		dels = append(dels, deltawriter.RowDeletes{Add: adds[i], Rows: kf.markers[i], KeepEmpty: true})
+		ownAt[adds[i].Path] = i
+	}
+	removes, marked, err := deltawriter.DeleteRows(ctx, f.deps.Table.Store(), dels, time.Now())
+	if err != nil {
+		return nil, nil, &transientError{stage: "write deletion vectors", err: err}
+	}
+	// DeleteRows' actions follow dels, less the files it did not change; a stored file
+	// all of whose rows are deleted has a remove and no add.
+	var outR []deltalog.Remove
+	var outA []deltalog.Add
+	readded := map[string]bool{}
+	for _, a := range marked {
+		if i, ok := ownAt[a.Path]; ok {
+			adds[i] = a // a new file: no remove, its add carries the deletion vector
+			continue
+		}
+		outA = append(outA, a)
+		readded[a.Path] = true
+	}
+	kf.updated, kf.removed = outA, nil
+	for _, r := range removes {
+		if _, ok := ownAt[r.Path]; ok {
+			continue
+		}
+		outR = append(outR, r)
+		if !readded[r.Path] {
+			kf.removed = append(kf.removed, r.Path)
+		}
+	}
+	return outR, outA, nil
+}
+
+// committedKeyed tells the index what commit version did: its new files' rows (adds
+// holds the flush's data files first, in kf.files' order), the rows it marked deleted,
+// and the deletes to remember.
+func (f *flusher) committedKeyed(version int64, t tableState, kf *keyedFlush, adds []deltalog.Add) {
+	k := f.keyed
+	if k.ix == nil {
+		return // rebuilt by the next flush
+	}
+	c := keyindex.Change{Version: version, Removed: kf.removed, Updated: kf.updated, Deleted: map[string][]uint64{}}
+	for p, rows := range kf.plan.marks {
+		c.Deleted[p] = rows
+	}
+	for i := range kf.files {
+		c.Added = append(c.Added, keyindex.FileKeys{Add: adds[i], Keys: kf.keys[i], Seqs: kf.seqs[i]})
+		if len(kf.markers[i]) > 0 {
+			c.Deleted[adds[i].Path] = kf.markers[i]
+		}
+	}
+	if err := k.ix.Apply(context.Background(), f.deps.Table.Store(), c); err != nil {
+		f.log.Warn("key index: applying the commit failed; rebuilding it from the table before the next flush", "version", version, "err", err)
+		k.ix = nil
+		return
+	}
+	now := time.Now()
+	for _, d := range kf.plan.deletes {
+		if err := k.ix.PutDeleted(d.key, d.seq, now); err != nil {
+			f.log.Warn("key index: a delete could not be remembered; rebuilding the index before the next flush", "version", version, "err", err)
+			k.ix = nil
+			return
+		}
+	}
+	if version != t.version+1 {
+		k.stale = true // others committed in between: read them before the next lookup
+	}
+	m := f.m
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "upserted").Add(float64(kf.plan.upserts))
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "deleted").Add(float64(kf.plan.deleted))
+	m.KeyedRowsMarked.WithLabelValues(f.cfg.Name).Add(float64(kf.plan.marked))
+}

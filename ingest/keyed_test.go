@@ -1,0 +1,309 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/ingest/config"
+)
+
+// testKeyedRow is the row of the keyed-table tests: a key, a value, a sequence and an
+// operation column (the Debezium-shaped cases as a plain topic).
+const testKeyedRow = `{"type":"record","name":"Row","namespace":"shop","fields":[
+  {"name":"id","type":"long"},
+  {"name":"v","type":["null","string"],"default":null},
+  {"name":"seq","type":"long"},
+  {"name":"op","type":"string"}]}`
+
+// keyedRec is one change of a keyed test: a record of testKeyedRow, or a tombstone of
+// key id (tomb).
+type keyedRec struct {
+	id   int64
+	v    string
+	seq  int64
+	op   string
+	tomb bool
+}
+
+// keyedHarness is the harness with testKeyedRow registered.
+type keyedHarness struct {
+	*harness
+	id     int
+	schema avro.Schema
+}
+
+func newKeyedHarness(t *testing.T, partitions int32) *keyedHarness {
+	h := newHarness(t, partitions)
+	id, _, err := h.reg.RegisterSchema("rows-value", sr.Schema{Schema: testKeyedRow, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := avro.Parse(testKeyedRow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &keyedHarness{harness: h, id: id, schema: s}
+}
+
+// keyedConfig is an upsert pipeline keyed by id; seqBy orders by seq when set; deletes
+// are op = 'd'.
+func (h *keyedHarness) keyedConfig(seqBy bool) *config.Config {
+	cfg := h.config()
+	cfg.Table.Mode, cfg.Table.Key, cfg.Table.DeleteWhen, cfg.Table.KeyFormat = config.ModeUpsert, []string{"id"}, "op = 'd'", "string"
+	cfg.Table.DeleteHorizon = config.DefaultDeleteHorizon
+	if seqBy {
+		cfg.Table.SequenceBy = "seq"
+	}
+	return cfg
+}
+
+// send produces recs to partition 0 in order.
+func (h *keyedHarness) send(recs ...keyedRec) {
+	h.t.Helper()
+	var out []*kgo.Record
+	for _, r := range recs {
+		k := fmt.Appendf(nil, "%d", r.id)
+		if r.tomb {
+			out = append(out, &kgo.Record{Topic: h.topic, Partition: 0, Key: k})
+			continue
+		}
+		row := map[string]any{"id": r.id, "seq": r.seq, "op": r.op, "v": nil}
+		if r.v != "" {
+			row["v"] = r.v
+		}
+		body, err := avro.Marshal(h.schema, row)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var hdr sr.ConfluentHeader
+		framed, err := hdr.AppendEncode(nil, h.id, nil)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, &kgo.Record{Topic: h.topic, Partition: 0, Key: k, Value: append(framed, body...)})
+	}
+	if err := h.producer.ProduceSync(context.Background(), out...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// rows reads the table's live rows as id → v (as Spark and delta-rs read them: deletion
+// vectors applied); a second live row of one id fails the test.
+func (h *keyedHarness) rows() map[int64]string {
+	h.t.Helper()
+	snap := h.snapshot()
+	st, err := storage.Open("file://" + h.tableDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[int64]string{}
+	for _, add := range snap.Files {
+		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
+			id := row["id"].(int64)
+			if _, dup := out[id]; dup {
+				return fmt.Errorf("two live rows for id %d", id)
+			}
+			v, _ := row["v"].(string)
+			out[id] = v
+			return nil
+		}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// runBatch produces recs, runs a keyed pipeline until it handled them (one flush: the
+// batch bound is above len(recs) and the records are produced before it starts), stops it
+// and returns the table's rows.
+func (h *keyedHarness) runBatch(cfg *config.Config, handled int64, recs ...keyedRec) map[int64]string {
+	h.t.Helper()
+	h.send(recs...)
+	m := h.startWith("keyed", cfg, nil)
+	h.waitHandled(handled, 30*time.Second, m)
+	m.stop(h.t)
+	return h.rows()
+}
+
+func TestKeyedInsertDeleteInsertInOneBatch(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	got := h.runBatch(h.keyedConfig(false), 3,
+		keyedRec{id: 1, v: "hello", op: "c"}, keyedRec{id: 1, op: "d"}, keyedRec{id: 1, v: "hallo", op: "c"})
+	if want := map[int64]string{1: "hallo"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v", got, want)
+	}
+}
+
+func TestKeyedInsertThenDeleteInOneBatchLeavesNoRow(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	got := h.runBatch(h.keyedConfig(false), 3,
+		keyedRec{id: 7, v: "x", op: "c"}, keyedRec{id: 7, op: "d"}, keyedRec{id: 8, v: "y", op: "c"})
+	if want := map[int64]string{8: "y"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v", got, want)
+	}
+	// No data file holds row 7, live or not.
+	snap := h.snapshot()
+	if len(snap.Files) != 1 {
+		t.Fatalf("%d data files, want 1", len(snap.Files))
+	}
+	for _, add := range snap.Files {
+		if n, _ := add.NumRecords(); n != 1 || add.DeletionVector != nil {
+			t.Fatalf("data file %s has %d rows and deletion vector %v, want 1 row (8) and none", add.Path, n, add.DeletionVector)
+		}
+	}
+}
+
+func TestKeyedUpsertConfiguredInsertUpdateDeleteLeavesEmptyTable(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	got := h.runBatch(h.keyedConfig(false), 3,
+		keyedRec{id: 1, v: "1", op: "c"}, keyedRec{id: 1, v: "2", op: "u"}, keyedRec{id: 1, op: "d"})
+	if len(got) != 0 {
+		t.Fatalf("table rows %v, want none", got)
+	}
+	if v := h.snapshot().Version; v != 0 {
+		t.Fatalf("table at version %d, want the one commit that created it", v)
+	}
+}
+
+func TestKeyedEqualSequencesTheLaterRecordWins(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	got := h.runBatch(h.keyedConfig(true), 3,
+		keyedRec{id: 6, v: "a", seq: 10, op: "c"}, keyedRec{id: 6, seq: 10, op: "d"}, keyedRec{id: 5, v: "b", seq: 1, op: "c"})
+	if want := map[int64]string{5: "b"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v (6 deleted)", got, want)
+	}
+}
+
+func TestKeyedTombstoneDeletesItsKey(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	got := h.runBatch(h.keyedConfig(false), 3,
+		keyedRec{id: 1, v: "a", op: "c"}, keyedRec{id: 2, v: "b", op: "c"}, keyedRec{id: 1, tomb: true})
+	if want := map[int64]string{2: "b"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v", got, want)
+	}
+}
+
+func TestKeyedNullKeyIsDeadLetteredMissingKey(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	cfg.Table.Key = []string{"v"} // v is NULL in the first record
+	cfg.Schema.Policy = config.PolicyHalt
+	got := h.runBatch(cfg, 2, keyedRec{id: 1, op: "c"}, keyedRec{id: 2, v: "b", op: "c"})
+	if want := map[int64]string{2: "b"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v", got, want)
+	}
+	var reasons []string
+	for _, r := range h.readTopicAll(h.dlq) {
+		for _, hd := range r.Headers {
+			if hd.Key == "ingestd.error.reason" {
+				reasons = append(reasons, string(hd.Value))
+			}
+		}
+	}
+	if !slices.Equal(reasons, []string{"missing_key"}) {
+		t.Fatalf("dead-letter reasons %v, want [missing_key] (under halt too)", reasons)
+	}
+}
+
+// Two versions of one key survive a crash (apache/iceberg#17455): c{1,a} is committed;
+// u{1,b} is written to a data file and the process dies (kill -9) before the commit; the
+// restarted pipeline reads u{1,b} again and u{1,c} in one flush. Exactly one live row
+// {1,c}; the killed flush's data file is not referenced; each offset is handled once.
+func TestKeyedCrashBeforeCommitLeavesOneRow(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	h.send(keyedRec{id: 1, v: "a", op: "c"})
+	inFlight, release := newLatch(), newLatch()
+	t.Cleanup(release.open)
+	var commits atomic.Int32
+	a := h.startHooked("a", cfg, nil, func(hk *hooks) {
+		hk.beforeCommit = func(int) error {
+			if commits.Add(1) == 2 { // the flush of u{1,b}: its data file is written
+				inFlight.open()
+				release.wait()
+				return &transientError{stage: "commit", err: errors.New("injected: the process died here")}
+			}
+			return nil
+		}
+	})
+	h.waitHandled(1, 30*time.Second, a)
+	h.send(keyedRec{id: 1, v: "b", op: "u"})
+	waitFor(t, 30*time.Second, func() error {
+		if !inFlight.isOpen() {
+			return errors.New("the flush of u{1,b} has not reached its commit")
+		}
+		return nil
+	})
+	a.cancel(errAbandon) // kill -9 before the commit
+	release.open()
+	<-a.done
+	a.done <- nil
+	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "a"}) {
+		t.Fatalf("after the crash the table holds %v, want {1: a}", got)
+	}
+	killed := h.unreferenced() // the killed flush's data files
+	if len(killed) == 0 {
+		t.Fatal("the killed flush left no data file: the crash did not come after the write")
+	}
+	h.send(keyedRec{id: 1, v: "c", op: "u"})
+	b := h.startWith("b", cfg, nil)
+	h.waitHandled(3, 30*time.Second, b)
+	b.stop(t)
+	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "c"}) {
+		t.Fatalf("table rows %v, want {1: c}", got)
+	}
+	snap := h.snapshot()
+	for _, add := range snap.Files {
+		if killed[add.Path] {
+			t.Fatalf("the killed flush's data file %s is referenced by the table", add.Path)
+		}
+	}
+	if v := snap.Txns["orders-orders-0"]; v != 2 {
+		t.Fatalf("txn version %d, want 2 (offsets 0..2 handled once)", v)
+	}
+}
+
+// unreferenced lists the Parquet files in the table directory that no live add names,
+// by path relative to the table root.
+func (h *keyedHarness) unreferenced() map[string]bool {
+	h.t.Helper()
+	out := h.dataFiles()
+	for _, add := range h.snapshot().Files {
+		delete(out, add.Path)
+	}
+	return out
+}
+
+// dataFiles lists the Parquet files in the table directory, by path relative to its root.
+func (h *keyedHarness) dataFiles() map[string]bool {
+	h.t.Helper()
+	out := map[string]bool{}
+	err := filepath.WalkDir(h.tableDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, ".parquet") && !strings.Contains(p, "_delta_log") {
+			rel, _ := filepath.Rel(h.tableDir, p)
+			out[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,237 @@
+package rowfill
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/expr"
+	"github.com/ingestd/ingestd/deltawriter/keyindex"
+	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/decode"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
+)
+
+// Change is one record's change to a keyed table (table.mode upsert; docs/keyed-tables.md):
+// its key, its sequence, whether it deletes the key, and where its row is in the flush's
+// files.
+type Change struct {
+	// Key is the canonical key (keyindex.AppendValue of each key column in table.key
+	// order); it aliases the Stage's key arena, valid until the Stage is dropped.
+	Key []byte
+	// Seq is table.sequence_by's value as an integer (the column's integer, days of a
+	// date, µs of a timestamp); 0 without sequence_by.
+	Seq int64
+	// Delete: the record deletes its key (table.delete_when was true, or a tombstone);
+	// its row, if any, is not written.
+	Delete bool
+	// File is the row's partition file; nil: an unpartitioned table, whose rows stay in
+	// the flush's columns. Row is the row's position there. A tombstone has no row (Row -1).
+	File *PartitionFile
+	Row  int
+	// Rec is the change's record.
+	Rec *kgo.Record
+}
+
+// keyFill reads the key of each row of a keyed table after the fills and before the row
+// is placed in its partition's file.
+type keyFill struct {
+	key       []keyColumn
+	seq       *keyColumn          // nil: no sequence_by
+	deleteIf  *expr.Expr          // nil: no delete_when
+	args      []expr.Value        // deleteIf's arguments, reused per row
+	arena     []byte              // the keys of the flush's changes, back to back
+	changes   []Change            // the flush's changes, in record order
+	unparted  int                 // rows left in the flush's columns so far (unpartitioned)
+}
+
+// keyColumn is a key (or sequence) column: its name in table.key and its field.
+type keyColumn struct {
+	name  string
+	field *deltalog.StructField
+}
+
+// newKeyFill returns the key reader of a keyed table with schema, or nil for an append
+// table. Errors: a key or sequence column the schema lacks or that cannot key a table
+// (keyindex.CheckKeyColumns), a delete_when that does not compile to a boolean.
+func newKeyFill(cfg *config.Config, schema *deltalog.StructType) (*keyFill, error) {
+	if !cfg.Table.Keyed() {
+		return nil, nil
+	}
+	if err := CheckKeyed(cfg, schema); err != nil {
+		return nil, err
+	}
+	k := &keyFill{}
+	for _, name := range cfg.Table.Key {
+		k.key = append(k.key, keyColumn{name: name, field: schema.Field(name)})
+	}
+	if s := cfg.Table.SequenceBy; s != "" {
+		k.seq = &keyColumn{name: s, field: schema.Field(s)}
+	}
+	if src := cfg.Table.DeleteWhen; src != "" {
+		e, err := expr.Compile(src, schema, expr.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("compile table.delete_when %q: %w", src, err)
+		}
+		if t := e.Type(); t != deltalog.Boolean && t != deltalog.Void {
+			return nil, fmt.Errorf("compile table.delete_when %q: the expression is of type %s, not boolean", src, t)
+		}
+		k.deleteIf, k.args = e, make([]expr.Value, len(e.Columns()))
+	}
+	return k, nil
+}
+
+// CheckKeyed checks a keyed pipeline's key and sequence columns against the table schema
+// (or the schema a table is created with): every key column a top-level column of a type
+// that can key a table (keyindex.CheckKeyColumns), sequence_by an integer, date or
+// timestamp column, none of them a Kafka column. Errors name the pipeline file and line.
+func CheckKeyed(cfg *config.Config, schema *deltalog.StructType) error {
+	if !cfg.Table.Keyed() {
+		return nil
+	}
+	for i, name := range cfg.Table.Key {
+		if schema.Field(name) == nil {
+			return fmt.Errorf("%s:%d: table.key: column %q is not in the table (columns: %s); name a top-level field of the value schema",
+				cfg.File, cfg.Line(fmt.Sprintf("$.table.key[%d]", i)), name, columnNames(schema))
+		}
+	}
+	if err := keyindex.CheckKeyColumns(schema, cfg.Table.Key); err != nil {
+		return fmt.Errorf("%s:%d: table.key: %w", cfg.File, cfg.Line("$.table.key"), err)
+	}
+	if s := cfg.Table.SequenceBy; s != "" {
+		f := schema.Field(s)
+		if f == nil {
+			return fmt.Errorf("%s:%d: table.sequence_by: column %q is not in the table (columns: %s)", cfg.File, cfg.Line("$.table.sequence_by"), s, columnNames(schema))
+		}
+		if !sequenceType(f.Type) {
+			return fmt.Errorf("%s:%d: table.sequence_by: column %q is %s; a sequence is an integer (byte, short, integer, long), date or timestamp column",
+				cfg.File, cfg.Line("$.table.sequence_by"), s, f.Type)
+		}
+	}
+	return nil
+}
+
+// sequenceType reports whether t can order changes (as an int64: Change.Seq).
+func sequenceType(t deltalog.DataType) bool {
+	switch t {
+	case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long, deltalog.Date, deltalog.Timestamp, deltalog.TimestampNtz:
+		return true
+	}
+	return false
+}
+
+func columnNames(s *deltalog.StructType) string {
+	var b []byte
+	for i, f := range s.Fields {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, f.Name...)
+	}
+	return string(b)
+}
+
+// read reads row's key, sequence and delete flag. Errors: a *decode.Error missing_key
+// naming the key (or sequence) column that is NULL; delete_when that cannot be evaluated
+// on the row is the record's decode_error.
+func (k *keyFill) read(row *rowView) (Change, error) {
+	start := len(k.arena)
+	for _, c := range k.key {
+		v, _, ok := row.top(c.name)
+		if !ok {
+			return Change{}, fmt.Errorf("read key: the row has no value of column %q", c.name)
+		}
+		var err error
+		if k.arena, err = keyindex.AppendValue(k.arena, c.field.Type, v); err != nil {
+			k.arena = k.arena[:start]
+			if errors.Is(err, keyindex.ErrNullKey) {
+				return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
+					Err: fmt.Errorf("key column %s is NULL in this record (or the writer schema lacks it): a keyed table's row needs every key column (table.key)", c.field.Name)}
+			}
+			return Change{}, fmt.Errorf("read key column %s: %w", c.field.Name, err)
+		}
+	}
+	ch := Change{Key: k.arena[start:len(k.arena):len(k.arena)]}
+	if k.seq != nil {
+		v, _, ok := row.top(k.seq.name)
+		if !ok || v.IsNull() {
+			k.arena = k.arena[:start]
+			return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.seq.field.Name,
+				Err: fmt.Errorf("sequence column %s (table.sequence_by) is NULL in this record (or the writer schema lacks it): a change without its sequence cannot be ordered", k.seq.field.Name)}
+		}
+		ch.Seq = v.Int64()
+	}
+	if k.deleteIf != nil {
+		for j, col := range k.deleteIf.Columns() {
+			pv, f, ok := row.top(col.Name)
+			if !ok {
+				k.arena = k.arena[:start]
+				return Change{}, fmt.Errorf("evaluate table.delete_when: the row has no value of column %q", col.Name)
+			}
+			v, err := expr.FromParquet(f.Type, pv)
+			if err != nil {
+				k.arena = k.arena[:start]
+				return Change{}, fmt.Errorf("evaluate table.delete_when: %w", err)
+			}
+			k.args[j] = v
+		}
+		v, err := k.deleteIf.Eval(k.args)
+		if err != nil {
+			k.arena = k.arena[:start]
+			return Change{}, &decode.Error{Reason: decode.ReasonDecodeError, Err: fmt.Errorf("table.delete_when: %w", err)}
+		}
+		ch.Delete = !v.Null && v.Int != 0
+	}
+	return ch, nil
+}
+
+// Changes are the keyed table's changes of the rows the Stage accepted, in record order;
+// nil for an append table (or a nil Stage).
+func (s *Stage) Changes() []Change {
+	if s == nil || s.keyed == nil {
+		return nil
+	}
+	return s.keyed.changes
+}
+
+// Tombstone records the change of a tombstone (a record with a null value) of a keyed
+// table: it deletes the key its Kafka key names. The Kafka key is read in
+// table.key_format: string or bytes for a one-column key (the text parsed as the
+// column's integer for an integer column). Errors: a *decode.Error missing_key when the
+// key is null or does not name a key of the table.
+func (s *Stage) Tombstone(cfg *config.Config, rec *kgo.Record) error {
+	k := s.keyed
+	if rec.Key == nil {
+		return &decode.Error{Reason: decode.ReasonMissingKey, Err: errors.New("a tombstone (null value) with a null key names no key to delete")}
+	}
+	if len(k.key) != 1 || cfg.Table.KeyFormat == kafkacols.KeyAvro {
+		return &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf("a tombstone's Kafka key can name a key of %d columns only as a %s key of one column; this table's key is %d column(s) and table.key_format is %s",
+			len(k.key), "string or bytes", len(k.key), cfg.Table.KeyFormat)}
+	}
+	c := k.key[0]
+	var v parquet.Value
+	switch c.field.Type {
+	case deltalog.String, deltalog.Binary:
+		v = parquet.ByteArrayValue(rec.Key)
+	case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long:
+		n, err := strconv.ParseInt(string(rec.Key), 10, 64)
+		if err != nil {
+			return &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's Kafka key %q is not an integer for key column %s (%s)", rec.Key, c.field.Name, c.field.Type)}
+		}
+		v = parquet.Int64Value(n)
+	default:
+		return &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's Kafka key cannot name key column %s of type %s", c.field.Name, c.field.Type)}
+	}
+	start := len(k.arena)
+	var err error
+	if k.arena, err = keyindex.AppendValue(k.arena, c.field.Type, v); err != nil {
+		k.arena = k.arena[:start]
+		return fmt.Errorf("read tombstone key: %w", err)
+	}
+	k.changes = append(k.changes, Change{Key: k.arena[start:len(k.arena):len(k.arena)], Delete: true, Row: -1, Rec: rec})
+	return nil
+}

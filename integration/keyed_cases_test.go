@@ -1,0 +1,215 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// The keyed-table cases on a plain keyed topic (no envelope): each record is the row
+// {id, v, seq, op}; op = 'd' deletes (table.delete_when), a tombstone deletes the key its
+// Kafka key names; the cases that order by a sequence set table.sequence_by: seq. Every
+// batch is produced before `ingestd run` starts and read by it in one flush; the daemon
+// is stopped (SIGTERM) after each batch and started again for the next, so every batch
+// after the first runs on a restarted pipeline that rebuilt its key index from the table.
+// After each batch the table is read by delta-rs and by Spark.
+
+const keyedRowSchema = `{"type":"record","name":"Row","namespace":"cases","fields":[
+  {"name":"id","type":"long"},
+  {"name":"v","type":["null","string"],"default":null},
+  {"name":"seq","type":"long"},
+  {"name":"op","type":"string"}]}`
+
+// kc is one change: the row {id, v, seq, op}, or a tombstone of key id.
+type kc struct {
+	id   int64
+	v    string
+	seq  int64
+	op   string
+	tomb bool
+}
+
+type keyedCase struct {
+	name    string // the topic's and table's base name
+	source  string // the public report the case comes from
+	ordered bool   // table.sequence_by: seq
+	batches [][]kc
+	want    []map[int64]string // the table (id → v) after each batch
+}
+
+var keyedCases = []keyedCase{
+	{name: "c47", source: "memiiso/debezium-server-iceberg#661: insert, delete, insert in one batch",
+		batches: [][]kc{{{id: 1, v: "hello", op: "c"}, {id: 1, op: "d"}, {id: 1, v: "hallo", op: "c"}}},
+		want:    []map[int64]string{{1: "hallo"}}},
+	{name: "c48", source: "apache/iceberg#13547: the same key twice in one commit", ordered: true,
+		batches: [][]kc{{{id: 1, v: "a", seq: 1, op: "u"}, {id: 1, v: "b", seq: 2, op: "u"}}},
+		want:    []map[int64]string{{1: "b"}}},
+	{name: "c49", source: "delta-io/delta#218: the same key twice in one MERGE source",
+		batches: [][]kc{{{id: 1, v: "a", op: "c"}, {id: 1, v: "b", op: "u"}}, {{id: 1, v: "c", op: "u"}, {id: 1, v: "d", op: "u"}}},
+		want:    []map[int64]string{{1: "b"}, {1: "d"}}},
+	{name: "c51", source: "apache/spark#55993: a late insert resurrects a deleted row", ordered: true,
+		batches: [][]kc{{{id: 1, seq: 5, op: "d"}}, {{id: 1, v: "late", seq: 3, op: "c"}}, {{id: 1, v: "new", seq: 6, op: "c"}}},
+		want:    []map[int64]string{{}, {}, {1: "new"}}},
+	{name: "c52", source: "lance-format/lance-flink#74: insert then delete in one batch",
+		batches: [][]kc{{{id: 7, v: "x", op: "c"}, {id: 7, op: "d"}}},
+		want:    []map[int64]string{{}}},
+	{name: "c53", source: "airbytehq/airbyte#4160: equal timestamps give a random winner", ordered: true,
+		batches: [][]kc{{{id: 6, v: "six", seq: 10, op: "c"}, {id: 6, seq: 11, op: "d"}}, {{id: 9, v: "a", seq: 4, op: "c"}, {id: 9, seq: 4, op: "d"}}},
+		want:    []map[int64]string{{}, {}}},
+	{name: "c57", source: "apache/iceberg#17542: upsert configured but updates and deletes appended",
+		batches: [][]kc{{{id: 1, v: "1", op: "c"}, {id: 1, v: "2", op: "u"}, {id: 1, op: "d"}}},
+		want:    []map[int64]string{{}}},
+	{name: "c58", source: "apache/hudi#8519: the tombstone after a delete crashes the sink",
+		batches: [][]kc{{{id: 1, v: "one", op: "c"}, {id: 2, v: "two", op: "c"}}, {{id: 1, op: "d"}, {id: 1, tomb: true}}, {{id: 2, tomb: true}}},
+		want:    []map[int64]string{{1: "one", 2: "two"}, {2: "two"}, {}}},
+}
+
+func TestKeyedCases(t *testing.T) {
+	s := need(t)
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars)
+	reg, err := sr.NewClient(sr.URLs(s.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := kafkaClient(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	schema := avro.MustParse(keyedRowSchema)
+	root := t.TempDir()
+	cfgDir := filepath.Join(root, "configs")
+	mustMkdir(t, cfgDir)
+	type run struct {
+		keyedCase
+		topic, table string
+		id           int
+		produced     int64
+	}
+	var runs []*run
+	for _, c := range keyedCases {
+		r := &run{keyedCase: c, topic: createTopic(t, s, "keyed-"+c.name, 1), table: filepath.Join(root, c.name)}
+		dlq := createTopic(t, s, "keyed-"+c.name+".dlq", 1)
+		ss, err := reg.CreateSchema(context.Background(), r.topic+"-value", sr.Schema{Schema: keyedRowSchema, Type: sr.TypeAvro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.id = ss.ID
+		seq := ""
+		if c.ordered {
+			seq = ", sequence_by: seq"
+		}
+		writePipeline(t, cfgDir, c.name, fmt.Sprintf(`name: %s
+kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
+schema_registry: {url: %q}
+table: {uri: %q, create: true, mode: upsert, key: [id], delete_when: "op = 'd'", key_format: string%s}
+schema: {policy: evolve}
+dead_letter: {topic: %s}
+batch: {max_records: 1000, max_bytes: 16MiB, max_age: 500ms}
+`, c.name, s.brokers, r.topic, c.name, time.Now().UnixNano(), s.registry, r.table, seq, dlq))
+		runs = append(runs, r)
+	}
+	for b := 0; ; b++ {
+		var active []*run
+		for _, r := range runs {
+			if b < len(r.batches) {
+				active = append(active, r)
+				r.produced += produceKeyed(t, cl, r.topic, r.id, schema, r.batches[b])
+			}
+		}
+		if len(active) == 0 {
+			break
+		}
+		d := startDaemon(t, cfgDir)
+		waitFor(t, d, 60*time.Second, fmt.Sprintf("batch %d to be committed", b+1), func() bool {
+			for _, r := range active {
+				if handled(t, r.table) < r.produced {
+					return false
+				}
+			}
+			return true
+		})
+		if code := d.stop(t); code != 0 {
+			t.Fatalf("ingestd exited %d after batch %d", code, b+1)
+		}
+		for _, r := range active {
+			want := r.want[b]
+			rs := readDeltaRS(t, python, r.table)
+			if rs.Unsupported != "" {
+				t.Fatalf("%s: delta-rs cannot read the table: %s", r.name, rs.Unsupported)
+			}
+			if got := keyedRowsOf(t, "delta-rs", r.name, rs.Rows); !maps.Equal(got, want) {
+				t.Errorf("%s (%s) after batch %d: delta-rs reads %v, want %v", r.name, r.source, b+1, got, want)
+			}
+			var sp sparkRead
+			spark.call(t, map[string]any{"op": "read", "path": r.table}, &sp)
+			if got := keyedRowsOf(t, "Spark", r.name, sp.Rows); !maps.Equal(got, want) {
+				t.Errorf("%s (%s) after batch %d: Spark reads %v, want %v", r.name, r.source, b+1, got, want)
+			}
+		}
+	}
+	// Nothing was dead-lettered: every record is a change the table took.
+	for _, r := range runs {
+		if n := len(readDLQ(t, s, "keyed-"+r.name+".dlq")); n != 0 {
+			t.Errorf("%s: %d dead letters, want 0", r.name, n)
+		}
+	}
+}
+
+// produceKeyed writes changes to partition 0 of topic in order (Kafka key: the id as
+// text) and returns how many records it wrote.
+func produceKeyed(t *testing.T, cl *kgo.Client, topic string, id int, schema avro.Schema, changes []kc) int64 {
+	t.Helper()
+	var recs []*kgo.Record
+	for _, c := range changes {
+		r := &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "%d", c.id)}
+		if !c.tomb {
+			row := map[string]any{"id": c.id, "seq": c.seq, "op": c.op, "v": nil}
+			if c.v != "" {
+				row["v"] = c.v
+			}
+			body, err := avro.Marshal(schema, row)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hdr sr.ConfluentHeader
+			framed, err := hdr.AppendEncode(nil, id, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Value = append(framed, body...)
+		}
+		recs = append(recs, r)
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(recs))
+}
+
+// keyedRowsOf maps a reader's rows to id → v, failing on two live rows of one id.
+func keyedRowsOf(t *testing.T, who, name string, rows []map[string]any) map[int64]string {
+	t.Helper()
+	out := map[int64]string{}
+	for _, r := range rows {
+		n, ok := r["id"].(json.Number)
+		if !ok {
+			t.Fatalf("%s: %s row without an integer id: %v", name, who, r)
+		}
+		id, err := n.Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[id]; dup {
+			t.Errorf("%s: %s reads two live rows of id %d", name, who, id)
+		}
+		v, _ := r["v"].(string)
+		out[id] = v
+	}
+	return out
+}
