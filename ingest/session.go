@@ -84,6 +84,9 @@ func (s *session) drain(ctx context.Context) error {
 	tok := p.acquireFlush() // the loop's flush worker has stopped: nothing is in flight
 	ferr := p.drainLocked(sctx)
 	p.releaseFlush(tok)
+	// The advisory offset commits of the last flushes are answered before close leaves
+	// the group (else the client warns of an answer after the session ended).
+	p.cm.commits.wait(commitWaitOnStop)
 	if ferr != nil {
 		return fmt.Errorf("flush on shutdown: %w", ferr)
 	}
