@@ -23,7 +23,8 @@ func newDeadLetterLog() *deadLetterLog {
 	return &deadLetterLog{last: map[string]time.Time{}, count: map[string]int{}, now: time.Now}
 }
 
-// add counts n dead letters of reason (field and message are one of them, for the line)
+// add counts n dead letters of reason from source topic (field and message are one of
+// them, for the line)
 // and logs them with those not logged yet when the last line for reason is
 // deadLetterLogEvery old.
 func (l *deadLetterLog) add(log *slog.Logger, reason string, n int, topic, field, message string) {

@@ -694,7 +694,7 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 		}
 		for _, reason := range slices.Sorted(maps.Keys(byReason)) {
 			observe(f.m, f.log, f.cfg.Name, verdict{action: actDeadLetter, reason: reason}, byReason[reason], "dead-lettered records", "topic", recs[0].Topic)
-			f.dlLog.add(f.log, reason, byReason[reason], recs[0].Topic, example[reason].Field, example[reason].Message)
+			f.dlLog.add(f.log, reason, byReason[reason], example[reason].Rec.Topic, example[reason].Field, example[reason].Message)
 		}
 	}
 	if carried := out.carried[len(out.carried)-out.newCarried:]; len(carried) > 0 {
