@@ -78,6 +78,9 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err := checkTableExists(ctx, cfg, deps.Table); err != nil {
 		return nil, err
 	}
+	if err := probeRegistry(ctx, deps.Schemas, log); err != nil {
+		return nil, err // a wrong registry URL would dead-letter every record again
+	}
 	clients := deps.kafkaClients(cfg, log)
 	cl, err := clients.ReplayReader()
 	if err != nil {
