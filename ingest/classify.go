@@ -39,7 +39,7 @@ const (
 	actNone       action = iota // no failure
 	actRetry                    // ingestd_transient_errors_total{stage}, warn
 	actRebuild                  // ingestd_delta_commit_conflicts_total, info
-	actDeadLetter               // ingestd_records_dead_lettered_total{reason}, info
+	actDeadLetter               // ingestd_records_dead_lettered_total{reason}, debug (deadLetterLog: warn, rate-limited)
 	actHalt                     // ingestd_pipeline_halted, error
 	actFatal                    // ingestd_pipeline_failures_total, error
 )
@@ -143,8 +143,9 @@ func observe(m *Metrics, log *slog.Logger, name string, v verdict, n int, msg st
 		m.CommitConflicts.WithLabelValues(name).Inc()
 		log.Info(msg, attrs...)
 	case actDeadLetter:
+		// Counted here; the flusher's deadLetterLog writes the (rate-limited) WARN lines.
 		m.RecordsDeadLettered.WithLabelValues(name, v.reason).Add(float64(n))
-		log.Info(msg, append([]any{"reason", v.reason, "count", n}, attrs...)...)
+		log.Debug(msg, append([]any{"reason", v.reason, "count", n}, attrs...)...)
 	case actHalt:
 		m.PipelineHalted.WithLabelValues(name).Set(1)
 		log.Error(msg, append([]any{"reason", v.reason}, attrs...)...)

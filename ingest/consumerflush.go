@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,6 +29,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frame
 	p.measureDecoded(out)
 	p.applyHalts(out.halts)
 	p.batchMu.Unlock()
+	p.watchNotFound(out)
 	if len(out.cutAt) > 0 {
 		for _, r := range recs {
 			if off, ok := out.cutAt[topicPartition{r.Topic, r.Partition}]; ok && r.Offset >= off {
@@ -37,6 +41,68 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frame
 			"max_open_partitions", p.cfg.Batch.MaxOpenPartitions, "files", out.files, "records_left", len(cut), "partitions_cut", len(out.cutAt))
 	}
 	return cut, nil
+}
+
+// notFoundFlushesWarn is how many flushes in a row must dead-letter every record as
+// schema_not_found before the pipeline warns and reports itself degraded: one such flush
+// may be a producer that registered its schema elsewhere, two in a row with nothing else
+// written look like a registry URL that answers 404 to every id.
+const notFoundFlushesWarn = 2
+
+// watchNotFound follows the flushes whose every record was dead-lettered as
+// schema_not_found: after notFoundFlushesWarn in a row it logs a WARN naming the schema
+// ids and the registry URL and marks the pipeline degraded in /readyz; any flush that
+// writes a row or dead-letters for another reason ends it. The count is
+// ingestd_schema_not_found_flushes. Flush token held.
+func (p *Pipeline) watchNotFound(out *outcome) {
+	ids := map[int]bool{}
+	n, all := 0, out.rows == 0
+	for _, d := range slices.Concat(out.kept, out.fresh) {
+		n++
+		if d.Reason != decode.ReasonSchemaNotFound {
+			all = false
+			break
+		}
+		ids[d.SchemaID] = true
+	}
+	if n == 0 && out.rows == 0 {
+		return // nothing written, nothing dead-lettered (duplicates, tombstones): no verdict
+	}
+	if !all || n == 0 {
+		if p.notFoundFlushes > 0 {
+			p.notFoundFlushes = 0
+			p.m.SchemaNotFoundFlushes.WithLabelValues(p.cfg.Name).Set(0)
+			p.status.undegraded()
+		}
+		return
+	}
+	p.notFoundFlushes++
+	p.m.SchemaNotFoundFlushes.WithLabelValues(p.cfg.Name).Set(float64(p.notFoundFlushes))
+	if p.notFoundFlushes < notFoundFlushesWarn {
+		return
+	}
+	registry := "(none: avro_schema_file)"
+	if p.cfg.SchemaRegistry != nil {
+		registry = p.cfg.SchemaRegistry.URL
+	}
+	sorted := slices.Sorted(maps.Keys(ids))
+	why := fmt.Sprintf("the last %d flushes dead-lettered every record as schema_not_found (schema ids %v unknown to the schema registry %s): "+
+		"check schema_registry.url (Apicurio Registry serves the Confluent API under /apis/ccompat/v7) and that the producers use this registry; "+
+		"after fixing it, ingestd replay --reason schema_not_found lands them", p.notFoundFlushes, sorted, redactedURL(registry))
+	p.status.degraded(why)
+	if p.notFoundFlushes == notFoundFlushesWarn || p.notFoundFlushes%100 == 0 {
+		p.log.Warn("every record of the last flushes was dead-lettered as schema_not_found",
+			"flushes", p.notFoundFlushes, "records", n, "schema_ids", sorted, "schema_registry", redactedURL(registry),
+			"fix", "check schema_registry.url and that the producers use this registry; then ingestd replay --reason schema_not_found")
+	}
+}
+
+// redactedURL is u with any password in it shown as xxxxx.
+func redactedURL(u string) string {
+	if pu, err := url.Parse(u); err == nil {
+		return pu.Redacted()
+	}
+	return u
 }
 
 // flushDueLocked flushes the buffered records that are due (batcher.Take: a bound or

@@ -48,8 +48,9 @@ type flusher struct {
 	m     *Metrics
 	mode  mode
 	rules rules
-	dlq   *dlq.Producer // dead letters; nil when the pipeline has none (rules.hasDLQ false)
-	carry *dlq.Producer // a replay's carried-forward records; nil otherwise
+	dlq   *dlq.Producer  // dead letters; nil when the pipeline has none (rules.hasDLQ false)
+	carry *dlq.Producer  // a replay's carried-forward records; nil otherwise
+	dlLog *deadLetterLog // the rate-limited WARN lines about dead letters
 	// halted holds the owner's halted partitions: a flush does not handle their records.
 	halted map[topicPartition]HaltedPartition
 
@@ -108,7 +109,7 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
 		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md),
-		keyed: newKeyedState(cfg)}
+		keyed: newKeyedState(cfg), dlLog: newDeadLetterLog()}
 	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
 	// reused) stay unmodified and reachable until the flush returns: values alias them
 	// instead of a copy of each body; releaseCols drops them when it returns.
@@ -684,12 +685,16 @@ func (f *flusher) produce(ctx context.Context, out *outcome) error {
 			return produceError("produce dead letters", recs[0].Topic, err)
 		}
 		byReason := map[string]int{}
+		example := map[string]dlq.DeadLetter{}
 		for _, d := range out.fresh {
 			f.deadSet[keyOf(d.Rec)] = deadEntry{dl: d}
-			byReason[d.Reason]++
+			if byReason[d.Reason]++; byReason[d.Reason] == 1 {
+				example[d.Reason] = d
+			}
 		}
 		for _, reason := range slices.Sorted(maps.Keys(byReason)) {
 			observe(f.m, f.log, f.cfg.Name, verdict{action: actDeadLetter, reason: reason}, byReason[reason], "dead-lettered records", "topic", recs[0].Topic)
+			f.dlLog.add(f.log, reason, byReason[reason], example[reason].Rec.Topic, example[reason].Field, example[reason].Message)
 		}
 	}
 	if carried := out.carried[len(out.carried)-out.newCarried:]; len(carried) > 0 {

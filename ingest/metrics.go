@@ -41,6 +41,9 @@ type Metrics struct {
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
 	KeyedChanges         *prometheus.CounterVec   // pipeline, outcome: a keyed table's changes (upserted, deleted, superseded, stale)
 	KeyedRowsMarked      *prometheus.CounterVec   // pipeline: stored rows marked deleted in deletion vectors
+	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
+	// dead-lettered as schema_not_found (0 after any other flush).
+	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
 
 	// Maintenance are the background maintenance metrics (OPTIMIZE, VACUUM), labelled by
 	// table URI and job.
@@ -113,12 +116,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				"superseded (a later change of its key in the same flush won), stale (older by table.sequence_by than what the table holds)."}, []string{"pipeline", "outcome"}),
 		KeyedRowsMarked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_keyed_rows_marked_deleted_total",
 			Help: "Stored rows of a keyed table marked deleted in deletion vectors (replaced by a newer row of their key, or deleted)."}, []string{"pipeline"}),
+		SchemaNotFoundFlushes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_schema_not_found_flushes",
+			Help: "Consecutive flushes whose every record was dead-lettered as schema_not_found (0 after any other flush); 2 or more: check schema_registry.url."}, []string{"pipeline"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.SchemaNotFoundFlushes, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
@@ -142,6 +147,7 @@ func (m *Metrics) initPipeline(name string) {
 	}
 	m.PipelineHalted.WithLabelValues(name).Set(0)
 	m.PartitionsBackingOff.WithLabelValues(name).Set(0)
+	m.SchemaNotFoundFlushes.WithLabelValues(name).Set(0)
 }
 
 // addRegistry exports the counters of a pipeline's schema registry client.

@@ -45,6 +45,47 @@ type offsetCommits struct {
 	pending  offsets
 	retrying bool // a retry is scheduled or in flight
 	failed   bool
+	inflight int           // commits sent whose callback has not run
+	idle     chan struct{} // closed when inflight drops to 0; nil while it is 0
+}
+
+// commitWaitOnStop bounds how long the end of a session (the drain on SIGTERM, a revoke)
+// waits for the advisory commits in flight: their answer must arrive while the group
+// session lives, or the client warns that it came after the session ended.
+const commitWaitOnStop = 5 * time.Second
+
+// wait returns when no commit is in flight, or after d.
+func (c *offsetCommits) wait(d time.Duration) {
+	c.mu.Lock()
+	idle := c.idle
+	c.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}
+
+// sent and answered count the commits in flight (wait).
+func (c *offsetCommits) sent() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight++; c.inflight == 1 {
+		c.idle = make(chan struct{})
+	}
+}
+
+func (c *offsetCommits) answered() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight--; c.inflight == 0 {
+		close(c.idle)
+		c.idle = nil
+	}
 }
 
 // setup gives the commits their logger, how to fail the pipeline, and how to turn the
@@ -84,7 +125,9 @@ func (c *offsetCommits) commit(ctx context.Context, cl *kgo.Client, offs offsets
 // send commits offs; retry is the retry's number (0-based), -1 for a flush's commit.
 func (c *offsetCommits) send(ctx context.Context, cl *kgo.Client, offs offsets, retry int) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	c.sent()
 	cl.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		defer c.answered()
 		defer cancel()
 		if err == nil {
 			err = commitResponseErr(resp)

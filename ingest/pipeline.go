@@ -100,6 +100,14 @@ type Pipeline struct {
 	wakePoll context.CancelFunc
 
 	lag *consumerLag // ingestd_consumer_lag_records, also written by adjustOffsets
+
+	// notFoundFlushes counts the consecutive flushes whose every record was dead-lettered
+	// as schema_not_found (watchNotFound); written by the flush token's holder.
+	notFoundFlushes int
+	// firstAssigned is closed by the first assignment of the consumer group (assigned).
+	firstAssigned     chan struct{}
+	firstAssignedOnce sync.Once
+	assignStart       time.Time // when the pipeline started waiting for it
 }
 
 // flushToken is the right to use a pipeline's flush side (Pipeline.fl and .cm, and what
@@ -184,6 +192,7 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		cm:             &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
 		decodedPerByte: initialDecodedPerByte,
 		maintainers:    deps.Maintainers,
+		firstAssigned:  make(chan struct{}),
 	}
 	if p.maintainers == nil {
 		p.maintainers = maintain.NewRegistry()

@@ -127,6 +127,7 @@ func guardOptions(cfg *config.Config, t tableState) schemaguard.Options {
 		opts.Allow[f] = true
 	}
 	if s := t.snap; s != nil {
+		opts.PartitionColumns = s.Metadata.PartitionColumns
 		opts.Table = schemaguard.TableState{
 			TypeWidening:  s.Metadata.Configuration[deltalog.PropEnableTypeWidening] == "true",
 			ColumnMapping: s.ColumnMapping != deltalog.ColumnMappingNone,

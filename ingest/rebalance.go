@@ -108,6 +108,8 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 			p.log.Warn("flush on revoke incomplete; the new owner re-reads these records from the Delta txn",
 				"records", len(left), "err", err)
 		}
+		// Its advisory offset commit is answered inside the group session that ends now.
+		p.cm.commits.wait(commitWaitOnStop)
 	}
 	p.batchMu.Lock()
 	defer p.batchMu.Unlock()

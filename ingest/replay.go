@@ -78,6 +78,9 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err := checkTableExists(ctx, cfg, deps.Table); err != nil {
 		return nil, err
 	}
+	if err := probeRegistry(ctx, deps.Schemas, log); err != nil {
+		return nil, err // a wrong registry URL would dead-letter every record again
+	}
 	clients := deps.kafkaClients(cfg, log)
 	cl, err := clients.ReplayReader()
 	if err != nil {
@@ -106,6 +109,7 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err != nil {
 		return nil, err
 	}
+	r.ackByGroupOffsets(ctx)
 	sum, err := r.run(ctx, cl, ix, txns)
 	if err == nil && sum.DryRun && sum.Parked > 0 {
 		if ok, lerr := r.mode.parkedExists(ctx); lerr == nil && !ok {
@@ -113,6 +117,35 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 		}
 	}
 	return sum, err
+}
+
+// ackByGroupOffsets gives the acknowledgement index the pipeline's Kafka group offsets
+// (dlq.AckIndex.SetGroupOffsets), so that the dead letters of flushes made before the
+// table existed are real, and the replay lands them (creating the table, with
+// table.create) instead of reporting them pending until a record that fits creates it.
+// Without them (no DESCRIBE on the group, the broker unreachable) those dead letters stay
+// pending, as the log says.
+func (r *replayer) ackByGroupOffsets(ctx context.Context) {
+	if r.acks == nil {
+		return
+	}
+	offs, err := r.mode.adm.FetchOffsets(ctx, r.cfg.Kafka.Group)
+	if err == nil {
+		err = offs.Error()
+	}
+	if err != nil {
+		r.log.Warn("replay cannot read the pipeline's group offsets; dead letters written before the table existed stay pending until the pipeline creates it",
+			"group", r.cfg.Kafka.Group, "err", err)
+		return
+	}
+	cm := &consumerMode{appID: r.cfg.AppID}
+	byApp := map[string]int64{}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			byApp[cm.txnAppID(o.Topic, o.Partition)] = o.At
+		}
+	})
+	r.acks.SetGroupOffsets(byApp)
 }
 
 // newReplayer builds the replayer of one Replay with opts (defaults filled in) and its

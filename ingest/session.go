@@ -58,11 +58,16 @@ type session struct {
 	p   *Pipeline
 	cl  *kgo.Client // group consumer; also the advisory offset committer
 	dlq *kgo.Client // dead-letter producer; nil without a dead-letter topic
+	// waitWarn fires the warning about a first assignment that is late (awaitAssignment).
+	waitWarn *time.Timer
 }
 
 // close closes the consumer first (leaving the group runs the revoke callback, whose
 // flush may still produce dead letters), then the dead-letter producer.
 func (s *session) close() {
+	if s.waitWarn != nil {
+		s.waitWarn.Stop()
+	}
 	s.cl.Close()
 	if s.dlq != nil {
 		s.dlq.Close()
@@ -79,6 +84,9 @@ func (s *session) drain(ctx context.Context) error {
 	tok := p.acquireFlush() // the loop's flush worker has stopped: nothing is in flight
 	ferr := p.drainLocked(sctx)
 	p.releaseFlush(tok)
+	// The advisory offset commits of the last flushes are answered before close leaves
+	// the group (else the client warns of an answer after the session ended).
+	p.cm.commits.wait(commitWaitOnStop)
 	if ferr != nil {
 		return fmt.Errorf("flush on shutdown: %w", ferr)
 	}

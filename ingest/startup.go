@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,11 @@ const (
 	// that has just restarted may answer Metadata before it has loaded its topics, and a
 	// topic created just before the daemon started may not have reached every broker yet.
 	missingTopicAttempts = 5
+	// listenerAttempts is how many listings in a row must fail with a TLS or SASL
+	// mismatch between the client and the listener (kafkaclient.ListenerMismatch) before
+	// the start-up check fails (about 1 s of retryBackoff): one such failure may also be a
+	// broker dropping connections as it restarts, three in a row are the configuration.
+	listenerAttempts = 3
 )
 
 // start refuses a table the pipeline cannot write, builds the consumer and the
@@ -41,8 +47,12 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	if err := p.checkTable(ctx); err != nil {
 		return nil, err
 	}
+	if err := probeRegistry(ctx, p.deps.Schemas, p.log); err != nil {
+		return nil, err
+	}
 	clients := p.deps.kafkaClients(p.cfg, p.log)
-	cl, err := clients.Consumer(rebalanceTimeout, kafkaclient.ConsumerCallbacks{Adjust: p.adjustOffsets, Revoked: p.onRevoked, Lost: p.onLost})
+	p.assignStart = time.Now() // before the consumer's goroutines, which read it (onAssigned)
+	cl, err := clients.Consumer(rebalanceTimeout, kafkaclient.ConsumerCallbacks{Adjust: p.adjustOffsets, Revoked: p.onRevoked, Lost: p.onLost, Assigned: p.onAssigned})
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +79,95 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 		s.close()
 		return nil, err
 	}
-	p.status.set(StateRunning, nil)
 	p.log.Info("pipeline started", "topics", p.cfg.Kafka.Topics, "group", p.cfg.Kafka.Group,
 		"table", p.cfg.Table.URI, "policy", p.cfg.Schema.Policy)
+	p.awaitAssignment(s)
 	return s, nil
+}
+
+// assignmentWaitWarn is how long a started pipeline waits for its first assignment
+// before it says why it may be waiting: a join normally completes within a few seconds
+// (the group's initial rebalance delay, 3 s by default).
+const assignmentWaitWarn = 5 * time.Second
+
+// awaitAssignment reports the pipeline as waiting_for_assignment in /readyz until the
+// group's first assignment (onAssigned), and after assignmentWaitWarn without one logs a
+// WARN with the likely reason. The timer belongs to s: s.close stops it.
+func (p *Pipeline) awaitAssignment(s *session) {
+	k := p.cfg.Kafka
+	started := p.assignStart
+	p.status.waiting(fmt.Sprintf("waiting for consumer group %s to assign partitions", k.Group))
+	s.waitWarn = time.AfterFunc(assignmentWaitWarn, func() {
+		select {
+		case <-p.firstAssigned:
+			return
+		default:
+		}
+		why := fmt.Sprintf("no partitions assigned by consumer group %s %v after start: the coordinator is likely waiting for a previous member's session to expire "+
+			"(a process killed without leaving the group, e.g. kill -9, holds its partitions for up to kafka.session_timeout, %v); "+
+			"static membership (kafka.instance_id, unique per process) lets a restarted process take its partitions back at once",
+			k.Group, assignmentWaitWarn, k.SessionTimeout)
+		if k.InstanceID != "" {
+			why = fmt.Sprintf("no partitions assigned by consumer group %s %v after start (kafka.instance_id %q): the coordinator is likely finishing a rebalance "+
+				"or waiting for another member's session to expire (up to its session timeout; this pipeline's is %v)", k.Group, assignmentWaitWarn, k.InstanceID, k.SessionTimeout)
+		}
+		p.status.waiting(why)
+		p.log.Warn("waiting for the first partition assignment", "group", k.Group, "waited", time.Since(started).Round(time.Millisecond),
+			"session_timeout", k.SessionTimeout, "reason", why)
+	})
+}
+
+// onAssigned is the consumer's kgo.OnPartitionsAssigned: the first call (after the first
+// join, even with nothing assigned) ends waiting_for_assignment.
+func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	p.firstAssignedOnce.Do(func() {
+		close(p.firstAssigned)
+		p.status.assigned()
+		n := 0
+		for _, ps := range assigned {
+			n += len(ps)
+		}
+		p.log.Info("first partitions assigned", "group", p.cfg.Kafka.Group, "partitions", n,
+			"waited", time.Since(p.assignStart).Round(time.Millisecond))
+	})
+}
+
+// registryProber is a schema source that can check its registry's URL (decode.Registry).
+type registryProber interface {
+	Probe(ctx context.Context) error
+}
+
+// registryProbeTimeout bounds the start-up probe of the schema registry.
+const registryProbeTimeout = 10 * time.Second
+
+// probeRegistry checks, when schemas come from a registry, that its URL is a
+// Confluent-compatible registry API (decode.Registry.Probe): a wrong base URL answers 404
+// to every lookup, which would dead-letter every record as schema_not_found. Errors: a
+// *decode.RegistryURLError ("check schema registry: …"). A registry that cannot be
+// reached, or refuses the probe (401/403), is only logged: lookups retry the first (the
+// pipeline holds the records back; nothing is dead-lettered for it) and fail on the second.
+func probeRegistry(ctx context.Context, s SchemaSource, log *slog.Logger) error {
+	pr, ok := s.(registryProber)
+	if !ok {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, registryProbeTimeout)
+	defer cancel()
+	err := pr.Probe(pctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, decode.ErrRegistryURL):
+		return fmt.Errorf("check schema registry: %w", err)
+	case errors.Is(err, decode.ErrRegistryAuth):
+		// The probe's paths may need more than reading schemas by id (an authorizer may
+		// refuse listing subjects): the first lookup decides, and fails the pipeline if
+		// it is refused too.
+		log.Warn("schema registry refused the start-up probe; the first schema lookup decides", "err", err)
+		return nil
+	}
+	log.Warn("schema registry not reachable at start-up; lookups retry it", "err", err)
+	return nil
 }
 
 // checkTable opens the table's snapshot (refusing tables ingestd cannot safely write,
@@ -129,9 +224,11 @@ func (p *Pipeline) checkTopics(ctx context.Context, cl *kgo.Client) error {
 // while we start is not a failure) and looking again for topics reported missing,
 // missingTopicAttempts times in all, before they are (missing; the lookups stop early
 // when ctx ends). Errors: a *kafkaclient.SecurityError at once (retrying cannot help),
-// or "list topics on <brokers>: …" after the last attempt.
+// or after listenerAttempts failures in a row that say the listener does not speak the
+// configured TLS or SASL (kafkaclient.ListenerMismatch), or "list topics on <brokers>: …"
+// after the last attempt.
 func (p *Pipeline) listTopics(ctx context.Context, adm *kadm.Client, topics []string) (details kadm.TopicDetails, missing []string, err error) {
-	for attempt, missingSeen := 0, 0; ; attempt++ {
+	for attempt, missingSeen, mismatchSeen := 0, 0, 0; ; attempt++ {
 		if details, err = listTopicsEach(ctx, adm, topics); err == nil {
 			missing = missingTopics(topics, details)
 			if len(missing) == 0 {
@@ -149,6 +246,13 @@ func (p *Pipeline) listTopics(ctx context.Context, adm *kadm.Client, topics []st
 		}
 		if se := kafkaclient.AsSecurityError(p.cfg.Kafka, "", err); se != nil {
 			return nil, nil, se // authentication, authorization, certificates: it names the principal and the fix
+		}
+		if me := kafkaclient.ListenerMismatch(p.cfg.Kafka, err); me != nil {
+			if mismatchSeen++; mismatchSeen >= listenerAttempts {
+				return nil, nil, me
+			}
+		} else {
+			mismatchSeen = 0
 		}
 		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
 		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {

@@ -17,6 +17,13 @@ const (
 	StateFailed   State = "failed"   // it could not start or hit a permanent error
 	StateStopped  State = "stopped"  // shut down cleanly
 	StateRetrying State = "retrying" // a transient failure (registry, broker, store) is being retried
+	// StateWaiting: started, but the consumer group has not assigned it partitions yet
+	// (after a kill -9 the coordinator waits for the previous member's session timeout).
+	StateWaiting State = "waiting_for_assignment"
+	// StateDegraded: running, but every record of its last flushes went to the dead-letter
+	// topic as schema_not_found: a wrong schema_registry.url, or a producer using another
+	// registry (Status.Error says which ids).
+	StateDegraded State = "degraded"
 )
 
 // HaltedPartition is where a halted pipeline stopped: the first offending offset.
@@ -42,6 +49,9 @@ type Status struct {
 type statusBox struct {
 	mu sync.Mutex
 	s  Status
+	// assignedOnce is set by the first assignment: waiting is then a no-op (the assignment
+	// may arrive before the start-up checks end).
+	assignedOnce bool
 }
 
 func (b *statusBox) set(state State, err error) {
@@ -124,6 +134,57 @@ func (b *statusBox) recovered() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.s.State == StateRetrying {
+		b.s.State, b.s.Error, b.s.Since = StateRunning, "", time.Now()
+	}
+}
+
+// assigned ends StateWaiting: the group has given the pipeline its first assignment.
+func (b *statusBox) assigned() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.assignedOnce = true
+	if b.s.State == StateWaiting {
+		b.s.State, b.s.Error, b.s.Since = StateRunning, "", time.Now()
+	}
+}
+
+// waiting marks a started pipeline that has no assignment yet, why shown in /readyz; once
+// assigned, it makes a starting pipeline running.
+func (b *statusBox) waiting(why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.assignedOnce {
+		if b.s.State == StateStarting {
+			b.s.State, b.s.Error, b.s.Since = StateRunning, "", time.Now()
+		}
+		return
+	}
+	if b.s.State == StateStarting || b.s.State == StateWaiting {
+		if b.s.State != StateWaiting {
+			b.s.Since = time.Now()
+		}
+		b.s.State, b.s.Error = StateWaiting, why
+	}
+}
+
+// degraded marks a running pipeline whose flushes only dead-letter unknown schema ids;
+// why is shown in /readyz until undegraded.
+func (b *statusBox) degraded(why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s.State == StateRunning || b.s.State == StateDegraded {
+		if b.s.State != StateDegraded {
+			b.s.Since = time.Now()
+		}
+		b.s.State, b.s.Error = StateDegraded, why
+	}
+}
+
+// undegraded undoes degraded.
+func (b *statusBox) undegraded() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s.State == StateDegraded {
 		b.s.State, b.s.Error, b.s.Since = StateRunning, "", time.Now()
 	}
 }

@@ -39,6 +39,11 @@ type Options struct {
 	// never missing, whatever their nullability), and a writer field named like one
 	// (case-insensitively, deltalog.NameKey) is a KafkaColumnCollision, incompatible.
 	KafkaColumns []string
+	// PartitionColumns are the table's partition columns: a widening of one is evolvable
+	// only when its partition values keep their form (deltalog.PartitionWidening: integer
+	// widening); any other is a PartitionTypeChange, incompatible. `table alter --widen`
+	// applies the same rule.
+	PartitionColumns []string
 	// AlterTable is how Explain's fix commands name the table: the arguments after
 	// `ingestd table alter` (e.g. "--config pipelines/gold.yaml" or a table URI); empty:
 	// "TABLE", for the reader to fill in.
@@ -96,6 +101,10 @@ const (
 	// KafkaColumnCollision is a top-level writer field named like a Kafka column of the
 	// table (Options.KafkaColumns); Decision.Reason is then kafka_column_collision.
 	KafkaColumnCollision ChangeKind = "kafka_column_collision"
+	// PartitionTypeChange is a widening of a partition column that would change how its
+	// partition values are written (Options.PartitionColumns); Decide turns such Widen
+	// changes into this kind, which is incompatible.
+	PartitionTypeChange ChangeKind = "partition_type_change"
 )
 
 // Change is one difference at a field path ("a.b", "items[].qty", "m{}.v").
@@ -121,6 +130,8 @@ func (c Change) String() string {
 		return fmt.Sprintf("fields at %s differ only in case: %s", c.Path, c.WriterType)
 	case KafkaColumnCollision:
 		return fmt.Sprintf("field %s %s collides with Kafka column %s, which ingestd fills from the record (table.kafka_columns)", c.Path, c.WriterType, c.TableType)
+	case PartitionTypeChange:
+		return fmt.Sprintf("partition column %s widens %s → %s, which would change the form of its partition values (only byte→short→integer→long keep it)", c.Path, c.TableType, c.WriterType)
 	case NeedsFeature:
 		what := "new field " + c.Path + " " + c.WriterType
 		if c.TableType != "" {
@@ -133,7 +144,31 @@ func (c Change) String() string {
 }
 
 func (k ChangeKind) incompatible() bool {
-	return k == TypeMismatch || k == MissingNotNull || k == NameClash || k == NeedsFeature || k == KafkaColumnCollision
+	return k == TypeMismatch || k == MissingNotNull || k == NameClash || k == NeedsFeature || k == KafkaColumnCollision || k == PartitionTypeChange
+}
+
+// partitionTypeChange reports whether c widens a top-level partition column of cols in a
+// way that changes its partition values' form (deltalog.PartitionWidening).
+func partitionTypeChange(c Change, cols []string) bool {
+	if c.Kind != Widen || strings.ContainsAny(c.Path, ".[{") {
+		return false
+	}
+	for _, p := range cols {
+		if deltalog.NameKey(p) == deltalog.NameKey(c.Path) {
+			return !deltalog.PartitionWidening(primitiveNamed(c.TableType), primitiveNamed(c.WriterType))
+		}
+	}
+	return false
+}
+
+// primitiveNamed is the integer type named s (a DataType's String()), nil for any other.
+func primitiveNamed(s string) deltalog.DataType {
+	for _, t := range []deltalog.DataType{deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long} {
+		if t.String() == s {
+			return t
+		}
+	}
+	return nil
 }
 
 // DiffValue is Diff for a record's value schema against a table with Kafka columns
@@ -332,6 +367,9 @@ func Decide(changes []Change, opts Options) Decision {
 	enable := map[string]bool{}
 	for i := range changes {
 		c := changes[i]
+		if partitionTypeChange(c, opts.PartitionColumns) {
+			c.Kind, c.Feature = PartitionTypeChange, ""
+		}
 		if (c.Kind == AddColumn || c.Kind == Widen) && c.Feature != "" && !opts.Table.has(c.Feature) {
 			if opts.Allow[c.Feature] {
 				enable[c.Feature] = true

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/ingestd/ingestd/ingest"
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
@@ -56,8 +59,40 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		for _, w := range c.Warnings {
 			fmt.Fprintln(stdout, "warning: "+w.Error())
 		}
+		if n := schemaChecksLeft(c); n != "" {
+			fmt.Fprintln(stdout, "note: "+n)
+		}
 	}
 	return exitOK
+}
+
+// schemaChecksLeft says which settings of c validate cannot check because they name
+// columns of the writer schema, which it does not read (no registry, no Kafka): the
+// partition columns that are neither generated nor Kafka columns, and the generated
+// columns' expressions. "" when there are none.
+func schemaChecksLeft(c *config.Config) string {
+	if !c.Table.Create {
+		return ""
+	}
+	var cols []string
+	kafka := kafkacols.Columns(c.Table.KafkaColumns)
+	for _, p := range c.Table.PartitionBy {
+		_, generated := c.Table.GeneratedColumns[p]
+		if !generated && !slices.Contains(kafka, p) {
+			cols = append(cols, p)
+		}
+	}
+	var what []string
+	if len(cols) > 0 {
+		what = append(what, fmt.Sprintf("table.partition_by %v", cols))
+	}
+	if len(c.Table.GeneratedColumns) > 0 {
+		what = append(what, "the table.generated_columns expressions")
+	}
+	if len(what) == 0 {
+		return ""
+	}
+	return strings.Join(what, " and ") + " name columns of the writer schema: they are checked when ingestd creates the table (from the first record that fits), which fails the pipeline if a column is missing; validate reads no schema"
 }
 
 // openPipeline is ingest.Open; a variable so a test can stand in for a slow open.
@@ -148,12 +183,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	failed := len(openFailed) + runPipelines(ctx, log, pipelines)
-	if failed > 0 {
-		// Exit non-zero so a supervisor sees it; the healthy pipelines ran until the signal.
-		log.Error("pipelines failed", "failed", failed, "pipelines", len(cfgs))
+	ran := runPipelines(ctx, log, pipelines)
+	return finish(log, len(cfgs), len(openFailed), ran)
+}
+
+// finish logs the one last line of ingestd run, for all pipelines of the run (those that
+// failed to open included), and returns the exit code: exitFailure when any failed, so a
+// supervisor sees it (the healthy pipelines ran until the signal).
+func finish(log *slog.Logger, pipelines, openFailed, runFailed int) int {
+	if failed := openFailed + runFailed; failed > 0 {
+		log.Error("pipelines stopped; some failed", "pipelines", pipelines, "failed", failed, "failed_to_open", openFailed)
 		return exitFailure
 	}
+	log.Info("all pipelines stopped", "pipelines", pipelines, "failed", 0)
 	return exitOK
 }
 
@@ -175,7 +217,6 @@ func runPipelines(ctx context.Context, log *slog.Logger, ps []*ingest.Pipeline) 
 		})
 	}
 	wg.Wait()
-	log.Info("all pipelines stopped", "pipelines", len(ps), "failed", failed)
 	return failed
 }
 

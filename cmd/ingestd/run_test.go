@@ -55,3 +55,32 @@ func TestRunSignalWhileOpening(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFinalLineAfterOpenFailure: a pipeline that fails to open (a missing bucket, a
+// permission) is counted in the run's one last line, which says that pipelines failed; the
+// log never says "all pipelines stopped ... failed=0" before it.
+func TestRunFinalLineAfterOpenFailure(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "p.yaml")
+	body := "name: p\nkafka:\n  brokers: [k:9092]\n  topics: [orders]\nschema_registry: {url: \"http://r:8081\"}\ntable: {uri: " + filepath.Join(dir, "t") + "}\nschema: {policy: evolve}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := openPipeline
+	t.Cleanup(func() { openPipeline = old })
+	openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ *maintain.Registry) (*ingest.Pipeline, error) {
+		return nil, fmt.Errorf("open table %s: permission denied", c.Table.URI)
+	}
+	var out, errb bytes.Buffer
+	if code := cmdRun(context.Background(), []string{"--config", cfg, "--listen", "", "--log-format", "text"}, &out, &errb); code != exitFailure {
+		t.Fatalf("exit %d, want %d", code, exitFailure)
+	}
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, `level=ERROR msg="pipelines stopped; some failed" pipelines=1 failed=1 failed_to_open=1`) {
+		t.Errorf("last line %q", last)
+	}
+	if strings.Contains(errb.String(), "all pipelines stopped") {
+		t.Errorf("the log says all pipelines stopped:\n%s", errb.String())
+	}
+}

@@ -80,3 +80,41 @@ schema: {policy: evolve}
 		t.Errorf("validate of a broken config: exit %d\n%s", code, errb.String())
 	}
 }
+
+// validate cannot check partition columns and generated expressions against the writer
+// schema (it reads none): it says so, naming the partition columns that are neither
+// generated nor Kafka columns; a pipeline without such settings gets no note.
+func TestValidateNotesSchemaChecksLeft(t *testing.T) {
+	dir := t.TempDir()
+	body := `name: p
+kafka: {brokers: [k:9092], topics: [orders]}
+schema_registry: {url: "http://r:8081"}
+table:
+  uri: /tmp/validate-notes
+  create: true
+  partition_by: [event_date, region, _kafka_partition]
+  generated_columns: {event_date: "CAST(no_such_column AS DATE)"}
+  kafka_columns: [partition]
+schema: {policy: evolve}
+`
+	cfg := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"validate", "--config", cfg}, &out, &errb); code != 0 {
+		t.Fatalf("validate: code %d, stderr %q", code, errb.String())
+	}
+	want := "note: table.partition_by [region] and the table.generated_columns expressions name columns of the writer schema: they are checked when ingestd creates the table (from the first record that fits), which fails the pipeline if a column is missing; validate reads no schema\n"
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("validate output\n%s\nwant it to end with\n%s", out.String(), want)
+	}
+	plain := strings.NewReplacer("  partition_by: [event_date, region, _kafka_partition]\n", "", "  generated_columns: {event_date: \"CAST(no_such_column AS DATE)\"}\n", "").Replace(body)
+	if err := os.WriteFile(cfg, []byte(plain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"validate", "--config", cfg}, &out, &errb); code != 0 || strings.Contains(out.String(), "note:") {
+		t.Errorf("validate of a plain pipeline: code %d, output %q", code, out.String())
+	}
+}

@@ -86,3 +86,16 @@ func Widening(from, to DataType) WideningKind {
 	}
 	return WideningNone
 }
+
+// PartitionWidening reports whether a partition column may change from type from to type
+// to: only the integer widenings byte→short→integer→long, whose partition values are
+// serialised alike (a decimal integer string, PROTOCOL.md "Partition Value
+// Serialization"), so every existing add.partitionValues and directory name stays valid
+// for the wider type. Other widenings (to double or decimal, date→timestamp_ntz, decimal
+// precision) would change how the values are written, and Delta readers parse the old
+// strings under the new type. The schema guard's evolve and `table alter --widen` both
+// apply this one rule.
+func PartitionWidening(from, to DataType) bool {
+	fr, tr := integerRank(from), integerRank(to)
+	return fr > 0 && tr > fr
+}

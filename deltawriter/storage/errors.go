@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -59,9 +60,32 @@ func (e *StoreError) Error() string {
 		b.WriteString("permission denied (check the credentials and that they grant this operation on this bucket/prefix): ")
 	case errors.Is(e.Class, ErrTransient):
 		b.WriteString("transient error, retry later: ")
+	case e.Code == "NoSuchBucket" || e.Code == "ContainerNotFound":
+		b.WriteString(missingContainer(e.Object) + ": ")
 	}
 	b.WriteString(e.Err.Error())
 	return b.String()
+}
+
+// missingContainer names the bucket or container of object (a store URI) that does not
+// exist, with the command that creates it: the store never creates one itself (its name,
+// region and policies are the operator's choice).
+func missingContainer(object string) string {
+	u, err := url.Parse(object)
+	if err != nil || u.Host == "" {
+		return "the bucket or container does not exist (fix: create it, or correct table.uri)"
+	}
+	switch u.Scheme {
+	case "s3", "s3a":
+		return fmt.Sprintf("bucket %q does not exist (fix: create it, e.g. aws s3 mb s3://%s, or correct table.uri)", u.Host, u.Host)
+	case "az", "azure", "abfs", "abfss":
+		c := u.Host
+		if u.User != nil { // abfss://container@account.dfs.core.windows.net/…
+			c = u.User.Username()
+		}
+		return fmt.Sprintf("container %q does not exist (fix: create it, e.g. az storage container create --name %s, or correct table.uri)", c, c)
+	}
+	return fmt.Sprintf("bucket %q does not exist (fix: create it, or correct table.uri)", u.Host)
 }
 
 // Unwrap returns the class and the SDK error, so errors.Is(err, ErrExist) and

@@ -113,7 +113,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 		if !widening {
 			return nil, fmt.Errorf("widen %s: the table does not have type widening enabled; add --enable-feature typeWidening (an irreversible protocol upgrade)", strings.Join(c.Path, "."))
 		}
-		if err := checkNotPartition(snap.Metadata.PartitionColumns, c.Path); err != nil {
+		if err := checkPartitionWidening(dry, snap.Metadata.PartitionColumns, c); err != nil {
 			return nil, err
 		}
 		if dry, _, err = widen(dry, c); err != nil {
@@ -212,7 +212,7 @@ func Apply(ctx context.Context, table *deltawriter.Table, a Alter) ([]Result, er
 	}
 	for _, c := range a.Widen {
 		err := step("CHANGE COLUMN", func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error) {
-			if err := checkNotPartition(s.Metadata.PartitionColumns, c.Path); err != nil {
+			if err := checkPartitionWidening(s.Schema, s.Metadata.PartitionColumns, c); err != nil {
 				return deltawriter.Commit{}, "", err
 			}
 			schema, from, err := widen(s.Schema, c)
@@ -301,19 +301,27 @@ func addColumn(s *deltalog.StructType, c ColumnDef) (*deltalog.StructType, error
 // widen returns a copy of s with the column at c.Path widened to c.Type, and the old
 // type. Only Delta's type-widening changes are accepted; deltawriter.PrepareSchemaChange records
 // the change in delta.typeChanges when it is committed.
-// checkNotPartition refuses to change a partition column (alter cannot drop columns at
-// all): its values are in every add.partitionValues and directory name, serialised for
-// its type (PROTOCOL.md, "Partition Value Serialization"), and a new type would need every
-// file rewritten. Repartition with Spark instead.
-func checkNotPartition(partitionColumns []string, path []string) error {
-	if len(path) != 1 {
+// checkPartitionWidening refuses to widen a partition column (alter cannot drop columns
+// at all) to a type whose partition values are serialised differently: its values are in
+// every add.partitionValues and directory name, serialised for its type (PROTOCOL.md,
+// "Partition Value Serialization"), and such a type would need every file rewritten.
+// Integer widenings keep the serialisation and are allowed (deltalog.PartitionWidening,
+// the rule evolve applies too). s is the schema before the change.
+func checkPartitionWidening(s *deltalog.StructType, partitionColumns []string, c ColumnDef) error {
+	if len(c.Path) != 1 {
 		return nil
 	}
-	for _, c := range partitionColumns {
-		if deltalog.NameKey(c) == deltalog.NameKey(path[0]) {
-			return fmt.Errorf("widen %s: it is a partition column, whose values are serialised in every file's partitionValues; "+
-				"table alter does not change or drop partition columns (repartition the table with Spark: CREATE TABLE … AS SELECT)", path[0])
+	for _, pc := range partitionColumns {
+		if deltalog.NameKey(pc) != deltalog.NameKey(c.Path[0]) {
+			continue
 		}
+		for _, f := range s.Fields {
+			if deltalog.NameKey(f.Name) == deltalog.NameKey(pc) && deltalog.PartitionWidening(f.Type, c.Type) {
+				return nil
+			}
+		}
+		return fmt.Errorf("widen %s: it is a partition column, whose values are serialised in every file's partitionValues; "+
+			"only byte→short→int→long keep that form (repartition the table with Spark for other types: CREATE TABLE … AS SELECT)", c.Path[0])
 	}
 	return nil
 }

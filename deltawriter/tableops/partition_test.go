@@ -3,6 +3,7 @@ package tableops
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,17 +46,35 @@ func partitionedTable(t *testing.T, pvs ...map[string]*string) (*deltawriter.Tab
 
 func pv(s string) *string { return &s }
 
-// TestAlterRefusesPartitionColumn: table alter does not change a partition column.
-func TestAlterRefusesPartitionColumn(t *testing.T) {
+// TestAlterPartitionWidening: table alter widens a partition column only where its
+// partition values keep their form (integer widening: qty int → bigint, the rule evolve
+// applies too); int → double would change it and is refused, committing nothing. The
+// files' partition values are untouched and read as the wider type.
+func TestAlterPartitionWidening(t *testing.T) {
 	ctx := context.Background()
-	tbl, _ := partitionedTable(t)
-	c, _ := ParseColumnDef("QTY bigint")
+	tbl, _ := partitionedTable(t, map[string]*string{"qty": pv("7"), "ts": nil})
+	c, _ := ParseColumnDef("QTY double")
 	_, err := Apply(ctx, tbl, Alter{Widen: []ColumnDef{c}})
-	if err == nil || !strings.Contains(err.Error(), "QTY: it is a partition column") {
-		t.Fatalf("widen a partition column: %v; want a refusal naming it", err)
+	want := "widen QTY: it is a partition column, whose values are serialised in every file's partitionValues; only byte→short→int→long keep that form (repartition the table with Spark for other types: CREATE TABLE … AS SELECT)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("widen a partition column to double: %v\nwant %s", err, want)
 	}
 	if snap, _ := tbl.Snapshot(ctx); snap.Version != 0 {
 		t.Errorf("a refused alter committed: version %d", snap.Version)
+	}
+	c, _ = ParseColumnDef("QTY bigint")
+	if _, err := Apply(ctx, tbl, Alter{Widen: []ColumnDef{c}}); err != nil {
+		t.Fatalf("widen partition column qty int → bigint: %v", err)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := snap.Schema.Field("qty"); f == nil || f.Type != deltalog.Long {
+		t.Fatalf("qty after the widening: %+v", f)
+	}
+	if got := fmt.Sprint(snap.Metadata.PartitionColumns); got != "[qty ts]" {
+		t.Errorf("partition columns %s", got)
 	}
 	// An ordinary column still widens.
 	c, _ = ParseColumnDef("order_id decimal(20,0)")

@@ -477,3 +477,60 @@ func TestMaintenanceConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigHostnameFallback: bash sets HOSTNAME without exporting it, so a daemon started
+// from a shell sees none; instance_id: ${HOSTNAME} is then the host name (os.Hostname), while
+// ${HOSTNAME:-x} keeps its default and an exported HOSTNAME wins.
+func TestConfigHostnameFallback(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		t.Skipf("no host name: %v", err)
+	}
+	load := func(instanceID string) string {
+		t.Helper()
+		body := strings.Replace(goodConfig, `topics: [orders]}`, `topics: [orders], instance_id: "`+instanceID+`"}`, 1)
+		cfgs, err := Load(configtest.Write(t, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfgs[0].Kafka.InstanceID
+	}
+	t.Setenv("HOSTNAME", "")
+	os.Unsetenv("HOSTNAME")
+	if got := load("${HOSTNAME}"); got != host {
+		t.Errorf("instance_id ${HOSTNAME} without HOSTNAME = %q, want the host name %q", got, host)
+	}
+	if got := load("${HOSTNAME:-static-1}"); got != "static-1" {
+		t.Errorf("instance_id ${HOSTNAME:-static-1} without HOSTNAME = %q, want the default", got)
+	}
+	t.Setenv("HOSTNAME", "pod-7")
+	if got := load("${HOSTNAME}"); got != "pod-7" {
+		t.Errorf("instance_id ${HOSTNAME} with HOSTNAME=pod-7 = %q", got)
+	}
+}
+
+// TestConfigMessagesForCarriedOverKeys: an ssl: block (Kafka's and librdkafka's name) is
+// pointed to tls, not to sasl, the nearest spelling; an unquoted ${VAR} in a flow list or
+// mapping, which YAML reads as the start of a mapping, gets the fix to quote it.
+func TestConfigMessagesForCarriedOverKeys(t *testing.T) {
+	cases := []struct{ name, from, to, want string }{
+		{"ssl", `topics: [orders]}`, `topics: [orders], ssl: {ca_file: /ca.pem}}`,
+			`:2: unknown field "ssl" in kafka (fix: TLS settings go under tls (e.g. tls: {ca_file: /etc/ingestd/kafka-ca.pem}); Kafka's security.protocol SSL is tls, SASL_SSL is tls and sasl; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
+		{"flow list", `brokers: ["k:9092"]`, `brokers: [${KAFKA_BROKERS}]`,
+			`:2: invalid YAML in the list or mapping that starts here: did not find expected ',' or ']' (fix: quote ${KAFKA_BROKERS} as "${KAFKA_BROKERS}": inside [ ] or { } an unquoted ${ opens a YAML mapping (e.g. brokers: ["${KAFKA_BROKERS}"]))`},
+		{"flow mapping", `brokers: ["k:9092"]`, `brokers: ${KAFKA_BROKERS}`,
+			`:2: invalid YAML in the list or mapping that starts here: did not find expected ',' or '}' (fix: quote ${KAFKA_BROKERS} as "${KAFKA_BROKERS}": inside [ ] or { } an unquoted ${ opens a YAML mapping (e.g. brokers: ["${KAFKA_BROKERS}"]))`},
+		{"quoted is fine elsewhere", `url: "http://r:8081"}`, `url: "http://r:8081", x: 1}`,
+			`:3: unknown field "x" in schema_registry (fix: remove it or correct its spelling; known keys here: `},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("KAFKA_BROKERS", "k:9092")
+			path := configtest.Write(t, strings.Replace(goodConfig, c.from, c.to, 1))
+			_, err := Load(path)
+			if err == nil || !strings.HasPrefix(err.Error(), path+c.want) {
+				t.Fatalf("Load: %v\nwant prefix\n%s%s", err, path, c.want)
+			}
+		})
+	}
+}

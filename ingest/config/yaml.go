@@ -19,6 +19,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func decodeYAML(file string, src []byte, out any) (map[string]int, []error) {
 	d := &yamlDecoder{file: file, lines: map[string]int{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return d.lines, []error{syntaxError(file, err)}
+		return d.lines, []error{syntaxError(file, src, err)}
 	}
 	if len(doc.Content) == 0 { // empty file or only comments
 		return d.lines, nil
@@ -59,8 +60,9 @@ func decodeYAML(file string, src []byte, out any) (map[string]int, []error) {
 }
 
 // syntaxError turns "yaml: line 3: mapping values are not allowed in this context" into a
-// Error on line 3.
-func syntaxError(file string, err error) error {
+// Error on line 3 of src. An unquoted ${VAR} in a flow list or mapping on that line
+// (brokers: [${KAFKA_BROKERS}]: its "{" opens a mapping) gets the fix to quote it.
+func syntaxError(file string, src []byte, err error) error {
 	ce := &Error{File: file, Msg: "invalid YAML: " + err.Error(), Fix: "check the indentation and quoting on that line (quote values that contain ': ' or ' #')"}
 	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
 		ce.Line, _ = strconv.Atoi(m[1])
@@ -71,8 +73,51 @@ func syntaxError(file string, err error) error {
 			ce.Line++
 			ce.Msg = "invalid YAML in the list or mapping that starts here: " + m[2]
 		}
+		if v := unquotedFlowVar(src, ce.Line); v != "" {
+			ce.Fix = fmt.Sprintf("quote %s as \"%s\": inside [ ] or { } an unquoted ${ opens a YAML mapping (e.g. brokers: [\"${KAFKA_BROKERS}\"])", v, v)
+		}
 	}
 	return ce
+}
+
+// unquotedFlowVar returns the first ${VAR} on 1-based line n of src that stands unquoted
+// in a flow collection opened on that line: after "[", "{", "," or ":" (spaces between),
+// outside quotes; "" if there is none.
+func unquotedFlowVar(src []byte, n int) string {
+	lines := strings.Split(string(src), "\n")
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	line := lines[n-1]
+	var quote byte
+	prev := byte(0) // last non-space byte outside quotes
+	depth := 0      // flow collections open
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#':
+			return ""
+		case c == '$' && i+1 < len(line) && line[i+1] == '{' && depth > 0 && strings.IndexByte("[{,:", prev) >= 0 && prev != 0:
+			if end := strings.IndexByte(line[i:], '}'); end > 0 {
+				return line[i : i+end+1]
+			}
+			return line[i:]
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		}
+		if c != ' ' && c != '\t' {
+			prev = c
+		}
+	}
+	return ""
 }
 
 func (d *yamlDecoder) fail(n *yaml.Node, msg, fix string) {
@@ -257,7 +302,9 @@ func (d *yamlDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 				where = "in " + key(path)
 			}
 			fix := "remove it or correct its spelling"
-			if near := closest(k.Value, names); near != "" {
+			if alias, ok := keyAliases[k.Value]; ok && slices.Contains(names, alias.key) {
+				fix = alias.fix
+			} else if near := closest(k.Value, names); near != "" {
 				fix = fmt.Sprintf("remove it or correct its spelling: did you mean %q?", near)
 			}
 			d.fail(k, fmt.Sprintf("unknown field %q %s", k.Value, where), fmt.Sprintf("%s; known keys here: %s", fix, strings.Join(names, ", ")))
@@ -273,13 +320,21 @@ func (d *yamlDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
+// keyAliases are keys of other tools' configurations that users carry over, with the key
+// ingestd uses instead: closest would suggest a key by spelling ("ssl" → "sasl"), not by
+// meaning.
+var keyAliases = map[string]struct{ key, fix string }{
+	"ssl": {"tls", `TLS settings go under tls (e.g. tls: {ca_file: /etc/ingestd/kafka-ca.pem}); Kafka's security.protocol SSL is tls, SASL_SSL is tls and sasl`},
+}
+
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // scalar returns n's value with ${VAR} and ${VAR:-default} expanded from the environment
 // (once: an expanded value is never expanded or parsed again), or false after recording
-// an error (not a scalar, an unset variable).
+// an error (not a scalar, an unset variable). ${HOSTNAME} (without a default) unset or
+// empty is the host name (os.Hostname).
 func (d *yamlDecoder) scalar(n *yaml.Node, path string, t reflect.Type) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
 		d.wrongShape(n, path, t)
@@ -293,6 +348,13 @@ func (d *yamlDecoder) scalar(n *yaml.Node, path string, t reflect.Type) (string,
 		sub := envRe.FindStringSubmatch(m)
 		if v, set := os.LookupEnv(sub[1]); set && v != "" {
 			return v
+		}
+		if sub[1] == "HOSTNAME" && !strings.Contains(m, ":-") {
+			// bash sets HOSTNAME without exporting it, so ${HOSTNAME} works in a pod (the
+			// kubelet exports it) but not from a shell: fall back to the host name.
+			if h, err := os.Hostname(); err == nil && h != "" {
+				return h
+			}
 		}
 		if strings.Contains(m, ":-") {
 			return sub[3]

@@ -64,7 +64,20 @@ type AckIndex struct {
 	moves map[string][]txnMove
 	first int64 // smallest commit JSON version present above the start (-1: none)
 	last  int64 // largest commit JSON version read, or the start: versions <= last are not read
+	// group holds, per source txn appId, the Kafka group offset of its partition (the next
+	// offset to read): the progress of dead-letter-only flushes made before the table
+	// existed (docs/architecture.md, Exactly-once, 7). SetGroupOffsets.
+	group map[string]int64
 }
+
+// SetGroupOffsets gives the index the pipeline's committed Kafka group offsets by txn
+// appId (the next offset to read of each source partition). A dead letter written before
+// the table existed (table version -1) whose txn no commit has moved yet is then real when
+// the group offset is past its txn version: a dead-letter-only flush commits the group
+// offset only after the broker acknowledged its dead letters, so that flush completed and
+// no later flush handles the record again. Without this, such dead letters stay pending
+// until the pipeline creates the table, which it does only with a record that fits.
+func (x *AckIndex) SetGroupOffsets(byAppID map[string]int64) { x.group = byAppID }
 
 // NewAckIndex reads the table's commits after the smallest table version of recs' dead
 // letters that carry ack headers, keeping the txn moves of their appIds (an AckScope of
@@ -163,8 +176,10 @@ func groupOffsetTxns(actions []deltalog.Action) map[string]int64 {
 // table version that moves its txn appId to its txn version or past it decides: real when
 // it is the commit the dead letter names, or when it moved the txn from a group offset
 // position at or past the dead letter (ParamGroupOffsetTxns: the record was not read
-// again after a restart); orphan otherwise. Without ack headers, or when commit files
-// after its table version were removed by log cleanup, it is real.
+// again after a restart); orphan otherwise. Without such a commit, a dead letter written
+// before the table existed is real when the group offset is past it (SetGroupOffsets),
+// else pending. Without ack headers, or when commit files after its table version were
+// removed by log cleanup, it is real.
 func (x *AckIndex) Classify(r *kgo.Record) AckState {
 	a, tv, ok := AckOf(r)
 	if !ok {
@@ -180,6 +195,9 @@ func (x *AckIndex) Classify(r *kgo.Record) AckState {
 			}
 			return AckOrphan
 		}
+	}
+	if g, ok := x.group[a.TxnAppID]; ok && tv < 0 && a.TxnVersion < g {
+		return AckReal // acknowledged by the group offset before the table existed (SetGroupOffsets)
 	}
 	return AckPending
 }

@@ -68,6 +68,9 @@ type ConsumerCallbacks struct {
 	// Revoked and Lost run when partitions move away, cleanly or not:
 	// kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
 	Revoked, Lost func(context.Context, *kgo.Client, map[string][]int32)
+	// Assigned runs after every join of the group, with the partitions newly assigned
+	// (possibly none): kgo.OnPartitionsAssigned. nil: not set.
+	Assigned func(context.Context, *kgo.Client, map[string][]int32)
 }
 
 // Consumer is the pipeline's group consumer of its source topics: offsets are committed
@@ -76,7 +79,11 @@ type ConsumerCallbacks struct {
 // bounds a rebalance, the revoke callback included. Errors: newClient's.
 func (f Clients) Consumer(rebalanceTimeout time.Duration, cb ConsumerCallbacks) (*kgo.Client, error) {
 	k := f.cfg.Kafka
-	return f.newClient("consumer", append([]kgo.Opt{
+	var assigned []kgo.Opt
+	if cb.Assigned != nil {
+		assigned = append(assigned, kgo.OnPartitionsAssigned(cb.Assigned))
+	}
+	return f.newClient("consumer", append(append([]kgo.Opt{
 		kgo.ConsumerGroup(k.Group),
 		kgo.ConsumeTopics(k.Topics...),
 		kgo.DisableAutoCommit(),
@@ -88,7 +95,7 @@ func (f Clients) Consumer(rebalanceTimeout time.Duration, cb ConsumerCallbacks) 
 		kgo.AdjustFetchOffsetsFn(cb.Adjust),
 		kgo.OnPartitionsRevoked(cb.Revoked),
 		kgo.OnPartitionsLost(cb.Lost),
-	}, groupOpts(k)...)...)
+	}, assigned...), groupOpts(k)...)...)
 }
 
 // DeadLetterProducer is a producer of its own: dead letters never queue behind the

@@ -329,3 +329,36 @@ func MissingACL(k config.Kafka, op, resource, name string) string {
 	return fmt.Sprintf("%s is missing %s on %s %s (fix: %s)", principal(k), strings.ToUpper(op), resource, name,
 		aclHint(k, aclOperation(op), resource, name))
 }
+
+// ListenerMismatch returns a *SecurityError when err says that the client and the
+// listener it dialled disagree on TLS or SASL, else nil. The texts are the Kafka client's
+// guesses, each kept in the message with the setting to change:
+//   - kafka.tls set, plaintext listener: the broker closes the connection at the TLS
+//     ClientHello (kgo.ErrFirstReadEOF, "immediately after a dial");
+//   - kafka.tls absent, TLS listener: the broker closes the connection at the first
+//     request (kgo.ErrFirstReadEOF, "during api versions negotiation") or answers it with
+//     a TLS alert, which the client reads as a response size ("tls alert record");
+//   - kafka.sasl absent, SASL listener: the broker closes the connection after the first
+//     request (kgo.ErrFirstReadEOF, "after a request was issued").
+//
+// Unlike AsSecurityError's failures these can also be a broker that drops connections
+// while it restarts, so the start-up check looks again a few times before it believes
+// them (ingest, listTopics); at run time they stay transient.
+func ListenerMismatch(k config.Kafka, err error) error {
+	if err == nil {
+		return nil
+	}
+	var eof *kgo.ErrFirstReadEOF
+	first := errors.As(err, &eof)
+	msg := err.Error()
+	brokers := strings.Join(k.Brokers, ",")
+	switch {
+	case k.TLS != nil && first && strings.Contains(eof.Error(), "immediately after a dial"):
+		return &SecurityError{Err: err, Msg: fmt.Sprintf("kafka TLS: kafka.tls is set but the broker at %s closed the connection at the TLS handshake, as a plaintext listener does: %v (fix: point kafka.brokers at the TLS listener (SSL or SASL_SSL), or remove kafka.tls)", brokers, err)}
+	case k.TLS == nil && (first && strings.Contains(eof.Error(), "during api versions negotiation") || strings.Contains(msg, "tls alert record")):
+		return &SecurityError{Err: err, Msg: fmt.Sprintf("kafka TLS: kafka.tls is not set but the broker at %s speaks TLS: %v (fix: add kafka.tls (e.g. tls: {ca_file: /etc/ingestd/kafka-ca.pem}) for an SSL or SASL_SSL listener, or point kafka.brokers at the PLAINTEXT listener)", brokers, err)}
+	case k.SASL == nil && first && strings.Contains(eof.Error(), "after a request was issued"):
+		return &SecurityError{Err: err, Msg: fmt.Sprintf("kafka: kafka.sasl is not set but the broker at %s closed the connection after the first request, as a SASL listener does: %v (fix: set kafka.sasl, or point kafka.brokers at a listener without SASL)", brokers, err)}
+	}
+	return nil
+}
