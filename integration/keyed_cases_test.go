@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // The keyed-table cases on a plain keyed topic (no envelope): each record is the row
@@ -41,6 +46,7 @@ type keyedCase struct {
 	name    string // the topic's and table's base name
 	source  string // the public report the case comes from
 	ordered bool   // table.sequence_by: seq
+	cow     bool   // table.upsert_write: copy_on_write
 	batches [][]kc
 	want    []map[int64]string // the table (id → v) after each batch
 }
@@ -70,6 +76,14 @@ var keyedCases = []keyedCase{
 	{name: "c58", source: "apache/hudi#8519: the tombstone after a delete crashes the sink",
 		batches: [][]kc{{{id: 1, v: "one", op: "c"}, {id: 2, v: "two", op: "c"}}, {{id: 1, op: "d"}, {id: 1, tomb: true}}, {{id: 2, tomb: true}}},
 		want:    []map[int64]string{{1: "one", 2: "two"}, {2: "two"}, {}}},
+	// The cases with stored rows replaced or deleted, again under copy-on-write.
+	{name: "c49cow", source: "delta-io/delta#218 under copy-on-write", cow: true,
+		batches: [][]kc{{{id: 1, v: "a", op: "c"}, {id: 1, v: "b", op: "u"}, {id: 2, v: "x", op: "c"}}, {{id: 1, v: "c", op: "u"}, {id: 1, v: "d", op: "u"}}},
+		want:    []map[int64]string{{1: "b", 2: "x"}, {1: "d", 2: "x"}}},
+	{name: "c58cow", source: "apache/hudi#8519 under copy-on-write",
+		cow: true, ordered: true,
+		batches: [][]kc{{{id: 1, v: "one", seq: 1, op: "c"}, {id: 2, v: "two", seq: 1, op: "c"}}, {{id: 1, seq: 2, op: "d"}, {id: 1, tomb: true}}, {{id: 2, tomb: true}, {id: 3, v: "three", seq: 1, op: "c"}}},
+		want:    []map[int64]string{{1: "one", 2: "two"}, {2: "two"}, {3: "three"}}},
 }
 
 func TestKeyedCases(t *testing.T) {
@@ -103,6 +117,9 @@ func TestKeyedCases(t *testing.T) {
 		seq := ""
 		if c.ordered {
 			seq = ", sequence_by: seq"
+		}
+		if c.cow {
+			seq += ", upsert_write: copy_on_write"
 		}
 		writePipeline(t, cfgDir, c.name, fmt.Sprintf(`name: %s
 kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
@@ -150,6 +167,9 @@ batch: {max_records: 1000, max_bytes: 16MiB, max_age: 500ms}
 			spark.call(t, map[string]any{"op": "read", "path": r.table}, &sp)
 			if got := keyedRowsOf(t, "Spark", r.name, sp.Rows); !maps.Equal(got, want) {
 				t.Errorf("%s (%s) after batch %d: Spark reads %v, want %v", r.name, r.source, b+1, got, want)
+			}
+			if r.cow {
+				checkNoDeletionVectors(t, r.name, r.table)
 			}
 		}
 	}
@@ -212,4 +232,30 @@ func keyedRowsOf(t *testing.T, who, name string, rows []map[string]any) map[int6
 		out[id] = v
 	}
 	return out
+}
+
+// checkNoDeletionVectors fails t when the table at path has the deletionVectors feature or
+// a file with a deletion vector (a copy-on-write upsert table has neither).
+func checkNoDeletionVectors(t *testing.T, name, path string) {
+	t.Helper()
+	st, err := storage.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(snap.Protocol.ReaderFeatures, deltalog.FeatureDeletionVectors) {
+		t.Errorf("%s: copy-on-write table has reader features %v", name, snap.Protocol.ReaderFeatures)
+	}
+	for _, a := range snap.Files {
+		if a.DeletionVector != nil {
+			t.Errorf("%s: copy-on-write table's file %s has a deletion vector", name, a.Path)
+		}
+	}
 }
