@@ -801,7 +801,7 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 	// and dead-lettered again under it.
 	out.version = version
 	if b.keyed != nil {
-		f.committedKeyed(version, t, b.keyed, adds)
+		f.committedKeyed(ctx, version, t, b.keyed, adds)
 	}
 	f.commitID = deltawriter.NewTxnID()
 	clear(f.deadSet)

@@ -475,7 +475,7 @@ func (f *flusher) rewriteMarked(ctx context.Context, t tableState, kf *keyedFlus
 // committedKeyed tells the index what commit version did: its new files' rows (adds
 // holds the flush's data files first, in kf.files' order), the rows it marked deleted,
 // and the deletes to remember.
-func (f *flusher) committedKeyed(version int64, t tableState, kf *keyedFlush, adds []deltalog.Add) {
+func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableState, kf *keyedFlush, adds []deltalog.Add) {
 	k := f.keyed
 	if k.ix == nil {
 		return // rebuilt by the next flush
@@ -493,7 +493,7 @@ func (f *flusher) committedKeyed(version int64, t tableState, kf *keyedFlush, ad
 			c.Deleted[adds[i].Path] = kf.markers[i]
 		}
 	}
-	if err := k.ix.Apply(context.Background(), f.deps.Table.Store(), c); err != nil {
+	if err := k.ix.Apply(ctx, f.deps.Table.Store(), c); err != nil {
 		f.log.Warn("key index: applying the commit failed; rebuilding it from the table before the next flush", "version", version, "err", err)
 		k.ix = nil
 		return
