@@ -424,3 +424,24 @@ func TestComposeSecuredVariant(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerfileRunExample: the Dockerfile's `docker run` example sets the brokers and
+// the registry, which the pipeline files would otherwise take as 127.0.0.1 (the container
+// itself), to the addresses the compose services use.
+func TestDockerfileRunExample(t *testing.T) {
+	var run string
+	for _, l := range strings.Split(repoFile(t, "Dockerfile"), "\n") {
+		if l, ok := strings.CutPrefix(l, "#"); ok && (run != "" || strings.Contains(l, "docker run")) {
+			run += strings.TrimSuffix(strings.TrimSpace(l), "\\") + " "
+		}
+		if run != "" && !strings.HasSuffix(strings.TrimSpace(l), "\\") {
+			break
+		}
+	}
+	env := loadCompose(t, "docker-compose.yml").Services["ingestd"].Environment
+	for _, k := range []string{"KAFKA_BROKERS", "SCHEMA_REGISTRY_URL"} {
+		if want := "-e " + k + "=" + env[k] + " "; !strings.Contains(run, want) {
+			t.Errorf("the Dockerfile's docker run example %q lacks %q: its pipelines would look for Kafka and the registry on 127.0.0.1 inside the container", run, strings.TrimSpace(want))
+		}
+	}
+}
