@@ -194,6 +194,12 @@ func TestDemoProduceSecured(t *testing.T) {
 	t.Setenv("SCHEMA_REGISTRY_URL", s.registry)
 	t.Setenv("INGESTD_DATA", dir)
 
+	// A wrong password is not waited out (--wait): a failed SASL login is not retried.
+	wrong := cmdEnv(exec.Command(ingestdBin(t), "demo", "produce", "--config", file, "--if-empty"), "KAFKA_SASL_PASSWORD_FILE="+writeFile(t, filepath.Join(dir, "wrong.pw"), "wrong\n"))
+	start := time.Now()
+	if out, err := wrong.CombinedOutput(); err == nil || !strings.Contains(string(out), "SASL_AUTHENTICATION_FAILED") || time.Since(start) > 10*time.Second {
+		t.Errorf("demo produce with a wrong password: %v after %v, want SASL_AUTHENTICATION_FAILED within 10 s:\n%s", err, time.Since(start), out)
+	}
 	out, err := exec.Command(ingestdBin(t), "demo", "produce", "--config", file, "--v1", fmt.Sprint(nV1), "--v2", fmt.Sprint(nV2), "--if-empty").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), fmt.Sprintf("produced %d orders to %s:", nV1+nV2, topic)) {
 		t.Fatalf("demo produce over SASL_SSL: %v\n%s", err, out)
@@ -209,4 +215,10 @@ func TestDemoProduceSecured(t *testing.T) {
 	}
 	checkDemoRows(t, "secure bronze", readTable(t, s.stack, table), demoOrders(nV1, nV2), true)
 	t.Logf("demo produce over SASL_SSL %s as %s: %s", s.saslSSL, s.user, strings.TrimSpace(string(out)))
+}
+
+// cmdEnv runs cmd with the test's environment plus kv ("NAME=value", last wins).
+func cmdEnv(cmd *exec.Cmd, kv ...string) *exec.Cmd {
+	cmd.Env = append(os.Environ(), kv...)
+	return cmd
 }

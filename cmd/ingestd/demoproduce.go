@@ -152,7 +152,8 @@ func demoProduce(ctx context.Context, cfg *config.Config, nV1, nV2 int, ifEmpty 
 
 // topicRecords is the number of records topic holds (the sum of its partitions' end
 // offsets minus start offsets). A broker that does not answer yet, or a topic not
-// created yet, is asked again with backoff until ctx ends.
+// created yet, is asked again with backoff until ctx ends; a Kafka error that is not
+// retriable (a failed SASL login, a missing ACL) is returned at once.
 func topicRecords(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		n, err := func() (int64, error) {
@@ -180,6 +181,9 @@ func topicRecords(ctx context.Context, adm *kadm.Client, topic string) (int64, e
 		}()
 		if err == nil {
 			return n, nil
+		}
+		if ke := (*kerr.Error)(nil); errors.As(err, &ke) && !ke.Retriable {
+			return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
 		}
 		if werr := backoff.Default.Sleep(ctx, attempt); werr != nil {
 			return 0, fmt.Errorf("list offsets of %s: %w", topic, errors.Join(err, werr))
