@@ -1,5 +1,10 @@
 # ingestd container: one static binary plus the example pipeline files.
-# docker build -t ingestd . && docker run -v $PWD/configs:/etc/ingestd ingestd
+# The pipeline files take the brokers and the registry from the environment; their
+# defaults are 127.0.0.1, which inside a container is the container itself. Say where
+# they are (here the compose project's network and names, see docker-compose.yml):
+#   docker build -t ingestd . && docker run --network ingestd_default \
+#     -e KAFKA_BROKERS=kafka:19092 -e SCHEMA_REGISTRY_URL=http://registry:8080/apis/ccompat/v7 \
+#     -v $PWD/configs:/etc/ingestd:ro ingestd
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

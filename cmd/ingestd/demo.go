@@ -29,6 +29,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/maintain"
+	"github.com/ingestd/ingestd/internal/backoff"
 )
 
 // The demo's orders stream: v2 adds the nullable field "channel".
@@ -49,7 +50,10 @@ const (
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "demo [flags]", "Run three pipelines (bronze/evolve, silver/dead_letter, gold/halt) on an in-process\nKafka broker and schema registry, with an orders stream whose schema gains a field midway.", stderr)
+	if len(args) > 0 && args[0] == "produce" {
+		return cmdDemoProduce(ctx, args[1:], stdout, stderr)
+	}
+	fs := newFlagSet("demo", "demo [flags]\n       ingestd demo produce --config PIPELINE.yaml   (the same orders, to a real broker and registry)", "Run three pipelines (bronze/evolve, silver/dead_letter, gold/halt) on an in-process\nKafka broker and schema registry, with an orders stream whose schema gains a field midway.", stderr)
 	out := fs.String("out", "demo-output", "`directory` for the Delta tables and pipeline files (a new or empty one, or an earlier demo's, which is replaced)")
 	v1 := fs.Int("v1", 1000, "records produced with schema v1")
 	v2 := fs.Int("v2", 200, "records produced with schema v2 (adds channel) after the v1 records")
@@ -109,7 +113,17 @@ func runDemo(ctx context.Context, log *slog.Logger, out string, nV1, nV2 int) (*
 	defer reg.Close()
 	brokers := cluster.ListenAddrs()
 
-	if err := produceOrders(ctx, brokers, reg, nV1, nV2); err != nil {
+	srcl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		return nil, fmt.Errorf("create registry client: %w", err)
+	}
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, fmt.Errorf("create producer: %w", err)
+	}
+	_, err = produceOrders(ctx, producer, srcl, "orders", nV1, nV2)
+	producer.Close()
+	if err != nil {
 		return nil, err
 	}
 	policies := []struct{ name, policy, layer string }{
@@ -209,58 +223,83 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 	return rep, nil
 }
 
-// produceOrders registers both schema versions and produces nV1 v1 records, then nV2 v2
-// records, keyed by order id, Confluent-framed.
-func produceOrders(ctx context.Context, brokers []string, reg *srfake.Registry, nV1, nV2 int) error {
+// produceOrders registers both schema versions under the subject <topic>-value (the
+// Confluent TopicNameStrategy the pipelines' writer schemas are looked up by id, so any
+// subject works) and produces nV1 v1 records, then nV2 v2 records, keyed by order id
+// (1, 2, …), Confluent-framed, in one ProduceSync: every partition holds its v1 records
+// before its v2 records. It returns the two schema ids. Registration is retried while the
+// registry does not answer or answers 5xx (it may still be starting), until ctx ends.
+// Errors: "register schema vN: …", "encode order N: …", "produce orders to T: …".
+func produceOrders(ctx context.Context, cl *kgo.Client, reg *sr.Client, topic string, nV1, nV2 int) ([2]int, error) {
 	var ids [2]int
 	var schemas [2]avro.Schema
 	for i, s := range []string{ordersV1, ordersV2} {
-		id, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: s, Type: sr.TypeAvro})
+		id, err := registerSchema(ctx, reg, topic+"-value", s)
 		if err != nil {
-			return fmt.Errorf("register schema v%d: %w", i+1, err)
+			return ids, fmt.Errorf("register schema v%d: %w", i+1, err)
 		}
 		ids[i] = id
 		if schemas[i], err = avro.ParseWithCache(s, "", &avro.SchemaCache{}); err != nil {
-			return err
+			return ids, err
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	channels := []string{"web", "app", "store"}
-	statuses := []string{"NEW", "PAID", "SHIPPED"}
-	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	var recs []*kgo.Record
+	recs := make([]*kgo.Record, 0, nV1+nV2)
 	var hdr sr.ConfluentHeader
 	for i := range nV1 + nV2 {
 		v := 0
-		row := map[string]any{
-			"order_id":   int64(i + 1),
-			"customer":   fmt.Sprintf("customer-%03d", i%250),
-			"amount":     big.NewRat(int64(1000+i*37%90000), 100),
-			"created_at": base.Add(time.Duration(i) * time.Minute),
-			"status":     statuses[i%3],
-		}
 		if i >= nV1 {
 			v = 1
-			row["channel"] = channels[i%3]
 		}
-		body, err := avro.Marshal(schemas[v], row)
+		body, err := avro.Marshal(schemas[v], demoOrder(i, v == 1))
 		if err != nil {
-			return fmt.Errorf("encode order %d: %w", i+1, err)
+			return ids, fmt.Errorf("encode order %d: %w", i+1, err)
 		}
 		framed, err := hdr.AppendEncode(nil, ids[v], nil)
 		if err != nil {
-			return err
+			return ids, err
 		}
-		recs = append(recs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "%d", i+1), Value: append(framed, body...)})
+		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", i+1), Value: append(framed, body...)})
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("produce orders: %w", err)
+		return ids, fmt.Errorf("produce orders to %s: %w", topic, err)
 	}
-	return nil
+	return ids, nil
+}
+
+// demoOrder is the demo's order number i+1 (i from 0), a pure function of i; v2 adds
+// channel.
+func demoOrder(i int, v2 bool) map[string]any {
+	row := map[string]any{
+		"order_id":   int64(i + 1),
+		"customer":   fmt.Sprintf("customer-%03d", i%250),
+		"amount":     big.NewRat(int64(1000+i*37%90000), 100),
+		"created_at": demoBase.Add(time.Duration(i) * time.Minute),
+		"status":     [...]string{"NEW", "PAID", "SHIPPED"}[i%3],
+	}
+	if v2 {
+		row["channel"] = [...]string{"web", "app", "store"}[i%3]
+	}
+	return row
+}
+
+// demoBase is created_at of the first order; order i+1 is i minutes later.
+var demoBase = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// registerSchema registers an Avro schema under subject and returns its id (an existing
+// one when the subject already holds it). A registry that does not answer, or answers
+// 5xx, is asked again with backoff until ctx ends; a 4xx (an incompatible schema, a
+// wrong URL path) is returned at once.
+func registerSchema(ctx context.Context, reg *sr.Client, subject, schema string) (int, error) {
+	for attempt := 0; ; attempt++ {
+		id, err := reg.RegisterSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro}, -1, -1)
+		var re *sr.ResponseError
+		if err == nil || (errors.As(err, &re) && re.StatusCode < 500) || ctx.Err() != nil {
+			return id, err
+		}
+		if werr := backoff.Default.Sleep(ctx, attempt); werr != nil {
+			return 0, fmt.Errorf("%w (gave up: %w)", err, werr)
+		}
+	}
 }
 
 // handledRecords is the number of source records the table's txn actions account for:

@@ -48,6 +48,7 @@ Usage:
   ingestd dlq inspect PIPELINE.yaml                               what is in the dead-letter topic
   ingestd replay   PIPELINE.yaml [--dry-run] [--max-replays N]    land dead letters that now fit
   ingestd demo     [--out DIR]                                    self-contained demo
+  ingestd demo produce --config PIPELINE.yaml                     the demo's orders, to a real broker
   ingestd version                                                 print the version
 
 A pipeline file may also be given as --config PIPELINE.yaml.
