@@ -372,8 +372,8 @@ func abbrev(v any) string {
 	return fmt.Sprintf("%d bytes %q…%q", len(s), s[:16], s[len(s)-16:])
 }
 
-// TestPeakRSSWithinMaxBytes checks README's memory promise for the no-copy decode (issue
-// 15): with batch.max_bytes 64MiB, the daemon's peak RSS (VmHWM) while it ingests a
+// TestPeakRSSWithinMaxBytes checks README's memory promise for the no-copy decode:
+// with batch.max_bytes 64MiB, the daemon's peak RSS (VmHWM) while it ingests a
 // backlog of several batch budgets stays within max_bytes + 256 MiB, for a stream of
 // 1 KB records and one of 10 KB records (strings of pseudo-random hex, one flush's
 // values aliasing its records' fetch buffers). Every record is written once (the txns
