@@ -755,6 +755,11 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 		return err
 	}
 	c.Adds = adds
+	if f.hooks != nil && f.hooks.afterWrite != nil {
+		if err := f.hooks.afterWrite(); err != nil {
+			return err
+		}
+	}
 	if b.keyed != nil {
 		removes, marked, err := f.keyedActions(ctx, t, b.keyed, adds)
 		if err != nil {

@@ -112,12 +112,16 @@ func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered, marke
 		}
 		run := order[i:j]
 		st := lookup(changes[run[0]].Key)
-		win := run[len(run)-1]
+		win, carrier := run[len(run)-1], -1
 		if ordered {
-			win = lastBySequence(changes, run, st)
+			win, carrier = lastBySequence(changes, run, st)
 		}
 		p.superseded += len(run) - 1
-		p.decide(&changes[win], st, ordered)
+		var carries *rowfill.Change
+		if carrier >= 0 {
+			carries = &changes[carrier]
+		}
+		p.decide(&changes[win], carries, st, ordered)
 		i = j
 	}
 	return p
@@ -125,13 +129,18 @@ func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered, marke
 
 // lastBySequence is the winner of one key's changes run (in position order) when changes
 // are ordered by a sequence: the greatest (sequence, position), a tombstone taking the
-// greatest sequence seen before it (st's included).
-func lastBySequence(changes []rowfill.Change, run []int, st stored) int {
-	win, have := -1, st.found
-	high := st.seq
+// greatest sequence seen before it (st's included). carrier is the change of the run
+// whose row carries the winner's sequence: the winner itself when it has a row, for a
+// tombstone the last change with a row that set the sequence it took; -1 when that
+// sequence came from the table (or from nothing).
+func lastBySequence(changes []rowfill.Change, run []int, st stored) (win, carrier int) {
+	win, carrier = -1, -1
+	have, high, highRow := st.found, st.seq, -1
 	for _, i := range run {
 		c := &changes[i]
+		from := i
 		if c.Row < 0 && c.Delete { // a tombstone
+			from = highRow
 			if have {
 				c.Seq = high
 			} else {
@@ -140,20 +149,24 @@ func lastBySequence(changes []rowfill.Change, run []int, st stored) int {
 		}
 		if !have || c.Seq >= high {
 			high, have = c.Seq, true
+			if c.Row >= 0 {
+				highRow = i
+			}
 		}
 		if win < 0 || c.Seq >= changes[win].Seq {
-			win = i
+			win, carrier = i, from
 		}
 	}
-	return win
+	return win, carrier
 }
 
 // minSeq is a tombstone's sequence when nothing of its key is known: any change wins over it.
 const minSeq = -1 << 63
 
 // decide applies the winning change c of its key to the plan, given what the table holds
-// for the key.
-func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
+// for the key; carries is the change of the flush whose row carries c's sequence
+// (lastBySequence; nil: none).
+func (p *keyedPlan) decide(c, carries *rowfill.Change, st stored, ordered bool) {
 	if ordered && st.found && c.Seq < st.seq {
 		p.stale++
 		return
@@ -168,10 +181,14 @@ func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
 		}
 		if ordered && c.Seq != minSeq {
 			p.deletes = append(p.deletes, keyedDelete{key: c.Key, seq: c.Seq})
-			if p.withMarkers && c.Row >= 0 && len(st.locs) == 0 {
-				// Nothing in the table carries this delete's sequence: its own row does.
-				p.keep[c.File][c.Row] = true
-				p.markers[c.File] = append(p.markers[c.File], c.Row)
+			if p.withMarkers && carries != nil && (len(st.locs) == 0 || c.Seq > st.seq) {
+				// No row of the table carries this delete's sequence (the rows it marks,
+				// kept in their files, carry an older one): the flush's row that does —
+				// the delete's own, or the one whose sequence a tombstone took — is kept
+				// as a marker, so that a restarted pipeline remembers the delete at its
+				// sequence.
+				p.keep[carries.File][carries.Row] = true
+				p.markers[carries.File] = append(p.markers[carries.File], carries.Row)
 			}
 		}
 		return
@@ -406,7 +423,10 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 			f.keyed.ix = nil
 			return nil, nil, fmt.Errorf("mark rows of %s: the file is not in table version %d (the key index is behind): %w", p, t.version, errSnapshotChanged)
 		}
-		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p]})
+		// Ordered by a sequence, a stored file whose rows all end up deleted stays (with a
+		// vector of every row): its rows carry the sequences of the deletes that marked
+		// them, which a key index built from the table reads as remembered deletes.
+		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.ordered})
 	}
 	ownAt := map[string]int{} // path → index into adds of the flush's files with markers
 	for _, i := range own {

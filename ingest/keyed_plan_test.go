@@ -169,3 +169,26 @@ func TestKeyedManyKeysAndStoredDuplicates(t *testing.T) {
 		t.Fatalf("marks %v marked %d deleted %d upserts %d, want %v, 3, 1, 2", p.marks, p.marked, p.deleted, p.upserts, want)
 	}
 }
+
+// A winning delete newer than the stored row it deletes keeps a row of the flush carrying
+// its sequence as a marker (the stored row carries an older one): the delete's own row,
+// or for a tombstone the row whose sequence it took; a tombstone whose sequence is the
+// table's needs none (the stored row it marks carries it).
+func TestKeyedDeleteNewerThanTheStoredRowKeepsAMarker(t *testing.T) {
+	table := map[string]stored{"1": {locs: []rowLoc{{"f", 3}}, seq: 7, found: true}}
+	p, _ := plan(t, true, 1, table, change{key: "1", seq: 9, delete: true, row: 0})
+	if !slices.Equal(p.markers[nil], []int{0}) || len(kept(p)) != 0 || len(p.deletes) != 1 || p.deletes[0].seq != 9 {
+		t.Fatalf("op d at 9 over a row at 7: markers %v kept %v deletes %+v, want its row 0 as the marker, remembered at 9", p.markers[nil], kept(p), p.deletes)
+	}
+	p, _ = plan(t, true, 2, table, change{key: "1", seq: 9, row: 0}, change{key: "1", delete: true, row: -1}, change{key: "1", seq: 8, row: 1})
+	if !slices.Equal(p.markers[nil], []int{0}) || len(kept(p)) != 0 || p.deletes[0].seq != 9 {
+		t.Fatalf("tombstone after an update at 9: markers %v kept %v deletes %+v, want the update's row 0 as the marker, remembered at 9", p.markers[nil], kept(p), p.deletes)
+	}
+	p, _ = plan(t, true, 1, table, change{key: "1", seq: 5, row: 0}, change{key: "1", delete: true, row: -1})
+	if len(p.markers[nil]) != 0 || len(kept(p)) != 0 || p.deletes[0].seq != 7 {
+		t.Fatalf("tombstone at the table's 7: markers %v kept %v deletes %+v, want no marker, remembered at 7", p.markers[nil], kept(p), p.deletes)
+	}
+	if want := map[string][]uint64{"f": {3}}; !maps.EqualFunc(p.marks, want, slices.Equal) {
+		t.Fatalf("marks %v, want %v", p.marks, want)
+	}
+}

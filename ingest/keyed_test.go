@@ -494,3 +494,49 @@ func TestKeyedCopyOnWrite(t *testing.T) {
 		t.Fatalf("the files hold %d rows, want 2: copy-on-write leaves no replaced row behind", rows)
 	}
 }
+
+// A delete newer than the row it deletes is remembered at its own sequence across a
+// restart: c{1,seq:7} beside c{2}, then d{1,seq:9} (the stored row carries 7 and stays in
+// its file, which still holds 2), then on a restarted pipeline c{1,seq:8} is stale.
+func TestKeyedDeleteNewerThanItsRowRememberedAcrossRestart(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(true)
+	steps := []struct {
+		recs []keyedRec
+		want map[int64]string
+	}{
+		{[]keyedRec{{id: 1, v: "a", seq: 7, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}}, map[int64]string{1: "a", 2: "b"}},
+		{[]keyedRec{{id: 1, seq: 9, op: "d"}}, map[int64]string{2: "b"}},
+		{[]keyedRec{{id: 1, v: "late", seq: 8, op: "c"}}, map[int64]string{2: "b"}},
+		{[]keyedRec{{id: 1, v: "new", seq: 9, op: "u"}}, map[int64]string{1: "new", 2: "b"}},
+	}
+	n := int64(0)
+	for _, s := range steps {
+		n += int64(len(s.recs))
+		if got := h.runBatch(cfg, n, s.recs...); !maps.Equal(got, s.want) {
+			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.recs, got, s.want)
+		}
+	}
+}
+
+// A tombstone that deletes the only row of a data file is remembered across a restart:
+// the file stays, every row marked deleted, and its row carries the delete's sequence, so
+// c{1,seq:6} after the restart is stale and c{1,seq:7} (equal: the later record) wins.
+func TestKeyedTombstoneOfAFilesOnlyRowRememberedAcrossRestart(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(true)
+	steps := []struct {
+		rec  keyedRec
+		want map[int64]string
+	}{
+		{keyedRec{id: 1, v: "a", seq: 7, op: "c"}, map[int64]string{1: "a"}},
+		{keyedRec{id: 1, tomb: true}, map[int64]string{}},
+		{keyedRec{id: 1, v: "late", seq: 6, op: "c"}, map[int64]string{}},
+		{keyedRec{id: 1, v: "new", seq: 7, op: "c"}, map[int64]string{1: "new"}},
+	}
+	for i, s := range steps {
+		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
+		}
+	}
+}

@@ -155,6 +155,10 @@ type hooks struct {
 	// commit, with their number; an error ends the flush there, like a crash (nothing
 	// committed).
 	beforeCommit func(deadLetters int) error
+	// afterWrite runs when a flush's data files are written, before a keyed flush writes
+	// its deletion vectors and before the commit; an error ends the flush there, like a
+	// crash (files written, nothing committed).
+	afterWrite func() error
 	// abandon is asked when Run's loop ends: true stops Run like kill -9 (nothing
 	// buffered is flushed, no offsets are committed); abandoned (guarded by batchMu) then makes
 	// the revoke callback drop its records too.
