@@ -57,7 +57,8 @@ type keyedPlan struct {
 	deletes []keyedDelete
 	// markers are, per data file of the flush, the rows of winning deletes kept in the
 	// file and marked deleted in its deletion vector in the same commit (changes ordered by
-	// a column only): no reader sees them, and a key index built from the table finds the
+	// a column only, when the table holds no row with the delete's sequence: none, or
+	// older ones): no reader sees them, and a key index built from the table finds the
 	// delete's key and sequence there (a deleted row newer than every live row of its key
 	// is a remembered delete), so the delete is remembered across restarts until OPTIMIZE
 	// purges the row.
@@ -168,8 +169,10 @@ func (p *keyedPlan) decide(c *rowfill.Change, st stored, ordered bool) {
 		}
 		if ordered && c.Seq != minSeq {
 			p.deletes = append(p.deletes, keyedDelete{key: c.Key, seq: c.Seq})
-			if p.withMarkers && c.Row >= 0 && len(st.locs) == 0 {
-				// Nothing in the table carries this delete's sequence: its own row does.
+			if p.withMarkers && c.Row >= 0 && (len(st.locs) == 0 || c.Seq > st.seq) {
+				// Nothing in the table carries this delete's sequence (no row, or rows of
+				// older changes): its own row does. A key index built or refreshed from the
+				// table reads the newest deleted row of a key as its remembered delete.
 				p.keep[c.File][c.Row] = true
 				p.markers[c.File] = append(p.markers[c.File], c.Row)
 			}
