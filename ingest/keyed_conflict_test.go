@@ -13,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -269,5 +270,42 @@ func TestKeyedConflictWinnerNewerSequenceMakesOursStale(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "superseded")); n != 1 {
 		t.Fatalf("ingestd_keyed_changes_total{outcome=superseded} = %v, want 1 (key 2's seq 2, counted once although the flush was decided twice)", n)
+	}
+}
+
+// Two upsert pipelines ordered by a sequence write one table from two topics, each with
+// its own key index. B's index learns A's delete of key 1 when it refreshes on A's commit
+// (the row A marked is a remembered delete, as a restarted B would read it), so B's older
+// change of key 1 is stale: the delete holds. Both pipelines' other keys are written.
+func TestKeyedTwoPipelinesOneTableRememberEachOthersDeletes(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	adm := kadm.NewClient(h.producer)
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "rows-b"); err != nil {
+		t.Fatal(err)
+	}
+	cfgA := h.keyedConfig(true)
+	cfgB := h.keyedConfig(true)
+	cfgB.Name, cfgB.AppID, cfgB.Kafka.Topics, cfgB.Kafka.Group = "rows-b", "rows-b", []string{"rows-b"}, "ingestd-rows-b"
+	b := h.startWith("b", cfgB, nil)
+	// Two flushes of B: the first creates the table, the second builds B's index on it.
+	h.sendTo("rows-b", keyedRec{id: 1, v: "b1", seq: 10, op: "c"})
+	h.waitHandled(1, 30*time.Second, b)
+	h.sendTo("rows-b", keyedRec{id: 20, v: "b20", seq: 11, op: "c"})
+	h.waitHandled(2, 30*time.Second, b)
+	a := h.startWith("a", cfgA, nil)
+	h.send(keyedRec{id: 1, seq: 50, op: "d"}, keyedRec{id: 10, v: "a10", seq: 51, op: "c"})
+	h.waitHandled(4, 30*time.Second, a, b)
+	if got, want := h.rows(), map[int64]string{10: "a10", 20: "b20"}; !maps.Equal(got, want) {
+		t.Fatalf("after A's delete of 1: table rows %v, want %v", got, want)
+	}
+	h.sendTo("rows-b", keyedRec{id: 1, v: "late", seq: 40, op: "u"}, keyedRec{id: 21, v: "b21", seq: 41, op: "c"})
+	h.waitHandled(6, 30*time.Second, a, b)
+	a.stop(t)
+	b.stop(t)
+	if got, want := h.rows(), map[int64]string{10: "a10", 20: "b20", 21: "b21"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v (B's seq 40 of key 1 is older than A's delete at 50)", got, want)
+	}
+	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("rows-b", "stale")); n != 1 {
+		t.Fatalf("B's ingestd_keyed_changes_total{outcome=stale} = %v, want 1", n)
 	}
 }
