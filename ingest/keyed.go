@@ -57,7 +57,8 @@ type keyedPlan struct {
 	deletes []keyedDelete
 	// markers are, per data file of the flush, the rows of winning deletes kept in the
 	// file and marked deleted in its deletion vector in the same commit (changes ordered by
-	// a column only): no reader sees them, and a key index built from the table finds the
+	// a column only, when the table holds no row with the delete's sequence: none, or
+	// older ones): no reader sees them, and a key index built from the table finds the
 	// delete's key and sequence there (a deleted row newer than every live row of its key
 	// is a remembered delete), so the delete is remembered across restarts until OPTIMIZE
 	// purges the row.
@@ -374,9 +375,6 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 	if out.rows == 0 {
 		kf.files, kf.keys, kf.seqs = nil, nil, nil
 	}
-	m := f.m
-	m.KeyedChanges.WithLabelValues(f.cfg.Name, "superseded").Add(float64(kf.plan.superseded))
-	m.KeyedChanges.WithLabelValues(f.cfg.Name, "stale").Add(float64(kf.plan.stale))
 	return kf
 }
 
@@ -494,8 +492,16 @@ func (f *flusher) rewriteMarked(ctx context.Context, t tableState, kf *keyedFlus
 
 // committedKeyed tells the index what commit version did: its new files' rows (adds
 // holds the flush's data files first, in kf.files' order), the rows it marked deleted,
-// and the deletes to remember.
+// and the deletes to remember; it counts the flush's changes (ingestd_keyed_*).
 func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableState, kf *keyedFlush, adds []deltalog.Add) {
+	// Counted once the commit landed: a flush that lost its commit is decided again on the
+	// new snapshot, and only the decision that was committed counts.
+	m := f.m
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "superseded").Add(float64(kf.plan.superseded))
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "stale").Add(float64(kf.plan.stale))
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "upserted").Add(float64(kf.plan.upserts))
+	m.KeyedChanges.WithLabelValues(f.cfg.Name, "deleted").Add(float64(kf.plan.deleted))
+	m.KeyedRowsMarked.WithLabelValues(f.cfg.Name).Add(float64(kf.plan.marked))
 	k := f.keyed
 	if k.ix == nil {
 		return // rebuilt by the next flush
@@ -529,8 +535,4 @@ func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableStat
 	if version != t.version+1 {
 		k.stale = true // others committed in between: read them before the next lookup
 	}
-	m := f.m
-	m.KeyedChanges.WithLabelValues(f.cfg.Name, "upserted").Add(float64(kf.plan.upserts))
-	m.KeyedChanges.WithLabelValues(f.cfg.Name, "deleted").Add(float64(kf.plan.deleted))
-	m.KeyedRowsMarked.WithLabelValues(f.cfg.Name).Add(float64(kf.plan.marked))
 }

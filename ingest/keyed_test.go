@@ -75,11 +75,17 @@ func (h *keyedHarness) keyedConfig(seqBy bool) *config.Config {
 // send produces recs to partition 0 in order.
 func (h *keyedHarness) send(recs ...keyedRec) {
 	h.t.Helper()
+	h.sendTo(h.topic, recs...)
+}
+
+// sendTo produces recs to partition 0 of topic in order.
+func (h *keyedHarness) sendTo(topic string, recs ...keyedRec) {
+	h.t.Helper()
 	var out []*kgo.Record
 	for _, r := range recs {
 		k := fmt.Appendf(nil, "%d", r.id)
 		if r.tomb {
-			out = append(out, &kgo.Record{Topic: h.topic, Partition: 0, Key: k})
+			out = append(out, &kgo.Record{Topic: topic, Partition: 0, Key: k})
 			continue
 		}
 		row := map[string]any{"id": r.id, "seq": r.seq, "op": r.op, "v": nil}
@@ -95,7 +101,7 @@ func (h *keyedHarness) send(recs ...keyedRec) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		out = append(out, &kgo.Record{Topic: h.topic, Partition: 0, Key: k, Value: append(framed, body...)})
+		out = append(out, &kgo.Record{Topic: topic, Partition: 0, Key: k, Value: append(framed, body...)})
 	}
 	if err := h.producer.ProduceSync(context.Background(), out...).FirstErr(); err != nil {
 		h.t.Fatal(err)
@@ -538,5 +544,31 @@ func TestKeyedTombstoneOfAFilesOnlyRowRememberedAcrossRestart(t *testing.T) {
 		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
 			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
 		}
+	}
+}
+
+// A delete of a key the table holds is remembered across a restart with the delete's
+// sequence, not the replaced row's: c{1,seq:10} is written, d{1,seq:50} deletes it, and
+// the restarted pipeline drops c{1,seq:40} as stale (the delete's own row is kept in the
+// flush's file, marked deleted, beside the replaced row's mark) and writes c{1,seq:60}.
+func TestKeyedDeleteOfAStoredRowRememberedAcrossRestart(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(true)
+	steps := []struct {
+		rec  keyedRec
+		want map[int64]string
+	}{
+		{keyedRec{id: 1, v: "first", seq: 10, op: "c"}, map[int64]string{1: "first"}},
+		{keyedRec{id: 1, seq: 50, op: "d"}, map[int64]string{}},
+		{keyedRec{id: 1, v: "late", seq: 40, op: "u"}, map[int64]string{}},
+		{keyedRec{id: 1, v: "new", seq: 60, op: "u"}, map[int64]string{1: "new"}},
+	}
+	for i, s := range steps {
+		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
+		}
+	}
+	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
 	}
 }

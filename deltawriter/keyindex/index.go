@@ -132,12 +132,13 @@ type options struct {
 	now         func() time.Time
 }
 
-// WithDeletedRows makes Build read the rows deletion vectors delete too: a key whose
-// newest row (by sequence) is a deleted one, newer than every live row of the key, gets a
-// remembered delete with that row's sequence, at the time of the Build (PutDeleted). A
-// keyed pipeline ordered by a sequence keeps a delete's sequence in the table that way
-// (the replaced row, or the delete's own row kept and marked deleted); a row another
-// writer deleted counts the same way. Only with Spec.Sequence.
+// WithDeletedRows makes Build, and Refresh for the files it reads, read the rows deletion
+// vectors delete too: a key whose newest row (by sequence) is a deleted one, newer than
+// every live row of the key, gets a remembered delete with that row's sequence, at the
+// time of the Build or Refresh (PutDeleted). A keyed pipeline ordered by a sequence keeps
+// a delete's sequence in the table that way (the replaced row, or the delete's own row
+// kept and marked deleted); a row another writer deleted counts the same way, so a
+// pipeline learns the deletes of another pipeline on its table. Only with Spec.Sequence.
 func WithDeletedRows() Option { return func(o *options) { o.deletedRows = true } }
 
 // WithConcurrency sets how many data files Build and Refresh read at once (default 8).
@@ -256,6 +257,9 @@ func (x *Index) rememberGone(gone map[fp]int64, at time.Time) {
 		}
 		e := &sh.slots[i]
 		if e.file&flagDeleted != 0 {
+			if seq > e.seq { // a newer delete (Refresh): remembered from now
+				e.row, e.seq = sec, seq
+			}
 			continue
 		}
 		newest, live := NullSequence, false
@@ -745,8 +749,10 @@ func (x *Index) sweep() {
 // does not know are read (other writers' appends, OPTIMIZE's output), and a file whose
 // deletion vector differs from the one the index knows is read again. The comparison is
 // of the live file sets, so Refresh is right whatever commits happened in between, ours
-// (Apply) included. When a key or sequence column's encoding changed (a decimal's scale
-// widened, date widened to timestamp_ntz) the index is built again.
+// (Apply) included. With WithDeletedRows, the deleted rows of the files it reads become
+// remembered deletes as in Build (another keyed writer's deletes). When a key or sequence
+// column's encoding changed (a decimal's scale widened, date widened to timestamp_ntz) the
+// index is built again.
 //
 // Errors: snap older than the index, a read error (the index is then only good for a
 // fresh Build), or a Build error.
@@ -811,7 +817,14 @@ func (x *Index) Refresh(ctx context.Context, st storage.Store, snap *deltawriter
 	x.version = snap.Version
 	x.mu.Unlock()
 	rs.FilesRead = len(reads)
-	err = x.readFiles(ctx, st, reads, nil)
+	// The files read may hold rows other writers deleted (another keyed pipeline's
+	// replaced rows and delete markers): remembered as Build remembers them, or a change
+	// older than such a delete would be written as new.
+	var gone map[fp]int64
+	if x.opts.deletedRows {
+		gone = map[fp]int64{}
+	}
+	err = x.readFiles(ctx, st, reads, gone)
 	if rs.FilesRemoved > 0 {
 		x.mu.Lock()
 		x.sweep()
@@ -820,5 +833,6 @@ func (x *Index) Refresh(ctx context.Context, st storage.Store, snap *deltawriter
 	if err != nil {
 		return rs, fmt.Errorf("refresh key index: %w", err)
 	}
+	x.rememberGone(gone, x.opts.now())
 	return rs, nil
 }

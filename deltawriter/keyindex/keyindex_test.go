@@ -478,3 +478,43 @@ func TestDeletedExpire(t *testing.T) {
 		t.Errorf("stats %+v, want 0 deleted, 1 key", s)
 	}
 }
+
+// With WithDeletedRows, Refresh remembers the deletes other writers made as Build does
+// (the newest deleted row of a key with no newer live row): another keyed pipeline on the
+// same table deleted key 2 (its row marked) and key 4 (a delete marker: its own row, kept
+// in its new file and marked in the same commit). An index that only dropped the dead
+// rows would forget both, and a change older than the delete would be written as new.
+func TestRefreshRemembersOtherWritersDeletes(t *testing.T) {
+	ctx := context.Background()
+	tt := newTable(t, idSeqSchema, nil, true, false)
+	a := tt.write(rowsOf(1, 2, 3), nil)
+	tt.commit([]deltalog.Add{a}, nil)
+	spec := Spec{Key: []string{"id"}, Sequence: "seq"}
+	x, err := Build(ctx, tt.st, tt.snap(), spec, WithDeletedRows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tt.write([]map[string]any{{"id": int64(4), "seq": int64(77), "v": "x"}, {"id": int64(5), "seq": int64(50), "v": "x"}}, nil)
+	ad, md := withDV(t, a, 1), withDV(t, m, 0)
+	tt.commit([]deltalog.Add{ad, md}, []deltalog.Remove{remove(a)})
+	names := map[string]string{a.Path: "a", m.Path: "m"}
+	want := map[int64]string{1: "a#0@10 max@10", 2: "deleted@21", 3: "a#2@32 max@32", 4: "deleted@77", 5: "m#1@50 max@50"}
+	if rs, err := x.Refresh(ctx, tt.st, tt.snap()); err != nil || rs != (RefreshStats{FilesRead: 2, FilesRemoved: 1}) {
+		t.Fatalf("refresh: %+v, %v", rs, err)
+	}
+	built, err := Build(ctx, tt.st, tt.snap(), spec, WithDeletedRows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, w := range want {
+		if got := hits(t, x, names, id); got != w {
+			t.Errorf("refreshed index: key %d: %s, want %s", id, got, w)
+		}
+		if got := hits(t, built, names, id); got != w {
+			t.Errorf("built index: key %d: %s, want %s", id, got, w)
+		}
+	}
+	if s := x.Stats(); s.Deleted != 2 || s.Keys != 3 {
+		t.Errorf("stats after refresh %+v, want 2 deleted, 3 keys", s)
+	}
+}
