@@ -131,7 +131,9 @@ ensure_tools() {
   command -v curl >/dev/null 2>&1 || apt_install curl
   command -v tar >/dev/null 2>&1 || apt_install tar
   command -v gzip >/dev/null 2>&1 || apt_install gzip
-  if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; fi
+  # A JDK, not only a runtime: integration/testdata/ProduceTimestamps.java runs as a
+  # single source file, which needs the compiler module (jdk.compiler).
+  if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then apt_install openjdk-17-jdk-headless; fi
   v="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
   [ "${v%%.*}" -ge 17 ] 2>/dev/null || die "java $v found; Kafka 4 and Apicurio need Java 17+ (set PATH/JAVA_HOME)"
   command -v mvn >/dev/null 2>&1 || apt_install maven
