@@ -212,8 +212,10 @@ type keyedState struct {
 	// snapshot instead of trusting its version.
 	stale bool
 	// expired is when remembered deletes past the horizon were last forgotten
-	// (Index.Expire visits every key: at most once a minute).
-	expired time.Time
+	// (Index.Expire visits every key: at most once a minute); expiredN how many since the
+	// last report.
+	expired  time.Time
+	expiredN int
 }
 
 // newKeyedState is the keyed state of cfg's pipeline; nil for an append table.
@@ -248,10 +250,24 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 		k.stale = false
 	}
 	if now := time.Now(); k.ordered && now.Sub(k.expired) > time.Minute {
-		k.ix.Expire(now.Add(-k.horizon))
+		k.expiredN += k.ix.Expire(now.Add(-k.horizon))
 		k.expired = now
 	}
 	return nil
+}
+
+// report sets the key index's gauges (ingestd_key_index) and counts the deletes forgotten
+// since the last report.
+func (k *keyedState) report(m *Metrics, pipeline string) {
+	if k.ix == nil {
+		return
+	}
+	st := k.ix.Stats()
+	m.KeyIndex.WithLabelValues(pipeline, "keys").Set(float64(st.Keys))
+	m.KeyIndex.WithLabelValues(pipeline, "remembered_deletes").Set(float64(st.Deleted))
+	m.KeyIndex.WithLabelValues(pipeline, "bytes").Set(float64(st.Bytes))
+	m.KeyIndexExpired.WithLabelValues(pipeline).Add(float64(k.expiredN))
+	k.expiredN = 0
 }
 
 // lookup is what the table holds for key, from the index (none before the table exists).
@@ -535,4 +551,5 @@ func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableStat
 	if version != t.version+1 {
 		k.stale = true // others committed in between: read them before the next lookup
 	}
+	k.report(f.m, f.cfg.Name)
 }

@@ -335,6 +335,13 @@ func TestKeyedDeleteRememberedAcrossRestart(t *testing.T) {
 		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
 			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
 		}
+		if i == 1 { // after the delete: key 2 live, key 1's delete remembered
+			keys := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "keys"))
+			deletes := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "remembered_deletes"))
+			if keys != 1 || deletes != 1 {
+				t.Fatalf("ingestd_key_index keys %v remembered_deletes %v after the delete, want 1 and 1", keys, deletes)
+			}
+		}
 	}
 	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
 		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:3})", n)

@@ -41,6 +41,8 @@ type Metrics struct {
 	ConsumerLag          *prometheus.GaugeVec     // pipeline, topic, partition: records past the table's txn
 	KeyedChanges         *prometheus.CounterVec   // pipeline, outcome: a keyed table's changes (upserted, deleted, superseded, stale)
 	KeyedRowsMarked      *prometheus.CounterVec   // pipeline: stored rows marked deleted in deletion vectors
+	KeyIndex             *prometheus.GaugeVec     // pipeline, measure: the key index's keys, remembered deletes and bytes
+	KeyIndexExpired      *prometheus.CounterVec   // pipeline: remembered deletes forgotten past table.delete_horizon
 	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
 	// dead-lettered as schema_not_found (0 after any other flush).
 	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
@@ -118,12 +120,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Stored rows of a keyed table marked deleted in deletion vectors (replaced by a newer row of their key, or deleted)."}, []string{"pipeline"}),
 		SchemaNotFoundFlushes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_schema_not_found_flushes",
 			Help: "Consecutive flushes whose every record was dead-lettered as schema_not_found (0 after any other flush); 2 or more: check schema_registry.url."}, []string{"pipeline"}),
+		KeyIndex: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_key_index",
+			Help: "An upsert table's key index after the pipeline's last commit or refresh, by measure: keys (keys with a live row), " +
+				"remembered_deletes (deleted keys whose delete's sequence is remembered), bytes (its memory)."}, []string{"pipeline", "measure"}),
+		KeyIndexExpired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_key_index_expired_deletes_total",
+			Help: "Remembered deletes an upsert pipeline forgot because they were older than table.delete_horizon."}, []string{"pipeline"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.SchemaNotFoundFlushes, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.SchemaNotFoundFlushes, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
