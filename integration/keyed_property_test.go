@@ -42,6 +42,9 @@ const (
 	kpPartitions = 3
 	kpKeys       = 20
 	kpChanges    = 500
+	// kpMaxKills bounds the restarts (each waits for the killed member's session to
+	// expire, about 6 s) to keep the test near 2.5 minutes.
+	kpMaxKills = 10
 )
 
 // kpChange is one record of the stream: a row (op c, u or d) or a tombstone of id.
@@ -194,7 +197,7 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 	// until every table handled what was sent and compare each, read with deltawriter's
 	// reader (deletion vectors applied), with the model of the changes so far (a wrong row
 	// later overwritten would be gone by the end), then kill -9 one time in five. Each
-	// kill is followed by a restart.
+	// kill is followed by a restart; at most kpMaxKills kills.
 	var ends [kpPartitions]int64
 	sent, kills, midStream, checks := 0, 0, 0, 0
 	all := func() (n int64) {
@@ -222,7 +225,7 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 			ends[c.id%kpPartitions]++
 		}
 		sent += len(chunk)
-		if rng.IntN(3) == 0 {
+		if rng.IntN(3) == 0 && kills < kpMaxKills {
 			waitForEvery(t, d, time.Minute, 20*time.Millisecond, "a commit of the restarted daemon", func() bool { return all() > before })
 			time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 			kill()
@@ -238,7 +241,7 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 		if t.Failed() {
 			t.FailNow()
 		}
-		if rng.IntN(5) == 0 {
+		if rng.IntN(5) == 0 && kills < kpMaxKills {
 			kill()
 		}
 	}
