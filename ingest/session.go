@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,6 +30,12 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	}()
 	s, err := p.start(ctx)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped (SIGTERM) while starting: nothing was consumed, so nothing is left to
+			// flush; a stop, not a failure.
+			p.log.Info("pipeline stopped while starting", "err", err)
+			return nil
+		}
 		return err
 	}
 	defer s.close()
