@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -578,20 +577,5 @@ func TestKeyedDeleteOfAStoredRowRememberedAcrossRestart(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
 		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
-	}
-}
-
-// A SIGTERM while a pipeline starts (its context ends before its first assignment) stops
-// it cleanly: Run returns nil and the state is stopped, not failed.
-func TestStopWhileStartingIsNotAFailure(t *testing.T) {
-	h := newHarness(t, 1)
-	p := NewPipeline(h.config(), h.deps(slog.New(slog.NewTextHandler(testWriter{t, "a"}, nil))))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatalf("Run after a stop during start-up returned %v, want nil", err)
-	}
-	if st := p.Status(); st.State != StateStopped {
-		t.Fatalf("state %v, want %v", st.State, StateStopped)
 	}
 }

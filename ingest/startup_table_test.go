@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,4 +97,19 @@ func TestRefusesTableItCannotWriteSafely(t *testing.T) {
 			t.Fatalf("table version %d txns %v, want version %d and the txn at offset 9", got.Version, got.Txns, v)
 		}
 	})
+}
+
+// A SIGTERM while a pipeline starts (its context ends before its first assignment) stops
+// it cleanly: Run returns nil and the state is stopped, not failed.
+func TestStopWhileStartingIsNotAFailure(t *testing.T) {
+	h := newHarness(t, 1)
+	p := NewPipeline(h.config(), h.deps(slog.New(slog.NewTextHandler(testWriter{t, "a"}, nil))))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("Run after a stop during start-up returned %v, want nil", err)
+	}
+	if st := p.Status(); st.State != StateStopped {
+		t.Fatalf("state %v, want %v", st.State, StateStopped)
+	}
 }
