@@ -77,10 +77,11 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType) (*keyFill, erro
 	if src := cfg.Table.DeleteWhen; src != "" {
 		e, err := expr.Compile(src, schema, expr.Options{})
 		if err != nil {
-			return nil, fmt.Errorf("compile table.delete_when %q: %w", src, err)
+			return nil, fmt.Errorf("%s:%d: table.delete_when: compile %q: %w", cfg.File, cfg.Line("$.table.delete_when"), src, err)
 		}
 		if t := e.Type(); t != deltalog.Boolean && t != deltalog.Void {
-			return nil, fmt.Errorf("compile table.delete_when %q: the expression is of type %s, not boolean", src, t)
+			return nil, fmt.Errorf("%s:%d: table.delete_when: %q is of type %s, not boolean (fix: write a condition, e.g. op = 'd')",
+				cfg.File, cfg.Line("$.table.delete_when"), src, t)
 		}
 		k.deleteIf, k.args = e, make([]expr.Value, len(e.Columns()))
 	}
