@@ -76,6 +76,10 @@ var keyedCases = []keyedCase{
 	{name: "c58", source: "apache/hudi#8519: the tombstone after a delete crashes the sink",
 		batches: [][]kc{{{id: 1, v: "one", op: "c"}, {id: 2, v: "two", op: "c"}}, {{id: 1, op: "d"}, {id: 1, tomb: true}}, {{id: 2, tomb: true}}},
 		want:    []map[int64]string{{1: "one", 2: "two"}, {2: "two"}, {}}},
+	{name: "c51stored", source: "apache/spark#55993 with a stored row: the delete is remembered at its own sequence, not the replaced row's", ordered: true,
+		batches: [][]kc{{{id: 1, v: "a", seq: 5, op: "c"}, {id: 2, v: "b", seq: 5, op: "c"}}, {{id: 1, seq: 12, op: "d"}, {id: 2, v: "b2", seq: 12, op: "u"}, {id: 2, tomb: true}},
+			{{id: 1, v: "late", seq: 8, op: "u"}, {id: 2, v: "late", seq: 8, op: "u"}}, {{id: 1, v: "new", seq: 13, op: "u"}}},
+		want: []map[int64]string{{1: "a", 2: "b"}, {}, {}, {1: "new"}}},
 	// The cases with stored rows replaced or deleted, again under copy-on-write.
 	{name: "c49cow", source: "delta-io/delta#218 under copy-on-write", cow: true,
 		batches: [][]kc{{{id: 1, v: "a", op: "c"}, {id: 1, v: "b", op: "u"}, {id: 2, v: "x", op: "c"}}, {{id: 1, v: "c", op: "u"}, {id: 1, v: "d", op: "u"}}},
