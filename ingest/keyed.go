@@ -216,6 +216,17 @@ type keyedState struct {
 	// last report.
 	expired  time.Time
 	expiredN int
+	// pending are the deletes of commits made while there was no index (the commit that
+	// created the table, or one after a failed Apply): put into the index by the next
+	// Build, since the table holds only the deletes with a marker row (none under
+	// copy-on-write).
+	pending []pendingDelete
+}
+
+// pendingDelete is a delete to remember once the index is built, and when it was made.
+type pendingDelete struct {
+	keyedDelete
+	at time.Time
 }
 
 // newKeyedState is the keyed state of cfg's pipeline; nil for an append table.
@@ -242,6 +253,9 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 			return fmt.Errorf("build key index: %w", err)
 		}
 		k.ix, k.stale = ix, false
+		if err := k.rememberPending(); err != nil {
+			return err
+		}
 	case k.stale || k.ix.Version() != snap.Version:
 		if _, err := k.ix.Refresh(ctx, st, snap); err != nil {
 			k.ix = nil // rebuilt by the next attempt
@@ -254,6 +268,31 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 		k.expired = now
 	}
 	return nil
+}
+
+// rememberPending puts the pending deletes into a newly built index, unless the table
+// holds a live row of the key (written since by another writer: its change wins) or a
+// remembered delete at least as new. Errors: PutDeleted's (a time outside 1970–2106).
+func (k *keyedState) rememberPending() error {
+	pending := k.pending
+	k.pending = nil
+	for _, d := range pending {
+		if h, ok := k.ix.Lookup(d.key); ok && (len(h.Rows) > 0 || h.Seq >= d.seq) {
+			continue
+		}
+		if err := k.ix.PutDeleted(d.key, d.seq, d.at); err != nil {
+			return fmt.Errorf("remember the deletes of earlier commits: %w", err)
+		}
+	}
+	return nil
+}
+
+// remember keeps deletes for the next Build of the index.
+func (k *keyedState) remember(deletes []keyedDelete, at time.Time) {
+	for _, d := range deletes {
+		// The key aliases the flush's key arena, which does not outlive the flush.
+		k.pending = append(k.pending, pendingDelete{keyedDelete: keyedDelete{key: bytes.Clone(d.key), seq: d.seq}, at: at})
+	}
 }
 
 // report sets the key index's gauges (ingestd_key_index) and counts the deletes forgotten
@@ -519,8 +558,10 @@ func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableStat
 	m.KeyedChanges.WithLabelValues(f.cfg.Name, "deleted").Add(float64(kf.plan.deleted))
 	m.KeyedRowsMarked.WithLabelValues(f.cfg.Name).Add(float64(kf.plan.marked))
 	k := f.keyed
+	now := time.Now()
 	if k.ix == nil {
-		return // rebuilt by the next flush
+		k.remember(kf.plan.deletes, now) // the index is built by the next flush
+		return
 	}
 	c := keyindex.Change{Version: version, Removed: kf.removed, Updated: kf.updated, Deleted: map[string][]uint64{}}
 	for p, rows := range kf.plan.marks {
@@ -538,13 +579,14 @@ func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableStat
 	if err := k.ix.Apply(ctx, f.deps.Table.Store(), c); err != nil {
 		f.log.Warn("key index: applying the commit failed; rebuilding it from the table before the next flush", "version", version, "err", err)
 		k.ix = nil
+		k.remember(kf.plan.deletes, now)
 		return
 	}
-	now := time.Now()
 	for _, d := range kf.plan.deletes {
 		if err := k.ix.PutDeleted(d.key, d.seq, now); err != nil {
 			f.log.Warn("key index: a delete could not be remembered; rebuilding the index before the next flush", "version", version, "err", err)
 			k.ix = nil
+			k.remember(kf.plan.deletes, now)
 			return
 		}
 	}

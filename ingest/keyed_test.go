@@ -348,6 +348,37 @@ func TestKeyedDeleteRememberedAcrossRestart(t *testing.T) {
 	}
 }
 
+// The commit that creates the table remembers its deletes like any other, though the
+// pipeline has no key index before the table exists: a running pipeline's first flush
+// (creating the table) writes c{2} and deletes key 1 (c{1,seq:10} then a tombstone); the
+// next flush of the same process reads c{1,seq:5}, older than the delete, which is
+// stale. Under both upsert writes: copy-on-write keeps no delete marker in the table, so
+// only the running pipeline remembers the delete.
+func TestKeyedCreatingCommitRemembersItsDeletes(t *testing.T) {
+	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
+		t.Run(write, func(t *testing.T) {
+			h := newKeyedHarness(t, 1)
+			cfg := h.keyedConfig(true)
+			cfg.Table.UpsertWrite = write
+			h.send(keyedRec{id: 1, v: "a", seq: 10, op: "c"}, keyedRec{id: 1, tomb: true}, keyedRec{id: 2, v: "b", seq: 1, op: "c"})
+			m := h.startWith("keyed", cfg, nil)
+			h.waitHandled(3, 30*time.Second, m)
+			if v := h.snapshot().Version; v != 0 {
+				t.Fatalf("table at version %d after the first flush, want 0 (the creating commit)", v)
+			}
+			h.send(keyedRec{id: 1, v: "late", seq: 5, op: "u"})
+			h.waitHandled(4, 30*time.Second, m)
+			m.stop(t)
+			if got, want := h.rows(), map[int64]string{2: "b"}; !maps.Equal(got, want) {
+				t.Fatalf("table rows %v, want %v (c{1,seq:5} is older than the delete)", got, want)
+			}
+			if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+				t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1", n)
+			}
+		})
+	}
+}
+
 // A key whose partition value changes moves: its row in the old partition is deleted and
 // the new one written in the new partition; a tombstone finds its row in any partition.
 func TestKeyedPartitionedKeyMoves(t *testing.T) {
