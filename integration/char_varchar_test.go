@@ -95,6 +95,7 @@ func produceCV(ctx context.Context, t *testing.T, s stack, topic, extra string, 
 // keeps the metadata (Spark still refuses an over-length INSERT) and its new column has
 // none. After Spark's ALTER COLUMN code TYPE STRING, a 4-character code lands.
 func TestCharVarcharSpark(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)

@@ -45,6 +45,7 @@ func peakRSS(t *testing.T, args ...string) (string, int64) {
 // replay still lands every record exactly once (its txns reach the end offsets; a second
 // replay lands nothing).
 func TestDLQReadersStreamWithinMaxBytes(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	const (
 		num   = 200_000

@@ -50,6 +50,7 @@ var tsCases = []tsCase{
 // by default). The broker's values are read back with librdkafka; the table with delta-rs
 // (QueryBuilder) and Spark.
 func TestKafkaTimestampExact(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -91,6 +91,7 @@ var keyedCases = []keyedCase{
 }
 
 func TestKeyedCases(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)

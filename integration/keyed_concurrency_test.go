@@ -170,6 +170,7 @@ func readLogFigures(t *testing.T, table string) logFigures {
 // duplicate key; OPTIMIZE compacted files with deletion vectors (their deleted rows
 // purged); the conflicts the pipeline rebuilt are counted from /metrics.
 func TestKeyedUpsertBesideOptimizeAndVacuum(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
@@ -309,6 +310,7 @@ func sparkSQL(t *testing.T, spark *sparkSession, query string) int {
 // Spark's deleted row back nor lose Spark's updates; ingestd's upsert of a key Spark
 // updated or inserted replaces Spark's row once.
 func TestKeyedSparkWritesBetweenIngestdCommits(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
@@ -467,6 +469,7 @@ func TestKeyedSparkWritesBetweenIngestdCommits(t *testing.T) {
 // are rebuilt on each other's snapshots; the table equals the model (per key the change
 // with the greatest sequence, whichever pipeline committed it last).
 func TestKeyedTwoPipelinesOneTable(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)

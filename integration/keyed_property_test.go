@@ -132,6 +132,7 @@ func kpModel(changes []kpChange, ordered bool) map[int64]kpRow {
 }
 
 func TestKeyedPropertyKill9(t *testing.T) {
+	t.Parallel()
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
