@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hamba/avro/v2"
@@ -128,14 +129,11 @@ func sequenceType(t deltalog.DataType) bool {
 }
 
 func columnNames(s *deltalog.StructType) string {
-	var b []byte
+	names := make([]string, len(s.Fields))
 	for i, f := range s.Fields {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, f.Name...)
+		names[i] = f.Name
 	}
-	return string(b)
+	return strings.Join(names, ", ")
 }
 
 // read reads row's key, sequence and delete flag. Errors: a *decode.Error missing_key
@@ -354,12 +352,9 @@ func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 
 // keyNames is the key columns' names, comma-separated.
 func keyNames(cols []keyColumn) string {
-	var b []byte
+	names := make([]string, len(cols))
 	for i, c := range cols {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, c.field.Name...)
+		names[i] = c.field.Name
 	}
-	return string(b)
+	return strings.Join(names, ", ")
 }
