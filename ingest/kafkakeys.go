@@ -42,7 +42,7 @@ func newKafkaState(md mode) *kafkaState {
 
 // origin is the rowfill.Options.Origin of the flusher's records: nil for the consumer (a
 // record's own coordinates and headers), replayOrigin for a replay.
-func (ks *kafkaState) origin() func(*kgo.Record) (string, int32, int64, []kgo.RecordHeader) {
+func (ks *kafkaState) origin() func(*kgo.Record) rowfill.Source {
 	if ks.replay {
 		return replayOrigin
 	}
@@ -50,11 +50,11 @@ func (ks *kafkaState) origin() func(*kgo.Record) (string, int32, int64, []kgo.Re
 }
 
 // replayOrigin is the source record a dead letter keeps (dlq.Original,
-// dlq.OriginalHeaders): its topic, partition, offset and headers, which a replay's Kafka
-// columns hold instead of the dead-letter topic's.
-func replayOrigin(r *kgo.Record) (topic string, partition int32, offset int64, headers []kgo.RecordHeader) {
-	topic, partition, offset = dlq.Original(r)
-	return topic, partition, offset, dlq.OriginalHeaders(r)
+// dlq.OriginalHeaders, dlq.SourceTimestampMillis): its topic, partition, offset, headers
+// and timestamp, which a replay's Kafka columns hold instead of the dead-letter topic's.
+func replayOrigin(r *kgo.Record) rowfill.Source {
+	topic, partition, offset := dlq.Original(r)
+	return rowfill.Source{Topic: topic, Partition: partition, Offset: offset, Headers: dlq.OriginalHeaders(r), TimestampMs: dlq.SourceTimestampMillis(r)}
 }
 
 // kafkaColumns are the pipeline's Kafka column names (_kafka_key, …); none without

@@ -12,8 +12,9 @@ import (
 )
 
 // A replay fills the Kafka columns from the original record the dead letter keeps: its
-// flusher's origin (rowfill.Options.Origin) gives the source topic, partition, offset and
-// headers (in order, repeats kept, without the dead letter's own), not the DLQ's; a
+// flusher's origin (rowfill.Options.Origin) gives the source topic, partition, offset,
+// headers (in order, repeats kept, without the dead letter's own) and timestamp, not the
+// DLQ's; a
 // consumer's flusher has none (a record's own coordinates).
 func TestReplayOriginIsTheDeadLettersSource(t *testing.T) {
 	src := &kgo.Record{Topic: "orders", Partition: 3, Offset: 12, Key: []byte("k1"), Timestamp: time.UnixMilli(1_700_000_000_123),
@@ -26,8 +27,8 @@ func TestReplayOriginIsTheDeadLettersSource(t *testing.T) {
 	if origin == nil {
 		t.Fatal("a replay's flusher has no origin: its Kafka columns would hold the DLQ's coordinates")
 	}
-	topic, partition, offset, headers := origin(r)
-	if got, want := fmt.Sprintf("%s/%d/%d %v", topic, partition, offset, headers), `orders/3/12 [{x-tag [116 97 103 49]} {x-tag [116 97 103 50]}]`; got != want {
+	o := origin(r)
+	if got, want := fmt.Sprintf("%s/%d/%d %v %d", o.Topic, o.Partition, o.Offset, o.Headers, o.TimestampMs), `orders/3/12 [{x-tag [116 97 103 49]} {x-tag [116 97 103 50]}] 1700000000123`; got != want {
 		t.Errorf("origin of the dead letter: %s, want %s", got, want)
 	}
 	if newKafkaState(&consumerMode{}).origin() != nil {

@@ -387,6 +387,7 @@ type topicRecord struct {
 	key       []byte
 	value     []byte
 	headers   map[string]string
+	timestamp time.Time
 }
 
 // readDLQ reads every record of a topic up to its end offsets at the time of the call.
@@ -412,7 +413,7 @@ func readDLQ(t *testing.T, s stack, topic string) []topicRecord {
 			for _, x := range r.Headers {
 				h[x.Key] = string(x.Value)
 			}
-			out = append(out, topicRecord{partition: r.Partition, offset: r.Offset, key: r.Key, value: r.Value, headers: h})
+			out = append(out, topicRecord{partition: r.Partition, offset: r.Offset, key: r.Key, value: r.Value, headers: h, timestamp: r.Timestamp})
 		})
 	}
 	return out

@@ -84,38 +84,41 @@ func TestKafkaTimestampExact(t *testing.T) {
 		return hex.EncodeToString(append(v, body...))
 	}
 	// In order, each through its producer: consecutive runs per producer keep offsets = ids.
-	for i := 0; i < len(tsCases); {
-		j := i
-		for j < len(tsCases) && tsCases[j].java == tsCases[i].java {
-			j++
+	produceCases := func(cases []tsCase, firstID int) {
+		for i := 0; i < len(cases); {
+			j := i
+			for j < len(cases) && cases[j].java == cases[i].java {
+				j++
+			}
+			if cases[i].java {
+				var in strings.Builder
+				for k := i; k < j; k++ {
+					fmt.Fprintf(&in, "%d %s\n", cases[k].ms, value(firstID+k, cases[k].ms))
+				}
+				cmd := exec.CommandContext(ctx, "java", "-cp", javaKafkaClasspath(t), filepath.Join(repoRoot, "integration", "testdata", "ProduceTimestamps.java"), s.brokers, topic)
+				cmd.Stdin = strings.NewReader(in.String())
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("Java producer: %v\n%s", err, out)
+				}
+			} else {
+				var spec []map[string]any
+				for k := i; k < j; k++ {
+					spec = append(spec, map[string]any{"value_hex": value(firstID+k, cases[k].ms), "timestamp_ms": cases[k].ms})
+				}
+				f := filepath.Join(t.TempDir(), "spec.json")
+				b, _ := json.Marshal(spec)
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := exec.CommandContext(ctx, s.python, filepath.Join(repoRoot, "integration", "testdata", "produce_raw.py"),
+					"--brokers", s.brokers, "--topic", topic, "--spec", f).CombinedOutput(); err != nil {
+					t.Fatalf("librdkafka producer: %v\n%s", err, out)
+				}
+			}
+			i = j
 		}
-		if tsCases[i].java {
-			var in strings.Builder
-			for k := i; k < j; k++ {
-				fmt.Fprintf(&in, "%d %s\n", tsCases[k].ms, value(k, tsCases[k].ms))
-			}
-			cmd := exec.CommandContext(ctx, "java", "-cp", javaKafkaClasspath(t), filepath.Join(repoRoot, "integration", "testdata", "ProduceTimestamps.java"), s.brokers, topic)
-			cmd.Stdin = strings.NewReader(in.String())
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("Java producer: %v\n%s", err, out)
-			}
-		} else {
-			var spec []map[string]any
-			for k := i; k < j; k++ {
-				spec = append(spec, map[string]any{"value_hex": value(k, tsCases[k].ms), "timestamp_ms": tsCases[k].ms})
-			}
-			f := filepath.Join(t.TempDir(), "spec.json")
-			b, _ := json.Marshal(spec)
-			if err := os.WriteFile(f, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.CommandContext(ctx, s.python, filepath.Join(repoRoot, "integration", "testdata", "produce_raw.py"),
-				"--brokers", s.brokers, "--topic", topic, "--spec", f).CombinedOutput(); err != nil {
-				t.Fatalf("librdkafka producer: %v\n%s", err, out)
-			}
-		}
-		i = j
 	}
+	produceCases(tsCases, 0)
 	out, err := exec.CommandContext(ctx, s.python, filepath.Join(repoRoot, "integration", "testdata", "read_timestamps.py"),
 		"--brokers", s.brokers, "--topic", topic, "--count", fmt.Sprint(len(tsCases))).Output()
 	if err != nil {
@@ -205,6 +208,50 @@ func TestKafkaTimestampExact(t *testing.T) {
 	wantDirs := []string{"kafka_date=1969-07-20", "kafka_date=1970-01-01", "kafka_date=2023-11-14", "kafka_date=9999-12-31", "kafka_date=__HIVE_DEFAULT_PARTITION__"}
 	if fmt.Sprint(dirs) != fmt.Sprint(wantDirs) {
 		t.Errorf("partition directories %v, want %v (no 1969-12-31 for -1)", dirs, wantDirs)
+	}
+
+	// Dead letters and replay keep the source timestamp exactly: two records break a CHECK
+	// constraint, one at 9999-12-31 (franz-go's producer, writing through int64 ns, would
+	// turn it into 1816) and one at 2100-01-01 (the dead-letter topic has the broker's
+	// default message.timestamp.after.max.ms, one hour: a dead letter keeping it would be
+	// refused); the constraint is dropped and a replay lands both with their timestamps.
+	if out, err := runCLI(t, "table", "alter", tbl, "--add-constraint", "early CHECK (id < 6)"); err != nil {
+		t.Fatalf("add constraint: %v\n%s", err, out)
+	}
+	late := []tsCase{{253402300799999, "253402300799999000", "9999-12-31", true}, {4102444800000, "4102444800000000", "2100-01-01", true}}
+	produceCases(late, len(tsCases))
+	before := time.Now()
+	d = startDaemon(t, cfgDir)
+	waitFor(t, d, 60*time.Second, "8 records handled", func() bool { return handled(t, tbl) == int64(len(tsCases)+len(late)) })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	dls := readDLQ(t, s, topic+".dlq")
+	if len(dls) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dls))
+	}
+	for i, r := range dls {
+		if got, want := r.headers["ingestd.error.source_timestamp"], fmt.Sprint(late[i].ms); got != want || r.headers["ingestd.error.reason"] != "check_violation" {
+			t.Errorf("dead letter %d: source timestamp %q reason %q, want %s check_violation", i, got, r.headers["ingestd.error.reason"], want)
+		}
+		if r.timestamp.Before(before.Add(-time.Second)) || r.timestamp.After(time.Now()) {
+			t.Errorf("dead letter %d has record timestamp %v, want the time of dead-lettering (after %v)", i, r.timestamp, before)
+		}
+	}
+	if out, err := runCLI(t, "table", "alter", tbl, "--drop-constraint", "early"); err != nil {
+		t.Fatalf("drop constraint: %v\n%s", err, out)
+	}
+	if rs := replay(t, filepath.Join(cfgDir, "kts.yaml")); rs.Landed != 2 {
+		t.Fatalf("replay landed %d, want 2: %+v", rs.Landed, rs)
+	}
+	for i, c := range late {
+		want = append(want, fmt.Sprintf(`{"_kafka_offset":%d,"_kafka_timestamp":%s,"id":%d,"kafka_date":%s,"sent_ms":%d}`, len(tsCases)+i, c.us, len(tsCases)+i, quoted(c.date), c.ms))
+	}
+	sameJSONRows(t, "delta-rs after replay", readTable(t, s, tbl).Rows, want)
+	rows = nil
+	spark.call(t, map[string]any{"op": "sql", "query": "SELECT id, CAST(unix_micros(_kafka_timestamp) AS STRING) AS us, CAST(kafka_date AS STRING) AS d FROM delta.`" + tbl + "` WHERE id >= 6 ORDER BY id"}, &rows)
+	if got, want := fmt.Sprint(rows), "[map[d:9999-12-31 id:6 us:253402300799999000] map[d:2100-01-01 id:7 us:4102444800000000]]"; got != want {
+		t.Errorf("Spark reads the replayed rows as %s, want %s", got, want)
 	}
 }
 

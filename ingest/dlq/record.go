@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
 // Dead-letter header names. The __connect.errors.* names are Kafka Connect's, so existing
@@ -34,7 +36,11 @@ const (
 	HeaderTableVersion = "ingestd.error.table_version"
 	HeaderSchemaID     = "ingestd.error.schema_id"
 	HeaderTime         = "ingestd.error.time"
-	HeaderReplayCount  = "ingestd.replay.count"
+	// HeaderSourceTimestamp is the source record's Kafka timestamp, ms since the Unix
+	// epoch (decimal; -1: none), exact for every broker value: the dead letter's own record
+	// timestamp is the time it was dead-lettered (see DeadLetter.Record).
+	HeaderSourceTimestamp = "ingestd.error.source_timestamp"
+	HeaderReplayCount     = "ingestd.replay.count"
 	// HeaderCommitID is commitInfo.txnId of the Delta commit meant to acknowledge the dead
 	// letter (move HeaderTxnAppID's txn to HeaderTxnVersion or past it).
 	HeaderCommitID = "ingestd.commit.id"
@@ -107,13 +113,21 @@ type DeadLetter struct {
 	Ack          Ack   // the commit that acknowledges it
 }
 
-// Record builds the dead-letter record for topic: key, value and timestamp untouched; the
-// original headers kept except earlier ingestd.error.*, __connect.errors.* and ack headers
+// Record builds the dead-letter record for topic: key and value untouched; the original
+// headers kept except earlier ingestd.error.*, __connect.errors.* and ack headers
 // (re-failing replaces them, never duplicates); then the error headers, with
 // ingestd.replay.count kept from the original if present (replay increments it) else "0";
 // the ack headers (from d.Ack) come last.
+//
+// The record timestamp is now, the time of dead-lettering (as Kafka Connect's dead-letter
+// reporter does), and the source's timestamp travels exactly in
+// ingestd.error.source_timestamp (SourceTimestampMillis): a source timestamp would put
+// the dead letter under the dead-letter topic's retention by the source's age (a backfill
+// of week-old records would be deletable at once), a far-future one is refused by a
+// broker's message.timestamp.after.max.ms (1 h by default since Kafka 4), and franz-go's
+// producer writes timestamps through int64 nanoseconds, which wrap outside 1677–2262.
 func (d DeadLetter) Record(topic, table string, now time.Time) *kgo.Record {
-	out := &kgo.Record{Topic: topic, Key: d.Rec.Key, Value: d.Rec.Value, Timestamp: d.Rec.Timestamp}
+	out := &kgo.Record{Topic: topic, Key: d.Rec.Key, Value: d.Rec.Value, Timestamp: now}
 	replayCount := "0"
 	for _, h := range d.Rec.Headers {
 		switch {
@@ -145,6 +159,7 @@ func (d DeadLetter) Record(topic, table string, now time.Time) *kgo.Record {
 		add(HeaderSchemaID, strconv.Itoa(d.SchemaID))
 	}
 	add(HeaderTime, now.UTC().Format(time.RFC3339Nano))
+	add(HeaderSourceTimestamp, strconv.FormatInt(SourceTimestampMillis(d.Rec), 10))
 	add(HeaderReplayCount, replayCount)
 	out.Headers = WithAck(out.Headers, d.Ack)
 	return out
@@ -213,6 +228,20 @@ func Header(r *kgo.Record, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// SourceTimestampMillis is the Kafka timestamp of the source record a dead letter r keeps,
+// ms since the Unix epoch (-1: none): its ingestd.error.source_timestamp, or, for a record
+// without that header (a source record, or a dead letter written before the header
+// existed, which kept its source's timestamp), the broker value of r's own timestamp
+// (kafkacols.TimestampMillis).
+func SourceTimestampMillis(r *kgo.Record) int64 {
+	if v, ok := Header(r, HeaderSourceTimestamp); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return kafkacols.TimestampMillis(r.Timestamp)
 }
 
 // ReplayCount is r's ingestd.replay.count (0 when absent or malformed).

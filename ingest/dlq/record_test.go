@@ -11,9 +11,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// wrappedMillis is a record timestamp as franz-go's consumer builds it from the broker's ms:
+// time.Unix(0, ms*1e6), the product wrapping modulo 2^64 outside 1677–2262.
+func wrappedMillis(ms int64) time.Time { return time.Unix(0, int64(uint64(ms)*1e6)) }
+
+// A dead letter's headers; its record timestamp is the time of dead-lettering and the
+// source's timestamp (here 9999-12-31T23:59:59.999Z, which franz-go's producer could not
+// write: it goes through int64 ns) is ingestd.error.source_timestamp, exact, through a
+// re-failure and Refailed.
 func TestDLQRecordHeaders(t *testing.T) {
 	src := &kgo.Record{Topic: "orders", Partition: 2, Offset: 41, Key: []byte("k"), Value: []byte{0, 0, 0, 0, 7, 1, 2},
-		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}}
+		Timestamp: wrappedMillis(253402300799999), Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}}
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	first := DeadLetter{Rec: src, Reason: "schema_mismatch", Field: "channel", Message: "m", SchemaID: 7, TableVersion: 3,
 		Ack: Ack{CommitID: "c-1", TxnAppID: "app-orders-2", TxnVersion: 41}}.Record("orders.dlq", "file:///t", now)
@@ -22,7 +30,7 @@ func TestDLQRecordHeaders(t *testing.T) {
 		"__connect.errors.exception.class.name": "ingestd.SchemaMismatchError", "__connect.errors.exception.message": "m",
 		"__connect.errors.stage": "TASK_PUT", "ingestd.error.reason": "schema_mismatch", "ingestd.error.field": "channel",
 		"ingestd.error.table": "file:///t", "ingestd.error.table_version": "3", "ingestd.error.schema_id": "7",
-		"ingestd.error.time": "2026-11-29T12:00:00Z", "ingestd.replay.count": "0",
+		"ingestd.error.time": "2026-11-29T12:00:00Z", "ingestd.error.source_timestamp": "253402300799999", "ingestd.replay.count": "0",
 		"ingestd.commit.id": "c-1", "ingestd.txn.app_id": "app-orders-2", "ingestd.txn.version": "41",
 	}
 	check := func(r *kgo.Record, want map[string]string) {
@@ -47,6 +55,20 @@ func TestDLQRecordHeaders(t *testing.T) {
 		}
 	}
 	check(first, want)
+	if !first.Timestamp.Equal(now) {
+		t.Errorf("dead letter's record timestamp %v, want the time of dead-lettering %v", first.Timestamp, now)
+	}
+	if got := SourceTimestampMillis(first); got != 253402300799999 {
+		t.Errorf("SourceTimestampMillis(dead letter) = %d, want 253402300799999", got)
+	}
+	if got := SourceTimestampMillis(src); got != 253402300799999 {
+		t.Errorf("SourceTimestampMillis(source record) = %d, want 253402300799999 (recovered from the wrapped ns)", got)
+	}
+	later := now.Add(time.Hour)
+	refailed := Refailed(DeadLetter{Rec: first, Reason: "bad_magic", Message: "m3", SchemaID: -1, TableVersion: 5}).Record("orders.dlq", "file:///t", later)
+	if v, _ := Header(refailed, HeaderSourceTimestamp); v != "253402300799999" || !refailed.Timestamp.Equal(later) {
+		t.Errorf("refailed: source timestamp %q at record time %v, want 253402300799999 at %v", v, refailed.Timestamp, later)
+	}
 	// Re-failing (e.g. during replay) replaces ingestd's and Connect's headers (the ack
 	// headers too), never duplicates them, and keeps the replay count it was given.
 	first.Topic, first.Partition, first.Offset = "orders.dlq", 0, 9
@@ -58,7 +80,7 @@ func TestDLQRecordHeaders(t *testing.T) {
 		"__connect.errors.exception.class.name": "ingestd.BadMagicError", "__connect.errors.exception.message": "m2",
 		"__connect.errors.stage": "VALUE_CONVERTER", "ingestd.error.reason": "bad_magic", "ingestd.error.field": "",
 		"ingestd.error.table": "file:///t", "ingestd.error.table_version": "4",
-		"ingestd.error.time": "2026-11-29T12:00:00Z", "ingestd.replay.count": "1",
+		"ingestd.error.time": "2026-11-29T12:00:00Z", "ingestd.error.source_timestamp": "253402300799999", "ingestd.replay.count": "1",
 		"ingestd.commit.id": "c-2", "ingestd.txn.app_id": "app-replay-orders.dlq-0", "ingestd.txn.version": "9",
 	}
 	check(second, want2)

@@ -36,7 +36,7 @@ type kafkaFill struct {
 	cols    []string // configured table.kafka_columns
 	format  string   // table.key_format
 	schemas KeySchemas
-	origin  func(*kgo.Record) (string, int32, int64, []kgo.RecordHeader) // Options.Origin; nil: the record's own
+	origin  func(*kgo.Record) Source // Options.Origin; nil: the record's own
 	mode    deltalog.ColumnMappingMode
 	pq      *parquet.Schema
 
@@ -102,8 +102,11 @@ func (k *kafkaFill) has(c string) bool { return slices.Contains(k.cols, c) }
 
 func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 	topic, partition, offset, headers := rec.Topic, rec.Partition, rec.Offset, rec.Headers
+	tsKnown, ms := false, int64(0)
 	if k.origin != nil {
-		topic, partition, offset, headers = k.origin(rec)
+		src := k.origin(rec)
+		topic, partition, offset, headers = src.Topic, src.Partition, src.Offset, src.Headers
+		tsKnown, ms = true, src.TimestampMs
 	}
 	if k.row != row {
 		k.bind(row)
@@ -126,7 +129,10 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 	if err := set(setOffset, parquet.Int64Value(offset)); err != nil {
 		return err
 	}
-	if err := k.fillTimestamp(rec, row); err != nil {
+	if !tsKnown && k.tops[setTimestamp].has {
+		ms = kafkacols.TimestampMillis(rec.Timestamp)
+	}
+	if err := k.fillTimestamp(ms, row); err != nil {
 		return err
 	}
 	if k.has(kafkacols.Headers) {
@@ -141,17 +147,17 @@ func (k *kafkaFill) fill(rec *kgo.Record, row *rowView) error {
 	return nil
 }
 
-// fillTimestamp sets _kafka_timestamp to the broker's milliseconds × 1000 µs, recovered
-// exactly from franz-go's Record.Timestamp (kafkacols.TimestampMillis): NULL for Kafka's
+// fillTimestamp sets _kafka_timestamp to the broker's milliseconds ms × 1000 µs (recovered
+// exactly from franz-go's Record.Timestamp by kafkacols.TimestampMillis, or a replay's
+// Source.TimestampMs): NULL for Kafka's
 // -1 (no timestamp) and for a value outside the range Delta's readers hold
 // (kafkacols.TimestampMicros: 0001-01-01..9999-12-31), which also sets outOfRange for the
 // flush to count. A NULL for a NOT NULL _kafka_timestamp is a not_null_violation.
-func (k *kafkaFill) fillTimestamp(rec *kgo.Record, row *rowView) error {
+func (k *kafkaFill) fillTimestamp(ms int64, row *rowView) error {
 	k.outOfRange = false
 	if !k.tops[setTimestamp].has {
 		return nil
 	}
-	ms := kafkacols.TimestampMillis(rec.Timestamp)
 	us, ok, out := kafkacols.TimestampMicros(ms)
 	if ok {
 		return k.set(row, setTimestamp, parquet.Int64Value(us))

@@ -197,15 +197,16 @@ func BenchmarkKafkaFill(b *testing.B) {
 }
 
 // With Options.Origin (a replay's: the original record a dead letter keeps) the Kafka
-// columns hold the topic, partition, offset and headers it gives, not the record's (the
-// dead-letter topic's); the timestamp stays the record's.
+// columns hold the topic, partition, offset, headers and timestamp it gives, not the
+// record's (the dead-letter topic's, and the time it was dead-lettered): here a source
+// timestamp, 9999-12-31T23:59:59.999Z, that no franz-go-produced record can carry.
 func TestKafkaFillUsesOrigin(t *testing.T) {
 	dec, pq, row, kf := kafkaFillSetup(t, kafkacols.KeyBytes)
 	src := []kgo.RecordHeader{{Key: "x-tag", Value: []byte("tag1")}, {Key: "x-tag", Value: []byte("tag2")}}
 	var asked *kgo.Record
-	kf.origin = func(r *kgo.Record) (string, int32, int64, []kgo.RecordHeader) {
+	kf.origin = func(r *kgo.Record) Source {
 		asked = r
-		return "orders", 3, 12, src
+		return Source{Topic: "orders", Partition: 3, Offset: 12, Headers: src, TimestampMs: 253402300799999}
 	}
 	// The dead letter as it sits in the DLQ, with headers of its own.
 	r := &kgo.Record{Topic: "orders.dlq", Partition: 0, Offset: 77, Key: []byte("k1"), Timestamp: time.UnixMilli(1_700_000_000_123),
@@ -224,7 +225,7 @@ func TestKafkaFillUsesOrigin(t *testing.T) {
 	col := func(path ...string) []parquet.Value { lc, _ := pq.Lookup(path...); return row.leaf(lc.ColumnIndex) }
 	got := fmt.Sprintf("%s %s %s %s %s %s", leafString(col("_kafka_topic")), leafString(col("_kafka_partition")), leafString(col("_kafka_offset")),
 		leafString(col("_kafka_headers", "key_value", "key")), leafString(col("_kafka_headers", "key_value", "value")), leafString(col("_kafka_timestamp")))
-	if want := `"orders"(0,1) 3(0,1) 12(0,1) "x-tag"(0,2) "tag2"(0,3) 1700000000123000(0,1)`; got != want {
+	if want := `"orders"(0,1) 3(0,1) 12(0,1) "x-tag"(0,2) "tag2"(0,3) 253402300799999000(0,1)`; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

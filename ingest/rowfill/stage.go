@@ -35,6 +35,17 @@ type Table struct {
 	Protocol *deltalog.Protocol
 }
 
+// Source is the Kafka record a row's Kafka columns describe (Options.Origin).
+type Source struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Headers   []kgo.RecordHeader // in order, repeats kept
+	// TimestampMs is the record's Kafka timestamp, ms since the Unix epoch (-1: none),
+	// the broker's exact value.
+	TimestampMs int64
+}
+
 // Options are what a Stage needs besides the table.
 type Options struct {
 	// MaxOpenPartitions is how many partition value tuples (data files) one flush may
@@ -43,10 +54,10 @@ type Options struct {
 	MaxOpenPartitions int
 	// Keys are the key writer schemas resolved for this flush (key_format avro).
 	Keys KeySchemas
-	// Origin, when set, gives the topic, partition, offset and headers the Kafka columns
-	// hold for a record: a replay's are the original record's that the dead letter keeps.
-	// Nil: the record's own. It is called once per record filled.
-	Origin func(*kgo.Record) (topic string, partition int32, offset int64, headers []kgo.RecordHeader)
+	// Origin, when set, gives the source the Kafka columns hold for a record: a replay's
+	// is the original record that the dead letter keeps. Nil: the record's own. It is
+	// called once per record filled.
+	Origin func(*kgo.Record) Source
 	// Log receives the partitioner's warnings (a __HIVE_DEFAULT_PARTITION__ string value,
 	// once per flush).
 	Log *slog.Logger
