@@ -231,7 +231,7 @@ type pendingDelete struct {
 
 // newKeyedState is the keyed state of cfg's pipeline; nil for an append table.
 func newKeyedState(cfg *config.Config) *keyedState {
-	if !cfg.Table.Keyed() {
+	if !cfg.Table.Upsert() {
 		return nil
 	}
 	return &keyedState{spec: keyindex.Spec{Key: cfg.Table.Key, Sequence: cfg.Table.SequenceBy},
