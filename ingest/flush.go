@@ -186,7 +186,9 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 	defer f.releaseCols(b)
 	out := f.route(t, b, items)
 	if f.keyed != nil {
-		b.keyed = f.reduceKeyed(t, b, items, out)
+		if b.keyed, err = f.reduceKeyed(t, b, items, out); err != nil {
+			return nil, err
+		}
 	}
 	if f.cfg.Table.Changelog() {
 		f.changelogTombstones(t, b, items, out)
