@@ -93,3 +93,28 @@ func TestChangelogSequenceBy(t *testing.T) {
 		t.Fatalf("table at version %d, want one commit", v)
 	}
 }
+
+// A table made by another mode lacks the columns a changelog or soft deletes fill: the
+// pipeline refuses it at start-up, naming the columns and the fix, and writes nothing.
+func TestKeyedModesRefuseTableWithoutTheirColumns(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	h.runBatch(h.keyedConfig(false), 1, keyedRec{id: 1, v: "a", op: "c"})
+	version := h.snapshot().Version
+	for _, c := range []struct {
+		name string
+		cfg  *config.Config
+		want string
+	}{
+		{"changelog", h.changelogConfig(false), "table.mode changelog fills columns the table lacks: _change_operation STRING, _change_sequence BIGINT (fix: ALTER TABLE <table> ADD COLUMNS (_change_operation STRING, _change_sequence BIGINT)"},
+		{"soft deletes", h.softConfig(config.MergeOnRead), "table.deletes soft fills columns the table lacks: _deleted BOOLEAN, _deleted_sequence BIGINT (fix: ALTER TABLE <table> ADD COLUMNS (_deleted BOOLEAN, _deleted_sequence BIGINT)"},
+	} {
+		m := h.startWith(c.name, c.cfg, nil)
+		err := m.stopped(t, 20*time.Second, "the pipeline kept running on a table without its mode's columns")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: Run = %v, want a refusal holding %q", c.name, err, c.want)
+		}
+	}
+	if v := h.snapshot().Version; v != version {
+		t.Fatalf("table at version %d, want %d (nothing written)", v, version)
+	}
+}
