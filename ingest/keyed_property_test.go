@@ -31,9 +31,14 @@ import (
 // sequence_by orders with its deletes remembered), one live row per key, and every offset
 // handled once.
 //
+// The configurations: upsert tables in offset order or by sequence_by, partitioned or not,
+// hard deletes (merge-on-read; copy-on-write in offset order), soft deletes (both write
+// modes), and changelogs (the table holds every change sent, once).
+//
 // KEYED_PROPERTY_SEED=<n> reruns the seed a failure logged (the stream, the cuts and the
 // kill decisions follow from it; the timing does not); KEYED_PROPERTY_RUNS=<n> sets the
-// runs per configuration (default 2).
+// runs per configuration (default 2 for the four hard-delete merge-on-read ones, 1 for
+// the others).
 
 // testKeyedPropRow is testKeyedRow with grp, the partition column of the partitioned runs
 // (a key whose grp changes moves).
@@ -72,7 +77,11 @@ type propRow struct {
 
 // propMode is one configuration of the property test.
 type propMode struct {
-	name                 string
+	name string
+	// once runs the mode with one seed unless KEYED_PROPERTY_RUNS or KEYED_PROPERTY_SEED
+	// says otherwise: the modes beyond the four upsert ones share the package's time
+	// budget under -race.
+	once                 bool
 	ordered, partitioned bool
 	soft                 bool // table.deletes soft
 	cow                  bool // table.upsert_write copy_on_write
@@ -596,7 +605,7 @@ func TestKeyedProperty(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the keyed property test runs pipelines for a while")
 	}
-	base, runs := uint64(time.Now().UnixNano()), 2
+	base, runs, runsSet := uint64(time.Now().UnixNano()), 2, false
 	if s := os.Getenv("KEYED_PROPERTY_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -609,22 +618,26 @@ func TestKeyedProperty(t *testing.T) {
 		if err != nil || v < 1 {
 			t.Fatalf("KEYED_PROPERTY_RUNS=%q: want a positive count", s)
 		}
-		runs = v
+		runs, runsSet = v, true
 	}
 	for _, mode := range []propMode{
 		{name: "offset order", ordered: false, partitioned: false},
 		{name: "sequence_by", ordered: true, partitioned: false},
 		{name: "offset order partitioned", ordered: false, partitioned: true},
 		{name: "sequence_by partitioned", ordered: true, partitioned: true},
-		{name: "offset order copy_on_write", cow: true},
-		{name: "soft sequence_by", ordered: true, soft: true},
-		{name: "soft offset order partitioned", partitioned: true, soft: true},
-		{name: "soft sequence_by partitioned copy_on_write", ordered: true, partitioned: true, soft: true, cow: true},
-		{name: "changelog sequence_by", ordered: true, changelog: true},
-		{name: "changelog offset order partitioned", partitioned: true, changelog: true},
+		{name: "offset order copy_on_write", cow: true, once: true},
+		{name: "soft sequence_by", ordered: true, soft: true, once: true},
+		{name: "soft offset order partitioned", partitioned: true, soft: true, once: true},
+		{name: "soft sequence_by partitioned copy_on_write", ordered: true, partitioned: true, soft: true, cow: true, once: true},
+		{name: "changelog sequence_by", ordered: true, changelog: true, once: true},
+		{name: "changelog offset order partitioned", partitioned: true, changelog: true, once: true},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			for i := range runs {
+			n := runs
+			if mode.once && !runsSet {
+				n = 1
+			}
+			for i := range n {
 				seed := base + uint64(i)
 				start := time.Now()
 				kills, checks := runKeyedProperty(t, seed, mode)
