@@ -168,3 +168,78 @@ func (s *Snapshot) RewriteWithoutRows(ctx context.Context, st storage.Store, add
 	}
 	return rm, &na, nil
 }
+
+// CopyRows writes a new data file holding copies of the rows at the given 0-based
+// positions of the data file of add, a live file of this snapshot, each with the
+// top-level columns edit returns (by logical name, values as RowsToColumns takes them:
+// bool, int64, string, …) set: an upsert table's soft delete keeps a deleted key's stored
+// row, flagged, while the commit marks the original (DeleteRows or RewriteWithoutRows).
+// The file is read as RewriteWithoutRows reads it (conformed to the snapshot's schema) and
+// the copies are written with the snapshot's FileOptions in add's partition (its
+// partitionValues and directory), in file order; add itself is not changed. The new file
+// becomes part of the table only through the commit carrying its add.
+//
+// Errors: a position at or beyond the file's rows or deleted by its deletion vector, a
+// column edit names that the snapshot's schema lacks, or an error reading the file or
+// writing the new one.
+func (s *Snapshot) CopyRows(ctx context.Context, st storage.Store, add deltalog.Add, rows []uint64, edit func(row uint64) map[string]any) (deltalog.Add, error) {
+	cur, err := ReadDeletionVector(ctx, st, add.DeletionVector)
+	if err != nil {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
+	}
+	n, err := numRecords(ctx, st, add)
+	if err != nil {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
+	}
+	want := roaring64.New()
+	want.AddMany(rows)
+	if !want.IsEmpty() && want.Maximum() >= uint64(n) {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: row %d is beyond the file's %d rows", add.Path, want.Maximum(), n)
+	}
+	if cur != nil && roaring64.And(want, cur.bm).GetCardinality() > 0 {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: a row to copy is deleted by the file's deletion vector", add.Path)
+	}
+	skip := roaring64.New() // every row but those to copy
+	skip.AddRange(0, uint64(n))
+	skip.AndNot(want)
+	pq, err := s.DataFileSchema()
+	if err != nil {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
+	}
+	order := want.ToArray() // the rows in file order, as readDataFile calls back
+	var copies []map[string]any
+	if _, err := s.readDataFile(ctx, st, add, &DeletedRows{bm: skip}, func(r map[string]any) error {
+		if len(copies) == len(order) {
+			return errors.New("the file holds more rows than its row count")
+		}
+		pos := order[len(copies)]
+		for name, v := range edit(pos) {
+			f := s.Schema.Field(name)
+			if f == nil {
+				return fmt.Errorf("set column %s of row %d: the table has no such column", name, pos)
+			}
+			r[physicalName(f, s.ColumnMapping)] = v
+		}
+		copies = append(copies, r)
+		return nil
+	}); err != nil {
+		return deltalog.Add{}, fmt.Errorf("copy rows: %w", err)
+	}
+	if len(copies) != len(order) {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: read %d of the %d rows to copy", add.Path, len(copies), len(order))
+	}
+	cols, err := RowsToColumns(pq, copies)
+	if err != nil {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
+	}
+	opts := s.FileOptions()
+	opts.PartitionValues = add.PartitionValues
+	if d := path.Dir(deltalog.CanonicalPath(add.Path)); d != "." && !strings.HasPrefix(d, "/") && !strings.Contains(d, "://") {
+		opts.Dir = d // the partition directory the file is in
+	}
+	na, err := WriteDataFile(ctx, st, pq, cols, len(copies), opts)
+	if err != nil {
+		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
+	}
+	return na, nil
+}

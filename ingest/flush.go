@@ -186,7 +186,12 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 	defer f.releaseCols(b)
 	out := f.route(t, b, items)
 	if f.keyed != nil {
-		b.keyed = f.reduceKeyed(t, b, items, out)
+		if b.keyed, err = f.reduceKeyed(t, b, items, out); err != nil {
+			return nil, err
+		}
+	}
+	if f.cfg.Table.Changelog() {
+		f.changelogTombstones(t, b, items, out)
 	}
 	if proceed, err := f.mode.beforeProduce(ctx, out); err != nil || !proceed {
 		return out, err
@@ -269,7 +274,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			}
 		}
 		if r.Value == nil {
-			if f.keyed == nil { // a keyed table's tombstone deletes its key (reduceKeyed)
+			if !f.cfg.Table.Keyed() { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
 				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
 			}
 			items = append(items, item{rec: r, route: routeSkip})
@@ -970,7 +975,7 @@ func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 	if err := rowfill.CheckKeyed(cfg, snap.Schema); err != nil {
 		return fmt.Errorf("refuse table %s: %w", cfg.Table.URI, err)
 	}
-	if cfg.Table.Keyed() {
+	if cfg.Table.Upsert() {
 		mode := deltawriter.DeleteWithDeletionVectors
 		if cfg.Table.CopyOnWrite() {
 			mode = deltawriter.DeleteByRewrite

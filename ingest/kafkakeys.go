@@ -57,9 +57,18 @@ func replayOrigin(r *kgo.Record) rowfill.Source {
 	return rowfill.Source{Topic: topic, Partition: partition, Offset: offset, Headers: dlq.OriginalHeaders(r), TimestampMs: dlq.SourceTimestampMillis(r)}
 }
 
-// kafkaColumns are the pipeline's Kafka column names (_kafka_key, …); none without
-// table.kafka_columns.
-func kafkaColumns(cfg *config.Config) []string { return kafkacols.Columns(cfg.Table.KafkaColumns) }
+// kafkaColumns are the columns the pipeline fills from the record rather than from its
+// value: the Kafka columns (_kafka_key, …; table.kafka_columns) and the keyed mode's
+// (rowfill.ModeColumns: a changelog's operation and sequence, soft deletes' flag and
+// sequence). The guard leaves them out of its comparison and the decoder writes
+// placeholders there, which the row stage replaces.
+func kafkaColumns(cfg *config.Config) []string {
+	cols := kafkacols.Columns(cfg.Table.KafkaColumns)
+	if mc := rowfill.ModeColumns(cfg); len(mc) > 0 {
+		cols = append(slices.Clip(cols), mc...)
+	}
+	return cols
+}
 
 // avroKeys reports whether the pipeline decodes keys as Avro into _kafka_key.
 func avroKeys(cfg *config.Config) bool {
@@ -159,13 +168,17 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 }
 
 // kafkaFieldsToCreate are the Kafka columns a flush that creates the table appends to
-// its schema (nil when it creates none). Under key_format avro the _kafka_key struct is
+// its schema, then the keyed mode's columns (rowfill.ModeFields; nil when it creates
+// none). Under key_format avro the _kafka_key struct is
 // the Delta form of the key writer schema of the first routed record whose key resolves
 // (resolveKeys), else the latest schema of subject <topic>-key; without either, the
 // table cannot be typed and the flush fails (permanent), naming the fix.
 func (f *flusher) kafkaFieldsToCreate(t tableState, create bool, items []item) ([]*deltalog.StructField, error) {
-	if t.exists() || !create || len(f.cfg.Table.KafkaColumns) == 0 {
+	if t.exists() || !create {
 		return nil, nil
+	}
+	if len(f.cfg.Table.KafkaColumns) == 0 {
+		return rowfill.ModeFields(f.cfg), nil
 	}
 	var keyType *deltalog.StructType
 	if avroKeys(f.cfg) {
@@ -189,7 +202,11 @@ func (f *flusher) kafkaFieldsToCreate(t tableState, create bool, items []item) (
 				"(register the key schema under <topic>-key, create the table with a _kafka_key STRUCT column, or use key_format bytes in %s)", f.cfg.Table.URI, f.cfg.File)
 		}
 	}
-	return kafkacols.Fields(f.cfg.Table.KafkaColumns, f.cfg.Table.KeyFormat, keyType)
+	fields, err := kafkacols.Fields(f.cfg.Table.KafkaColumns, f.cfg.Table.KeyFormat, keyType)
+	if err != nil {
+		return nil, err
+	}
+	return append(fields, rowfill.ModeFields(f.cfg)...), nil
 }
 
 // withColumns returns schema with cols appended (a copy; schema itself when cols is

@@ -64,10 +64,25 @@ type keyedPlan struct {
 	// purges the row.
 	markers     map[*rowfill.PartitionFile][]int
 	withMarkers bool // planKeyed's markers
+	// soft is table.deletes soft: a winning delete keeps its key's row flagged instead of
+	// removing it (softDelete). flags are the flush's rows kept for a tombstone, to flag
+	// deleted (rowfill.Stage.SoftDelete); copies the stored rows to copy flagged into a
+	// new file (deltawriter.Snapshot.CopyRows), by file path and row, with the delete's
+	// sequence; the originals are marked like replaced rows.
+	soft   bool
+	flags  []softFlag
+	copies map[string]map[uint64]int64
 	// counts for the metrics and the log: changes superseded by a later change of their
 	// key in the batch, winners older than what the table holds (stale), upserts written,
 	// deletes applied (a key with a live row, or remembered), rows marked deleted.
 	superseded, stale, upserts, deleted, marked int
+}
+
+// softFlag is a row of the flush kept for a soft delete, and the delete's sequence.
+type softFlag struct {
+	file *rowfill.PartitionFile
+	row  int
+	seq  int64
 }
 
 // keyedDelete is a key a flush deleted, and the delete's sequence.
@@ -89,10 +104,11 @@ type keyedDelete struct {
 //
 // markers keeps a winning delete's own row as a delete marker (keyedPlan.markers) when the
 // table holds no row of its key; false under copy-on-write, which writes no deletion
-// vector.
-func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered, markers bool, rows map[*rowfill.PartitionFile]int,
+// vector, and with soft deletes. soft keeps a deleted key's row flagged (softDelete).
+func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered, markers, soft bool, rows map[*rowfill.PartitionFile]int,
 	lookup func(key []byte) stored) keyedPlan {
-	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}, markers: map[*rowfill.PartitionFile][]int{}, withMarkers: markers}
+	p := keyedPlan{keep: map[*rowfill.PartitionFile][]bool{}, marks: map[string][]uint64{}, markers: map[*rowfill.PartitionFile][]int{},
+		withMarkers: markers && !soft, soft: soft, copies: map[string]map[uint64]int64{}}
 	for f, n := range rows {
 		p.keep[f] = make([]bool, n)
 	}
@@ -116,6 +132,8 @@ func planKeyed(changes []rowfill.Change, pos map[*kgo.Record]int, ordered, marke
 		win, carrier := run[len(run)-1], -1
 		if ordered {
 			win, carrier = lastBySequence(changes, run, st)
+		} else if soft {
+			carrier = lastRow(changes, run)
 		}
 		p.superseded += len(run) - 1
 		var carries *rowfill.Change
@@ -161,6 +179,21 @@ func lastBySequence(changes []rowfill.Change, run []int, st stored) (win, carrie
 	return win, carrier
 }
 
+// lastRow is, in a key's run of changes in position order whose last change wins (no
+// sequence), the last change with a row before a winning tombstone: the values a soft
+// delete keeps; -1 when the winner has a row of its own or none precedes it.
+func lastRow(changes []rowfill.Change, run []int) int {
+	if changes[run[len(run)-1]].Row >= 0 {
+		return -1
+	}
+	for i := len(run) - 2; i >= 0; i-- {
+		if changes[run[i]].Row >= 0 {
+			return run[i]
+		}
+	}
+	return -1
+}
+
 // minSeq is a tombstone's sequence when nothing of its key is known: any change wins over it.
 const minSeq = -1 << 63
 
@@ -175,6 +208,10 @@ func (p *keyedPlan) decide(c, carries *rowfill.Change, st stored, ordered bool) 
 	for _, l := range st.locs {
 		p.marks[l.path] = append(p.marks[l.path], l.row)
 		p.marked++
+	}
+	if c.Delete && p.soft {
+		p.softDelete(c, carries, st, ordered)
+		return
 	}
 	if c.Delete {
 		if len(st.locs) > 0 {
@@ -198,6 +235,35 @@ func (p *keyedPlan) decide(c, carries *rowfill.Change, st stored, ordered bool) 
 	p.upserts++
 }
 
+// softDelete applies a winning delete c under soft deletes: its key keeps a row, flagged
+// deleted with the delete's sequence (its sequence_by value, else its record's Kafka
+// offset), in place of the stored rows decide marked. The row is the delete's own when it
+// has one (a delete_when row, flagged by the row stage); for a tombstone, the flush's row
+// that carries the values it deletes (carries, flagged here), else a copy of the stored
+// row; a tombstone of a key with no row anywhere keeps nothing.
+func (p *keyedPlan) softDelete(c, carries *rowfill.Change, st stored, ordered bool) {
+	seq := c.Seq
+	if !ordered {
+		seq = c.Rec.Offset
+	}
+	switch {
+	case c.Row >= 0:
+		p.keep[c.File][c.Row] = true
+	case carries != nil:
+		p.keep[carries.File][carries.Row] = true
+		p.flags = append(p.flags, softFlag{file: carries.File, row: carries.Row, seq: seq})
+	case len(st.locs) > 0:
+		l := st.locs[len(st.locs)-1] // one live row a key, but for another writer's duplicates
+		if p.copies[l.path] == nil {
+			p.copies[l.path] = map[uint64]int64{}
+		}
+		p.copies[l.path][l.row] = seq
+	default:
+		return
+	}
+	p.deleted++
+}
+
 // keyedState is a keyed pipeline's state across flushes: the key index of its table
 // (deltawriter/keyindex), built on the first flush that finds the table and kept current
 // by each commit (ours, applied in memory) and each snapshot change (others', read).
@@ -205,6 +271,7 @@ type keyedState struct {
 	spec    keyindex.Spec
 	ordered bool          // table.sequence_by is set
 	cow     bool          // table.upsert_write copy_on_write
+	soft    bool          // table.deletes soft
 	horizon time.Duration // table.delete_horizon
 	ix      *keyindex.Index
 	// stale is set when the index missed commits of other writers (our commit landed
@@ -231,11 +298,11 @@ type pendingDelete struct {
 
 // newKeyedState is the keyed state of cfg's pipeline; nil for an append table.
 func newKeyedState(cfg *config.Config) *keyedState {
-	if !cfg.Table.Keyed() {
+	if !cfg.Table.Upsert() {
 		return nil
 	}
 	return &keyedState{spec: keyindex.Spec{Key: cfg.Table.Key, Sequence: cfg.Table.SequenceBy},
-		ordered: cfg.Table.SequenceBy != "", cow: cfg.Table.CopyOnWrite(), horizon: cfg.Table.DeleteHorizon}
+		ordered: cfg.Table.SequenceBy != "", cow: cfg.Table.CopyOnWrite(), soft: cfg.Table.SoftDeletes(), horizon: cfg.Table.DeleteHorizon}
 }
 
 // sync brings the index to snap: built on first use, refreshed when snap is newer than
@@ -245,8 +312,8 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 	switch {
 	case k.ix == nil:
 		var opts []keyindex.Option
-		if k.ordered && !k.cow {
-			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table
+		if k.ordered && !k.cow && !k.soft {
+			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table (soft deletes keep a live row)
 		}
 		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
 		if err != nil {
@@ -342,18 +409,20 @@ type keyedFlush struct {
 	// are now deleted (removed); for the index after the commit.
 	updated []deltalog.Add
 	removed []string
-	// rewritten are the new files of a copy-on-write flush's rewrites (their keys are
-	// read from them by the index).
+	// rewritten are the new files of a copy-on-write flush's rewrites, and of the stored
+	// rows a soft delete copies flagged (their keys are read from them by the index).
 	rewritten []deltalog.Add
 }
 
 // reduceKeyed reduces a keyed flush after routing: the tombstones' changes join the
 // decoded rows' (a tombstone whose key cannot be read is dead-lettered missing_key), the
 // changes are planned against the index (planKeyed), and the rows that are not kept are
-// dropped from the flush's columns. out.rows becomes the rows written.
-func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outcome) *keyedFlush {
+// dropped from the flush's columns (under soft deletes, the rows a tombstone keeps are
+// flagged first). out.rows becomes the rows written. Errors: a row that cannot be flagged
+// (a table without the soft delete columns, which the start-up check refuses).
+func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outcome) (*keyedFlush, error) {
 	if b.stage == nil {
-		return nil // no table and no schema: nothing decoded, nothing to delete
+		return nil, nil // no table and no schema: nothing decoded, nothing to delete
 	}
 	pos := make(map[*kgo.Record]int, len(items))
 	for i := range items {
@@ -377,7 +446,12 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 		}
 	}
 	changes := b.stage.Changes()
-	kf := &keyedFlush{plan: planKeyed(changes, pos, f.keyed.ordered, !f.keyed.cow, rows, f.keyed.lookup)}
+	kf := &keyedFlush{plan: planKeyed(changes, pos, f.keyed.ordered, !f.keyed.cow, f.keyed.soft, rows, f.keyed.lookup)}
+	for _, fl := range kf.plan.flags { // before the drop: positions are the decoded rows'
+		if err := b.stage.SoftDelete(fl.file, b.cols, fl.row, fl.seq); err != nil {
+			return nil, fmt.Errorf("soft-delete in table %s: %w", f.cfg.Table.URI, err) // the start-up check refuses such a table
+		}
+	}
 	// New row positions after the drop: the rank of a kept row among its file's kept rows.
 	rank := map[*rowfill.PartitionFile][]int{}
 	kept := map[*rowfill.PartitionFile]int{}
@@ -430,7 +504,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 	if out.rows == 0 {
 		kf.files, kf.keys, kf.seqs = nil, nil, nil
 	}
-	return kf
+	return kf, nil
 }
 
 // keepColumns drops the rows keep marks false from every column of cols.
@@ -466,8 +540,14 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 			live[a.Path] = a
 		}
 	}
+	copies, err := f.softCopies(ctx, t, kf, live)
+	if err != nil {
+		return nil, nil, err
+	}
 	if f.keyed.cow {
-		return f.rewriteMarked(ctx, t, kf, live)
+		removes, adds, err := f.rewriteMarked(ctx, t, kf, live)
+		kf.rewritten = append(kf.rewritten, copies...)
+		return removes, append(adds, copies...), err
 	}
 	dels := make([]deltawriter.RowDeletes, 0, len(kf.plan.marks))
 	for _, p := range slices.Sorted(maps.Keys(kf.plan.marks)) {
@@ -479,7 +559,7 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		// Ordered by a sequence, a stored file whose rows all end up deleted stays (with a
 		// vector of every row): its rows carry the sequences of the deletes that marked
 		// them, which a key index built from the table reads as remembered deletes.
-		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.ordered})
+		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.ordered && !f.keyed.soft})
 	}
 	ownAt := map[string]int{} // path → index into adds of the flush's files with markers
 	for _, i := range own {
@@ -503,7 +583,8 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		outA = append(outA, a)
 		readded[a.Path] = true
 	}
-	kf.updated, kf.removed = outA, nil
+	kf.updated, kf.removed, kf.rewritten = outA, nil, copies
+	outA = append(outA, copies...)
 	for _, r := range removes {
 		if _, ok := ownAt[r.Path]; ok {
 			continue
@@ -514,6 +595,31 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		}
 	}
 	return outR, outA, nil
+}
+
+// softCopies writes, for a soft-delete flush, the stored rows its tombstones delete as
+// copies flagged deleted (_deleted true, _deleted_sequence the delete's), one new file
+// per stored file (deltawriter.Snapshot.CopyRows): the originals are marked like replaced
+// rows. live holds the marked files' adds. Errors: a file that is not live (rebuild), the
+// store's.
+func (f *flusher) softCopies(ctx context.Context, t tableState, kf *keyedFlush, live map[string]deltalog.Add) ([]deltalog.Add, error) {
+	var out []deltalog.Add
+	for _, p := range slices.Sorted(maps.Keys(kf.plan.copies)) {
+		a, ok := live[p]
+		if !ok {
+			f.keyed.ix = nil
+			return nil, fmt.Errorf("copy soft-deleted rows of %s: the file is not in table version %d (the key index is behind): %w", p, t.version, errSnapshotChanged)
+		}
+		seqs := kf.plan.copies[p]
+		na, err := t.snap.CopyRows(ctx, f.deps.Table.Store(), a, slices.Collect(maps.Keys(seqs)), func(row uint64) map[string]any {
+			return map[string]any{rowfill.Deleted: true, rowfill.DeletedSequence: seqs[row]}
+		})
+		if err != nil {
+			return nil, &transientError{stage: "write data file", what: "copy soft-deleted rows of " + p, err: err}
+		}
+		out = append(out, na)
+	}
+	return out, nil
 }
 
 // rewriteMarked is keyedActions under copy-on-write: each file of the snapshot with

@@ -22,6 +22,12 @@ type change struct {
 // plan runs planKeyed over changes in batch order on an unpartitioned flush of rows rows.
 func plan(t *testing.T, ordered bool, rows int, table map[string]stored, cs ...change) (keyedPlan, []rowfill.Change) {
 	t.Helper()
+	return planWith(t, ordered, false, rows, table, cs...)
+}
+
+// planWith is plan with soft deletes when soft.
+func planWith(t *testing.T, ordered, soft bool, rows int, table map[string]stored, cs ...change) (keyedPlan, []rowfill.Change) {
+	t.Helper()
 	pos := map[*kgo.Record]int{}
 	var out []rowfill.Change
 	for i, c := range cs {
@@ -32,7 +38,7 @@ func plan(t *testing.T, ordered bool, rows int, table map[string]stored, cs ...c
 	// planKeyed takes the changes in any order: reversed here, so that the batch order comes from pos.
 	in := slices.Clone(out)
 	slices.Reverse(in)
-	p := planKeyed(in, pos, ordered, true, map[*rowfill.PartitionFile]int{nil: rows}, func(k []byte) stored { return table[string(k)] })
+	p := planKeyed(in, pos, ordered, true, soft, map[*rowfill.PartitionFile]int{nil: rows}, func(k []byte) stored { return table[string(k)] })
 	return p, out
 }
 

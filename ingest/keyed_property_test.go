@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,9 +31,14 @@ import (
 // sequence_by orders with its deletes remembered), one live row per key, and every offset
 // handled once.
 //
+// The configurations: upsert tables in offset order or by sequence_by, partitioned or not,
+// hard deletes (merge-on-read; copy-on-write in offset order), soft deletes (both write
+// modes), and changelogs (the table holds every change sent, once).
+//
 // KEYED_PROPERTY_SEED=<n> reruns the seed a failure logged (the stream, the cuts and the
 // kill decisions follow from it; the timing does not); KEYED_PROPERTY_RUNS=<n> sets the
-// runs per configuration (default 2).
+// runs per configuration (default 2 for the four hard-delete merge-on-read ones, 1 for
+// the others).
 
 // testKeyedPropRow is testKeyedRow with grp, the partition column of the partitioned runs
 // (a key whose grp changes moves).
@@ -59,11 +65,27 @@ type propChange struct {
 	tomb bool
 }
 
-// propRow is a live row as the table holds it.
+// propRow is a live row as the table holds it; deleted and delSeq are a soft-deleted
+// row's _deleted and _deleted_sequence (false and 0 for a live row, NULL read as 0).
 type propRow struct {
-	v   string
-	seq int64
-	grp string
+	v       string
+	seq     int64
+	grp     string
+	deleted bool
+	delSeq  int64
+}
+
+// propMode is one configuration of the property test.
+type propMode struct {
+	name string
+	// once runs the mode with one seed unless KEYED_PROPERTY_RUNS or KEYED_PROPERTY_SEED
+	// says otherwise: the modes beyond the four upsert ones share the package's time
+	// budget under -race.
+	once                 bool
+	ordered, partitioned bool
+	soft                 bool // table.deletes soft
+	cow                  bool // table.upsert_write copy_on_write
+	changelog            bool // table.mode changelog
 }
 
 func (c propChange) String() string {
@@ -102,8 +124,14 @@ func propStream(rng *rand.Rand, n, keys int) []propChange {
 // a delete's) is stale and dropped, equal sequences go to the later change, and a
 // tombstone deletes what is current, taking that greatest sequence (nothing happens to
 // a key never seen).
+//
+// With soft deletes (soft) a delete keeps its key's row, flagged deleted with the
+// delete's sequence (sequence_by's value, else the record's offset, off): an op = 'd'
+// row is itself the row; a tombstone flags the key's current row, taking its sequence
+// (ordered) or its own offset; a key that never had a row stays without one.
 type keyedModel struct {
 	ordered bool
+	soft    bool
 	keys    map[int64]*modelKey
 }
 
@@ -114,15 +142,20 @@ type modelKey struct {
 	known bool
 }
 
-func newKeyedModel(ordered bool) *keyedModel {
-	return &keyedModel{ordered: ordered, keys: map[int64]*modelKey{}}
+func newKeyedModel(ordered, soft bool) *keyedModel {
+	return &keyedModel{ordered: ordered, soft: soft, keys: map[int64]*modelKey{}}
 }
 
-func (m *keyedModel) apply(c propChange) {
+// apply applies change c, the record at offset off of its partition.
+func (m *keyedModel) apply(c propChange, off int64) {
 	k := m.keys[c.id]
 	if k == nil {
 		k = &modelKey{}
 		m.keys[c.id] = k
+	}
+	if m.soft {
+		m.applySoft(k, c, off)
+		return
 	}
 	switch {
 	case c.tomb:
@@ -131,6 +164,28 @@ func (m *keyedModel) apply(c propChange) {
 		// stale
 	case c.op == "d":
 		k.live, k.high, k.known = false, c.seq, true
+	default:
+		k.live, k.row, k.high, k.known = true, propRow{v: c.v, seq: c.seq, grp: c.grp}, c.seq, true
+	}
+}
+
+func (m *keyedModel) applySoft(k *modelKey, c propChange, off int64) {
+	seq := c.seq
+	if !m.ordered {
+		seq = off
+	}
+	switch {
+	case c.tomb:
+		if k.live { // live here: the key has a row, flagged or not
+			k.row.deleted, k.row.delSeq = true, off
+			if m.ordered {
+				k.row.delSeq = k.high
+			}
+		}
+	case m.ordered && k.known && c.seq < k.high:
+		// stale
+	case c.op == "d":
+		k.live, k.row, k.high, k.known = true, propRow{seq: c.seq, grp: c.grp, deleted: true, delSeq: seq}, c.seq, true
 	default:
 		k.live, k.row, k.high, k.known = true, propRow{v: c.v, seq: c.seq, grp: c.grp}, c.seq, true
 	}
@@ -213,6 +268,8 @@ func (h *propHarness) table() (map[int64]propRow, error) {
 			}
 			r := propRow{seq: row["seq"].(int64)}
 			r.v, _ = row["v"].(string)
+			r.deleted, _ = row["_deleted"].(bool)
+			r.delSeq, _ = row["_deleted_sequence"].(int64)
 			if g, ok := row["grp"].(string); ok {
 				r.grp = g
 			} else if pv := add.PartitionValues["grp"]; pv != nil {
@@ -225,6 +282,59 @@ func (h *propHarness) table() (map[int64]propRow, error) {
 		}
 	}
 	return out, nil
+}
+
+// changelog reads a changelog table's rows, each as changelogRow formats it, sorted.
+func (h *propHarness) changelog() ([]string, error) {
+	h.t.Helper()
+	snap := h.snapshot()
+	st, err := storage.Open("file://" + h.tableDir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, add := range snap.Files {
+		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
+			grp := row["grp"]
+			if pv, ok := add.PartitionValues["grp"]; ok {
+				grp = nil
+				if pv != nil {
+					grp = *pv
+				}
+			}
+			out = append(out, fmt.Sprint(row["id"], row["v"], row["seq"], row["op"], grp, row["_change_operation"], row["_change_sequence"]))
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// changelogRow is the row a changelog holds for change c, the record at offset off of
+// its partition (as changelog formats it): a tombstone's row holds its key alone, and
+// its sequence is NULL under sequence_by.
+func changelogRow(c propChange, off int64, ordered bool) string {
+	if c.tomb {
+		var seq any = off
+		if ordered {
+			seq = nil
+		}
+		return fmt.Sprint(c.id, nil, nil, nil, nil, "delete", seq)
+	}
+	var v any = c.v
+	if c.v == "" {
+		v = nil
+	}
+	op, seq := "upsert", c.seq
+	if c.op == "d" {
+		op = "delete"
+	}
+	if !ordered {
+		seq = off
+	}
+	return fmt.Sprint(c.id, v, c.seq, c.op, c.grp, op, seq)
 }
 
 // txnLog checks that across the table's log every commit's txn of a partition is above
@@ -264,6 +374,7 @@ func (h *propHarness) txnLog() map[string]int64 {
 
 // propRun is one run of the property test: its stream, model and the running member.
 type propRun struct {
+	mode    propMode
 	h       *propHarness
 	cfg     config.Config
 	rng     *rand.Rand
@@ -382,9 +493,29 @@ func (r *propRun) check() {
 	t := r.h.t
 	t.Helper()
 	r.checks++
-	model := newKeyedModel(r.cfg.Table.SequenceBy != "")
+	var offs [propPartitions]int64
+	if r.mode.changelog {
+		// The table holds every change sent, once.
+		want := make([]string, 0, r.sent)
+		for _, c := range r.stream[:r.sent] {
+			want = append(want, changelogRow(c, offs[c.id%propPartitions], r.mode.ordered))
+			offs[c.id%propPartitions]++
+		}
+		slices.Sort(want)
+		got, err := r.h.changelog()
+		if err != nil {
+			t.Fatalf("seed %d, after %d changes: %v", r.seed, r.sent, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d, after %d changes (kills %v): the changelog differs from the changes sent:\n%s\nwant\n%s",
+				r.seed, r.sent, r.kills, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		return
+	}
+	model := newKeyedModel(r.mode.ordered, r.mode.soft)
 	for _, c := range r.stream[:r.sent] {
-		model.apply(c)
+		model.apply(c, offs[c.id%propPartitions])
+		offs[c.id%propPartitions]++
 	}
 	want := model.rows()
 	got, err := r.h.table()
@@ -415,19 +546,28 @@ func (r *propRun) check() {
 // runKeyedProperty is one run: the stream sent in random chunks, each followed by a kill
 // at a random moment (one in three), or by catching up with the table checked; at the
 // end the last member stops like SIGTERM and the table and the txns are checked.
-func runKeyedProperty(t *testing.T, seed uint64, ordered, partitioned bool) (kills map[string]int, checks int) {
+func runKeyedProperty(t *testing.T, seed uint64, mode propMode) (kills map[string]int, checks int) {
 	h := newPropHarness(t)
 	cfg := h.config()
 	cfg.Table.Mode, cfg.Table.Key, cfg.Table.DeleteWhen, cfg.Table.KeyFormat = config.ModeUpsert, []string{"id"}, "op = 'd'", "string"
-	cfg.Table.DeleteHorizon = config.DefaultDeleteHorizon
-	if ordered {
+	cfg.Table.DeleteHorizon, cfg.Table.UpsertWrite, cfg.Table.Deletes = config.DefaultDeleteHorizon, config.MergeOnRead, config.DeletesHard
+	switch {
+	case mode.changelog:
+		cfg.Table.Mode, cfg.Table.DeleteHorizon, cfg.Table.UpsertWrite, cfg.Table.Deletes = config.ModeChangelog, 0, "", ""
+	case mode.soft:
+		cfg.Table.Deletes = config.DeletesSoft
+	}
+	if mode.cow {
+		cfg.Table.UpsertWrite = config.CopyOnWrite
+	}
+	if mode.ordered {
 		cfg.Table.SequenceBy = "seq"
 	}
-	if partitioned {
+	if mode.partitioned {
 		cfg.Table.PartitionBy = []string{"grp"}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	r := &propRun{h: h, cfg: *cfg, rng: rng, seed: seed, stream: propStream(rng, propChanges, propKeys), kills: map[string]int{}}
+	r := &propRun{mode: mode, h: h, cfg: *cfg, rng: rng, seed: seed, stream: propStream(rng, propChanges, propKeys), kills: map[string]int{}}
 	for r.sent < len(r.stream) {
 		r.produce(1 + rng.IntN(50))
 		if r.m == nil {
@@ -465,7 +605,7 @@ func TestKeyedProperty(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the keyed property test runs pipelines for a while")
 	}
-	base, runs := uint64(time.Now().UnixNano()), 2
+	base, runs, runsSet := uint64(time.Now().UnixNano()), 2, false
 	if s := os.Getenv("KEYED_PROPERTY_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -478,22 +618,29 @@ func TestKeyedProperty(t *testing.T) {
 		if err != nil || v < 1 {
 			t.Fatalf("KEYED_PROPERTY_RUNS=%q: want a positive count", s)
 		}
-		runs = v
+		runs, runsSet = v, true
 	}
-	for _, mode := range []struct {
-		name                 string
-		ordered, partitioned bool
-	}{
-		{"offset order", false, false},
-		{"sequence_by", true, false},
-		{"offset order partitioned", false, true},
-		{"sequence_by partitioned", true, true},
+	for _, mode := range []propMode{
+		{name: "offset order", ordered: false, partitioned: false},
+		{name: "sequence_by", ordered: true, partitioned: false},
+		{name: "offset order partitioned", ordered: false, partitioned: true},
+		{name: "sequence_by partitioned", ordered: true, partitioned: true},
+		{name: "offset order copy_on_write", cow: true, once: true},
+		{name: "soft sequence_by", ordered: true, soft: true, once: true},
+		{name: "soft offset order partitioned", partitioned: true, soft: true, once: true},
+		{name: "soft sequence_by partitioned copy_on_write", ordered: true, partitioned: true, soft: true, cow: true, once: true},
+		{name: "changelog sequence_by", ordered: true, changelog: true, once: true},
+		{name: "changelog offset order partitioned", partitioned: true, changelog: true, once: true},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			for i := range runs {
+			n := runs
+			if mode.once && !runsSet {
+				n = 1
+			}
+			for i := range n {
 				seed := base + uint64(i)
 				start := time.Now()
-				kills, checks := runKeyedProperty(t, seed, mode.ordered, mode.partitioned)
+				kills, checks := runKeyedProperty(t, seed, mode)
 				if t.Failed() {
 					return
 				}

@@ -329,7 +329,7 @@ func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kaf
 		}
 	}
 	enable := g.Enable
-	if cfg.Table.Keyed() && !cfg.Table.CopyOnWrite() {
+	if cfg.Table.Upsert() && !cfg.Table.CopyOnWrite() {
 		// An upsert marks replaced rows in deletion vectors: the table gets the feature
 		// when it is created, or with the first upsert commit (checkWritable refused a
 		// table whose properties forbid it).

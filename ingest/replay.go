@@ -57,7 +57,7 @@ func Replay(ctx context.Context, cfg *config.Config, deps Deps, opts ReplayOptio
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("replay %s: %w", cfg.Name, err)
 	}
-	if cfg.Table.Keyed() && cfg.Table.SequenceBy == "" {
+	if cfg.Table.Upsert() && cfg.Table.SequenceBy == "" {
 		// Without a sequence a change wins by arriving last: a dead letter replayed now
 		// would overwrite every newer row of its key.
 		return nil, fmt.Errorf("replay %s: the table is an upsert table without table.sequence_by, so a replayed dead letter would overwrite newer rows of its key; "+

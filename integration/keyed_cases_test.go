@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,22 @@ type keyedCase struct {
 	cow     bool   // table.upsert_write: copy_on_write
 	batches [][]kc
 	want    []map[int64]string // the table (id → v) after each batch
+	// soft (table.deletes: soft) and changelog (table.mode: changelog) tables are
+	// compared row by row instead: rows holds the table's rows after each batch, each
+	// as its columns (caseColumns) joined by spaces, NULL as <nil>, sorted.
+	soft, changelog bool
+	rows            [][]string
+}
+
+// caseColumns are the columns a case's rows compare.
+func (c keyedCase) caseColumns() []string {
+	switch {
+	case c.changelog:
+		return []string{"id", "v", "op", "_change_operation", "_change_sequence"}
+	case c.soft:
+		return []string{"id", "v", "_deleted", "_deleted_sequence"}
+	}
+	return nil
 }
 
 var keyedCases = []keyedCase{
@@ -88,6 +105,34 @@ var keyedCases = []keyedCase{
 		cow: true, ordered: true,
 		batches: [][]kc{{{id: 1, v: "one", seq: 1, op: "c"}, {id: 2, v: "two", seq: 1, op: "c"}}, {{id: 1, seq: 2, op: "d"}, {id: 1, tomb: true}}, {{id: 2, tomb: true}, {id: 3, v: "three", seq: 1, op: "c"}}},
 		want:    []map[int64]string{{1: "one", 2: "two"}, {2: "two"}, {3: "three"}}},
+	// Soft deletes (table.deletes: soft): the deleted key's row stays, flagged, with the
+	// delete's sequence (sequence_by's value, else the record's offset).
+	{name: "c47soft", source: "memiiso/debezium-server-iceberg#661 with soft deletes", soft: true,
+		batches: [][]kc{{{id: 1, v: "hello", op: "c"}, {id: 1, op: "d"}, {id: 1, v: "hallo", op: "c"}}},
+		rows:    [][]string{{"1 hallo false <nil>"}}},
+	{name: "c49soft", source: "delta-io/delta#218 with soft deletes; a tombstone keeps the stored row's values", soft: true,
+		batches: [][]kc{{{id: 1, v: "a", op: "c"}, {id: 1, v: "b", op: "u"}}, {{id: 1, v: "c", op: "u"}, {id: 1, v: "d", op: "u"}}, {{id: 1, tomb: true}}},
+		rows:    [][]string{{"1 b false <nil>"}, {"1 d false <nil>"}, {"1 d true 4"}}},
+	{name: "c51soft", source: "apache/spark#55993 with soft deletes: a late insert does not revive the key, a newer one does", soft: true, ordered: true,
+		batches: [][]kc{{{id: 1, seq: 5, op: "d"}}, {{id: 1, v: "late", seq: 3, op: "c"}}, {{id: 1, v: "new", seq: 6, op: "c"}}},
+		rows:    [][]string{{"1 <nil> true 5"}, {"1 <nil> true 5"}, {"1 new false <nil>"}}},
+	{name: "c51softcow", source: "apache/spark#55993 with soft deletes under copy-on-write, deleted by a tombstone", soft: true, ordered: true, cow: true,
+		batches: [][]kc{{{id: 1, v: "a", seq: 5, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}}, {{id: 1, tomb: true}}, {{id: 1, v: "late", seq: 3, op: "u"}}, {{id: 1, v: "new", seq: 6, op: "u"}}},
+		rows:    [][]string{{"1 a false <nil>", "2 b false <nil>"}, {"1 a true 5", "2 b false <nil>"}, {"1 a true 5", "2 b false <nil>"}, {"1 new false <nil>", "2 b false <nil>"}}},
+	{name: "c52soft", source: "lance-format/lance-flink#74 with soft deletes", soft: true,
+		batches: [][]kc{{{id: 7, v: "x", op: "c"}, {id: 7, op: "d"}}},
+		rows:    [][]string{{"7 <nil> true 1"}}},
+	// Changelogs (table.mode: changelog): every change is a row.
+	{name: "c47log", source: "memiiso/debezium-server-iceberg#661 as a changelog", changelog: true,
+		batches: [][]kc{{{id: 1, v: "hello", op: "c"}, {id: 1, op: "d"}, {id: 1, v: "hallo", op: "c"}}},
+		rows:    [][]string{{"1 <nil> d delete 1", "1 hallo c upsert 2", "1 hello c upsert 0"}}},
+	{name: "c51log", source: "apache/spark#55993 as a changelog: the late insert is history too", changelog: true, ordered: true,
+		batches: [][]kc{{{id: 1, seq: 5, op: "d"}}, {{id: 1, v: "late", seq: 3, op: "c"}}},
+		rows:    [][]string{{"1 <nil> d delete 5"}, {"1 <nil> d delete 5", "1 late c upsert 3"}}},
+	{name: "c58log", source: "apache/hudi#8519 as a changelog: tombstones are rows of their key", changelog: true, ordered: true,
+		batches: [][]kc{{{id: 1, v: "one", seq: 1, op: "c"}, {id: 2, v: "two", seq: 1, op: "c"}}, {{id: 1, seq: 2, op: "d"}, {id: 1, tomb: true}}, {{id: 2, tomb: true}}},
+		rows: [][]string{{"1 one c upsert 1", "2 two c upsert 1"}, {"1 <nil> <nil> delete <nil>", "1 <nil> d delete 2", "1 one c upsert 1", "2 two c upsert 1"},
+			{"1 <nil> <nil> delete <nil>", "1 <nil> d delete 2", "1 one c upsert 1", "2 <nil> <nil> delete <nil>", "2 two c upsert 1"}}},
 }
 
 func TestKeyedCases(t *testing.T) {
@@ -126,14 +171,21 @@ func TestKeyedCases(t *testing.T) {
 		if c.cow {
 			seq += ", upsert_write: copy_on_write"
 		}
+		mode := "upsert"
+		switch {
+		case c.changelog:
+			mode = "changelog"
+		case c.soft:
+			seq += ", deletes: soft"
+		}
 		writePipeline(t, cfgDir, c.name, fmt.Sprintf(`name: %s
 kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
-table: {uri: %q, create: true, mode: upsert, key: [id], delete_when: "op = 'd'", key_format: string%s}
+table: {uri: %q, create: true, mode: %s, key: [id], delete_when: "op = 'd'", key_format: string%s}
 schema: {policy: evolve}
 dead_letter: {topic: %s}
 batch: {max_records: 1000, max_bytes: 16MiB, max_age: 500ms}
-`, c.name, s.brokers, r.topic, c.name, time.Now().UnixNano(), s.registry, r.table, seq, dlq))
+`, c.name, s.brokers, r.topic, c.name, time.Now().UnixNano(), s.registry, r.table, mode, seq, dlq))
 		runs = append(runs, r)
 	}
 	for b := 0; ; b++ {
@@ -160,11 +212,26 @@ batch: {max_records: 1000, max_bytes: 16MiB, max_age: 500ms}
 			t.Fatalf("ingestd exited %d after batch %d", code, b+1)
 		}
 		for _, r := range active {
-			want := r.want[b]
 			rs := readDeltaRS(t, python, r.table)
 			if rs.Unsupported != "" {
 				t.Fatalf("%s: delta-rs cannot read the table: %s", r.name, rs.Unsupported)
 			}
+			if cols := r.caseColumns(); cols != nil {
+				want := r.rows[b]
+				if got := caseRowsOf(rs.Rows, cols); !slices.Equal(got, want) {
+					t.Errorf("%s (%s) after batch %d: delta-rs reads %q, want %q", r.name, r.source, b+1, got, want)
+				}
+				var sp sparkRead
+				spark.call(t, map[string]any{"op": "read", "path": r.table}, &sp)
+				if got := caseRowsOf(sp.Rows, cols); !slices.Equal(got, want) {
+					t.Errorf("%s (%s) after batch %d: Spark reads %q, want %q", r.name, r.source, b+1, got, want)
+				}
+				if r.cow || r.changelog {
+					checkNoDeletionVectors(t, r.name, r.table)
+				}
+				continue
+			}
+			want := r.want[b]
 			if got := keyedRowsOf(t, "delta-rs", r.name, rs.Rows); !maps.Equal(got, want) {
 				t.Errorf("%s (%s) after batch %d: delta-rs reads %v, want %v", r.name, r.source, b+1, got, want)
 			}
@@ -236,6 +303,21 @@ func keyedRowsOf(t *testing.T, who, name string, rows []map[string]any) map[int6
 		v, _ := r["v"].(string)
 		out[id] = v
 	}
+	return out
+}
+
+// caseRowsOf formats a reader's rows as keyedCase.rows holds them: the columns cols of
+// each, joined by spaces (NULL as <nil>), sorted.
+func caseRowsOf(rows []map[string]any, cols []string) []string {
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		vals := make([]any, len(cols))
+		for i, c := range cols {
+			vals[i] = r[c]
+		}
+		out = append(out, strings.TrimSuffix(fmt.Sprintln(vals...), "\n"))
+	}
+	slices.Sort(out)
 	return out
 }
 

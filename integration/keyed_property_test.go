@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,8 @@ import (
 // deletes, tombstones and key moves (grp changes) over a small key space, with sequences
 // out of order, produced in chunks to a 3-partition topic (each key in partition
 // id % 3) while `ingestd run` ingests it into four upsert tables (offset order or
-// sequence_by, partitioned by grp or not; small random batches); the daemon is killed
+// sequence_by, partitioned by grp or not), one with soft deletes (sequence_by,
+// partitioned) and one changelog (sequence_by), in small random batches; the daemon is killed
 // with SIGKILL at random moments and restarted. Once it has handled everything, each table
 // read by delta-rs (QueryBuilder, deletion vectors applied) and by Spark equals the model
 // (the changes of each key applied in offset order; with sequence_by, stale changes
@@ -64,11 +66,14 @@ func (c kpChange) String() string {
 	return fmt.Sprintf("%s(%d,%s,seq %d,grp %s)", c.op, c.id, c.v, c.seq, c.grp)
 }
 
-// kpRow is a live row: v, seq and grp.
+// kpRow is a live row: v, seq and grp; deleted and delSeq are a soft-deleted row's
+// _deleted and _deleted_sequence (false and 0 for a live row or a hard-delete table).
 type kpRow struct {
-	v   string
-	seq int64
-	grp string
+	v       string
+	seq     int64
+	grp     string
+	deleted bool
+	delSeq  int64
 }
 
 // kpStream is n random changes over keys keys: 60 % upserts (c or u), 25 % op = 'd'
@@ -98,8 +103,12 @@ func kpStream(rng *rand.Rand, n, keys int) []kpChange {
 // wins. With it, a change whose sequence is lower than the greatest applied to its key (an
 // upsert's or a delete's) is stale; equal sequences go to the later change; a tombstone
 // deletes what is current (it takes that greatest sequence; a key never seen is left
-// alone).
-func kpModel(changes []kpChange, ordered bool) map[int64]kpRow {
+// alone). With soft deletes (ordered only here) a delete keeps a row flagged with its
+// sequence: an op = 'd' row itself, or for a tombstone the key's current row.
+func kpModel(changes []kpChange, ordered bool, soft ...bool) map[int64]kpRow {
+	if len(soft) > 0 && soft[0] {
+		return kpSoftModel(changes)
+	}
 	type state struct {
 		live, known bool
 		row         kpRow
@@ -129,6 +138,118 @@ func kpModel(changes []kpChange, ordered bool) map[int64]kpRow {
 		}
 	}
 	return out
+}
+
+// kpSoftModel is kpModel with sequence_by and soft deletes.
+func kpSoftModel(changes []kpChange) map[int64]kpRow {
+	type state struct {
+		has, known bool
+		row        kpRow
+		high       int64
+	}
+	keys := map[int64]*state{}
+	for _, c := range changes {
+		k := keys[c.id]
+		if k == nil {
+			k = &state{}
+			keys[c.id] = k
+		}
+		switch {
+		case c.tomb:
+			if k.has {
+				k.row.deleted, k.row.delSeq = true, k.high
+			}
+		case k.known && c.seq < k.high:
+		case c.op == "d":
+			k.has, k.high, k.known = true, c.seq, true
+			k.row = kpRow{seq: c.seq, grp: c.grp, deleted: true, delSeq: c.seq}
+		default:
+			k.has, k.high, k.known = true, c.seq, true
+			k.row = kpRow{v: c.v, seq: c.seq, grp: c.grp}
+		}
+	}
+	out := map[int64]kpRow{}
+	for id, k := range keys {
+		if k.has {
+			out[id] = k.row
+		}
+	}
+	return out
+}
+
+// kpLogWant is what a changelog with sequence_by holds after changes: a row per change,
+// formatted as kpLogRow formats a reader's row, sorted. A tombstone's row holds its key
+// alone and no sequence.
+func kpLogWant(changes []kpChange) []string {
+	out := make([]string, 0, len(changes))
+	for _, c := range changes {
+		if c.tomb {
+			out = append(out, kpLogLine(c.id, nil, nil, nil, nil, "delete", nil))
+			continue
+		}
+		var v any = c.v
+		if c.v == "" {
+			v = nil
+		}
+		op := "upsert"
+		if c.op == "d" {
+			op = "delete"
+		}
+		out = append(out, kpLogLine(c.id, v, c.seq, c.op, c.grp, op, c.seq))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// kpLogRows formats a changelog's rows (read as JSON: numbers as json.Number) as
+// kpLogWant does, sorted.
+func kpLogRows(rows []map[string]any) []string {
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, kpLogLine(r["id"], r["v"], r["seq"], r["op"], r["grp"], r["_change_operation"], r["_change_sequence"]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// kpLogLine joins a changelog row's values with spaces (NULL as <nil>), whatever their
+// types: json.Number is a string to fmt.Sprint, which would join it without one.
+func kpLogLine(vals ...any) string { return strings.TrimSuffix(fmt.Sprintln(vals...), "\n") }
+
+// kpLogCompare fails t when a changelog's rows differ from the changes sent.
+func kpLogCompare(t *testing.T, name, who string, want, got []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %s reads %d rows, want one per change (%d):\n%s\nwant\n%s", name, who, len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// kpGoLog reads the local changelog table at path with deltawriter's reader, as
+// kpLogRows formats rows.
+func kpGoLog(t *testing.T, name, path string) []string {
+	t.Helper()
+	snap, err := openTable(t, path).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open("file://" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	for _, add := range snap.Files {
+		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
+			r := map[string]any{}
+			for k, v := range row {
+				r[k] = v
+			}
+			rows = append(rows, r)
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return kpLogRows(rows)
 }
 
 func TestKeyedPropertyKill9(t *testing.T) {
@@ -166,30 +287,37 @@ func TestKeyedPropertyKill9(t *testing.T) {
 	type table struct {
 		name, path           string
 		ordered, partitioned bool
+		soft, changelog      bool
 	}
 	var tables []table
-	for _, ordered := range []bool{false, true} {
-		for _, partitioned := range []bool{false, true} {
-			tb := table{name: "offsets", ordered: ordered, partitioned: partitioned}
-			extra := ""
-			if ordered {
-				tb.name, extra = "seq", ", sequence_by: seq"
-			}
-			if partitioned {
-				tb.name, extra = tb.name+"-grp", extra+", partition_by: [grp]"
-			}
-			tb.path = filepath.Join(root, tb.name)
-			dlq := createTopic(t, s, "keyed-prop-"+tb.name+".dlq", 1)
-			writePipeline(t, cfgDir, tb.name, fmt.Sprintf(`name: %s
+	for _, tb := range []table{
+		{name: "offsets"}, {name: "offsets", partitioned: true}, {name: "seq", ordered: true}, {name: "seq", ordered: true, partitioned: true},
+		{name: "seq-soft", ordered: true, partitioned: true, soft: true}, {name: "seq-log", ordered: true, changelog: true},
+	} {
+		mode, extra := "upsert", ""
+		if tb.ordered {
+			extra = ", sequence_by: seq"
+		}
+		if tb.partitioned {
+			tb.name, extra = tb.name+"-grp", extra+", partition_by: [grp]"
+		}
+		if tb.soft {
+			extra += ", deletes: soft"
+		}
+		if tb.changelog {
+			mode = "changelog"
+		}
+		tb.path = filepath.Join(root, tb.name)
+		dlq := createTopic(t, s, "keyed-prop-"+tb.name+".dlq", 1)
+		writePipeline(t, cfgDir, tb.name, fmt.Sprintf(`name: %s
 kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
-table: {uri: %q, create: true, mode: upsert, key: [id], delete_when: "op = 'd'", key_format: string%s}
+table: {uri: %q, create: true, mode: %s, key: [id], delete_when: "op = 'd'", key_format: string%s}
 schema: {policy: evolve}
 dead_letter: {topic: %s}
 batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
-`, tb.name, s.brokers, topic, tb.name, time.Now().UnixNano(), s.registry, tb.path, extra, dlq, 5+rng.IntN(40)))
-			tables = append(tables, tb)
-		}
+`, tb.name, s.brokers, topic, tb.name, time.Now().UnixNano(), s.registry, tb.path, mode, extra, dlq, 5+rng.IntN(40)))
+		tables = append(tables, tb)
 	}
 
 	// Produce the stream in chunks while the daemon ingests. After a chunk: one time in
@@ -236,7 +364,12 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 			return all() == int64(len(tables)*sent)
 		})
 		for _, tb := range tables {
-			kpCompare(t, tb.name, fmt.Sprintf("after %d changes, deltawriter", sent), stream[:sent], kpModel(stream[:sent], tb.ordered), kpGoRows(t, tb.name, tb.path))
+			who := fmt.Sprintf("after %d changes, deltawriter", sent)
+			if tb.changelog {
+				kpLogCompare(t, tb.name, who, kpLogWant(stream[:sent]), kpGoLog(t, tb.name, tb.path))
+				continue
+			}
+			kpCompare(t, tb.name, who, stream[:sent], kpModel(stream[:sent], tb.ordered, tb.soft), kpGoRows(t, tb.name, tb.path))
 		}
 		checks++
 		if t.Failed() {
@@ -260,10 +393,18 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 		t.Fatalf("ingestd exited %d on SIGTERM", code)
 	}
 
-	// Spark reads the four tables in one query (one job instead of four on a loaded machine).
+	// Spark reads the tables in one query (one job instead of one per table on a loaded
+	// machine); the columns of the other modes are NULL where a table has none.
 	var union []string
 	for _, tb := range tables {
-		union = append(union, fmt.Sprintf("SELECT '%s' AS t, id, v, seq, grp FROM delta.`%s`", tb.name, tb.path))
+		cols := "CAST(NULL AS BOOLEAN) AS _deleted, CAST(NULL AS BIGINT) AS _deleted_sequence, CAST(NULL AS STRING) AS op, CAST(NULL AS STRING) AS _change_operation, CAST(NULL AS BIGINT) AS _change_sequence"
+		switch {
+		case tb.soft:
+			cols = "_deleted, _deleted_sequence, CAST(NULL AS STRING) AS op, CAST(NULL AS STRING) AS _change_operation, CAST(NULL AS BIGINT) AS _change_sequence"
+		case tb.changelog:
+			cols = "CAST(NULL AS BOOLEAN) AS _deleted, CAST(NULL AS BIGINT) AS _deleted_sequence, op, _change_operation, _change_sequence"
+		}
+		union = append(union, fmt.Sprintf("SELECT '%s' AS t, id, v, seq, grp, %s FROM delta.`%s`", tb.name, cols, tb.path))
 	}
 	var spRows []map[string]any
 	spark.call(t, map[string]any{"op": "sql", "query": strings.Join(union, " UNION ALL ")}, &spRows)
@@ -273,7 +414,7 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 		sparkRows[name] = append(sparkRows[name], r)
 	}
 	for _, tb := range tables {
-		want := kpModel(stream, tb.ordered)
+		want := kpModel(stream, tb.ordered, tb.soft)
 		txns := kpTxnLog(t, tb.path)
 		for p, end := range ends {
 			app := fmt.Sprintf("%s-%s-%d", tb.name, topic, p)
@@ -284,6 +425,15 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 100ms}
 		rs := readDeltaRS(t, python, tb.path)
 		if rs.Unsupported != "" {
 			t.Fatalf("%s: delta-rs cannot read the table: %s", tb.name, rs.Unsupported)
+		}
+		if tb.changelog {
+			kpLogCompare(t, tb.name, "delta-rs", kpLogWant(stream), kpLogRows(rs.Rows))
+			kpLogCompare(t, tb.name, "Spark", kpLogWant(stream), kpLogRows(sparkRows[tb.name]))
+			if n := len(readDLQ(t, s, "keyed-prop-"+tb.name+".dlq")); n != 0 {
+				t.Errorf("%s: %d dead letters, want 0", tb.name, n)
+			}
+			t.Logf("%s: %d rows, one per change", tb.name, len(stream))
+			continue
 		}
 		kpCompare(t, tb.name, "delta-rs", stream, want, kpRowsOf(t, tb.name, "delta-rs", rs.Rows))
 		kpCompare(t, tb.name, "Spark", stream, want, kpRowsOf(t, tb.name, "Spark", sparkRows[tb.name]))
@@ -348,6 +498,10 @@ func kpRowsOf(t *testing.T, name, who string, rows []map[string]any) map[int64]k
 		row := kpRow{seq: num(r, "seq")}
 		row.v, _ = r["v"].(string)
 		row.grp, _ = r["grp"].(string)
+		row.deleted, _ = r["_deleted"].(bool)
+		if r["_deleted_sequence"] != nil {
+			row.delSeq = num(r, "_deleted_sequence")
+		}
 		out[id] = row
 	}
 	return out
@@ -395,6 +549,8 @@ func kpGoRows(t *testing.T, name, path string) map[int64]kpRow {
 			}
 			r := kpRow{seq: row["seq"].(int64)}
 			r.v, _ = row["v"].(string)
+			r.deleted, _ = row["_deleted"].(bool)
+			r.delSeq, _ = row["_deleted_sequence"].(int64)
 			if g, ok := row["grp"].(string); ok {
 				r.grp = g
 			} else if pv := add.PartitionValues["grp"]; pv != nil {

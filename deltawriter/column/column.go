@@ -376,3 +376,18 @@ func FromBits(kind parquet.Kind, b uint64) parquet.Value {
 	}
 	panic(fmt.Sprintf("column: no dense form for physical type %v", kind))
 }
+
+// Set replaces entry j of a column of a non-repeated leaf (one entry a row) with v, which
+// carries its levels and column index as Append takes them. A dense column takes a set
+// value of a fixed-width leaf of its kind as a word in place; a null, or a BYTE_ARRAY
+// leaf's value, turns it levelled first. It panics when j is out of range.
+func (c *Column) Set(j int, v parquet.Value) {
+	if c.dense {
+		if !v.IsNull() && !c.leaf.bytes() && v.Kind() == c.leaf.Kind && v.RepetitionLevel() == 0 && int(v.DefinitionLevel()) == c.leaf.MaxDef {
+			c.Dense[j] = Bits(v)
+			return
+		}
+		c.ToLevelled()
+	}
+	c.Values[j] = v
+}

@@ -101,8 +101,9 @@ type Table struct {
 	// cloud's standard environment and credential chain, never from this file.
 	Storage Storage `yaml:"storage"`
 
-	// Mode is how records become rows: append (default: every record is a new row) or
-	// upsert (the table holds the latest row per Key; docs/keyed-tables.md).
+	// Mode is how records become rows: append (default: every record is a new row),
+	// upsert (the table holds the latest row per Key) or changelog (every change of a key
+	// is a new row with its operation and sequence; docs/keyed-tables.md).
 	Mode string `yaml:"mode"`
 	// Key are the key columns of an upsert table: top-level columns of the row
 	// (keyindex.CheckKeyColumns says which types).
@@ -124,23 +125,43 @@ type Table struct {
 	// merge_on_read (default: marked in deletion vectors) or copy_on_write (the files
 	// holding them rewritten without them, for readers without deletion vector support).
 	UpsertWrite string `yaml:"upsert_write"`
+	// Deletes is what a delete does to an upsert table's row: hard (default: the row is
+	// gone) or soft (the row stays with _deleted true and the delete's sequence in
+	// _deleted_sequence; docs/keyed-tables.md, Soft deletes).
+	Deletes string `yaml:"deletes"`
 }
 
 // Write modes of table.mode, and the ways of table.upsert_write.
 const (
-	ModeAppend = "append"
-	ModeUpsert = "upsert"
+	ModeAppend    = "append"
+	ModeUpsert    = "upsert"
+	ModeChangelog = "changelog"
+
+	DeletesHard = "hard"
+	DeletesSoft = "soft"
 
 	MergeOnRead = "merge_on_read"
 	CopyOnWrite = "copy_on_write"
 )
 
-// Keyed reports whether the pipeline writes a keyed table (table.mode upsert).
-func (t Table) Keyed() bool { return t.Mode == ModeUpsert }
+// Keyed reports whether the pipeline writes a keyed table (table.mode upsert or
+// changelog): its records carry a key, and a tombstone deletes the key it names.
+func (t Table) Keyed() bool { return t.Mode == ModeUpsert || t.Mode == ModeChangelog }
 
-// CopyOnWrite reports whether a keyed table's replaced rows leave it by rewriting their
+// Upsert reports whether the table holds the latest row per key (table.mode upsert).
+func (t Table) Upsert() bool { return t.Mode == ModeUpsert }
+
+// Changelog reports whether every change of a key is appended as a row (table.mode
+// changelog).
+func (t Table) Changelog() bool { return t.Mode == ModeChangelog }
+
+// SoftDeletes reports whether an upsert table keeps a deleted key's row flagged
+// (table.deletes soft) instead of removing it.
+func (t Table) SoftDeletes() bool { return t.Upsert() && t.Deletes == DeletesSoft }
+
+// CopyOnWrite reports whether an upsert table's replaced rows leave it by rewriting their
 // files (table.upsert_write copy_on_write) instead of deletion vectors.
-func (t Table) CopyOnWrite() bool { return t.Keyed() && t.UpsertWrite == CopyOnWrite }
+func (t Table) CopyOnWrite() bool { return t.Upsert() && t.UpsertWrite == CopyOnWrite }
 
 // Storage is table.storage: settings of the table's object store.
 type Storage struct {
@@ -417,11 +438,14 @@ func (c *Config) applyDefaults() {
 	if c.Table.Mode == "" {
 		c.Table.Mode = ModeAppend
 	}
-	if c.Table.Keyed() && c.Table.DeleteHorizon == 0 {
+	if c.Table.Upsert() && c.Table.DeleteHorizon == 0 {
 		c.Table.DeleteHorizon = DefaultDeleteHorizon
 	}
-	if c.Table.Keyed() && c.Table.UpsertWrite == "" {
+	if c.Table.Upsert() && c.Table.UpsertWrite == "" {
 		c.Table.UpsertWrite = MergeOnRead
+	}
+	if c.Table.Upsert() && c.Table.Deletes == "" {
+		c.Table.Deletes = DeletesHard
 	}
 	if c.Schema.OnIncompatible == "" {
 		c.Schema.OnIncompatible = PolicyHalt

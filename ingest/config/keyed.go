@@ -14,15 +14,16 @@ import (
 const DefaultDeleteHorizon = 24 * time.Hour
 
 // validateKeyed checks the keys of a keyed table (table.mode, key, sequence_by,
-// delete_when, delete_horizon): what can be checked without the table's schema. The
+// delete_when, delete_horizon, upsert_write, deletes): what can be checked without the table's schema. The
 // key and sequence columns' presence and types are checked at start-up against the
 // table, and on create against the writer schema (docs/keyed-tables.md).
 func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 	t := &c.Table
 	switch t.Mode {
-	case ModeAppend, ModeUpsert:
+	case ModeAppend, ModeUpsert, ModeChangelog:
 	default:
-		bad("$.table.mode", fmt.Sprintf("table.mode %q is not append or upsert", t.Mode), "use append (every record a new row) or upsert (the latest row per table.key)")
+		bad("$.table.mode", fmt.Sprintf("table.mode %q is not append, upsert or changelog", t.Mode),
+			"use append (every record a new row), upsert (the latest row per table.key) or changelog (every change a row, with its operation and sequence)")
 		return
 	}
 	if !t.Keyed() {
@@ -35,6 +36,7 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 			{"$.table.delete_when", "table.delete_when", t.DeleteWhen != ""},
 			{"$.table.delete_horizon", "table.delete_horizon", t.DeleteHorizon != 0},
 			{"$.table.upsert_write", "table.upsert_write", t.UpsertWrite != ""},
+			{"$.table.deletes", "table.deletes", t.Deletes != ""},
 		} {
 			if k.set {
 				bad(k.path, k.name+" is set but table.mode is append, which ignores it", "set table.mode: upsert, or remove "+k.name)
@@ -42,8 +44,25 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 		}
 		return
 	}
+	if t.Changelog() {
+		// A changelog appends every change: nothing is replaced, so nothing is remembered
+		// or rewritten, and a delete is a row by definition.
+		for _, k := range []struct {
+			path, name string
+			set        bool
+		}{
+			{"$.table.delete_horizon", "table.delete_horizon", t.DeleteHorizon != 0},
+			{"$.table.upsert_write", "table.upsert_write", t.UpsertWrite != ""},
+			{"$.table.deletes", "table.deletes", t.Deletes != ""},
+		} {
+			if k.set {
+				bad(k.path, k.name+" is set but table.mode is changelog, which appends every change (a delete is a row with _change_operation 'delete')",
+					"remove "+k.name+", or set table.mode: upsert")
+			}
+		}
+	}
 	if len(t.Key) == 0 && t.KeyFormat != kafkacols.KeyAvro {
-		bad("$.table", "table.mode is upsert but table.key is missing", "name the key columns, e.g. key: [id], or set key_format: avro to key the table by the fields of the Avro record key")
+		bad("$.table", "table.mode is "+t.Mode+" but table.key is missing", "name the key columns, e.g. key: [id], or set key_format: avro to key the table by the fields of the Avro record key")
 	}
 	seen := map[string]bool{}
 	for i, k := range t.Key {
@@ -69,7 +88,11 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 			bad("$.table.delete_when", fmt.Sprintf("table.delete_when %q: %v", t.DeleteWhen, err), "write a boolean Spark SQL expression over the row's columns, e.g. delete_when: \"op = 'd'\"")
 		}
 	}
-	if t.UpsertWrite != MergeOnRead && t.UpsertWrite != CopyOnWrite {
+	if t.Upsert() && t.Deletes != DeletesHard && t.Deletes != DeletesSoft {
+		bad("$.table.deletes", fmt.Sprintf("table.deletes %q is not hard or soft", t.Deletes),
+			"use hard (a deleted key's row is gone) or soft (its row stays with _deleted = true and the delete's sequence)")
+	}
+	if t.Upsert() && t.UpsertWrite != MergeOnRead && t.UpsertWrite != CopyOnWrite {
 		bad("$.table.upsert_write", fmt.Sprintf("table.upsert_write %q is not merge_on_read or copy_on_write", t.UpsertWrite),
 			"use merge_on_read (deletion vectors: cheap writes, readers must support them) or copy_on_write (files rewritten: every Delta reader reads them)")
 	}
@@ -77,7 +100,7 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 		bad("$.table.delete_horizon", "table.delete_horizon is negative", "use a duration such as 24h")
 	}
 	if c.DeadLetter.Topic == "" {
-		bad("$.dead_letter", "table.mode is upsert but dead_letter.topic is missing: a record without its key (or with a NULL key column) goes to the dead-letter topic under every policy",
+		bad("$.dead_letter", "table.mode is "+t.Mode+" but dead_letter.topic is missing: a record without its key (or with a NULL key column) goes to the dead-letter topic under every policy",
 			"set dead_letter: {topic: <topic>.dlq}")
 	}
 	if len(c.Table.KafkaColumns) > 0 {

@@ -32,6 +32,17 @@ func TestKeyedConfigDefaults(t *testing.T) {
 	if !c.Table.Keyed() || c.Table.DeleteHorizon != 24*time.Hour || c.Table.SequenceBy != "updated_at" {
 		t.Fatalf("keyed %v, delete_horizon %v, sequence_by %q; want true, 24h, updated_at", c.Table.Keyed(), c.Table.DeleteHorizon, c.Table.SequenceBy)
 	}
+	if c.Table.Deletes != DeletesHard || c.Table.SoftDeletes() || !c.Table.Upsert() {
+		t.Fatalf("deletes %q soft %v upsert %v; want hard, false, true", c.Table.Deletes, c.Table.SoftDeletes(), c.Table.Upsert())
+	}
+	cfgs, err = Load(configtest.Write(t, strings.Replace(keyedConfig, "mode: upsert", "mode: changelog", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfgs[0]; !c.Table.Keyed() || !c.Table.Changelog() || c.Table.Upsert() || c.Table.DeleteHorizon != 0 || c.Table.UpsertWrite != "" || c.Table.Deletes != "" || c.Table.CopyOnWrite() {
+		t.Fatalf("changelog: keyed %v changelog %v upsert %v horizon %v upsert_write %q deletes %q; want true, true, false, 0, empty, empty",
+			c.Table.Keyed(), c.Table.Changelog(), c.Table.Upsert(), c.Table.DeleteHorizon, c.Table.UpsertWrite, c.Table.Deletes)
+	}
 	cfgs, err = Load(configtest.Write(t, goodConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +55,14 @@ func TestKeyedConfigDefaults(t *testing.T) {
 func TestKeyedConfigErrors(t *testing.T) {
 	tests := []struct{ name, body, want string }{
 		{"unknown mode", strings.Replace(keyedConfig, "mode: upsert", "mode: merge", 1),
-			`p.yaml:7: table.mode "merge" is not append or upsert (fix: use append (every record a new row) or upsert (the latest row per table.key))`},
+			`p.yaml:7: table.mode "merge" is not append, upsert or changelog (fix: use append (every record a new row), upsert (the latest row per table.key) or changelog (every change a row, with its operation and sequence))`},
+		{"unknown deletes", strings.Replace(keyedConfig, "  key: [id]\n", "  key: [id]\n  deletes: gone\n", 1),
+			`p.yaml:9: table.deletes "gone" is not hard or soft (fix: use hard (a deleted key's row is gone) or soft (its row stays with _deleted = true and the delete's sequence))`},
+		{"changelog with upsert keys", strings.Replace(keyedConfig, "mode: upsert\n  key: [id]\n", "mode: changelog\n  key: [id]\n  deletes: soft\n  upsert_write: copy_on_write\n", 1),
+			"p.yaml:10: table.upsert_write is set but table.mode is changelog, which appends every change (a delete is a row with _change_operation 'delete') (fix: remove table.upsert_write, or set table.mode: upsert)\n" +
+				"p.yaml:9: table.deletes is set but table.mode is changelog, which appends every change (a delete is a row with _change_operation 'delete') (fix: remove table.deletes, or set table.mode: upsert)"},
+		{"changelog without key", strings.Replace(keyedConfig, "mode: upsert\n  key: [id]\n", "mode: changelog\n", 1),
+			`p.yaml:4: table.mode is changelog but table.key is missing (fix: name the key columns, e.g. key: [id], or set key_format: avro to key the table by the fields of the Avro record key)`},
 		{"no key", strings.Replace(keyedConfig, "  key: [id]\n", "", 1),
 			`p.yaml:4: table.mode is upsert but table.key is missing (fix: name the key columns, e.g. key: [id], or set key_format: avro to key the table by the fields of the Avro record key)`},
 		{"key twice", strings.Replace(keyedConfig, "key: [id]", "key: [id, ID]", 1),

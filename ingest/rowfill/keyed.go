@@ -50,6 +50,11 @@ type keyFill struct {
 	arena    []byte       // the keys of the flush's changes, back to back
 	changes  []Change     // the flush's changes, in record order
 	unparted int          // rows left in the flush's columns so far (unpartitioned)
+	// mode sets the columns of a changelog or of soft deletes (nil: none); tomb is set
+	// while a changelog tombstone's row is placed (TombstoneRow): it deletes its key and
+	// has no sequence.
+	mode *modeFill
+	tomb bool
 }
 
 // keyColumn is a key (or sequence) column: its name in table.key and its field.
@@ -61,7 +66,7 @@ type keyColumn struct {
 // newKeyFill returns the key reader of a keyed table with schema, or nil for an append
 // table. Errors: a key or sequence column the schema lacks or that cannot key a table
 // (keyindex.CheckKeyColumns), a delete_when that does not compile to a boolean.
-func newKeyFill(cfg *config.Config, schema *deltalog.StructType) (*keyFill, error) {
+func newKeyFill(cfg *config.Config, schema *deltalog.StructType, o Options) (*keyFill, error) {
 	if !cfg.Table.Keyed() {
 		return nil, nil
 	}
@@ -69,6 +74,9 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType) (*keyFill, erro
 		return nil, err
 	}
 	k := &keyFill{}
+	if cfg.Table.Changelog() || cfg.Table.SoftDeletes() {
+		k.mode = &modeFill{changelog: cfg.Table.Changelog(), soft: cfg.Table.SoftDeletes(), ordered: cfg.Table.SequenceBy != "", origin: o.Origin}
+	}
 	for _, name := range cfg.Table.Key {
 		k.key = append(k.key, keyColumn{name: name, field: schema.Field(name)})
 	}
@@ -92,7 +100,9 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType) (*keyFill, erro
 // CheckKeyed checks a keyed pipeline's key and sequence columns against the table schema
 // (or the schema a table is created with): every key column a top-level column of a type
 // that can key a table (keyindex.CheckKeyColumns), sequence_by an integer, date or
-// timestamp column, none of them a Kafka column. Errors name the pipeline file and line.
+// timestamp column, none of them a Kafka column; the columns the mode fills
+// (ModeFields) present, and for a changelog no other column NOT NULL. Errors name the
+// pipeline file and line.
 func CheckKeyed(cfg *config.Config, schema *deltalog.StructType) error {
 	if !cfg.Table.Keyed() {
 		return nil
@@ -116,7 +126,7 @@ func CheckKeyed(cfg *config.Config, schema *deltalog.StructType) error {
 				cfg.File, cfg.Line("$.table.sequence_by"), s, f.Type)
 		}
 	}
-	return nil
+	return checkModeColumns(cfg, schema)
 }
 
 // sequenceType reports whether t can order changes (as an int64: Change.Seq).
@@ -157,6 +167,10 @@ func (k *keyFill) read(row *rowView) (Change, error) {
 		}
 	}
 	ch := Change{Key: k.arena[start:len(k.arena):len(k.arena)]}
+	if k.tomb {
+		ch.Delete = true // a changelog tombstone's row: no sequence, no delete_when
+		return ch, nil
+	}
 	if k.seq != nil {
 		v, _, ok := row.top(k.seq.name)
 		if !ok || v.IsNull() {

@@ -34,7 +34,7 @@ dead_letter: {topic: customers.dlq}
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = newKeyFill(cfgs[0], schema)
+		_, err = newKeyFill(cfgs[0], schema, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("delete_when %q: error %v, want it to hold %q", c.expr, err, c.want)
 		}

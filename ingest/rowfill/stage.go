@@ -123,7 +123,7 @@ func New(cfg *config.Config, t Table, o Options) (*Stage, error) {
 	if parts != nil {
 		parts.levelled = o.Levelled
 	}
-	keyed, err := newKeyFill(cfg, t.Schema)
+	keyed, err := newKeyFill(cfg, t.Schema, o)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +230,13 @@ func (s *Stage) keyedPlace(rec *kgo.Record) error {
 		return err
 	}
 	ch.Rec = rec
+	if m := s.keyed.mode; m != nil {
+		if err := m.set(s.row, ch, rec, s.keyed.tomb); err != nil {
+			s.row.drop()
+			s.keyed.arena = s.keyed.arena[:len(s.keyed.arena)-len(ch.Key)]
+			return err
+		}
+	}
 	if s.parts == nil {
 		ch.Row = s.keyed.unparted
 		s.keyed.unparted++

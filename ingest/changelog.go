@@ -1,0 +1,45 @@
+package ingest
+
+import (
+	"github.com/ingestd/ingestd/ingest/dlq"
+)
+
+// changelogTombstones writes the row of each tombstone of a changelog flush (table.mode
+// changelog; docs/keyed-tables.md, Changelog): its key columns from its Kafka key,
+// _change_operation 'delete', every other column NULL but those the row stage fills
+// (rowfill.Stage.TombstoneRow). A tombstone of a partition that halted or was cut before
+// it is not handled by this flush and writes nothing; one whose row cannot be written
+// (its key cannot be read: missing_key; a CHECK constraint its NULLs fail) is
+// dead-lettered, whatever the schema policy, as an upsert table's unreadable tombstone
+// is. Nothing is written before the table has a schema (no record defined it yet).
+func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, out *outcome) {
+	if b.stage == nil {
+		return
+	}
+	stopped := map[topicPartition]int64{}
+	for _, h := range out.halts {
+		stopped[topicPartition{h.Topic, h.Partition}] = h.Offset
+	}
+	for k, off := range out.cutAt {
+		stopped[k] = off
+	}
+	for i := range items {
+		it := &items[i]
+		if it.rec.Value != nil || it.route != routeSkip {
+			continue
+		}
+		if off, ok := stopped[topicPartition{it.rec.Topic, it.rec.Partition}]; ok && it.rec.Offset >= off {
+			continue
+		}
+		if err := b.stage.TombstoneRow(f.cfg, it.rec, b.cols); err != nil {
+			fail := asDecodeError(err)
+			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: fail.Reason, Field: fail.Field,
+				Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(it.rec)})
+			continue
+		}
+		if b.parts == nil {
+			b.rows++ // the row stays in b.cols
+		}
+		out.rows++
+	}
+}
