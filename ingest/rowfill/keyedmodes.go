@@ -134,7 +134,7 @@ type modeFill struct {
 	changelog bool
 	soft      bool
 	ordered   bool // table.sequence_by is set
-	origin    func(*kgo.Record) (string, int32, int64, []kgo.RecordHeader)
+	origin    func(*kgo.Record) Source
 }
 
 // sequence is the sequence a mode column records for ch: its sequence_by value, or its
@@ -144,7 +144,7 @@ func (m *modeFill) sequence(ch Change, rec *kgo.Record) int64 {
 		return ch.Seq
 	}
 	if m.origin != nil {
-		_, _, off, _ := m.origin(rec)
+		off := m.origin(rec).Offset
 		return off
 	}
 	return rec.Offset
