@@ -144,8 +144,7 @@ func (m *modeFill) sequence(ch Change, rec *kgo.Record) int64 {
 		return ch.Seq
 	}
 	if m.origin != nil {
-		off := m.origin(rec).Offset
-		return off
+		return m.origin(rec).Offset
 	}
 	return rec.Offset
 }
