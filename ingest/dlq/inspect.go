@@ -180,6 +180,20 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 		s.DecodeError = err.Error()
 		return s
 	}
+	// Another format than Avro: its message (Protobuf's message-index array), then its body
+	// transcoded into the Avro binary of the schema derived from it (decode.WriterSchema).
+	if ws, payload, err = ws.Message(payload); err != nil {
+		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
+		return s
+	}
+	if ws.Avro == nil {
+		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + ws.DeltaErr.Error()
+		return s
+	}
+	if payload, err = ws.Transcode(payload); err != nil {
+		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
+		return s
+	}
 	var v any
 	if err := avro.Unmarshal(ws.Avro, payload, &v); err != nil {
 		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
