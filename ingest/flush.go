@@ -284,6 +284,19 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			continue
 		}
 		it := item{rec: r, payload: r.Value}
+		if f.deps.Documents != nil { // unframed JSON: the record and the table give its writer schema
+			ws, body, err := f.deps.Documents.Writer(t.schema, r.Value)
+			if err != nil {
+				it.fail = asDecodeError(err)
+			} else {
+				it.ws, it.payload = ws, body
+				if ws.DeltaErr != nil {
+					it.fail = asDecodeError(ws.DeltaErr)
+				}
+			}
+			items = append(items, it)
+			continue
+		}
 		id := 0
 		if noted {
 			id, it.payload = note.id, r.Value[decode.FrameHeaderLen:]

@@ -44,8 +44,8 @@ type item struct {
 
 // schemaID is the item's writer schema id, -1 when unknown.
 func (it *item) schemaID() int {
-	if it.ws == nil {
-		return -1
+	if it.ws == nil || it.ws.Format == decode.FormatJSON || it.ws.Format == decode.FormatConnectJSON {
+		return -1 // unknown, or a format without schema ids
 	}
 	return it.ws.ID
 }

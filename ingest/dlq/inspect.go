@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"bytes"
+	"encoding/json"
 	"cmp"
 	"context"
 	"encoding/hex"
@@ -61,6 +62,9 @@ type InspectOptions struct {
 	Reasons  []string     // sample only these reasons (empty: every reason); the counts cover every record
 	Schemas  Source       // writer schemas of the samples
 	Framed   bool         // values carry the Confluent frame (magic 0 + 4-byte schema id)
+	// Format is the pipeline's record format (decode.Format*); json and connect_json
+	// samples show the document itself, which is its own schema.
+	Format string
 	Log      *slog.Logger // warnings while reading; nil discards them
 	// FetchError, when not nil, ends the read with its non-nil result (Scan's fatal).
 	FetchError func(error) error
@@ -165,6 +169,17 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 	s.Field, _ = Header(r, HeaderField)
 	s.SchemaID, _ = Header(r, HeaderSchemaID)
 	s.Message, _ = Header(r, HeaderConnectMessage)
+	if o.Format == decode.FormatJSON || o.Format == decode.FormatConnectJSON {
+		dec := json.NewDecoder(bytes.NewReader(r.Value))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			s.DecodeError = "decode JSON: " + err.Error()
+			return s
+		}
+		s.Value = v
+		return s
+	}
 	payload, id := r.Value, 0
 	if o.Framed {
 		var err error

@@ -33,3 +33,14 @@ func TestInspectDecodesProtobuf(t *testing.T) {
 		t.Fatalf("sample value %s, decode error %q", b, s.DecodeError)
 	}
 }
+
+// A plain JSON dead letter is shown as its document, numbers exact.
+func TestInspectShowsJSON(t *testing.T) {
+	src := &kgo.Record{Topic: "src", Value: []byte(`{"id": 9007199254740993, "x": [1.10]}`)}
+	r := DeadLetter{Pipeline: "p", Rec: src, Reason: "decode_error", SchemaID: -1, TableVersion: 0}.Record("d", "t", time.Now())
+	s := sample(context.Background(), InspectOptions{Schemas: oneSchema{}, Format: decode.FormatJSON}, r)
+	b, _ := json.Marshal(s.Value)
+	if s.DecodeError != "" || string(b) != `{"id":9007199254740993,"x":[1.10]}` {
+		t.Fatalf("sample value %s, decode error %q", b, s.DecodeError)
+	}
+}
