@@ -55,6 +55,7 @@ const (
 type jNode struct {
 	kind         jKind
 	nullable     bool
+	open         bool // jStruct: keys that are not fields are ignored (JSON Schema's open objects)
 	prec, scale  int
 	fields       []jField // jStruct
 	byName       map[string]int
@@ -772,8 +773,8 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 		for _, k := range keys {
 			i, ok := n.field(k.name)
 			if !ok {
-				if path == "" {
-					continue // a top-level key the writer schema lacks: a null, [] or {} not inferred
+				if path == "" || n.open {
+					continue // a top-level key the writer schema lacks (a null, [] or {} not inferred), or a key JSON Schema allows
 				}
 				return newError(ReasonDecodeError, joinPath(path, k.name), errors.New("the key is not a field of the column's struct (plain JSON adds top-level columns only)"))
 			}

@@ -82,3 +82,29 @@ func FuzzJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONSchema feeds arbitrary JSON Schema texts to CompileJSONSchema and a fixed record
+// to what compiles: no panic, reasoned errors only.
+func FuzzJSONSchema(f *testing.F) {
+	f.Add([]byte(jsOrder), []byte(`{"id": 1, "price": 2, "customer": {"cid": 3}}`))
+	f.Add([]byte(`{"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#/properties/a"}}}}`), []byte(`{"a": [[]]}`))
+	f.Add([]byte(`{"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": ["null", "number"]}}}}`), []byte(`{"m": {"x": null}}`))
+	f.Fuzz(func(t *testing.T, schema, doc []byte) {
+		ws, err := CompileJSONSchema(1, string(schema), map[string]string{"customer.json": jsCustomer})
+		if err != nil {
+			if ReasonOf(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if ws.DeltaErr != nil {
+			if ReasonOf(ws.DeltaErr) == "" {
+				t.Fatalf("DeltaErr without a reason: %v", ws.DeltaErr)
+			}
+			return
+		}
+		if _, err := ws.Transcode(doc); err != nil && ReasonOf(err) == "" {
+			t.Fatalf("record error without a reason: %v", err)
+		}
+	})
+}
