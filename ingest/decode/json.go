@@ -694,14 +694,14 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 			}
 			raw, derr := base64.StdEncoding.DecodeString(s)
 			if derr != nil || len(raw) == 0 {
-				return newError(ReasonDecodeError, path, fmt.Errorf("Decimal %q is not base64 of an unscaled value", s))
+				return newError(ReasonDecodeError, path, fmt.Errorf("connect Decimal %q is not base64 of an unscaled value", s))
 			}
 			u := new(big.Int).SetBytes(raw)
 			if raw[0]&0x80 != 0 {
 				u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(8*len(raw))))
 			}
 			if len(strings.TrimPrefix(u.String(), "-")) > n.prec {
-				return newError(ReasonDecodeError, path, fmt.Errorf("Decimal %s has more than %d digits", u, n.prec))
+				return newError(ReasonDecodeError, path, fmt.Errorf("connect Decimal %s has more than %d digits", u, n.prec))
 			}
 			e.str(raw)
 			return nil

@@ -230,7 +230,8 @@ func (r *Registry) Stats() RegistryStats {
 // (the registry does not know id, or a schema it references; ids ≤ 0 never exist),
 // ReasonSchemaUnreadable (the registry answered another 4xx, e.g. 400 when it cannot
 // parse its own stored schema; the message is the registry's) or ReasonSchemaParseError
-// (the text is not usable Avro, or not an Avro schema), all permanent for that id; a
+// (the text is not a usable Avro, Protobuf or JSON schema, or of another schema type),
+// all permanent for that id; a
 // *RegistryAuthError (errors.Is ErrRegistryAuth: 401/403, fatal for the caller);
 // otherwise an error wrapping ErrTransient (registry 5xx, 408, 429, timeouts, refused
 // connections, unparseable replies, ctx cancellation) which the caller retries.
