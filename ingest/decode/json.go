@@ -604,7 +604,7 @@ func (n *jNode) want() string {
 	return map[jKind]string{jBool: "true or false", jInt: "an integer within 32 bits", jLong: "an integer within 64 bits", jFloat: "a number",
 		jDouble: "a number", jString: "a string", jBinary: "a base64 string", jDate: `a date string "YYYY-MM-DD"`,
 		jTimestamp: "an RFC 3339 timestamp string with an offset", jTsNtz: "an RFC 3339 timestamp string without an offset",
-		jDecimal: fmt.Sprintf("a number with at most %d digits after the point and %d before", n.scale, n.prec-n.scale),
+		jDecimal:  fmt.Sprintf("a number with at most %d digits after the point and %d before", n.scale, n.prec-n.scale),
 		jDateDays: "an integer (days since 1970-01-01)", jTsMillis: "an integer (milliseconds since 1970-01-01T00:00:00Z)",
 		jDecimalB64: "a base64 string of the unscaled value, or a number", jStruct: "an object", jArray: "an array", jMap: "an object"}[n.kind]
 }

@@ -2,10 +2,10 @@ package dlq
 
 import (
 	"bytes"
-	"encoding/json"
 	"cmp"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -56,16 +56,16 @@ type Source interface {
 
 // InspectOptions say which dead letters Inspect counts and how it decodes samples.
 type InspectOptions struct {
-	Topic    string       // the dead-letter topic
-	Pipeline string       // count this pipeline's records (ingestd.error.pipeline); others are counted apart
-	Samples  int          // records to decode per reason: the first of each partition's, by partition and offset
-	Reasons  []string     // sample only these reasons (empty: every reason); the counts cover every record
-	Schemas  Source       // writer schemas of the samples
-	Framed   bool         // values carry the Confluent frame (magic 0 + 4-byte schema id)
+	Topic    string   // the dead-letter topic
+	Pipeline string   // count this pipeline's records (ingestd.error.pipeline); others are counted apart
+	Samples  int      // records to decode per reason: the first of each partition's, by partition and offset
+	Reasons  []string // sample only these reasons (empty: every reason); the counts cover every record
+	Schemas  Source   // writer schemas of the samples
+	Framed   bool     // values carry the Confluent frame (magic 0 + 4-byte schema id)
 	// Format is the pipeline's record format (decode.Format*); json and connect_json
 	// samples show the document itself, which is its own schema.
 	Format string
-	Log      *slog.Logger // warnings while reading; nil discards them
+	Log    *slog.Logger // warnings while reading; nil discards them
 	// FetchError, when not nil, ends the read with its non-nil result (Scan's fatal).
 	FetchError func(error) error
 }
