@@ -18,7 +18,7 @@ unit: ## go vet, staticcheck and the unit tests with -race (no services)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testdata/fuzz; partition paths in deltawriter)
-	for t in FuzzDecode FuzzDifferential; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 40000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
+	for t in FuzzDecode FuzzDifferential FuzzProtobuf FuzzJSON FuzzJSONSchema; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 40000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzPartitionPath$$' -fuzztime 5000x -parallel 1 ./deltawriter/
 	$(GO) test -run '^$$' -fuzz '^FuzzDenseSameBytes$$' -fuzztime 1000x -parallel 1 ./deltawriter/parquetenc/
 
@@ -38,7 +38,7 @@ stack-down:
 	scripts/stack.sh down
 
 bench: ## B1: the decoder beside hamba/avro's map and struct paths, one core
-	GOMAXPROCS=1 $(GO) test -run '^$$' -bench B1 -benchmem -cpu 1 ./ingest/decode/
+	GOMAXPROCS=1 $(GO) test -run '^$$' -bench 'B1|Formats' -benchmem -cpu 1 ./ingest/decode/
 
 bench-e2e: ## Kafka → Delta end to end: a consume-only baseline, ingestd (GOMAXPROCS=1, 2) and kafka-delta-ingest (KDI_SRC=its source tarball or checkout) on the same topic; not part of `make test` (N, P, SIZES, …: see scripts/bench-e2e.sh and docs/performance.md)
 	scripts/bench-e2e.sh

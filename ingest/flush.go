@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,9 +49,12 @@ type flusher struct {
 	m     *Metrics
 	mode  mode
 	rules rules
-	dlq   *dlq.Producer  // dead letters; nil when the pipeline has none (rules.hasDLQ false)
-	carry *dlq.Producer  // a replay's carried-forward records; nil otherwise
-	dlLog *deadLetterLog // the rate-limited WARN lines about dead letters
+	// format is the pipeline's record format (config.Config.Format, avro when unset); a
+	// writer schema of another format fails every record of its id.
+	format string
+	dlq    *dlq.Producer  // dead letters; nil when the pipeline has none (rules.hasDLQ false)
+	carry  *dlq.Producer  // a replay's carried-forward records; nil otherwise
+	dlLog  *deadLetterLog // the rate-limited WARN lines about dead letters
 	// halted holds the owner's halted partitions: a flush does not handle their records.
 	halted map[topicPartition]HaltedPartition
 
@@ -78,7 +82,7 @@ type flusher struct {
 	// Decoders by (writer schema, table schema), and the buffers of the batch being
 	// decoded: string bytes and column values (levelled or dense, package column),
 	// reused across flushes.
-	compiled map[decoderKey]*decode.Decoder
+	compiled map[decoderKey]decode.RecordDecoder
 	kafka    *kafkaState // the Kafka columns' key schemas (table.kafka_columns)
 	arena    decode.Arena
 	colBufs  []column.Column
@@ -108,8 +112,8 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 	f := &flusher{cfg: cfg, deps: deps, log: log, m: deps.Metrics, mode: md, halted: halted,
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
-		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]*decode.Decoder{}, kafka: newKafkaState(md),
-		keyed: newKeyedState(cfg), dlLog: newDeadLetterLog()}
+		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]decode.RecordDecoder{}, kafka: newKafkaState(md),
+		keyed: newKeyedState(cfg), dlLog: newDeadLetterLog(), format: cmp.Or(cfg.Format, config.FormatAvro)}
 	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
 	// reused) stay unmodified and reachable until the flush returns: values alias them
 	// instead of a copy of each body; releaseCols drops them when it returns.
@@ -248,7 +252,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		valid, has bool
 		version    int64
 	}
-	var last struct {
+	var last struct { // the last schema looked up (for Protobuf: its file, before the message is selected)
 		id int
 		ws *decode.WriterSchema
 	}
@@ -285,6 +289,19 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			continue
 		}
 		it := item{rec: r, payload: r.Value}
+		if f.deps.Documents != nil { // unframed JSON: the record and the table give its writer schema
+			ws, body, err := f.deps.Documents.Writer(t.schema, r.Value)
+			if err != nil {
+				it.fail = asDecodeError(err)
+			} else {
+				it.ws, it.payload = ws, body
+				if ws.DeltaErr != nil {
+					it.fail = asDecodeError(ws.DeltaErr)
+				}
+			}
+			items = append(items, it)
+			continue
+		}
 		id := 0
 		if noted {
 			id, it.payload = note.id, r.Value[decode.FrameHeaderLen:]
@@ -296,31 +313,42 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 				continue
 			}
 		}
-		if last.ws != nil && id == last.id {
-			it.ws = last.ws
-			if last.ws.DeltaErr != nil {
-				it.fail = asDecodeError(last.ws.DeltaErr)
+		ws := last.ws
+		if ws == nil || id != last.id {
+			got, err := f.deps.Schemas.Schema(ctx, id)
+			var de *decode.Error
+			switch {
+			case errors.As(err, &de):
+				it.fail, it.ws = de, &decode.WriterSchema{ID: id}
+				items = append(items, it)
+				continue
+			case errors.Is(err, decode.ErrRegistryAuth):
+				f.release(items)
+				return nil, err // permanent: the pipeline fails with the registry's refusal
+			case err != nil:
+				f.release(items)
+				return nil, &transientError{stage: "resolve schema", what: "resolve schema id " + strconv.Itoa(id), err: err}
 			}
-			items = append(items, it)
-			continue
-		}
-		ws, err := f.deps.Schemas.Schema(ctx, id)
-		var de *decode.Error
-		switch {
-		case errors.As(err, &de):
-			it.fail, it.ws = de, &decode.WriterSchema{ID: id}
-		case errors.Is(err, decode.ErrRegistryAuth):
-			f.release(items)
-			return nil, err // permanent: the pipeline fails with the registry's refusal
-		case err != nil:
-			f.release(items)
-			return nil, &transientError{stage: "resolve schema", what: "resolve schema id " + strconv.Itoa(id), err: err}
-		default:
-			it.ws = ws
+			if got.FormatName() != f.format {
+				it.fail, it.ws = formatMismatch(got, f.format), &decode.WriterSchema{ID: id}
+				items = append(items, it)
+				continue
+			}
+			ws = got
 			last.id, last.ws = id, ws
-			if ws.DeltaErr != nil {
-				it.fail = asDecodeError(ws.DeltaErr)
+		}
+		if ws.Format == decode.FormatProtobuf { // the message-index array selects the file's message
+			msg, body, err := ws.Message(it.payload)
+			if err != nil {
+				it.fail, it.ws = asDecodeError(err), ws
+				items = append(items, it)
+				continue
 			}
+			ws, it.payload = msg, body
+		}
+		it.ws = ws
+		if ws.DeltaErr != nil {
+			it.fail = asDecodeError(ws.DeltaErr)
 		}
 		items = append(items, it)
 	}
@@ -365,7 +393,7 @@ type prepared struct {
 	// lastWS and lastDec are the writer schema and decoder of the last decoded record:
 	// consecutive records share them, and the decoder cache's key hashes the table schema.
 	lastWS  *decode.WriterSchema
-	lastDec *decode.Decoder
+	lastDec decode.RecordDecoder
 	// rows counts the rows decoded into cols; candidates is how many the batch can write
 	// at most (prepare); reserveSampleRows rows into an unpartitioned batch, the columns
 	// are reserved for the whole batch (reserve).
@@ -923,16 +951,16 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 
 // decoder returns the compiled decoder for (writer schema, b's table schema), compiling it
 // on first use.
-func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (*decode.Decoder, error) {
+func (f *flusher) decoder(ws *decode.WriterSchema, b *prepared) (decode.RecordDecoder, error) {
 	if ws == b.lastWS && b.lastDec != nil {
 		return b.lastDec, nil
 	}
-	k := decoderKey{ws.ID, b.key}
+	k := decoderKey{ws.Key(), b.key}
 	if d, ok := f.compiled[k]; ok {
 		b.lastWS, b.lastDec = ws, d
 		return d, nil
 	}
-	d, err := decode.Compile(ws, rowfill.ValueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
+	d, err := decode.CompileRecord(ws, rowfill.ValueTable(b.schema, kafkaColumns(f.cfg)), b.cm, b.pq)
 	if err != nil {
 		return nil, err
 	}
@@ -988,8 +1016,14 @@ func checkWritable(cfg *config.Config, snap *deltawriter.Snapshot) error {
 }
 
 type decoderKey struct {
-	schemaID int
+	schemaID int    // decode.WriterSchema.Key
 	schema   string // column mapping mode + table schema JSON
+}
+
+// formatMismatch is the failure of every record of a writer schema whose registry type is
+// not the pipeline's format.
+func formatMismatch(ws *decode.WriterSchema, format string) *decode.Error {
+	return &decode.Error{Reason: decode.ReasonSchemaParseError, Err: fmt.Errorf("schema id %d is a %s schema, but the pipeline's format is %s", ws.ID, ws.FormatName(), format)}
 }
 
 func asDecodeError(err error) *decode.Error {

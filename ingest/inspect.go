@@ -28,7 +28,7 @@ func InspectDLQ(ctx context.Context, cfg *config.Config, deps Deps, samples int,
 		return nil, err
 	}
 	return dlq.Inspect(ctx, cl, dlq.InspectOptions{Topic: cfg.DeadLetter.Topic, Pipeline: cfg.Name, Samples: samples, Reasons: reasons,
-		Schemas: deps.Schemas, Framed: deps.Framed, Log: deps.Logger, FetchError: readFatal(cfg.Kafka, cfg.DeadLetter.Topic)})
+		Schemas: deps.Schemas, Framed: deps.Framed, Format: cfg.Format, Log: deps.Logger, FetchError: readFatal(cfg.Kafka, cfg.DeadLetter.Topic)})
 }
 
 // readFatal is the fetch-error check of a dead-letter topic read (dlq.ReadToEnd): a

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
@@ -78,6 +79,24 @@ func OpenDeps(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metr
 			return Deps{}, fmt.Errorf("create registry client: %w", err)
 		}
 		deps.Schemas, deps.Framed = decode.NewRegistry(cl, decode.WithAuthInfo(cfg.SchemaRegistry.URL, cfg.SchemaRegistry.Username)), true
+	} else if cfg.Format == config.FormatJSON || cfg.Format == config.FormatConnectJSON {
+		deps.Schemas = noSchemas{}
+		if cfg.Format == config.FormatConnectJSON {
+			deps.Documents = decode.NewConnectSource()
+		} else {
+			var file *deltalog.StructType
+			if cfg.AvroSchemaFile != "" {
+				s, err := decode.StaticSchema(cfg.AvroSchemaFile)
+				if err != nil {
+					return Deps{}, fmt.Errorf("load avro_schema_file: %w", err)
+				}
+				if s.DeltaErr != nil {
+					return Deps{}, fmt.Errorf("load avro_schema_file: %w", s.DeltaErr)
+				}
+				file = s.Delta
+			}
+			deps.Documents = decode.NewJSONSource(file, kafkaColumns(cfg))
+		}
 	} else {
 		s, err := decode.StaticSchema(cfg.AvroSchemaFile)
 		if err != nil {
@@ -105,6 +124,14 @@ func CloseDeps(ctx context.Context, d Deps) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointWait)
 	defer cancel()
 	return d.Table.Close(ctx)
+}
+
+// noSchemas is the schema source of unframed JSON formats, whose records carry no schema
+// id (Deps.Documents gives their writer schemas).
+type noSchemas struct{}
+
+func (noSchemas) Schema(_ context.Context, id int) (*decode.WriterSchema, error) {
+	return nil, &decode.Error{Reason: decode.ReasonSchemaNotFound, Err: fmt.Errorf("look up schema %d: the pipeline's format carries no schema ids", id)}
 }
 
 // staticSource serves one writer schema (raw Avro with avro_schema_file) for every record.

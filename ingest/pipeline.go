@@ -27,10 +27,13 @@ type SchemaSource interface {
 // Deps are what a Pipeline needs besides its config. Constructed by Open for real use;
 // tests may pass their own.
 type Deps struct {
-	Logger    *slog.Logger
-	Metrics   *Metrics
-	Schemas   SchemaSource
-	Framed    bool // records carry the Confluent frame (magic 0 + 4-byte schema id)
+	Logger  *slog.Logger
+	Metrics *Metrics
+	Schemas SchemaSource
+	Framed  bool // records carry the Confluent frame (magic 0 + 4-byte schema id)
+	// Documents gives the writer schema of each unframed JSON record (format json,
+	// connect_json); nil for Avro and the framed formats, whose ids Schemas resolves.
+	Documents decode.DocumentSource
 	Table     *deltawriter.Table
 	KafkaOpts []kgo.Opt // extra client options (e.g. a dialer in tests)
 	// KafkaSecurity is kafkaclient.SecurityOpts(cfg.Kafka) (TLS, SASL, client id), set by

@@ -44,8 +44,8 @@ type item struct {
 
 // schemaID is the item's writer schema id, -1 when unknown.
 func (it *item) schemaID() int {
-	if it.ws == nil {
-		return -1
+	if it.ws == nil || it.ws.Format == decode.FormatJSON || it.ws.Format == decode.FormatConnectJSON {
+		return -1 // unknown, or a format without schema ids
 	}
 	return it.ws.ID
 }
@@ -152,11 +152,11 @@ func writers(items []item) []schemaguard.Writer {
 			continue
 		}
 		last = it.ws
-		if seen[it.ws.ID] {
+		if seen[it.ws.Key()] {
 			continue
 		}
-		seen[it.ws.ID] = true
-		out = append(out, schemaguard.Writer{ID: it.ws.ID, Schema: it.ws.Delta})
+		seen[it.ws.Key()] = true
+		out = append(out, schemaguard.Writer{ID: it.ws.Key(), Schema: it.ws.Delta})
 	}
 	return out
 }
@@ -274,15 +274,15 @@ func (rt router) decide(it *item, rejections map[int]rejection) (route, rejectio
 	if it.fail != nil {
 		return rt.rules.onFailure(it.fail.Reason, nil), rejection{fail: it.fail, message: rt.message(it.fail, it)}
 	}
-	d, ok := rt.guard.Decisions[it.ws.ID]
+	d, ok := rt.guard.Decisions[it.ws.Key()]
 	if !ok || (d.Action != schemaguard.DeadLetterIt && d.Action != schemaguard.HaltIt) {
 		return routeWrite, rejection{}
 	}
-	why, ok := rejections[it.ws.ID]
+	why, ok := rejections[it.ws.Key()]
 	if !ok {
 		msg := schemaguard.Explain(d, rt.guard.Base, rt.table, rt.version, it.ws.Delta, it.ws.ID, rt.opts)
 		why = rejection{fail: &decode.Error{Reason: d.Reason, Field: d.Field, Err: errors.New(msg)}, message: msg}
-		rejections[it.ws.ID] = why
+		rejections[it.ws.Key()] = why
 	}
 	return rt.rules.onFailure(d.Reason, &d), why
 }

@@ -55,7 +55,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		if s := creds[c.Name]; s != "" {
 			extra = "  credentials=" + s
 		}
-		fmt.Fprintf(stdout, "ok  %s  %s  topics=%v  table=%s  policy=%s%s\n", c.File, c.Name, c.Kafka.Topics, c.Table.URI, c.Schema.Policy, extra)
+		fmt.Fprintf(stdout, "ok  %s  %s  format=%s  topics=%v  table=%s  policy=%s%s\n", c.File, c.Name, c.Format, c.Kafka.Topics, c.Table.URI, c.Schema.Policy, extra)
 		for _, w := range c.Warnings {
 			fmt.Fprintln(stdout, "warning: "+w.Error())
 		}

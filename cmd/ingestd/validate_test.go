@@ -118,3 +118,23 @@ schema: {policy: evolve}
 		t.Errorf("validate of a plain pipeline: code %d, output %q", code, out.String())
 	}
 }
+
+// validate says which format each pipeline reads (avro when the key is absent).
+func TestValidatePrintsFormat(t *testing.T) {
+	dir := t.TempDir()
+	const base = "kafka: {brokers: [\"k:9092\"], topics: [t]}\nschema_registry: {url: \"http://r:8081\"}\ntable: {uri: \"file:///tmp/x\", create: true}\nschema: {policy: evolve}\n"
+	for name, body := range map[string]string{"pb.yaml": "name: pb\nformat: protobuf\n" + base, "av.yaml": "name: av\n" + strings.Replace(base, "/tmp/x", "/tmp/y", 1)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"validate", "--config", dir}, &out, &errb); code != 0 {
+		t.Fatalf("validate: code %d, stderr %q", code, errb.String())
+	}
+	for _, want := range []string{"  pb  format=protobuf  topics=[t]", "  av  format=avro  topics=[t]"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("validate output %q lacks %q", out.String(), want)
+		}
+	}
+}

@@ -18,17 +18,29 @@ import (
 	"github.com/ingestd/ingestd/ingest/kafkacols"
 )
 
+// The record formats a pipeline's `format` names (docs/formats.md).
+const (
+	FormatAvro        = "avro"
+	FormatProtobuf    = "protobuf"
+	FormatJSONSchema  = "json_schema"
+	FormatJSON        = "json"
+	FormatConnectJSON = "connect_json"
+)
+
 // Config is one pipeline: one YAML file, one table. Field names are the YAML keys.
 type Config struct {
-	Name           string     `yaml:"name"`
-	AppID          string     `yaml:"app_id"` // txn appId prefix; defaults to Name
-	Kafka          Kafka      `yaml:"kafka"`
-	SchemaRegistry *Registry  `yaml:"schema_registry"`
-	AvroSchemaFile string     `yaml:"avro_schema_file"` // raw (unframed) Avro with this writer schema
-	Table          Table      `yaml:"table"`
-	Schema         Schema     `yaml:"schema"`
-	DeadLetter     DeadLetter `yaml:"dead_letter"`
-	Batch          Batch      `yaml:"batch"`
+	Name           string    `yaml:"name"`
+	AppID          string    `yaml:"app_id"` // txn appId prefix; defaults to Name
+	Kafka          Kafka     `yaml:"kafka"`
+	SchemaRegistry *Registry `yaml:"schema_registry"`
+	AvroSchemaFile string    `yaml:"avro_schema_file"` // raw (unframed) Avro with this writer schema
+	// Format is the record values' format (docs/formats.md): avro (default), protobuf,
+	// json_schema, json or connect_json.
+	Format     string     `yaml:"format"`
+	Table      Table      `yaml:"table"`
+	Schema     Schema     `yaml:"schema"`
+	DeadLetter DeadLetter `yaml:"dead_letter"`
+	Batch      Batch      `yaml:"batch"`
 	// Maintenance is the optional background table maintenance of `ingestd run`
 	// (docs/maintenance.md); absent: none.
 	Maintenance Maintenance `yaml:"maintenance"`
@@ -412,6 +424,9 @@ func (c *Config) applyDefaults() {
 	if c.AppID == "" {
 		c.AppID = c.Name
 	}
+	if c.Format == "" {
+		c.Format = FormatAvro
+	}
 	var brokers []string
 	for _, b := range c.Kafka.Brokers {
 		for _, one := range strings.Split(b, ",") {
@@ -496,7 +511,38 @@ func (c *Config) validate() []error {
 	if c.Kafka.SessionTimeout < 6*time.Second || c.Kafka.SessionTimeout > 30*time.Minute {
 		bad("$.kafka.session_timeout", fmt.Sprintf("kafka.session_timeout %v is outside the broker's default range 6s..30m", c.Kafka.SessionTimeout), "use e.g. 45s")
 	}
+	switch c.Format {
+	case FormatAvro:
+	case FormatProtobuf, FormatJSONSchema:
+		if c.SchemaRegistry == nil {
+			bad("$.format", fmt.Sprintf("format %s needs schema_registry: its records are Confluent-framed with the id of their registry schema", c.Format), `add schema_registry: {url: "http://registry:8081"}`)
+		}
+		if c.AvroSchemaFile != "" {
+			bad("$.avro_schema_file", fmt.Sprintf("avro_schema_file is set with format %s", c.Format), "remove avro_schema_file: the registry serves the schemas of "+c.Format+" records")
+		}
+	case FormatJSON, FormatConnectJSON:
+		if c.SchemaRegistry != nil {
+			bad("$.schema_registry", fmt.Sprintf("schema_registry is set with format %s, whose records carry no schema id", c.Format), "remove schema_registry, or use format json_schema for Confluent-framed JSON")
+		}
+		if c.Format == FormatConnectJSON && c.AvroSchemaFile != "" {
+			bad("$.avro_schema_file", "avro_schema_file is set with format connect_json, whose records embed their schema", "remove avro_schema_file")
+		}
+	default:
+		bad("$.format", fmt.Sprintf("format %q is not avro, protobuf, json_schema, json or connect_json", c.Format), "use one of avro (the default), protobuf, json_schema, json, connect_json")
+	}
 	switch {
+	case c.Format != FormatAvro:
+		if p := c.AvroSchemaFile; p != "" && !filepath.IsAbs(p) {
+			c.AvroSchemaFile = filepath.Join(filepath.Dir(c.File), p)
+		}
+		if c.AvroSchemaFile != "" {
+			if _, err := os.Stat(c.AvroSchemaFile); err != nil {
+				bad("$.avro_schema_file", fmt.Sprintf("avro_schema_file: %v", err), "point it at an existing .avsc file (relative paths are relative to this YAML file)")
+			}
+		}
+		if c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
+			bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", redactURL(c.SchemaRegistry.URL)), `set schema_registry.url: "http://host:8081"`)
+		}
 	case c.SchemaRegistry == nil && c.AvroSchemaFile == "":
 		bad("$", "neither schema_registry nor avro_schema_file is set", `add schema_registry: {url: "http://registry:8081"} for Confluent-framed Avro, or avro_schema_file: x.avsc for raw Avro`)
 	case c.SchemaRegistry != nil && c.AvroSchemaFile != "":

@@ -264,7 +264,7 @@ func TestConfigErrorMessagesExact(t *testing.T) {
 		{"unknown key with a suggestion", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
 			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
 		{"unknown top-level key", goodConfig + "tabel: {}\n",
-			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, table, schema, dead_letter, batch, maintenance)`},
+			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, format, table, schema, dead_letter, batch, maintenance)`},
 		{"list given a single value", strings.Replace(goodConfig, `brokers: ["k:9092"]`, `brokers: k:9092`, 1),
 			`p.yaml:2: kafka.brokers: expected a list such as [a, b], got a single value (fix: write a list such as [a, b])`},
 		{"syntax error names the line", goodConfig + "batch:\n  max_age: 1s\n   max_records: 5\n",
@@ -293,6 +293,12 @@ func TestConfigErrorMessagesExact(t *testing.T) {
 			`p.yaml:2: kafka.tls is empty (fix: write kafka.tls: {} for TLS with the system roots, fill it in, or remove the key)`},
 		{"a secret's value is never quoted", strings.Replace(goodConfig, `{url: "http://r:8081"}`, `{url: "http://r:8081", password: [hunter2-secret]}`, 1),
 			`p.yaml:3: schema_registry.password: expected a string, got a list ([a, b]) (fix: write a string)`},
+		{"unknown format", goodConfig + "format: thrift\n",
+			`p.yaml:7: format "thrift" is not avro, protobuf, json_schema, json or connect_json (fix: use one of avro (the default), protobuf, json_schema, json, connect_json)`},
+		{"protobuf needs the registry", strings.Replace(goodConfig, `schema_registry: {url: "http://r:8081"}`, "format: protobuf", 1),
+			`p.yaml:3: format protobuf needs schema_registry: its records are Confluent-framed with the id of their registry schema (fix: add schema_registry: {url: "http://registry:8081"})`},
+		{"plain json has no registry", goodConfig + "format: json\n",
+			`p.yaml:3: schema_registry is set with format json, whose records carry no schema id (fix: remove schema_registry, or use format json_schema for Confluent-framed JSON)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

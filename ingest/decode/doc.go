@@ -1,5 +1,9 @@
-// Package decode turns Kafka record values carrying Avro into column values for ingestd's
-// Delta tables.
+// Package decode turns Kafka record values into column values for ingestd's Delta tables:
+// Avro, and the formats transcoded into it (docs/formats.md): Protobuf (protobuf.go),
+// JSON Schema (jsonschema.go), plain JSON and Kafka Connect JSON (json.go). Each of those
+// derives an Avro schema from its own (WriterSchema.Avro) and turns every record body into
+// that schema's binary encoding, which the compiled Avro decoder writes into the column
+// buffers (CompileRecord, RecordDecoder): one column writer, one rollback, one guard.
 //
 // It has four parts:
 //
@@ -37,7 +41,8 @@
 // DecodeColumns appends a dense column's values as words, or as bytes into the column's
 // own buffer, with no parquet.Value built and no arena bytes. A record that fails is cut
 // back from every column: no partial row. On any input a decode allocates at most a
-// bounded multiple of the payload's length.
+// bounded multiple of the payload's length; a transcoded body is at most 1 MiB + 64 × the
+// record's body.
 //
 // A Registry keeps each parsed writer schema for the life of the process (a schema id never
 // changes meaning) and a "not found" answer for a TTL (DefaultNegativeTTL).
@@ -47,5 +52,6 @@
 // A Decoder and a Registry are safe for concurrent use: a Decoder takes its per-record state
 // from a pool or from the caller's Arena, and concurrent lookups of one schema id make one
 // registry request. An Arena is not: one per goroutine, shared by several decoders only one
-// after another. The package starts no goroutines.
+// after another. The package starts no goroutines (protocompile's compiler runs its own
+// while a .proto schema is compiled, all ended before it returns).
 package decode

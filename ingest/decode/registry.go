@@ -22,18 +22,27 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// WriterSchema is a parsed Avro writer schema and its Delta conversion.
+// WriterSchema is a parsed writer schema and its Delta conversion. For a format other
+// than Avro, Avro is the schema derived from the format's own (docs/formats.md): records
+// are transcoded into its binary encoding before they are decoded (CompileRecord).
 type WriterSchema struct {
-	// ID is the registry schema id (0 for a static .avsc).
+	// ID is the registry schema id (0 for a static schema file).
 	ID int
+	// Format is the schema's format: "" or FormatAvro, FormatProtobuf, FormatJSONSchema,
+	// FormatJSON, FormatConnectJSON (FormatName).
+	Format string
 	// Avro is the parsed schema, references resolved, parsed into a cache private to
-	// this id.
+	// this id; for another format, the Avro schema derived from it.
 	Avro avro.Schema
 	// Delta is ToDelta(Avro); nil when DeltaErr is set.
 	Delta *deltalog.StructType
 	// DeltaErr is ToDelta's error (an *Error, reason ReasonUnsupportedType) when the schema
 	// cannot be represented in Delta: every record of this id is then incompatible.
 	DeltaErr error
+
+	key   int            // Key: 0 for ID
+	body  bodyTranscoder // nil for Avro
+	proto *protoFile     // a Protobuf file's messages (Message); nil otherwise
 }
 
 // ParseWriterSchema parses an Avro schema text into a fresh schema cache (never hamba's
@@ -221,7 +230,8 @@ func (r *Registry) Stats() RegistryStats {
 // (the registry does not know id, or a schema it references; ids ≤ 0 never exist),
 // ReasonSchemaUnreadable (the registry answered another 4xx, e.g. 400 when it cannot
 // parse its own stored schema; the message is the registry's) or ReasonSchemaParseError
-// (the text is not usable Avro, or not an Avro schema), all permanent for that id; a
+// (the text is not a usable Avro, Protobuf or JSON schema, or of another schema type),
+// all permanent for that id; a
 // *RegistryAuthError (errors.Is ErrRegistryAuth: 401/403, fatal for the caller);
 // otherwise an error wrapping ErrTransient (registry 5xx, 408, 429, timeouts, refused
 // connections, unparseable replies, ctx cancellation) which the caller retries.
@@ -310,8 +320,14 @@ func (r *Registry) load(ctx context.Context, id int) (*WriterSchema, error) {
 	if err != nil {
 		return nil, r.classify(fmt.Sprintf("look up schema %d", id), err)
 	}
-	if s.Type != sr.TypeAvro {
-		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d: schema type %s, want AVRO", id, s.Type))
+	switch s.Type {
+	case sr.TypeAvro:
+	case sr.TypeProtobuf:
+		return r.loadProtobuf(ctx, id, s)
+	case sr.TypeJSON:
+		return r.loadJSONSchema(ctx, id, s)
+	default:
+		return nil, newError(ReasonSchemaParseError, "", fmt.Errorf("look up schema %d: schema type %s, want AVRO, PROTOBUF or JSON", id, s.Type))
 	}
 	cache := &avro.SchemaCache{}
 	seen := make(map[string]bool)

@@ -254,16 +254,21 @@ func TestRegistryReferencesAndPrivateCaches(t *testing.T) {
 	}
 }
 
-func TestRegistryNonAvroSchemaIsPermanent(t *testing.T) {
+func TestRegistryProtobufSchemaTypeFromAnswer(t *testing.T) {
 	reg, cl := newCountingRegistry(t)
 	reg.SeedSchema("p-value", 1, 30, sr.Schema{Schema: `syntax = "proto3"; message M { int64 a = 1; }`, Type: sr.TypeProtobuf})
+	reg.SeedSchema("bad-value", 1, 31, sr.Schema{Schema: `syntax = "proto3"; message M { int64 a = 1 }`, Type: sr.TypeProtobuf})
 	r := NewRegistry(cl)
+	ws, err := r.Schema(context.Background(), 30)
+	if err != nil || ws.FormatName() != FormatProtobuf || ws.Delta.String() != "struct<a:long>" {
+		t.Fatalf("protobuf schema: %v %+v", err, ws)
+	}
 	for i := 0; i < 2; i++ {
-		if _, err := r.Schema(context.Background(), 30); ReasonOf(err) != ReasonSchemaParseError {
-			t.Fatalf("protobuf schema: %v", err)
+		if _, err := r.Schema(context.Background(), 31); ReasonOf(err) != ReasonSchemaParseError {
+			t.Fatalf("protobuf schema that does not compile: %v", err)
 		}
 	}
-	if n := reg.requests("/schemas/ids/30"); n != 1 {
+	if n := reg.requests("/schemas/ids/31"); n != 1 {
 		t.Fatalf("%d requests, want 1", n)
 	}
 }

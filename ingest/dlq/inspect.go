@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -55,13 +56,16 @@ type Source interface {
 
 // InspectOptions say which dead letters Inspect counts and how it decodes samples.
 type InspectOptions struct {
-	Topic    string       // the dead-letter topic
-	Pipeline string       // count this pipeline's records (ingestd.error.pipeline); others are counted apart
-	Samples  int          // records to decode per reason: the first of each partition's, by partition and offset
-	Reasons  []string     // sample only these reasons (empty: every reason); the counts cover every record
-	Schemas  Source       // writer schemas of the samples
-	Framed   bool         // values carry the Confluent frame (magic 0 + 4-byte schema id)
-	Log      *slog.Logger // warnings while reading; nil discards them
+	Topic    string   // the dead-letter topic
+	Pipeline string   // count this pipeline's records (ingestd.error.pipeline); others are counted apart
+	Samples  int      // records to decode per reason: the first of each partition's, by partition and offset
+	Reasons  []string // sample only these reasons (empty: every reason); the counts cover every record
+	Schemas  Source   // writer schemas of the samples
+	Framed   bool     // values carry the Confluent frame (magic 0 + 4-byte schema id)
+	// Format is the pipeline's record format (decode.Format*); json and connect_json
+	// samples show the document itself, which is its own schema.
+	Format string
+	Log    *slog.Logger // warnings while reading; nil discards them
 	// FetchError, when not nil, ends the read with its non-nil result (Scan's fatal).
 	FetchError func(error) error
 }
@@ -165,6 +169,17 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 	s.Field, _ = Header(r, HeaderField)
 	s.SchemaID, _ = Header(r, HeaderSchemaID)
 	s.Message, _ = Header(r, HeaderConnectMessage)
+	if o.Format == decode.FormatJSON || o.Format == decode.FormatConnectJSON {
+		dec := json.NewDecoder(bytes.NewReader(r.Value))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			s.DecodeError = "decode JSON: " + err.Error()
+			return s
+		}
+		s.Value = v
+		return s
+	}
 	payload, id := r.Value, 0
 	if o.Framed {
 		var err error
@@ -178,6 +193,20 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 	ws, err := o.Schemas.Schema(ctx, id)
 	if err != nil {
 		s.DecodeError = err.Error()
+		return s
+	}
+	// Another format than Avro: its message (Protobuf's message-index array), then its body
+	// transcoded into the Avro binary of the schema derived from it (decode.WriterSchema).
+	if ws, payload, err = ws.Message(payload); err != nil {
+		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
+		return s
+	}
+	if ws.Avro == nil {
+		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + ws.DeltaErr.Error()
+		return s
+	}
+	if payload, err = ws.Transcode(payload); err != nil {
+		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
 		return s
 	}
 	var v any

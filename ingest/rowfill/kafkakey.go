@@ -39,6 +39,9 @@ func compileKey(ws *decode.WriterSchema, key *deltalog.StructField, mode deltalo
 	if !ok {
 		return nil, fmt.Errorf("compile key decoder: column %s is %s, not a struct", key.Name, key.Type)
 	}
+	if ws.FormatName() != decode.FormatAvro {
+		return nil, keyError("key writer schema id %d is a %s schema; table.key_format avro reads Avro keys only", ws.ID, ws.FormatName())
+	}
 	if ws.DeltaErr != nil {
 		return nil, keyError("key writer schema id %d is not representable in Delta: %v", ws.ID, ws.DeltaErr)
 	}

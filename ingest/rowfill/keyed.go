@@ -271,6 +271,9 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 		}
 		return nil, missing("a tombstone's key schema id %d: %s", id, why)
 	}
+	if ws.FormatName() != decode.FormatAvro || ws.Avro == nil {
+		return nil, missing("a tombstone's key schema id %d is a %s schema, not Avro (table.key_format avro)", id, ws.FormatName())
+	}
 	var v any
 	if err := avro.Unmarshal(ws.Avro, payload, &v); err != nil {
 		return nil, missing("decode a tombstone's Avro key (schema id %d): %v", id, err)

@@ -1,0 +1,110 @@
+package decode
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ingestd/ingestd/deltawriter/column"
+)
+
+// FuzzJSON feeds arbitrary documents to plain JSON (against jsonTable, new keys inferred)
+// and, when the first byte is 'C', the rest to Kafka Connect JSON: no panic, a reasoned
+// *Error or exactly one row, the rollback on failure, and no transcoding beyond the
+// stated bound.
+func FuzzJSON(f *testing.F) {
+	table := mustTable(f, jsonTable)
+	for _, s := range []string{
+		`{"id": 9007199254740993, "amount": 1.25, "ts": "2024-05-01T12:00:00Z", "d": "2024-02-29", "tags": ["a", null], "s": {"a": 1}, "m": {"k": 2}, "b": "AA==", "f": 1e3, "ok": true}`,
+		`{"id": 1, "new": {"x": [1, 2]}, "other": "s"}`,
+		`{"id": 1, "id": 2}`,
+		`{"id": 1, "s": {"a": "x"}}`,
+		`C{"schema": {"type": "struct", "fields": [{"type": "int64", "field": "id"}, {"type": "bytes", "optional": true, "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2"}, "field": "a"}]}, "payload": {"id": 1, "a": "AQ=="}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	plain := NewJSONSource(nil, []string{"_kafka_offset"})
+	connect := NewConnectSource()
+	type compiled struct {
+		d    RecordDecoder
+		cols []column.Column
+	}
+	decs := map[*WriterSchema]*compiled{}
+	var arena Arena
+	arena.AliasPayloads()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var src DocumentSource = plain
+		if len(in) > 0 && in[0] == 'C' {
+			src, in = connect, in[1:]
+		}
+		ws, body, err := src.Writer(table, in)
+		if err != nil {
+			if ReasonOf(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if ws.DeltaErr != nil {
+			return
+		}
+		if a, err := ws.Transcode(body); err == nil && len(a) > maxExpandFixed+maxExpandFactor*len(body) {
+			t.Fatalf("transcoded %d bytes from %d", len(a), len(body))
+		}
+		c := decs[ws]
+		if c == nil {
+			if len(decs) > 64 {
+				clear(decs)
+			}
+			pq := mustParquet(t, ws.Delta, "none")
+			d, err := CompileRecord(ws, ws.Delta, "none", pq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = &compiled{d: d, cols: make([]column.Column, d.Columns())}
+			for i, l := range column.Leaves(pq) {
+				c.cols[i].Reset(l)
+			}
+			decs[ws] = c
+		}
+		before := make([]int, len(c.cols))
+		for i := range c.cols {
+			before[i] = c.cols[i].Len()
+		}
+		err = c.d.DecodeColumns(&arena, body, c.cols)
+		var de *Error
+		if err != nil && !errors.As(err, &de) {
+			t.Fatalf("error is not an *Error: %v", err)
+		}
+		for i := range c.cols {
+			grew := c.cols[i].Len() - before[i]
+			if (err != nil && grew != 0) || (err == nil && grew < 1) {
+				t.Fatalf("column %d grew by %d (error %v)", i, grew, err)
+			}
+		}
+	})
+}
+
+// FuzzJSONSchema feeds arbitrary JSON Schema texts to CompileJSONSchema and a fixed record
+// to what compiles: no panic, reasoned errors only.
+func FuzzJSONSchema(f *testing.F) {
+	f.Add([]byte(jsOrder), []byte(`{"id": 1, "price": 2, "customer": {"cid": 3}}`))
+	f.Add([]byte(`{"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#/properties/a"}}}}`), []byte(`{"a": [[]]}`))
+	f.Add([]byte(`{"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": ["null", "number"]}}}}`), []byte(`{"m": {"x": null}}`))
+	f.Fuzz(func(t *testing.T, schema, doc []byte) {
+		ws, err := CompileJSONSchema(1, string(schema), map[string]string{"customer.json": jsCustomer})
+		if err != nil {
+			if ReasonOf(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if ws.DeltaErr != nil {
+			if ReasonOf(ws.DeltaErr) == "" {
+				t.Fatalf("DeltaErr without a reason: %v", ws.DeltaErr)
+			}
+			return
+		}
+		if _, err := ws.Transcode(doc); err != nil && ReasonOf(err) == "" {
+			t.Fatalf("record error without a reason: %v", err)
+		}
+	})
+}

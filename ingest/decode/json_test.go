@@ -1,0 +1,208 @@
+package decode
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+)
+
+func mustTable(t testing.TB, js string) *deltalog.StructType {
+	t.Helper()
+	var st deltalog.StructType
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+// jsonTable: id long NOT NULL, amount decimal(20,2), ts timestamp, d date, tags
+// array<string>, s struct<a:int>, m map<string,long>, b binary, f double, ok boolean,
+// _kafka_offset long (a Kafka column: never from the record).
+const jsonTable = `{"type":"struct","fields":[
+ {"name":"id","type":"long","nullable":false,"metadata":{}},
+ {"name":"amount","type":"decimal(20,2)","nullable":true,"metadata":{}},
+ {"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
+ {"name":"d","type":"date","nullable":true,"metadata":{}},
+ {"name":"tags","type":{"type":"array","elementType":"string","containsNull":true},"nullable":true,"metadata":{}},
+ {"name":"s","type":{"type":"struct","fields":[{"name":"a","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+ {"name":"m","type":{"type":"map","keyType":"string","valueType":"long","valueContainsNull":true},"nullable":true,"metadata":{}},
+ {"name":"b","type":"binary","nullable":true,"metadata":{}},
+ {"name":"f","type":"double","nullable":true,"metadata":{}},
+ {"name":"ok","type":"boolean","nullable":true,"metadata":{}},
+ {"name":"_kafka_offset","type":"long","nullable":true,"metadata":{}}]}`
+
+// jsonValue is a document's transcoded body as Avro values (what dlq inspect shows).
+func jsonValue(t testing.TB, ws *WriterSchema, body []byte) (map[string]any, error) {
+	t.Helper()
+	a, err := ws.Transcode(body)
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := avro.Unmarshal(ws.Avro, a, &v); err != nil {
+		t.Fatalf("avro unmarshal of the transcoded body: %v", err)
+	}
+	return v, nil
+}
+
+func TestPlainJSONValues(t *testing.T) {
+	table := mustTable(t, jsonTable)
+	src := NewJSONSource(nil, []string{"_kafka_offset"})
+	doc := []byte(`{"id": 9007199254740993, "amount": 12345678901234567.89, "ts": "2024-05-01T12:00:00.123456+02:00", "d": "2024-02-29",
+	 "tags": ["a", null, "\u00e9\n"], "s": {"a": -7}, "m": {"k": 1, "l": null}, "b": "AAEC", "f": 1e-3, "ok": false}`)
+	ws, body, err := src.Writer(table, doc)
+	if err != nil || ws.DeltaErr != nil {
+		t.Fatal(err, ws.DeltaErr)
+	}
+	if got := ws.Delta.String(); got != "struct<id:long,amount:decimal(20,2),ts:timestamp,d:date,tags:array<string>,s:struct<a:integer>,m:map<string,long>,b:binary,f:double,ok:boolean>" {
+		t.Fatalf("writer schema %s", got)
+	}
+	got, err := jsonValue(t, ws, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amount, _ := new(big.Rat).SetString("12345678901234567.89")
+	want := map[string]any{"id": int64(9007199254740993), "amount": amount, "ts": time.Date(2024, 5, 1, 10, 0, 0, 123456000, time.UTC),
+		"d": time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), "tags": map[string]any{"array": []any{"a", nil, "é\n"}}, "s": map[string]any{"r2": map[string]any{"a": -7}},
+		"m": map[string]any{"map": map[string]any{"k": int64(1), "l": nil}}, "b": []byte{0, 1, 2}, "f": 0.001, "ok": false}
+	for k, w := range want {
+		if r, ok := w.(*big.Rat); ok {
+			if g, ok := got[k].(*big.Rat); !ok || g.Cmp(r) != 0 {
+				t.Errorf("%s = %v, want %v", k, got[k], w)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got[k], w) {
+			t.Errorf("%s = %#v, want %#v", k, got[k], w)
+		}
+	}
+	// A document with only the same keys shares the writer schema (no drift).
+	ws2, _, _ := src.Writer(table, []byte(`{"ok": true, "id": 1}`))
+	if ws2 != ws {
+		t.Fatal("a second document of the same columns got another writer schema")
+	}
+}
+
+func TestPlainJSONDrift(t *testing.T) {
+	table := mustTable(t, jsonTable)
+	src := NewJSONSource(nil, []string{"_kafka_offset"})
+	ws, _, err := src.Writer(table, []byte(`{"id": 1, "n": 18446744073709551616, "c": 7, "name": "x", "flag": true, "obj": {"x": [1, 2], "e": {}}, "list": [{"q": 1.5}], "nul": null, "empty": []}`))
+	if err != nil || ws.DeltaErr != nil {
+		t.Fatal(err, ws.DeltaErr)
+	}
+	// New keys in document order, each nullable with the inferred type; null, [] and {}
+	// add nothing; a number beyond 64 bits infers double.
+	want := "struct<id:long,amount:decimal(20,2),ts:timestamp,d:date,tags:array<string>,s:struct<a:integer>,m:map<string,long>,b:binary,f:double,ok:boolean," +
+		"n:double,c:long,name:string,flag:boolean,obj:struct<x:array<long>>,list:array<struct<q:double>>>"
+	if got := ws.Delta.String(); got != want {
+		t.Fatalf("drifted writer\n got %s\nwant %s", got, want)
+	}
+	if _, _, err := src.Writer(table, []byte(`{"id": 1, "_kafka_offset": 3}`)); ReasonOf(err) != ReasonKafkaColumnCollision {
+		t.Fatalf("a key named like a Kafka column: %v", err)
+	}
+	if _, _, err := src.Writer(table, []byte(`{"id": 1, "mixed": [1, "a"]}`)); ReasonOf(err) != ReasonDecodeError || FieldOf(err) != "mixed" {
+		t.Fatalf("a new array of mixed items: %v", err)
+	}
+	// With a schema file, the file's columns are the base, whatever the table.
+	file := mustTable(t, `{"type":"struct","fields":[{"name":"k","type":"string","nullable":true,"metadata":{}}]}`)
+	ws, _, err = NewJSONSource(file, nil).Writer(nil, []byte(`{"k": "v", "z": 1}`))
+	if err != nil || ws.Delta.String() != "struct<k:string,z:long>" {
+		t.Fatalf("schema file base: %v %v", err, ws.Delta)
+	}
+}
+
+func TestPlainJSONDeadLetters(t *testing.T) {
+	table := mustTable(t, jsonTable)
+	src := NewJSONSource(nil, []string{"_kafka_offset"})
+	deep := strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)
+	for _, c := range []struct{ doc, reason, field, msg string }{
+		{`{"id": "1"}`, ReasonDecodeError, "id", "JSON string where the column wants an integer within 64 bits"},
+		{`{"id": 1.5}`, ReasonDecodeError, "id", "JSON number 1.5 where the column wants an integer within 64 bits"},
+		{`{"id": 9223372036854775808}`, ReasonDecodeError, "id", "integer within 64 bits"},
+		{`{"id": 1, "amount": 1.005}`, ReasonDecodeError, "amount", "more than 2 digits after the point"},
+		{`{"id": 1, "amount": 1e30}`, ReasonDecodeError, "amount", "more than 18 digits before the point"},
+		{`{"id": 1, "s": {"a": "y"}}`, ReasonDecodeError, "s.a", "JSON string where the column wants an integer within 32 bits"},
+		{`{"id": 1, "s": {"zz": 1}}`, ReasonDecodeError, "s.zz", "not a field of the column's struct"},
+		{`{"id": 1, "ts": "2024-05-01T12:00:00"}`, ReasonDecodeError, "ts", "with an offset"},
+		{`{"id": 1, "ts": "2024-05-01T12:00:00.0000001Z"}`, ReasonDecodeError, "ts", "below the microsecond"},
+		{`{"id": 1, "tags": [1]}`, ReasonDecodeError, "tags[]", "JSON number where the column wants a string"},
+		{`{"amount": 1}`, ReasonNotNullViolation, "id", "missing for a NOT NULL column"},
+		{`{"id": null}`, ReasonNotNullViolation, "id", "null for a NOT NULL column"},
+		{`{"id": 1, "ID": 2}`, ReasonDecodeError, "ID", "two keys name the same column"},
+		{`{"id": 1, "id": 2}`, ReasonDecodeError, "id", "the key appears twice"},
+		{`{"id": 1, "s": {"a": 1, "a": 2}}`, ReasonDecodeError, "s.a", "the key appears twice"},
+		{`{"id": 1,}`, ReasonDecodeError, "", "invalid JSON at offset 9: want a key"},
+		{`{"id": 1} x`, ReasonTrailingBytes, "", "1 bytes after the document"},
+		{`[1]`, ReasonDecodeError, "", "JSON array where a record wants an object"},
+		{``, ReasonDecodeError, "", "empty"},
+		{`{"id": 1, "x": "` + "\xff" + `"}`, ReasonDecodeError, "x", "not valid UTF-8"},
+		{`{"id": 1, "x": ` + deep + `}`, ReasonDecodeError, "x" + strings.Repeat(".a", 65), "nested deeper than 64"},
+	} {
+		ws, body, err := src.Writer(table, []byte(c.doc))
+		if err == nil && ws.DeltaErr == nil {
+			_, err = jsonValue(t, ws, body)
+		}
+		if ReasonOf(err) != c.reason || FieldOf(err) != c.field || err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v (field %q), want %s at %q with %q", c.doc, err, FieldOf(err), c.reason, c.field, c.msg)
+		}
+	}
+}
+
+func TestConnectJSON(t *testing.T) {
+	src := NewConnectSource()
+	schema := `{"type":"struct","name":"orders.Value","optional":false,"fields":[
+	 {"type":"int64","optional":false,"field":"id"},
+	 {"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"amount"},
+	 {"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","field":"day"},
+	 {"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","field":"at"},
+	 {"type":"int16","optional":true,"field":"small"},
+	 {"type":"array","items":{"type":"string","optional":false},"optional":true,"field":"tags"},
+	 {"type":"map","keys":{"type":"string","optional":false},"values":{"type":"float64","optional":true},"optional":true,"field":"scores"},
+	 {"type":"struct","fields":[{"type":"string","optional":true,"field":"city"}],"optional":true,"field":"addr"}]}`
+	doc := fmt.Sprintf(`{"schema": %s, "payload": {"id": 42, "amount": "/zg=", "day": 19844, "at": 1714557600123, "small": -3, "tags": ["x"], "scores": {"a": 0.5}, "addr": {"city": "Zürich"}}}`, schema)
+	ws, body, err := src.Writer(nil, []byte(doc))
+	if err != nil || ws.DeltaErr != nil {
+		t.Fatal(err, ws.DeltaErr)
+	}
+	if got := ws.Delta.String(); got != "struct<id:long,amount:decimal(10,2),day:date,at:timestamp,small:integer,tags:array<string>,scores:map<string,double>,addr:struct<city:string>>" {
+		t.Fatalf("connect writer schema %s", got)
+	}
+	got, err := jsonValue(t, ws, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amount := got["amount"].(*big.Rat)
+	if amount.FloatString(2) != "-2.00" || got["id"] != int64(42) || got["day"] != time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC) ||
+		got["at"] != time.Date(2024, 5, 1, 10, 0, 0, 123000000, time.UTC) || got["small"] != -3 || !reflect.DeepEqual(got["tags"], map[string]any{"array": []any{"x"}}) ||
+		!reflect.DeepEqual(got["scores"], map[string]any{"map": map[string]any{"a": 0.5}}) || !reflect.DeepEqual(got["addr"], map[string]any{"r2": map[string]any{"city": "Zürich"}}) {
+		t.Fatalf("connect values %v", got)
+	}
+	// The same schema text is the same writer schema; a decimal as a JSON number
+	// (decimal.format NUMERIC) is exact too.
+	ws2, body, _ := src.Writer(nil, []byte(fmt.Sprintf(`{"schema": %s, "payload": {"id": 1, "amount": 12.34}}`, schema)))
+	got, err = jsonValue(t, ws2, body)
+	if ws2 != ws || err != nil || got["amount"].(*big.Rat).FloatString(2) != "12.34" {
+		t.Fatalf("numeric decimal: %v %v", err, got["amount"])
+	}
+	for _, c := range []struct{ doc, reason string }{
+		{`{"payload": {}}`, ReasonDecodeError},
+		{`{"schema": {"type": "string"}, "payload": "x"}`, ReasonUnsupportedType},
+		{`{"schema": {"type": "struct", "fields": [{"type": "uint64", "field": "u"}]}, "payload": {}}`, ReasonUnsupportedType},
+	} {
+		ws, _, err := src.Writer(nil, []byte(c.doc))
+		if err == nil {
+			err = ws.DeltaErr
+		}
+		if ReasonOf(err) != c.reason {
+			t.Errorf("%s: %v, want %s", c.doc, err, c.reason)
+		}
+	}
+}
