@@ -60,12 +60,11 @@ type chaosPlan struct {
 	// optimizeLoop runs `ingestd table optimize --min-files 2` in a loop on the table
 	// during the chaos: it must cost no record and fail no pipeline.
 	optimizeLoop bool
-	// upsert: the records are keyed changes over upsertKeys keys (kpStream: upserts,
-	// op = 'd' deletes and tombstones, sequences out of order, keys moving between the
-	// three grp values), records counting the changes; every daemon runs two pipelines
-	// on them (chaosUpsertTables) instead of the append one.
-	upsert     bool
-	upsertKeys int
+	// upsert: the records are keyed changes (chaosStream over upsertKeys hot and
+	// upsertCold cold keys), records counting the changes; every daemon runs two
+	// pipelines on them (chaosUpsertTables) instead of the append one.
+	upsert                 bool
+	upsertKeys, upsertCold int
 }
 
 // TestChaos runs three `ingestd run` processes in one group on one table from a
@@ -291,7 +290,7 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 	if plan.upsert {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("upsert stream seed %d", seed)
-		stream = kpStream(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), plan.records, plan.upsertKeys)
+		stream = chaosStream(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), plan.records, plan.upsertKeys, plan.upsertCold)
 		landedAt = make([]chaosOffset, len(stream))
 		for i := range landedAt {
 			landedAt[i].offset = -1

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -49,6 +50,33 @@ var chaosUpsertTables = []chaosUpsertTable{
 	{name: "cow", cow: true},
 }
 
+// chaosStream is n keyed changes (kpStream's: upserts, op = 'd' deletes and tombstones,
+// sequences up to three behind and tied, keys moving between the three grp values): 70 %
+// over hot keys (ids 0 … hot-1: many changes of a key in one flush) and 30 % over cold
+// ones (ids from hot: a few changes each, mostly in different flushes, so that a key's
+// final row depends on what flushes decided across kills and restarts, e.g. a delete
+// remembered against a late older change), interleaved at random; each row's v is "r"
+// and its position in the stream.
+func chaosStream(rng *rand.Rand, n, hot, cold int) []kpChange {
+	nHot := n * 7 / 10
+	hs, cs := kpStream(rng, nHot, hot), kpStream(rng, n-nHot, cold)
+	out := make([]kpChange, 0, n)
+	for len(hs)+len(cs) > 0 {
+		var c kpChange
+		if len(cs) == 0 || len(hs) > 0 && rng.IntN(len(hs)+len(cs)) < len(hs) {
+			c, hs = hs[0], hs[1:]
+		} else {
+			c, cs = cs[0], cs[1:]
+			c.id += int64(hot)
+		}
+		if c.v != "" {
+			c.v = "r" + strconv.Itoa(len(out))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // chaosOffset is where a produced record landed; offset -1 until acknowledged.
 type chaosOffset struct {
 	partition int32
@@ -57,24 +85,25 @@ type chaosOffset struct {
 
 // TestChaosUpsert is the chaos run on keyed tables: three `ingestd run` processes, each
 // running the two chaosUpsertTables pipelines (one consumer group each) on a 12-partition
-// topic of 20,000 keyed changes over 500 keys (upserts, op = 'd' deletes and tombstones;
-// sequences out of order; keys moving between grp partitions), with the v2 schema change
-// halfway and poison pills. The same chaos as TestChaos: a random process killed with
+// topic of 20,000 keyed changes (chaosStream: 14,000 over 200 hot keys, 6,000 over 3,000
+// cold ones; upserts, op = 'd' deletes and tombstones; sequences out of order; keys moving
+// between grp partitions), with the v2 schema change halfway and poison pills. The same chaos as TestChaos: a random process killed with
 // SIGKILL every 3-6 s and restarted, the private broker restarted once, the registry
 // unreachable for 10 s. At the end each table, read by delta-rs and by Spark, equals the
 // model (each key's changes applied in offset order; with sequence_by, stale changes
 // dropped and deletes remembered) exactly, with no key twice; each dead-letter topic
 // holds every pill and nothing else; each partition's txn version is its end offset - 1
 // and grows from commit to commit; no (file, deletion vector) is added twice.
-// INGESTD_CHAOS_LONG=1 runs 300,000 changes over 5,000 keys for 5 minutes.
+// INGESTD_CHAOS_LONG=1 runs 300,000 changes over 2,000 hot and 45,000 cold keys for 5
+// minutes.
 func TestChaosUpsert(t *testing.T) {
 	t.Parallel() // waits on Spark or the broker; own broker, topics and temp dirs
 	s := need(t)
-	plan := chaosPlan{records: 20_000, upsert: true, upsertKeys: 500, pillEvery: 499, produceFor: 25 * time.Second, chaosFor: 30 * time.Second,
+	plan := chaosPlan{records: 20_000, upsert: true, upsertKeys: 200, upsertCold: 3000, pillEvery: 499, produceFor: 25 * time.Second, chaosFor: 30 * time.Second,
 		killEvery: [2]time.Duration{3 * time.Second, 6 * time.Second}, brokerAt: 6 * time.Second,
 		registryAt: 15 * time.Second, registryDown: 10 * time.Second, drain: 3 * time.Minute}
 	if os.Getenv("INGESTD_CHAOS_LONG") == "1" {
-		plan = chaosPlan{records: 300_000, upsert: true, upsertKeys: 5000, pillEvery: 2999, produceFor: 5 * time.Minute, chaosFor: 5 * time.Minute,
+		plan = chaosPlan{records: 300_000, upsert: true, upsertKeys: 2000, upsertCold: 45_000, pillEvery: 2999, produceFor: 5 * time.Minute, chaosFor: 5 * time.Minute,
 			killEvery: [2]time.Duration{3 * time.Second, 8 * time.Second}, brokerAt: 90 * time.Second,
 			registryAt: 150 * time.Second, registryDown: 30 * time.Second, drain: 20 * time.Minute}
 	} else if testing.Short() {
@@ -176,7 +205,7 @@ func checkChaosUpsert(t *testing.T, s stack, plan chaosPlan, pipes []chaosPipe, 
 			t.Errorf("%s: no add carries a deletion vector under merge_on_read (%d adds)", p.name, len(adds))
 		}
 		t.Logf("%s: %d live keys of %d as the model in delta-rs and Spark; %d adds (%d with a deletion vector), table version %d",
-			p.name, len(want), plan.upsertKeys, len(adds), withDV, rs.Version)
+			p.name, len(want), plan.upsertKeys+plan.upsertCold, len(adds), withDV, rs.Version)
 		results = append(results, fmt.Sprintf("%s_keys=%d %s_rows_deltars=%d %s_rows_spark=%d %s_dup_keys=%d %s_adds=%d",
 			p.name, len(want), p.name, len(rs.Rows), p.name, len(sparkRows[p.name]), p.name, rsDup+spDup, p.name, len(adds)))
 	}
