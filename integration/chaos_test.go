@@ -207,19 +207,13 @@ func runChaos(t *testing.T, s stack, plan chaosPlan, store *objectStore) {
 			p.tableURI = p.table
 		}
 	}
-	topics := []struct {
-		name  string
-		parts int32
-	}{{topic, 12}}
+	parts := map[string]int32{topic: 12} // topic → partitions
 	for _, p := range pipes {
-		topics = append(topics, struct {
-			name  string
-			parts int32
-		}{p.dlq, 3})
+		parts[p.dlq] = 3
 	}
-	for _, tp := range topics {
-		if resp, err := adm.CreateTopic(ctx, tp.parts, 1, nil, tp.name); err != nil || resp.Err != nil {
-			t.Fatalf("create topic %s: %v %v", tp.name, err, resp.Err)
+	for name, n := range parts {
+		if resp, err := adm.CreateTopic(ctx, n, 1, nil, name); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
 		}
 	}
 
