@@ -167,14 +167,15 @@ func checkChaosUpsert(t *testing.T, s stack, plan chaosPlan, pipes []chaosPipe, 
 	var results []string
 	for _, p := range pipes {
 		want := withChannel(kpModel(inOrder, p.upsert.ordered))
+		// Spark's verdict first: delta-rs may not return on a large table (BENCHMARKS.md).
+		spRows, spDup := chaosUpsertRows(t, p.name, "Spark", sparkRows[p.name])
+		chaosUpsertCompare(t, p.name, "Spark", inOrder, want, spRows)
 		rs := readDeltaRS(t, s.python, p.table)
 		if rs.Unsupported != "" {
 			t.Fatalf("%s: delta-rs cannot read the table: %s", p.name, rs.Unsupported)
 		}
 		rsRows, rsDup := chaosUpsertRows(t, p.name, "delta-rs", rs.Rows)
-		spRows, spDup := chaosUpsertRows(t, p.name, "Spark", sparkRows[p.name])
 		chaosUpsertCompare(t, p.name, "delta-rs", inOrder, want, rsRows)
-		chaosUpsertCompare(t, p.name, "Spark", inOrder, want, spRows)
 		if rsDup+spDup > 0 {
 			t.Errorf("%s: %d keys with two live rows in delta-rs, %d in Spark", p.name, rsDup, spDup)
 		}
