@@ -159,7 +159,8 @@ type chaosPipe struct {
 func runChaos(t *testing.T, s stack, plan chaosPlan, store *objectStore) {
 	// Knobs for investigating a failure: INGESTD_CHAOS_KILLS=0 (no kill -9),
 	// INGESTD_CHAOS_BROKER=0 (no broker restart), INGESTD_CHAOS_REGISTRY=0 (no outage),
-	// INGESTD_CHAOS_LOGS=DIR (keep the daemons' debug logs there).
+	// INGESTD_CHAOS_LOGS=DIR (keep the daemons' debug logs there), INGESTD_CHAOS_SEED=N
+	// (the upsert run's stream of a logged seed).
 	var spark *sparkSession
 	if store == nil {
 		python, jars := needSpark(t)
@@ -283,7 +284,12 @@ batch: {max_records: 5000, max_bytes: 64MiB, max_age: 500ms}
 	)
 	if plan.upsert {
 		seed := uint64(time.Now().UnixNano())
-		t.Logf("upsert stream seed %d", seed)
+		if v := os.Getenv("INGESTD_CHAOS_SEED"); v != "" {
+			if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+				t.Fatalf("INGESTD_CHAOS_SEED=%q: %v", v, err)
+			}
+		}
+		t.Logf("upsert stream seed %d (INGESTD_CHAOS_SEED=%d makes the same stream; the timing differs)", seed, seed)
 		stream = chaosStream(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), plan.records, plan.upsertKeys, plan.upsertCold)
 		landedAt = make([]chaosOffset, len(stream))
 		for i := range landedAt {
