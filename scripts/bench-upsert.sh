@@ -25,6 +25,10 @@
 #   PEERS_10000000="deltars"       the peers run at a size (PEERS_<ROWS>; default for other
 #   PEERS="deltars spark"          sizes: PEERS); Spark's MERGE at 10 M rows on 2 cores takes
 #                                  too long for a routine run, so it runs at 1 M
+#   PHASES="create ingestd peers"  the steps to run; a later invocation with the same BENCH_OUT
+#                                  may run some again on the tables the first one created
+#                                  (e.g. PHASES=ingestd after a change; results.jsonl keeps
+#                                  every run's lines, the report takes the last of each)
 #   BENCH_OUT                      output folder (default: a new /tmp/bench-upsert.XXXX)
 # Output: $BENCH_OUT/rows-<ROWS>/results.jsonl, and one markdown table printed (and in
 # $BENCH_OUT/results.md). Needs Go and the Python venv (.venv: deltalake, pyspark,
@@ -37,13 +41,14 @@ ROWS_LIST="${ROWS_LIST:-10000000 1000000}"
 BATCH="${BATCH:-100000}"; BATCHES="${BATCHES:-3}"
 PEERS="${PEERS:-deltars spark}"
 PEERS_10000000="${PEERS_10000000:-deltars}"
+PHASES="${PHASES:-create ingestd peers}"
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-upsert.XXXX)}"
 PY="$ROOT/.venv/bin/python"
 log() { echo "bench-upsert: $*" >&2; }
 [ -x "$PY" ] || scripts/venv.sh
 [ -x "$PY" ] || { log "no Python venv at $ROOT/.venv (scripts/venv.sh)"; exit 1; }
 mkdir -p "$OUT"
-LOADS="$OUT/load.txt"; : > "$LOADS"
+LOADS="$OUT/load.txt"; touch "$LOADS"
 stamp() { echo "$(date -u +%T) $1 load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$LOADS"; }
 
 log "building the benchmark binary"
@@ -59,16 +64,24 @@ for rows in $ROWS_LIST; do
   dir="$OUT/rows-$rows"
   mkdir -p "$dir"
   var="PEERS_$rows"; peers="${!var-$PEERS}"
-  log "$rows rows: creating the table and the batches (not measured)"
-  stamp "create $rows"
-  bench create "$dir" "$rows" 2 > "$dir/create.log"
-  log "$rows rows: ingestd"
-  cp -r "$dir/base" "$dir/ingestd"
-  stamp "ingestd $rows"
-  bench ingestd "$dir" "$rows" 1 > "$dir/ingestd.log"
-  rm -rf "$dir/ingestd" "$dir/append"
+  if [[ " $PHASES " == *" create "* ]]; then
+    log "$rows rows: creating the table and the batches (not measured)"
+    rm -rf "$dir/base" "$dir/changes"
+    stamp "create $rows"
+    bench create "$dir" "$rows" 2 > "$dir/create.log"
+  fi
+  if [[ " $PHASES " == *" ingestd "* ]]; then
+    log "$rows rows: ingestd"
+    rm -rf "$dir/ingestd" "$dir/append"
+    cp -r "$dir/base" "$dir/ingestd"
+    stamp "ingestd $rows"
+    bench ingestd "$dir" "$rows" 1 > "$dir/ingestd.log"
+    rm -rf "$dir/ingestd" "$dir/append"
+  fi
+  [[ " $PHASES " == *" peers "* ]] || continue
   for peer in $peers; do
     log "$rows rows: $peer"
+    rm -rf "$dir/$peer"
     cp -r "$dir/base" "$dir/$peer"
     extra=()
     if [ "$peer" = spark ]; then
@@ -80,7 +93,6 @@ for rows in $ROWS_LIST; do
       2> "$dir/$peer.log" || { log "$peer failed: $(tail -3 "$dir/$peer.log")"; }
     rm -rf "$dir/$peer"
   done
-  rm -rf "$dir/base" "$dir/changes"
 done
 
 "$PY" scripts/bench/upsert_report.py "$OUT"/rows-*/results.jsonl > "$OUT/results.md"

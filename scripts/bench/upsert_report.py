@@ -17,7 +17,10 @@ def main():
     sizes = []
     for path in sys.argv[1:]:
         with open(path) as f:
-            sizes.append([json.loads(l) for l in f if l.strip()])
+            last = {}  # a later run's line replaces an earlier one's (PHASES reruns)
+            for r in (json.loads(l) for l in f if l.strip()):
+                last[(r["what"], r.get("variant"), r.get("engine"))] = r
+            sizes.append(list(last.values()))
     print("| table rows | variant | ingestd upsert, changes/CPU-s | append baseline (same batches, same run) | upsert ÷ append "
           "| delta-rs merge | ingestd ÷ delta-rs | Spark MERGE | ingestd ÷ Spark |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
