@@ -38,6 +38,8 @@ import (
 //     interleaved batch by batch, an append pipeline writes the same batches to
 //     DIR/append (the baseline). One JSON line per variant and one for the index go to
 //     DIR/results.jsonl.
+//   - memory: the ingestd phase without the append pipeline (whose column buffers would
+//     count in the peak RSS too), on a fresh copy of DIR/base: one JSON line, the peak RSS.
 //
 // The variants, applied in this order to the same table, are UPSERT_BENCH_BATCHES
 // batches of UPSERT_BENCH_BATCH changes each (newChangeGen's: 5 % deletes of stored
@@ -55,9 +57,11 @@ func BenchmarkUpsertTable(b *testing.B) {
 	case "create":
 		upsertBenchCreate(b, dir, rows, batch, batches)
 	case "ingestd":
-		upsertBenchIngestd(b, dir, rows, batch, batches)
+		upsertBenchIngestd(b, dir, rows, batch, batches, true)
+	case "memory":
+		upsertBenchIngestd(b, dir, rows, batch, batches, false)
 	default:
-		b.Fatalf("UPSERT_BENCH_PHASE=%q: want create or ingestd", phase)
+		b.Fatalf("UPSERT_BENCH_PHASE=%q: want create, ingestd or memory", phase)
 	}
 }
 
@@ -109,7 +113,9 @@ func upsertBenchCreate(b *testing.B, dir string, rows, batch, batches int) {
 	}
 }
 
-func upsertBenchIngestd(b *testing.B, dir string, rows, batch, batches int) {
+// upsertBenchIngestd is the ingestd phase (baseline: with the append pipeline, reporting
+// speed) or the memory phase (without, reporting the peak RSS only).
+func upsertBenchIngestd(b *testing.B, dir string, rows, batch, batches int, baseline bool) {
 	ctx := context.Background()
 	up := benchPipelineAt(ctx, b, filepath.Join(dir, "ingestd"), batch)
 	keyed := *up.cfg
@@ -128,6 +134,9 @@ func upsertBenchIngestd(b *testing.B, dir string, rows, batch, batches int) {
 	}
 	defer res.Close()
 	emit := func(v map[string]any) {
+		if !baseline && v["what"] != "memory" {
+			return
+		}
 		line, err := json.Marshal(v)
 		if err != nil {
 			b.Fatal(err)
@@ -184,6 +193,10 @@ func upsertBenchIngestd(b *testing.B, dir string, rows, batch, batches int) {
 				c0, w0 := processCPU(b), time.Now()
 				pprof.Do(ctx, pprof.Labels("pipeline", "append"), func(ctx context.Context) { benchFlushAt(ctx, b, app, recs, &aoffset) })
 				acpu, awall = acpu+processCPU(b)-c0, awall+time.Since(w0)
+			}
+			if !baseline {
+				upsert()
+				continue
 			}
 			if turn++; turn%2 == 0 {
 				upsert()

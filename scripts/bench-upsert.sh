@@ -11,7 +11,8 @@
 #      rows after each variant in DIR/plan.json (ingest/keyed_table_bench_test.go,
 #      BenchmarkUpsertTable);
 #   2. ingestd: a copy of DIR/base gets every batch (the key index built first and
-#      measured: CPU, bytes per key); peak RSS from the index build on;
+#      measured: CPU, bytes per key); then again without the append baseline, for the peak
+#      RSS from the index build on;
 #   3. each peer in PEERS (for this size) applies the same batches to its own copy of DIR/base.
 # The variants, applied in order to one table: update=1, update=10, update=100 (uniform keys)
 # and update=100/hot (updates among the first 1 % of the keys), each BATCHES batches, every
@@ -77,6 +78,10 @@ for rows in $ROWS_LIST; do
     stamp "ingestd $rows"
     bench ingestd "$dir" "$rows" 1 > "$dir/ingestd.log"
     rm -rf "$dir/ingestd" "$dir/append"
+    log "$rows rows: ingestd's peak RSS (without the append baseline)"
+    cp -r "$dir/base" "$dir/ingestd"
+    bench memory "$dir" "$rows" 1 > "$dir/memory.log"
+    rm -rf "$dir/ingestd"
   fi
   [[ " $PHASES " == *" peers "* ]] || continue
   for peer in $peers; do
