@@ -30,6 +30,10 @@
 #                                  may run some again on the tables the first one created
 #                                  (e.g. PHASES=ingestd after a change; results.jsonl keeps
 #                                  every run's lines, the report takes the last of each)
+#   CPUPROFILE                     set (e.g. 1): each Go phase writes a CPU profile to
+#                                  rows-<ROWS>/<phase>.cpu, its flushes labelled
+#                                  pipeline=upsert|append (go tool pprof -tagfocus=pipeline=upsert
+#                                  $BENCH_OUT/ingest.test FILE)
 #   BENCH_OUT                      output folder (default: a new /tmp/bench-upsert.XXXX)
 # Output: $BENCH_OUT/rows-<ROWS>/results.jsonl, and one markdown table printed (and in
 # $BENCH_OUT/results.md). Needs Go and the Python venv (.venv: deltalake, pyspark,

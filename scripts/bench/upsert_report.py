@@ -37,7 +37,7 @@ def main():
                 if p:
                     line += [k(p["changes_per_cpu_s"]), f"{v['ingestd_changes_per_cpu_s'] / p['changes_per_cpu_s']:.1f}×"]
                 else:
-                    line += ["not run", "–"]
+                    line += ["not run at this size", "–"]
             print("| " + " | ".join(line) + " |")
     print()
     print("| table rows | index build, CPU-s | index bytes per key (table; heap growth) | ingestd peak RSS | "
