@@ -2,7 +2,7 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e
+.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e bench-upsert
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
@@ -42,3 +42,6 @@ bench: ## B1: the decoder beside hamba/avro's map and struct paths, one core
 
 bench-e2e: ## Kafka → Delta end to end: a consume-only baseline, ingestd (GOMAXPROCS=1, 2) and kafka-delta-ingest (KDI_SRC=its source tarball or checkout) on the same topic; not part of `make test` (N, P, SIZES, …: see scripts/bench-e2e.sh and docs/performance.md)
 	scripts/bench-e2e.sh
+
+bench-upsert: ## upserts into a table of 10 M rows: ingestd beside an append baseline, delta-rs merge and Spark MERGE on the same batches; not part of `make test` (ROWS_LIST, BATCH, PEERS, PHASES, …: see scripts/bench-upsert.sh)
+	scripts/bench-upsert.sh

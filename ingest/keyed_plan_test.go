@@ -28,12 +28,11 @@ func plan(t *testing.T, ordered bool, rows int, table map[string]stored, cs ...c
 // planWith is plan with soft deletes when soft.
 func planWith(t *testing.T, ordered, soft bool, rows int, table map[string]stored, cs ...change) (keyedPlan, []rowfill.Change) {
 	t.Helper()
-	pos := map[*kgo.Record]int{}
 	var out []rowfill.Change
+	pos := make([]int32, len(cs))
 	for i, c := range cs {
-		r := &kgo.Record{Offset: int64(i)}
-		pos[r] = i
-		out = append(out, rowfill.Change{Key: []byte(c.key), Seq: c.seq, Delete: c.delete, Row: c.row, Rec: r})
+		out = append(out, rowfill.Change{Key: []byte(c.key), Seq: c.seq, Delete: c.delete, Row: c.row, Rec: &kgo.Record{Offset: int64(i)}})
+		pos[len(cs)-1-i] = int32(i)
 	}
 	// planKeyed takes the changes in any order: reversed here, so that the batch order comes from pos.
 	in := slices.Clone(out)

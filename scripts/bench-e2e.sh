@@ -29,6 +29,10 @@
 #                      for a last, partial batch (with 50000 at 1 KB, ingestd's batches were
 #                      bound by bytes and the last, partial one waited max_age). A number
 #                      applies to every size.
+#   MODE=append        upsert: ingestd's pipelines write an upsert table keyed by id
+#                      (table.mode upsert, merge-on-read; every record a new key: the index
+#                      lookups, the reduction and the commit of a keyed flush, no stored row
+#                      replaced); kdi is not run (append only)
 #   BENCH_ENV          a stack env file to use instead of `scripts/stack.sh up` + .stack/env
 #   BENCH_OUT          output folder (default: a new /tmp/bench-e2e.XXXX); BENCH_CACHE: where
 #                      kdi is built (default ~/.cache/ingestd-bench)
@@ -59,6 +63,12 @@ cd "$ROOT"
 N="${N:-2000000}"; P="${P:-4}"; SIZES="${SIZES:-200 1024}"; COMPRESSION="${COMPRESSION:-none}"
 READERS="${READERS:-baseline ingestd1 ingestd2 kdi}"
 LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"; LAT_TAIL="${LAT_TAIL:-}"
+MODE="${MODE:-append}"; TABLE_EXTRA=""; MODE_LABEL=""
+case "$MODE" in
+  append) ;;
+  upsert) TABLE_EXTRA=", mode: upsert, key: [id]"; MODE_LABEL=" upsert"; READERS="${READERS// kdi/}"; READERS="${READERS//kdi /}" ;;
+  *) echo "bench-e2e: MODE=$MODE: want append or upsert" >&2; exit 1 ;;
+esac
 MAX_RECORDS="${MAX_RECORDS:-auto}"; MAX_BYTES="${MAX_BYTES:-128MiB}"; MAX_AGE="${MAX_AGE:-5s}"
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-e2e.XXXX)}"
 CACHE="${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingestd-bench}"
@@ -187,12 +197,12 @@ run_reader() {
 name: bench
 kafka: {brokers: ["$KAFKA_BROKERS"], topics: [$topic], group: bench-$tag, start_offset: earliest}
 schema_registry: {url: "$SCHEMA_REGISTRY_URL"}
-table: {uri: "file://$t", create: true, partition_by: []}
+table: {uri: "file://$t", create: true, partition_by: []$TABLE_EXTRA}
 schema: {policy: evolve, on_incompatible: halt, allow_table_features: []}
 dead_letter: {topic: $topic.dlq}
 batch: {max_records: $(batch_records "$size"), max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
-      "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+      "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs$MODE_LABEL${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" -broker-pid "$BROKER_PID" \
         -env "GOMAXPROCS=$procs" "$@" -- "$bin" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
@@ -225,7 +235,7 @@ for size in $SIZES; do
   N_WANT="$N"
   for r in $READERS $(reversed "$READERS"); do run_reader "$r" "$topic" "$size"; done
   if [ -z "$FIRST_RATE" ]; then
-    FIRST_RATE="$(awk -v t="$topic" -F'"wall_seconds":' '/"label":"ingestd GOMAXPROCS=1"/ && index($0, "\"topic\":\"" t "\"") {split($2, a, ","); w=a[1]; n=$0; sub(/.*"records":/, "", n); sub(/,.*/, "", n); print int(n / w / 2); exit}' "$RESULTS")"
+    FIRST_RATE="$(awk -v t="$topic" -v l="\"label\":\"ingestd GOMAXPROCS=1$MODE_LABEL\"" -F'"wall_seconds":' 'index($0, l) && index($0, "\"topic\":\"" t "\"") {split($2, a, ","); w=a[1]; n=$0; sub(/.*"records":/, "", n); sub(/,.*/, "", n); print int(n / w / 2); exit}' "$RESULTS")"
   fi
 done
 

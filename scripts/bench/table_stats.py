@@ -24,8 +24,15 @@ from deltalake import DeltaTable
 def main():
     table = sys.argv[1]
     dt = DeltaTable(table)
-    ids = dt.to_pyarrow_dataset().to_table(columns=["id"]).column("id")
-    out = {"rows": len(ids), "unique_ids": pc.count_distinct(ids).as_py()}
+    if "deletionVectors" in (dt.protocol().reader_features or []):
+        # An upsert table (MODE=upsert): to_pyarrow_dataset refuses deletion vectors; the
+        # kernel's query path applies them.
+        from deltalake import QueryBuilder
+        r = QueryBuilder().register("t", dt).execute("SELECT count(*) AS n, count(DISTINCT id) AS u FROM t").read_all()
+        out = {"rows": r["n"][0].as_py(), "unique_ids": r["u"][0].as_py()}
+    else:
+        ids = dt.to_pyarrow_dataset().to_table(columns=["id"]).column("id")
+        out = {"rows": len(ids), "unique_ids": pc.count_distinct(ids).as_py()}
     args = sys.argv[2:]
     if "--latency" in args:
         window = None
