@@ -174,6 +174,7 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 		if err := f.keyed.sync(ctx, f.deps.Table.Store(), t.snap); err != nil {
 			return nil, &transientError{stage: "key index", err: err}
 		}
+		f.keyed.report(f.m, f.deps.Memory, f.cfg.Name)
 	}
 	items, err := f.collect(ctx, t, recs, note)
 	if err != nil {

@@ -388,13 +388,15 @@ func (k *keyedState) remember(deletes []keyedDelete, at time.Time) {
 	}
 }
 
-// report sets the key index's gauges (ingestd_key_index) and counts the deletes forgotten
-// since the last report.
-func (k *keyedState) report(m *Metrics, pipeline string) {
+// report sets the key index's gauges (ingestd_key_index), counts the deletes forgotten
+// since the last report, and reserves the index's bytes in the process's memory limit
+// (mem; nil: not managed).
+func (k *keyedState) report(m *Metrics, mem *MemoryLimit, pipeline string) {
 	if k.ix == nil {
 		return
 	}
 	st := k.ix.Stats()
+	mem.Reserve(pipeline, st.Bytes)
 	m.KeyIndex.WithLabelValues(pipeline, "keys").Set(float64(st.Keys))
 	m.KeyIndex.WithLabelValues(pipeline, "remembered_deletes").Set(float64(st.Deleted))
 	m.KeyIndex.WithLabelValues(pipeline, "bytes").Set(float64(st.Bytes))
@@ -735,5 +737,5 @@ func (f *flusher) committedKeyed(ctx context.Context, version int64, t tableStat
 	if version != t.version+1 {
 		k.stale = true // others committed in between: read them before the next lookup
 	}
-	k.report(f.m, f.cfg.Name)
+	k.report(f.m, f.deps.Memory, f.cfg.Name)
 }

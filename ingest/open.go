@@ -23,12 +23,12 @@ import (
 // process runs). It does no Kafka I/O; the table is read (and refused if ingestd cannot
 // safely write it) when Run starts. Errors: OpenDeps', and a store that does not honour
 // put-if-absent or refuses the credentials ("check store <uri>: …").
-func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics, mt *maintain.Registry) (*Pipeline, error) {
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, m *Metrics, sh Shared) (*Pipeline, error) {
 	deps, err := OpenDeps(ctx, cfg, log, m)
 	if err != nil {
 		return nil, err
 	}
-	deps.Maintainers = mt
+	deps.Maintainers, deps.Memory = sh.Maintainers, sh.Memory
 	// Refuse, before anything is written, a store that does not honour put-if-absent or
 	// whose credentials are refused. A transient failure (network, throttling) is left to
 	// the store's own check before its first write, which the pipeline retries.

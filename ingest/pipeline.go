@@ -43,6 +43,17 @@ type Deps struct {
 	// so that the pipelines of one table share its background maintenance; nil: a
 	// registry of the pipeline's own (its maintenance is shared with no other pipeline).
 	Maintainers *maintain.Registry
+	// Memory is the process's soft memory limit, which a keyed pipeline raises by its key
+	// index's bytes; nil: not managed (GOMEMLIMIT set).
+	Memory *MemoryLimit
+}
+
+// Shared is what the pipelines of one process share.
+type Shared struct {
+	// Maintainers: see Deps.Maintainers.
+	Maintainers *maintain.Registry
+	// Memory: see Deps.Memory.
+	Memory *MemoryLimit
 }
 
 // kafkaClients is the factory of the Kafka clients of cfg's pipeline built from d: each

@@ -154,7 +154,7 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 	defer stop()
 	var pipelines []*ingest.Pipeline
 	for _, c := range cfgs {
-		p, err := ingest.Open(runCtx, c, log, m, maintainers)
+		p, err := ingest.Open(runCtx, c, log, m, ingest.Shared{Maintainers: maintainers})
 		if err != nil {
 			return nil, err
 		}

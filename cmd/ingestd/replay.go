@@ -94,8 +94,10 @@ up to about 200 bytes per dead letter for its identity.`, stderr)
 		return code
 	}
 	maxBytes.apply(cfg)
+	var memory *ingest.MemoryLimit
 	if limit, gogc, set := setMemoryLimit([]*config.Config{cfg}); set {
-		log.Debug("soft memory limit set from batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
+		log.Debug("soft memory limit set from batch.max_bytes, raised by a key index (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
+		memory = ingest.NewMemoryLimit(limit)
 	}
 	setDLQReaderGC()
 	p, err := ingest.OpenDeps(ctx, cfg, log, ingest.NewMetrics(prometheus.NewRegistry()))
@@ -103,6 +105,7 @@ up to about 200 bytes per dead letter for its identity.`, stderr)
 		fmt.Fprintln(stderr, "ingestd replay:", err)
 		return exitFailure
 	}
+	p.Memory = memory
 	sum, err := ingest.Replay(ctx, cfg, p, opts)
 	if cerr := ingest.CloseDeps(ctx, p); cerr != nil {
 		log.Warn("background checkpoint not finished; the next one covers it", "err", cerr)

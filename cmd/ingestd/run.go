@@ -134,8 +134,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	var memory *ingest.MemoryLimit // raised by keyed pipelines' key indexes
 	if limit, gogc, set := setMemoryLimit(cfgs); set {
-		log.Info("soft memory limit set from the pipelines' batch.max_bytes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
+		log.Info("soft memory limit set from the pipelines' batch.max_bytes, raised by key indexes (GOMEMLIMIT overrides)", "memory_limit_bytes", limit, "gogc", gogc)
+		memory = ingest.NewMemoryLimit(limit)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -149,7 +151,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, w := range c.Warnings {
 			log.Warn("config: "+w.Msg, "pipeline", c.Name, "file", w.File, "line", w.Line, "fix", w.Fix)
 		}
-		p, err := openPipeline(ctx, c, log, m, maintainers)
+		p, err := openPipeline(ctx, c, log, m, ingest.Shared{Maintainers: maintainers, Memory: memory})
 		if err != nil {
 			if ctx.Err() != nil {
 				// SIGTERM or SIGINT arrived while the pipeline was opening (its table, its

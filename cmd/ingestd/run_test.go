@@ -12,7 +12,6 @@ import (
 
 	"github.com/ingestd/ingestd/ingest"
 	"github.com/ingestd/ingestd/ingest/config"
-	"github.com/ingestd/ingestd/ingest/maintain"
 )
 
 // TestRunSignalWhileOpening: a SIGTERM (the context's cancellation) that arrives while a
@@ -36,7 +35,7 @@ func TestRunSignalWhileOpening(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ *maintain.Registry) (*ingest.Pipeline, error) {
+			openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ ingest.Shared) (*ingest.Pipeline, error) {
 				if tc.cancel {
 					cancel() // the signal arrives mid-open
 					<-ctx.Done()
@@ -68,7 +67,7 @@ func TestRunFinalLineAfterOpenFailure(t *testing.T) {
 	}
 	old := openPipeline
 	t.Cleanup(func() { openPipeline = old })
-	openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ *maintain.Registry) (*ingest.Pipeline, error) {
+	openPipeline = func(ctx context.Context, c *config.Config, log *slog.Logger, m *ingest.Metrics, _ ingest.Shared) (*ingest.Pipeline, error) {
 		return nil, fmt.Errorf("open table %s: permission denied", c.Table.URI)
 	}
 	var out, errb bytes.Buffer
