@@ -205,7 +205,7 @@ func (h *propHarness) table() (map[int64]propRow, error) {
 		h.t.Fatal(err)
 	}
 	out := map[int64]propRow{}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			id := row["id"].(int64)
 			if prev, dup := out[id]; dup {

@@ -158,7 +158,7 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 			}
 		}
 	}
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		keep(a.Path, a.DeletionVector)
 	}
 	for _, r := range snap.Tombstones() {
