@@ -480,3 +480,19 @@ func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now t
 	}
 	return st.Put(ctx, lastCheckpointPath, lc)
 }
+
+// Checkpoint writes a checkpoint of the table's latest snapshot now, on the calling
+// goroutine (classic, or V2 on tables with the v2Checkpoint feature; PROTOCOL.md,
+// "Checkpoints"), and returns its version. It returns an error wrapping
+// ErrTableNotFound when the table has no commit, or the store's error.
+func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
+	s, err := t.Snapshot(ctx)
+	if err != nil {
+		return -1, err
+	}
+	var w checkpointWriter
+	if err := w.write(ctx, t.store, s, t.opts.now()); err != nil {
+		return -1, err
+	}
+	return s.Version, nil
+}

@@ -110,6 +110,10 @@ func readCheckpointParquet(r io.ReaderAt, size int64, b *fileTableBuilder, actio
 		l, _ := schema.Lookup(leaves[i]...)
 		return l.MaxDefinitionLevel
 	}
+	if al.path >= 0 {
+		// Most rows of a big checkpoint are adds: one allocation for all of them.
+		b.rows = slices.Grow(b.rows, int(f.NumRows()))
+	}
 	for _, rg := range f.RowGroups() {
 		d := cpRowGroup{rg: rg, b: b, maxDef: maxDef, extras: map[int32]*fileExtra{}}
 		if err := d.adds(&al); err != nil {
@@ -216,6 +220,18 @@ func (d *cpRowGroup) scanPairs(kc, vc int, fn func(row int, k, v parquet.Value))
 	}
 }
 
+// cpKeyField is a field every action of a kind has: where its column holds only nulls,
+// a row group has no such action (a readable one).
+var cpKeyField = map[string]string{"protocol": "minReaderVersion", "metaData": "id", "txn": "appId", "remove": "path",
+	"domainMetadata": "domain", "sidecar": "path", "checkpointMetadata": "version"}
+
+// allNull reports whether the chunk of leaf column col holds only nulls by its
+// statistics (writers need not fill them: false then).
+func (d *cpRowGroup) allNull(col int) bool {
+	c, ok := d.rg.ColumnChunks()[col].(*parquet.FileColumnChunk)
+	return ok && c.NumValues() > 0 && c.NullCount() == c.NumValues()
+}
+
 func (d *cpRowGroup) extra(i int32) *fileExtra {
 	x := d.extras[i]
 	if x == nil {
@@ -229,7 +245,7 @@ func (d *cpRowGroup) extra(i int32) *fileExtra {
 func (d *cpRowGroup) adds(al *cpAddLeaves) error {
 	n := int(d.rg.NumRows())
 	d.addRow = slices.Repeat([]int32{-1}, n)
-	if al.path < 0 {
+	if al.path < 0 || d.allNull(al.path) {
 		return nil
 	}
 	b := d.b
@@ -482,8 +498,14 @@ func (d *cpRowGroup) others(schema *parquet.Schema, actions *[]deltalog.Action) 
 		}
 		slot := map[int]int{} // row → index into rows
 		var rows [][][]parquet.Value
+		if l, ok := schema.Lookup(kind, cpKeyField[kind]); ok && d.allNull(l.ColumnIndex) {
+			continue // no row of this row group has the action (or its required field)
+		}
 		for j := range nleaves {
 			lead := j == 0
+			if !lead && len(rows) == 0 {
+				break
+			}
 			err := d.scan(first+j, func(row int, v parquet.Value) error {
 				s, ok := slot[row]
 				if !ok {
