@@ -203,9 +203,14 @@ func measureVacuum(ctx context.Context, st storage.Store, r *result) error {
 	return nil
 }
 
-// listAll lists every object under dir, recursively, and returns how many.
+// listAll lists every object under dir, recursively, as VACUUM does (names only where
+// the store has storage.NameLister), and returns how many.
 func listAll(ctx context.Context, st storage.Store, dir string) (int, error) {
-	ents, err := st.List(ctx, dir)
+	list := st.List
+	if nl, ok := st.(storage.NameLister); ok {
+		list = nl.ListNames
+	}
+	ents, err := list(ctx, dir)
 	if err != nil {
 		return 0, err
 	}

@@ -186,8 +186,12 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 	partCols := partitionDirPrefixes(snap)
 	var dirs []string
 	var walk func(dir string) (empty bool, err error)
+	list, lazy := st.List, false
+	if nl, ok := st.(storage.NameLister); ok {
+		list, lazy = nl.ListNames, true // sizes and times of the unreferenced files only
+	}
 	walk = func(dir string) (bool, error) {
-		ents, err := st.List(ctx, dir)
+		ents, err := list(ctx, dir)
 		if err != nil {
 			return false, fmt.Errorf("list %s: %w", dir, err)
 		}
@@ -210,7 +214,20 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 				}
 				continue
 			}
-			if !live(rel) && e.ModTime.Before(res.DeleteBefore) {
+			if live(rel) {
+				continue
+			}
+			if lazy {
+				fi, err := st.Stat(ctx, rel)
+				if storage.IsNotExist(err) {
+					continue // deleted since the listing
+				}
+				if err != nil {
+					return false, fmt.Errorf("stat %s: %w", rel, err)
+				}
+				e.Size, e.ModTime = fi.Size, fi.ModTime
+			}
+			if e.ModTime.Before(res.DeleteBefore) {
 				res.Files = append(res.Files, VacuumFile{Path: rel, Size: e.Size})
 				res.Bytes += e.Size
 			}

@@ -5,7 +5,7 @@ same keys (wallS, cpuS: user+system of this process, files, toDelete, peakRssMiB
 
 Usage: bigtable_deltars.py load|vacuum|checkpoint TABLE_DIR
   load        DeltaTable(dir) + file_uris() (files() in deltalake < 1.0) (timed)
-  vacuum      DeltaTable(dir), then vacuum(dry_run=True)      (the vacuum timed)
+  vacuum      DeltaTable(dir), then vacuum(dry_run=True, full=True) (timed; full: orphans too, like ingestd)
   checkpoint  DeltaTable(dir), then create_checkpoint()       (the checkpoint timed)
 """
 import json
@@ -34,7 +34,7 @@ def main():
     elif what == "vacuum":
         dt = DeltaTable(path)
         c0, t0 = cpu(), time.perf_counter()
-        gone = dt.vacuum(dry_run=True)
+        gone = dt.vacuum(dry_run=True, full=True)
         out["wallS"], out["cpuS"] = time.perf_counter() - t0, cpu() - c0
         out["toDelete"] = len(gone)
     elif what == "checkpoint":
