@@ -165,6 +165,78 @@ func (d *cpRowGroup) scan(col int, fn func(row int, v parquet.Value) error) erro
 	}
 }
 
+// scanFlat is scan for a non-repeated leaf, reading its pages' levels and values
+// directly (no parquet.Value per row): fn gets each row whose value is defined at maxDef,
+// with the value as bytes (byte arrays; valid during the call) or as an int64 (INT64).
+// Pages of another physical type, or dictionary-encoded, go through their values.
+func (d *cpRowGroup) scanFlat(col, maxDef int, fn func(row int, b []byte, x int64)) error {
+	pages := d.rg.ColumnChunks()[col].Pages()
+	defer pages.Close()
+	row := 0
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("column %d: %w", col, err)
+		}
+		n := int(p.NumValues())
+		defs := p.DefinitionLevels()
+		kind := p.Type().Kind()
+		switch {
+		case p.Dictionary() == nil && kind == parquet.ByteArray && (len(defs) == n || maxDef == 0):
+			data := p.Data()
+			vals, offs := data.ByteArray()
+			j := 0
+			for i := range n {
+				if maxDef == 0 || int(defs[i]) == maxDef {
+					fn(row+i, vals[offs[j]:offs[j+1]], 0)
+					j++
+				}
+			}
+		case p.Dictionary() == nil && kind == parquet.Int64 && (len(defs) == n || maxDef == 0):
+			data := p.Data()
+			xs := data.Int64()
+			j := 0
+			for i := range n {
+				if maxDef == 0 || int(defs[i]) == maxDef {
+					fn(row+i, nil, xs[j])
+					j++
+				}
+			}
+		default:
+			if d.buf == nil {
+				d.buf = make([]parquet.Value, cpReadBatch)
+			}
+			vr := p.Values()
+			i := 0
+			for {
+				k, err := vr.ReadValues(d.buf)
+				for _, v := range d.buf[:k] {
+					if v.DefinitionLevel() == maxDef && !v.IsNull() {
+						if kind == parquet.ByteArray || kind == parquet.FixedLenByteArray {
+							fn(row+i, v.ByteArray(), 0)
+						} else {
+							fn(row+i, nil, v.Int64())
+						}
+					}
+					i++
+				}
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					parquet.Release(p)
+					return fmt.Errorf("column %d: %w", col, err)
+				}
+			}
+		}
+		row += n
+		parquet.Release(p)
+	}
+}
+
 // scanPairs is scan over two sibling leaves of one repeated group (a map's keys and
 // values), in step.
 func (d *cpRowGroup) scanPairs(kc, vc int, fn func(row int, k, v parquet.Value)) error {
@@ -250,19 +322,31 @@ func (d *cpRowGroup) adds(al *cpAddLeaves) error {
 	}
 	b := d.b
 	first := len(b.rows)
-	pathDef := d.maxDef(al.path)
-	err := d.scan(al.path, func(row int, v parquet.Value) error {
+	overflow := false
+	err := d.scanFlat(al.path, d.maxDef(al.path), func(row int, v []byte, _ int64) {
 		if row >= n {
-			return fmt.Errorf("add.path: more rows than the row group's %d", n)
+			overflow = true
+			return
 		}
-		if v.DefinitionLevel() == pathDef {
-			d.addRow[row] = int32(len(b.rows))
-			b.rows = append(b.rows, fileRow{path: b.str(v.ByteArray())})
-		}
-		return nil
+		d.addRow[row] = int32(len(b.rows))
+		b.rows = append(b.rows, fileRow{path: b.str(v)})
 	})
 	if err != nil {
 		return err
+	}
+	if overflow {
+		return fmt.Errorf("add.path: more rows than the row group's %d", n)
+	}
+	// flat runs fn for the values of non-repeated leaf col in add rows.
+	flat := func(col int, fn func(r *fileRow, v []byte, x int64)) error {
+		if col < 0 {
+			return nil
+		}
+		return d.scanFlat(col, d.maxDef(col), func(row int, v []byte, x int64) {
+			if row < n && d.addRow[row] >= 0 {
+				fn(&b.rows[d.addRow[row]], v, x)
+			}
+		})
 	}
 	if len(b.rows) == first {
 		return nil
@@ -282,16 +366,12 @@ func (d *cpRowGroup) adds(al *cpAddLeaves) error {
 		})
 	}
 	steps := []func() error{
-		func() error { return each(al.size, func(r *fileRow, _ int32, v parquet.Value) { r.size = v.Int64() }) },
-		func() error {
-			return each(al.modTime, func(r *fileRow, _ int32, v parquet.Value) { r.modTime = v.Int64() })
-		},
+		func() error { return flat(al.size, func(r *fileRow, _ []byte, x int64) { r.size = x }) },
+		func() error { return flat(al.modTime, func(r *fileRow, _ []byte, x int64) { r.modTime = x }) },
 		func() error {
 			return each(al.dataChange, func(r *fileRow, _ int32, v parquet.Value) { r.dataChange = v.Boolean() })
 		},
-		func() error {
-			return each(al.stats, func(r *fileRow, _ int32, v parquet.Value) { r.stats = b.str(v.ByteArray()) })
-		},
+		func() error { return flat(al.stats, func(r *fileRow, v []byte, _ int64) { r.stats = b.str(v) }) },
 		func() error {
 			return each(al.baseRowID, func(_ *fileRow, i int32, v parquet.Value) { x := v.Int64(); d.extra(i).baseRowID = &x })
 		},
@@ -528,6 +608,14 @@ func (d *cpRowGroup) others(schema *parquet.Schema, actions *[]deltalog.Action) 
 			if tree == nil {
 				continue
 			}
+			if m, ok := tree.(map[string]any); ok && kind == "remove" {
+				if r, ok := removeFromTree(m); ok {
+					if r.Path != "" {
+						*actions = append(*actions, deltalog.Action{Remove: &r})
+					}
+					continue
+				}
+			}
 			a, err := checkpointAction(map[string]any{kind: tree})
 			if err != nil {
 				return err
@@ -538,4 +626,76 @@ func (d *cpRowGroup) others(schema *parquet.Schema, actions *[]deltalog.Action) 
 		}
 	}
 	return nil
+}
+
+// removeFromTree converts an assembled remove row without the JSON round trip of
+// checkpointAction (a checkpoint holds every unexpired tombstone); ok is false on a
+// value of another type than the protocol's, which then takes that round trip.
+func removeFromTree(m map[string]any) (r deltalog.Remove, ok bool) {
+	str := func(v any) (string, bool) { s, ok := v.(string); return s, ok }
+	i64 := func(v any) (*int64, bool) {
+		x, ok := v.(int64)
+		return &x, ok
+	}
+	for k, v := range m {
+		if v == nil {
+			continue
+		}
+		switch k {
+		case "path":
+			if r.Path, ok = str(v); !ok {
+				return r, false
+			}
+		case "deletionTimestamp":
+			if r.DeletionTimestamp, ok = i64(v); !ok {
+				return r, false
+			}
+		case "dataChange":
+			if r.DataChange, ok = v.(bool); !ok {
+				return r, false
+			}
+		case "extendedFileMetadata":
+			b, isBool := v.(bool)
+			if !isBool {
+				return r, false
+			}
+			r.ExtendedFileMetadata = &b
+		case "size":
+			if r.Size, ok = i64(v); !ok {
+				return r, false
+			}
+		case "baseRowId":
+			if r.BaseRowID, ok = i64(v); !ok {
+				return r, false
+			}
+		case "defaultRowCommitVersion":
+			if r.DefaultRowCommitVersion, ok = i64(v); !ok {
+				return r, false
+			}
+		case "stats":
+			if r.Stats, ok = str(v); !ok {
+				return r, false
+			}
+		case "partitionValues":
+			pm, isMap := v.(map[string]any)
+			if !isMap {
+				return r, false
+			}
+			r.PartitionValues = make(map[string]*string, len(pm))
+			for pk, pv := range pm {
+				if pv == nil {
+					r.PartitionValues[pk] = nil
+					continue
+				}
+				s, isStr := pv.(string)
+				if !isStr {
+					return r, false
+				}
+				r.PartitionValues[pk] = &s
+			}
+		default:
+			return r, false // tags, deletionVector, anything else: the JSON round trip
+		}
+	}
+	return r, true
 }
