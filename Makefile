@@ -2,7 +2,7 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e
+.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e bench-bigtable
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
@@ -42,3 +42,6 @@ bench: ## B1: the decoder beside hamba/avro's map and struct paths, one core
 
 bench-e2e: ## Kafka → Delta end to end: a consume-only baseline, ingestd (GOMAXPROCS=1, 2) and kafka-delta-ingest (KDI_SRC=its source tarball or checkout) on the same topic; not part of `make test` (N, P, SIZES, …: see scripts/bench-e2e.sh and docs/performance.md)
 	scripts/bench-e2e.sh
+
+bench-bigtable: ## Delta tables of 10^4..10^6 live files: snapshot load, refresh, checkpoint, VACUUM dry run, commits and start-up beside delta-rs, one core each; not part of `make test` (SIZES, PARTS, BIG_DIR, …: see scripts/bench-bigtable.sh)
+	scripts/bench-bigtable.sh
