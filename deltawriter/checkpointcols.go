@@ -197,7 +197,7 @@ type cpSource struct {
 	stage, i                    int
 	next                        func() (string, deltalog.Add, bool)
 	stop                        func()
-	rows, numAdds, numAddsSoFar int
+	rows, numAdds               int
 }
 
 const (

@@ -24,7 +24,7 @@ import (
 // bitset of removed base rows and a map of added files. Advancing a snapshot by one
 // commit copies the overlay (bounded by compactRatio of the base), not the base; when the
 // overlay outgrows it, the live files are merged into a new base, sharing the arenas.
-// A base row costs fileRowSize bytes plus its path's and stats' bytes.
+// A base row costs 64 bytes (TestFileRowSize) plus its path's and stats' bytes.
 type FileSet struct {
 	base  *fileTable
 	dead  []uint64 // bit i: base row i is no longer live; nil while none is
@@ -50,9 +50,6 @@ type fileRow struct {
 	extra      int32  // index+1 into fileTable.extras; 0: none
 	dataChange bool
 }
-
-// fileRowSize is the heap bytes of one base row (the figure docs/performance.md states).
-const fileRowSize = int(unsafe.Sizeof(fileRow{}))
 
 // fileExtra holds what few add actions carry: a key that differs from the path (an
 // escaped path, a deletion vector), tags, row tracking, clustering, parsed stats.

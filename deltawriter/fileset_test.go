@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
@@ -114,4 +115,12 @@ func addJSON(t *testing.T, a deltalog.Add) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestFileRowSize pins the heap cost of a live file's row, the fixed part of the
+// per-file figure in docs/performance.md ("Big tables").
+func TestFileRowSize(t *testing.T) {
+	if n := unsafe.Sizeof(fileRow{}); n != 64 {
+		t.Fatalf("fileRow is %d bytes, docs/performance.md says 64", n)
+	}
 }
