@@ -396,6 +396,10 @@ func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) erro
 	return w.Close()
 }
 
+// yieldValues is how many values of a column a background checkpoint writes between two
+// yields (about 0.1 ms of work).
+const yieldValues = 2048
+
 // writeCheckpointChunk writes the rows of cols to w's current row group, column by
 // column. yield, when not nil, is called after each column.
 func writeCheckpointChunk(w *parquet.GenericWriter[any], cols *checkpointColumns, yield func()) error {
@@ -406,11 +410,23 @@ func writeCheckpointChunk(w *parquet.GenericWriter[any], cols *checkpointColumns
 			if i < sec.first || i >= sec.end {
 				vals = cols.nullRun(sec.rows)
 			}
-			if len(vals) == 0 {
-				continue
-			}
-			if _, err := cw.WriteRowValues(vals); err != nil {
-				return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
+			// In pieces that start rows, with a yield between them: on one core the
+			// committing goroutine must not wait for a whole column of a big chunk.
+			for len(vals) > 0 {
+				n := len(vals)
+				if yield != nil && n > yieldValues {
+					n = yieldValues
+					for n < len(vals) && vals[n].RepetitionLevel() != 0 {
+						n++
+					}
+				}
+				if _, err := cw.WriteRowValues(vals[:n]); err != nil {
+					return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
+				}
+				vals = vals[n:]
+				if yield != nil && len(vals) > 0 {
+					yield()
+				}
 			}
 		}
 		if yield != nil {

@@ -34,7 +34,7 @@ func TestBigTableReadBack(t *testing.T) {
 	spark := startSpark(t, python, jars) // boots while the table is generated
 	ctx := context.Background()
 	table := filepath.Join(t.TempDir(), "big")
-	gen := exec.Command("go", "run", "./cmd/benchbig", "gen", "-dir", table, "-files", fmt.Sprint(bigFiles), "-partitions", "100")
+	gen := exec.Command("go", "run", "./cmd/benchbig", "gen", "-dir", table, "-files", fmt.Sprint(bigFiles), "-partitions", "500")
 	gen.Dir = repoRoot
 	gen.Stderr = os.Stderr
 	out, err := gen.Output()
@@ -90,7 +90,7 @@ func TestBigTableReadBack(t *testing.T) {
 	}
 	t.Logf("%s: checkpoint %d written, VACUUM deleted %d", time.Since(began).Round(time.Second), v, res.Deleted)
 
-	// One partition: the generator spreads files over 100 dates round-robin.
+	// One partition: the generator spreads files over 500 dates round-robin.
 	var part string
 	var inPart int64
 	for _, a := range snap.Files.All() {
