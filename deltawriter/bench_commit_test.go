@@ -73,11 +73,12 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 	s := minimalSnapshot()
 	s.txns["bench-orders-0"], s.Txns["bench-orders-0"] = deltalog.Txn{AppID: "bench-orders-0", Version: 1, LastUpdated: ptr(now.UnixMilli())}, 1
 	stats := `{"numRecords":1000,"minValues":{"id":1},"maxValues":{"id":1000},"nullCount":{"id":0}}`
+	adds := make([]deltalog.Add, 0, files)
 	for i := range files {
-		a := deltalog.Add{Path: fmt.Sprintf("part-00000-%08d-c000.snappy.parquet", i), PartitionValues: map[string]*string{},
-			Size: 123456, ModificationTime: 1, DataChange: true, Stats: stats}
-		s.Files[a.Path] = a
+		adds = append(adds, deltalog.Add{Path: fmt.Sprintf("part-00000-%08d-c000.snappy.parquet", i), PartitionValues: map[string]*string{},
+			Size: 123456, ModificationTime: 1, DataChange: true, Stats: stats})
 	}
+	s.Files = NewFileSet(adds...)
 	report := func(b *testing.B, size int) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/checkpoint")
 		b.ReportMetric(float64(size), "file-bytes")

@@ -58,14 +58,12 @@ func readLastCheckpoint(ctx context.Context, st storage.Store) int64 {
 // missing part or sidecar, or a V2 checkpoint whose checkpointMetadata names another
 // version, makes the whole checkpoint unreadable (an error).
 func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []string) (*Snapshot, error) {
-	s := emptySnapshot()
+	b := newFileTableBuilder(0)
 	var actions []deltalog.Action
 	for _, name := range names {
-		as, err := readCheckpointFile(ctx, st, logDir+"/"+name)
-		if err != nil {
+		if err := readCheckpointInto(ctx, st, logDir+"/"+name, b, &actions); err != nil {
 			return nil, fmt.Errorf("read checkpoint %s: %w", name, err)
 		}
-		actions = append(actions, as...)
 	}
 	var files []deltalog.Action
 	for _, a := range actions {
@@ -83,59 +81,84 @@ func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []stri
 			if err != nil {
 				dec = p
 			}
-			as, err := readCheckpointFile(ctx, st, sidecarDir+"/"+dec)
-			if err != nil {
+			var as []deltalog.Action
+			if err := readCheckpointInto(ctx, st, sidecarDir+"/"+dec, b, &as); err != nil {
 				return nil, fmt.Errorf("read checkpoint %d: sidecar %s: %w", v, p, err)
 			}
 			for _, sa := range as {
-				if sa.Add != nil || sa.Remove != nil {
+				if sa.Remove != nil {
 					files = append(files, sa)
 				}
 			}
 		}
 	}
+	s := emptySnapshot()
 	s.apply(actions)
 	s.apply(files)
+	s.Files = &FileSet{base: b.build()}
 	s.Version = v
 	return s, nil
 }
 
-// readCheckpointFile returns the actions of one checkpoint or sidecar file: NDJSON when
-// the name ends in .json, Parquet otherwise. A Parquet file on a store with ranged reads
-// (storage.RangeGetter: every store of package storage) is read through a
-// storage.ObjectReader — its size from Stat, then the footer and the column chunks in
-// blocks of storage.ReadBlockSize, at most storage.ReadBlocks held — so a checkpoint of
-// any size is never held whole (PROTOCOL.md, "Checkpoints": readers may read only the
-// columns they need); other stores read it whole.
-func readCheckpointFile(ctx context.Context, st storage.Store, p string) ([]deltalog.Action, error) {
-	var actions []deltalog.Action
-	collect := func(row map[string]any) error {
+// readCheckpointInto reads one checkpoint or sidecar file: NDJSON when the name ends in
+// .json, Parquet otherwise; its add actions go to b, the others are appended to
+// *actions. A Parquet file on a store with ranged reads (storage.RangeGetter: every
+// store of package storage) is read through a storage.ObjectReader — its size from
+// Stat, then the footer and the column chunks in blocks of storage.ReadBlockSize, at
+// most storage.ReadBlocks held — so a checkpoint of any size is never held whole
+// (PROTOCOL.md, "Checkpoints": readers may read only the columns they need); other
+// stores read it whole. Add rows are decoded column by column (readCheckpointParquet),
+// unless the file carries add.stats_parsed.
+func readCheckpointInto(ctx context.Context, st storage.Store, p string, b *fileTableBuilder, actions *[]deltalog.Action) error {
+	keep := func(as []deltalog.Action) {
+		for i := range as {
+			if as[i].Add != nil {
+				b.addAction(as[i].Add)
+			} else {
+				*actions = append(*actions, as[i])
+			}
+		}
+	}
+	var r io.ReaderAt
+	var size int64
+	if rg, ok := st.(storage.RangeGetter); ok && !strings.HasSuffix(p, ".json") {
+		fi, err := st.Stat(ctx, p)
+		if err != nil {
+			return err
+		}
+		r, size = storage.NewObjectReader(ctx, rg, p, fi.Size), fi.Size
+	} else {
+		data, err := st.Get(ctx, p)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, ".json") {
+			as, err := deltalog.ParseCommit(bytes.NewReader(data))
+			if err != nil {
+				return err
+			}
+			keep(as)
+			return nil
+		}
+		r, size = bytes.NewReader(data), int64(len(data))
+	}
+	err := readCheckpointParquet(r, size, b, actions)
+	if !errors.Is(err, errRowPath) {
+		return err
+	}
+	var as []deltalog.Action
+	err = readParquetRowsAt(r, size, func(row map[string]any) error {
 		a, err := checkpointAction(row)
 		if err != nil {
 			return err
 		}
 		if a != nil {
-			actions = append(actions, *a)
+			as = append(as, *a)
 		}
 		return nil
-	}
-	if rg, ok := st.(storage.RangeGetter); ok && !strings.HasSuffix(p, ".json") {
-		fi, err := st.Stat(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		err = readParquetRowsAt(storage.NewObjectReader(ctx, rg, p, fi.Size), fi.Size, collect)
-		return actions, err
-	}
-	data, err := st.Get(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if strings.HasSuffix(p, ".json") {
-		return deltalog.ParseCommit(bytes.NewReader(data))
-	}
-	err = readParquetRowsAt(bytes.NewReader(data), int64(len(data)), collect)
-	return actions, err
+	})
+	keep(as)
+	return err
 }
 
 // readParquetRows calls fn with every row of a Parquet file in memory (readParquetRowsAt).
@@ -270,39 +293,72 @@ func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now tim
 	return w.write(ctx, st, s, now)
 }
 
-// checkpointWriter writes checkpoints, keeping its column and file buffers for the next
-// one (a table's checkpoints grow with its live files). It is not safe for concurrent
-// use.
+// checkpointWriter writes checkpoints, keeping its column buffers for the next one. It
+// is not safe for concurrent use.
 type checkpointWriter struct {
 	cols  *checkpointColumns
-	buf   bytes.Buffer
 	yield func() // when not nil, called between steps (background checkpoints)
 }
 
-// write writes <v>.checkpoint.parquet for snapshot s (classic, single file, Spark's
-// schema; SNAPPY, DataPage V1) and then replaces _last_checkpoint atomically (Store.Put;
-// without "parts", which Trino refuses for a single-file checkpoint). The checkpoint is
-// written with Put: two writers checkpointing the same version write equivalent content.
+// cpChunkRows is the number of rows of one row group of a classic checkpoint: the rows
+// whose column values are held at a time while it is written (about 36 values of 24
+// bytes per add row: ~60 MiB for 65,536 rows, however many files the table has).
+const cpChunkRows = 1 << 16
+
+// write streams <v>.checkpoint.parquet for snapshot s (classic, single file, Spark's
+// schema; SNAPPY, DataPage V1; a row group per cpChunkRows rows) to the store
+// (Store.Create: visible atomically once complete, replacing an existing one: two
+// writers checkpointing the same version write equivalent content), then replaces
+// _last_checkpoint atomically (Store.Put; without "parts", which Trino refuses for a
+// single-file checkpoint). Time is linear in the live files (they are already in key
+// order) and memory bounded by a chunk of rows plus the encoder's page buffers.
+//
+// A single file rather than a multi-part checkpoint: the protocol deprecates multi-part
+// checkpoints (PROTOCOL.md, "Checkpoints"; they are forbidden with v2Checkpoint), and
+// Spark, delta-rs and Kernel read a large single file row group by row group.
 // A table with the v2Checkpoint writer feature gets a V2 checkpoint instead
 // (writeV2Checkpoint).
 func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
 	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, deltalog.FeatureV2Checkpoint) {
 		return writeV2Checkpoint(ctx, st, s, now)
 	}
-	cols, err := buildCheckpointColumns(s, now, w.cols, w.yield)
+	src, err := newCPSource(s, now)
 	if err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	w.cols = cols
-	defer cols.release()
-	w.buf.Reset()
-	if err := encodeCheckpoint(&w.buf, cols, w.yield); err != nil {
+	defer src.close()
+	if w.cols == nil {
+		w.cols = &checkpointColumns{}
+	}
+	defer w.cols.release()
+	out, err := st.Create(ctx, checkpointPath(s.Version))
+	if err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	if err := st.Put(ctx, checkpointPath(s.Version), w.buf.Bytes()); err != nil {
+	cw := &countingWriter{w: out}
+	pw := newCheckpointParquetWriter(cw)
+	for !src.done() {
+		src.fill(w.cols, cpChunkRows, w.yield)
+		err := writeCheckpointChunk(pw, w.cols, w.yield)
+		if err == nil {
+			err = pw.Flush() // one row group per chunk
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			_ = out.Abort()
+			return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		_ = out.Abort()
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(cols.rows), SizeInBytes: int64(w.buf.Len()), NumOfAddFiles: int64(cols.numAdds)})
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(src.rows), SizeInBytes: cw.n, NumOfAddFiles: int64(src.numAdds)})
 	if err != nil {
 		return fmt.Errorf("write _last_checkpoint: %w", err)
 	}
@@ -312,12 +368,41 @@ func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snaps
 	return nil
 }
 
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func newCheckpointParquetWriter(out io.Writer) *parquet.GenericWriter[any] {
+	return parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
+		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""))
+}
+
 // encodeCheckpoint writes the Parquet file of checkpoint columns cols to out: one row
 // group, DataPage V1, SNAPPY (plain snappy blocks through s2, parquetenc.Snappy). yield,
 // when not nil, is called after each column.
 func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) error {
-	w := parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
-		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""))
+	w := newCheckpointParquetWriter(out)
+	if err := writeCheckpointChunk(w, cols, yield); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+// yieldValues is how many values of a column a background checkpoint writes between two
+// yields (about 0.1 ms of work).
+const yieldValues = 2048
+
+// writeCheckpointChunk writes the rows of cols to w's current row group, column by
+// column. yield, when not nil, is called after each column.
+func writeCheckpointChunk(w *parquet.GenericWriter[any], cols *checkpointColumns, yield func()) error {
 	for i, own := range cols.cols {
 		cw := w.ColumnWriters()[i]
 		for _, sec := range cols.sections {
@@ -325,11 +410,23 @@ func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) erro
 			if i < sec.first || i >= sec.end {
 				vals = cols.nullRun(sec.rows)
 			}
-			if len(vals) == 0 {
-				continue
-			}
-			if _, err := cw.WriteRowValues(vals); err != nil {
-				return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
+			// In pieces that start rows, with a yield between them: on one core the
+			// committing goroutine must not wait for a whole column of a big chunk.
+			for len(vals) > 0 {
+				n := len(vals)
+				if yield != nil && n > yieldValues {
+					n = yieldValues
+					for n < len(vals) && vals[n].RepetitionLevel() != 0 {
+						n++
+					}
+				}
+				if _, err := cw.WriteRowValues(vals[:n]); err != nil {
+					return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
+				}
+				vals = vals[n:]
+				if yield != nil && len(vals) > 0 {
+					yield()
+				}
 			}
 		}
 		if yield != nil {
@@ -340,7 +437,7 @@ func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) erro
 			yield()
 		}
 	}
-	return w.Close()
+	return nil
 }
 
 // writeV2Checkpoint writes the checkpoint of a table with the v2Checkpoint feature as a
@@ -364,8 +461,7 @@ func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now t
 		actions = append(actions, deltalog.Action{DomainMetadata: &dm})
 	}
 	numAdds := 0
-	for _, k := range slices.Sorted(maps.Keys(s.Files)) {
-		a := s.Files[k]
+	for _, a := range s.Files.All() {
 		actions = append(actions, deltalog.Action{Add: &a})
 		numAdds++
 	}
@@ -399,4 +495,20 @@ func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now t
 		return fmt.Errorf("write _last_checkpoint: %w", err)
 	}
 	return st.Put(ctx, lastCheckpointPath, lc)
+}
+
+// Checkpoint writes a checkpoint of the table's latest snapshot now, on the calling
+// goroutine (classic, or V2 on tables with the v2Checkpoint feature; PROTOCOL.md,
+// "Checkpoints"), and returns its version. It returns an error wrapping
+// ErrTableNotFound when the table has no commit, or the store's error.
+func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
+	s, err := t.Snapshot(ctx)
+	if err != nil {
+		return -1, err
+	}
+	var w checkpointWriter
+	if err := w.write(ctx, t.store, s, t.opts.now()); err != nil {
+		return -1, err
+	}
+	return s.Version, nil
 }

@@ -2,7 +2,9 @@ package deltawriter
 
 import (
 	"fmt"
+	"iter"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -150,8 +152,8 @@ func (b *checkpointColumns) nullRun(n int) []parquet.Value {
 }
 
 // yieldRows is how many rows buildCheckpointColumns builds between two yields (about
-// 0.2 ms of work).
-const yieldRows = 256
+// 0.1 ms of work).
+const yieldRows = 128
 
 // row counts one built row and yields every yieldRows rows.
 func (b *checkpointColumns) row() {
@@ -164,104 +166,150 @@ func (b *checkpointColumns) row() {
 	}
 }
 
-// buildCheckpointColumns returns the leaf columns of the classic checkpoint of s:
-// protocol, metaData, txns, domains, live adds and the tombstones not yet expired at now
-// (delta.deletedFileRetentionDuration, default 1 week; a tombstone without
-// deletionTimestamp never expires); never commitInfo. reuse, when not nil, lends its
-// column slices' storage. yield, when not nil, is called every yieldRows rows
-// (background checkpoints let the committing goroutine run). The string values point
-// into s: s must not change until the columns are written.
+// buildCheckpointColumns returns the leaf columns of the whole classic checkpoint of s
+// in one chunk (cpSource.fill without a row limit); reuse, when not nil, lends its column
+// slices' storage, and yield is called every yieldRows rows when not nil.
 func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns, yield func()) (*checkpointColumns, error) {
+	src, err := newCPSource(s, now)
+	if err != nil {
+		return nil, err
+	}
+	defer src.close()
+	b := reuse
+	if b == nil {
+		b = &checkpointColumns{}
+	}
+	src.fill(b, math.MaxInt, yield)
+	return b, nil
+}
+
+// cpSource produces the rows of the classic checkpoint of a snapshot, in chunks:
+// protocol, metaData, txns (by appId), domains (by domain), live adds (in key order,
+// FileSet.All) and the tombstones not yet expired at now
+// (delta.deletedFileRetentionDuration, default 1 week; a tombstone without
+// deletionTimestamp never expires) by key; never commitInfo. Only the rows of one chunk
+// are held as column values at a time, so a checkpoint of n live files is written with
+// memory bounded by the chunk, not n. The string values point into the snapshot, which
+// is immutable.
+type cpSource struct {
+	s                           *Snapshot
+	txnIDs, domains, removeKeys []string
+	stage, i                    int
+	next                        func() (string, deltalog.Add, bool)
+	stop                        func()
+	rows, numAdds               int
+}
+
+const (
+	cpStageProtocol = iota
+	cpStageMetadata
+	cpStageTxn
+	cpStageDomain
+	cpStageAdd
+	cpStageRemove
+	cpStageDone
+)
+
+func newCPSource(s *Snapshot, now time.Time) (*cpSource, error) {
 	retention, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, 7*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
 	cutoff := now.Add(-retention).UnixMilli()
-	txnIDs := slices.Sorted(maps.Keys(s.txns))
-	domains := slices.Sorted(maps.Keys(s.domains))
-	addKeys := make([]string, 0, len(s.Files))
-	for k := range s.Files {
-		addKeys = append(addKeys, k)
-		if yield != nil && len(addKeys)%sortRun == 0 {
-			yield()
-		}
-	}
-	addKeys = sortYielding(addKeys, yield)
-	var removeKeys []string
+	src := &cpSource{s: s, txnIDs: slices.Sorted(maps.Keys(s.txns)), domains: slices.Sorted(maps.Keys(s.domains))}
 	for k, r := range s.tombstones {
 		if r.DeletionTimestamp == nil || *r.DeletionTimestamp >= cutoff {
-			removeKeys = append(removeKeys, k)
+			src.removeKeys = append(src.removeKeys, k)
 		}
 	}
-	removeKeys = sortYielding(removeKeys, yield)
+	slices.Sort(src.removeKeys)
+	src.numAdds = s.Files.Len()
+	src.rows = 2 + len(src.txnIDs) + len(src.domains) + src.numAdds + len(src.removeKeys)
+	src.next, src.stop = iter.Pull2(s.Files.All())
+	return src, nil
+}
 
+func (src *cpSource) close() { src.stop() }
+
+func (src *cpSource) done() bool { return src.stage == cpStageDone }
+
+// fill builds the next rows, at most max of them, into b (its previous values dropped)
+// and returns how many. yield, when not nil, is called every yieldRows rows.
+func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 	c := cpCol
-	b := reuse
-	if b == nil {
-		b = &checkpointColumns{}
-	}
+	s := src.s
 	n := len(checkpointSchema.Columns())
 	if len(b.cols) != n {
 		b.cols = make([][]parquet.Value, n)
 	}
-	rows := 2 + len(txnIDs) + len(domains) + len(addKeys) + len(removeKeys)
 	for i := range b.cols {
+		clear(b.cols[i])
 		b.cols[i] = b.cols[i][:0]
 	}
-	b.rows, b.numAdds = rows, len(addKeys)
-	b.yield, b.since = yield, 0
-
-	// Each action fills its own columns for its rows; the other columns are null there.
-	done := 0
 	b.sections = b.sections[:0]
-	section := func(kind string, count int, fill func()) {
+	b.rows, b.numAdds = src.rows, src.numAdds
+	b.yield, b.since = yield, 0
+	built := 0
+	// Each action fills its own columns for its rows; the other columns are null there.
+	open := func(kind string) *cpSection {
 		r := c.kinds[kind]
-		b.sections = append(b.sections, cpSection{rows: count, first: r[0], end: r[1]})
-		fill()
-		done += count
+		if k := len(b.sections); k == 0 || b.sections[k-1].first != r[0] {
+			b.sections = append(b.sections, cpSection{first: r[0], end: r[1]})
+		}
+		return &b.sections[len(b.sections)-1]
 	}
-
-	section("protocol", 1, func() {
-		p := &s.Protocol
-		b.i32(c.protoMinReader, int32(p.MinReaderVersion))
-		b.i32(c.protoMinWriter, int32(p.MinWriterVersion))
-		b.strList(c.protoReaderFeat, p.ReaderFeatures, p.MinReaderVersion >= 3)
-		b.strList(c.protoWriterFeat, p.WriterFeatures, p.MinWriterVersion >= 7)
-	})
-	section("metaData", 1, func() {
-		m := &s.Metadata
-		b.str(c.mdID, m.ID)
-		b.optStr(c.mdName, m.Name)
-		b.optStr(c.mdDescription, m.Description)
-		b.str(c.mdFormatProvider, m.Format.Provider)
-		b.strMap(c.mdFormatOptions, m.Format.Options, true)
-		b.str(c.mdSchemaString, m.SchemaString)
-		b.strList(c.mdPartitionColumns, m.PartitionColumns, true)
-		b.strMap(c.mdConfiguration, m.Configuration, true)
-		b.optI64(c.mdCreatedTime, m.CreatedTime)
-	})
-	section("txn", len(txnIDs), func() {
-		for _, id := range txnIDs {
-			b.row()
-			t := s.txns[id]
+	for built < max && src.stage != cpStageDone {
+		switch src.stage {
+		case cpStageProtocol:
+			open("protocol").rows++
+			p := &s.Protocol
+			b.i32(c.protoMinReader, int32(p.MinReaderVersion))
+			b.i32(c.protoMinWriter, int32(p.MinWriterVersion))
+			b.strList(c.protoReaderFeat, p.ReaderFeatures, p.MinReaderVersion >= 3)
+			b.strList(c.protoWriterFeat, p.WriterFeatures, p.MinWriterVersion >= 7)
+			src.stage++
+		case cpStageMetadata:
+			open("metaData").rows++
+			m := &s.Metadata
+			b.str(c.mdID, m.ID)
+			b.optStr(c.mdName, m.Name)
+			b.optStr(c.mdDescription, m.Description)
+			b.str(c.mdFormatProvider, m.Format.Provider)
+			b.strMap(c.mdFormatOptions, m.Format.Options, true)
+			b.str(c.mdSchemaString, m.SchemaString)
+			b.strList(c.mdPartitionColumns, m.PartitionColumns, true)
+			b.strMap(c.mdConfiguration, m.Configuration, true)
+			b.optI64(c.mdCreatedTime, m.CreatedTime)
+			src.stage++
+		case cpStageTxn:
+			if src.i >= len(src.txnIDs) {
+				src.stage, src.i = src.stage+1, 0
+				continue
+			}
+			open("txn").rows++
+			t := s.txns[src.txnIDs[src.i]]
+			src.i++
 			b.str(c.txnAppID, t.AppID)
 			b.i64(c.txnVersion, t.Version)
 			b.optI64(c.txnLastUpdated, t.LastUpdated)
-		}
-	})
-	section("domainMetadata", len(domains), func() {
-		for _, d := range domains {
-			b.row()
-			dm := s.domains[d]
+		case cpStageDomain:
+			if src.i >= len(src.domains) {
+				src.stage, src.i = src.stage+1, 0
+				continue
+			}
+			open("domainMetadata").rows++
+			dm := s.domains[src.domains[src.i]]
+			src.i++
 			b.str(c.domDomain, dm.Domain)
 			b.str(c.domConfig, dm.Configuration)
 			b.boolean(c.domRemoved, false)
-		}
-	})
-	section("add", len(addKeys), func() {
-		for _, k := range addKeys {
-			b.row()
-			a := s.Files[k]
+		case cpStageAdd:
+			_, a, ok := src.next()
+			if !ok {
+				src.stage, src.i = src.stage+1, 0
+				continue
+			}
+			open("add").rows++
 			b.str(c.addPath, a.Path)
 			b.partitionValues(c.addPartitionValues, a.PartitionValues, true) // {} when none
 			b.i64(c.addSize, a.Size)
@@ -272,12 +320,14 @@ func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns
 			b.optI64(c.addBaseRowID, a.BaseRowID)
 			b.optI64(c.addDefaultRowCommitVersion, a.DefaultRowCommitVersion)
 			b.optStr(c.addStats, a.Stats)
-		}
-	})
-	section("remove", len(removeKeys), func() {
-		for _, k := range removeKeys {
-			b.row()
-			r := s.tombstones[k]
+		case cpStageRemove:
+			if src.i >= len(src.removeKeys) {
+				src.stage, src.i = src.stage+1, 0
+				continue
+			}
+			open("remove").rows++
+			r := s.tombstones[src.removeKeys[src.i]]
+			src.i++
 			b.str(c.removePath, r.Path)
 			b.optI64(c.removeDeletionTimestamp, r.DeletionTimestamp)
 			b.boolean(c.removeDataChange, r.DataChange)
@@ -292,11 +342,10 @@ func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns
 			b.optI64(c.removeBaseRowID, r.BaseRowID)
 			b.optI64(c.removeDefaultRowCommitVersion, r.DefaultRowCommitVersion)
 		}
-	})
-	if done != rows {
-		return nil, fmt.Errorf("build checkpoint columns: %d rows, want %d", done, rows)
+		built++
+		b.row()
 	}
-	return b, nil
+	return built
 }
 
 func (b *checkpointColumns) put(l cpLeaf, rep, def int, v parquet.Value) {

@@ -59,8 +59,7 @@ func checkpointRows(s *Snapshot, now time.Time) ([]map[string]any, int, error) {
 		rows = append(rows, map[string]any{"domainMetadata": map[string]any{"domain": dm.Domain, "configuration": dm.Configuration, "removed": false}})
 	}
 	numAdds := 0
-	for _, path := range slices.Sorted(maps.Keys(s.Files)) {
-		a := s.Files[path]
+	for _, a := range s.Files.All() {
 		row := map[string]any{
 			"path": a.Path, "partitionValues": partitionEntries(a.PartitionValues), "size": a.Size,
 			"modificationTime": a.ModificationTime, "dataChange": a.DataChange,
@@ -191,9 +190,7 @@ func richSnapshot(now time.Time) *Snapshot {
 		{Path: "f3.parquet", Size: 30, ModificationTime: 31, DataChange: true, Tags: map[string]string{},
 			DeletionVector: &deltalog.DeletionVector{StorageType: "i", PathOrInlineDv: "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", SizeInBytes: 40, Cardinality: 6}},
 	}
-	for _, a := range adds {
-		s.Files[deltalog.FileKey(a.Path, a.DeletionVector)] = a
-	}
+	s.Files = NewFileSet(adds...)
 	recent, old := now.Add(-time.Hour).UnixMilli(), now.Add(-72*time.Hour).UnixMilli()
 	removes := []deltalog.Remove{
 		{Path: "r1.parquet", DeletionTimestamp: &recent, DataChange: true, ExtendedFileMetadata: ptr(true),
@@ -313,15 +310,15 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got.domains, s.domains) {
 		t.Errorf("domains %+v, want %+v", got.domains, s.domains)
 	}
-	wantFiles := maps.Clone(s.Files)
+	wantFiles := s.Files.Map()
 	for k, a := range wantFiles {
 		if a.PartitionValues == nil {
 			a.PartitionValues = map[string]*string{} // written as {} (Spark's form)
 		}
 		wantFiles[k] = a
 	}
-	if !reflect.DeepEqual(got.Files, wantFiles) {
-		t.Errorf("files\n got %+v\nwant %+v", got.Files, wantFiles)
+	if !reflect.DeepEqual(got.Files.Map(), wantFiles) {
+		t.Errorf("files\n got %+v\nwant %+v", got.Files.Map(), wantFiles)
 	}
 	wantTomb := maps.Clone(s.tombstones)
 	delete(wantTomb, "r2-expired.parquet")
@@ -369,12 +366,12 @@ func TestSnapshotImmutableAfterCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s3.Version != 3 || len(s3.Files) != 3 || s3.Txns["app"] != 3 || len(s3.txns) != 1 {
-		t.Errorf("snapshot 3 changed: version %d files %d txns %v", s3.Version, len(s3.Files), s3.Txns)
+	if s3.Version != 3 || s3.Files.Len() != 3 || s3.Txns["app"] != 3 || len(s3.txns) != 1 {
+		t.Errorf("snapshot 3 changed: version %d files %d txns %v", s3.Version, s3.Files.Len(), s3.Txns)
 	}
 	s6, _ := tbl.Snapshot(ctx)
-	if s6 == s3 || s6.Version != 6 || len(s6.Files) != 6 || s6.Txns["app"] != 6 {
-		t.Errorf("snapshot 6: version %d files %d txns %v", s6.Version, len(s6.Files), s6.Txns)
+	if s6 == s3 || s6.Version != 6 || s6.Files.Len() != 6 || s6.Txns["app"] != 6 {
+		t.Errorf("snapshot 6: version %d files %d txns %v", s6.Version, s6.Files.Len(), s6.Txns)
 	}
 }
 
@@ -407,8 +404,8 @@ func TestBackgroundCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cp.Files) != 20 || cp.Txns["app"] != 20 {
-		t.Errorf("checkpoint 20: %d files, txns %v", len(cp.Files), cp.Txns)
+	if cp.Files.Len() != 20 || cp.Txns["app"] != 20 {
+		t.Errorf("checkpoint 20: %d files, txns %v", cp.Files.Len(), cp.Txns)
 	}
 	for i := 21; i <= 22; i++ {
 		if _, err := tbl.Commit(ctx, Commit{ReadVersion: int64(i - 1), Adds: []deltalog.Add{fakeAdd(fmt.Sprint("f", i))}}); err != nil {

@@ -22,14 +22,16 @@ func bigSnapshot(n int) *Snapshot {
 	r := rand.New(rand.NewPCG(1, 2))
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
 	s.txns["orders-orders-0"], s.Txns["orders-orders-0"] = deltalog.Txn{AppID: "orders-orders-0", Version: int64(n), LastUpdated: &now}, int64(n)
+	adds := make([]deltalog.Add, 0, n)
 	for i := range n {
 		lo := r.Int64N(1 << 40)
 		a := deltalog.Add{Path: fmt.Sprintf("part-%05d-%016x%016x-c000.snappy.parquet", i%100, r.Uint64(), r.Uint64()), PartitionValues: map[string]*string{},
 			Size: 1000 + r.Int64N(1<<20), ModificationTime: now - r.Int64N(1<<30), DataChange: true,
 			Stats: fmt.Sprintf(`{"numRecords":%d,"minValues":{"id":%d,"ts":"%s"},"maxValues":{"id":%d},"nullCount":{"id":0}}`,
 				r.IntN(5000), lo, time.UnixMilli(now-r.Int64N(1<<30)).UTC().Format(time.RFC3339Nano), lo+r.Int64N(1<<20))}
-		s.Files[a.Path] = a
+		adds = append(adds, a)
 	}
+	s.Files = NewFileSet(adds...)
 	return s
 }
 
@@ -103,10 +105,10 @@ func TestCheckpointRangedRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("ranged read differs from the whole read: %d files vs %d", len(got.Files), len(want.Files))
+		t.Fatalf("ranged read differs from the whole read: %d files vs %d", got.Files.Len(), want.Files.Len())
 	}
-	if len(got.Files) != files || got.Txns["orders-orders-0"] != files {
-		t.Fatalf("read %d files, txn %d", len(got.Files), got.Txns["orders-orders-0"])
+	if got.Files.Len() != files || got.Txns["orders-orders-0"] != files {
+		t.Fatalf("read %d files, txn %d", got.Files.Len(), got.Txns["orders-orders-0"])
 	}
 	blocks := int((fi.Size + storage.ReadBlockSize - 1) / storage.ReadBlockSize)
 	if ranged.gets != 0 || ranged.ranges < blocks || ranged.ranges > blocks+1 || ranged.rangeBytes > fi.Size+storage.ReadBlockSize || ranged.largestRange > storage.ReadBlockSize {

@@ -92,7 +92,7 @@ func TestCommitConflicts(t *testing.T) {
 				t.Fatalf("Commit = %d, %v; want %d", v, err, tc.wantV)
 			}
 			s, err := ours.Snapshot(ctx)
-			if err != nil || s.Version != 2 || len(s.Files) != 2 || s.Txns["app-t-0"] != 5 || s.Txns["other"] != 9 {
+			if err != nil || s.Version != 2 || s.Files.Len() != 2 || s.Txns["app-t-0"] != 5 || s.Txns["other"] != 9 {
 				t.Fatalf("snapshot after retry: %+v, %v", s, err)
 			}
 		})
@@ -237,12 +237,12 @@ func TestCheckpointEveryInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := tbl2.Snapshot(ctx)
-	if got.Version != 7 || len(got.Files) != len(want.Files) || fmt.Sprint(got.Txns) != fmt.Sprint(want.Txns) ||
+	if got.Version != 7 || got.Files.Len() != want.Files.Len() || fmt.Sprint(got.Txns) != fmt.Sprint(want.Txns) ||
 		got.Metadata.ID != want.Metadata.ID || got.Schema.String() != want.Schema.String() || got.Protocol.MinWriterVersion != 2 {
-		t.Fatalf("from checkpoint: version %d files %d txns %v; want %d %d %v", got.Version, len(got.Files), got.Txns, want.Version, len(want.Files), want.Txns)
+		t.Fatalf("from checkpoint: version %d files %d txns %v; want %d %d %v", got.Version, got.Files.Len(), got.Txns, want.Version, want.Files.Len(), want.Txns)
 	}
-	for p, a := range want.Files {
-		if g := got.Files[p]; g.Size != a.Size || g.Stats != a.Stats || g.ModificationTime != a.ModificationTime || !g.DataChange {
+	for p, a := range want.Files.All() {
+		if g, _ := got.Files.Get(p); g.Size != a.Size || g.Stats != a.Stats || g.ModificationTime != a.ModificationTime || !g.DataChange {
 			t.Errorf("file %s: %+v, want %+v", p, g, a)
 		}
 	}
@@ -270,8 +270,8 @@ func TestCorruptLastCheckpoint(t *testing.T) {
 			t.Fatalf("_last_checkpoint %q: %v", content, err)
 		}
 		s, _ := tbl2.Snapshot(ctx)
-		if s.Version != 2 || len(s.Files) != 2 {
-			t.Fatalf("_last_checkpoint %q: version %d files %d", content, s.Version, len(s.Files))
+		if s.Version != 2 || s.Files.Len() != 2 {
+			t.Fatalf("_last_checkpoint %q: version %d files %d", content, s.Version, s.Files.Len())
 		}
 	}
 }

@@ -301,7 +301,7 @@ func compareWithExpect(t *testing.T, s *Snapshot, exp goldenExpect) (int64, bool
 	var files []string
 	var rows, logical int64
 	rowsKnown := true
-	for _, a := range s.Files {
+	for _, a := range s.Files.All() {
 		files = append(files, deltalog.CanonicalPath(a.Path))
 		n, ok := a.NumRecords()
 		if !ok {
@@ -371,8 +371,8 @@ func checkByHand(t *testing.T, gt goldenTable, s *Snapshot, err error) {
 				t.Errorf("hive table %s: %v", filepath.Base(filepath.Dir(sub)), err)
 				continue
 			}
-			if len(s.Files) == 0 || len(s.Schema.Fields) == 0 {
-				t.Errorf("hive table %s: %d files, schema %s", filepath.Base(filepath.Dir(sub)), len(s.Files), s.Schema)
+			if s.Files.Len() == 0 || len(s.Schema.Fields) == 0 {
+				t.Errorf("hive table %s: %d files, schema %s", filepath.Base(filepath.Dir(sub)), s.Files.Len(), s.Schema)
 			}
 		}
 	case "data/table-with-geo": // delta-rs does not know the geometry type
@@ -495,8 +495,8 @@ func TestConformanceNamedDataTables(t *testing.T) {
 			if err != nil {
 				t.Fatalf("load from checkpoint %d only: %v", newest, err)
 			}
-			if s.Version != full.Version || len(s.Files) != len(full.Files) || len(s.Files) == 0 {
-				t.Errorf("from checkpoint: version %d with %d files; full log: version %d with %d files", s.Version, len(s.Files), full.Version, len(full.Files))
+			if s.Version != full.Version || s.Files.Len() != full.Files.Len() || s.Files.Len() == 0 {
+				t.Errorf("from checkpoint: version %d with %d files; full log: version %d with %d files", s.Version, s.Files.Len(), full.Version, full.Files.Len())
 			}
 		})
 	}
@@ -507,7 +507,7 @@ func TestConformanceNamedDataTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			parsed := 0
-			for _, a := range s.Files {
+			for _, a := range s.Files.All() {
 				if a.StatsParsed != nil {
 					if _, ok := a.NumRecords(); !ok {
 						t.Errorf("%s: stats_parsed without numRecords", a.Path)

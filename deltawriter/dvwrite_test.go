@@ -96,7 +96,7 @@ func tableValues(t *testing.T, tbl *Table) []int64 {
 	}
 	col := physicalName(snap.Schema.Fields[0], snap.ColumnMapping)
 	var out []int64
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(ctx, tbl.Store(), a, func(r map[string]any) error {
 			out = append(out, r[col].(int64))
 			return nil
@@ -206,11 +206,11 @@ func TestDeleteRowsWritesDVFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, _ = tbl.Snapshot(ctx)
-	if len(snap.Files) != 1 || snap.Version != v {
-		t.Fatalf("%d live files at version %d", len(snap.Files), snap.Version)
+	if snap.Files.Len() != 1 || snap.Version != v {
+		t.Fatalf("%d live files at version %d", snap.Files.Len(), snap.Version)
 	}
-	if _, ok := snap.Files[deltalog.FileKey(na.Path, dv)]; !ok {
-		t.Fatalf("live files %v: the new (path, dv) is missing", slices.Collect(mapsKeys(snap.Files)))
+	if !snap.Files.Has(deltalog.FileKey(na.Path, dv)) {
+		t.Fatalf("live files %v: the new (path, dv) is missing", slices.Collect(mapsKeys(snap.Files.Map())))
 	}
 	if got, want := tableValues(t, tbl), without(seq(100, 140), 100, 105, 139); !slices.Equal(got, want) {
 		t.Fatalf("live values %v, want %v", got, want)

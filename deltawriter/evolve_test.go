@@ -316,7 +316,7 @@ func TestV2CheckpointWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Version != 2 || len(s.Files) != 2 || s.Txns["app"] != 1 || !slices.Contains(s.Protocol.WriterFeatures, "v2Checkpoint") {
-		t.Errorf("from the V2 checkpoint: version %d files %d txns %v protocol %+v", s.Version, len(s.Files), s.Txns, s.Protocol)
+	if s.Version != 2 || s.Files.Len() != 2 || s.Txns["app"] != 1 || !slices.Contains(s.Protocol.WriterFeatures, "v2Checkpoint") {
+		t.Errorf("from the V2 checkpoint: version %d files %d txns %v protocol %+v", s.Version, s.Files.Len(), s.Txns, s.Protocol)
 	}
 }

@@ -303,10 +303,10 @@ func TestPartitionTimestampsCheckpointRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Files) != len(want) {
-		t.Fatalf("checkpoint holds %d files, want %d", len(got.Files), len(want))
+	if got.Files.Len() != len(want) {
+		t.Fatalf("checkpoint holds %d files, want %d", got.Files.Len(), len(want))
 	}
-	for _, a := range got.Files {
+	for _, a := range got.Files.All() {
 		w := want[a.Path]
 		if str(a.PartitionValues["window_start"]) != str(w[0]) || str(a.PartitionValues["local_start"]) != str(w[1]) {
 			t.Errorf("%s: %s / %s after the checkpoint, want %s / %s", a.Path, str(a.PartitionValues["window_start"]), str(a.PartitionValues["local_start"]), str(w[0]), str(w[1]))

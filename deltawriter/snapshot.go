@@ -41,8 +41,9 @@ type Snapshot struct {
 	// fall back to Kafka group offsets.
 	TxnRetention time.Duration
 	// Files holds the live add actions keyed by their reconciliation key
-	// (deltalog.FileKey: canonical decoded path, plus the deletion vector id if any).
-	Files map[string]deltalog.Add
+	// (deltalog.FileKey: canonical decoded path, plus the deletion vector id if any), in
+	// a compact, immutable table (FileSet).
+	Files *FileSet
 
 	txns       map[string]deltalog.Txn            // full txn actions, for checkpoints
 	tombstones map[string]deltalog.Remove         // remove actions not superseded by an add
@@ -53,7 +54,7 @@ func emptySnapshot() *Snapshot {
 	return &Snapshot{
 		Version:    -1,
 		Txns:       map[string]int64{},
-		Files:      map[string]deltalog.Add{},
+		Files:      &FileSet{},
 		txns:       map[string]deltalog.Txn{},
 		tombstones: map[string]deltalog.Remove{},
 		domains:    map[string]deltalog.DomainMetadata{},
@@ -64,7 +65,7 @@ func emptySnapshot() *Snapshot {
 func (s *Snapshot) clone() *Snapshot {
 	c := *s
 	c.Txns = maps.Clone(s.Txns)
-	c.Files = maps.Clone(s.Files)
+	c.Files = s.Files.clone()
 	c.txns = maps.Clone(s.txns)
 	c.tombstones = maps.Clone(s.tombstones)
 	c.domains = maps.Clone(s.domains)
@@ -87,11 +88,11 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 			s.txns[a.Txn.AppID] = *a.Txn
 		case a.Add != nil:
 			k := deltalog.FileKey(a.Add.Path, a.Add.DeletionVector)
-			s.Files[k] = *a.Add
+			s.Files.put(k, *a.Add)
 			delete(s.tombstones, k)
 		case a.Remove != nil:
 			k := deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)
-			delete(s.Files, k)
+			s.Files.del(k)
 			s.tombstones[k] = *a.Remove
 		case a.DomainMetadata != nil:
 			if a.DomainMetadata.Removed {
@@ -101,6 +102,7 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 			}
 		}
 	}
+	s.Files.maybeCompact()
 }
 
 // finish validates a reconstructed snapshot: protocol and metaData present, protocol

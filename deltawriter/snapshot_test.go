@@ -72,7 +72,7 @@ func TestSnapshotReconstruction(t *testing.T) {
 		t.Errorf("Txns = %s", got)
 	}
 	var files []string
-	for p := range s.Files {
+	for p := range s.Files.All() {
 		files = append(files, p)
 	}
 	if got := strings.Join(sorted(files), ","); got != "f1,f3,f4" {
@@ -91,8 +91,8 @@ func TestSnapshotReconstruction(t *testing.T) {
 	// Incremental advance sees a new commit.
 	writeCommits(t, st, "", "", "", "", add("f5"))
 	s2, err := tbl.Snapshot(ctx)
-	if err != nil || s2.Version != 4 || len(s2.Files) != 4 || len(s.Files) != 3 {
-		t.Fatalf("advance: version %d files %d (old snapshot %d files), %v", s2.Version, len(s2.Files), len(s.Files), err)
+	if err != nil || s2.Version != 4 || s2.Files.Len() != 4 || s.Files.Len() != 3 {
+		t.Fatalf("advance: version %d files %d (old snapshot %d files), %v", s2.Version, s2.Files.Len(), s.Files.Len(), err)
 	}
 }
 
@@ -209,11 +209,11 @@ func TestKernelTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Version != tc.version || s.Schema.String() != tc.schema || len(s.Files) != tc.files || fmt.Sprint(s.Txns) != tc.txns {
+			if s.Version != tc.version || s.Schema.String() != tc.schema || s.Files.Len() != tc.files || fmt.Sprint(s.Txns) != tc.txns {
 				t.Fatalf("got version %d schema %s files %d txns %v; want %d %s %d %s",
-					s.Version, s.Schema, len(s.Files), s.Txns, tc.version, tc.schema, tc.files, tc.txns)
+					s.Version, s.Schema, s.Files.Len(), s.Txns, tc.version, tc.schema, tc.files, tc.txns)
 			}
-			for p, a := range s.Files {
+			for p, a := range s.Files.All() {
 				if a.Size <= 0 || a.Path != p {
 					t.Errorf("file %s: %+v", p, a)
 				}
@@ -260,8 +260,8 @@ func TestLoadListsFromLastCheckpoint(t *testing.T) {
 	}
 	rec := &listRecorder{Local: st}
 	s, err := loadSnapshot(ctx, rec, time.Now())
-	if err != nil || s.Version != 7 || len(s.Files) != 7 {
-		t.Fatalf("load: version %d, %d files, %v; want 7, 7", s.Version, len(s.Files), err)
+	if err != nil || s.Version != 7 || s.Files.Len() != 7 {
+		t.Fatalf("load: version %d, %d files, %v; want 7, 7", s.Version, s.Files.Len(), err)
 	}
 	if got, want := fmt.Sprint(rec.calls), "[_delta_log after 00000000000000000006]"; got != want {
 		t.Fatalf("listings %s, want %s", got, want)
@@ -273,8 +273,8 @@ func TestLoadListsFromLastCheckpoint(t *testing.T) {
 	}
 	rec.calls = nil
 	s, err = loadSnapshot(ctx, rec, time.Now())
-	if err != nil || s.Version != 7 || len(s.Files) != 7 {
-		t.Fatalf("load without checkpoint 6: version %d, %d files, %v", s.Version, len(s.Files), err)
+	if err != nil || s.Version != 7 || s.Files.Len() != 7 {
+		t.Fatalf("load without checkpoint 6: version %d, %d files, %v", s.Version, s.Files.Len(), err)
 	}
 	if got, want := fmt.Sprint(rec.calls), "[_delta_log after 00000000000000000006 _delta_log after ]"; got != want {
 		t.Fatalf("listings %s, want %s", got, want)
@@ -303,7 +303,7 @@ func TestStaleLastCheckpointWarnsAndCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := tb.Snapshot(ctx)
-		if err != nil || s.Version != 7 || len(s.Files) != 7 {
+		if err != nil || s.Version != 7 || s.Files.Len() != 7 {
 			t.Fatalf("load: %v, %v", s, err)
 		}
 		return &logs, &named, s

@@ -446,7 +446,7 @@ func TestBytesBreakUploadRetry(t *testing.T) {
 				}
 				got := map[string]bool{}
 				n := 0
-				for _, add := range snap.Files {
+				for _, add := range snap.Files.All() {
 					for _, r := range readAny(t, st, add.Path) {
 						if by != "" {
 							v := add.PartitionValues["region"]

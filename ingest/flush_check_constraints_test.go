@@ -20,10 +20,10 @@ func TestCheckConstraintDeadLetters(t *testing.T) {
 	m := h.startWith("pipeline", cfg, nil)
 	h.waitHandled(10, 20*time.Second, m)
 	got := h.snapshot()
-	if len(got.Files) != 1 {
-		t.Fatalf("%d files, want one", len(got.Files))
+	if got.Files.Len() != 1 {
+		t.Fatalf("%d files, want one", got.Files.Len())
 	}
-	for _, a := range got.Files {
+	for _, a := range got.Files.All() {
 		if n, _ := a.NumRecords(); n != 7 {
 			t.Fatalf("%d rows, want 7", n)
 		}

@@ -354,7 +354,7 @@ func (h *harness) orderIDs() map[int64]int {
 		h.t.Fatal(err)
 	}
 	out := map[int64]int{}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		for _, id := range h.fileOrderIDs(st, add.Path) {
 			out[id]++
 		}

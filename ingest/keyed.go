@@ -573,7 +573,7 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		return nil, nil, nil
 	}
 	live := make(map[string]deltalog.Add, len(kf.plan.marks))
-	for _, a := range t.files() {
+	for _, a := range t.files().All() {
 		if _, ok := kf.plan.marks[a.Path]; ok {
 			live[a.Path] = a
 		}

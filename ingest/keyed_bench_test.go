@@ -75,7 +75,7 @@ func BenchmarkFlushUpsert(b *testing.B) {
 				b.Fatal(err)
 			}
 			var rows int64
-			for _, a := range snap.Files {
+			for _, a := range snap.Files.All() {
 				n, _ := a.NumRecords()
 				if a.DeletionVector != nil {
 					n -= a.DeletionVector.Cardinality

@@ -29,7 +29,7 @@ func (h *keyedHarness) allRows(cols ...string) []string {
 		h.t.Fatal(err)
 	}
 	var out []string
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			var parts []string
 			for _, c := range cols {

@@ -47,7 +47,7 @@ func (h *keyedHarness) otherTable(ctx context.Context) (storage.Store, *deltawri
 // position in it (the file must have no deletion vector: positions are counted over the
 // rows read).
 func rowOf(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, id int64) (deltalog.Add, uint64, error) {
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if add.DeletionVector != nil {
 			continue
 		}
@@ -134,11 +134,11 @@ func TestKeyedConflictWinnerReMarkedOurFile(t *testing.T) {
 		t.Fatalf("ingestd_keyed_rows_marked_deleted_total = %v, want 1 (the row of key 1, marked once by the commit that landed)", n)
 	}
 	snap := h.snapshot()
-	if snap.Version != 2 || len(snap.Files) != 2 {
-		t.Fatalf("table version %d with %d files, want version 2 with the first file and the rebuilt flush's", snap.Version, len(snap.Files))
+	if snap.Version != 2 || snap.Files.Len() != 2 {
+		t.Fatalf("table version %d with %d files, want version 2 with the first file and the rebuilt flush's", snap.Version, snap.Files.Len())
 	}
 	var marked int64
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if add.DeletionVector != nil {
 			marked += add.DeletionVector.Cardinality
 		}
@@ -217,7 +217,7 @@ func TestKeyedConflictWinnerAppendedOurKey(t *testing.T) {
 	if snap.Version != 2 {
 		t.Fatalf("table version %d, want 2 (ours, the winner's, our rebuilt flush)", snap.Version)
 	}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if add.Path == "part-00000-winner.snappy.parquet" && (add.DeletionVector == nil || add.DeletionVector.Cardinality != 1) {
 			t.Fatalf("the winner's file has deletion vector %+v, want one deleting its row", add.DeletionVector)
 		}

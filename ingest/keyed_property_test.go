@@ -260,7 +260,7 @@ func (h *propHarness) table() (map[int64]propRow, error) {
 		h.t.Fatal(err)
 	}
 	out := map[int64]propRow{}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			id := row["id"].(int64)
 			if prev, dup := out[id]; dup {
@@ -293,7 +293,7 @@ func (h *propHarness) changelog() ([]string, error) {
 		h.t.Fatal(err)
 	}
 	var out []string
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			grp := row["grp"]
 			if pv, ok := add.PartitionValues["grp"]; ok {

@@ -40,7 +40,7 @@ func TestKeyedSoftDeletes(t *testing.T) {
 			h.runBatch(cfg, 9, keyedRec{id: 1, v: "old", seq: 4, op: "u"}, keyedRec{id: 2, v: "revived", seq: 3, op: "u"})
 			check("older and newer changes", "1 <nil> 5 d true 5", "2 revived 3 u false <nil>", "3 c2 2 u true 2")
 			if write == config.CopyOnWrite {
-				for _, add := range h.snapshot().Files {
+				for _, add := range h.snapshot().Files.All() {
 					if add.DeletionVector != nil {
 						t.Fatalf("copy-on-write file %s has a deletion vector", add.Path)
 					}

@@ -255,7 +255,7 @@ func benchLiveRows(ctx context.Context, b *testing.B, p *Pipeline) int64 {
 		b.Fatal(err)
 	}
 	var rows int64
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		n, _ := a.NumRecords()
 		if a.DeletionVector != nil {
 			n -= a.DeletionVector.Cardinality

@@ -118,7 +118,7 @@ func (h *keyedHarness) rows() map[int64]string {
 		h.t.Fatal(err)
 	}
 	out := map[int64]string{}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			id := row["id"].(int64)
 			if _, dup := out[id]; dup {
@@ -164,10 +164,10 @@ func TestKeyedInsertThenDeleteInOneBatchLeavesNoRow(t *testing.T) {
 	}
 	// No data file holds row 7, live or not.
 	snap := h.snapshot()
-	if len(snap.Files) != 1 {
-		t.Fatalf("%d data files, want 1", len(snap.Files))
+	if snap.Files.Len() != 1 {
+		t.Fatalf("%d data files, want 1", snap.Files.Len())
 	}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if n, _ := add.NumRecords(); n != 1 || add.DeletionVector != nil {
 			t.Fatalf("data file %s has %d rows and deletion vector %v, want 1 row (8) and none", add.Path, n, add.DeletionVector)
 		}
@@ -274,7 +274,7 @@ func TestKeyedCrashBeforeCommitLeavesOneRow(t *testing.T) {
 		t.Fatalf("table rows %v, want {1: c}", got)
 	}
 	snap := h.snapshot()
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if killed[add.Path] {
 			t.Fatalf("the killed flush's data file %s is referenced by the table", add.Path)
 		}
@@ -289,7 +289,7 @@ func TestKeyedCrashBeforeCommitLeavesOneRow(t *testing.T) {
 func (h *keyedHarness) unreferenced() map[string]bool {
 	h.t.Helper()
 	out := h.dataFiles()
-	for _, add := range h.snapshot().Files {
+	for _, add := range h.snapshot().Files.All() {
 		delete(out, add.Path)
 	}
 	return out
@@ -393,7 +393,7 @@ func TestKeyedPartitionedKeyMoves(t *testing.T) {
 	}
 	live := map[string]int64{}
 	snap := h.snapshot()
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		n, _ := add.NumRecords()
 		if add.DeletionVector != nil {
 			n -= add.DeletionVector.Cardinality
@@ -527,7 +527,7 @@ func TestKeyedCopyOnWrite(t *testing.T) {
 		t.Fatalf("protocol %+v, configuration %v: a copy-on-write table needs no deletion vectors", snap.Protocol, snap.Metadata.Configuration)
 	}
 	var rows int64
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if add.DeletionVector != nil {
 			t.Fatalf("file %s has a deletion vector", add.Path)
 		}

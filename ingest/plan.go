@@ -61,7 +61,7 @@ type tableState struct {
 func (t tableState) exists() bool { return t.snap != nil }
 
 // files are the table's live files (none without a table).
-func (t tableState) files() map[string]deltalog.Add {
+func (t tableState) files() *deltawriter.FileSet {
 	if t.snap == nil {
 		return nil
 	}

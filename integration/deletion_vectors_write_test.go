@@ -223,7 +223,7 @@ func TestDeletionVectorsWrittenByIngestd(t *testing.T) {
 	checkIDs(t, spark, python, root, want, "Spark's DELETE after ingestd's")
 	snap, _ = openTableAt(t, root).Snapshot(ctx)
 	var cards []int64
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if a.DeletionVector != nil {
 			cards = append(cards, a.DeletionVector.Cardinality)
 		}
@@ -252,11 +252,11 @@ func TestDeletionVectorsAfterSparkDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Files) != 1 {
-		t.Fatalf("%d files", len(snap.Files))
+	if snap.Files.Len() != 1 {
+		t.Fatalf("%d files", snap.Files.Len())
 	}
 	var file deltalog.Add
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		file = a
 	}
 	if file.DeletionVector == nil || file.DeletionVector.Cardinality != 2 {

@@ -171,7 +171,7 @@ func c34(t *testing.T, spark *sparkSession) {
 			t.Fatal(err)
 		}
 		pvs := map[string]bool{}
-		for _, a := range snap.Files {
+		for _, a := range snap.Files.All() {
 			pv, ok := a.PartitionValues["event_date"]
 			dirName := "event_date=__HIVE_DEFAULT_PARTITION__/"
 			key := "null"

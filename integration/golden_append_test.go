@@ -287,8 +287,8 @@ func TestGoldenAppend(t *testing.T) {
 				}
 				t.Logf("ingestd refuses: %v", err)
 				after, err := openSnapshot(r.copy)
-				if err != nil || after.Version != snap0.Version || len(after.Files) != len(snap0.Files) || !reflect.DeepEqual(after.Txns, snap0.Txns) {
-					t.Errorf("after the refusal: %v, version %d with %d files, want %d with %d", err, after.Version, len(after.Files), snap0.Version, len(snap0.Files))
+				if err != nil || after.Version != snap0.Version || after.Files.Len() != snap0.Files.Len() || !reflect.DeepEqual(after.Txns, snap0.Txns) {
+					t.Errorf("after the refusal: %v, version %d with %d files, want %d with %d", err, after.Version, after.Files.Len(), snap0.Version, snap0.Files.Len())
 				}
 				r.ok = !t.Failed()
 				return
@@ -335,8 +335,8 @@ func TestGoldenAppend(t *testing.T) {
 			if snap.Version != last || !reflect.DeepEqual(snap.Txns, wantTxns) {
 				t.Errorf("reopened: version %d txns %v, want %d %v", snap.Version, snap.Txns, last, wantTxns)
 			}
-			if len(snap.Files) != len(snap0.Files)+gc.appends*countPartitions(t, snap0, gc) {
-				t.Errorf("reopened: %d live files, want %d before plus the new ones", len(snap.Files), len(snap0.Files))
+			if snap.Files.Len() != snap0.Files.Len()+gc.appends*countPartitions(t, snap0, gc) {
+				t.Errorf("reopened: %d live files, want %d before plus the new ones", snap.Files.Len(), snap0.Files.Len())
 			}
 
 			if gc.checkpoint > 0 {
@@ -350,7 +350,7 @@ func TestGoldenAppend(t *testing.T) {
 				}
 				if cp.Version != last || !reflect.DeepEqual(cp.Txns, wantTxns) || !reflect.DeepEqual(cp.Files, snap.Files) {
 					t.Errorf("from checkpoint %d alone: version %d, %d files, txns %v; want %d, %d files, txns %v",
-						gc.checkpoint, cp.Version, len(cp.Files), cp.Txns, last, len(snap.Files), wantTxns)
+						gc.checkpoint, cp.Version, cp.Files.Len(), cp.Txns, last, snap.Files.Len(), wantTxns)
 				}
 			}
 

@@ -201,7 +201,7 @@ func TestKafkaTimestampExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dirs []string
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		dirs = append(dirs, strings.SplitN(a.Path, "/", 2)[0])
 	}
 	sort.Strings(dirs)

@@ -466,7 +466,7 @@ func TestKafkaPartitionAsPartitionColumn(t *testing.T) {
 		t.Errorf("partition columns %v", snap.Metadata.PartitionColumns)
 	}
 	seen := map[string]bool{} // a flush writes one file per partition value; records may span flushes
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		pv := a.PartitionValues["_kafka_partition"]
 		dirOK := strings.HasPrefix(a.Path, "_kafka_partition="+deref(pv)+"/")
 		seen[fmt.Sprintf("%v %v", deref(pv), dirOK)] = true
@@ -625,7 +625,7 @@ func TestKafkaTimestampGeneratedPartition(t *testing.T) {
 		t.Errorf("event_date field %+v, want a generated column", got)
 	}
 	dates := map[string]bool{}
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		pv := deref(a.PartitionValues["event_date"])
 		if !strings.HasPrefix(a.Path, "event_date="+pv+"/") {
 			t.Errorf("file %s not in its partition directory (pv %q)", a.Path, pv)

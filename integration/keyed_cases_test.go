@@ -340,7 +340,7 @@ func checkNoDeletionVectors(t *testing.T, name, path string) {
 	if slices.Contains(snap.Protocol.ReaderFeatures, deltalog.FeatureDeletionVectors) {
 		t.Errorf("%s: copy-on-write table has reader features %v", name, snap.Protocol.ReaderFeatures)
 	}
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if a.DeletionVector != nil {
 			t.Errorf("%s: copy-on-write table's file %s has a deletion vector", name, a.Path)
 		}

@@ -152,14 +152,14 @@ func readLogFigures(t *testing.T, table string) logFigures {
 			f.vacuums++
 		}
 	}
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		n, _ := a.NumRecords()
 		f.physical += n
 		if a.DeletionVector != nil {
 			f.deleted += a.DeletionVector.Cardinality
 		}
 	}
-	f.files = len(snap.Files)
+	f.files = snap.Files.Len()
 	return f
 }
 

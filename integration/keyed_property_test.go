@@ -237,7 +237,7 @@ func kpGoLog(t *testing.T, name, path string) []string {
 		t.Fatal(err)
 	}
 	var rows []map[string]any
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			r := map[string]any{}
 			for k, v := range row {
@@ -541,7 +541,7 @@ func kpGoRows(t *testing.T, name, path string) map[int64]kpRow {
 		t.Fatal(err)
 	}
 	out := map[int64]kpRow{}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
 			id := row["id"].(int64)
 			if prev, dup := out[id]; dup {

@@ -144,10 +144,10 @@ func TestObjstoreCheckpointRangedRead(t *testing.T) {
 			got := load(rangedStore{ranged})
 			took := time.Since(start)
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s: the ranged snapshot differs from the whole-file one (%d vs %d files, version %d vs %d)", kind, len(got.Files), len(want.Files), got.Version, want.Version)
+				t.Fatalf("%s: the ranged snapshot differs from the whole-file one (%d vs %d files, version %d vs %d)", kind, got.Files.Len(), want.Files.Len(), got.Version, want.Version)
 			}
-			if got.Version != 1 || len(got.Files) != files || got.Txns["orders-orders-0"] != files {
-				t.Errorf("%s: snapshot version %d, %d files, txn %d; want 1, %d, %d", kind, got.Version, len(got.Files), got.Txns["orders-orders-0"], files, files)
+			if got.Version != 1 || got.Files.Len() != files || got.Txns["orders-orders-0"] != files {
+				t.Errorf("%s: snapshot version %d, %d files, txn %d; want 1, %d, %d", kind, got.Version, got.Files.Len(), got.Txns["orders-orders-0"], files, files)
 			}
 			if ranged.gets != 0 || ranged.ranges < blocks || ranged.ranges > blocks+1 || ranged.rangeBytes > cp+storage.ReadBlockSize {
 				t.Errorf("%s: ranged load of a %d-byte checkpoint: %d whole Gets, %d ranged GETs for %d bytes; want 0 and %d or %d for at most %d",

@@ -370,7 +370,7 @@ func TestOptimizeC43(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dvFiles int
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if a.DeletionVector != nil {
 			dvFiles++
 			if a.DeletionVector.Cardinality != 10 || *a.PartitionValues["dt"] != "2026-11-02" {
@@ -378,8 +378,8 @@ func TestOptimizeC43(t *testing.T) {
 			}
 		}
 	}
-	if snap.Version != 6 || len(snap.Files) != 500 || dvFiles != 1 {
-		t.Fatalf("seed: version %d, %d files, %d with a deletion vector", snap.Version, len(snap.Files), dvFiles)
+	if snap.Version != 6 || snap.Files.Len() != 500 || dvFiles != 1 {
+		t.Fatalf("seed: version %d, %d files, %d with a deletion vector", snap.Version, snap.Files.Len(), dvFiles)
 	}
 	if _, err := os.Stat(filepath.Join(root, "_delta_log", "00000000000000000006.checkpoint.parquet")); err != nil {
 		t.Fatalf("no checkpoint at version 6: %v", err)
@@ -431,7 +431,7 @@ batch: {max_records: 1000, max_bytes: 64MiB, max_age: 300ms}
 	// Two OPTIMIZE processes, throttled to run ~20 s (all partitions) and ~8 s (dt =
 	// 2026-11-02 only) over the same bytes rate: the second wins dt=2026-11-02.
 	var total int64
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		total += a.Size
 	}
 	rate := fmt.Sprint(total / 20)

@@ -97,7 +97,7 @@ func liveFiles(t *testing.T, st storage.Store) ([]string, int64) {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		out = append(out, deltalog.CanonicalPath(a.Path))
 	}
 	sort.Strings(out)

@@ -50,6 +50,11 @@ func si(n float64) string {
 	return fmt.Sprintf("%.0f", n)
 }
 
+// consumeOnlyLimit is, per record size, the most CPU per record ingestd (GOMAXPROCS=1)
+// may spend as a multiple of the consume-only reader's: regression bounds of the append
+// path.
+var consumeOnlyLimit = map[int]float64{200: 2.6, 1024: 2.1}
+
 // goalLimits are the run's settings the performance goals are measured against.
 type goalLimits struct {
 	MaxBytesMiB float64 // ingestd's batch.max_bytes
@@ -96,7 +101,7 @@ func goals(rs []result, lim goalLimits) string {
 		return "**not met**"
 	}
 	line := func(goal, verdict, figure string) { fmt.Fprintf(&b, "- %s: %s — %s\n", goal, verdict, figure) }
-	const g1, g2, kdi = "ingestd GOMAXPROCS=1", "ingestd GOMAXPROCS=2", "kafka-delta-ingest"
+	const g1, g2, kdi, baseline = "ingestd GOMAXPROCS=1", "ingestd GOMAXPROCS=2", "kafka-delta-ingest", "consume-only (franz-go)"
 	if a, ok := get(g1, 200); ok {
 		line("≥ 1.0 M records per CPU-second at 200 B", mark(a.recPerCPU >= 1e6), fmt.Sprintf("%s records/CPU-s (GOMAXPROCS=1, mean of runs)", si(a.recPerCPU)))
 	} else {
@@ -125,6 +130,14 @@ func goals(rs []result, lim goalLimits) string {
 		if ok1 && ok2 {
 			r := i2.recPerWall / i1.recPerWall
 			line(fmt.Sprintf("2 cores ≥ 1.7× one core in wall time (%d B)", size), mark(r >= 1.7), fmt.Sprintf("%.2f× (%s vs %s records/s)", r, si(i2.recPerWall), si(i1.recPerWall)))
+		}
+		// The append path's stable yardstick: ingestd's CPU per record over a consume-only
+		// reader's on the same topic (a peer's per-CPU figure moves 2× between machines).
+		if b0, okb := get(baseline, size); ok1 && okb {
+			limit := consumeOnlyLimit[size]
+			r := b0.recPerCPU / i1.recPerCPU
+			line(fmt.Sprintf("ingestd CPU ≤ %.1f× the consume-only reader's (%d B)", limit, size), mark(r <= limit),
+				fmt.Sprintf("%.2f× (ingestd GOMAXPROCS=1 %s vs consume-only %s records/CPU-s)", r, si(i1.recPerCPU), si(b0.recPerCPU)))
 		}
 		if ok1 || ok2 {
 			rss := max(i1.rss, i2.rss)

@@ -342,7 +342,7 @@ func describeTable(ctx context.Context, c *config.Config) (tableReport, error) {
 	for _, f := range snap.Schema.Fields {
 		tr.Columns = append(tr.Columns, f.Name+" "+f.Type.String())
 	}
-	for _, add := range snap.Files {
+	for _, add := range snap.Files.All() {
 		var st struct {
 			NumRecords int64 `json:"numRecords"`
 		}

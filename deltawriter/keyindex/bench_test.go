@@ -191,7 +191,7 @@ func BenchmarkFind(b *testing.B) {
 		b.Run("minmax/"+layout, func(b *testing.B) {
 			type bounds struct{ lo, hi int64 }
 			stats := map[string]bounds{}
-			for _, a := range snap.Files {
+			for _, a := range snap.Files.All() {
 				var s struct {
 					Min struct{ ID int64 } `json:"minValues"`
 					Max struct{ ID int64 } `json:"maxValues"`
@@ -211,7 +211,7 @@ func BenchmarkFind(b *testing.B) {
 			for b.Loop() {
 				want := make(map[string]bool, batch)
 				var cands []deltalog.Add
-				for _, a := range snap.Files {
+				for _, a := range snap.Files.All() {
 					s, hit := stats[a.Path], false
 					for _, k := range keys {
 						if k >= s.lo && k <= s.hi {

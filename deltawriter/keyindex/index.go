@@ -214,7 +214,7 @@ func Build(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, sp
 	}
 	x.lay = lay
 	n := int64(0)
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if r, ok := a.NumRecords(); ok {
 			n += r
 		}
@@ -223,8 +223,8 @@ func Build(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, sp
 		}
 	}
 	x.t.presize(int(max(n, 0)))
-	adds := make([]deltalog.Add, 0, len(snap.Files))
-	for _, a := range snap.Files {
+	adds := make([]deltalog.Add, 0, snap.Files.Len())
+	for _, a := range snap.Files.All() {
 		adds = append(adds, a)
 	}
 	var gone map[fp]int64 // with WithDeletedRows: per key, its newest deleted row's sequence
@@ -782,13 +782,13 @@ func (x *Index) Refresh(ctx context.Context, st storage.Store, snap *deltawriter
 		x.mu.Lock()
 		x.lay, x.t, x.over, x.files, x.byPath, x.free = fresh.lay, fresh.t, fresh.over, fresh.files, fresh.byPath, fresh.free
 		x.s1, x.s2, x.deleted, x.dupes, x.nulls, x.version = fresh.s1, fresh.s2, 0, fresh.dupes, fresh.nulls, fresh.version
-		rs.FilesRead = len(snap.Files)
+		rs.FilesRead = snap.Files.Len()
 		x.mu.Unlock()
 		return rs, nil
 	}
 	x.lay = lay
-	live := make(map[string]deltalog.Add, len(snap.Files))
-	for _, a := range snap.Files {
+	live := make(map[string]deltalog.Add, snap.Files.Len())
+	for _, a := range snap.Files.All() {
 		live[deltalog.CanonicalPath(a.Path)] = a
 	}
 	var reads []deltalog.Add

@@ -260,7 +260,7 @@ func TestBuildColumnMapping(t *testing.T) {
 func TestBuildSparkTypeWidening(t *testing.T) {
 	st, snap := kernelTable(t, "type-widening")
 	var old, young string
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if strings.Contains(a.Path, "f6dbc649") {
 			old = a.Path
 		} else {

@@ -97,8 +97,8 @@ func TestCleanupLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := fresh.Snapshot(ctx)
-	if err != nil || s.Version != 12 || len(s.Files) != 12 {
-		t.Fatalf("snapshot after cleanup: version %d, %d files, %v", s.Version, len(s.Files), err)
+	if err != nil || s.Version != 12 || s.Files.Len() != 12 {
+		t.Fatalf("snapshot after cleanup: version %d, %d files, %v", s.Version, s.Files.Len(), err)
 	}
 	// A second run finds nothing more to do.
 	if res, err := CleanupLog(ctx, fresh, LogCleanupOptions{}); err != nil || len(res.Deleted) != 0 {

@@ -311,7 +311,7 @@ func (g *group) summary() PartitionPlan {
 // allLive reports whether every file g removes is still in s.
 func (g *group) allLive(s *deltawriter.Snapshot) bool {
 	for _, r := range g.removes {
-		if _, ok := s.Files[deltalog.FileKey(r.Path, r.DeletionVector)]; !ok {
+		if !s.Files.Has(deltalog.FileKey(r.Path, r.DeletionVector)) {
 			return false
 		}
 	}
@@ -336,7 +336,7 @@ func plan(s *deltawriter.Snapshot, keep func(map[string]*string) (bool, error), 
 	byKey := map[string]*group{}
 	small := map[string][]deltalog.Add{}
 	purge := map[string]bool{} // the file keys of files rewritten for their deleted rows
-	for _, a := range s.Files {
+	for _, a := range s.Files.All() {
 		del, records := deletedRows(a)
 		dead := records > 0 && del >= records
 		heavy := records > 0 && float64(del) > MaxDeletedRowsRatio*float64(records)

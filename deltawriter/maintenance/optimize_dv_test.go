@@ -96,7 +96,7 @@ func TestOptimizePurgesDeletedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Files) != 2 || res.Version != snap.Version+1 || res.FilesRemoved != 2 || res.FilesAdded != 1 || res.DeletionVectorsRemoved != 1 || res.RowsWritten != 20 {
+	if snap.Files.Len() != 2 || res.Version != snap.Version+1 || res.FilesRemoved != 2 || res.FilesAdded != 1 || res.DeletionVectorsRemoved != 1 || res.RowsWritten != 20 {
 		t.Fatalf("result %+v", res)
 	}
 	if after := liveRows(t, openTable(t, root)); strings.Join(after, ",") != strings.Join(before, ",") {
@@ -136,7 +136,7 @@ func TestOptimizeDeadFilesAndLightDeletes(t *testing.T) {
 	snap, _ := tbl.Snapshot(ctx)
 	var removes []deltalog.Remove
 	var adds []deltalog.Add
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		removes = append(removes, deltalog.Remove{Path: a.Path, DataChange: true})
 		a.DeletionVector = inlineDV(t, 0, 1)
 		adds = append(adds, a)
@@ -152,8 +152,8 @@ func TestOptimizeDeadFilesAndLightDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, _ = tbl.Snapshot(ctx)
-	if res.FilesRemoved != 2 || res.FilesAdded != 0 || res.RowsWritten != 0 || res.DeletionVectorsRemoved != 2 || len(snap.Files) != 0 {
-		t.Fatalf("result %+v, %d files left", res, len(snap.Files))
+	if res.FilesRemoved != 2 || res.FilesAdded != 0 || res.RowsWritten != 0 || res.DeletionVectorsRemoved != 2 || snap.Files.Len() != 0 {
+		t.Fatalf("result %+v, %d files left", res, snap.Files.Len())
 	}
 
 	root = t.TempDir()

@@ -54,7 +54,7 @@ func liveRows(t *testing.T, tbl *deltawriter.Table) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		pv, _ := json.Marshal(a.PartitionValues)
 		if _, err := snap.ReadDataFile(ctx, tbl.Store(), a, func(r map[string]any) error {
 			b, err := json.Marshal(r)
@@ -73,7 +73,7 @@ func liveRows(t *testing.T, tbl *deltawriter.Table) []string {
 func TestReadDeletionVectorSpark(t *testing.T) {
 	tbl := openTable(t, kernelTable(t, "table-with-dv-small"))
 	snap, _ := tbl.Snapshot(context.Background())
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		dv, err := deltawriter.ReadDeletionVector(context.Background(), tbl.Store(), a.DeletionVector)
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +98,7 @@ func TestDeletionVectorPathAndChecksum(t *testing.T) {
 	tbl := openTable(t, root)
 	snap, _ := tbl.Snapshot(context.Background())
 	var dv *deltalog.DeletionVector
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		dv = a.DeletionVector
 	}
 	f := filepath.Join(root, "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin")
@@ -123,8 +123,8 @@ func TestOptimizeDeletionVector(t *testing.T) {
 	tbl := openTable(t, root)
 	before := liveRows(t, tbl)
 	snap, _ := tbl.Snapshot(context.Background())
-	if len(snap.Files) != 2 {
-		t.Fatalf("%d files", len(snap.Files))
+	if snap.Files.Len() != 2 {
+		t.Fatalf("%d files", snap.Files.Len())
 	}
 	res, err := Optimize(context.Background(), tbl, OptimizeOptions{MinFiles: 2})
 	if err != nil {
@@ -143,7 +143,7 @@ func TestOptimizeDeletionVector(t *testing.T) {
 		switch {
 		case a.Remove != nil:
 			removes++
-			orig := snap.Files[deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)]
+			orig, _ := snap.Files.Get(deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector))
 			if orig.Path == "" || a.Remove.DataChange || a.Remove.ExtendedFileMetadata == nil || !*a.Remove.ExtendedFileMetadata ||
 				a.Remove.Size == nil || *a.Remove.Size != orig.Size || jsonOf(a.Remove.DeletionVector) != jsonOf(orig.DeletionVector) {
 				t.Errorf("remove %+v for add %+v", *a.Remove, orig)
@@ -352,7 +352,7 @@ func TestOptimizeWideningColumnMappingPartitions(t *testing.T) {
 		logical[f.PhysicalName(snap.ColumnMapping)] = f.Name
 	}
 	var row1 string
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		if a.DataChange {
 			continue // only the files OPTIMIZE wrote
 		}
@@ -454,7 +454,7 @@ func TestOptimizeConcurrentDropsLostPartition(t *testing.T) {
 	before := liveRows(t, tbl)
 	var size int64
 	snap, _ := tbl.Snapshot(ctx)
-	for _, a := range snap.Files {
+	for _, a := range snap.Files.All() {
 		size += a.Size
 	}
 	slow := make(chan OptimizeResult)
@@ -488,7 +488,7 @@ func TestOptimizeConcurrentDropsLostPartition(t *testing.T) {
 	if len(got) != len(before)+10 {
 		t.Fatalf("%d distinct rows, want the %d before and the 10 appended", len(got), len(before))
 	}
-	if snap, _ := openTable(t, root).Snapshot(ctx); len(snap.Files) != 3 {
-		t.Fatalf("%d files, want dt=a's and dt=b's compacted files and the late append", len(snap.Files))
+	if snap, _ := openTable(t, root).Snapshot(ctx); snap.Files.Len() != 3 {
+		t.Fatalf("%d files, want dt=a's and dt=b's compacted files and the late append", snap.Files.Len())
 	}
 }

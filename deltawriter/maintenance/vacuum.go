@@ -44,6 +44,9 @@ type VacuumOptions struct {
 	EngineInfo string
 }
 
+// vacuumDeletes is the number of delete requests VACUUM keeps in flight.
+const vacuumDeletes = 16
+
 // VacuumFile is one file (or empty directory) VACUUM deletes, or would delete.
 type VacuumFile struct {
 	Path  string `json:"path"` // relative to the table root, slash-separated, not URI-encoded
@@ -158,9 +161,23 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 			}
 		}
 	}
-	for _, a := range snap.Files {
-		keep(a.Path, a.DeletionVector)
+	// A live file whose key is its clean relative path is looked up in the snapshot's
+	// file table (snap.Files.Has) rather than copied into valid: only its directories
+	// are, and the few other live files (absolute paths, deletion vectors).
+	lastDir := ""
+	for k, a := range snap.Files.All() {
+		if a.DeletionVector != nil || strings.Contains(k, "://") || strings.HasPrefix(k, "/") || path.Clean(k) != k {
+			keep(a.Path, a.DeletionVector)
+			continue
+		}
+		if d := path.Dir(k); d != lastDir {
+			lastDir = d
+			for ; d != "."; d = path.Dir(d) {
+				valid[d] = true
+			}
+		}
 	}
+	live := func(rel string) bool { return valid[rel] || snap.Files.Has(rel) }
 	for _, r := range snap.Tombstones() {
 		if r.DeletionTimestamp != nil && *r.DeletionTimestamp >= cutoffMs {
 			keep(r.Path, r.DeletionVector)
@@ -169,8 +186,12 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 	partCols := partitionDirPrefixes(snap)
 	var dirs []string
 	var walk func(dir string) (empty bool, err error)
+	list, lazy := st.List, false
+	if nl, ok := st.(storage.NameLister); ok {
+		list, lazy = nl.ListNames, true // sizes and times of the unreferenced files only
+	}
 	walk = func(dir string) (bool, error) {
-		ents, err := st.List(ctx, dir)
+		ents, err := list(ctx, dir)
 		if err != nil {
 			return false, fmt.Errorf("list %s: %w", dir, err)
 		}
@@ -188,12 +209,25 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 				if err != nil {
 					return false, err
 				}
-				if empty && !valid[rel] {
+				if empty && !live(rel) {
 					dirs = append(dirs, rel)
 				}
 				continue
 			}
-			if !valid[rel] && e.ModTime.Before(res.DeleteBefore) {
+			if live(rel) {
+				continue
+			}
+			if lazy {
+				fi, err := st.Stat(ctx, rel)
+				if storage.IsNotExist(err) {
+					continue // deleted since the listing
+				}
+				if err != nil {
+					return false, fmt.Errorf("stat %s: %w", rel, err)
+				}
+				e.Size, e.ModTime = fi.Size, fi.ModTime
+			}
+			if e.ModTime.Before(res.DeleteBefore) {
 				res.Files = append(res.Files, VacuumFile{Path: rel, Size: e.Size})
 				res.Bytes += e.Size
 			}
@@ -234,15 +268,16 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 	}
 	// Files first (sorted), then directories deepest first, so that each is empty by then.
 	var delErr error
+	files := make([]string, 0, len(res.Files))
 	for _, f := range res.Files {
-		if f.IsDir {
-			continue
+		if !f.IsDir {
+			files = append(files, f.Path)
 		}
-		if err := del.Delete(ctx, f.Path); err != nil {
-			delErr = fmt.Errorf("delete %s: %w", f.Path, err)
-			break
-		}
-		res.Deleted++
+	}
+	n, err := storage.DeleteAll(ctx, st, files, vacuumDeletes)
+	res.Deleted += n
+	if err != nil {
+		delErr = err
 	}
 	if delErr == nil {
 		slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,7 @@ type fakeS3 struct {
 	ignoreIfNoneMatch bool
 	fault             func(w http.ResponseWriter, r *http.Request) bool
 	puts              int
+	batchDeletes      []int // keys per DeleteObjects request
 }
 
 func s3Error(w http.ResponseWriter, status int, code string) {
@@ -70,6 +73,25 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		delete(f.objects, key)
 		w.WriteHeader(204)
+	case http.MethodPost:
+		if _, ok := r.URL.Query()["delete"]; !ok {
+			s3Error(w, 501, "NotImplemented")
+			return
+		}
+		var req struct {
+			Objects []struct{ Key string } `xml:"Object"`
+		}
+		if err := xml.NewDecoder(r.Body).Decode(&req); err != nil {
+			s3Error(w, 400, "MalformedXML")
+			return
+		}
+		bucket, _, _ := strings.Cut(key, "/")
+		for _, o := range req.Objects {
+			delete(f.objects, bucket+"/"+o.Key)
+		}
+		f.batchDeletes = append(f.batchDeletes, len(req.Objects))
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><DeleteResult></DeleteResult>`)
 	default:
 		s3Error(w, 501, "NotImplemented")
 	}
@@ -354,5 +376,54 @@ func TestListFromFallback(t *testing.T) {
 	}
 	if got, want := strings.Join(names, " "), "00000000000000000002.checkpoint.parquet 00000000000000000002.json 00000000000000000003.json _last_checkpoint"; got != want {
 		t.Fatalf("ListFrom:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestDeleteAllBatchesS3 deletes 2,500 objects of an S3 store: three DeleteObjects
+// requests of at most 1,000 keys, every object gone, the count exact; on a local store
+// the same call deletes one by one, missing objects included without error.
+func TestDeleteAllBatchesS3(t *testing.T) {
+	ctx := context.Background()
+	f, st := newFakeS3(t)
+	var paths []string
+	for i := range 2500 {
+		p := fmt.Sprintf("d=%d/part-%05d.parquet", i%7, i)
+		f.objects["lake/tbl/"+p] = []byte("x")
+		paths = append(paths, p)
+	}
+	f.objects["lake/tbl/keep.parquet"] = []byte("k")
+	n, err := DeleteAll(ctx, st, paths, 4)
+	if err != nil || n != 2500 {
+		t.Fatalf("DeleteAll = %d, %v; want 2500", n, err)
+	}
+	sizes := append([]int(nil), f.batchDeletes...)
+	slices.Sort(sizes)
+	if fmt.Sprint(sizes) != "[500 1000 1000]" || len(f.objects) != 1 || f.objects["lake/tbl/keep.parquet"] == nil {
+		t.Fatalf("requests %v, objects left %d", sizes, len(f.objects))
+	}
+
+	dir := t.TempDir()
+	local, err := NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths[:100] {
+		if err := local.Put(ctx, p, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := local.Put(ctx, "keep.parquet", []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	n, err = DeleteAll(ctx, local, paths[:150], 8) // 50 of them never existed
+	if err != nil || n != 150 {
+		t.Fatalf("local DeleteAll = %d, %v; want 150", n, err)
+	}
+	left, err := local.List(ctx, "d=0")
+	if err != nil || len(left) != 0 {
+		t.Fatalf("left in d=0: %v, %v", left, err)
+	}
+	if _, err := local.Stat(ctx, "keep.parquet"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -166,6 +166,16 @@ type Deleter interface {
 	Delete(ctx context.Context, p string) error
 }
 
+// NameLister is implemented by stores for which listing names is much cheaper than
+// listing names with sizes and times (a local directory: no lstat per entry), so that a
+// caller that needs the size and time of a few entries only (VACUUM: the unreferenced
+// ones) asks Stat for those.
+type NameLister interface {
+	// ListNames returns the entries of dir in no particular order, with Name and IsDir
+	// set (Size and ModTime zero); like List, an empty list when dir does not exist.
+	ListNames(ctx context.Context, dir string) ([]FileInfo, error)
+}
+
 // ListerFrom is implemented by stores that can list a directory starting after a name
 // (S3 StartAfter, GCS StartOffset, Azure StartFrom), so that reading a long _delta_log
 // from a checkpoint does not list its whole history.

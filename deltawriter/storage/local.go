@@ -291,6 +291,39 @@ func (l *Local) List(ctx context.Context, dir string) ([]FileInfo, error) {
 
 const tmpPrefix = ".tmp-"
 
+// ListNames implements NameLister: getdents only, no lstat per entry and no sort.
+func (l *Local) ListNames(ctx context.Context, dir string) ([]FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a := l.root
+	if dir != "" && dir != "." {
+		var err error
+		if a, err = l.abs(dir); err != nil {
+			return nil, fmt.Errorf("list %s: %w", dir, err)
+		}
+	}
+	f, err := os.Open(a)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	ents, err := f.ReadDir(-1) // in directory order: no sort
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	out := make([]FileInfo, 0, len(ents))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), tmpPrefix) {
+			out = append(out, FileInfo{Name: e.Name(), IsDir: e.IsDir()})
+		}
+	}
+	return out, nil
+}
+
 // Delete implements Deleter: it removes the file, or the directory when it is empty, at p.
 // A missing p is not an error; a non-empty directory is (VACUUM deletes files first and
 // their directories once empty).

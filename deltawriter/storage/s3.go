@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -296,6 +297,32 @@ func (s *S3) Delete(ctx context.Context, p string) error {
 		return nil
 	}
 	return err
+}
+
+// DeleteBatch implements BatchDeleter with one DeleteObjects request (quiet mode: only
+// the keys that failed are reported; a missing key is not a failure).
+func (s *S3) DeleteBatch(ctx context.Context, paths []string) (int, error) {
+	if len(paths) > MaxDeleteBatch {
+		return 0, fmt.Errorf("delete %d objects: at most %d per request", len(paths), MaxDeleteBatch)
+	}
+	ids := make([]types.ObjectIdentifier, len(paths))
+	for i, p := range paths {
+		k, err := s.key("delete", p)
+		if err != nil {
+			return 0, err
+		}
+		ids[i] = types.ObjectIdentifier{Key: aws.String(k)}
+	}
+	out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket,
+		Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+	if err != nil {
+		return 0, s.wrap(ctx, "delete", fmt.Sprintf("%d objects", len(paths)), err)
+	}
+	if len(out.Errors) > 0 {
+		e := out.Errors[0]
+		return len(paths) - len(out.Errors), fmt.Errorf("delete %s: %s: %s (and %d more failed)", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1)
+	}
+	return len(paths), nil
 }
 
 // Create implements Store: the bytes written stream to the transfer manager's

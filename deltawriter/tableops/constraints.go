@@ -123,7 +123,7 @@ func checkConstraintChanges(ctx context.Context, table *deltawriter.Table, snap 
 
 // scanConstraint refuses CHECK constraint c when a row of snap's data files, other than
 // those in done (already scanned), violates it.
-func scanConstraint(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, c ConstraintDef, done map[string]deltalog.Add) error {
+func scanConstraint(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, c ConstraintDef, done *deltawriter.FileSet) error {
 	cons, err := deltawriter.Constraints(snap.Schema, map[string]string{deltalog.PropConstraintPrefix + c.Name: c.Expr})
 	if err != nil {
 		return fmt.Errorf("add constraint %s: %w", c.Name, err)
@@ -136,7 +136,7 @@ func scanConstraint(ctx context.Context, table *deltawriter.Table, snap *deltawr
 
 // scanNotNull refuses NOT NULL on top-level column col when a row of snap's data files,
 // other than those in done (already scanned), has NULL in it.
-func scanNotNull(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, col string, done map[string]deltalog.Add) error {
+func scanNotNull(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, col string, done *deltawriter.FileSet) error {
 	if err := scanViolations(ctx, table, snap, nil, col, "NOT NULL constraint on "+col, done); err != nil {
 		return fmt.Errorf("set not null %s: %w", col, err)
 	}
@@ -265,7 +265,7 @@ func protocolWith(p deltalog.Protocol, f string, legacy int) *deltalog.Protocol 
 // constraint, and one example row (the columns it reads) with its file. Memory: one file
 // and one row group's columns at a time. Files with deletion vectors are refused (the
 // scan would count deleted rows).
-func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, e *expr.Expr, notNull, what string, done map[string]deltalog.Add) error {
+func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawriter.Snapshot, e *expr.Expr, notNull, what string, done *deltawriter.FileSet) error {
 	cm, err := snap.Metadata.ColumnMappingMode()
 	if err != nil {
 		return err
@@ -280,10 +280,10 @@ func scanViolations(ctx context.Context, table *deltawriter.Table, snap *deltawr
 	for _, p := range snap.Metadata.PartitionColumns {
 		part[deltalog.NameKey(p)] = true
 	}
-	paths := make([]string, 0, len(snap.Files))
+	paths := make([]string, 0, snap.Files.Len())
 	adds := map[string]deltalog.Add{}
-	for k, a := range snap.Files {
-		if _, ok := done[k]; ok {
+	for k, a := range snap.Files.All() {
+		if done.Has(k) {
 			continue
 		}
 		paths = append(paths, k)

@@ -266,13 +266,14 @@ func TestConstraintStepScansNewFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := *snap // the dry run's snapshot: only the first file
-	stale.Files = map[string]deltalog.Add{}
-	for k, a := range snap.Files {
+	var kept []deltalog.Add
+	for _, a := range snap.Files.All() {
 		if a.Path == adds[0].Path {
-			stale.Files[k] = a
+			kept = append(kept, a)
 		}
 	}
-	if len(stale.Files) != 1 {
+	stale.Files = deltawriter.NewFileSet(kept...)
+	if stale.Files.Len() != 1 {
 		t.Fatalf("files %v", snap.Files)
 	}
 	step := func(op string, build func(s *deltawriter.Snapshot) (deltawriter.Commit, string, error)) error {

@@ -245,8 +245,8 @@ func Describe(location string, s *deltawriter.Snapshot) Detail {
 		MinReaderVersion: s.Protocol.MinReaderVersion, MinWriterVersion: s.Protocol.MinWriterVersion,
 		ReaderFeatures: s.Protocol.ReaderFeatures, WriterFeatures: s.Protocol.WriterFeatures,
 		PartitionColumns: s.Metadata.PartitionColumns, Properties: s.Metadata.Configuration,
-		NumFiles: len(s.Files), Txns: s.Txns, SmallFileThreshold: SmallFileThreshold}
-	for _, f := range s.Files {
+		NumFiles: s.Files.Len(), Txns: s.Txns, SmallFileThreshold: SmallFileThreshold}
+	for _, f := range s.Files.All() {
 		d.SizeInBytes += f.Size
 		if f.Size < SmallFileThreshold {
 			d.SmallFiles++
@@ -299,7 +299,7 @@ func partitions(s *deltawriter.Snapshot) []Partition {
 		}
 	}
 	byKey := map[string]*Partition{}
-	for _, f := range s.Files {
+	for _, f := range s.Files.All() {
 		p := Partition{Values: map[string]*string{}}
 		key := ""
 		for _, c := range cs {

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/maintenance"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// result is one measurement (zero fields are omitted).
+type result struct {
+	What         string  `json:"what"`
+	Dir          string  `json:"dir"`
+	Files        int     `json:"files"`
+	Wall         float64 `json:"wallS"`
+	CPU          float64 `json:"cpuS"`
+	HeapPerFile  float64 `json:"heapBytesPerFile,omitempty"`
+	AllocMiB     float64 `json:"allocMiB,omitempty"`
+	PeakRSSMiB   float64 `json:"peakRssMiB,omitempty"`
+	P50          float64 `json:"p50S,omitempty"`
+	P99          float64 `json:"p99S,omitempty"`
+	Count        int     `json:"count,omitempty"`
+	ListingWall  float64 `json:"listingWallS,omitempty"`
+	CandidateDel int     `json:"toDelete,omitempty"`
+}
+
+func measureCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("measure", flag.ContinueOnError)
+	dir := fs.String("dir", "", "table directory")
+	what := fs.String("what", "load", "load|checkpoint|vacuum|refresh|commits|startup")
+	n := fs.Int("n", 50, "commits (refresh, commits)")
+	pace := fs.Duration("pace", 200*time.Millisecond, "pause between commits (commits): a pipeline commits every max_age, not back to back")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole measurement to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	start := time.Now()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx := context.Background()
+	st, err := storage.NewLocal(*dir)
+	if err != nil {
+		return err
+	}
+	r := result{What: *what, Dir: *dir}
+	switch *what {
+	case "load":
+		err = measureLoad(ctx, st, &r)
+	case "checkpoint":
+		err = measureCheckpoint(ctx, st, &r)
+	case "vacuum":
+		err = measureVacuum(ctx, st, &r)
+	case "refresh":
+		err = measureRefresh(ctx, st, *n, &r)
+	case "commits":
+		err = measureCommits(ctx, st, *n, *pace, &r)
+	case "startup":
+		err = measureStartup(ctx, st, start, &r)
+	default:
+		err = fmt.Errorf("measure: unknown -what %q", *what)
+	}
+	if err != nil {
+		return fmt.Errorf("measure %s: %w", *what, err)
+	}
+	r.PeakRSSMiB = peakRSSMiB()
+	return json.NewEncoder(stdout).Encode(r)
+}
+
+// cpuSeconds is the process's user and system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// peakRSSMiB is VmHWM of /proc/self/status (0 where there is none).
+func peakRSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+// measureLoad loads the latest snapshot (checkpoint + tail) and lists its files' paths,
+// the equivalent of delta-rs' DeltaTable(...) + files(); then the heap it holds.
+func measureLoad(ctx context.Context, st storage.Store, r *result) error {
+	h0 := heapAlloc()
+	c0, t0 := cpuSeconds(), time.Now()
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		return err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	paths := make([]string, 0, snap.Files.Len())
+	for _, a := range snap.Files.All() {
+		paths = append(paths, a.Path)
+	}
+	r.Wall, r.CPU = time.Since(t0).Seconds(), cpuSeconds()-c0
+	r.Files = len(paths)
+	paths = nil
+	h1 := heapAlloc()
+	r.HeapPerFile = float64(int64(h1)-int64(h0)) / float64(max(r.Files, 1))
+	runtime.KeepAlive(tbl)
+	runtime.KeepAlive(paths)
+	return nil
+}
+
+// measureCheckpoint loads the table, then writes a checkpoint of it (timed).
+func measureCheckpoint(ctx context.Context, st storage.Store, r *result) error {
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		return err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	r.Files = snap.Files.Len()
+	a0 := totalAlloc()
+	c0, t0 := cpuSeconds(), time.Now()
+	if _, err := tbl.Checkpoint(ctx); err != nil {
+		return err
+	}
+	r.Wall, r.CPU = time.Since(t0).Seconds(), cpuSeconds()-c0
+	r.AllocMiB = float64(totalAlloc()-a0) / (1 << 20)
+	return nil
+}
+
+// measureVacuum loads the table, lists it (the store's listing time, for reference), then
+// runs a VACUUM dry run with the table's retention (timed).
+func measureVacuum(ctx context.Context, st storage.Store, r *result) error {
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		return err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	r.Files = snap.Files.Len()
+	t0 := time.Now()
+	if _, err := listAll(ctx, st, ""); err != nil {
+		return err
+	}
+	r.ListingWall = time.Since(t0).Seconds()
+	a0 := totalAlloc()
+	c0, t0 := cpuSeconds(), time.Now()
+	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: -1, DryRun: true})
+	if err != nil {
+		return err
+	}
+	r.Wall, r.CPU = time.Since(t0).Seconds(), cpuSeconds()-c0
+	r.AllocMiB = float64(totalAlloc()-a0) / (1 << 20)
+	r.CandidateDel = len(res.Files)
+	return nil
+}
+
+// listAll lists every object under dir, recursively, as VACUUM does (names only where
+// the store has storage.NameLister), and returns how many.
+func listAll(ctx context.Context, st storage.Store, dir string) (int, error) {
+	list := st.List
+	if nl, ok := st.(storage.NameLister); ok {
+		list = nl.ListNames
+	}
+	ents, err := list(ctx, dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		p := e.Name
+		if dir != "" {
+			p = dir + "/" + e.Name
+		}
+		if e.IsDir {
+			k, err := listAll(ctx, st, p)
+			if err != nil {
+				return 0, err
+			}
+			n += k
+			continue
+		}
+		n++
+	}
+	return n, nil
+}
+
+// benchAdd is the add of one more file (its data file need not exist: these
+// measurements read the log only).
+func benchAdd(snap *deltawriter.Snapshot, i int) deltalog.Add {
+	a := deltalog.Add{Path: fmt.Sprintf("part-bench-%08d.parquet", i), PartitionValues: map[string]*string{}, Size: 500,
+		ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: stubStats}
+	if len(snap.Metadata.PartitionColumns) > 0 {
+		d := "2026-12-06"
+		a.PartitionValues["date"] = &d
+		a.Path = "date=" + d + "/" + a.Path
+	}
+	return a
+}
+
+// measureRefresh: another writer commits one file; the time of Snapshot on a loaded
+// Table to take it in (n times: p50 and max as p99).
+func measureRefresh(ctx context.Context, st storage.Store, n int, r *result) error {
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		return err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	r.Files = snap.Files.Len()
+	var ds []float64
+	c0 := cpuSeconds()
+	for i := range n {
+		a := benchAdd(snap, 1_000_000_000+i)
+		ts := time.Now().UnixMilli()
+		data, err := deltalog.EncodeCommit([]deltalog.Action{{Add: &a}, {Txn: &deltalog.Txn{AppID: "other", Version: int64(i), LastUpdated: &ts}}})
+		if err != nil {
+			return err
+		}
+		if err := st.PutIfAbsent(ctx, fmt.Sprintf("_delta_log/%020d.json", snap.Version+1), data); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		next, err := tbl.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(t0).Seconds())
+		if next.Version != snap.Version+1 || next.Files.Len() != snap.Files.Len()+1 {
+			return fmt.Errorf("refresh: version %d with %d files after %d with %d", next.Version, next.Files.Len(), snap.Version, snap.Files.Len())
+		}
+		snap = next
+	}
+	r.CPU = cpuSeconds() - c0
+	r.Count, r.P50, r.P99 = len(ds), quantile(ds, 0.5), quantile(ds, 0.99)
+	return nil
+}
+
+// measureCommits: n commits of one file and a txn, each after a Snapshot (as a flush
+// does), with background checkpoints every delta.checkpointInterval commits as in the
+// daemon; p50 and p99 of Snapshot + Commit.
+func measureCommits(ctx context.Context, st storage.Store, n int, pace time.Duration, r *result) error {
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithBackgroundCheckpoints())
+	if err != nil {
+		return err
+	}
+	defer tbl.Close(context.Background())
+	var ds []float64
+	c0 := cpuSeconds()
+	for i := range n {
+		t0 := time.Now()
+		snap, err := tbl.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{benchAdd(snap, 2_000_000_000+i)},
+			Txns: []deltalog.Txn{{AppID: benchApp, Version: snap.Txns[benchApp] + 1}}})
+		if err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(t0).Seconds())
+		r.Files = snap.Files.Len() + 1
+		time.Sleep(pace)
+	}
+	r.CPU = cpuSeconds() - c0
+	r.Count, r.P50, r.P99 = len(ds), quantile(ds, 0.5), quantile(ds, 0.99)
+	tbl.WaitCheckpoints()
+	return nil
+}
+
+// measureStartup: the Delta side of a pipeline's start, from the process's start to its
+// first commit landed: Open (the snapshot load) and one commit.
+func measureStartup(ctx context.Context, st storage.Store, start time.Time, r *result) error {
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithBackgroundCheckpoints())
+	if err != nil {
+		return err
+	}
+	defer tbl.Close(context.Background())
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{benchAdd(snap, 3_000_000_000)},
+		Txns: []deltalog.Txn{{AppID: benchApp, Version: snap.Txns[benchApp] + 1}}})
+	if err != nil {
+		return err
+	}
+	r.Wall, r.CPU, r.Files = time.Since(start).Seconds(), cpuSeconds(), snap.Files.Len()+1
+	return nil
+}
+
+// quantile is the q-quantile of xs (nearest rank).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
