@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path"
 	"sort"
@@ -15,8 +16,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // Optimize defaults: the target size of a compacted file, in bytes, and the small files a
@@ -558,49 +561,49 @@ func predicateParam(where string) string {
 	return string(b)
 }
 
-// rewrite reads each bin's files and writes one new file per bin.
+// RowGroupBytes is the memory of decoded values (8 bytes a dense word, 24 a levelled
+// value, plus the bytes of byte values) at which OPTIMIZE writes the output row group it
+// is filling; a source row group at least half this large is written as it is read.
+const RowGroupBytes = 64 << 20
+
+// rowGroupBytes is RowGroupBytes, smaller in tests.
+var rowGroupBytes = RowGroupBytes
+
+// rewrite reads each bin's files and writes one new file per bin, streaming: the files
+// are read one row group at a time (deltawriter.DataFileReader, column by column), their
+// live rows are appended to the output's columns, and the output is written as a row
+// group each time its columns reach RowGroupBytes (deltawriter.DataFileWriter), so the
+// memory is one source row group and one output row group, never a whole file.
 func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawriter.Snapshot, pq *parquet.Schema, thr *throttle) error {
 	st := t.Store()
 	opts := snap.FileOptions()
 	opts.PartitionValues = g.values
+	leaves := column.Leaves(pq)
+	in := make([]column.Column, len(leaves))
+	out := make([]column.Column, len(leaves))
 	for _, bin := range g.bins {
 		opts.Dir = ""
 		if d := path.Dir(deltalog.CanonicalPath(bin[0].Path)); d != "." && !strings.HasPrefix(d, "/") {
 			opts.Dir = d
 		}
-		cols := make([][]parquet.Value, len(pq.Columns()))
-		numRows := 0
+		b := binWriter{ctx: ctx, st: st, pq: pq, opts: opts, leaves: leaves, out: out}
+		if err := b.copyFiles(snap, bin, in, thr); err != nil {
+			b.abort()
+			return err
+		}
 		for _, a := range bin {
-			var rows []map[string]any
-			if _, err := snap.ReadDataFile(ctx, st, a, func(r map[string]any) error {
-				rows = append(rows, r)
-				return nil
-			}); err != nil {
-				return err
-			}
-			fc, err := deltawriter.RowsToColumns(pq, rows)
-			if err != nil {
-				return fmt.Errorf("rewrite %s: %w", a.Path, err)
-			}
-			for i := range cols {
-				cols[i] = append(cols[i], fc[i]...)
-			}
-			numRows += len(rows)
 			if a.DeletionVector != nil {
 				g.dvs++
 			}
-			if err := thr.wait(ctx, a.Size); err != nil {
-				return err
-			}
 		}
-		if numRows > 0 { // a bin whose rows are all deleted becomes no file
-			add, err := deltawriter.WriteDataFile(ctx, st, pq, cols, numRows, opts)
-			if err != nil {
-				return err
-			}
+		add, rows, err := b.close()
+		if err != nil {
+			return err
+		}
+		if rows > 0 { // a bin whose rows are all deleted becomes no file
 			add.DataChange = false
 			g.adds = append(g.adds, add)
-			g.rows += int64(numRows)
+			g.rows += rows
 		}
 		for _, a := range bin {
 			g.removes = append(g.removes, compactedRemove(a))
@@ -610,6 +613,119 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 		g.removes = append(g.removes, compactedRemove(a))
 	}
 	return nil
+}
+
+// binWriter writes one bin's output file: out holds the row group being filled (rows
+// rows), w the file, created with the first row group written.
+type binWriter struct {
+	ctx    context.Context
+	st     storage.Store
+	pq     *parquet.Schema
+	opts   deltawriter.FileOptions
+	leaves []column.Leaf
+	out    []column.Column
+	rows   int
+	w      *deltawriter.DataFileWriter
+}
+
+// copyFiles appends the live rows of the files of bin to the output, row group by row
+// group (in is the source row group's buffers).
+func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, bin []deltalog.Add, in []column.Column, thr *throttle) error {
+	for i := range b.out {
+		b.out[i].Reset(b.leaves[i])
+	}
+	for _, a := range bin {
+		r, err := snap.OpenDataFile(b.ctx, b.st, a, b.pq)
+		if err != nil {
+			return err
+		}
+		for {
+			n, err := r.Next(in)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue
+			}
+			if b.rows == 0 && columnsBytes(in) >= rowGroupBytes/2 {
+				if err := b.write(in, n); err != nil { // large enough as it is: no copy
+					return err
+				}
+				continue
+			}
+			for i := range in {
+				b.out[i].AppendFrom(&in[i], 0, b.leaves[i].Index)
+			}
+			b.rows += n
+			if columnsBytes(b.out) >= rowGroupBytes {
+				if err := b.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := thr.wait(b.ctx, a.Size); err != nil {
+			return err
+		}
+	}
+	return b.flush()
+}
+
+// columnsBytes is the memory of the values cols hold (see RowGroupBytes).
+func columnsBytes(cols []column.Column) int {
+	n := 0
+	for i := range cols {
+		c := &cols[i]
+		n += 8*len(c.Dense) + 24*len(c.Values) + c.ByteSize()
+	}
+	return n
+}
+
+// flush writes the output row group being filled, if any.
+func (b *binWriter) flush() error {
+	if b.rows == 0 {
+		return nil
+	}
+	if err := b.write(b.out, b.rows); err != nil {
+		return err
+	}
+	for i := range b.out {
+		b.out[i].Reset(b.leaves[i])
+	}
+	b.rows = 0
+	return nil
+}
+
+// write writes cols (n rows) as the output's next row group, creating the file first.
+func (b *binWriter) write(cols []column.Column, n int) error {
+	if b.w == nil {
+		w, err := deltawriter.NewDataFileWriter(b.ctx, b.st, b.pq, b.opts)
+		if err != nil {
+			return err
+		}
+		b.w = w
+	}
+	return b.w.WriteRowGroup(cols, n)
+}
+
+// close publishes the output file and returns its add and rows (0 and no add when no
+// row was live).
+func (b *binWriter) close() (deltalog.Add, int64, error) {
+	if b.w == nil {
+		return deltalog.Add{}, 0, nil
+	}
+	rows := b.w.NumRows()
+	add, err := b.w.Close()
+	return add, rows, err
+}
+
+// abort discards the output file after a failure.
+func (b *binWriter) abort() {
+	if b.w != nil {
+		_ = b.w.Abort()
+	}
 }
 
 // compactedRemove is the remove of a file OPTIMIZE replaces: dataChange false, with the
