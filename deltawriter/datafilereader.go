@@ -39,6 +39,7 @@ type DataFileReader struct {
 	pq       *parquet.Schema
 	leaves   []column.Leaf
 	f        *parquet.File
+	ra       io.ReaderAt
 	del      *DeletedRows
 	rg       int
 	row      uint64 // file rows passed (live and deleted)
@@ -73,7 +74,7 @@ func (s *Snapshot) OpenDataFile(ctx context.Context, st storage.Store, add delta
 	if err != nil {
 		return nil, fmt.Errorf("read data file %s: %w", add.Path, err)
 	}
-	r := &DataFileReader{s: s, add: add, pq: pq, leaves: column.Leaves(pq), f: f, del: del}
+	r := &DataFileReader{s: s, add: add, pq: pq, leaves: column.Leaves(pq), f: f, ra: ra, del: del}
 	r.columnar = sameLeaves(f.Schema(), pq)
 	if !r.columnar {
 		r.byName = map[string]parquet.Field{}
@@ -111,6 +112,20 @@ func sameLeaves(file, want *parquet.Schema) bool {
 // Columnar reports whether the file is read column by column (its leaves are the data
 // file schema's) rather than row by row.
 func (r *DataFileReader) Columnar() bool { return r.columnar }
+
+// NextRowGroupBytes is the compressed size in bytes of the column chunks of the row group
+// Next or DataFileWriter.CopyRowGroup reads next, 0 after the last.
+func (r *DataFileReader) NextRowGroupBytes() int64 {
+	md := r.f.Metadata()
+	if r.rg >= len(md.RowGroups) {
+		return 0
+	}
+	var n int64
+	for _, c := range md.RowGroups[r.rg].Columns {
+		n += c.MetaData.TotalCompressedSize
+	}
+	return n
+}
 
 // RowsRead is the file rows passed so far, live and deleted.
 func (r *DataFileReader) RowsRead() int64 { return int64(r.row) }

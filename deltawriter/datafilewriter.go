@@ -40,6 +40,7 @@ type DataFileWriter struct {
 	rel    string
 	sw     storage.Writer
 	pw     *parquetenc.Writer
+	codec  format.CompressionCodec
 	acc    []leafAcc
 	kinds  []leafKind
 	rows   int64
@@ -90,7 +91,10 @@ func NewDataFileWriter(ctx context.Context, st storage.Store, schema *parquet.Sc
 		_ = sw.Abort()
 		return nil, fmt.Errorf("write data file %s: %w", rel, err)
 	}
-	w := &DataFileWriter{ctx: ctx, st: st, schema: schema, opts: opts, rel: rel, sw: sw, pw: pw}
+	w := &DataFileWriter{ctx: ctx, st: st, schema: schema, opts: opts, rel: rel, sw: sw, pw: pw, codec: format.Uncompressed}
+	if codec != nil {
+		w.codec = codec.CompressionCodec()
+	}
 	for _, path := range schema.Columns() {
 		lc, _ := schema.Lookup(path...)
 		t := lc.Node.Type()
@@ -150,27 +154,19 @@ func (w *DataFileWriter) WriteRowGroup(cols []column.Column, numRows int) error 
 
 // merge folds one row group's summary of leaf i (column c) into the file's statistics.
 func (w *DataFileWriter) merge(i int, c *column.Column, s parquetenc.Summary) {
-	a, k := &w.acc[i], w.kinds[i]
-	a.nulls += s.Nulls
-	a.nonFinite = a.nonFinite || s.NonFinite
-	if k.repeated && !c.IsDense() {
+	b := leafAcc{nulls: s.Nulls, nonFinite: s.NonFinite}
+	if k := w.kinds[i]; k.repeated && !c.IsDense() {
+		b.rowDefs = make([]int, k.maxDef+1)
 		for _, v := range c.Values {
 			if v.RepetitionLevel() == 0 {
-				a.rowDefs[v.DefinitionLevel()]++
+				b.rowDefs[v.DefinitionLevel()]++
 			}
 		}
 	}
-	if !s.HasBounds {
-		return
+	if s.HasBounds {
+		b.lo, b.hi, b.has = c.At(s.Lo).Clone(), c.At(s.Hi).Clone(), true
 	}
-	lo, hi := c.At(s.Lo), c.At(s.Hi)
-	if !a.has || compareBound(k, lo, a.lo) < 0 {
-		a.lo = lo.Clone()
-	}
-	if !a.has || compareBound(k, hi, a.hi) > 0 {
-		a.hi = hi.Clone()
-	}
-	a.has = true
+	w.mergeAcc(i, &b)
 }
 
 // compareBound orders two set values of a leaf as parquetenc's summaries do: signed

@@ -106,12 +106,18 @@ type OptimizeResult struct {
 // are sorted by size and packed greedily into bins of at most TargetFileSize bytes; a
 // bin of one file is left alone unless that file's deletion vector deletes more than
 // MaxDeletedRowsRatio of its rows (such a file is rewritten whatever its size, as Spark
-// does). Each bin becomes one new file, written through the pipeline's data-file path
-// (WriteDataFile: fresh stats, the table's codec) with rows read one row group at a time
-// through the table's column mapping, widened types and deletion vectors (deleted rows
-// are not rewritten; a bin with no row left becomes no file). A file whose deletion
-// vector deletes every row is removed without being read. Memory is bounded by one bin,
-// never a whole partition.
+// does). Each bin becomes one new file of the table's codec, streamed to the store row
+// group by row group (deltawriter.DataFileWriter; add.stats merged exactly over the row
+// groups). The bin's files are read one row group at a time (deltawriter.DataFileReader):
+// a row group of at least CopyRowGroupBytes of a file ingestd wrote, with no deletion
+// vector, the table's leaves and codec, is copied as its encoded column chunks; any other
+// is decoded column by column into column buffers (row by row, conformed to the table's
+// column mapping and widened types, for a file whose leaves differ) with the rows its
+// deletion vector deletes dropped, and appended to the output row group being filled,
+// written at RowGroupBytes (a bin with no row left becomes no file). A file whose
+// deletion vector deletes every row is removed without being read. Memory is one source
+// row group and one output row group (about RowGroupBytes of values, and its encoded
+// pages), never a whole file.
 //
 // The commit has, per source file, a remove with dataChange false, extendedFileMetadata
 // true, its partitionValues, size, stats and deletionVector, and per new file an add with
@@ -566,8 +572,17 @@ func predicateParam(where string) string {
 // is filling; a source row group at least half this large is written as it is read.
 const RowGroupBytes = 64 << 20
 
-// rowGroupBytes is RowGroupBytes, smaller in tests.
-var rowGroupBytes = RowGroupBytes
+// CopyRowGroupBytes is the compressed size from which a source row group is copied into
+// the output as its encoded column chunks, not decoded, where that is valid
+// (deltawriter.DataFileWriter.CopyRowGroup: no deletion vector, the table's leaves and
+// codec, a file ingestd wrote); smaller row groups are decoded and merged into output row
+// groups of up to RowGroupBytes, so that compacting many tiny files does not leave a
+// file of tiny row groups.
+const CopyRowGroupBytes = 1 << 20
+
+// rowGroupBytes and copyRowGroupBytes are RowGroupBytes and CopyRowGroupBytes, smaller
+// in tests.
+var rowGroupBytes, copyRowGroupBytes int64 = RowGroupBytes, CopyRowGroupBytes
 
 // rewrite reads each bin's files and writes one new file per bin, streaming: the files
 // are read one row group at a time (deltawriter.DataFileReader, column by column), their
@@ -586,8 +601,12 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 		if d := path.Dir(deltalog.CanonicalPath(bin[0].Path)); d != "." && !strings.HasPrefix(d, "/") {
 			opts.Dir = d
 		}
-		b := binWriter{ctx: ctx, st: st, pq: pq, opts: opts, leaves: leaves, out: out}
-		if err := b.copyFiles(snap, bin, in, thr); err != nil {
+		w, err := deltawriter.NewDataFileWriter(ctx, st, pq, opts)
+		if err != nil {
+			return err
+		}
+		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w}
+		if err := b.copyFiles(snap, st, pq, bin, in, thr); err != nil {
 			b.abort()
 			return err
 		}
@@ -615,13 +634,10 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 	return nil
 }
 
-// binWriter writes one bin's output file: out holds the row group being filled (rows
-// rows), w the file, created with the first row group written.
+// binWriter writes one bin's output file w: out holds the row group being filled (rows
+// rows).
 type binWriter struct {
 	ctx    context.Context
-	st     storage.Store
-	pq     *parquet.Schema
-	opts   deltawriter.FileOptions
 	leaves []column.Leaf
 	out    []column.Column
 	rows   int
@@ -629,17 +645,28 @@ type binWriter struct {
 }
 
 // copyFiles appends the live rows of the files of bin to the output, row group by row
-// group (in is the source row group's buffers).
-func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, bin []deltalog.Add, in []column.Column, thr *throttle) error {
+// group (in is the source row group's buffers): a row group of at least
+// copyRowGroupBytes is copied as its encoded chunks where valid (ahead of the output row
+// group being filled: OPTIMIZE keeps no row order), any other is decoded.
+func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *parquet.Schema, bin []deltalog.Add, in []column.Column, thr *throttle) error {
 	for i := range b.out {
 		b.out[i].Reset(b.leaves[i])
 	}
 	for _, a := range bin {
-		r, err := snap.OpenDataFile(b.ctx, b.st, a, b.pq)
+		r, err := snap.OpenDataFile(b.ctx, st, a, pq)
 		if err != nil {
 			return err
 		}
 		for {
+			if r.NextRowGroupBytes() >= copyRowGroupBytes {
+				copied, err := b.w.CopyRowGroup(r)
+				if err != nil {
+					return err
+				}
+				if copied {
+					continue
+				}
+			}
 			n, err := r.Next(in)
 			if err == io.EOF {
 				break
@@ -650,7 +677,7 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, bin []deltalog.Add, in
 			if n == 0 {
 				continue
 			}
-			if b.rows == 0 && columnsBytes(in) >= rowGroupBytes/2 {
+			if b.rows == 0 && int64(columnsBytes(in)) >= rowGroupBytes/2 {
 				if err := b.write(in, n); err != nil { // large enough as it is: no copy
 					return err
 				}
@@ -660,7 +687,7 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, bin []deltalog.Add, in
 				b.out[i].AppendFrom(&in[i], 0, b.leaves[i].Index)
 			}
 			b.rows += n
-			if columnsBytes(b.out) >= rowGroupBytes {
+			if int64(columnsBytes(b.out)) >= rowGroupBytes {
 				if err := b.flush(); err != nil {
 					return err
 				}
@@ -698,35 +725,22 @@ func (b *binWriter) flush() error {
 	return nil
 }
 
-// write writes cols (n rows) as the output's next row group, creating the file first.
-func (b *binWriter) write(cols []column.Column, n int) error {
-	if b.w == nil {
-		w, err := deltawriter.NewDataFileWriter(b.ctx, b.st, b.pq, b.opts)
-		if err != nil {
-			return err
-		}
-		b.w = w
-	}
-	return b.w.WriteRowGroup(cols, n)
-}
+// write writes cols (n rows) as the output's next row group.
+func (b *binWriter) write(cols []column.Column, n int) error { return b.w.WriteRowGroup(cols, n) }
 
-// close publishes the output file and returns its add and rows (0 and no add when no
-// row was live).
+// close publishes the output file and returns its add and rows, or discards it and
+// returns 0 rows and no add when no row was live.
 func (b *binWriter) close() (deltalog.Add, int64, error) {
-	if b.w == nil {
-		return deltalog.Add{}, 0, nil
-	}
 	rows := b.w.NumRows()
+	if rows == 0 {
+		return deltalog.Add{}, 0, b.w.Abort()
+	}
 	add, err := b.w.Close()
 	return add, rows, err
 }
 
 // abort discards the output file after a failure.
-func (b *binWriter) abort() {
-	if b.w != nil {
-		_ = b.w.Abort()
-	}
-}
+func (b *binWriter) abort() { _ = b.w.Abort() }
 
 // compactedRemove is the remove of a file OPTIMIZE replaces: dataChange false, with the
 // file's metadata and deletion vector.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
+	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
@@ -27,6 +29,9 @@ func allTypesRow(t *testing.T, f, i int) map[string]any {
 	}
 	if i%5 != 1 {
 		r["s"] = fmt.Sprintf("%c-value-%04d-é", 'a'+rune((f*31+i)%26), id%997)
+	}
+	if f == 6 && i == 3 { // past the footer's bound: the row group cannot be copied
+		r["s"] = strings.Repeat("~", parquetenc.MaxFooterBound+1)
 	}
 	if i%11 != 2 {
 		r["d"] = float64(id%1000)/8 - 60
@@ -73,10 +78,30 @@ func allTypesRow(t *testing.T, f, i int) map[string]any {
 // with small row groups, a bin of 12 files (three with deletion vectors) becomes one file
 // of several row groups holding exactly the live rows, with the add.stats a single
 // WriteDataFile of those rows gives (exact numRecords, nullCount, minValues and maxValues
-// over every row group).
+// over every row group). Decoded, or with every row group that may be copied copied as
+// its encoded chunks (all but the three with deleted rows and the one holding a string
+// past the footer's bound).
 func TestOptimizeStreamsColumns(t *testing.T) {
-	defer func(n int) { rowGroupBytes = n }(rowGroupBytes)
-	rowGroupBytes = 48 << 10
+	for _, tc := range []struct {
+		name               string
+		rowGroup, copyFrom int64
+		copiedGroups       int // row groups holding a source's chunk bytes; -1: not checked
+	}{
+		// small output row groups (a source row group past half of one is written as it is
+		// read, which gives its source's bytes again)
+		{"decoded", 48 << 10, 1 << 40, -1},
+		// one output row group for the rows decoded: the others are the copies
+		{"copied", 1 << 40, 1, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(n, c int64) { rowGroupBytes, copyRowGroupBytes = n, c }(rowGroupBytes, copyRowGroupBytes)
+			rowGroupBytes, copyRowGroupBytes = tc.rowGroup, tc.copyFrom
+			optimizeAllTypes(t, tc.copiedGroups)
+		})
+	}
+}
+
+func optimizeAllTypes(t *testing.T, copiedGroups int) {
 	ctx := context.Background()
 	tbl := openTable(t, t.TempDir())
 	schema, err := deltalog.ParseSchema(deltatest.AllTypesSchema)
@@ -191,8 +216,35 @@ func TestOptimizeStreamsColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.NumRows() != int64(len(live)) || len(f.RowGroups()) < 3 {
+	if f.NumRows() != int64(len(live)) || len(f.RowGroups()) < 3 || (copiedGroups > 0 && len(f.RowGroups()) != copiedGroups+1) {
 		t.Fatalf("%d rows in %d row groups, want %d rows in several", f.NumRows(), len(f.RowGroups()), len(live))
+	}
+	// a copied row group holds its source's chunk bytes: the source file's one row group
+	var sources [][]byte
+	for _, a := range adds {
+		src, err := tbl.Store().Get(ctx, deltalog.CanonicalPath(a.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, err := parquet.OpenFile(bytes.NewReader(src), int64(len(src)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources = append(sources, src[4:4+sf.Metadata().RowGroups[0].TotalCompressedSize])
+	}
+	copied := 0
+	for k, rg := range f.Metadata().RowGroups {
+		if int(rg.Ordinal) != k {
+			t.Errorf("row group %d has ordinal %d", k, rg.Ordinal)
+		}
+		for _, src := range sources {
+			if bytes.Equal(data[rg.FileOffset:rg.FileOffset+rg.TotalCompressedSize], src) {
+				copied++
+			}
+		}
+	}
+	if copiedGroups >= 0 && copied != copiedGroups {
+		t.Errorf("%d row groups copied, want %d", copied, copiedGroups)
 	}
 }
 

@@ -1,6 +1,7 @@
 package parquetenc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -29,6 +30,7 @@ type Writer struct {
 	numRows   int64
 	rowGroups []format.RowGroup
 	err       error
+	copyBuf   []byte
 }
 
 // NewWriter returns a Writer of a file of schema whose pages codec compresses (as
@@ -90,12 +92,71 @@ func (w *Writer) WriteRowGroup(cols []column.Column, numRows int) ([]Summary, er
 	}
 	shiftChunks(rg.Columns, w.off)
 	rg.FileOffset, rg.TotalCompressedSize = w.off, int64(len(e.out))
+	rg.Ordinal = int16(len(w.rowGroups))
 	if err := w.write(e.out); err != nil {
 		return nil, err
 	}
 	w.rowGroups = append(w.rowGroups, rg)
 	w.numRows += int64(numRows)
 	return sums, nil
+}
+
+// CopyRowGroup writes row group rg of another Parquet file, read from src, as it is: its
+// column chunks' bytes (each from its dictionary or first data page for the chunk's
+// total_compressed_size bytes) in the order of rg.Columns, and a footer entry whose
+// chunks keep their metadata (codec, encodings, statistics, sizes) with the page offsets
+// moved to their place in this file; page index and bloom filter offsets are dropped
+// (this package writes neither). The caller checks that the row group fits: the same
+// leaf columns as the schema, in its order (PathInSchema, physical type, levels), and a
+// codec any reader of this file reads. Memory: one column chunk at a time.
+//
+// Errors: rg has not one chunk per leaf, a chunk in another file or encrypted, src's
+// read errors (nothing is written then), or w's (the Writer then fails every later call).
+func (w *Writer) CopyRowGroup(src io.ReaderAt, rg *format.RowGroup) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(rg.Columns) != len(w.schema.Columns()) {
+		return fmt.Errorf("copy row group: %d column chunks for %d leaf columns", len(rg.Columns), len(w.schema.Columns()))
+	}
+	out := format.RowGroup{NumRows: rg.NumRows, TotalByteSize: rg.TotalByteSize, FileOffset: w.off, Ordinal: int16(len(w.rowGroups))}
+	out.Columns = make([]format.ColumnChunk, len(rg.Columns))
+	for i, c := range rg.Columns {
+		if c.FilePath != "" || len(c.EncryptedColumnMetadata) > 0 {
+			return fmt.Errorf("copy row group: column %d is in another file or encrypted", i)
+		}
+		md := c.MetaData
+		start := md.DataPageOffset
+		if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+			start = md.DictionaryPageOffset
+		}
+		n := md.TotalCompressedSize
+		if start < 4 || n <= 0 {
+			return fmt.Errorf("copy row group: column %d at offset %d, %d bytes", i, start, n)
+		}
+		if int64(cap(w.copyBuf)) < n {
+			w.copyBuf = make([]byte, n)
+		}
+		buf := w.copyBuf[:n]
+		if m, err := src.ReadAt(buf, start); err != nil && !(errors.Is(err, io.EOF) && int64(m) == n) {
+			return fmt.Errorf("copy row group: read column %d: %w", i, err)
+		}
+		d := w.off - start
+		md.DataPageOffset += d
+		if md.DictionaryPageOffset > 0 {
+			md.DictionaryPageOffset += d
+		}
+		md.IndexPageOffset = 0
+		md.BloomFilterOffset, md.BloomFilterLength = 0, 0
+		out.Columns[i] = format.ColumnChunk{FileOffset: w.off, MetaData: md}
+		if err := w.write(buf); err != nil {
+			return err
+		}
+		out.TotalCompressedSize += n
+	}
+	w.rowGroups = append(w.rowGroups, out)
+	w.numRows += rg.NumRows
+	return nil
 }
 
 // shiftChunks moves the footer offsets of chunks by d bytes.

@@ -118,3 +118,69 @@ func TestWriterRowGroups(t *testing.T) {
 		}
 	}
 }
+
+// A row group copied from another file keeps its chunks' bytes and metadata with the
+// offsets moved: the file reads back as the source's rows, after a row group written
+// before it, dictionary pages included.
+func TestWriterCopyRowGroup(t *testing.T) {
+	const n = 3_000
+	defer func(p, d int) { *parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = p, d }(*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes)
+	*parquetenc.PageTargetBytes, *parquetenc.DictMaxBytes = 32<<10, 64<<10
+	pq, cols := allTypesColumns(t, n)
+	enc, _, err := parquetenc.Encode(pq, deltatest.Levelled(cols), n, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bytes.Clone(enc.Bytes())
+	enc.Release()
+	sf, err := parquet.OpenFile(bytes.NewReader(src), int64(len(src)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := parquetenc.NewWriter(&buf, pq, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRowGroup(deltatest.Levelled(rowRange(cols, 0, 10)), 10); err != nil {
+		t.Fatal(err)
+	}
+	rg := sf.Metadata().RowGroups[0]
+	if err := w.CopyRowGroup(bytes.NewReader(src), &rg); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := append(readRows(t, src)[:10:10], readRows(t, src)...)
+	got := readRows(t, buf.Bytes())
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !got[i].Equal(want[i]) {
+			t.Fatalf("row %d\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Metadata().RowGroups[1]
+	if c.NumRows != n || c.Ordinal != 1 || !bytes.Equal(buf.Bytes()[c.FileOffset:c.FileOffset+c.TotalCompressedSize], src[4:4+rg.TotalCompressedSize]) {
+		t.Fatalf("copied row group: %d rows, ordinal %d, bytes differ from the source's", c.NumRows, c.Ordinal)
+	}
+	dict := 0
+	for i, cc := range c.Columns {
+		if cc.MetaData.Statistics.NullCount != rg.Columns[i].MetaData.Statistics.NullCount ||
+			!bytes.Equal(cc.MetaData.Statistics.MinValue, rg.Columns[i].MetaData.Statistics.MinValue) {
+			t.Errorf("column %d: statistics differ from the source's", i)
+		}
+		if cc.MetaData.DictionaryPageOffset > 0 {
+			dict++
+		}
+	}
+	if dict == 0 {
+		t.Errorf("no dictionary-encoded column copied")
+	}
+}
