@@ -29,9 +29,11 @@ import (
 // mapping, INT96 or millisecond timestamps) is read row by row through ReadDataFile's
 // conformance and shredded back into levelled columns, one row group at a time.
 //
-// Memory: one row group of the file, decoded (its columns' buffers, which the caller
-// owns and reuses), and, on stores that read ranges, at most storage.ReadBlockSize ×
-// storage.ReadBlocks bytes of the object (other stores hand over the whole object).
+// Memory: one row group of the file, decoded (appended to the caller's columns; a row
+// group with deleted rows, or read row by row, passes through the reader's own buffers
+// first), and the object: whole when it is at most storage.ReadBlockSize ×
+// storage.ReadBlocks bytes (8 MiB) or the store cannot read ranges, else at most that
+// many bytes of it at a time.
 // Not safe for concurrent use.
 type DataFileReader struct {
 	s        *Snapshot
@@ -47,6 +49,7 @@ type DataFileReader struct {
 	byName   map[string]parquet.Field
 	vals     []parquet.Value
 	keep     []bool
+	scratch  []column.Column // a row group to filter or conform before it is appended
 }
 
 // OpenDataFile opens the data file of add for reading into columns of pq (this
@@ -61,7 +64,9 @@ func (s *Snapshot) OpenDataFile(ctx context.Context, st storage.Store, add delta
 	rel := deltalog.CanonicalPath(add.Path)
 	var ra io.ReaderAt
 	size := add.Size
-	if rg, ok := st.(storage.RangeGetter); ok && size > 0 {
+	// a file that fits the range reader's blocks is read whole: one request, no copy
+	// through blocks
+	if rg, ok := st.(storage.RangeGetter); ok && size > storage.ReadBlockSize*storage.ReadBlocks {
 		ra = storage.NewObjectReader(ctx, rg, rel, size)
 	} else {
 		data, err := st.Get(ctx, rel)
@@ -130,13 +135,13 @@ func (r *DataFileReader) NextRowGroupBytes() int64 {
 // RowsRead is the file rows passed so far, live and deleted.
 func (r *DataFileReader) RowsRead() int64 { return int64(r.row) }
 
-// Next reads the next row group's live rows into cols (one per leaf of the data file
-// schema; each is Reset first, so its buffers are reused) and returns their number: 0
-// for a row group whose rows are all deleted, and 0 with io.EOF after the last row group.
-// Values of cols never alias the file's pages.
+// AppendRowGroup appends the next row group's live rows to cols (one per leaf of the data
+// file schema, each Reset to its leaf or holding rows of it already) and returns their
+// number: 0 for a row group whose rows are all deleted, and 0 with io.EOF after the last
+// row group. Values appended never alias the file's pages nor the reader's buffers.
 //
 // Errors: a page or row that cannot be read or conformed.
-func (r *DataFileReader) Next(cols []column.Column) (int, error) {
+func (r *DataFileReader) AppendRowGroup(cols []column.Column) (int, error) {
 	if len(cols) != len(r.leaves) {
 		return 0, fmt.Errorf("read data file %s: %d columns for %d leaves", r.add.Path, len(cols), len(r.leaves))
 	}
@@ -146,35 +151,51 @@ func (r *DataFileReader) Next(cols []column.Column) (int, error) {
 	}
 	rg := groups[r.rg]
 	r.rg++
-	for i := range cols {
-		cols[i].Reset(r.leaves[i])
-	}
 	first, n := r.row, rg.NumRows()
 	r.row += uint64(n)
-	if !r.columnar {
-		return r.readRows(rg, first, cols)
-	}
-	for i, chunk := range rg.ColumnChunks() {
-		if err := r.readChunk(chunk, &cols[i], r.leaves[i].Index); err != nil {
-			return 0, fmt.Errorf("read data file %s column %d: %w", r.add.Path, i, err)
-		}
-	}
-	live := int(n)
+	dropped := 0
 	if r.del.Cardinality() > 0 {
 		r.keep = slices.Grow(r.keep[:0], int(n))[:n]
-		dropped := 0
 		for j := range r.keep {
 			r.keep[j] = !r.del.Contains(first + uint64(j))
 			if !r.keep[j] {
 				dropped++
 			}
 		}
-		if dropped > 0 {
-			for i := range cols {
-				cols[i].KeepRows(r.keep)
+	}
+	if r.columnar && dropped == 0 { // straight into the caller's columns
+		for i, chunk := range rg.ColumnChunks() {
+			if err := r.readChunk(chunk, &cols[i], r.leaves[i].Index); err != nil {
+				return 0, fmt.Errorf("read data file %s column %d: %w", r.add.Path, i, err)
 			}
-			live -= dropped
 		}
+		return int(n), nil
+	}
+	if r.scratch == nil {
+		r.scratch = make([]column.Column, len(r.leaves))
+	}
+	for i := range r.scratch {
+		r.scratch[i].Reset(r.leaves[i])
+	}
+	live := int(n) - dropped
+	if r.columnar {
+		for i, chunk := range rg.ColumnChunks() {
+			if err := r.readChunk(chunk, &r.scratch[i], r.leaves[i].Index); err != nil {
+				return 0, fmt.Errorf("read data file %s column %d: %w", r.add.Path, i, err)
+			}
+			r.scratch[i].KeepRows(r.keep)
+		}
+	} else {
+		var err error
+		if live, err = r.readRows(rg, first, r.scratch); err != nil {
+			return 0, err
+		}
+	}
+	if live == 0 {
+		return 0, nil
+	}
+	for i := range cols {
+		cols[i].AppendFrom(&r.scratch[i], 0, r.leaves[i].Index)
 	}
 	return live, nil
 }

@@ -569,7 +569,7 @@ func predicateParam(where string) string {
 
 // RowGroupBytes is the memory of decoded values (8 bytes a dense word, 24 a levelled
 // value, plus the bytes of byte values) at which OPTIMIZE writes the output row group it
-// is filling; a source row group at least half this large is written as it is read.
+// is filling.
 const RowGroupBytes = 64 << 20
 
 // CopyRowGroupBytes is the compressed size from which a source row group is copied into
@@ -585,16 +585,16 @@ const CopyRowGroupBytes = 1 << 20
 var rowGroupBytes, copyRowGroupBytes int64 = RowGroupBytes, CopyRowGroupBytes
 
 // rewrite reads each bin's files and writes one new file per bin, streaming: the files
-// are read one row group at a time (deltawriter.DataFileReader, column by column), their
-// live rows are appended to the output's columns, and the output is written as a row
-// group each time its columns reach RowGroupBytes (deltawriter.DataFileWriter), so the
-// memory is one source row group and one output row group, never a whole file.
+// are read one row group at a time (deltawriter.DataFileReader), each copied as its
+// encoded chunks or its live rows decoded column by column into the output's columns,
+// which are written as a row group each time they reach RowGroupBytes
+// (deltawriter.DataFileWriter), so the memory is one source row group and one output row
+// group, never a whole file.
 func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawriter.Snapshot, pq *parquet.Schema, thr *throttle) error {
 	st := t.Store()
 	opts := snap.FileOptions()
 	opts.PartitionValues = g.values
 	leaves := column.Leaves(pq)
-	in := make([]column.Column, len(leaves))
 	out := make([]column.Column, len(leaves))
 	for _, bin := range g.bins {
 		opts.Dir = ""
@@ -606,7 +606,7 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 			return err
 		}
 		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w}
-		if err := b.copyFiles(snap, st, pq, bin, in, thr); err != nil {
+		if err := b.copyFiles(snap, st, pq, bin, thr); err != nil {
 			b.abort()
 			return err
 		}
@@ -645,10 +645,10 @@ type binWriter struct {
 }
 
 // copyFiles appends the live rows of the files of bin to the output, row group by row
-// group (in is the source row group's buffers): a row group of at least
+// group: a row group of at least
 // copyRowGroupBytes is copied as its encoded chunks where valid (ahead of the output row
 // group being filled: OPTIMIZE keeps no row order), any other is decoded.
-func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *parquet.Schema, bin []deltalog.Add, in []column.Column, thr *throttle) error {
+func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *parquet.Schema, bin []deltalog.Add, thr *throttle) error {
 	for i := range b.out {
 		b.out[i].Reset(b.leaves[i])
 	}
@@ -667,24 +667,12 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *
 					continue
 				}
 			}
-			n, err := r.Next(in)
+			n, err := r.AppendRowGroup(b.out)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return err
-			}
-			if n == 0 {
-				continue
-			}
-			if b.rows == 0 && int64(columnsBytes(in)) >= rowGroupBytes/2 {
-				if err := b.write(in, n); err != nil { // large enough as it is: no copy
-					return err
-				}
-				continue
-			}
-			for i := range in {
-				b.out[i].AppendFrom(&in[i], 0, b.leaves[i].Index)
 			}
 			b.rows += n
 			if int64(columnsBytes(b.out)) >= rowGroupBytes {

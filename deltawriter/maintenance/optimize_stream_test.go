@@ -87,8 +87,8 @@ func TestOptimizeStreamsColumns(t *testing.T) {
 		rowGroup, copyFrom int64
 		copiedGroups       int // row groups holding a source's chunk bytes; -1: not checked
 	}{
-		// small output row groups (a source row group past half of one is written as it is
-		// read, which gives its source's bytes again)
+		// small output row groups (one that holds a single source row group re-encoded has
+		// its source's bytes again: the encoder is deterministic)
 		{"decoded", 48 << 10, 1 << 40, -1},
 		// one output row group for the rows decoded: the others are the copies
 		{"copied", 1 << 40, 1, 8},
