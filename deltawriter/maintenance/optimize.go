@@ -570,7 +570,7 @@ func predicateParam(where string) string {
 // RowGroupBytes is the memory of decoded values (8 bytes a dense word, 24 a levelled
 // value, plus the bytes of byte values) at which OPTIMIZE writes the output row group it
 // is filling.
-const RowGroupBytes = 64 << 20
+const RowGroupBytes = 32 << 20
 
 // CopyRowGroupBytes is the compressed size from which a source row group is copied into
 // the output as its encoded column chunks, not decoded, where that is valid
