@@ -2,7 +2,7 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e bench-upsert bench-bigtable
+.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e bench-upsert bench-bigtable bench-optimize
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
@@ -48,3 +48,6 @@ bench-upsert: ## upserts into a table of 10 M rows: ingestd beside an append bas
 
 bench-bigtable: ## Delta tables of 10^4..10^6 live files: snapshot load, refresh, checkpoint, VACUUM dry run, commits and start-up beside delta-rs, one core each; not part of `make test` (SIZES, PARTS, BIG_DIR, …: see scripts/bench-bigtable.sh)
 	scripts/bench-bigtable.sh
+
+bench-optimize: ## OPTIMIZE beside delta-rs optimize.compact() on the same tables (1 KB and 200 B rows), CPU s, MB/s per CPU-s, peak RSS, two runs each; not part of `make test` (TABLES, RUNS: see scripts/bench/optimize.py)
+	$${PYTHON:-.venv/bin/python} scripts/bench/optimize.py

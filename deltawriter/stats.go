@@ -101,6 +101,9 @@ type statsBuilder struct {
 	// partition holds the lower-cased logical partition column names: they get no stats
 	// (their values are in add.partitionValues) and do not count against numIndexed.
 	partition map[string]bool
+	// acc, when set, holds the leaves' statistics merged over the row groups of a
+	// streamed file (DataFileWriter) and replaces cols and sums.
+	acc []leafAcc
 }
 
 // statsFromSummaries returns the stats JSON from the per-column summaries of the encode
@@ -116,6 +119,12 @@ func statsFromSummaries(schema *parquet.Schema, cols []column.Column, sums []par
 		mode = deltalog.ColumnMappingNone
 	}
 	b := &statsBuilder{schema: schema, cols: cols, sums: sums, numRows: numRows, cfg: cfg, mode: mode, partition: map[string]bool{}}
+	return b.build(opts)
+}
+
+// build renders the stats JSON of the builder's file.
+func (b *statsBuilder) build(opts FileOptions) (string, error) {
+	numRows := b.numRows
 	for _, c := range opts.PartitionColumns {
 		b.partition[deltalog.NameKey(c)] = true
 	}
@@ -182,7 +191,13 @@ func (b *statsBuilder) structStats(st *deltalog.StructType, phys []string, logic
 		if leaf.MaxRepetitionLevel != 0 {
 			continue
 		}
-		nc, lo, hi := b.leafStats(f.Type, &b.cols[leaf.ColumnIndex], b.sums[leaf.ColumnIndex])
+		var nc int
+		var lo, hi any
+		if b.acc != nil {
+			nc, lo, hi = b.accStats(f.Type, &b.acc[leaf.ColumnIndex])
+		} else {
+			nc, lo, hi = b.leafStats(f.Type, &b.cols[leaf.ColumnIndex], b.sums[leaf.ColumnIndex])
+		}
 		nulls = append(nulls, kv{name, nc})
 		if lo != nil && hi != nil {
 			mins = append(mins, kv{name, lo})
@@ -245,6 +260,15 @@ func (b *statsBuilder) firstLeaf(path []string) (int, bool) {
 // first value of each row in column col (a dense column has every row at its leaf's
 // maximum definition level).
 func (b *statsBuilder) countNullRows(col, def int) int {
+	if b.acc != nil {
+		n := 0
+		for d, rows := range b.acc[col].rowDefs {
+			if d < def {
+				n += rows
+			}
+		}
+		return n
+	}
 	c := &b.cols[col]
 	if c.IsDense() {
 		if c.Leaf().MaxDef < def {
@@ -267,6 +291,31 @@ func (b *statsBuilder) countNullRows(col, def int) int {
 // columns, not for boolean and binary ones, nor for all-null columns or floating
 // columns holding NaN or ±Inf.
 func (b *statsBuilder) leafStats(t deltalog.DataType, c *column.Column, s parquetenc.Summary) (int, any, any) {
+	if !orderedType(t) || !s.HasBounds || s.NonFinite {
+		return s.Nulls, nil, nil
+	}
+	return b.bounds(t, s.Nulls, c.At(s.Lo), c.At(s.Hi))
+}
+
+// accStats is leafStats for a leaf's statistics merged over row groups.
+func (b *statsBuilder) accStats(t deltalog.DataType, a *leafAcc) (int, any, any) {
+	if !orderedType(t) || !a.has || a.nonFinite {
+		return a.nulls, nil, nil
+	}
+	return b.bounds(t, a.nulls, a.lo, a.hi)
+}
+
+// bounds renders the min lo and max hi of a leaf of nulls nulls.
+func (b *statsBuilder) bounds(t deltalog.DataType, nulls int, lo, hi parquet.Value) (int, any, any) {
+	mn, mx := b.format(t, lo, false), b.format(t, hi, true)
+	if mn == nil || mx == nil {
+		return nulls, nil, nil
+	}
+	return nulls, mn, mx
+}
+
+// orderedType reports whether a leaf of type t gets a min and max in add.stats.
+func orderedType(t deltalog.DataType) bool {
 	ordered := false
 	switch t := t.(type) {
 	case deltalog.PrimitiveType:
@@ -278,14 +327,7 @@ func (b *statsBuilder) leafStats(t deltalog.DataType, c *column.Column, s parque
 	case deltalog.DecimalType:
 		ordered = true
 	}
-	if !ordered || !s.HasBounds || s.NonFinite {
-		return s.Nulls, nil, nil
-	}
-	mn, mx := b.format(t, c.At(s.Lo), false), b.format(t, c.At(s.Hi), true)
-	if mn == nil || mx == nil {
-		return s.Nulls, nil, nil
-	}
-	return s.Nulls, mn, mx
+	return ordered
 }
 
 // format renders a min (isMax false) or max value for stats JSON, or nil when it has

@@ -391,3 +391,30 @@ func (c *Column) Set(j int, v parquet.Value) {
 	}
 	c.Values[j] = v
 }
+
+// AppendCopy is Append for a value whose bytes belong to someone else (a page buffer
+// about to be reused): a BYTE_ARRAY or FIXED_LEN_BYTE_ARRAY value the column holds
+// levelled is copied into c's Bytes first (as AppendFrom keeps them), and the byte form
+// copies as it always does. Nothing of c aliases v afterwards.
+func (c *Column) AppendCopy(v parquet.Value) {
+	k := v.Kind()
+	if v.IsNull() || (k != parquet.ByteArray && k != parquet.FixedLenByteArray) {
+		c.Append(v)
+		return
+	}
+	r, d, i := int(v.RepetitionLevel()), int(v.DefinitionLevel()), v.Column()
+	if c.dense {
+		if k == c.leaf.Kind && r == 0 && d == c.leaf.MaxDef && c.leaf.bytes() {
+			c.AppendBytes(v.ByteArray())
+			return
+		}
+		c.ToLevelled() // before keepBytes: the dense values are read from Bytes
+	}
+	b := c.keepBytes(v.ByteArray())
+	if k == parquet.ByteArray {
+		v = parquet.ByteArrayValue(b)
+	} else {
+		v = parquet.FixedLenByteArrayValue(b)
+	}
+	c.Values = append(c.Values, v.Level(r, d, i))
+}

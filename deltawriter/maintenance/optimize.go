@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path"
 	"sort"
@@ -15,8 +16,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // Optimize defaults: the target size of a compacted file, in bytes, and the small files a
@@ -103,12 +106,18 @@ type OptimizeResult struct {
 // are sorted by size and packed greedily into bins of at most TargetFileSize bytes; a
 // bin of one file is left alone unless that file's deletion vector deletes more than
 // MaxDeletedRowsRatio of its rows (such a file is rewritten whatever its size, as Spark
-// does). Each bin becomes one new file, written through the pipeline's data-file path
-// (WriteDataFile: fresh stats, the table's codec) with rows read one row group at a time
-// through the table's column mapping, widened types and deletion vectors (deleted rows
-// are not rewritten; a bin with no row left becomes no file). A file whose deletion
-// vector deletes every row is removed without being read. Memory is bounded by one bin,
-// never a whole partition.
+// does). Each bin becomes one new file of the table's codec, streamed to the store row
+// group by row group (deltawriter.DataFileWriter; add.stats merged exactly over the row
+// groups). The bin's files are read one row group at a time (deltawriter.DataFileReader):
+// a row group of at least CopyRowGroupBytes of a file ingestd wrote, with no deletion
+// vector, the table's leaves and codec, is copied as its encoded column chunks; any other
+// is decoded column by column into column buffers (row by row, conformed to the table's
+// column mapping and widened types, for a file whose leaves differ) with the rows its
+// deletion vector deletes dropped, and appended to the output row group being filled,
+// written at RowGroupBytes (a bin with no row left becomes no file). A file whose
+// deletion vector deletes every row is removed without being read. Memory is one source
+// row group and one output row group (about RowGroupBytes of values, and its encoded
+// pages), never a whole file.
 //
 // The commit has, per source file, a remove with dataChange false, extendedFileMetadata
 // true, its partitionValues, size, stats and deletionVector, and per new file an add with
@@ -558,49 +567,62 @@ func predicateParam(where string) string {
 	return string(b)
 }
 
-// rewrite reads each bin's files and writes one new file per bin.
+// RowGroupBytes is the memory of decoded values (8 bytes a dense word, 24 a levelled
+// value, plus the bytes of byte values) at which OPTIMIZE writes the output row group it
+// is filling.
+const RowGroupBytes = 32 << 20
+
+// CopyRowGroupBytes is the compressed size from which a source row group is copied into
+// the output as its encoded column chunks, not decoded, where that is valid
+// (deltawriter.DataFileWriter.CopyRowGroup: no deletion vector, the table's leaves and
+// codec, a file ingestd wrote); smaller row groups are decoded and merged into output row
+// groups of up to RowGroupBytes, so that compacting many tiny files does not leave a
+// file of tiny row groups.
+const CopyRowGroupBytes = 1 << 20
+
+// rowGroupBytes and copyRowGroupBytes are RowGroupBytes and CopyRowGroupBytes, smaller
+// in tests.
+var rowGroupBytes, copyRowGroupBytes int64 = RowGroupBytes, CopyRowGroupBytes
+
+// rewrite reads each bin's files and writes one new file per bin, streaming: the files
+// are read one row group at a time (deltawriter.DataFileReader), each copied as its
+// encoded chunks or its live rows decoded column by column into the output's columns,
+// which are written as a row group each time they reach RowGroupBytes
+// (deltawriter.DataFileWriter), so the memory is one source row group and one output row
+// group, never a whole file.
 func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawriter.Snapshot, pq *parquet.Schema, thr *throttle) error {
 	st := t.Store()
 	opts := snap.FileOptions()
 	opts.PartitionValues = g.values
+	leaves := column.Leaves(pq)
+	out := make([]column.Column, len(leaves))
 	for _, bin := range g.bins {
 		opts.Dir = ""
 		if d := path.Dir(deltalog.CanonicalPath(bin[0].Path)); d != "." && !strings.HasPrefix(d, "/") {
 			opts.Dir = d
 		}
-		cols := make([][]parquet.Value, len(pq.Columns()))
-		numRows := 0
+		w, err := deltawriter.NewDataFileWriter(ctx, st, pq, opts)
+		if err != nil {
+			return err
+		}
+		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w}
+		if err := b.copyFiles(snap, st, pq, bin, thr); err != nil {
+			b.abort()
+			return err
+		}
 		for _, a := range bin {
-			var rows []map[string]any
-			if _, err := snap.ReadDataFile(ctx, st, a, func(r map[string]any) error {
-				rows = append(rows, r)
-				return nil
-			}); err != nil {
-				return err
-			}
-			fc, err := deltawriter.RowsToColumns(pq, rows)
-			if err != nil {
-				return fmt.Errorf("rewrite %s: %w", a.Path, err)
-			}
-			for i := range cols {
-				cols[i] = append(cols[i], fc[i]...)
-			}
-			numRows += len(rows)
 			if a.DeletionVector != nil {
 				g.dvs++
 			}
-			if err := thr.wait(ctx, a.Size); err != nil {
-				return err
-			}
 		}
-		if numRows > 0 { // a bin whose rows are all deleted becomes no file
-			add, err := deltawriter.WriteDataFile(ctx, st, pq, cols, numRows, opts)
-			if err != nil {
-				return err
-			}
+		add, rows, err := b.close()
+		if err != nil {
+			return err
+		}
+		if rows > 0 { // a bin whose rows are all deleted becomes no file
 			add.DataChange = false
 			g.adds = append(g.adds, add)
-			g.rows += int64(numRows)
+			g.rows += rows
 		}
 		for _, a := range bin {
 			g.removes = append(g.removes, compactedRemove(a))
@@ -611,6 +633,102 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 	}
 	return nil
 }
+
+// binWriter writes one bin's output file w: out holds the row group being filled (rows
+// rows).
+type binWriter struct {
+	ctx    context.Context
+	leaves []column.Leaf
+	out    []column.Column
+	rows   int
+	w      *deltawriter.DataFileWriter
+}
+
+// copyFiles appends the live rows of the files of bin to the output, row group by row
+// group: a row group of at least
+// copyRowGroupBytes is copied as its encoded chunks where valid (ahead of the output row
+// group being filled: OPTIMIZE keeps no row order), any other is decoded.
+func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *parquet.Schema, bin []deltalog.Add, thr *throttle) error {
+	for i := range b.out {
+		b.out[i].Reset(b.leaves[i])
+	}
+	for _, a := range bin {
+		r, err := snap.OpenDataFile(b.ctx, st, a, pq)
+		if err != nil {
+			return err
+		}
+		for {
+			if r.NextRowGroupBytes() >= copyRowGroupBytes {
+				copied, err := b.w.CopyRowGroup(r)
+				if err != nil {
+					return err
+				}
+				if copied {
+					continue
+				}
+			}
+			n, err := r.AppendRowGroup(b.out)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			b.rows += n
+			if int64(columnsBytes(b.out)) >= rowGroupBytes {
+				if err := b.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := thr.wait(b.ctx, a.Size); err != nil {
+			return err
+		}
+	}
+	return b.flush()
+}
+
+// columnsBytes is the memory of the values cols hold (see RowGroupBytes).
+func columnsBytes(cols []column.Column) int {
+	n := 0
+	for i := range cols {
+		c := &cols[i]
+		n += 8*len(c.Dense) + 24*len(c.Values) + c.ByteSize()
+	}
+	return n
+}
+
+// flush writes the output row group being filled, if any.
+func (b *binWriter) flush() error {
+	if b.rows == 0 {
+		return nil
+	}
+	if err := b.write(b.out, b.rows); err != nil {
+		return err
+	}
+	for i := range b.out {
+		b.out[i].Reset(b.leaves[i])
+	}
+	b.rows = 0
+	return nil
+}
+
+// write writes cols (n rows) as the output's next row group.
+func (b *binWriter) write(cols []column.Column, n int) error { return b.w.WriteRowGroup(cols, n) }
+
+// close publishes the output file and returns its add and rows, or discards it and
+// returns 0 rows and no add when no row was live.
+func (b *binWriter) close() (deltalog.Add, int64, error) {
+	rows := b.w.NumRows()
+	if rows == 0 {
+		return deltalog.Add{}, 0, b.w.Abort()
+	}
+	add, err := b.w.Close()
+	return add, rows, err
+}
+
+// abort discards the output file after a failure.
+func (b *binWriter) abort() { _ = b.w.Abort() }
 
 // compactedRemove is the remove of a file OPTIMIZE replaces: dataChange false, with the
 // file's metadata and deletion vector.

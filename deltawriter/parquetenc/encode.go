@@ -185,46 +185,61 @@ func encodeColumns(schema *parquet.Schema, cols []column.Column, numRows int, co
 		}
 	}(e)
 	e.out = append(e.out, "PAR1"...)
-	sums = make([]Summary, len(leaves))
+	rg, sums, err := e.rowGroup(leaves, cols, numRows, codec, helpers)
+	if err != nil {
+		return nil, nil, err
+	}
+	rg.FileOffset, rg.TotalCompressedSize = 4, int64(len(e.out))-4
+	if err = e.footer(schema, []format.RowGroup{rg}, int64(numRows)); err != nil {
+		return nil, nil, err
+	}
+	return e, sums, nil
+}
+
+// rowGroup appends the column chunks of one row group to e.out and returns its footer
+// entry (offsets are positions in e.out; FileOffset and TotalCompressedSize are the
+// caller's) and the columns' summaries.
+func (e *columnEncoder) rowGroup(leaves []leafInfo, cols []column.Column, numRows int, codec compress.Codec, helpers int) (format.RowGroup, []Summary, error) {
+	sums := make([]Summary, len(leaves))
 	chunks := make([]format.ColumnChunk, len(leaves))
 	var totalUncompressed int64
+	var err error
 	if helpers = min(helpers, len(leaves)-1); helpers <= 0 {
 		for i := range leaves {
 			if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
-				return nil, nil, err
+				return format.RowGroup{}, nil, err
 			}
 			chunks[i] = e.chunkMetadata(&leaves[i], &cols[i], sums[i])
 			totalUncompressed += e.uncompressed
 		}
 	} else if totalUncompressed, err = e.encodeColumnsParallel(leaves, cols, numRows, codec, helpers, sums, chunks); err != nil {
-		return nil, nil, err
+		return format.RowGroup{}, nil, err
 	}
-	orders := make([]format.ColumnOrder, len(leaves))
+	return format.RowGroup{Columns: chunks, TotalByteSize: totalUncompressed, NumRows: int64(numRows)}, sums, nil
+}
+
+// footer appends the FileMetaData of a file of rowGroups, its length and "PAR1" to e.out.
+func (e *columnEncoder) footer(schema *parquet.Schema, rowGroups []format.RowGroup, numRows int64) error {
+	orders := make([]format.ColumnOrder, len(schema.Columns()))
 	for i := range orders {
 		orders[i] = format.ColumnOrder{Value: new(format.TypeDefinedOrder)}
 	}
 	md := format.FileMetaData{
 		Version:      2,
 		Schema:       schemaElements(schema),
-		NumRows:      int64(numRows),
+		NumRows:      numRows,
 		CreatedBy:    parquetCreatedBy,
 		ColumnOrders: orders,
-		RowGroups: []format.RowGroup{{
-			Columns:             chunks,
-			TotalByteSize:       totalUncompressed,
-			NumRows:             int64(numRows),
-			FileOffset:          4,
-			TotalCompressedSize: int64(len(e.out)) - 4,
-		}},
+		RowGroups:    rowGroups,
 	}
 	e.hdr.Reset()
 	if err := e.henc.Encode(&md); err != nil {
-		return nil, nil, fmt.Errorf("encode footer: %w", err)
+		return fmt.Errorf("encode footer: %w", err)
 	}
 	e.out = append(e.out, e.hdr.Bytes()...)
 	e.out = binary.LittleEndian.AppendUint32(e.out, uint32(e.hdr.Len()))
 	e.out = append(e.out, "PAR1"...)
-	return e, sums, nil
+	return nil
 }
 
 // schemaElements flattens schema depth-first (parquet-go's field order, the order of
