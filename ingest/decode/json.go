@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -1171,6 +1172,11 @@ func (s *jScanner) str() (string, error) {
 			if err := json.Unmarshal(s.b[start-1:s.i], &out); err != nil {
 				return "", s.syntax("invalid string escape")
 			}
+			// encoding/json turns a \u escape of a lone UTF-16 surrogate into U+FFFD: a
+			// value other than the one sent, so it is refused like invalid UTF-8.
+			if loneSurrogate(raw) {
+				return "", newError(ReasonDecodeError, "", errors.New("JSON string escapes a lone UTF-16 surrogate, which is not a Unicode character"))
+			}
 			if !utf8.Valid(raw) {
 				return "", newError(ReasonDecodeError, "", errors.New("JSON string is not valid UTF-8"))
 			}
@@ -1185,4 +1191,40 @@ func (s *jScanner) str() (string, error) {
 		}
 	}
 	return "", s.syntax("unterminated string")
+}
+
+// loneSurrogate reports whether the escapes of a JSON string's text (between its quotes)
+// hold a \u escape of a UTF-16 surrogate that is not a high surrogate (D800–DBFF)
+// directly followed by an escaped low one (DC00–DFFF) (RFC 8259, section 7).
+func loneSurrogate(raw []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // a one-letter escape such as \\ or \"
+			continue
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00:
+			lo, ok := hex4(i + 6)
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11
+		case utf16.IsSurrogate(r):
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
