@@ -243,9 +243,13 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	}
 	var extra []jField
 	var sig strings.Builder
+	newKeys := map[string]bool{}
 	for _, k := range keys {
 		if _, ok := s.base.field(k.name); ok {
 			continue
+		}
+		if err := sameColumn(newKeys, k.name, k.name); err != nil {
+			return nil, nil, err
 		}
 		if s.exclude[deltalog.NameKey(k.name)] {
 			return nil, nil, newError(ReasonKafkaColumnCollision, k.name, fmt.Errorf("the record has a key named like the Kafka column %s", k.name))
@@ -354,7 +358,11 @@ func inferJSON(v []byte, path string, depth int) (*jNode, error) {
 		if err != nil {
 			return nil, withField(err, path)
 		}
+		seen := map[string]bool{}
 		for _, k := range keys {
+			if err := sameColumn(seen, k.name, path+"."+k.name); err != nil {
+				return nil, err
+			}
 			c, err := inferJSON(v[k.start:k.end], path+"."+k.name, depth+1)
 			if err != nil {
 				return nil, err
@@ -399,6 +407,19 @@ func inferJSON(v []byte, path string, depth int) (*jNode, error) {
 		}
 		return &jNode{kind: jDouble, nullable: true}, nil
 	}
+}
+
+// sameColumn records name in seen (by deltalog.NameKey) and returns a decode_error at
+// path when another key of the same object already named that column: Delta matches
+// columns case-insensitively, so {"ID": 1, "id": 2} cannot be two new columns, as it
+// cannot fill one existing column twice.
+func sameColumn(seen map[string]bool, name, path string) error {
+	k := deltalog.NameKey(name)
+	if seen[k] {
+		return newError(ReasonDecodeError, path, errors.New("two keys name the same column (case-insensitively)"))
+	}
+	seen[k] = true
+	return nil
 }
 
 // ConnectSource is the DocumentSource of Kafka Connect JSON with embedded schemas

@@ -137,6 +137,8 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 		{`{"amount": 1}`, ReasonNotNullViolation, "id", "missing for a NOT NULL column"},
 		{`{"id": null}`, ReasonNotNullViolation, "id", "null for a NOT NULL column"},
 		{`{"id": 1, "ID": 2}`, ReasonDecodeError, "ID", "two keys name the same column"},
+		{`{"id": 1, "new": 1, "NEW": 2}`, ReasonDecodeError, "NEW", "two keys name the same column"},
+		{`{"id": 1, "obj": {"a": 1, "A": 2}}`, ReasonDecodeError, "obj.A", "two keys name the same column"},
 		{`{"id": 1, "id": 2}`, ReasonDecodeError, "id", "the key appears twice"},
 		{`{"id": 1, "s": {"a": 1, "a": 2}}`, ReasonDecodeError, "s.a", "the key appears twice"},
 		{`{"id": 1,}`, ReasonDecodeError, "", "invalid JSON at offset 9: want a key"},
