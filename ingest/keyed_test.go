@@ -610,3 +610,36 @@ func TestKeyedDeleteOfAStoredRowRememberedAcrossRestart(t *testing.T) {
 		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
 	}
 }
+
+// A tombstone whose string key is not a value of the (one) key column is dead-lettered
+// missing_key naming that column, as keyed-tables.md says of every unreadable key.
+func TestKeyedTombstoneStringKeyNotAnInteger(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	h.send(keyedRec{id: 1, v: "a", op: "c"})
+	if err := h.producer.ProduceSync(context.Background(), &kgo.Record{Topic: h.topic, Partition: 0, Key: []byte("x1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := h.startWith("keyed", cfg, nil)
+	h.waitHandled(2, 30*time.Second, m)
+	m.stop(t)
+	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "a"}) {
+		t.Fatalf("table rows %v, want {1: a}", got)
+	}
+	var got []string
+	for _, r := range h.readTopicAll(h.dlq) {
+		var reason, field string
+		for _, hd := range r.Headers {
+			switch hd.Key {
+			case "ingestd.error.reason":
+				reason = string(hd.Value)
+			case "ingestd.error.field":
+				field = string(hd.Value)
+			}
+		}
+		got = append(got, reason+":"+field)
+	}
+	if !slices.Equal(got, []string{"missing_key:id"}) {
+		t.Fatalf("dead letters %v, want [missing_key:id]", got)
+	}
+}

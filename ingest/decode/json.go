@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -242,9 +243,13 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	}
 	var extra []jField
 	var sig strings.Builder
+	newKeys := map[string]bool{}
 	for _, k := range keys {
 		if _, ok := s.base.field(k.name); ok {
 			continue
+		}
+		if err := sameColumn(newKeys, k.name, k.name); err != nil {
+			return nil, nil, err
 		}
 		if s.exclude[deltalog.NameKey(k.name)] {
 			return nil, nil, newError(ReasonKafkaColumnCollision, k.name, fmt.Errorf("the record has a key named like the Kafka column %s", k.name))
@@ -353,7 +358,11 @@ func inferJSON(v []byte, path string, depth int) (*jNode, error) {
 		if err != nil {
 			return nil, withField(err, path)
 		}
+		seen := map[string]bool{}
 		for _, k := range keys {
+			if err := sameColumn(seen, k.name, path+"."+k.name); err != nil {
+				return nil, err
+			}
 			c, err := inferJSON(v[k.start:k.end], path+"."+k.name, depth+1)
 			if err != nil {
 				return nil, err
@@ -398,6 +407,19 @@ func inferJSON(v []byte, path string, depth int) (*jNode, error) {
 		}
 		return &jNode{kind: jDouble, nullable: true}, nil
 	}
+}
+
+// sameColumn records name in seen (by deltalog.NameKey) and returns a decode_error at
+// path when another key of the same object already named that column: Delta matches
+// columns case-insensitively, so {"ID": 1, "id": 2} cannot be two new columns, as it
+// cannot fill one existing column twice.
+func sameColumn(seen map[string]bool, name, path string) error {
+	k := deltalog.NameKey(name)
+	if seen[k] {
+		return newError(ReasonDecodeError, path, errors.New("two keys name the same column (case-insensitively)"))
+	}
+	seen[k] = true
+	return nil
 }
 
 // ConnectSource is the DocumentSource of Kafka Connect JSON with embedded schemas
@@ -1171,6 +1193,11 @@ func (s *jScanner) str() (string, error) {
 			if err := json.Unmarshal(s.b[start-1:s.i], &out); err != nil {
 				return "", s.syntax("invalid string escape")
 			}
+			// encoding/json turns a \u escape of a lone UTF-16 surrogate into U+FFFD: a
+			// value other than the one sent, so it is refused like invalid UTF-8.
+			if loneSurrogate(raw) {
+				return "", newError(ReasonDecodeError, "", errors.New("JSON string escapes a lone UTF-16 surrogate, which is not a Unicode character"))
+			}
 			if !utf8.Valid(raw) {
 				return "", newError(ReasonDecodeError, "", errors.New("JSON string is not valid UTF-8"))
 			}
@@ -1185,4 +1212,40 @@ func (s *jScanner) str() (string, error) {
 		}
 	}
 	return "", s.syntax("unterminated string")
+}
+
+// loneSurrogate reports whether the escapes of a JSON string's text (between its quotes)
+// hold a \u escape of a UTF-16 surrogate that is not a high surrogate (D800–DBFF)
+// directly followed by an escaped low one (DC00–DFFF) (RFC 8259, section 7).
+func loneSurrogate(raw []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // a one-letter escape such as \\ or \"
+			continue
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00:
+			lo, ok := hex4(i + 6)
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11
+		case utf16.IsSurrogate(r):
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }

@@ -137,6 +137,8 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 		{`{"amount": 1}`, ReasonNotNullViolation, "id", "missing for a NOT NULL column"},
 		{`{"id": null}`, ReasonNotNullViolation, "id", "null for a NOT NULL column"},
 		{`{"id": 1, "ID": 2}`, ReasonDecodeError, "ID", "two keys name the same column"},
+		{`{"id": 1, "new": 1, "NEW": 2}`, ReasonDecodeError, "NEW", "two keys name the same column"},
+		{`{"id": 1, "obj": {"a": 1, "A": 2}}`, ReasonDecodeError, "obj.A", "two keys name the same column"},
 		{`{"id": 1, "id": 2}`, ReasonDecodeError, "id", "the key appears twice"},
 		{`{"id": 1, "s": {"a": 1, "a": 2}}`, ReasonDecodeError, "s.a", "the key appears twice"},
 		{`{"id": 1,}`, ReasonDecodeError, "", "invalid JSON at offset 9: want a key"},
@@ -144,6 +146,9 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 		{`[1]`, ReasonDecodeError, "", "JSON array where a record wants an object"},
 		{``, ReasonDecodeError, "", "empty"},
 		{`{"id": 1, "x": "` + "\xff" + `"}`, ReasonDecodeError, "x", "not valid UTF-8"},
+		{`{"id": 1, "x": "a\ud800"}`, ReasonDecodeError, "x", "lone UTF-16 surrogate"},
+		{`{"id": 1, "x": "\udc00\ud83d"}`, ReasonDecodeError, "x", "lone UTF-16 surrogate"},
+		{`{"id": 1, "x": "\ud83d\u0041"}`, ReasonDecodeError, "x", "lone UTF-16 surrogate"},
 		{`{"id": 1, "x": ` + deep + `}`, ReasonDecodeError, "x" + strings.Repeat(".a", 65), "nested deeper than 64"},
 	} {
 		ws, body, err := src.Writer(table, []byte(c.doc))
@@ -203,6 +208,24 @@ func TestConnectJSON(t *testing.T) {
 		}
 		if ReasonOf(err) != c.reason {
 			t.Errorf("%s: %v, want %s", c.doc, err, c.reason)
+		}
+	}
+}
+
+// Escaped surrogate pairs, escaped backslashes before "u" and literal text are kept;
+// a surrogate escape without its pair is refused (TestPlainJSONDeadLetters).
+func TestLoneSurrogate(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`a\ud83d\ude00b`: false, // U+1F600 as a pair
+		`\\ud800`:        false, // an escaped backslash, then the text "ud800"
+		`\"\u00e9\n`:     false,
+		`\ud800`:         true,
+		`\ude00`:         true,
+		`\ud83d\\ude00`:  true,
+		`x\ud83d`:        true,
+	} {
+		if got := loneSurrogate([]byte(raw)); got != want {
+			t.Errorf("loneSurrogate(%s) = %v, want %v", raw, got, want)
 		}
 	}
 }

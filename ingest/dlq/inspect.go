@@ -177,7 +177,10 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 			s.DecodeError = "decode JSON: " + err.Error()
 			return s
 		}
-		s.Value = v
+		// The document's own text, not v re-encoded: decoding into a map drops a repeated
+		// key (itself a decode_error) and sorts the keys, which would show a document
+		// other than the one that failed. Decode has checked it; bytes after it are cut.
+		s.Value = json.RawMessage(bytes.TrimSpace(r.Value[:dec.InputOffset()]))
 		return s
 	}
 	payload, id := r.Value, 0

@@ -44,3 +44,16 @@ func TestInspectShowsJSON(t *testing.T) {
 		t.Fatalf("sample value %s, decode error %q", b, s.DecodeError)
 	}
 }
+
+// A plain JSON dead letter is shown as it was sent: a repeated key (a decode_error) and
+// the producer's key order stay, so the sample is the document that failed, not a
+// rewritten one; bytes after the document (trailing_bytes) are not shown.
+func TestInspectShowsJSONAsSent(t *testing.T) {
+	src := &kgo.Record{Topic: "src", Value: []byte(`{"name": "a", "id": 2, "name": "b"} trailing`)}
+	r := DeadLetter{Pipeline: "p", Rec: src, Reason: "decode_error", SchemaID: -1, TableVersion: 0}.Record("d", "t", time.Now())
+	s := sample(context.Background(), InspectOptions{Schemas: oneSchema{}, Format: decode.FormatJSON}, r)
+	b, _ := json.Marshal(s.Value)
+	if s.DecodeError != "" || string(b) != `{"name":"a","id":2,"name":"b"}` {
+		t.Fatalf("sample value %s, decode error %q", b, s.DecodeError)
+	}
+}

@@ -255,7 +255,8 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 		}
 		v, err := goKeyValue(k.key[0].field.Type, string(key))
 		if err != nil {
-			return nil, missing("a tombstone's Kafka key %q: %v", key, err)
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.key[0].field.Name,
+				Err: fmt.Errorf("a tombstone's Kafka key %q: %w", key, err)}
 		}
 		return []parquet.Value{v}, nil
 	}
@@ -286,7 +287,8 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 		}
 		pv, err := goKeyValue(k.key[0].field.Type, v)
 		if err != nil {
-			return nil, missing("a tombstone's Avro key (schema id %d): %v", id, err)
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.key[0].field.Name,
+				Err: fmt.Errorf("a tombstone's Avro key (schema id %d): %w", id, err)}
 		}
 		return []parquet.Value{pv}, nil
 	}
