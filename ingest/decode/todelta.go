@@ -36,14 +36,50 @@ const maxDecimalPrecision = 38
 // Err the chain of record names), a non-record top level, nested records with no data
 // fields (Parquet cannot hold an empty group), arrays or maps of null, and two fields of one
 // record whose names are equal case-insensitively after Unicode NFC (Delta cannot hold
-// both).
+// both), and a column nested more than MaxNestingDepth levels deep.
 func ToDelta(s avro.Schema) (*deltalog.StructType, error) {
 	rec, _, err := topRecord(s)
 	if err != nil {
 		return nil, err
 	}
 	c := &converter{}
-	return c.record(rec, "", true)
+	st, err := c.record(rec, "", true)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range st.Fields {
+		if path, depth := deepest(f.Type, f.Name, 1); depth > MaxNestingDepth {
+			return nil, newError(ReasonUnsupportedType, path, fmt.Errorf("convert schema: column %s nests %d levels of struct, array and map, more than %d: delta-rs cannot open a table whose schema nests deeper (its schema JSON passes serde_json's recursion limit)", path, depth, MaxNestingDepth))
+		}
+	}
+	return st, nil
+}
+
+// MaxNestingDepth is how many levels of struct, array and map one column may nest (a
+// top-level struct column is 1). Each struct level is three levels of the Delta schema's
+// JSON (field, type, fields), and delta-rs reads that JSON with serde_json's recursion
+// limit of 128: a table with a column of 42 nested structs cannot be opened by delta-rs
+// at all (41 can), so ingestd never creates or evolves one past 32.
+const MaxNestingDepth = 32
+
+// deepest returns the path and depth (levels of struct, array and map, t's own included)
+// of t's most deeply nested part; path names t, depth is t's level.
+func deepest(t deltalog.DataType, path string, level int) (string, int) {
+	switch t := t.(type) {
+	case *deltalog.StructType:
+		best, bestDepth := path, level
+		for _, f := range t.Fields {
+			if p, d := deepest(f.Type, joinPath(path, f.Name), level+1); d > bestDepth {
+				best, bestDepth = p, d
+			}
+		}
+		return best, bestDepth
+	case *deltalog.ArrayType:
+		return deepest(t.ElementType, path+"[]", level+1)
+	case *deltalog.MapType:
+		return deepest(t.ValueType, path+"{}", level+1)
+	}
+	return path, level - 1
 }
 
 // topRecord returns the record of a top-level schema that is a record or a union of null

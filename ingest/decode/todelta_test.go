@@ -2,6 +2,8 @@ package decode
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -136,4 +138,50 @@ func TestMaxFixedDigits(t *testing.T) {
 			t.Errorf("decimalBytes(%d) = %d, deltawriter says %d", p, got, want)
 		}
 	}
+}
+
+// nestedRecords is an Avro schema whose field "x" nests n records (the innermost holds
+// a long "v"), optionally through an array at the second level.
+func nestedRecords(n int, viaArray bool) string {
+	t := `"long"`
+	for i := n; i >= 1; i-- {
+		f := "v"
+		if i < n {
+			f = "a"
+		}
+		t = fmt.Sprintf(`{"type":"record","name":"R%d","fields":[{"name":%q,"type":%s}]}`, i, f, t)
+		if viaArray && i == 2 {
+			t = fmt.Sprintf(`{"type":"array","items":%s}`, t)
+		}
+	}
+	return fmt.Sprintf(`{"type":"record","name":"Top","fields":[{"name":"id","type":"long"},{"name":"x","type":%s}]}`, t)
+}
+
+// A column may nest MaxNestingDepth (32) levels of struct, array and map; one more is
+// unsupported_type naming the deepest path (delta-rs cannot open a table past 41 structs).
+func TestToDeltaRefusesNestingPastTheBound(t *testing.T) {
+	if _, err := ToDelta(avro.MustParse(nestedRecords(32, false))); err != nil {
+		t.Fatalf("32 nested records: %v, want accepted", err)
+	}
+	_, err := ToDelta(avro.MustParse(nestedRecords(33, false)))
+	var de *Error
+	wantPath := "x" + strings.Repeat(".a", 32) // the innermost record, R33
+	if !errors.As(err, &de) || de.Reason != ReasonUnsupportedType || de.Field != wantPath || !strings.Contains(err.Error(), "nests 33 levels") {
+		t.Fatalf("33 nested records: %v (field %q), want unsupported_type at %s, 33 levels", err, fieldOf(de), wantPath)
+	}
+	// 31 records and one array: 32 levels, accepted; 32 records and an array: 33.
+	if _, err := ToDelta(avro.MustParse(nestedRecords(31, true))); err != nil {
+		t.Fatalf("31 nested records through an array: %v, want accepted", err)
+	}
+	_, err = ToDelta(avro.MustParse(nestedRecords(32, true)))
+	if !errors.As(err, &de) || de.Field != "x.a[]"+strings.Repeat(".a", 30) {
+		t.Fatalf("32 nested records through an array: %v (field %q), want refused at x.a[].a…", err, fieldOf(de))
+	}
+}
+
+func fieldOf(e *Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Field
 }
