@@ -38,7 +38,7 @@
 //     put-if-absent (format version 1, per vector its big-endian size, the
 //     RoaringBitmapArray — magic 1681511377 and the portable 64-bit Roaring format — and
 //     its CRC-32); per file a remove of the current add and an add of the same path with
-//     the new descriptor (storageType "u", Z85 UUID, offset, sizeInBytes, cardinality) and
+//     the new descriptor (inline, storageType "i", up to 2 KiB of bitmap; else storageType "u", Z85 UUID, offset; sizeInBytes, cardinality) and
 //     stats marked tightBounds false; a file whose every row is deleted is only removed.
 //   - Snapshot.RewriteWithoutRows (copy-on-write): the file read as OPTIMIZE reads it and
 //     written again without the rows nor those its vector deleted.
