@@ -204,14 +204,14 @@ func TestDeletionVectorsWrittenByIngestd(t *testing.T) {
 	want = map[string][]int64{"a": dropIDs(rowIDs(0, 20), 0, 3, 9)}
 	checkIDs(t, spark, python, root, want, "first deletes")
 
-	// 2. More deletes: merged with the on-disk deletion vector of a1 (row 1), a fresh one
-	// on a2 (rows 5, 6); both in one deletion vector file.
+	// 2. More deletes: merged with the (inline) deletion vector of a1 (row 1), a fresh one
+	// on a2 (rows 5, 6); both small enough to be inline.
 	_, adds = commitDeletes(t, tbl, []deltawriter.RowDeletes{
 		{Add: adds[0], Rows: []uint64{1, 3}},
 		{Add: a2, Rows: []uint64{5, 6}},
 	}, false)
 	if len(adds) != 2 || adds[0].DeletionVector.Cardinality != 4 || adds[1].DeletionVector.Cardinality != 2 ||
-		adds[0].DeletionVector.PathOrInlineDv != adds[1].DeletionVector.PathOrInlineDv {
+		adds[0].DeletionVector.StorageType != "i" || adds[1].DeletionVector.StorageType != "i" {
 		t.Fatalf("adds %s", jsonString(adds))
 	}
 	want = map[string][]int64{"a": dropIDs(rowIDs(0, 20), 0, 1, 3, 9, 15, 16)}
