@@ -235,8 +235,9 @@ func TestDeletionVectorsWrittenByIngestd(t *testing.T) {
 }
 
 // TestDeletionVectorsAfterSparkDelete: Spark writes the first deletion vector (DELETE on a
-// table with delta.enableDeletionVectors=true); ingestd adds more deletes to the same
-// file, merged with Spark's; both readers read the rest.
+// table with delta.enableDeletionVectors=true, in a deletion vector file); ingestd adds
+// more deletes to the same file, merged with Spark's into a small vector it stores
+// inline; both readers read the rest.
 func TestDeletionVectorsAfterSparkDelete(t *testing.T) {
 	t.Parallel()
 	python, jars := needSpark(t)
@@ -259,12 +260,12 @@ func TestDeletionVectorsAfterSparkDelete(t *testing.T) {
 	for _, a := range snap.Files.All() {
 		file = a
 	}
-	if file.DeletionVector == nil || file.DeletionVector.Cardinality != 2 {
+	if file.DeletionVector == nil || file.DeletionVector.Cardinality != 2 || file.DeletionVector.StorageType != "u" {
 		t.Fatalf("Spark's file %s", jsonString(file))
 	}
 	rows := physicalRows(t, root, file)
 	_, adds := commitDeletes(t, tbl, []deltawriter.RowDeletes{{Add: file, Rows: positionsOf(t, rows, 10, 15, 7)}}, false)
-	if len(adds) != 1 || adds[0].DeletionVector.Cardinality != 4 || adds[0].DeletionVector.StorageType != "u" {
+	if len(adds) != 1 || adds[0].DeletionVector.Cardinality != 4 || adds[0].DeletionVector.StorageType != "i" {
 		t.Fatalf("adds %s", jsonString(adds))
 	}
 	checkIDs(t, spark, python, root, map[string][]int64{"a": dropIDs(rowIDs(0, 20), 2, 7, 10, 15)}, "ingestd's deletes after Spark's")
