@@ -33,13 +33,15 @@
 // going into the Commit that carries the batch's new files and txns (PROTOCOL.md,
 // "Deletion Vectors", "Add File and Remove File"):
 //   - DeleteRows (merge-on-read): per file the union of its current deletion vector
-//     (ReadDeletionVector: inline, relative or absolute) and the rows; all vectors of one
-//     call in one deletion_vector_<uuid>.bin at the table root, written with
-//     put-if-absent (format version 1, per vector its big-endian size, the
-//     RoaringBitmapArray — magic 1681511377 and the portable 64-bit Roaring format — and
-//     its CRC-32); per file a remove of the current add and an add of the same path with
-//     the new descriptor (storageType "u", Z85 UUID, offset, sizeInBytes, cardinality) and
-//     stats marked tightBounds false; a file whose every row is deleted is only removed.
+//     (ReadDeletionVector: inline, relative or absolute) and the rows, serialised as a
+//     RoaringBitmapArray (magic 1681511377 and the portable 64-bit Roaring format); a
+//     vector of up to 2 KiB is stored inline (storageType "i", Z85), which readers load
+//     without a file read, larger ones of one call in one deletion_vector_<uuid>.bin at
+//     the table root, written with put-if-absent (format version 1, per vector its
+//     big-endian size, the bitmap and its CRC-32; storageType "u", Z85 UUID, offset);
+//     per file a remove of the current add and an add of the same path with the new
+//     descriptor and stats marked tightBounds false; a file whose every row is deleted is
+//     only removed.
 //   - Snapshot.RewriteWithoutRows (copy-on-write): the file read as OPTIMIZE reads it and
 //     written again without the rows nor those its vector deleted.
 //

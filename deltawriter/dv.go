@@ -132,7 +132,10 @@ func dvPath(st storage.Store, dv *deltalog.DeletionVector) (string, error) {
 const z85Alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 // z85Decode decodes ZeroMQ's Z85 (RFC 32/Z85), as Delta encodes deletion vectors: every 5
-// characters are 4 big-endian bytes; a length that is not a multiple of 5 is refused.
+// characters are 4 big-endian bytes; a length that is not a multiple of 5 is refused. A
+// group above 2^32-1 (which no encoder produces from 4 bytes, yet appears in published
+// Spark-written inline vectors) keeps its low 32 bits, as Delta's reference decoder does,
+// so that ingestd reads such a descriptor as Spark does.
 func z85Decode(s string) ([]byte, error) {
 	if len(s)%5 != 0 {
 		return nil, fmt.Errorf("decode Z85: length %d is not a multiple of 5", len(s))
@@ -146,9 +149,6 @@ func z85Decode(s string) ([]byte, error) {
 				return nil, fmt.Errorf("decode Z85: character %q is not in the alphabet", c)
 			}
 			v = v*85 + uint64(d)
-		}
-		if v > 0xFFFFFFFF {
-			return nil, fmt.Errorf("decode Z85: group %q overflows 32 bits", s[i:i+5])
 		}
 		out = binary.BigEndian.AppendUint32(out, uint32(v))
 	}

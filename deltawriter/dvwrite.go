@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,14 +46,17 @@ const dvFileVersion = 1
 // delta.enableDeletionVectors=true in the commit's state (CheckDeletes, EnableDeletionVectors).
 //
 // Per entry, the new deletion vector is the union of the file's current one (read with
-// ReadDeletionVector, any storage type) and Rows. All new vectors of the call go into one
-// file, deletion_vector_<uuid>.bin at the table root, written with put-if-absent before
-// DeleteRows returns (as Spark writes them: version byte 1, then per vector its size
-// (4 bytes, big-endian), the RoaringBitmapArray (magic 1681511377 and the portable 64-bit
-// Roaring format, little-endian) and its CRC-32 (big-endian)); each descriptor has
-// storageType "u", pathOrInlineDv the Z85-encoded UUID, offset the position of its size
-// field (the first is 1), sizeInBytes the bitmap's bytes and cardinality the number of
-// rows deleted in all.
+// ReadDeletionVector, any storage type) and Rows, serialised as a RoaringBitmapArray
+// (magic 1681511377 and the portable 64-bit Roaring format, little-endian). A vector of at
+// most inlineDVMaxBytes serialised bytes is stored inline (PROTOCOL.md, "Deletion Vector
+// Descriptor Schema"): storageType "i", pathOrInlineDv the bitmap zero-padded to a multiple
+// of 4 bytes and Z85-encoded, no offset, sizeInBytes the unpadded bitmap's bytes. Larger
+// vectors of the call go into one file, deletion_vector_<uuid>.bin at the table root,
+// written with put-if-absent before DeleteRows returns (as Spark writes them: version byte
+// 1, then per vector its size (4 bytes, big-endian), the bitmap and its CRC-32
+// (big-endian)); their descriptors have storageType "u", pathOrInlineDv the Z85-encoded
+// UUID, offset the position of its size field (the first is 1) and sizeInBytes the
+// bitmap's bytes. Cardinality is the number of rows deleted in all.
 //
 // Per entry it returns the remove of the current add (its path and deletion vector,
 // dataChange true, deletionTimestamp now, extendedFileMetadata true with its
@@ -133,38 +137,75 @@ func DeleteRows(ctx context.Context, st storage.Store, dels []RowDeletes, now ti
 		if card == uint64(w.records) && !w.keep {
 			continue // every row deleted: the file goes
 		}
-		offset := len(file)
-		if offset > math.MaxInt32 {
-			return nil, nil, fmt.Errorf("delete rows: deletion vector file %s would exceed 2 GiB", name)
-		}
 		data, err := encodeBitmapArray(w.bm)
 		if err != nil {
 			return nil, nil, fmt.Errorf("delete rows of %s: %w", w.add.Path, err)
 		}
-		file = binary.BigEndian.AppendUint32(file, uint32(len(data)))
-		file = append(file, data...)
-		file = binary.BigEndian.AppendUint32(file, crc32.ChecksumIEEE(data))
 		stats, err := wideStats(w.add.Stats, w.records)
 		if err != nil {
 			return nil, nil, fmt.Errorf("delete rows of %s: %w", w.add.Path, err)
 		}
-		off := int32(offset)
 		a := w.add
 		a.DataChange = true
 		a.Stats = stats
 		a.StatsParsed = nil
+		if len(data) <= inlineDVMaxBytes {
+			a.DeletionVector = inlineDV(data, int64(card))
+			adds = append(adds, a)
+			continue
+		}
+		offset := len(file)
+		if offset > math.MaxInt32 {
+			return nil, nil, fmt.Errorf("delete rows: deletion vector file %s would exceed 2 GiB", name)
+		}
+		file = binary.BigEndian.AppendUint32(file, uint32(len(data)))
+		file = append(file, data...)
+		file = binary.BigEndian.AppendUint32(file, crc32.ChecksumIEEE(data))
+		off := int32(offset)
 		a.DeletionVector = &deltalog.DeletionVector{
 			StorageType: "u", PathOrInlineDv: z85Encode(raw), Offset: &off,
 			SizeInBytes: int32(len(data)), Cardinality: int64(card),
 		}
 		adds = append(adds, a)
 	}
-	if len(adds) > 0 {
+	if len(file) > 1 {
 		if err := st.PutIfAbsent(ctx, name, file); err != nil {
 			return nil, nil, fmt.Errorf("delete rows: write deletion vector file %s: %w", name, err)
 		}
 	}
 	return removes, adds, nil
+}
+
+// inlineDVMaxBytes is the largest serialised RoaringBitmapArray (in bytes, before Z85)
+// that DeleteRows stores inline in the log rather than in a deletion vector file.
+//
+// Inline vectors cost log space: Z85 makes 5 characters of every 4 bytes, and the
+// descriptor is repeated in the add, in the remove that later replaces it, and in every
+// checkpoint until then, where a "u" descriptor is a 20-character UUID and an offset. A
+// vector of one deleted row is 34 bytes (45 characters inline); 2 KiB holds about 1,000
+// scattered deleted rows of one file (2 bytes each in a Roaring array container), and adds
+// at most ~2.5 KB per action, against data files of megabytes. Vectors in files cost
+// readers: delta-rs (1.x) loads each on a blocking thread that waits on further blocking
+// reads, and a scan of more than about 512 files whose vectors are in files exhausts the
+// 512 blocking threads of its runtime and never finishes; an inline vector needs no read.
+// Keyed upserts delete a few rows per file per flush, so 2 KiB keeps nearly all of their
+// vectors inline while a file with many deleted rows still gets a compact vector file
+// (and is a candidate for OPTIMIZE's purge). A var so that tests can move the cut-off.
+var inlineDVMaxBytes = 2048
+
+// inlineDV is the inline descriptor of the serialised bitmap data (PROTOCOL.md, "Deletion
+// Vector Descriptor Schema", storageType "i"): data zero-padded to a multiple of 4 bytes
+// and Z85-encoded, as Delta's reference writer pads it, sizeInBytes the unpadded length
+// (readers drop the padding), offset absent.
+func inlineDV(data []byte, cardinality int64) *deltalog.DeletionVector {
+	padded := data
+	if r := len(data) % 4; r != 0 {
+		padded = append(slices.Clip(data), make([]byte, 4-r)...)
+	}
+	return &deltalog.DeletionVector{
+		StorageType: "i", PathOrInlineDv: z85Encode(padded),
+		SizeInBytes: int32(len(data)), Cardinality: cardinality,
+	}
 }
 
 // encodeBitmapArray serialises bm as a RoaringBitmapArray (PROTOCOL.md, "Deletion Vector

@@ -1,6 +1,7 @@
 package deltawriter
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -143,6 +144,7 @@ func TestZ85Encode(t *testing.T) {
 // One DeleteRows over a fresh file: the DV file's bytes (version, size, bitmap, CRC), the
 // descriptor, the remove and the add, exactly.
 func TestDeleteRowsWritesDVFile(t *testing.T) {
+	setInlineDVMax(t, 0)
 	ctx := context.Background()
 	st := newStore(t)
 	tbl, adds := dvTable(t, st, nil, seq(100, 140))
@@ -244,6 +246,7 @@ func jsonOf(t *testing.T, v any) string {
 // file at their offsets; a file whose rows all go is only removed; a call that deletes
 // nothing new returns nothing.
 func TestDeleteRowsMerges(t *testing.T) {
+	setInlineDVMax(t, 0)
 	ctx := context.Background()
 	st := newStore(t)
 	// The inline DV is given to the first file by a commit of its own (as a reader would
@@ -698,5 +701,113 @@ func TestRewriteWithoutRows(t *testing.T) {
 	}
 	if !strings.HasPrefix(pna.Path, "p=x%20y/part-") || *pna.PartitionValues["p"] != "x y" || pna.Stats != `{"numRecords":1,"minValues":{"a":2},"maxValues":{"a":2},"nullCount":{"a":0}}` {
 		t.Fatalf("partitioned add %s", jsonOf(t, pna))
+	}
+}
+
+// setInlineDVMax moves DeleteRows' inline cut-off for the test t.
+func setInlineDVMax(t *testing.T, n int) {
+	old := inlineDVMaxBytes
+	inlineDVMaxBytes = n
+	t.Cleanup(func() { inlineDVMaxBytes = old })
+}
+
+// Inline vectors as Spark writes them (testdata/delta-kernel-rs/data/cdf-table-with-dv,
+// versions 3 and 4): the bitmap of rows {0, 1, 4, 5} (40 bytes) and of {0, 5} (36
+// bytes) encode to exactly Spark's pathOrInlineDv and decode back. An unaligned bitmap
+// (one row: 34 bytes) is zero-padded to 36 bytes (45 characters) with sizeInBytes 34; a
+// Spark string whose last group overflows 32 bits decodes to its low 32 bits.
+func TestInlineDVZ85(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		rows []uint64
+		z85  string
+		size int32
+	}{
+		{[]uint64{0, 1, 4, 5}, "^Bg9^0rr910000000000iXQKl0rr91000935c8Xg000311onP9", 40},
+		{[]uint64{0, 5}, "^Bg9^0rr910000000000iXQKl0rr91000315c8Xg000f5", 36},
+		{[]uint64{7}, "^Bg9^0rr910000000000iXQKl0rr91000005c8Xg2lj-7", 34},
+	} {
+		data, err := encodeBitmapArray(roaring64.BitmapOf(c.rows...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dv := inlineDV(data, int64(len(c.rows)))
+		want := deltalog.DeletionVector{StorageType: "i", PathOrInlineDv: c.z85, SizeInBytes: c.size, Cardinality: int64(len(c.rows))}
+		if dv.Offset != nil || *dv != want {
+			t.Fatalf("rows %v: descriptor %s, want %s", c.rows, jsonOf(t, dv), jsonOf(t, want))
+		}
+		if got := dvRows(t, nil, &want); !slices.Equal(got, c.rows) {
+			t.Fatalf("%s reads %v, want %v", c.z85, got, c.rows)
+		}
+		b, _ := json.Marshal(dv)
+		if !bytes.Contains(b, []byte(`"storageType":"i"`)) || bytes.Contains(b, []byte("offset")) {
+			t.Fatalf("JSON %s: an inline descriptor has no offset", b)
+		}
+	}
+	// 34 bytes of one row padded with 00 00: the last group is 4 bytes 07 00 00 00.
+	if b, err := z85Decode("2lj-7"); err != nil || hex.EncodeToString(b) != "07000000" {
+		t.Fatalf("2lj-7 = %x, %v", b, err)
+	}
+	// Version 5 of the same Spark table: "##093" is 84·85⁴+… = 0x1086eb2d8.
+	b, err := z85Decode("^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093")
+	if err != nil || hex.EncodeToString(b[32:]) != "086eb2d8" {
+		t.Fatalf("overflowing group: %x, %v", b, err)
+	}
+	rows, err := ReadDeletionVector(ctx, nil, &deltalog.DeletionVector{StorageType: "i", PathOrInlineDv: "^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093", SizeInBytes: 34, Cardinality: 1})
+	if err != nil || !slices.Equal(rows.bm.ToArray(), []uint64{0x6e08}) {
+		t.Fatalf("Spark's version 5 vector: %v, %v", rows, err)
+	}
+}
+
+// DeleteRows at the default cut-off: a one-row vector goes inline (no file is written); in
+// one call with a vector over the cut-off, only that one goes to a file.
+func TestDeleteRowsInline(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	tbl, adds := dvTable(t, st, nil, seq(0, 40), seq(0, 3000))
+	before, _ := st.List(ctx, "")
+	removes, newAdds, err := DeleteRows(ctx, st, []RowDeletes{{Add: adds[0], Rows: []uint64{7}}}, time.UnixMilli(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := st.List(ctx, "")
+	want := deltalog.DeletionVector{StorageType: "i", PathOrInlineDv: "^Bg9^0rr910000000000iXQKl0rr91000005c8Xg2lj-7", SizeInBytes: 34, Cardinality: 1}
+	if len(newAdds) != 1 || len(removes) != 1 || *newAdds[0].DeletionVector != want || len(after) != len(before) {
+		t.Fatalf("adds %s, %d → %d store entries", jsonOf(t, newAdds), len(before), len(after))
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: snap.Version, Removes: removes, Adds: newAdds}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every other row of the 3,000-row file: 1,500 values, 3,032 bytes, over 2 KiB. The
+	// inline one gets a second row and stays inline.
+	var many []uint64
+	for r := uint64(0); r < 3000; r += 2 {
+		many = append(many, r)
+	}
+	removes, newAdds, err = DeleteRows(ctx, st, []RowDeletes{{Add: newAdds[0], Rows: []uint64{8}}, {Add: adds[1], Rows: many}}, time.UnixMilli(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0, d1 := newAdds[0].DeletionVector, newAdds[1].DeletionVector
+	if d0.StorageType != "i" || d0.SizeInBytes != 36 || d0.Offset != nil || removes[0].DeletionVector.UniqueID() != want.UniqueID() {
+		t.Fatalf("small vector %s", jsonOf(t, d0))
+	}
+	if d1.StorageType != "u" || d1.SizeInBytes != 3032 || d1.Offset == nil || *d1.Offset != 1 || d1.Cardinality != 1500 {
+		t.Fatalf("large vector %s", jsonOf(t, d1))
+	}
+	if got := dvRows(t, st, d0); !slices.Equal(got, []uint64{7, 8}) {
+		t.Fatalf("small vector reads %v", got)
+	}
+	if got := dvRows(t, st, d1); !slices.Equal(got, many) {
+		t.Fatalf("large vector reads %d rows", len(got))
+	}
+	snap, _ = tbl.Snapshot(ctx)
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: snap.Version, Removes: removes, Adds: newAdds}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(tableValues(t, tbl)); got != 38+1500 {
+		t.Fatalf("%d live rows, want %d", got, 38+1500)
 	}
 }

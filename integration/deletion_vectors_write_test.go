@@ -204,14 +204,14 @@ func TestDeletionVectorsWrittenByIngestd(t *testing.T) {
 	want = map[string][]int64{"a": dropIDs(rowIDs(0, 20), 0, 3, 9)}
 	checkIDs(t, spark, python, root, want, "first deletes")
 
-	// 2. More deletes: merged with the on-disk deletion vector of a1 (row 1), a fresh one
-	// on a2 (rows 5, 6); both in one deletion vector file.
+	// 2. More deletes: merged with the (inline) deletion vector of a1 (row 1), a fresh one
+	// on a2 (rows 5, 6); both small enough to be inline.
 	_, adds = commitDeletes(t, tbl, []deltawriter.RowDeletes{
 		{Add: adds[0], Rows: []uint64{1, 3}},
 		{Add: a2, Rows: []uint64{5, 6}},
 	}, false)
 	if len(adds) != 2 || adds[0].DeletionVector.Cardinality != 4 || adds[1].DeletionVector.Cardinality != 2 ||
-		adds[0].DeletionVector.PathOrInlineDv != adds[1].DeletionVector.PathOrInlineDv {
+		adds[0].DeletionVector.StorageType != "i" || adds[1].DeletionVector.StorageType != "i" {
 		t.Fatalf("adds %s", jsonString(adds))
 	}
 	want = map[string][]int64{"a": dropIDs(rowIDs(0, 20), 0, 1, 3, 9, 15, 16)}
@@ -235,8 +235,9 @@ func TestDeletionVectorsWrittenByIngestd(t *testing.T) {
 }
 
 // TestDeletionVectorsAfterSparkDelete: Spark writes the first deletion vector (DELETE on a
-// table with delta.enableDeletionVectors=true); ingestd adds more deletes to the same
-// file, merged with Spark's; both readers read the rest.
+// table with delta.enableDeletionVectors=true, in a deletion vector file); ingestd adds
+// more deletes to the same file, merged with Spark's into a small vector it stores
+// inline; both readers read the rest.
 func TestDeletionVectorsAfterSparkDelete(t *testing.T) {
 	t.Parallel()
 	python, jars := needSpark(t)
@@ -259,12 +260,12 @@ func TestDeletionVectorsAfterSparkDelete(t *testing.T) {
 	for _, a := range snap.Files.All() {
 		file = a
 	}
-	if file.DeletionVector == nil || file.DeletionVector.Cardinality != 2 {
+	if file.DeletionVector == nil || file.DeletionVector.Cardinality != 2 || file.DeletionVector.StorageType != "u" {
 		t.Fatalf("Spark's file %s", jsonString(file))
 	}
 	rows := physicalRows(t, root, file)
 	_, adds := commitDeletes(t, tbl, []deltawriter.RowDeletes{{Add: file, Rows: positionsOf(t, rows, 10, 15, 7)}}, false)
-	if len(adds) != 1 || adds[0].DeletionVector.Cardinality != 4 || adds[0].DeletionVector.StorageType != "u" {
+	if len(adds) != 1 || adds[0].DeletionVector.Cardinality != 4 || adds[0].DeletionVector.StorageType != "i" {
 		t.Fatalf("adds %s", jsonString(adds))
 	}
 	checkIDs(t, spark, python, root, map[string][]int64{"a": dropIDs(rowIDs(0, 20), 2, 7, 10, 15)}, "ingestd's deletes after Spark's")
