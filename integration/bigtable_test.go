@@ -212,7 +212,8 @@ missing = sum(1 for u in uris if not os.path.exists(u.removeprefix("file://")))
 total = pc.sum(pa.table(dt.get_add_actions()).column("num_records")).as_py()
 parts = []
 for d in sys.argv[2:]:
-    t = dt.to_pyarrow_table(filters=[("date", "=", d)], columns=["id"])
+    # Pruned during log replay: a filter on the dataset would set up all the fragments.
+    t = dt.to_pyarrow_dataset(file_pruning_predicate=[("date", "=", d)]).to_table(columns=["id"])
     parts.append({"files": len(dt.file_uris(file_pruning_predicate=[("date", "=", d)])), "rows": t.num_rows, "sum": pc.sum(t["id"]).as_py()})
 print(json.dumps({"version": dt.version(), "files": len(uris), "missing": missing, "total": total, "parts": parts}))
 sys.stdout.flush()
