@@ -109,7 +109,7 @@ func (o ReplayOptions) selects(r *kgo.Record) bool {
 	}
 	if f := o.From; f != nil {
 		if f.IsTime() {
-			return !r.Timestamp.Before(f.Time)
+			return !sourceTime(r).Before(f.Time)
 		}
 		return r.Offset >= f.Offset
 	}
@@ -140,8 +140,13 @@ func (o ReplayOptions) stopOffset(recs []*kgo.Record, end, next int64) int64 {
 // first offset after the replay's txn position, and its timestamp is at or past --until.
 func (o ReplayOptions) untilStops(r *kgo.Record, next int64) bool {
 	u := o.Until
-	return u != nil && u.IsTime() && r.Offset >= next && !r.Timestamp.Before(u.Time)
+	return u != nil && u.IsTime() && r.Offset >= next && !sourceTime(r).Before(u.Time)
 }
+
+// sourceTime is the Kafka timestamp of the source record a dead letter r keeps
+// (dlq.SourceTimestampMillis), which --from and --until TIME compare with: a dead letter's
+// own record timestamp is when it was dead-lettered, and a carried copy keeps the header.
+func sourceTime(r *kgo.Record) time.Time { return time.UnixMilli(dlq.SourceTimestampMillis(r)) }
 
 // ReasonOutcome counts what a replay did with the dead letters of one reason (the
 // ingestd.error.reason they carried in the dead-letter topic).

@@ -29,8 +29,8 @@ same DLQ partition, so a later replay sees it again. --until stops the replay in
 partition before the first record at or past it (exclusive): that record and the ones
 after it are left in place, nothing is carried forward for --until. OFFSET is a DLQ
 offset, applied per partition (carried records get new offsets at the end of the topic);
-TIME is RFC 3339 and compares with the record timestamp: the time a record was
-dead-lettered, which carried records keep.
+TIME is RFC 3339 and compares with the source record's timestamp, which dead letters
+keep in ingestd.error.source_timestamp (and carried records with it).
 
 The dead-letter topic is streamed, read twice (an index of identities, then the
 replay): records are held one batch at a time (--max-bytes, default batch.max_bytes), plus
@@ -40,8 +40,8 @@ up to about 200 bytes per dead letter for its identity.`, stderr)
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
 	var reasons stringList
 	fs.Var(&reasons, "reason", "replay only dead letters with this `reason` (repeatable or comma list: "+strings.Join(dlq.Reasons, ", ")+")")
-	from := fs.String("from", "", "replay only dead letters at DLQ offset >= `OFFSET|TIME` (per partition) or dead-lettered at or after TIME (RFC 3339)")
-	until := fs.String("until", "", "stop each DLQ partition before the first record at offset >= `OFFSET|TIME` or with timestamp >= TIME (exclusive)")
+	from := fs.String("from", "", "replay only dead letters at DLQ offset >= `OFFSET|TIME` (per partition) or whose source record's timestamp is >= TIME (RFC 3339)")
+	until := fs.String("until", "", "stop each DLQ partition before the first record at offset >= `OFFSET|TIME` or whose source timestamp is >= TIME (exclusive)")
 	maxBytes := maxBytesFlag(fs)
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
