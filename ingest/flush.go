@@ -171,10 +171,13 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 		return nil, err
 	}
 	if f.keyed != nil && t.exists() {
+		building := f.keyed.ix == nil
 		if err := f.keyed.sync(ctx, f.deps.Table.Store(), t.snap); err != nil {
 			return nil, &transientError{stage: "key index", err: err}
 		}
-		f.keyed.report(f.m, f.deps.Memory, f.cfg.Name)
+		if building { // a new index reserves its bytes before the batch is decoded; commits report after
+			f.keyed.report(f.m, f.deps.Memory, f.cfg.Name)
+		}
 	}
 	items, err := f.collect(ctx, t, recs, note)
 	if err != nil {
