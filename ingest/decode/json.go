@@ -578,7 +578,7 @@ type jsonBody struct{ top *jNode }
 
 func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer recoverPanic(&err)
-	e := &jEncoder{b: dst, limit: len(dst) + maxExpandFixed + maxExpandFactor*len(body)}
+	e := &jEncoder{newAvroAppender(dst, len(body))}
 	sc := &jScanner{b: body}
 	sc.ws()
 	if err := e.value(j.top, sc, "", 0); err != nil {
@@ -591,16 +591,7 @@ func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	return e.b, nil
 }
 
-type jEncoder struct {
-	b     []byte
-	limit int
-}
-
-func (e *jEncoder) long(v int64) { e.b = binary.AppendVarint(e.b, v) }
-func (e *jEncoder) str(s []byte) {
-	e.long(int64(len(s)))
-	e.b = append(e.b, s...)
-}
+type jEncoder struct{ avroAppender }
 
 func wrongType(path string, n *jNode, got byte) error {
 	return newError(ReasonDecodeError, path, fmt.Errorf("JSON %s where the column wants %s", jsonKindName(got), n.want()))
@@ -636,8 +627,8 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 	if depth > maxJSONDepth {
 		return newError(ReasonDecodeError, path, fmt.Errorf("JSON nested deeper than %d", maxJSONDepth))
 	}
-	if len(e.b) > e.limit {
-		return newError(ReasonDecodeError, path, fmt.Errorf("%w (%d bytes)", errExpand, e.limit))
+	if err := e.check(path); err != nil {
+		return err
 	}
 	c := sc.peek()
 	if c == 'n' {
