@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -464,22 +465,29 @@ func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSch
 	if len(s.cache) >= maxJSONWriters {
 		clear(s.cache)
 	}
-	var cs connectSchema
-	dec := json.NewDecoder(strings.NewReader(string(schema)))
-	dec.UseNumber()
-	var ws *WriterSchema
-	if err := dec.Decode(&cs); err != nil {
-		ws = &WriterSchema{Format: FormatConnectJSON, key: s.nextKey << 32, DeltaErr: newError(ReasonSchemaParseError, "", fmt.Errorf("parse the Kafka Connect schema: %w", err))}
-	} else if top, err := cs.node("", 0); err != nil {
-		ws = &WriterSchema{Format: FormatConnectJSON, key: s.nextKey << 32, DeltaErr: err}
-	} else if top.kind != jStruct {
-		ws = &WriterSchema{Format: FormatConnectJSON, key: s.nextKey << 32, DeltaErr: newError(ReasonUnsupportedType, "", errors.New("convert schema: the Kafka Connect schema's top level is not a struct"))}
-	} else {
-		ws = jsonWriter(0, s.nextKey<<32, FormatConnectJSON, top)
-	}
+	ws := connectWriter(s.nextKey<<32, schema)
 	s.nextKey++
 	s.cache[string(schema)] = ws
 	return ws, payload, nil
+}
+
+// connectWriter is the writer schema of the Kafka Connect schema text schema, under
+// key; a schema that does not parse or map to a struct gives one whose DeltaErr says why.
+func connectWriter(key int, schema []byte) *WriterSchema {
+	var cs connectSchema
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	if err := dec.Decode(&cs); err != nil {
+		return &WriterSchema{Format: FormatConnectJSON, key: key, DeltaErr: newError(ReasonSchemaParseError, "", fmt.Errorf("parse the Kafka Connect schema: %w", err))}
+	}
+	top, err := cs.node("", 0)
+	if err == nil && top.kind != jStruct {
+		err = newError(ReasonUnsupportedType, "", errors.New("convert schema: the Kafka Connect schema's top level is not a struct"))
+	}
+	if err != nil {
+		return &WriterSchema{Format: FormatConnectJSON, key: key, DeltaErr: err}
+	}
+	return jsonWriter(0, key, FormatConnectJSON, top)
 }
 
 // connectSchema is a Kafka Connect schema in JsonConverter's JSON form.
