@@ -876,7 +876,7 @@ func unscaled(num string, prec, scale int) (*big.Int, error) {
 	if !ok || len(num) > 400 {
 		return nil, fmt.Errorf("JSON number %s is not a decimal", num)
 	}
-	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))
+	r.Mul(r, new(big.Rat).SetInt(bigPow10(scale)))
 	if !r.IsInt() {
 		return nil, fmt.Errorf("JSON number %s has more than %d digits after the point", num, scale)
 	}
