@@ -71,6 +71,12 @@ func (e *avroAppender) str(s []byte) {
 	e.b = append(e.b, s...)
 }
 
+// text is str for a Go string, without copying it into a []byte first.
+func (e *avroAppender) text(s string) {
+	e.long(int64(len(s)))
+	e.b = append(e.b, s...)
+}
+
 // CompileRecord is Compile for a writer schema of any format: the Avro *Decoder itself
 // for Avro, else a decoder that transcodes each body first (RecordDecoder). Errors are
 // Compile's.

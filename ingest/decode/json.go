@@ -749,7 +749,7 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 		}
 		switch n.kind {
 		case jString:
-			e.str([]byte(s))
+			e.text(s)
 		case jBinary:
 			raw, derr := base64.StdEncoding.DecodeString(s)
 			if derr != nil {
@@ -846,7 +846,7 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 		if len(keys) > 0 {
 			e.long(int64(len(keys)))
 			for _, k := range keys {
-				e.str([]byte(k.name))
+				e.text(k.name)
 				if err := e.value(n.values, &jScanner{b: sc.b[:k.end], i: k.start}, path+"{}", depth+1); err != nil {
 					return err
 				}

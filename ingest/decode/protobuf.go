@@ -498,7 +498,7 @@ func (e *pbEncoder) message(pm *pbMsg, m protoreflect.Message) error {
 				slices.SortFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
 				e.long(int64(n))
 				for _, x := range kvs {
-					e.str([]byte(x.k))
+					e.text(x.k)
 					if err := e.value(&f.typ, x.v, f.path); err != nil {
 						return err
 					}
@@ -579,15 +579,13 @@ func (e *pbEncoder) value(t *pbType, v protoreflect.Value, path string) error {
 	case pbDouble:
 		e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v.Float()))
 	case pbString:
-		e.long(int64(len(v.String())))
-		e.b = append(e.b, v.String()...)
+		e.text(v.String())
 	case pbBytes:
 		e.str(v.Bytes())
 	case pbEnum:
 		n := v.Enum()
 		if ev := t.enum.Values().ByNumber(n); ev != nil {
-			e.long(int64(len(ev.Name())))
-			e.b = append(e.b, ev.Name()...)
+			e.text(string(ev.Name()))
 		} else { // proto3 enums are open: an unknown number is kept as its text
 			e.str(strconv.AppendInt(nil, int64(n), 10))
 		}
