@@ -193,6 +193,15 @@ type tableData struct {
 	History     []string         `json:"history"`
 }
 
+// schemaText is the delta-rs schema as "name type, name type, …" in column order.
+func (d tableData) schemaText() string {
+	cols := make([]string, 0, len(d.Schema))
+	for _, c := range d.Schema {
+		cols = append(cols, fmt.Sprint(c[0], " ", c[1]))
+	}
+	return strings.Join(cols, ", ")
+}
+
 func readTable(t *testing.T, s stack, path string) tableData {
 	t.Helper()
 	cmd := exec.Command(s.python, filepath.Join(repoRoot, "integration", "testdata", "read_table.py"), path)

@@ -187,11 +187,7 @@ batch: {max_records: 2000, max_age: 300ms}
 		if got.Unsupported != "" {
 			t.Fatalf("delta-rs cannot read %s: %s", name, got.Unsupported)
 		}
-		var cols []string
-		for _, c := range got.Schema {
-			cols = append(cols, fmt.Sprint(c[0], " ", c[1]))
-		}
-		if g := strings.Join(cols, ", "); g != want {
+		if g := got.schemaText(); g != want {
 			t.Errorf("delta-rs schema of %s: %s, want %s", name, g, want)
 		}
 		byID := rowsByKey(t, got.Rows)

@@ -223,11 +223,7 @@ batch: {max_records: 2000, max_age: 300ms}
 	if got.Unsupported != "" {
 		t.Fatalf("delta-rs cannot read the table: %s", got.Unsupported)
 	}
-	var cols []string
-	for _, c := range got.Schema {
-		cols = append(cols, fmt.Sprint(c[0], " ", c[1]))
-	}
-	if g := strings.Join(cols, ", "); g != "id int64, total struct<units: int64, currency: string>, at timestamp[us, tz=UTC], status string, big decimal128(20, 0), lines list<element: struct<sku: string, qty: int32>>, note string, amount struct<units: int64, currency: string>, sku string, qty int32, channel string" {
+	if g := got.schemaText(); g != "id int64, total struct<units: int64, currency: string>, at timestamp[us, tz=UTC], status string, big decimal128(20, 0), lines list<element: struct<sku: string, qty: int32>>, note string, amount struct<units: int64, currency: string>, sku string, qty int32, channel string" {
 		t.Errorf("delta-rs schema %s", g)
 	}
 	// delta-rs gives the timestamp as microseconds since the epoch.

@@ -532,32 +532,17 @@ func (c *Config) validate() []error {
 	}
 	switch {
 	case c.Format != FormatAvro:
-		if p := c.AvroSchemaFile; p != "" && !filepath.IsAbs(p) {
-			c.AvroSchemaFile = filepath.Join(filepath.Dir(c.File), p)
-		}
-		if c.AvroSchemaFile != "" {
-			if _, err := os.Stat(c.AvroSchemaFile); err != nil {
-				bad("$.avro_schema_file", fmt.Sprintf("avro_schema_file: %v", err), "point it at an existing .avsc file (relative paths are relative to this YAML file)")
-			}
-		}
-		if c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
-			bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", redactURL(c.SchemaRegistry.URL)), `set schema_registry.url: "http://host:8081"`)
-		}
+		// The format's checks above say which of the two it takes.
+		c.checkSchemaFile(bad)
+		c.checkRegistryURL(bad)
 	case c.SchemaRegistry == nil && c.AvroSchemaFile == "":
 		bad("$", "neither schema_registry nor avro_schema_file is set", `add schema_registry: {url: "http://registry:8081"} for Confluent-framed Avro, or avro_schema_file: x.avsc for raw Avro`)
 	case c.SchemaRegistry != nil && c.AvroSchemaFile != "":
 		bad("$.avro_schema_file", "both schema_registry and avro_schema_file are set", "keep one: schema_registry for Confluent-framed records, avro_schema_file for raw Avro")
-	case c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://"):
-		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", redactURL(c.SchemaRegistry.URL)), `set schema_registry.url: "http://host:8081"`)
-	case c.AvroSchemaFile != "":
-		p := c.AvroSchemaFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(c.File), p)
-			c.AvroSchemaFile = p
-		}
-		if _, err := os.Stat(p); err != nil {
-			bad("$.avro_schema_file", fmt.Sprintf("avro_schema_file: %v", err), "point it at an existing .avsc file (relative paths are relative to this YAML file)")
-		}
+	case c.SchemaRegistry != nil:
+		c.checkRegistryURL(bad)
+	default:
+		c.checkSchemaFile(bad)
 	}
 	if c.Table.URI == "" {
 		bad("$.table", "table.uri is missing", `set table.uri: "file:///var/lib/ingestd/<table>"`)
@@ -632,6 +617,27 @@ func (c *Config) validate() []error {
 	}
 	c.validateMaintenance(bad)
 	return errs
+}
+
+// checkSchemaFile makes a set avro_schema_file absolute (relative to the YAML file) and
+// checks that it exists.
+func (c *Config) checkSchemaFile(bad func(path, msg, fix string)) {
+	if c.AvroSchemaFile == "" {
+		return
+	}
+	if !filepath.IsAbs(c.AvroSchemaFile) {
+		c.AvroSchemaFile = filepath.Join(filepath.Dir(c.File), c.AvroSchemaFile)
+	}
+	if _, err := os.Stat(c.AvroSchemaFile); err != nil {
+		bad("$.avro_schema_file", fmt.Sprintf("avro_schema_file: %v", err), "point it at an existing .avsc file (relative paths are relative to this YAML file)")
+	}
+}
+
+// checkRegistryURL checks that a set schema_registry.url is an http(s) URL.
+func (c *Config) checkRegistryURL(bad func(path, msg, fix string)) {
+	if c.SchemaRegistry != nil && !strings.HasPrefix(c.SchemaRegistry.URL, "http://") && !strings.HasPrefix(c.SchemaRegistry.URL, "https://") {
+		bad("$.schema_registry.url", fmt.Sprintf("schema_registry.url %q is not an http(s) URL", redactURL(c.SchemaRegistry.URL)), `set schema_registry.url: "http://host:8081"`)
+	}
 }
 
 // validateMaintenance checks the maintenance block.

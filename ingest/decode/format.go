@@ -1,6 +1,8 @@
 package decode
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -35,6 +37,44 @@ type RecordDecoder interface {
 // decode failures, with field paths).
 type bodyTranscoder interface {
 	toAvro(dst, body []byte) ([]byte, error)
+}
+
+// avroAppender appends Avro binary encoding (Avro 1.11 specification, "Binary
+// Encoding") to b for a bodyTranscoder, up to a bound on the bytes one body may
+// expand to (maxExpandFixed, maxExpandFactor).
+type avroAppender struct {
+	b     []byte
+	limit int // the length b may reach before check fails
+}
+
+// newAvroAppender appends to dst the Avro binary of a body of n bytes.
+func newAvroAppender(dst []byte, n int) avroAppender {
+	return avroAppender{b: dst, limit: len(dst) + maxExpandFixed + maxExpandFactor*n}
+}
+
+var errExpand = errors.New("record expands beyond the transcoding bound")
+
+// check is a decode_error at path once b has grown past the bound.
+func (e *avroAppender) check(path string) error {
+	if len(e.b) > e.limit {
+		return newError(ReasonDecodeError, path, fmt.Errorf("%w (%d bytes)", errExpand, e.limit))
+	}
+	return nil
+}
+
+// long appends an Avro int or long (zig-zag varint).
+func (e *avroAppender) long(v int64) { e.b = binary.AppendVarint(e.b, v) }
+
+// str appends Avro bytes or string: the length, then s.
+func (e *avroAppender) str(s []byte) {
+	e.long(int64(len(s)))
+	e.b = append(e.b, s...)
+}
+
+// text is str for a Go string, without copying it into a []byte first.
+func (e *avroAppender) text(s string) {
+	e.long(int64(len(s)))
+	e.b = append(e.b, s...)
 }
 
 // CompileRecord is Compile for a writer schema of any format: the Avro *Decoder itself

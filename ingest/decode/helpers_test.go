@@ -3,6 +3,7 @@ package decode
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
@@ -227,4 +229,58 @@ func decodeCase(t testing.TB, d *Decoder, payload []byte, cols [][]parquet.Value
 		t.Fatalf("payload %x: %v", payload, cerr)
 	}
 	return cols, err
+}
+
+// transcodingFuzz is a RecordDecoder compiled for a writer schema's own Delta schema and
+// the column buffers it writes: the shared half of the non-Avro format fuzz targets.
+type transcodingFuzz struct {
+	d    RecordDecoder
+	cols []column.Column
+}
+
+func newTranscodingFuzz(t *testing.T, ws *WriterSchema) *transcodingFuzz {
+	t.Helper()
+	pq := mustParquet(t, ws.Delta, "none")
+	d, err := CompileRecord(ws, ws.Delta, "none", pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &transcodingFuzz{d: d, cols: make([]column.Column, d.Columns())}
+	for i, l := range column.Leaves(pq) {
+		c.cols[i].Reset(l)
+	}
+	return c
+}
+
+// checkExpansion fails t when ws transcodes body beyond the stated bound
+// (maxExpandFixed + maxExpandFactor × the body).
+func checkExpansion(t *testing.T, ws *WriterSchema, body []byte) {
+	t.Helper()
+	if a, err := ws.Transcode(body); err == nil && len(a) > maxExpandFixed+maxExpandFactor*len(body) {
+		t.Fatalf("transcoded %d bytes from %d", len(a), len(body))
+	}
+}
+
+// decode decodes body and fails t unless the error is nil or an *Error, no column grew
+// on an error (the rollback) and every column grew on success (exactly one row).
+func (c *transcodingFuzz) decode(t *testing.T, a *Arena, body []byte) {
+	t.Helper()
+	before := make([]int, len(c.cols))
+	for i := range c.cols {
+		before[i] = c.cols[i].Len()
+	}
+	err := c.d.DecodeColumns(a, body, c.cols)
+	var de *Error
+	if err != nil && !errors.As(err, &de) {
+		t.Fatalf("error is not an *Error: %v", err)
+	}
+	for i := range c.cols {
+		grew := c.cols[i].Len() - before[i]
+		if err != nil && grew != 0 {
+			t.Fatalf("column %d grew by %d after %v", i, grew, err)
+		}
+		if err == nil && grew < 1 {
+			t.Fatalf("column %d grew by %d for a row", i, grew)
+		}
+	}
 }

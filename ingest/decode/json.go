@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -464,22 +465,29 @@ func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSch
 	if len(s.cache) >= maxJSONWriters {
 		clear(s.cache)
 	}
-	var cs connectSchema
-	dec := json.NewDecoder(strings.NewReader(string(schema)))
-	dec.UseNumber()
-	var ws *WriterSchema
-	if err := dec.Decode(&cs); err != nil {
-		ws = &WriterSchema{Format: FormatConnectJSON, key: s.nextKey << 32, DeltaErr: newError(ReasonSchemaParseError, "", fmt.Errorf("parse the Kafka Connect schema: %w", err))}
-	} else if top, err := cs.node("", 0); err != nil {
-		ws = &WriterSchema{Format: FormatConnectJSON, key: s.nextKey << 32, DeltaErr: err}
-	} else if top.kind != jStruct {
-		ws = &WriterSchema{Format: FormatConnectJSON, key: s.nextKey << 32, DeltaErr: newError(ReasonUnsupportedType, "", errors.New("convert schema: the Kafka Connect schema's top level is not a struct"))}
-	} else {
-		ws = jsonWriter(0, s.nextKey<<32, FormatConnectJSON, top)
-	}
+	ws := connectWriter(s.nextKey<<32, schema)
 	s.nextKey++
 	s.cache[string(schema)] = ws
 	return ws, payload, nil
+}
+
+// connectWriter is the writer schema of the Kafka Connect schema text schema, under
+// key; a schema that does not parse or map to a struct gives one whose DeltaErr says why.
+func connectWriter(key int, schema []byte) *WriterSchema {
+	var cs connectSchema
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	if err := dec.Decode(&cs); err != nil {
+		return &WriterSchema{Format: FormatConnectJSON, key: key, DeltaErr: newError(ReasonSchemaParseError, "", fmt.Errorf("parse the Kafka Connect schema: %w", err))}
+	}
+	top, err := cs.node("", 0)
+	if err == nil && top.kind != jStruct {
+		err = newError(ReasonUnsupportedType, "", errors.New("convert schema: the Kafka Connect schema's top level is not a struct"))
+	}
+	if err != nil {
+		return &WriterSchema{Format: FormatConnectJSON, key: key, DeltaErr: err}
+	}
+	return jsonWriter(0, key, FormatConnectJSON, top)
 }
 
 // connectSchema is a Kafka Connect schema in JsonConverter's JSON form.
@@ -578,7 +586,7 @@ type jsonBody struct{ top *jNode }
 
 func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer recoverPanic(&err)
-	e := &jEncoder{b: dst, limit: len(dst) + maxExpandFixed + maxExpandFactor*len(body)}
+	e := &jEncoder{newAvroAppender(dst, len(body))}
 	sc := &jScanner{b: body}
 	sc.ws()
 	if err := e.value(j.top, sc, "", 0); err != nil {
@@ -591,16 +599,7 @@ func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	return e.b, nil
 }
 
-type jEncoder struct {
-	b     []byte
-	limit int
-}
-
-func (e *jEncoder) long(v int64) { e.b = binary.AppendVarint(e.b, v) }
-func (e *jEncoder) str(s []byte) {
-	e.long(int64(len(s)))
-	e.b = append(e.b, s...)
-}
+type jEncoder struct{ avroAppender }
 
 func wrongType(path string, n *jNode, got byte) error {
 	return newError(ReasonDecodeError, path, fmt.Errorf("JSON %s where the column wants %s", jsonKindName(got), n.want()))
@@ -636,8 +635,8 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 	if depth > maxJSONDepth {
 		return newError(ReasonDecodeError, path, fmt.Errorf("JSON nested deeper than %d", maxJSONDepth))
 	}
-	if len(e.b) > e.limit {
-		return newError(ReasonDecodeError, path, fmt.Errorf("%w (%d bytes)", errExpand, e.limit))
+	if err := e.check(path); err != nil {
+		return err
 	}
 	c := sc.peek()
 	if c == 'n' {
@@ -750,7 +749,7 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 		}
 		switch n.kind {
 		case jString:
-			e.str([]byte(s))
+			e.text(s)
 		case jBinary:
 			raw, derr := base64.StdEncoding.DecodeString(s)
 			if derr != nil {
@@ -847,7 +846,7 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 		if len(keys) > 0 {
 			e.long(int64(len(keys)))
 			for _, k := range keys {
-				e.str([]byte(k.name))
+				e.text(k.name)
 				if err := e.value(n.values, &jScanner{b: sc.b[:k.end], i: k.start}, path+"{}", depth+1); err != nil {
 					return err
 				}
@@ -877,7 +876,7 @@ func unscaled(num string, prec, scale int) (*big.Int, error) {
 	if !ok || len(num) > 400 {
 		return nil, fmt.Errorf("JSON number %s is not a decimal", num)
 	}
-	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))
+	r.Mul(r, new(big.Rat).SetInt(bigPow10(scale)))
 	if !r.IsInt() {
 		return nil, fmt.Errorf("JSON number %s has more than %d digits after the point", num, scale)
 	}

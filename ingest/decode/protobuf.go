@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -471,33 +470,14 @@ func (p *protoBody) toAvro(dst, body []byte) (out []byte, err error) {
 	if err := protoUnmarshal.Unmarshal(body, m); err != nil {
 		return nil, malformed("decode protobuf %s: %v", p.md.FullName(), err)
 	}
-	e := &pbEncoder{b: dst, limit: len(dst) + maxExpandFixed + maxExpandFactor*len(body)}
+	e := &pbEncoder{newAvroAppender(dst, len(body))}
 	if err := e.message(p.top, m); err != nil {
 		return nil, err
 	}
 	return e.b, nil
 }
 
-type pbEncoder struct {
-	b     []byte
-	limit int
-}
-
-var errExpand = errors.New("record expands beyond the transcoding bound")
-
-func (e *pbEncoder) check(path string) error {
-	if len(e.b) > e.limit {
-		return newError(ReasonDecodeError, path, fmt.Errorf("%w (%d bytes)", errExpand, e.limit))
-	}
-	return nil
-}
-
-func (e *pbEncoder) long(v int64) { e.b = binary.AppendVarint(e.b, v) }
-
-func (e *pbEncoder) str(s []byte) {
-	e.long(int64(len(s)))
-	e.b = append(e.b, s...)
-}
+type pbEncoder struct{ avroAppender }
 
 func (e *pbEncoder) message(pm *pbMsg, m protoreflect.Message) error {
 	for i := range pm.fields {
@@ -518,7 +498,7 @@ func (e *pbEncoder) message(pm *pbMsg, m protoreflect.Message) error {
 				slices.SortFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
 				e.long(int64(n))
 				for _, x := range kvs {
-					e.str([]byte(x.k))
+					e.text(x.k)
 					if err := e.value(&f.typ, x.v, f.path); err != nil {
 						return err
 					}
@@ -599,15 +579,13 @@ func (e *pbEncoder) value(t *pbType, v protoreflect.Value, path string) error {
 	case pbDouble:
 		e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v.Float()))
 	case pbString:
-		e.long(int64(len(v.String())))
-		e.b = append(e.b, v.String()...)
+		e.text(v.String())
 	case pbBytes:
 		e.str(v.Bytes())
 	case pbEnum:
 		n := v.Enum()
 		if ev := t.enum.Values().ByNumber(n); ev != nil {
-			e.long(int64(len(ev.Name())))
-			e.b = append(e.b, ev.Name()...)
+			e.text(string(ev.Name()))
 		} else { // proto3 enums are open: an unknown number is kept as its text
 			e.str(strconv.AppendInt(nil, int64(n), 10))
 		}

@@ -1,11 +1,6 @@
 package decode
 
-import (
-	"errors"
-	"testing"
-
-	"github.com/ingestd/ingestd/deltawriter/column"
-)
+import "testing"
 
 // FuzzProtobuf feeds arbitrary bytes after the Confluent frame of a Protobuf record (the
 // message-index array, then the body) of the rich schema: it must never panic, must
@@ -22,11 +17,7 @@ func FuzzProtobuf(f *testing.F) {
 	f.Add([]byte{6, 4, 0, 0, 8, 1})                     // Outer.Mid.Leaf {n: 1}
 	f.Add([]byte{0, 0x9a, 1, 0})                        // items: one empty message
 	f.Add([]byte{})
-	type compiled struct {
-		d    RecordDecoder
-		cols []column.Column
-	}
-	decs := map[int]*compiled{}
+	decs := map[int]*transcodingFuzz{}
 	var arena Arena
 	arena.AliasPayloads()
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -40,40 +31,13 @@ func FuzzProtobuf(f *testing.F) {
 		if msg.DeltaErr != nil {
 			return // refused per schema id
 		}
-		if a, err := msg.Transcode(body); err == nil && len(a) > maxExpandFixed+maxExpandFactor*len(body) {
-			t.Fatalf("transcoded %d bytes from %d", len(a), len(body))
-		}
+		checkExpansion(t, msg, body)
 		c := decs[msg.Key()]
 		if c == nil {
-			pq := mustParquet(t, msg.Delta, "none")
-			d, err := CompileRecord(msg, msg.Delta, "none", pq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c = &compiled{d: d, cols: make([]column.Column, d.Columns())}
-			for i, l := range column.Leaves(pq) {
-				c.cols[i].Reset(l)
-			}
+			c = newTranscodingFuzz(t, msg)
 			decs[msg.Key()] = c
 		}
-		before := make([]int, len(c.cols))
-		for i := range c.cols {
-			before[i] = c.cols[i].Len()
-		}
-		err = c.d.DecodeColumns(&arena, body, c.cols)
-		var de *Error
-		if err != nil && !errors.As(err, &de) {
-			t.Fatalf("error is not an *Error: %v", err)
-		}
-		for i := range c.cols {
-			grew := c.cols[i].Len() - before[i]
-			if err != nil && grew != 0 {
-				t.Fatalf("column %d grew by %d after %v", i, grew, err)
-			}
-			if err == nil && grew < 1 {
-				t.Fatalf("column %d grew by %d for a row", i, grew)
-			}
-		}
+		c.decode(t, &arena, body)
 		if c.cols[0].Len() > 1<<16 {
 			for i := range c.cols {
 				c.cols[i].Truncate(0)

@@ -170,17 +170,16 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 	s.SchemaID, _ = Header(r, HeaderSchemaID)
 	s.Message, _ = Header(r, HeaderConnectMessage)
 	if o.Format == decode.FormatJSON || o.Format == decode.FormatConnectJSON {
-		dec := json.NewDecoder(bytes.NewReader(r.Value))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
+		// The document's own text, not a decoded value re-encoded: decoding into a map
+		// drops a repeated key (itself a decode_error) and sorts the keys, which would
+		// show a document other than the one that failed. Decode checks it and stops
+		// after it: bytes after it are cut.
+		var doc json.RawMessage
+		if err := json.NewDecoder(bytes.NewReader(r.Value)).Decode(&doc); err != nil {
 			s.DecodeError = "decode JSON: " + err.Error()
 			return s
 		}
-		// The document's own text, not v re-encoded: decoding into a map drops a repeated
-		// key (itself a decode_error) and sorts the keys, which would show a document
-		// other than the one that failed. Decode has checked it; bytes after it are cut.
-		s.Value = json.RawMessage(bytes.TrimSpace(r.Value[:dec.InputOffset()]))
+		s.Value = doc
 		return s
 	}
 	payload, id := r.Value, 0
@@ -200,22 +199,22 @@ func sample(ctx context.Context, o InspectOptions, r *kgo.Record) Sample {
 	}
 	// Another format than Avro: its message (Protobuf's message-index array), then its body
 	// transcoded into the Avro binary of the schema derived from it (decode.WriterSchema).
-	if ws, payload, err = ws.Message(payload); err != nil {
+	fail := func(err error) Sample {
 		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
 		return s
+	}
+	if ws, payload, err = ws.Message(payload); err != nil {
+		return fail(err)
 	}
 	if ws.Avro == nil {
-		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + ws.DeltaErr.Error()
-		return s
+		return fail(ws.DeltaErr)
 	}
 	if payload, err = ws.Transcode(payload); err != nil {
-		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
-		return s
+		return fail(err)
 	}
 	var v any
 	if err := avro.Unmarshal(ws.Avro, payload, &v); err != nil {
-		s.DecodeError = "decode with writer schema " + fmt.Sprint(id) + ": " + err.Error()
-		return s
+		return fail(err)
 	}
 	s.Value = jsonable(v)
 	return s
