@@ -18,6 +18,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/rowfill"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Keyed tables (table.mode upsert; docs/keyed-tables.md): a flush's changes are reduced to
@@ -470,9 +471,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 		if err := b.stage.Tombstone(f.cfg, it.rec); err == nil {
 			pos = append(pos, int32(i))
 		} else {
-			fail := asDecodeError(err)
-			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: fail.Reason, Field: fail.Field,
-				Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(it.rec)})
+			out.fresh = append(out.fresh, f.tombstoneDeadLetter(t, it.rec, err))
 		}
 	}
 	rows := map[*rowfill.PartitionFile]int{}
@@ -543,6 +542,15 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 		kf.files, kf.keys, kf.seqs = nil, nil, nil
 	}
 	return kf, nil
+}
+
+// tombstoneDeadLetter is the dead letter of a keyed table's tombstone whose change or row
+// cannot be made (err: its key cannot be read, missing_key; a CHECK constraint its NULLs
+// fail): a tombstone has no writer schema (SchemaID -1).
+func (f *flusher) tombstoneDeadLetter(t tableState, rec *kgo.Record, err error) dlq.DeadLetter {
+	fail := asDecodeError(err)
+	return dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: rec, Reason: fail.Reason, Field: fail.Field,
+		Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(rec)}
 }
 
 // keepColumns drops the rows keep marks false from every column of cols.
