@@ -284,6 +284,25 @@ func TestKeyedCrashBeforeCommitLeavesOneRow(t *testing.T) {
 	}
 }
 
+// deadLetters are the dead-letter topic's records as "reason:field" (their
+// ingestd.error.reason and ingestd.error.field headers), in topic order.
+func (h *keyedHarness) deadLetters() []string {
+	var got []string
+	for _, r := range h.readTopicAll(h.dlq) {
+		var reason, field string
+		for _, hd := range r.Headers {
+			switch hd.Key {
+			case "ingestd.error.reason":
+				reason = string(hd.Value)
+			case "ingestd.error.field":
+				field = string(hd.Value)
+			}
+		}
+		got = append(got, reason+":"+field)
+	}
+	return got
+}
+
 // unreferenced lists the Parquet files in the table directory that no live add names,
 // by path relative to the table root.
 func (h *keyedHarness) unreferenced() map[string]bool {
@@ -446,20 +465,7 @@ func TestKeyedTombstoneWithAvroKey(t *testing.T) {
 	if got := h.rows(); !maps.Equal(got, map[int64]string{2: "b"}) {
 		t.Fatalf("table rows %v, want {2: b}", got)
 	}
-	var got []string
-	for _, r := range h.readTopicAll(h.dlq) {
-		var reason, field string
-		for _, hd := range r.Headers {
-			switch hd.Key {
-			case "ingestd.error.reason":
-				reason = string(hd.Value)
-			case "ingestd.error.field":
-				field = string(hd.Value)
-			}
-		}
-		got = append(got, reason+":"+field)
-	}
-	if !slices.Equal(got, []string{"missing_key:id"}) {
+	if got := h.deadLetters(); !slices.Equal(got, []string{"missing_key:id"}) {
 		t.Fatalf("dead letters %v, want [missing_key:id] (the key schema lacks id)", got)
 	}
 }
@@ -626,20 +632,7 @@ func TestKeyedTombstoneStringKeyNotAnInteger(t *testing.T) {
 	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "a"}) {
 		t.Fatalf("table rows %v, want {1: a}", got)
 	}
-	var got []string
-	for _, r := range h.readTopicAll(h.dlq) {
-		var reason, field string
-		for _, hd := range r.Headers {
-			switch hd.Key {
-			case "ingestd.error.reason":
-				reason = string(hd.Value)
-			case "ingestd.error.field":
-				field = string(hd.Value)
-			}
-		}
-		got = append(got, reason+":"+field)
-	}
-	if !slices.Equal(got, []string{"missing_key:id"}) {
+	if got := h.deadLetters(); !slices.Equal(got, []string{"missing_key:id"}) {
 		t.Fatalf("dead letters %v, want [missing_key:id]", got)
 	}
 }
