@@ -332,6 +332,13 @@ func newKeyedState(cfg *config.Config) *keyedState {
 		ordered: cfg.Table.SequenceBy != "", cow: cfg.Table.CopyOnWrite(), soft: cfg.Table.SoftDeletes(), horizon: cfg.Table.DeleteHorizon}
 }
 
+// tableRemembersDeletes reports whether the table itself remembers deletes: ordered by a
+// sequence under merge-on-read, the rows deletes mark stay in their files (a file whose
+// rows all end up deleted too: RowDeletes.KeepEmpty) and a key index built from the table
+// reads them as remembered deletes (keyindex.WithDeletedRows). Soft deletes keep a live,
+// flagged row instead; copy-on-write marks no rows.
+func (k *keyedState) tableRemembersDeletes() bool { return k.ordered && !k.cow && !k.soft }
+
 // sync brings the index to snap: built on first use, refreshed when snap is newer than
 // it (another writer's commits) or it missed commits. Errors: the store's, reading the
 // key columns of the table's files.
@@ -339,8 +346,8 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 	switch {
 	case k.ix == nil:
 		var opts []keyindex.Option
-		if k.ordered && !k.cow && !k.soft {
-			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table (soft deletes keep a live row)
+		if k.tableRemembersDeletes() {
+			opts = append(opts, keyindex.WithDeletedRows())
 		}
 		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
 		if err != nil {
@@ -605,7 +612,7 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		// Ordered by a sequence, a stored file whose rows all end up deleted stays (with a
 		// vector of every row): its rows carry the sequences of the deletes that marked
 		// them, which a key index built from the table reads as remembered deletes.
-		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.ordered && !f.keyed.soft})
+		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.tableRemembersDeletes()})
 	}
 	ownAt := map[string]int{} // path → index into adds of the flush's files with markers
 	for _, i := range own {
