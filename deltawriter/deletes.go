@@ -101,6 +101,18 @@ func dvEnabled(p deltalog.Protocol, m deltalog.Metadata) bool {
 
 func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
 
+// fileOptionsBeside are the snapshot's FileOptions for a file written in place of rows of
+// add: add's partitionValues, and its directory (the partition directory) when add's path
+// is relative to the table root.
+func (s *Snapshot) fileOptionsBeside(add deltalog.Add) FileOptions {
+	opts := s.FileOptions()
+	opts.PartitionValues = add.PartitionValues
+	if d := path.Dir(deltalog.CanonicalPath(add.Path)); d != "." && !strings.HasPrefix(d, "/") && !strings.Contains(d, "://") {
+		opts.Dir = d
+	}
+	return opts
+}
+
 // RewriteWithoutRows rewrites the data file of add, a live file of this snapshot,
 // without the rows at the given 0-based positions of the physical file and without the
 // rows its current deletion vector deletes (copy-on-write; PROTOCOL.md "Add File and
@@ -157,12 +169,7 @@ func (s *Snapshot) RewriteWithoutRows(ctx context.Context, st storage.Store, add
 	if err != nil {
 		return deltalog.Remove{}, nil, fmt.Errorf("rewrite %s: %w", add.Path, err)
 	}
-	opts := s.FileOptions()
-	opts.PartitionValues = add.PartitionValues
-	if d := path.Dir(deltalog.CanonicalPath(add.Path)); d != "." && !strings.HasPrefix(d, "/") && !strings.Contains(d, "://") {
-		opts.Dir = d // the partition directory the file was in
-	}
-	na, err := WriteDataFile(ctx, st, pq, cols, len(kept), opts)
+	na, err := WriteDataFile(ctx, st, pq, cols, len(kept), s.fileOptionsBeside(add))
 	if err != nil {
 		return deltalog.Remove{}, nil, fmt.Errorf("rewrite %s: %w", add.Path, err)
 	}
@@ -232,12 +239,7 @@ func (s *Snapshot) CopyRows(ctx context.Context, st storage.Store, add deltalog.
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
 	}
-	opts := s.FileOptions()
-	opts.PartitionValues = add.PartitionValues
-	if d := path.Dir(deltalog.CanonicalPath(add.Path)); d != "." && !strings.HasPrefix(d, "/") && !strings.Contains(d, "://") {
-		opts.Dir = d // the partition directory the file is in
-	}
-	na, err := WriteDataFile(ctx, st, pq, cols, len(copies), opts)
+	na, err := WriteDataFile(ctx, st, pq, cols, len(copies), s.fileOptionsBeside(add))
 	if err != nil {
 		return deltalog.Add{}, fmt.Errorf("copy rows of %s: %w", add.Path, err)
 	}

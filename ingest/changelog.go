@@ -1,9 +1,5 @@
 package ingest
 
-import (
-	"github.com/ingestd/ingestd/ingest/dlq"
-)
-
 // changelogTombstones writes the row of each tombstone of a changelog flush (table.mode
 // changelog; docs/keyed-tables.md, Changelog): its key columns from its Kafka key,
 // _change_operation 'delete', every other column NULL but those the row stage fills
@@ -32,9 +28,7 @@ func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, o
 			continue
 		}
 		if err := b.stage.TombstoneRow(f.cfg, it.rec, b.cols); err != nil {
-			fail := asDecodeError(err)
-			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: fail.Reason, Field: fail.Field,
-				Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(it.rec)})
+			out.fresh = append(out.fresh, f.tombstoneDeadLetter(t, it.rec, err))
 			continue
 		}
 		if b.parts == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/dlq"
 	"github.com/ingestd/ingestd/ingest/rowfill"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Keyed tables (table.mode upsert; docs/keyed-tables.md): a flush's changes are reduced to
@@ -331,6 +332,13 @@ func newKeyedState(cfg *config.Config) *keyedState {
 		ordered: cfg.Table.SequenceBy != "", cow: cfg.Table.CopyOnWrite(), soft: cfg.Table.SoftDeletes(), horizon: cfg.Table.DeleteHorizon}
 }
 
+// tableRemembersDeletes reports whether the table itself remembers deletes: ordered by a
+// sequence under merge-on-read, the rows deletes mark stay in their files (a file whose
+// rows all end up deleted too: RowDeletes.KeepEmpty) and a key index built from the table
+// reads them as remembered deletes (keyindex.WithDeletedRows). Soft deletes keep a live,
+// flagged row instead; copy-on-write marks no rows.
+func (k *keyedState) tableRemembersDeletes() bool { return k.ordered && !k.cow && !k.soft }
+
 // sync brings the index to snap: built on first use, refreshed when snap is newer than
 // it (another writer's commits) or it missed commits. Errors: the store's, reading the
 // key columns of the table's files.
@@ -338,8 +346,8 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 	switch {
 	case k.ix == nil:
 		var opts []keyindex.Option
-		if k.ordered && !k.cow && !k.soft {
-			opts = append(opts, keyindex.WithDeletedRows()) // deletes remembered in the table (soft deletes keep a live row)
+		if k.tableRemembersDeletes() {
+			opts = append(opts, keyindex.WithDeletedRows())
 		}
 		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
 		if err != nil {
@@ -470,9 +478,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 		if err := b.stage.Tombstone(f.cfg, it.rec); err == nil {
 			pos = append(pos, int32(i))
 		} else {
-			fail := asDecodeError(err)
-			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: fail.Reason, Field: fail.Field,
-				Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(it.rec)})
+			out.fresh = append(out.fresh, f.tombstoneDeadLetter(t, it.rec, err))
 		}
 	}
 	rows := map[*rowfill.PartitionFile]int{}
@@ -545,6 +551,15 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 	return kf, nil
 }
 
+// tombstoneDeadLetter is the dead letter of a keyed table's tombstone whose change or row
+// cannot be made (err: its key cannot be read, missing_key; a CHECK constraint its NULLs
+// fail): a tombstone has no writer schema (SchemaID -1).
+func (f *flusher) tombstoneDeadLetter(t tableState, rec *kgo.Record, err error) dlq.DeadLetter {
+	fail := asDecodeError(err)
+	return dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: rec, Reason: fail.Reason, Field: fail.Field,
+		Message: fail.Error(), SchemaID: -1, TableVersion: t.version, Ack: f.ackOf(rec)}
+}
+
 // keepColumns drops the rows keep marks false from every column of cols.
 func keepColumns(cols []column.Column, keep []bool) {
 	if !slices.Contains(keep, false) {
@@ -597,7 +612,7 @@ func (f *flusher) keyedActions(ctx context.Context, t tableState, kf *keyedFlush
 		// Ordered by a sequence, a stored file whose rows all end up deleted stays (with a
 		// vector of every row): its rows carry the sequences of the deletes that marked
 		// them, which a key index built from the table reads as remembered deletes.
-		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.ordered && !f.keyed.soft})
+		dels = append(dels, deltawriter.RowDeletes{Add: a, Rows: kf.plan.marks[p], KeepEmpty: f.keyed.tableRemembersDeletes()})
 	}
 	ownAt := map[string]int{} // path → index into adds of the flush's files with markers
 	for _, i := range own {

@@ -70,18 +70,7 @@ func BenchmarkFlushUpsert(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(batch*b.N)/(float64(cpu)/float64(time.Second)), "changes/cpu-s")
-			snap, err := tbl.Snapshot(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var rows int64
-			for _, a := range snap.Files.All() {
-				n, _ := a.NumRecords()
-				if a.DeletionVector != nil {
-					n -= a.DeletionVector.Cardinality
-				}
-				rows += n
-			}
+			rows := benchLiveRows(ctx, b, p)
 			if v.append {
 				live = stored + batch*b.N
 			}

@@ -1,14 +1,13 @@
 package ingest
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ingestd/ingestd/deltawriter/storage"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
@@ -23,23 +22,16 @@ func (h *keyedHarness) changelogConfig(seqBy bool) *config.Config {
 // in cols, NULL as <nil>), sorted.
 func (h *keyedHarness) allRows(cols ...string) []string {
 	h.t.Helper()
-	snap := h.snapshot()
-	st, err := storage.Open("file://" + h.tableDir)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	var out []string
-	for _, add := range snap.Files.All() {
-		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
-			var parts []string
-			for _, c := range cols {
-				parts = append(parts, fmt.Sprint(row[c]))
-			}
-			out = append(out, strings.Join(parts, " "))
-			return nil
-		}); err != nil {
-			h.t.Fatal(err)
+	if err := h.liveRows(func(_ deltalog.Add, row map[string]any) error {
+		var parts []string
+		for _, c := range cols {
+			parts = append(parts, fmt.Sprint(row[c]))
 		}
+		out = append(out, strings.Join(parts, " "))
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
 	}
 	slices.Sort(out)
 	return out

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 )
@@ -254,32 +255,25 @@ func (h *propHarness) send(cs []propChange) {
 // read them); a second live row of one id is returned as an error.
 func (h *propHarness) table() (map[int64]propRow, error) {
 	h.t.Helper()
-	snap := h.snapshot()
-	st, err := storage.Open("file://" + h.tableDir)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	out := map[int64]propRow{}
-	for _, add := range snap.Files.All() {
-		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
-			id := row["id"].(int64)
-			if prev, dup := out[id]; dup {
-				return fmt.Errorf("two live rows for id %d: %+v and the one in %s", id, prev, add.Path)
-			}
-			r := propRow{seq: row["seq"].(int64)}
-			r.v, _ = row["v"].(string)
-			r.deleted, _ = row["_deleted"].(bool)
-			r.delSeq, _ = row["_deleted_sequence"].(int64)
-			if g, ok := row["grp"].(string); ok {
-				r.grp = g
-			} else if pv := add.PartitionValues["grp"]; pv != nil {
-				r.grp = *pv
-			}
-			out[id] = r
-			return nil
-		}); err != nil {
-			return nil, err
+	if err := h.liveRows(func(add deltalog.Add, row map[string]any) error {
+		id := row["id"].(int64)
+		if prev, dup := out[id]; dup {
+			return fmt.Errorf("two live rows for id %d: %+v and the one in %s", id, prev, add.Path)
 		}
+		r := propRow{seq: row["seq"].(int64)}
+		r.v, _ = row["v"].(string)
+		r.deleted, _ = row["_deleted"].(bool)
+		r.delSeq, _ = row["_deleted_sequence"].(int64)
+		if g, ok := row["grp"].(string); ok {
+			r.grp = g
+		} else if pv := add.PartitionValues["grp"]; pv != nil {
+			r.grp = *pv
+		}
+		out[id] = r
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -287,26 +281,19 @@ func (h *propHarness) table() (map[int64]propRow, error) {
 // changelog reads a changelog table's rows, each as changelogRow formats it, sorted.
 func (h *propHarness) changelog() ([]string, error) {
 	h.t.Helper()
-	snap := h.snapshot()
-	st, err := storage.Open("file://" + h.tableDir)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	var out []string
-	for _, add := range snap.Files.All() {
-		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
-			grp := row["grp"]
-			if pv, ok := add.PartitionValues["grp"]; ok {
-				grp = nil
-				if pv != nil {
-					grp = *pv
-				}
+	if err := h.liveRows(func(add deltalog.Add, row map[string]any) error {
+		grp := row["grp"]
+		if pv, ok := add.PartitionValues["grp"]; ok {
+			grp = nil
+			if pv != nil {
+				grp = *pv
 			}
-			out = append(out, fmt.Sprint(row["id"], row["v"], row["seq"], row["op"], grp, row["_change_operation"], row["_change_sequence"]))
-			return nil
-		}); err != nil {
-			return nil, err
 		}
+		out = append(out, fmt.Sprint(row["id"], row["v"], row["seq"], row["op"], grp, row["_change_operation"], row["_change_sequence"]))
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	slices.Sort(out)
 	return out, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 )
@@ -112,26 +113,37 @@ func (h *keyedHarness) sendTo(topic string, recs ...keyedRec) {
 // vectors applied); a second live row of one id fails the test.
 func (h *keyedHarness) rows() map[int64]string {
 	h.t.Helper()
+	out := map[int64]string{}
+	if err := h.liveRows(func(_ deltalog.Add, row map[string]any) error {
+		id := row["id"].(int64)
+		if _, dup := out[id]; dup {
+			return fmt.Errorf("two live rows for id %d", id)
+		}
+		v, _ := row["v"].(string)
+		out[id] = v
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// liveRows calls fn with each live row of the table (deletion vectors applied, as Spark
+// and delta-rs read them) and the add of its file, file by file; an error of fn or of a
+// read stops it and is returned.
+func (h *harness) liveRows(fn func(add deltalog.Add, row map[string]any) error) error {
+	h.t.Helper()
 	snap := h.snapshot()
 	st, err := storage.Open("file://" + h.tableDir)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out := map[int64]string{}
 	for _, add := range snap.Files.All() {
-		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error {
-			id := row["id"].(int64)
-			if _, dup := out[id]; dup {
-				return fmt.Errorf("two live rows for id %d", id)
-			}
-			v, _ := row["v"].(string)
-			out[id] = v
-			return nil
-		}); err != nil {
-			h.t.Fatal(err)
+		if _, err := snap.ReadDataFile(context.Background(), st, add, func(row map[string]any) error { return fn(add, row) }); err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
 }
 
 // runBatch produces recs, runs a keyed pipeline until it handled them (one flush: the
@@ -282,6 +294,25 @@ func TestKeyedCrashBeforeCommitLeavesOneRow(t *testing.T) {
 	if v := snap.Txns["orders-orders-0"]; v != 2 {
 		t.Fatalf("txn version %d, want 2 (offsets 0..2 handled once)", v)
 	}
+}
+
+// deadLetters are the dead-letter topic's records as "reason:field" (their
+// ingestd.error.reason and ingestd.error.field headers), in topic order.
+func (h *keyedHarness) deadLetters() []string {
+	var got []string
+	for _, r := range h.readTopicAll(h.dlq) {
+		var reason, field string
+		for _, hd := range r.Headers {
+			switch hd.Key {
+			case "ingestd.error.reason":
+				reason = string(hd.Value)
+			case "ingestd.error.field":
+				field = string(hd.Value)
+			}
+		}
+		got = append(got, reason+":"+field)
+	}
+	return got
 }
 
 // unreferenced lists the Parquet files in the table directory that no live add names,
@@ -446,20 +477,7 @@ func TestKeyedTombstoneWithAvroKey(t *testing.T) {
 	if got := h.rows(); !maps.Equal(got, map[int64]string{2: "b"}) {
 		t.Fatalf("table rows %v, want {2: b}", got)
 	}
-	var got []string
-	for _, r := range h.readTopicAll(h.dlq) {
-		var reason, field string
-		for _, hd := range r.Headers {
-			switch hd.Key {
-			case "ingestd.error.reason":
-				reason = string(hd.Value)
-			case "ingestd.error.field":
-				field = string(hd.Value)
-			}
-		}
-		got = append(got, reason+":"+field)
-	}
-	if !slices.Equal(got, []string{"missing_key:id"}) {
+	if got := h.deadLetters(); !slices.Equal(got, []string{"missing_key:id"}) {
 		t.Fatalf("dead letters %v, want [missing_key:id] (the key schema lacks id)", got)
 	}
 }
@@ -626,20 +644,7 @@ func TestKeyedTombstoneStringKeyNotAnInteger(t *testing.T) {
 	if got := h.rows(); !maps.Equal(got, map[int64]string{1: "a"}) {
 		t.Fatalf("table rows %v, want {1: a}", got)
 	}
-	var got []string
-	for _, r := range h.readTopicAll(h.dlq) {
-		var reason, field string
-		for _, hd := range r.Headers {
-			switch hd.Key {
-			case "ingestd.error.reason":
-				reason = string(hd.Value)
-			case "ingestd.error.field":
-				field = string(hd.Value)
-			}
-		}
-		got = append(got, reason+":"+field)
-	}
-	if !slices.Equal(got, []string{"missing_key:id"}) {
+	if got := h.deadLetters(); !slices.Equal(got, []string{"missing_key:id"}) {
 		t.Fatalf("dead letters %v, want [missing_key:id]", got)
 	}
 }

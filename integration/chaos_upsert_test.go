@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -217,17 +216,7 @@ func checkChaosUpsert(t *testing.T, s stack, plan chaosPlan, pipes []chaosPipe, 
 // the ids read more than once (each also an error).
 func chaosUpsertRows(t *testing.T, name, who string, rows []map[string]any) (out map[int64]chaosRow, dup int) {
 	t.Helper()
-	num := func(r map[string]any, col string) int64 {
-		n, ok := r[col].(json.Number)
-		if !ok {
-			t.Fatalf("%s: %s row without an integer %s: %v", name, who, col, r)
-		}
-		v, err := n.Int64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	num := func(r map[string]any, col string) int64 { return readerInt(t, name, who, r, col) }
 	out = map[int64]chaosRow{}
 	for _, r := range rows {
 		id := num(r, "id")

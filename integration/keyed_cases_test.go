@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -289,14 +288,7 @@ func keyedRowsOf(t *testing.T, who, name string, rows []map[string]any) map[int6
 	t.Helper()
 	out := map[int64]string{}
 	for _, r := range rows {
-		n, ok := r["id"].(json.Number)
-		if !ok {
-			t.Fatalf("%s: %s row without an integer id: %v", name, who, r)
-		}
-		id, err := n.Int64()
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := readerInt(t, name, who, r, "id")
 		if _, dup := out[id]; dup {
 			t.Errorf("%s: %s reads two live rows of id %d", name, who, id)
 		}

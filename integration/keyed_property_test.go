@@ -475,20 +475,25 @@ func kpProduce(t *testing.T, cl *kgo.Client, topic string, id int, schema avro.S
 	}
 }
 
+// readerInt is column col of row r as a reader renders it (a json.Number), failing t
+// (naming the test case name and the reader who) when it is not an integer.
+func readerInt(t *testing.T, name, who string, r map[string]any, col string) int64 {
+	t.Helper()
+	n, ok := r[col].(json.Number)
+	if !ok {
+		t.Fatalf("%s: %s row without an integer %s: %v", name, who, col, r)
+	}
+	v, err := n.Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // kpRowsOf maps a reader's rows to id → row, failing on two live rows of one id.
 func kpRowsOf(t *testing.T, name, who string, rows []map[string]any) map[int64]kpRow {
 	t.Helper()
-	num := func(r map[string]any, col string) int64 {
-		n, ok := r[col].(json.Number)
-		if !ok {
-			t.Fatalf("%s: %s row without an integer %s: %v", name, who, col, r)
-		}
-		v, err := n.Int64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	num := func(r map[string]any, col string) int64 { return readerInt(t, name, who, r, col) }
 	out := map[int64]kpRow{}
 	for _, r := range rows {
 		id := num(r, "id")

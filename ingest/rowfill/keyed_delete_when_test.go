@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/ingest/config"
-	"github.com/ingestd/ingestd/ingest/internal/configtest"
 )
 
 // A table.delete_when that does not compile, or is not boolean, fails naming the file and
@@ -18,23 +16,8 @@ func TestKeyedDeleteWhenErrorsNameFileAndLine(t *testing.T) {
 		{"n + 1", `p.yaml:10: table.delete_when: "n + 1" is of type long, not boolean`},
 		{"nosuch = 1", `p.yaml:10: table.delete_when: compile "nosuch = 1": bind expression`},
 	} {
-		cfgs, err := config.Load(configtest.Write(t, `name: customers
-kafka: {brokers: ["k:9092"], topics: [customers]}
-schema_registry: {url: "http://r:8081"}
-table:
-  uri: "file:///tmp/t"
-  create: true
-  mode: upsert
-  key: [id]
-  key_format: string
-  delete_when: "`+c.expr+`"
-schema: {policy: evolve}
-dead_letter: {topic: customers.dlq}
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = newKeyFill(cfgs[0], schema, Options{})
+		cfg := modeConfig(t, "  mode: upsert\n  key: [id]\n  key_format: string\n  delete_when: \""+c.expr+"\"") // delete_when on line 10
+		_, err := newKeyFill(cfg, schema, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("delete_when %q: error %v, want it to hold %q", c.expr, err, c.want)
 		}
