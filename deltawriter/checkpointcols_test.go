@@ -310,15 +310,15 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got.domains, s.domains) {
 		t.Errorf("domains %+v, want %+v", got.domains, s.domains)
 	}
-	wantFiles := s.Files.Map()
+	wantFiles := maps.Collect(s.Files.All())
 	for k, a := range wantFiles {
 		if a.PartitionValues == nil {
 			a.PartitionValues = map[string]*string{} // written as {} (Spark's form)
 		}
 		wantFiles[k] = a
 	}
-	if !reflect.DeepEqual(got.Files.Map(), wantFiles) {
-		t.Errorf("files\n got %+v\nwant %+v", got.Files.Map(), wantFiles)
+	if !reflect.DeepEqual(maps.Collect(got.Files.All()), wantFiles) {
+		t.Errorf("files\n got %+v\nwant %+v", maps.Collect(got.Files.All()), wantFiles)
 	}
 	wantTomb := maps.Clone(s.tombstones)
 	delete(wantTomb, "r2-expired.parquet")

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -212,23 +213,13 @@ func TestDeleteRowsWritesDVFile(t *testing.T) {
 		t.Fatalf("%d live files at version %d", snap.Files.Len(), snap.Version)
 	}
 	if !snap.Files.Has(deltalog.FileKey(na.Path, dv)) {
-		t.Fatalf("live files %v: the new (path, dv) is missing", slices.Collect(mapsKeys(snap.Files.Map())))
+		t.Fatalf("live files %v: the new (path, dv) is missing", slices.Collect(maps.Keys(maps.Collect(snap.Files.All()))))
 	}
 	if got, want := tableValues(t, tbl), without(seq(100, 140), 100, 105, 139); !slices.Equal(got, want) {
 		t.Fatalf("live values %v, want %v", got, want)
 	}
 	if _, ok := snap.Tombstones()[deltalog.FileKey(adds[0].Path, nil)]; !ok {
 		t.Fatal("the old add is no tombstone")
-	}
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 

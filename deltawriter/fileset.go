@@ -152,15 +152,6 @@ func (f *FileSet) All() iter.Seq2[string, deltalog.Add] {
 	}
 }
 
-// Map returns the live files as a new map (for small tables and tests).
-func (f *FileSet) Map() map[string]deltalog.Add {
-	m := make(map[string]deltalog.Add, f.Len())
-	for k, a := range f.All() {
-		m[k] = a
-	}
-	return m
-}
-
 func (f *FileSet) isDead(i int) bool {
 	return f.dead != nil && f.dead[i>>6]&(1<<(uint(i)&63)) != 0
 }

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // bigFiles is the live files of the generated table: a checkpoint of this size spans
@@ -66,14 +64,7 @@ func TestBigTableReadBack(t *testing.T) {
 	}
 	t.Logf("%s: generated", time.Since(began).Round(time.Second))
 
-	st, err := storage.NewLocal(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := openTable(t, table)
 	before, err := tbl.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -159,10 +150,7 @@ func TestBigTableReadBack(t *testing.T) {
 		}
 	}
 	// A fresh load reads the checkpoint just written (plus the two VACUUM commits).
-	again, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := openTable(t, table)
 	snap, err := again.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)

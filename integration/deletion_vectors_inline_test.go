@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,20 +42,7 @@ func TestDeletionVectorsInlineManyFiles(t *testing.T) {
 	p := "a"
 	adds := make([]deltalog.Add, inlineDVFiles)
 	for i := range adds {
-		rows := make([]map[string]any, 3)
-		for j := range rows {
-			id := int64(3*i + j)
-			rows[j] = map[string]any{"id": id, "v": "v" + strconv.FormatInt(id, 10)}
-		}
-		cols, err := deltawriter.RowsToColumns(pq, rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fo := snap.FileOptions()
-		fo.Dir, fo.PartitionValues = "p="+p, map[string]*string{"p": &p}
-		if adds[i], err = deltawriter.WriteDataFile(ctx, tbl.Store(), pq, cols, len(rows), fo); err != nil {
-			t.Fatal(err)
-		}
+		adds[i] = dvWriteFile(t, tbl, snap, pq, p, rowIDs(int64(3*i), int64(3*i+3)))
 	}
 	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: adds, Operation: "WRITE", EngineInfo: "ingestd/test"}); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,18 @@ func dvAppend(t *testing.T, tbl *deltawriter.Table, p string, ids []int64) delta
 	if err != nil {
 		t.Fatal(err)
 	}
+	add := dvWriteFile(t, tbl, snap, pq, p, ids)
+	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{add}, EngineInfo: "ingestd/test"}); err != nil {
+		t.Fatal(err)
+	}
+	return add
+}
+
+// dvWriteFile writes one data file of ids (v = "v<id>") into partition p of tbl, with
+// snap's file options and pq its data files' schema, and returns its add (not
+// committed); row i of the file holds ids[i].
+func dvWriteFile(t *testing.T, tbl *deltawriter.Table, snap *deltawriter.Snapshot, pq *parquet.Schema, p string, ids []int64) deltalog.Add {
+	t.Helper()
 	rows := make([]map[string]any, len(ids))
 	for i, id := range ids {
 		rows[i] = map[string]any{"id": id, "v": "v" + strconv.FormatInt(id, 10)}
@@ -50,11 +62,8 @@ func dvAppend(t *testing.T, tbl *deltawriter.Table, p string, ids []int64) delta
 	}
 	fo := snap.FileOptions()
 	fo.Dir, fo.PartitionValues = "p="+p, map[string]*string{"p": &p}
-	add, err := deltawriter.WriteDataFile(ctx, tbl.Store(), pq, cols, len(rows), fo)
+	add, err := deltawriter.WriteDataFile(context.Background(), tbl.Store(), pq, cols, len(rows), fo)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{add}, EngineInfo: "ingestd/test"}); err != nil {
 		t.Fatal(err)
 	}
 	return add

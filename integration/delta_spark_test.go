@@ -567,6 +567,13 @@ func appendRows(t *testing.T, tbl *deltawriter.Table, rows []map[string]any, met
 
 func createInteropTable(t *testing.T, root string, schemaJSON string, conf map[string]string) *deltawriter.Table {
 	t.Helper()
+	return createTableWith(t, root, schemaJSON, deltawriter.SchemaChange{Name: "interop", Properties: conf})
+}
+
+// createTableWith creates the table at root on local disk with ingestd's writer: c with
+// the schema schemaJSON, committed as CREATE TABLE.
+func createTableWith(t *testing.T, root string, schemaJSON string, c deltawriter.SchemaChange) *deltawriter.Table {
+	t.Helper()
 	ctx := context.Background()
 	st, err := storage.NewLocal(root)
 	if err != nil {
@@ -576,11 +583,10 @@ func createInteropTable(t *testing.T, root string, schemaJSON string, conf map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, err := deltalog.ParseSchema(schemaJSON)
-	if err != nil {
+	if c.Schema, err = deltalog.ParseSchema(schemaJSON); err != nil {
 		t.Fatal(err)
 	}
-	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "interop", Schema: schema, Properties: conf})
+	create, _, err := deltawriter.PrepareSchemaChange(nil, c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // OPTIMIZE beside a running pipeline and a second, concurrent OPTIMIZE, on a 500-file
@@ -725,25 +724,7 @@ func TestOptimizeStreamedReadBack(t *testing.T) {
 	spark := startSpark(t, python, jars)
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "optimized")
-	st, err := storage.NewLocal(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := deltalog.ParseSchema(interopSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	create, _, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Name: "optimized", Schema: schema, Enable: []string{deltalog.FeatureDeletionVectors}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: create.Protocol, Metadata: create.Metadata, Operation: "CREATE TABLE", EngineInfo: "ingestd/test"}); err != nil {
-		t.Fatal(err)
-	}
+	tbl := createTableWith(t, root, interopSchema, deltawriter.SchemaChange{Name: "optimized", Enable: []string{deltalog.FeatureDeletionVectors}})
 	k := 0
 	var adds []deltalog.Add
 	for f := 0; f < 14; f++ {

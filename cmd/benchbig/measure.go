@@ -131,11 +131,7 @@ func totalAlloc() uint64 {
 func measureLoad(ctx context.Context, st storage.Store, r *result) error {
 	h0 := heapAlloc()
 	c0, t0 := cpuSeconds(), time.Now()
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
+	tbl, snap, err := loadTable(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -155,11 +151,7 @@ func measureLoad(ctx context.Context, st storage.Store, r *result) error {
 
 // measureCheckpoint loads the table, then writes a checkpoint of it (timed).
 func measureCheckpoint(ctx context.Context, st storage.Store, r *result) error {
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
+	tbl, snap, err := loadTable(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -177,11 +169,7 @@ func measureCheckpoint(ctx context.Context, st storage.Store, r *result) error {
 // measureVacuum loads the table, lists it (the store's listing time, for reference), then
 // runs a VACUUM dry run with the table's retention (timed).
 func measureVacuum(ctx context.Context, st storage.Store, r *result) error {
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
+	tbl, snap, err := loadTable(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -201,6 +189,19 @@ func measureVacuum(ctx context.Context, st storage.Store, r *result) error {
 	r.AllocMiB = float64(totalAlloc()-a0) / (1 << 20)
 	r.CandidateDel = len(res.Files)
 	return nil
+}
+
+// loadTable opens the table in st and loads its latest snapshot.
+func loadTable(ctx context.Context, st storage.Store) (*deltawriter.Table, *deltawriter.Snapshot, error) {
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tbl, snap, nil
 }
 
 // listAll lists every object under dir, recursively, as VACUUM does (names only where
@@ -249,11 +250,7 @@ func benchAdd(snap *deltawriter.Snapshot, i int) deltalog.Add {
 // measureRefresh: another writer commits one file; the time of Snapshot on a loaded
 // Table to take it in (n times: p50 and max as p99).
 func measureRefresh(ctx context.Context, st storage.Store, n int, r *result) error {
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
+	tbl, snap, err := loadTable(ctx, st)
 	if err != nil {
 		return err
 	}

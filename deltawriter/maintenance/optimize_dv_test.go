@@ -9,19 +9,18 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
-// dvFiles creates a table (a long) with deletion vectors on at root and commits one data
-// file per entry of files, then deletes rows dels[i] of file i with DeleteRows in one
-// commit. It returns the table.
-func dvFiles(t *testing.T, root string, files [][]int64, dels [][]uint64) *deltawriter.Table {
+// createDVTable creates a table of schema with deletion vectors on at root and returns
+// it with its data files' Parquet schema and options.
+func createDVTable(t *testing.T, root string, schema *deltalog.StructType) (*deltawriter.Table, *parquet.Schema, deltawriter.FileOptions) {
 	t.Helper()
 	ctx := context.Background()
 	tbl := openTable(t, root)
-	schema := &deltalog.StructType{Fields: []*deltalog.StructField{{Name: "a", Type: deltalog.Long, Nullable: true}}}
 	sd, fo, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Schema: schema, Enable: []string{deltalog.FeatureDeletionVectors}})
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +30,17 @@ func dvFiles(t *testing.T, root string, files [][]int64, dels [][]uint64) *delta
 	}
 	snap, _ := tbl.Snapshot(ctx)
 	pq, _ := snap.DataFileSchema()
+	return tbl, pq, fo
+}
+
+// dvFiles creates a table (a long) with deletion vectors on at root and commits one data
+// file per entry of files, then deletes rows dels[i] of file i with DeleteRows in one
+// commit. It returns the table.
+func dvFiles(t *testing.T, root string, files [][]int64, dels [][]uint64) *deltawriter.Table {
+	t.Helper()
+	ctx := context.Background()
+	schema := &deltalog.StructType{Fields: []*deltalog.StructField{{Name: "a", Type: deltalog.Long, Nullable: true}}}
+	tbl, pq, fo := createDVTable(t, root, schema)
 	var adds []deltalog.Add
 	for _, vals := range files {
 		rows := make([]map[string]any, len(vals))

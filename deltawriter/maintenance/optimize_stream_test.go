@@ -103,20 +103,11 @@ func TestOptimizeStreamsColumns(t *testing.T) {
 
 func optimizeAllTypes(t *testing.T, copiedGroups int) {
 	ctx := context.Background()
-	tbl := openTable(t, t.TempDir())
 	schema, err := deltalog.ParseSchema(deltatest.AllTypesSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd, fo, err := deltawriter.PrepareSchemaChange(nil, deltawriter.SchemaChange{Schema: schema, Enable: []string{deltalog.FeatureDeletionVectors}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: -1, Protocol: sd.Protocol, Metadata: sd.Metadata}); err != nil {
-		t.Fatal(err)
-	}
-	snap, _ := tbl.Snapshot(ctx)
-	pq, _ := snap.DataFileSchema()
+	tbl, pq, fo := createDVTable(t, t.TempDir(), schema)
 	const files = 12
 	sizes := []int{300, 40, 700, 5, 300, 1200, 90, 300, 300, 1, 450, 300}
 	dels := map[int][]uint64{1: {0, 39}, 5: {3, 4, 5, 600, 1199}, 10: {7}}
@@ -163,7 +154,7 @@ func optimizeAllTypes(t *testing.T, copiedGroups int) {
 	if len(before) != len(live) {
 		t.Fatalf("%d live rows before, want %d", len(before), len(live))
 	}
-	snap, _ = tbl.Snapshot(ctx)
+	snap, _ := tbl.Snapshot(ctx)
 	for _, a := range snap.Files.All() {
 		r, err := snap.OpenDataFile(ctx, tbl.Store(), a, pq)
 		if err != nil {

@@ -153,20 +153,7 @@ func TestEncodeParquetFileMatchesParquetGo(t *testing.T) {
 				_ = os.WriteFile(filepath.Join(dir, "ingestd-"+codec.String()+".parquet"), data, 0o644)
 				_ = os.WriteFile(filepath.Join(dir, "reference.parquet"), ref, 0o644)
 			}
-			got := readRows(t, data)
-			if len(got) != n {
-				t.Fatalf("%d rows, want %d", len(got), n)
-			}
-			for i := range want {
-				if !got[i].Equal(want[i]) {
-					t.Fatalf("row %d\n got %v\nwant %v", i, got[i], want[i])
-				}
-			}
-			f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			md := f.Metadata()
+			md := checkRows(t, data, want).Metadata()
 			if md.NumRows != n || len(md.RowGroups) != 1 || md.CreatedBy != "ingestd version (build )" {
 				t.Fatalf("footer: %d rows, %d row groups, created by %q", md.NumRows, len(md.RowGroups), md.CreatedBy)
 			}

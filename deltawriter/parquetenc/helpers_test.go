@@ -43,3 +43,23 @@ func readRows(t *testing.T, data []byte) []parquet.Row {
 	}
 	return out
 }
+
+// checkRows reads data back, fails unless its rows are exactly want, and returns the
+// opened file (for its footer).
+func checkRows(t *testing.T, data []byte, want []parquet.Row) *parquet.File {
+	t.Helper()
+	got := readRows(t, data)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !got[i].Equal(want[i]) {
+			t.Fatalf("row %d\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

@@ -76,20 +76,7 @@ func TestWriterRowGroups(t *testing.T) {
 		t.Fatalf("Size %d, wrote %d", w.Size(), buf.Len())
 	}
 	data := buf.Bytes()
-	got := readRows(t, data)
-	if len(got) != n {
-		t.Fatalf("%d rows, want %d", len(got), n)
-	}
-	for i := range want {
-		if !got[i].Equal(want[i]) {
-			t.Fatalf("row %d\n got %v\nwant %v", i, got[i], want[i])
-		}
-	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := f.Metadata()
+	md := checkRows(t, data, want).Metadata()
 	if md.NumRows != n || len(md.RowGroups) != 3 {
 		t.Fatalf("footer: %d rows, %d row groups", md.NumRows, len(md.RowGroups))
 	}
@@ -153,20 +140,7 @@ func TestWriterCopyRowGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append(readRows(t, src)[:10:10], readRows(t, src)...)
-	got := readRows(t, buf.Bytes())
-	if len(got) != len(want) {
-		t.Fatalf("%d rows, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if !got[i].Equal(want[i]) {
-			t.Fatalf("row %d\n got %v\nwant %v", i, got[i], want[i])
-		}
-	}
-	f, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := f.Metadata().RowGroups[1]
+	c := checkRows(t, buf.Bytes(), want).Metadata().RowGroups[1]
 	if c.NumRows != n || c.Ordinal != 1 || !bytes.Equal(buf.Bytes()[c.FileOffset:c.FileOffset+c.TotalCompressedSize], src[4:4+rg.TotalCompressedSize]) {
 		t.Fatalf("copied row group: %d rows, ordinal %d, bytes differ from the source's", c.NumRows, c.Ordinal)
 	}

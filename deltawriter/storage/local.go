@@ -254,22 +254,9 @@ func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 // List implements Store. Entries whose names start with ".tmp-" (in-flight writes of
 // this store) are skipped.
 func (l *Local) List(ctx context.Context, dir string) ([]FileInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	a := l.root
-	if dir != "" && dir != "." {
-		var err error
-		if a, err = l.abs(dir); err != nil {
-			return nil, fmt.Errorf("list %s: %w", dir, err)
-		}
-	}
-	ents, err := os.ReadDir(a)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	ents, err := l.readDir(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return nil, err
 	}
 	out := make([]FileInfo, 0, len(ents))
 	for _, e := range ents {
@@ -293,6 +280,22 @@ const tmpPrefix = ".tmp-"
 
 // ListNames implements NameLister: getdents only, no lstat per entry and no sort.
 func (l *Local) ListNames(ctx context.Context, dir string) ([]FileInfo, error) {
+	ents, err := l.readDir(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FileInfo, 0, len(ents))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), tmpPrefix) {
+			out = append(out, FileInfo{Name: e.Name(), IsDir: e.IsDir()})
+		}
+	}
+	return out, nil
+}
+
+// readDir returns the entries of dir ("" or "." is the root) in directory order, or
+// none when dir does not exist.
+func (l *Local) readDir(ctx context.Context, dir string) ([]fs.DirEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -310,18 +313,12 @@ func (l *Local) ListNames(ctx context.Context, dir string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	ents, err := f.ReadDir(-1) // in directory order: no sort
+	ents, err := f.ReadDir(-1) // in directory order: callers sort if they need to
 	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	out := make([]FileInfo, 0, len(ents))
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), tmpPrefix) {
-			out = append(out, FileInfo{Name: e.Name(), IsDir: e.IsDir()})
-		}
-	}
-	return out, nil
+	return ents, nil
 }
 
 // Delete implements Deleter: it removes the file, or the directory when it is empty, at p.
