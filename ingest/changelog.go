@@ -12,19 +12,10 @@ func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, o
 	if b.stage == nil {
 		return
 	}
-	stopped := map[topicPartition]int64{}
-	for _, h := range out.halts {
-		stopped[topicPartition{h.Topic, h.Partition}] = h.Offset
-	}
-	for k, off := range out.cutAt {
-		stopped[k] = off
-	}
+	stopped := out.stoppedAt()
 	for i := range items {
 		it := &items[i]
-		if it.rec.Value != nil || it.route != routeSkip {
-			continue
-		}
-		if off, ok := stopped[topicPartition{it.rec.Topic, it.rec.Partition}]; ok && it.rec.Offset >= off {
+		if it.rec.Value != nil || it.route != routeSkip || stopped.covers(it.rec) {
 			continue
 		}
 		if err := b.stage.TombstoneRow(f.cfg, it.rec, b.cols); err != nil {

@@ -153,6 +153,30 @@ type outcome struct {
 	halts                  []HaltedPartition
 }
 
+// stopOffsets maps each partition a flush stopped early (halted, or cut at
+// batch.max_open_partitions) to the offset it stopped at: that record and every later
+// one of the partition are left for the flush that resumes it.
+type stopOffsets map[topicPartition]int64
+
+// stoppedAt is the outcome's halts and cuts as one map, for the stages after routing that
+// handle records the router skips (a keyed table's tombstones).
+func (o *outcome) stoppedAt() stopOffsets {
+	s := make(stopOffsets, len(o.halts)+len(o.cutAt))
+	for _, h := range o.halts {
+		s[topicPartition{h.Topic, h.Partition}] = h.Offset
+	}
+	for k, off := range o.cutAt {
+		s[k] = off
+	}
+	return s
+}
+
+// covers reports whether rec is at or after its partition's stop.
+func (s stopOffsets) covers(rec *kgo.Record) bool {
+	off, ok := s[topicPartition{rec.Topic, rec.Partition}]
+	return ok && rec.Offset >= off
+}
+
 // deadLetters are the outcome's dead letters, kept ones first.
 func (o *outcome) deadLetters() []dlq.DeadLetter {
 	return append(o.kept[:len(o.kept):len(o.kept)], o.fresh...)

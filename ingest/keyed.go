@@ -451,7 +451,8 @@ type keyedFlush struct {
 }
 
 // reduceKeyed reduces a keyed flush after routing: the tombstones' changes join the
-// decoded rows' (a tombstone whose key cannot be read is dead-lettered missing_key), the
+// decoded rows' (a tombstone whose key cannot be read is dead-lettered missing_key; one
+// at or after its partition's halt or cut is left for the flush that resumes it), the
 // changes are planned against the index (planKeyed), and the rows that are not kept are
 // dropped from the flush's columns (under soft deletes, the rows a tombstone keeps are
 // flagged first). out.rows becomes the rows written. Errors: a row that cannot be flagged
@@ -465,6 +466,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 	changes := b.stage.Changes()
 	pos := make([]int32, len(changes), len(changes)+8)
 	next := 0
+	stopped := out.stoppedAt()
 	for i := range items {
 		it := &items[i]
 		if next < len(changes) && changes[next].Rec == it.rec {
@@ -472,7 +474,7 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 			next++
 			continue
 		}
-		if it.rec.Value != nil || it.route != routeSkip {
+		if it.rec.Value != nil || it.route != routeSkip || stopped.covers(it.rec) {
 			continue
 		}
 		if err := b.stage.Tombstone(f.cfg, it.rec); err == nil {

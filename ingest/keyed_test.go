@@ -648,3 +648,90 @@ func TestKeyedTombstoneStringKeyNotAnInteger(t *testing.T) {
 		t.Fatalf("dead letters %v, want [missing_key:id]", got)
 	}
 }
+
+// A tombstone after a halted record of its partition waits for the partition to resume:
+// c{2} is written, the v2 record halts partition 0 (schema.policy halt, a new field), and
+// the tombstone of key 1 behind it is not applied in that flush, so key 1 stays live. A
+// later delete must not become visible before the records it follows.
+func TestKeyedTombstoneAfterHaltWaitsForThePartition(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	cfg.Schema.Policy = config.PolicyHalt
+	if got := h.runBatch(cfg, 1, keyedRec{id: 1, v: "a", op: "c"}); !maps.Equal(got, map[int64]string{1: "a"}) {
+		t.Fatalf("first batch: table rows %v, want 1:a", got)
+	}
+	const v2 = `{"type":"record","name":"Row","namespace":"shop","fields":[
+  {"name":"id","type":"long"},
+  {"name":"v","type":["null","string"],"default":null},
+  {"name":"seq","type":"long"},
+  {"name":"op","type":"string"},
+  {"name":"extra","type":["null","string"],"default":null}]}`
+	id2, _, err := h.reg.RegisterSchema("rows-value", sr.Schema{Schema: v2, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := avro.Marshal(avro.MustParse(v2), map[string]any{"id": int64(3), "seq": int64(0), "op": "c", "v": nil, "extra": "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr sr.ConfluentHeader
+	framed, err := hdr.AppendEncode(nil, id2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.send(keyedRec{id: 2, v: "b", op: "c"})
+	if err := h.producer.ProduceSync(context.Background(), &kgo.Record{Topic: h.topic, Partition: 0, Key: []byte("3"), Value: append(framed, body...)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h.send(keyedRec{id: 1, tomb: true})
+	m := h.startWith("keyed", cfg, nil)
+	waitFor(t, 30*time.Second, func() error {
+		if st := m.p.Status(); st.State != StateHalted || len(st.Halted) != 1 || st.Halted[0].Offset != 2 {
+			return fmt.Errorf("status %+v, want halted at offset 2", st)
+		}
+		return nil
+	})
+	m.stop(t)
+	if got, want := h.rows(), map[int64]string{1: "a", 2: "b"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v: the tombstone at offset 3 is behind the halt at offset 2", got, want)
+	}
+}
+
+// The same for a cut: in a table partitioned by seq with batch.max_open_partitions 1,
+// c{2,b} would open a second partition value and is left for the next flush, with everything after it in its
+// partition — the tombstone of key 1 included. Between the two commits the table holds
+// 1:a; at the end 2:b.
+func TestKeyedTombstoneAfterCutWaitsForTheNextFlush(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(false)
+	cfg.Table.PartitionBy = []string{"seq"}
+	cfg.Batch.MaxOpenPartitions = 1
+	h.send(keyedRec{id: 1, v: "a", seq: 1, op: "c"}, keyedRec{id: 2, v: "b", seq: 2, op: "c"}, keyedRec{id: 1, tomb: true})
+	between, release := newLatch(), newLatch()
+	var commits atomic.Int32
+	m := h.startHooked("keyed", cfg, nil, func(hk *hooks) {
+		hk.beforeCommit = func(int) error {
+			if commits.Add(1) == 2 {
+				between.open()
+				release.wait()
+			}
+			return nil
+		}
+	})
+	t.Cleanup(release.open) // before the member's own cleanup, which waits for the held commit
+	waitFor(t, 30*time.Second, func() error {
+		if !between.isOpen() {
+			return errors.New("the second flush has not reached its commit")
+		}
+		return nil
+	})
+	if got, want := h.rows(), map[int64]string{1: "a"}; !maps.Equal(got, want) {
+		t.Fatalf("after the cut flush the table holds %v, want %v: the tombstone at offset 2 is behind the cut at offset 1", got, want)
+	}
+	release.open()
+	h.waitHandled(3, 30*time.Second, m)
+	m.stop(t)
+	if got, want := h.rows(), map[int64]string{2: "b"}; !maps.Equal(got, want) {
+		t.Fatalf("table rows %v, want %v", got, want)
+	}
+}
