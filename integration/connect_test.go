@@ -148,6 +148,9 @@ func (w *connectWorker) writeConfig() error {
 		"value.converter=org.apache.kafka.connect.json.JsonConverter",
 		"offset.flush.interval.ms=1000",
 		"plugin.path=" + w.jars.plugins,
+		// No reflection scan of the plugins (seconds): every plugin has a ServiceLoader
+		// manifest (scripts/stack-cdc.sh writes the one Apicurio's converter lacks).
+		"plugin.discovery=service_load",
 		"listeners=http://" + u.Host,
 		"rest.advertised.host.name=127.0.0.1",
 		"rest.advertised.port=" + u.Port(),
