@@ -436,21 +436,21 @@ func jsonConverter() cdcConverter {
 // extra overrides any setting.
 func debeziumConnector(db *pgDB, name, prefix string, tables []string, conv cdcConverter, extra map[string]string) map[string]string {
 	c := map[string]string{
-		"connector.class":                           "io.debezium.connector.postgresql.PostgresConnector",
-		"tasks.max":                                 "1",
-		"database.hostname":                         db.srv.host,
-		"database.port":                             db.srv.port,
-		"database.user":                             "postgres",
-		"database.password":                         "postgres", // trust authentication: unused
-		"database.dbname":                           db.name,
-		"topic.prefix":                              prefix,
-		"plugin.name":                               "pgoutput",
-		"slot.name":                                 debeziumSlot(name),
-		"publication.name":                          debeziumSlot(name) + "_pub",
-		"publication.autocreate.mode":               "filtered",
-		"table.include.list":                        strings.Join(tables, ","),
-		"snapshot.mode":                             "initial",
-		"tombstones.on.delete":                      "true",
+		"connector.class":             "io.debezium.connector.postgresql.PostgresConnector",
+		"tasks.max":                   "1",
+		"database.hostname":           db.srv.host,
+		"database.port":               db.srv.port,
+		"database.user":               "postgres",
+		"database.password":           "postgres", // trust authentication: unused
+		"database.dbname":             db.name,
+		"topic.prefix":                prefix,
+		"plugin.name":                 "pgoutput",
+		"slot.name":                   debeziumSlot(name),
+		"publication.name":            debeziumSlot(name) + "_pub",
+		"publication.autocreate.mode": "filtered",
+		"table.include.list":          strings.Join(tables, ","),
+		"snapshot.mode":               "initial",
+		"tombstones.on.delete":        "true",
 		"topic.creation.default.replication.factor": "1",
 		"topic.creation.default.partitions":         "1",
 	}

@@ -141,9 +141,9 @@ func TestDebeziumSmoke(t *testing.T) {
 	ctx := context.Background()
 	var firstRecord time.Duration
 	for _, tc := range []struct {
-		table          string
-		updateBefore   map[string]any // the update's before image
-		deleteBefore   map[string]any // the delete's before image
+		table        string
+		updateBefore map[string]any // the update's before image
+		deleteBefore map[string]any // the delete's before image
 	}{
 		// DEFAULT: no before image on update; the key alone (other columns null) on delete.
 		{"items", nil, smokeRow(3, nil, nil, nil, nil)},
