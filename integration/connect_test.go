@@ -481,6 +481,13 @@ func debeziumSlot(name string) string {
 // (fatal), on any broker. The topic may not exist yet.
 func readTopicN(t *testing.T, brokers, topic string, n int, timeout time.Duration) []topicRecord {
 	t.Helper()
+	return readTopicUntil(t, brokers, topic, timeout, func(recs []topicRecord) bool { return len(recs) >= n })
+}
+
+// readTopicUntil reads a topic from its start until done(every record so far) or timeout
+// passes (fatal), on any broker. The topic may not exist yet.
+func readTopicUntil(t *testing.T, brokers, topic string, timeout time.Duration, done func([]topicRecord) bool) []topicRecord {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -490,10 +497,10 @@ func readTopicN(t *testing.T, brokers, topic string, n int, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out []topicRecord
-	for len(out) < n {
+	for !done(out) {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %s: %d of %d records after %v", topic, len(out), n, timeout)
+			t.Fatalf("read %s: not done after %v with %d records", topic, timeout, len(out))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			out = append(out, topicRecord{partition: r.Partition, offset: r.Offset, key: r.Key, value: r.Value, timestamp: r.Timestamp})
