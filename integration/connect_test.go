@@ -116,7 +116,12 @@ func startConnect(t *testing.T, brokers, registryURL string) *connectWorker {
 	t.Cleanup(func() {
 		w.Stop(t)
 		if t.Failed() {
-			t.Logf("Connect worker log tail (%s):\n%s", w.dir, tailFile(filepath.Join(w.dir, "worker.log"), 12000))
+			// The whole log outlives the test's temp dir.
+			keep := filepath.Join(os.TempDir(), "ingestd-"+w.group+".log")
+			if b, err := os.ReadFile(filepath.Join(w.dir, "worker.log")); err == nil && os.WriteFile(keep, b, 0o644) == nil {
+				t.Logf("Connect worker log: %s", keep)
+			}
+			t.Logf("Connect worker log tail:\n%s", tailFile(filepath.Join(w.dir, "worker.log"), 12000))
 		}
 		w.deleteTopics()
 		if w.log != nil {
@@ -371,6 +376,52 @@ func (w *connectWorker) WaitStreaming(t *testing.T, name string, db *pgDB, slot 
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("connector %s not streaming after %v (status %+v, slot %s active=%v)", name, timeout, last, slot, db.slotActive(t, slot))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Offsets returns the source offsets the worker has committed for connector name (GET
+// /connectors/{name}/offsets, KIP-875), one per source partition (Debezium PostgreSQL: one,
+// {server: <topic.prefix>}).
+func (w *connectWorker) Offsets(t *testing.T, name string) []map[string]any {
+	t.Helper()
+	code, body, err := w.request(http.MethodGet, "/connectors/"+url.PathEscape(name)+"/offsets", nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("offsets of connector %s: %d %v %s", name, code, err, body)
+	}
+	var r struct {
+		Offsets []struct {
+			Offset map[string]any `json:"offset"`
+		} `json:"offsets"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("offsets of connector %s: %s: %v", name, body, err)
+	}
+	out := make([]map[string]any, 0, len(r.Offsets))
+	for _, o := range r.Offsets {
+		out = append(out, o.Offset)
+	}
+	return out
+}
+
+// WaitSnapshotCommitted waits until the worker has committed an offset of the Debezium
+// connector name that records its snapshot as complete (snapshot_completed=true, or a
+// streaming offset, which has no "snapshot" key). Until then a worker killed (SIGKILL:
+// no last offset commit; commits are every offset.flush.interval.ms, 1 s) takes the
+// snapshot again when it comes back: every row again as op r.
+func (w *connectWorker) WaitSnapshotCommitted(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		offs := w.Offsets(t, name)
+		for _, o := range offs {
+			if _, snap := o["snapshot"]; !snap || o["snapshot_completed"] == true {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connector %s: no committed offset after its snapshot within %v (offsets %v)", name, timeout, offs)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

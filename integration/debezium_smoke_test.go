@@ -255,7 +255,9 @@ func TestDebeziumSmoke(t *testing.T) {
 	checkDebeziumSample(t, "types-json.json", normalizeJSONRecord(t, jraw[0], jsonPrefix, db.name))
 	// Killed and started again, the worker finds its connectors and their offsets in its
 	// topics: it streams on from the slot without a second snapshot (no r) and without the
-	// test registering anything again.
+	// test registering anything again. Killed before it committed an offset past the
+	// snapshot, it would take the snapshot again.
+	w.WaitSnapshotCommitted(t, avroName, 30*time.Second)
 	w.Kill(t)
 	db.exec(t, `INSERT INTO items VALUES (4, 'four', 4.00, NULL, true)`)
 	restart := time.Now()
