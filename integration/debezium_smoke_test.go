@@ -95,7 +95,8 @@ func smokeRow(id int, name, price, at, ok any) map[string]any {
 // the registry's ccompat API serves under <topic>-key/-value. It also checks the value
 // schema Debezium registers for a table of many PostgreSQL types, and one record of that
 // table through Connect's JSON converter, against testdata/debezium (rewrite them with
-// INGESTD_UPDATE_DEBEZIUM_SAMPLES=1).
+// INGESTD_UPDATE_DEBEZIUM_SAMPLES=1). Last, it kills the worker (SIGKILL) and starts it
+// again: the connector streams on from its committed offset, with no second snapshot.
 func TestDebeziumSmoke(t *testing.T) {
 	t.Parallel() // own database, slots, topics and worker
 	s := need(t)
