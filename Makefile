@@ -22,7 +22,7 @@ fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testda
 	$(GO) test -run '^$$' -fuzz '^FuzzPartitionPath$$' -fuzztime 5000x -parallel 1 ./deltawriter/
 	$(GO) test -run '^$$' -fuzz '^FuzzDenseSameBytes$$' -fuzztime 1000x -parallel 1 ./deltawriter/parquetenc/
 
-integration: ## needs Java 17+, Maven, Python 3, Go and Node.js; starts Kafka, the registry and the S3/GCS/Azure emulators via scripts/stack.sh
+integration: ## needs Java 17+, Maven, Python 3, Go and Node.js; starts Kafka, the registry, the S3/GCS/Azure emulators and PostgreSQL (and resolves the Kafka Connect jars) via scripts/stack.sh
 	scripts/venv.sh
 	scripts/spark-jars.sh
 	scripts/stack.sh up

@@ -15,14 +15,21 @@
 #   - one object-store emulator per cloud (scripts/stack-stores.sh): versitygw for S3,
 #     fake-gcs-server for GCS (both built from the Go module proxy) and Azurite for Azure Blob
 #     (npm), each checked to refuse a second conditional create, each with a bucket "lake".
+#   - for change-data-capture tests (scripts/stack-cdc.sh): PostgreSQL from Debian's
+#     packages with wal_level=logical (PG_PORT, default 55432), and the jars of a Kafka
+#     Connect worker with the Debezium PostgreSQL connector and Apicurio's Avro converter,
+#     resolved once with Maven; the tests start the worker themselves.
 #
-# Usage: scripts/stack.sh up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry|start-stores|stop-stores
+# Usage: scripts/stack.sh up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry|start-stores|stop-stores|start-postgres|stop-postgres|connect-jars
 #   up      start everything (idempotent: a no-op for what already runs), write .stack/env
 #   down    stop everything and delete its data, so the next `up` starts fresh
 #   start-stores / stop-stores: the object-store emulators alone (idempotent; stop keeps data)
 #   status  print what runs
 #   start-kafka / stop-kafka / restart-kafka, start-registry / stop-registry: one service,
 #           data kept (Kafka's log dirs; the registry is in-memory), for chaos tests.
+#   start-postgres / stop-postgres: PostgreSQL alone (idempotent; stop keeps data)
+#   connect-jars: resolve the Kafka Connect jars (idempotent) and print their env lines
+#           (.stack/env gets them from up)
 # STACK_DIR (default .stack) holds an instance's state; set it to run a private second
 # instance next to a shared one (downloads stay in .stack).
 # Environment: KAFKA_PORT (default 9092), KAFKA_CONTROLLER_PORT (default 9093),
@@ -86,6 +93,8 @@ SR_START_TIMEOUT="${SR_START_TIMEOUT:-180}"
 
 # shellcheck source=scripts/stack-stores.sh
 . "$ROOT/scripts/stack-stores.sh"
+# shellcheck source=scripts/stack-cdc.sh
+. "$ROOT/scripts/stack-cdc.sh"
 
 log() { echo "stack.sh: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -464,6 +473,7 @@ write_env() {
     { kafka_env; echo "export SCHEMA_REGISTRY_URL=$(sr_url)"; } >> "$STACK/env.tmp"
   fi
   if [ -f "$STACK/stores.env" ]; then cat "$STACK/stores.env" >> "$STACK/env.tmp"; fi
+  cdc_env >> "$STACK/env.tmp"
   mv "$STACK/env.tmp" "$STACK/env"
 }
 
@@ -473,6 +483,7 @@ up_failed() {
   [ "$rc" = 0 ] && return
   for name in $UP_STARTED; do stop_pid "$name" "$STACK/$name.pid"; done
   for name in ${STORES_STARTED:-}; do stop_store "$name"; done
+  if [ -n "${PG_STARTED:-}" ]; then postgres_down; fi
   exit "$rc"
 }
 
@@ -480,12 +491,17 @@ cmd_up() {
   mkdir -p "$STACK" "$LOGS"
   # Build/install the emulators (first time only) while Kafka and the registry start.
   stores_dist & local dist_pid=$!
+  # The Connect jars too (Maven, first time only; about 45 s cold).
+  connect_jars & local connect_pid=$!
   kafka_registry_up
   wait "$dist_pid" || die "could not install the object-store emulators (see above)"
+  wait "$connect_pid" || die "could not resolve the Kafka Connect jars (see above)"
   # The emulators start in seconds once built (the first build takes a few minutes).
-  UP_STARTED=""; STORES_STARTED=""
+  UP_STARTED=""; STORES_STARTED=""; PG_STARTED=""
   trap up_failed EXIT
   stores_up
+  pg_running || PG_STARTED=1
+  postgres_up
   trap - EXIT
   write_env
   cat "$STACK/env"
@@ -551,7 +567,8 @@ cmd_down() {
   stop_pid registry "$SR_PID"
   stop_pid kafka "$KAFKA_PID"
   stores_down
-  rm -rf "$KAFKA_DATA" "$KAFKA_DIR" "$KAFKA_CERTS" "$STACK/env" "$STACK/kafka.port" "$STACK/kafka.controller.port" \
+  postgres_down
+  rm -rf "$PG_DIR" "$PG_PORT_FILE" "$KAFKA_DATA" "$KAFKA_DIR" "$KAFKA_CERTS" "$STACK/env" "$STACK/kafka.port" "$STACK/kafka.controller.port" \
     "$STACK/kafka.ssl.port" "$STACK/kafka.sasl.port" "$STACK/registry.port" "$STACK/registry.fresh" "$STACK/stores.env" \
     "$STACK/s3.port" "$STACK/gcs.port" "$STACK/azurite.port" "$STACK/s3-data" "$STACK/s3-meta" "$STACK/gcs-data" "$STACK/azurite-data"
   log "stopped; data removed (downloads kept in $STACK)"
@@ -578,6 +595,7 @@ cmd_status() {
     echo "registry: not running"; rc=1
   fi
   stores_status || rc=1
+  postgres_status || rc=1
   [ -f "$STACK/env" ] && { echo "env ($STACK/env):"; sed 's/^/  /' "$STACK/env"; }
   return "$rc"
 }
@@ -662,5 +680,8 @@ case "${1:-}" in
   stop-registry) cmd_stop_registry ;;
   start-stores) STORES_STARTED=""; trap up_failed EXIT; stores_up; trap - EXIT; write_env; cat "$STACK/env" ;;
   stop-stores) stores_down ;;
-  *) echo "usage: $0 up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry|start-stores|stop-stores" >&2; exit 2 ;;
+  start-postgres) PG_STARTED=1; trap up_failed EXIT; postgres_up; trap - EXIT; write_env; cdc_env ;;
+  stop-postgres) postgres_down ;;
+  connect-jars) mkdir -p "$STACK"; connect_jars; cdc_env ;;
+  *) echo "usage: $0 up|down|status|start-kafka|stop-kafka|restart-kafka|start-registry|stop-registry|start-stores|stop-stores|start-postgres|stop-postgres|connect-jars" >&2; exit 2 ;;
 esac
