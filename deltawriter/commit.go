@@ -57,6 +57,12 @@ type Commit struct {
 	// Txns record source progress, at most one per appId. LastUpdated defaults to the
 	// commit time.
 	Txns []deltalog.Txn
+	// Domains are domainMetadata actions (PROTOCOL.md, "Domain Metadata"): a domain's
+	// configuration, or its removal (Removed). At most one per domain, none in the
+	// system-controlled "delta." namespace; the table must have the domainMetadata
+	// writer feature (enable it with SchemaChange.Enable). Writers that share a domain
+	// are not checked against each other: give each commit's domain its own name.
+	Domains []deltalog.DomainMetadata
 	// Operation is commitInfo.operation: "WRITE" by default, "CREATE TABLE", …
 	Operation string
 	// OperationParameters is commitInfo.operationParameters (string values only).
@@ -88,7 +94,7 @@ type Commit struct {
 // Commit writes c as the next version with put-if-absent of
 // _delta_log/<version:020d>.json and returns that version (PROTOCOL.md, "Creation of New
 // Log Entries"; docs/architecture.md, "Delta writing"). Actions are written in the order
-// commitInfo, protocol, metaData, txn, remove, add.
+// commitInfo, protocol, metaData, txn, domainMetadata, remove, add.
 //
 // Commits that landed after ReadVersion are checked first, and again each time the
 // version is taken: a winner with a txn for one of our appIds gives
@@ -265,6 +271,18 @@ func validateCommit(c *Commit) error {
 		}
 		seen[x.AppID] = true
 	}
+	domains := map[string]bool{}
+	for _, d := range c.Domains {
+		switch {
+		case d.Domain == "":
+			return fmt.Errorf("commit: domainMetadata with empty domain")
+		case strings.HasPrefix(d.Domain, "delta."):
+			return fmt.Errorf("commit: domain %q is in the system-controlled delta. namespace", d.Domain)
+		case domains[d.Domain]:
+			return fmt.Errorf("commit: two domainMetadata actions for domain %q", d.Domain)
+		}
+		domains[d.Domain] = true
+	}
 	removed := map[string]bool{}
 	for _, r := range c.Removes {
 		if r.Path == "" {
@@ -310,6 +328,12 @@ func (t *Table) checkCommitWritable(snap *Snapshot, c *Commit) error {
 	}
 	if err := checkWritable(&p, &m, schema); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if len(c.Domains) > 0 && !protocolSupports(p, deltalog.FeatureDomainMetadata) {
+		// PROTOCOL.md, "Domain Metadata": domainMetadata actions only on tables with the
+		// writer feature.
+		return fmt.Errorf("commit: %d domainMetadata actions, but the table does not have the %s writer feature (enable it with SchemaChange.Enable): %w",
+			len(c.Domains), deltalog.FeatureDomainMetadata, ErrUnsupportedFeature)
 	}
 	for _, a := range c.Adds {
 		if a.DeletionVector != nil && !dvEnabled(p, m) {
@@ -458,6 +482,9 @@ func buildActions(c *Commit, txnID string, nowMs int64) []deltalog.Action {
 			x.LastUpdated = &ms
 		}
 		actions = append(actions, deltalog.Action{Txn: &x})
+	}
+	for i := range c.Domains {
+		actions = append(actions, deltalog.Action{DomainMetadata: &c.Domains[i]})
 	}
 	for i := range c.Removes {
 		r := c.Removes[i]

@@ -63,7 +63,8 @@ var supportedWriterFeatures = map[string]bool{
 	// typeWidening: widened fields get delta.typeChanges metadata (WidenField).
 	deltalog.FeatureTypeWidening:        true,
 	deltalog.FeatureTypeWideningPreview: true,
-	// domainMetadata: domains are preserved in checkpoints; ingestd writes none itself.
+	// domainMetadata: domains are preserved in checkpoints; Commit.Domains writes them
+	// (a keyed table's remembered deletes under copy-on-write).
 	deltalog.FeatureDomainMetadata: true,
 	// materializePartitionColumns: partition columns are written into the data files too
 	// (ingest's partitioner keeps them in the files' Parquet schema).

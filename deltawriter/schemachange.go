@@ -70,7 +70,8 @@ type SchemaDelta struct {
 func PrepareSchemaChange(snap *Snapshot, c SchemaChange) (SchemaDelta, FileOptions, error) {
 	for _, f := range c.Enable {
 		switch f {
-		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz, deltalog.FeatureColumnMapping, deltalog.FeatureDeletionVectors:
+		case deltalog.FeatureTypeWidening, deltalog.FeatureTimestampNtz, deltalog.FeatureColumnMapping, deltalog.FeatureDeletionVectors,
+			deltalog.FeatureDomainMetadata:
 		default:
 			return SchemaDelta{}, FileOptions{}, fmt.Errorf("prepare schema change: cannot enable table feature %q", f)
 		}

@@ -50,6 +50,25 @@ type Snapshot struct {
 	domains    map[string]deltalog.DomainMetadata // live (non-removed) domains
 }
 
+// Domains returns the snapshot's live domainMetadata actions whose domain starts with
+// prefix, sorted by domain (PROTOCOL.md, "Domain Metadata"; removed domains are gone).
+func (s *Snapshot) Domains(prefix string) []deltalog.DomainMetadata {
+	var out []deltalog.DomainMetadata
+	for name, d := range s.domains {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b deltalog.DomainMetadata) int { return strings.Compare(a.Domain, b.Domain) })
+	return out
+}
+
+// SupportsFeature reports whether the table's protocol supports table feature f,
+// listed or implied by its legacy reader/writer versions (PROTOCOL.md, "Table Features").
+func (s *Snapshot) SupportsFeature(f string) bool {
+	return s.Version >= 0 && protocolSupports(s.Protocol, f)
+}
+
 func emptySnapshot() *Snapshot {
 	return &Snapshot{
 		Version:    -1,

@@ -827,6 +827,9 @@ func (f *flusher) commit(ctx context.Context, t tableState, b *prepared, out *ou
 			return err
 		}
 		c.Removes, c.Adds = removes, append(adds[:len(adds):len(adds)], marked...)
+		if c.Domains, err = f.deletesDomains(t, b.keyed, time.Now()); err != nil {
+			return err
+		}
 		// The commit's rows were decided on what the table held: a winner that added or
 		// re-marked rows conflicts (deltawriter.ErrConcurrentAppend), rebuilt on its snapshot.
 		c.Operation, c.OperationParameters["mode"], c.ReadsData, c.ConflictOnDataChange = "MERGE", "Upsert", true, true

@@ -339,6 +339,35 @@ func newKeyedState(cfg *config.Config) *keyedState {
 // flagged row instead; copy-on-write marks no rows.
 func (k *keyedState) tableRemembersDeletes() bool { return k.ordered && !k.cow && !k.soft }
 
+// domainsRememberDeletes reports whether the table remembers deletes in domainMetadata
+// (keyindex.DeletesDomainPrefix): ordered by a sequence under copy-on-write with hard
+// deletes, where a deleted row does not stay in the table.
+func (k *keyedState) domainsRememberDeletes() bool { return k.ordered && k.cow && !k.soft }
+
+// deletesDomains are the domainMetadata actions of a keyed flush on a table that
+// remembers deletes in domains (domainsRememberDeletes): one recording the flush's
+// deletes at now under the commit's id, and the removals of the domains older than
+// table.delete_horizon. None when the flush deletes nothing. Errors: DeletesDomain's.
+func (f *flusher) deletesDomains(t tableState, kf *keyedFlush, now time.Time) ([]deltalog.DomainMetadata, error) {
+	k := f.keyed
+	if !k.domainsRememberDeletes() || len(kf.plan.deletes) == 0 {
+		return nil, nil
+	}
+	deletes := make([]keyindex.Deleted, len(kf.plan.deletes))
+	for i, d := range kf.plan.deletes {
+		deletes[i] = keyindex.Deleted{Key: d.key, Seq: d.seq}
+	}
+	d, err := keyindex.DeletesDomain(now, f.commitID, deletes)
+	if err != nil {
+		return nil, fmt.Errorf("remember the flush's deletes in table %s: %w", f.cfg.Table.URI, err)
+	}
+	var out []deltalog.DomainMetadata
+	if t.exists() {
+		out = keyindex.ExpiredDeletesDomains(t.snap, now.Add(-k.horizon))
+	}
+	return append(out, d), nil
+}
+
 // sync brings the index to snap: built on first use, refreshed when snap is newer than
 // it (another writer's commits) or it missed commits. Errors: the store's, reading the
 // key columns of the table's files.
@@ -348,6 +377,9 @@ func (k *keyedState) sync(ctx context.Context, st storage.Store, snap *deltawrit
 		var opts []keyindex.Option
 		if k.tableRemembersDeletes() {
 			opts = append(opts, keyindex.WithDeletedRows())
+		}
+		if k.domainsRememberDeletes() {
+			opts = append(opts, keyindex.WithDeletesDomains())
 		}
 		ix, err := keyindex.Build(ctx, st, snap, k.spec, opts...)
 		if err != nil {

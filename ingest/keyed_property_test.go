@@ -33,8 +33,7 @@ import (
 // handled once.
 //
 // The configurations: upsert tables in offset order or by sequence_by, partitioned or not,
-// hard deletes (merge-on-read; copy-on-write in offset order), soft deletes (both write
-// modes), and changelogs (the table holds every change sent, once).
+// hard deletes (both write modes), soft deletes (both write modes), and changelogs (the table holds every change sent, once).
 //
 // KEYED_PROPERTY_SEED=<n> reruns the seed a failure logged (the stream, the cuts and the
 // kill decisions follow from it; the timing does not); KEYED_PROPERTY_RUNS=<n> sets the
@@ -613,6 +612,7 @@ func TestKeyedProperty(t *testing.T) {
 		{name: "offset order partitioned", ordered: false, partitioned: true},
 		{name: "sequence_by partitioned", ordered: true, partitioned: true},
 		{name: "offset order copy_on_write", cow: true, once: true},
+		{name: "sequence_by partitioned copy_on_write", ordered: true, partitioned: true, cow: true, once: true},
 		{name: "soft sequence_by", ordered: true, soft: true, once: true},
 		{name: "soft offset order partitioned", partitioned: true, soft: true, once: true},
 		{name: "soft sequence_by partitioned copy_on_write", ordered: true, partitioned: true, soft: true, cow: true, once: true},

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/keyindex"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/ingest/config"
 )
@@ -348,34 +349,84 @@ func (h *keyedHarness) dataFiles() map[string]bool {
 
 // A late insert does not resurrect a deleted row across a restart (apache/spark#55993,
 // apache/hudi#4880): d{1,seq:5} while the table lacks key 1, the pipeline stopped; the
-// restarted pipeline reads c{1,seq:3} (stale: the delete's marker row in the table
-// carries sequence 5) and then c{1,seq:6} (written).
+// restarted pipeline reads c{1,seq:3} (stale: the table remembers the delete's sequence
+// 5) and then c{1,seq:6} (written).
+//
+// Under merge-on-read the table keeps the delete's sequence in a row marked deleted in a
+// deletion vector; under copy-on-write, which keeps no deleted row, in a domainMetadata
+// record of the commit's deletes (keyindex.DeletesDomainPrefix).
 func TestKeyedDeleteRememberedAcrossRestart(t *testing.T) {
+	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
+		t.Run(write, func(t *testing.T) {
+			h := newKeyedHarness(t, 1)
+			cfg := h.keyedConfig(true)
+			cfg.Table.UpsertWrite = write
+			steps := []struct {
+				rec  keyedRec
+				want map[int64]string
+			}{
+				{keyedRec{id: 2, v: "other", seq: 1, op: "c"}, map[int64]string{2: "other"}},
+				{keyedRec{id: 1, seq: 5, op: "d"}, map[int64]string{2: "other"}},
+				{keyedRec{id: 1, v: "late", seq: 3, op: "c"}, map[int64]string{2: "other"}},
+				{keyedRec{id: 1, v: "new", seq: 6, op: "c"}, map[int64]string{1: "new", 2: "other"}},
+			}
+			for i, s := range steps {
+				if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
+				}
+				if i == 1 { // after the delete: key 2 live, key 1's delete remembered
+					keys := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "keys"))
+					deletes := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "remembered_deletes"))
+					if keys != 1 || deletes != 1 {
+						t.Fatalf("ingestd_key_index keys %v remembered_deletes %v after the delete, want 1 and 1", keys, deletes)
+					}
+				}
+			}
+			if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+				t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:3})", n)
+			}
+			snap := h.snapshot()
+			domains := snap.Domains(keyindex.DeletesDomainPrefix)
+			if write == config.MergeOnRead {
+				if len(domains) != 0 || snap.SupportsFeature(deltalog.FeatureDomainMetadata) {
+					t.Fatalf("merge-on-read table has deletes domains %v (domainMetadata feature %v), want none", domains, snap.SupportsFeature(deltalog.FeatureDomainMetadata))
+				}
+				return
+			}
+			if len(domains) != 1 || !strings.Contains(domains[0].Configuration, `"seqs":[5]`) {
+				t.Fatalf("copy-on-write table's deletes domains %+v, want one holding the delete of key 1 at sequence 5", domains)
+			}
+			if snap.SupportsFeature(deltalog.FeatureDeletionVectors) {
+				t.Fatalf("copy-on-write table has the deletionVectors feature: %+v", snap.Protocol)
+			}
+		})
+	}
+}
+
+// Remembered deletes past table.delete_horizon leave the table: each commit that records
+// deletes removes the domains older than the horizon, and a pipeline started later no
+// longer finds them (an older change is then written as new, as documented).
+func TestKeyedCopyOnWriteDeletesDomainsExpire(t *testing.T) {
 	h := newKeyedHarness(t, 1)
 	cfg := h.keyedConfig(true)
-	steps := []struct {
-		rec  keyedRec
-		want map[int64]string
-	}{
-		{keyedRec{id: 2, v: "other", seq: 1, op: "c"}, map[int64]string{2: "other"}},
-		{keyedRec{id: 1, seq: 5, op: "d"}, map[int64]string{2: "other"}},
-		{keyedRec{id: 1, v: "late", seq: 3, op: "c"}, map[int64]string{2: "other"}},
-		{keyedRec{id: 1, v: "new", seq: 6, op: "c"}, map[int64]string{1: "new", 2: "other"}},
+	cfg.Table.UpsertWrite = config.CopyOnWrite
+	cfg.Table.DeleteHorizon = 2 * time.Second
+	h.runBatch(cfg, 2, keyedRec{id: 1, v: "a", seq: 1, op: "c"}, keyedRec{id: 1, seq: 5, op: "d"})
+	if d := h.snapshot().Domains(keyindex.DeletesDomainPrefix); len(d) != 1 {
+		t.Fatalf("deletes domains %+v after the first delete, want 1", d)
 	}
-	for i, s := range steps {
-		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
-			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
-		}
-		if i == 1 { // after the delete: key 2 live, key 1's delete remembered
-			keys := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "keys"))
-			deletes := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "remembered_deletes"))
-			if keys != 1 || deletes != 1 {
-				t.Fatalf("ingestd_key_index keys %v remembered_deletes %v after the delete, want 1 and 1", keys, deletes)
-			}
-		}
+	time.Sleep(3 * time.Second) // past the horizon: domain names carry whole seconds
+	got := h.runBatch(cfg, 4, keyedRec{id: 2, v: "b", seq: 1, op: "c"}, keyedRec{id: 2, seq: 9, op: "d"})
+	if len(got) != 0 {
+		t.Fatalf("table rows %v, want none", got)
 	}
-	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
-		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:3})", n)
+	d := h.snapshot().Domains(keyindex.DeletesDomainPrefix)
+	if len(d) != 1 || !strings.Contains(d[0].Configuration, `"seqs":[9]`) {
+		t.Fatalf("deletes domains %+v, want only the second commit's (key 2 at sequence 9): the first is past the horizon", d)
+	}
+	// Key 1's delete is forgotten: an older change comes back as new.
+	if got := h.runBatch(cfg, 5, keyedRec{id: 1, v: "old", seq: 3, op: "c"}); !maps.Equal(got, map[int64]string{1: "old"}) {
+		t.Fatalf("table rows %v, want 1:old (the delete at sequence 5 is past the horizon)", got)
 	}
 }
 
@@ -383,8 +434,8 @@ func TestKeyedDeleteRememberedAcrossRestart(t *testing.T) {
 // pipeline has no key index before the table exists: a running pipeline's first flush
 // (creating the table) writes c{2} and deletes key 1 (c{1,seq:10} then a tombstone); the
 // next flush of the same process reads c{1,seq:5}, older than the delete, which is
-// stale. Under both upsert writes: copy-on-write keeps no delete marker in the table, so
-// only the running pipeline remembers the delete.
+// stale. Under both upsert writes (copy-on-write records the creating commit's deletes in
+// a deletes domain).
 func TestKeyedCreatingCommitRemembersItsDeletes(t *testing.T) {
 	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
 		t.Run(write, func(t *testing.T) {
@@ -561,45 +612,56 @@ func TestKeyedCopyOnWrite(t *testing.T) {
 // restart: c{1,seq:7} beside c{2}, then d{1,seq:9} (the stored row carries 7 and stays in
 // its file, which still holds 2), then on a restarted pipeline c{1,seq:8} is stale.
 func TestKeyedDeleteNewerThanItsRowRememberedAcrossRestart(t *testing.T) {
-	h := newKeyedHarness(t, 1)
-	cfg := h.keyedConfig(true)
-	steps := []struct {
-		recs []keyedRec
-		want map[int64]string
-	}{
-		{[]keyedRec{{id: 1, v: "a", seq: 7, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}}, map[int64]string{1: "a", 2: "b"}},
-		{[]keyedRec{{id: 1, seq: 9, op: "d"}}, map[int64]string{2: "b"}},
-		{[]keyedRec{{id: 1, v: "late", seq: 8, op: "c"}}, map[int64]string{2: "b"}},
-		{[]keyedRec{{id: 1, v: "new", seq: 9, op: "u"}}, map[int64]string{1: "new", 2: "b"}},
-	}
-	n := int64(0)
-	for _, s := range steps {
-		n += int64(len(s.recs))
-		if got := h.runBatch(cfg, n, s.recs...); !maps.Equal(got, s.want) {
-			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.recs, got, s.want)
-		}
+	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
+		t.Run(write, func(t *testing.T) {
+			h := newKeyedHarness(t, 1)
+			cfg := h.keyedConfig(true)
+			cfg.Table.UpsertWrite = write
+			steps := []struct {
+				recs []keyedRec
+				want map[int64]string
+			}{
+				{[]keyedRec{{id: 1, v: "a", seq: 7, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}}, map[int64]string{1: "a", 2: "b"}},
+				{[]keyedRec{{id: 1, seq: 9, op: "d"}}, map[int64]string{2: "b"}},
+				{[]keyedRec{{id: 1, v: "late", seq: 8, op: "c"}}, map[int64]string{2: "b"}},
+				{[]keyedRec{{id: 1, v: "new", seq: 9, op: "u"}}, map[int64]string{1: "new", 2: "b"}},
+			}
+			n := int64(0)
+			for _, s := range steps {
+				n += int64(len(s.recs))
+				if got := h.runBatch(cfg, n, s.recs...); !maps.Equal(got, s.want) {
+					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.recs, got, s.want)
+				}
+			}
+		})
 	}
 }
 
-// A tombstone that deletes the only row of a data file is remembered across a restart:
-// the file stays, every row marked deleted, and its row carries the delete's sequence, so
-// c{1,seq:6} after the restart is stale and c{1,seq:7} (equal: the later record) wins.
+// A tombstone that deletes the only row of a data file is remembered across a restart
+// (merge-on-read: the file stays, every row marked deleted, and its row carries the
+// delete's sequence; copy-on-write: a deletes domain), so c{1,seq:6} after the restart is
+// stale and c{1,seq:7} (equal: the later record) wins.
 func TestKeyedTombstoneOfAFilesOnlyRowRememberedAcrossRestart(t *testing.T) {
-	h := newKeyedHarness(t, 1)
-	cfg := h.keyedConfig(true)
-	steps := []struct {
-		rec  keyedRec
-		want map[int64]string
-	}{
-		{keyedRec{id: 1, v: "a", seq: 7, op: "c"}, map[int64]string{1: "a"}},
-		{keyedRec{id: 1, tomb: true}, map[int64]string{}},
-		{keyedRec{id: 1, v: "late", seq: 6, op: "c"}, map[int64]string{}},
-		{keyedRec{id: 1, v: "new", seq: 7, op: "c"}, map[int64]string{1: "new"}},
-	}
-	for i, s := range steps {
-		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
-			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
-		}
+	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
+		t.Run(write, func(t *testing.T) {
+			h := newKeyedHarness(t, 1)
+			cfg := h.keyedConfig(true)
+			cfg.Table.UpsertWrite = write
+			steps := []struct {
+				rec  keyedRec
+				want map[int64]string
+			}{
+				{keyedRec{id: 1, v: "a", seq: 7, op: "c"}, map[int64]string{1: "a"}},
+				{keyedRec{id: 1, tomb: true}, map[int64]string{}},
+				{keyedRec{id: 1, v: "late", seq: 6, op: "c"}, map[int64]string{}},
+				{keyedRec{id: 1, v: "new", seq: 7, op: "c"}, map[int64]string{1: "new"}},
+			}
+			for i, s := range steps {
+				if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
+				}
+			}
+		})
 	}
 }
 
@@ -608,24 +670,29 @@ func TestKeyedTombstoneOfAFilesOnlyRowRememberedAcrossRestart(t *testing.T) {
 // the restarted pipeline drops c{1,seq:40} as stale (the delete's own row is kept in the
 // flush's file, marked deleted, beside the replaced row's mark) and writes c{1,seq:60}.
 func TestKeyedDeleteOfAStoredRowRememberedAcrossRestart(t *testing.T) {
-	h := newKeyedHarness(t, 1)
-	cfg := h.keyedConfig(true)
-	steps := []struct {
-		rec  keyedRec
-		want map[int64]string
-	}{
-		{keyedRec{id: 1, v: "first", seq: 10, op: "c"}, map[int64]string{1: "first"}},
-		{keyedRec{id: 1, seq: 50, op: "d"}, map[int64]string{}},
-		{keyedRec{id: 1, v: "late", seq: 40, op: "u"}, map[int64]string{}},
-		{keyedRec{id: 1, v: "new", seq: 60, op: "u"}, map[int64]string{1: "new"}},
-	}
-	for i, s := range steps {
-		if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
-			t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
-		}
-	}
-	if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
-		t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
+	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
+		t.Run(write, func(t *testing.T) {
+			h := newKeyedHarness(t, 1)
+			cfg := h.keyedConfig(true)
+			cfg.Table.UpsertWrite = write
+			steps := []struct {
+				rec  keyedRec
+				want map[int64]string
+			}{
+				{keyedRec{id: 1, v: "first", seq: 10, op: "c"}, map[int64]string{1: "first"}},
+				{keyedRec{id: 1, seq: 50, op: "d"}, map[int64]string{}},
+				{keyedRec{id: 1, v: "late", seq: 40, op: "u"}, map[int64]string{}},
+				{keyedRec{id: 1, v: "new", seq: 60, op: "u"}, map[int64]string{1: "new"}},
+			}
+			for i, s := range steps {
+				if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
+				}
+			}
+			if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+				t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
+			}
+		})
 	}
 }
 

@@ -341,6 +341,12 @@ func commitSchema(cfg *config.Config, t tableState, g schemaguard.BatchPlan, kaf
 			enable = append(slices.Clip(enable), deltalog.FeatureDeletionVectors)
 		}
 	}
+	if cfg.Table.Upsert() && cfg.Table.CopyOnWrite() && !cfg.Table.SoftDeletes() && cfg.Table.SequenceBy != "" &&
+		(!t.exists() || !t.snap.SupportsFeature(deltalog.FeatureDomainMetadata)) {
+		// Copy-on-write keeps no deleted row to remember a delete's sequence by: the
+		// deletes go into domainMetadata (keyindex.DeletesDomainPrefix).
+		enable = append(slices.Clip(enable), deltalog.FeatureDomainMetadata)
+	}
 	change, fo, err := deltawriter.PrepareSchemaChange(t.snap, deltawriter.SchemaChange{Schema: schema, Enable: enable,
 		Name: cfg.Name, PartitionColumns: cfg.Table.PartitionBy, Properties: cfg.Table.Properties, ColumnMapping: cfg.Table.ColumnMapping})
 	if err != nil {

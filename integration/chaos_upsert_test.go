@@ -40,10 +40,8 @@ type chaosUpsertTable struct {
 
 // chaosUpsertTables are the two pipelines every daemon of the upsert chaos run runs on the
 // same topic, each in its own consumer group: merge-on-read ordered by seq and
-// partitioned by grp, and copy-on-write in offset order. The copy-on-write table orders
-// by offset because it remembers a delete's sequence only in the running pipeline
-// (docs/keyed-tables.md): after a kill -9, a late change older than a delete may come
-// back by design, which no fixed model could predict.
+// partitioned by grp, and copy-on-write in offset order (the ordered copy-on-write path,
+// which remembers deletes in domainMetadata, is in TestKeyedPropertyKill9).
 var chaosUpsertTables = []chaosUpsertTable{
 	{name: "upsert", ordered: true, partitioned: true},
 	{name: "cow", cow: true},

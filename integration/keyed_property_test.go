@@ -25,7 +25,8 @@ import (
 // out of order, produced in chunks to a 3-partition topic (each key in partition
 // id % 3) while `ingestd run` ingests it into four upsert tables (offset order or
 // sequence_by, partitioned by grp or not), one with soft deletes (sequence_by,
-// partitioned) and one changelog (sequence_by), in small random batches; the daemon is killed
+// partitioned), one copy-on-write (sequence_by: its deletes remembered in domainMetadata)
+// and one changelog (sequence_by), in small random batches; the daemon is killed
 // with SIGKILL at random moments and restarted. Once it has handled everything, each table
 // read by delta-rs (QueryBuilder, deletion vectors applied) and by Spark equals the model
 // (the changes of each key applied in offset order; with sequence_by, stale changes
@@ -287,12 +288,13 @@ func TestKeyedPropertyKill9(t *testing.T) {
 	type table struct {
 		name, path           string
 		ordered, partitioned bool
-		soft, changelog      bool
+		soft, changelog, cow bool
 	}
 	var tables []table
 	for _, tb := range []table{
 		{name: "offsets"}, {name: "offsets", partitioned: true}, {name: "seq", ordered: true}, {name: "seq", ordered: true, partitioned: true},
 		{name: "seq-soft", ordered: true, partitioned: true, soft: true}, {name: "seq-log", ordered: true, changelog: true},
+		{name: "seq-cow", ordered: true, cow: true},
 	} {
 		mode, extra := "upsert", ""
 		if tb.ordered {
@@ -306,6 +308,9 @@ func TestKeyedPropertyKill9(t *testing.T) {
 		}
 		if tb.changelog {
 			mode = "changelog"
+		}
+		if tb.cow {
+			extra += ", upsert_write: copy_on_write"
 		}
 		tb.path = filepath.Join(root, tb.name)
 		dlq := createTopic(t, s, "keyed-prop-"+tb.name+".dlq", 1)

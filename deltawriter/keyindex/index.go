@@ -129,6 +129,7 @@ type options struct {
 	concurrency int
 	loc         *time.Location
 	deletedRows bool
+	domains     bool
 	now         func() time.Time
 }
 
@@ -140,6 +141,12 @@ type options struct {
 // kept and marked deleted); a row another writer deleted counts the same way, so a
 // pipeline learns the deletes of another pipeline on its table. Only with Spec.Sequence.
 func WithDeletedRows() Option { return func(o *options) { o.deletedRows = true } }
+
+// WithDeletesDomains makes Build and Refresh read the table's deletes domains
+// (DeletesDomainPrefix) as remembered deletes at the time each was written, unless a
+// live row of the key is as new: the deletes of an upsert table written copy-on-write,
+// whose deleted rows do not stay in the table. Only with Spec.Sequence.
+func WithDeletesDomains() Option { return func(o *options) { o.domains = true } }
 
 // WithConcurrency sets how many data files Build and Refresh read at once (default 8).
 func WithConcurrency(n int) Option { return func(o *options) { o.concurrency = max(1, n) } }
@@ -176,6 +183,7 @@ type Index struct {
 	files   []*fileState // by id; 0 is never used
 	byPath  map[string]uint32
 	free    []uint32
+	domains map[string]bool // deletes domains read (rememberDomains)
 	version int64
 	deleted int
 	dupes   int
@@ -200,7 +208,7 @@ func Build(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, sp
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.deletedRows && spec.Sequence == "" {
+	if (o.deletedRows || o.domains) && spec.Sequence == "" {
 		return nil, fmt.Errorf("build key index: remembered deletes need a sequence column")
 	}
 	x := newIndex(spec, o)
@@ -235,6 +243,11 @@ func Build(ctx context.Context, st storage.Store, snap *deltawriter.Snapshot, sp
 		return nil, fmt.Errorf("build key index: %w", err)
 	}
 	x.rememberGone(gone, o.now())
+	if o.domains {
+		if err := x.rememberDomains(snap); err != nil {
+			return nil, fmt.Errorf("build key index: %w", err)
+		}
+	}
 	return x, nil
 }
 
@@ -288,7 +301,7 @@ func (x *Index) rememberGone(gone map[fp]int64, at time.Time) {
 
 func newIndex(spec Spec, o options) *Index {
 	return &Index{spec: spec, opts: o, s1: maphash.MakeSeed(), s2: maphash.MakeSeed(), over: map[fp][]loc{},
-		files: []*fileState{nil}, byPath: map[string]uint32{}}
+		files: []*fileState{nil}, byPath: map[string]uint32{}, domains: map[string]bool{}}
 }
 
 func (x *Index) fingerprint(key []byte) (uint64, uint64) {
@@ -781,7 +794,8 @@ func (x *Index) Refresh(ctx context.Context, st storage.Store, snap *deltawriter
 		}
 		x.mu.Lock()
 		x.lay, x.t, x.over, x.files, x.byPath, x.free = fresh.lay, fresh.t, fresh.over, fresh.files, fresh.byPath, fresh.free
-		x.s1, x.s2, x.deleted, x.dupes, x.nulls, x.version = fresh.s1, fresh.s2, 0, fresh.dupes, fresh.nulls, fresh.version
+		x.s1, x.s2, x.deleted, x.dupes, x.nulls, x.version = fresh.s1, fresh.s2, fresh.deleted, fresh.dupes, fresh.nulls, fresh.version
+		x.domains = fresh.domains
 		rs.FilesRead = snap.Files.Len()
 		x.mu.Unlock()
 		return rs, nil
@@ -834,5 +848,10 @@ func (x *Index) Refresh(ctx context.Context, st storage.Store, snap *deltawriter
 		return rs, fmt.Errorf("refresh key index: %w", err)
 	}
 	x.rememberGone(gone, x.opts.now())
+	if x.opts.domains {
+		if err := x.rememberDomains(snap); err != nil {
+			return rs, fmt.Errorf("refresh key index: %w", err)
+		}
+	}
 	return rs, nil
 }
