@@ -191,6 +191,12 @@ func (c *converter) convert(s avro.Schema, path string) (t deltalog.DataType, nu
 		}
 		return st, nullable, false, nil
 	case *avro.RecordSchema:
+		if t, ok, err := connectRecordType(s); ok {
+			if err != nil {
+				return nil, false, false, newError(ReasonUnsupportedType, path, err)
+			}
+			return t, false, false, nil
+		}
 		st, err := c.record(s, path, false)
 		return st, false, false, err
 	case *avro.ArraySchema:
@@ -260,10 +266,20 @@ const (
 	kUUID
 	kDecimalBytes
 	kDecimalFixed
+	// Kafka Connect logical types without an Avro logical type of their own (connect.go)
+	kTimeMillisMicros // int milliseconds since midnight → long microseconds
+	kTimeNanos        // long nanoseconds since midnight → long microseconds
+	kLocalTsNanos     // long nanoseconds since the epoch, no zone → timestamp_ntz
+	kZonedTs          // an ISO-8601 string with an offset → timestamp
+	kVarDecimal       // a {scale, value} record → its exact decimal text
 )
 
-// classify returns the kind of a primitive, enum or fixed schema.
+// classify returns the kind of a primitive, enum or fixed schema; a Kafka Connect logical
+// type name on it decides (classifyConnect).
 func classify(s avro.Schema) (kind, error) {
+	if name := connectNameOf(s); name != "" && isConnectLogical(name) {
+		return classifyConnect(deref(s), name)
+	}
 	switch s := s.(type) {
 	case *avro.RefSchema:
 		return classify(s.Schema())
@@ -361,21 +377,21 @@ func (k kind) deltaType() deltalog.DataType {
 		return deltalog.Boolean
 	case kInt, kTimeMillis:
 		return deltalog.Integer
-	case kLong, kTimeMicros:
+	case kLong, kTimeMicros, kTimeMillisMicros, kTimeNanos:
 		return deltalog.Long
 	case kFloat:
 		return deltalog.Float
 	case kDouble:
 		return deltalog.Double
-	case kString, kEnum, kUUID:
+	case kString, kEnum, kUUID, kVarDecimal:
 		return deltalog.String
 	case kBytes, kFixed:
 		return deltalog.Binary
 	case kDate:
 		return deltalog.Date
-	case kTsMillis, kTsMicros:
+	case kTsMillis, kTsMicros, kZonedTs:
 		return deltalog.Timestamp
-	case kLocalTsMillis, kLocalTsMicros:
+	case kLocalTsMillis, kLocalTsMicros, kLocalTsNanos:
 		return deltalog.TimestampNtz
 	case kDecimalBytes, kDecimalFixed:
 		return deltalog.DecimalType{Precision: k.precision, Scale: k.scale}
