@@ -10,7 +10,9 @@
 //   - ParseFrame splits a Confluent-framed value: the magic byte 0, a 4-byte big-endian
 //     schema id, the Avro binary body.
 //   - ToDelta maps an Avro writer schema to a Delta schema (docs/schema-policies.md, "Avro
-//     to Delta types").
+//     to Delta types"); Kafka Connect and Debezium logical types (connect.name in Avro, a
+//     schema name in Kafka Connect JSON) are decided by one table for both formats
+//     (connect.go; docs/formats.md, "Kafka Connect and Debezium logical types").
 //   - Registry fetches, parses and caches writer schemas by id from a Confluent-compatible
 //     schema registry; StaticSchema loads a configured .avsc for raw (unframed) Avro, and
 //     ParseWriterSchema parses one schema text.

@@ -24,6 +24,13 @@ const maxDecimalPrecision = 38
 //   - date → date; timestamp-millis/micros → timestamp; local-timestamp-millis/micros →
 //     timestamp_ntz; time-millis → integer; time-micros → long; other logical types → the
 //     underlying type;
+//   - a Kafka Connect logical type named by the "connect.name" property decides over the
+//     above (connect.go; docs/formats.md, "Kafka Connect and Debezium logical types"):
+//     Debezium's timestamps → timestamp_ntz, ZonedTimestamp → timestamp, times → long
+//     microseconds since midnight, VariableScaleDecimal (a record) → string, Connect's
+//     Decimal → decimal(p,s) from its parameters; an unknown name under
+//     org.apache.kafka.connect.data., io.debezium.data. or io.debezium.time., a name on
+//     another physical type, or a logicalType contradicting the name is unsupported_type;
 //   - record → struct; array → array (containsNull when items admit null); map → map<string,
 //     …> (valueContainsNull when values admit null);
 //   - [null,T], [T,null], [T] → T, nullable; a union with ≥ 2 non-null branches → struct<
