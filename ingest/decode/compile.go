@@ -1218,6 +1218,9 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 // describe names a writer type with its logical type, for error messages.
 func describe(w avro.Schema) string {
 	w = deref(w)
+	if name := connectNameOf(w); isConnectLogical(name) {
+		return string(w.Type()) + "/" + name
+	}
 	if ls, ok := w.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
 		return string(w.Type()) + "/" + ls.Logical().String()
 	}

@@ -44,7 +44,9 @@
 // own buffer, with no parquet.Value built and no arena bytes. A record that fails is cut
 // back from every column: no partial row. On any input a decode allocates at most a
 // bounded multiple of the payload's length; a transcoded body is at most 1 MiB + 64 × the
-// record's body.
+// record's body. The one value built rather than copied, a Debezium VariableScaleDecimal's
+// text, is at most 16,385 bytes plus its digits (its scale is bounded by PostgreSQL's
+// 16,383 digits after the point; a larger one is a decode_error).
 //
 // A Registry keeps each parsed writer schema for the life of the process (a schema id never
 // changes meaning) and a "not found" answer for a TTL (DefaultNegativeTTL).
