@@ -364,3 +364,15 @@ func TestConnectLogicalValuesDeadLettered(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectLogicalIntoPhysicalColumn: a table that took a Debezium column as its
+// physical type (long microseconds) is not filled silently from the logical type: the
+// decoder refuses, naming the Connect type.
+func TestConnectLogicalIntoPhysicalColumn(t *testing.T) {
+	ws := mustWriter(t, 1, dbzAvroSchema([]dbzField{{name: "ts", avro: `{"type":"long","connect.name":"io.debezium.time.MicroTimestamp"}`}}))
+	table := mustTable(t, `{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}},{"name":"ts","type":"long","nullable":true,"metadata":{}}]}`)
+	_, err := Compile(ws, table, "none", mustParquet(t, table, "none"))
+	if ReasonOf(err) != ReasonSchemaMismatch || FieldOf(err) != "ts" || !strings.Contains(fmt.Sprint(err), "writer type long/io.debezium.time.MicroTimestamp cannot be written losslessly to column type long") {
+		t.Errorf("%v, want schema_mismatch at ts naming long/io.debezium.time.MicroTimestamp", err)
+	}
+}
