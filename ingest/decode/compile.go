@@ -636,6 +636,12 @@ func (c *compiler) nonUnion(w avro.Schema, t deltalog.DataType, path string, pqP
 	}
 	switch w := deref(w).(type) {
 	case *avro.RecordSchema:
+		if _, ok, err := connectRecordType(w); ok {
+			if err != nil {
+				return nil, newError(ReasonUnsupportedType, path, err)
+			}
+			return c.varDecimal(w, t, path, pqPath, def, rep)
+		}
 		st, ok := t.(*deltalog.StructType)
 		if !ok {
 			return nil, mismatch(path, "writer record %s cannot be written to column type %s", w.FullName(), t)
@@ -674,6 +680,43 @@ func (c *compiler) nonUnion(w avro.Schema, t deltalog.DataType, path string, pqP
 		c.recordBytes(col, rep)
 	}
 	return leafFn(k, w, t, path, col, def)
+}
+
+// varDecimal compiles a Debezium VariableScaleDecimal record into a string column: the
+// exact value as Java's BigDecimal.toPlainString writes it (plainDecimal), never rescaled.
+func (c *compiler) varDecimal(w *avro.RecordSchema, t deltalog.DataType, path string, pqPath []string, def, rep int) (emitFn, error) {
+	if t != deltalog.String {
+		return nil, mismatch(path, "writer %s cannot be written losslessly to column type %s (want string)", debeziumVarScale, t)
+	}
+	vd, err := varDecimalOf(w)
+	if err != nil {
+		return nil, newError(ReasonUnsupportedType, path, err)
+	}
+	col, err := c.leaf(pqPath, def, rep)
+	if err != nil {
+		return nil, err
+	}
+	return func(s *state, r int) error {
+		var scale int32
+		var value []byte
+		for i := range 2 {
+			var err error
+			if i == vd.scale {
+				scale, err = s.int()
+			} else {
+				value, err = s.span()
+			}
+			if err != nil {
+				return withField(err, path)
+			}
+		}
+		text, err := plainDecimal(value, scale)
+		if err != nil {
+			return withField(err, path)
+		}
+		s.putByteArray(text, r, def, col)
+		return nil
+	}, nil
 }
 
 func (c *compiler) array(w *avro.ArraySchema, t *deltalog.ArrayType, path string, pqPath []string, def, rep, depth int) (emitFn, error) {
@@ -1010,6 +1053,44 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				s.putInt64(int64(v)*microsPerDay, r, def, col)
 				return nil
 			}, nil
+		case t == deltalog.Long && k.base == kTimeMillisMicros:
+			return func(s *state, r int) error {
+				v, err := s.int()
+				if err != nil {
+					return fail(err)
+				}
+				s.putInt64(int64(v)*1000, r, def, col)
+				return nil
+			}, nil
+		case t == deltalog.Long && k.base == kTimeNanos,
+			t == deltalog.TimestampNtz && k.base == kLocalTsNanos:
+			// Delta keeps microseconds: the nanoseconds are cut to the earlier
+			// microsecond (floor), before 1970 as after.
+			return func(s *state, r int) error {
+				v, err := s.long()
+				if err != nil {
+					return fail(err)
+				}
+				q := v / 1000
+				if v%1000 < 0 {
+					q--
+				}
+				s.putInt64(q, r, def, col)
+				return nil
+			}, nil
+		case t == deltalog.Timestamp && k.base == kZonedTs:
+			return func(s *state, r int) error {
+				b, err := s.span()
+				if err != nil {
+					return fail(err)
+				}
+				v, err := zonedMicros(b)
+				if err != nil {
+					return fail(err)
+				}
+				s.putInt64(v, r, def, col)
+				return nil
+			}, nil
 		case t == deltalog.Long && (k.base == kLong || k.base == kTimeMicros),
 			t == deltalog.Timestamp && k.base == kTsMicros,
 			t == deltalog.TimestampNtz && k.base == kLocalTsMicros:
@@ -1137,6 +1218,9 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 // describe names a writer type with its logical type, for error messages.
 func describe(w avro.Schema) string {
 	w = deref(w)
+	if name := connectNameOf(w); isConnectLogical(name) {
+		return string(w.Type()) + "/" + name
+	}
 	if ls, ok := w.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
 		return string(w.Type()) + "/" + ls.Logical().String()
 	}

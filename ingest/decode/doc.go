@@ -10,7 +10,9 @@
 //   - ParseFrame splits a Confluent-framed value: the magic byte 0, a 4-byte big-endian
 //     schema id, the Avro binary body.
 //   - ToDelta maps an Avro writer schema to a Delta schema (docs/schema-policies.md, "Avro
-//     to Delta types").
+//     to Delta types"); Kafka Connect and Debezium logical types (connect.name in Avro, a
+//     schema name in Kafka Connect JSON) are decided by one table for both formats
+//     (connect.go; docs/formats.md, "Kafka Connect and Debezium logical types").
 //   - Registry fetches, parses and caches writer schemas by id from a Confluent-compatible
 //     schema registry; StaticSchema loads a configured .avsc for raw (unframed) Avro, and
 //     ParseWriterSchema parses one schema text.
@@ -42,7 +44,9 @@
 // own buffer, with no parquet.Value built and no arena bytes. A record that fails is cut
 // back from every column: no partial row. On any input a decode allocates at most a
 // bounded multiple of the payload's length; a transcoded body is at most 1 MiB + 64 × the
-// record's body.
+// record's body. The one value built rather than copied, a Debezium VariableScaleDecimal's
+// text, is at most 16,385 bytes plus its digits (its scale is bounded by PostgreSQL's
+// 16,383 digits after the point; a larger one is a decode_error).
 //
 // A Registry keeps each parsed writer schema for the life of the process (a schema id never
 // changes meaning) and a "not found" answer for a TTL (DefaultNegativeTTL).

@@ -46,8 +46,6 @@ const (
 	jTimestamp  // RFC 3339 with an offset → microseconds UTC
 	jTsNtz      // RFC 3339 without an offset → microseconds
 	jDecimal    // a JSON number, exact
-	jDateDays   // Connect Date: days since the epoch (int)
-	jTsMillis   // Connect Timestamp: milliseconds since the epoch (long)
 	jDecimalB64 // Connect Decimal: base64 of the unscaled big-endian two's complement, or a number
 	jStruct
 	jArray
@@ -55,10 +53,14 @@ const (
 )
 
 type jNode struct {
-	kind         jKind
-	nullable     bool
-	open         bool // jStruct: keys that are not fields are ignored (JSON Schema's open objects)
-	prec, scale  int
+	kind        jKind
+	nullable    bool
+	open        bool // jStruct: keys that are not fields are ignored (JSON Schema's open objects)
+	prec, scale int
+	// connect and params are a Kafka Connect schema's name and parameters, carried into
+	// the Avro schema as connect.name and connect.parameters (connect.go decides them).
+	connect      string
+	params       map[string]string
 	fields       []jField // jStruct
 	byName       map[string]int
 	byKey        map[string]int // deltalog.NameKey → index
@@ -152,17 +154,19 @@ func (n *jNode) avroSchema(names *int) any {
 		t = "string"
 	case jBinary:
 		t = "bytes"
-	case jDate, jDateDays:
+	case jDate:
 		t = map[string]any{"type": "int", "logicalType": "date"}
-	case jTimestamp, jTsMillis:
+	case jTimestamp:
 		t = map[string]any{"type": "long", "logicalType": "timestamp-micros"}
 	case jTsNtz:
 		t = map[string]any{"type": "long", "logicalType": "local-timestamp-micros"}
-	case jDecimal, jDecimalB64:
+	case jDecimal:
+		t = map[string]any{"type": "bytes", "logicalType": "decimal", "precision": n.prec, "scale": n.scale}
+	case jDecimalB64:
 		t = map[string]any{"type": "bytes", "logicalType": "decimal", "precision": n.prec, "scale": n.scale}
 	case jStruct:
 		*names++
-		rec := avroRecord{Type: "record", Name: "r" + strconv.Itoa(*names), Fields: make([]avroField, len(n.fields))}
+		rec := avroRecord{Type: "record", Name: "r" + strconv.Itoa(*names), Fields: make([]avroField, len(n.fields)), ConnectName: n.connect}
 		for i, f := range n.fields {
 			rec.Fields[i] = avroField{Name: f.name, Type: f.node.avroSchema(names)}
 		}
@@ -171,6 +175,22 @@ func (n *jNode) avroSchema(names *int) any {
 		t = map[string]any{"type": "array", "items": n.elem.avroSchema(names)}
 	case jMap:
 		t = map[string]any{"type": "map", "values": n.values.avroSchema(names)}
+	}
+	if n.connect != "" && n.kind != jStruct {
+		m, ok := t.(map[string]any)
+		if !ok {
+			m = map[string]any{"type": t}
+		}
+		m[connectNameProp] = n.connect
+		// Kafka Connect's own logical types also get their standard Avro logicalType,
+		// as AvroData writes them (and so dlq inspect shows dates and times).
+		if cl, ok := connectLogicals[n.connect]; ok && strings.HasPrefix(n.connect, connectNamespaces[0]) && m["logicalType"] == nil {
+			m["logicalType"] = cl.logical[0]
+		}
+		if len(n.params) > 0 {
+			m[connectParamsProp] = n.params
+		}
+		t = m
 	}
 	if n.nullable {
 		return []any{"null", t}
@@ -508,24 +528,15 @@ func (c *connectSchema) node(path string, depth int) (*jNode, error) {
 	if depth > maxJSONDepth {
 		return nil, newError(ReasonUnsupportedType, path, fmt.Errorf("convert schema: nested deeper than %d", maxJSONDepth))
 	}
-	n := &jNode{nullable: c.Optional}
-	switch c.Name {
-	case "org.apache.kafka.connect.data.Decimal":
-		scale, err := strconv.Atoi(c.Parameters["scale"])
-		prec := 38
-		if p, ok := c.Parameters["connect.decimal.precision"]; ok {
-			prec, err = strconv.Atoi(p)
-		}
-		if err != nil || prec < 1 || prec > maxDecimalPrecision || scale < 0 || scale > prec {
-			return nil, newError(ReasonUnsupportedType, path, fmt.Errorf("convert schema: Decimal with scale %q and precision %q outside Delta's decimal(1..38, 0..p)", c.Parameters["scale"], c.Parameters["connect.decimal.precision"]))
+	// The name and parameters travel into the Avro schema, where connect.go maps them as
+	// a Connect Avro converter's connect.name and connect.parameters.
+	n := &jNode{nullable: c.Optional, connect: c.Name, params: c.Parameters}
+	if c.Name == connectDecimal && c.Type == "bytes" {
+		prec, scale, err := connectDecimalParams(c.Parameters)
+		if err != nil {
+			return nil, newError(ReasonUnsupportedType, path, err)
 		}
 		n.kind, n.prec, n.scale = jDecimalB64, prec, scale
-		return n, nil
-	case "org.apache.kafka.connect.data.Date":
-		n.kind = jDateDays
-		return n, nil
-	case "org.apache.kafka.connect.data.Timestamp":
-		n.kind = jTsMillis
 		return n, nil
 	}
 	switch c.Type {
@@ -625,8 +636,7 @@ func (n *jNode) want() string {
 	return map[jKind]string{jBool: "true or false", jInt: "an integer within 32 bits", jLong: "an integer within 64 bits", jFloat: "a number",
 		jDouble: "a number", jString: "a string", jBinary: "a base64 string", jDate: `a date string "YYYY-MM-DD"`,
 		jTimestamp: "an RFC 3339 timestamp string with an offset", jTsNtz: "an RFC 3339 timestamp string without an offset",
-		jDecimal:  fmt.Sprintf("a number with at most %d digits after the point and %d before", n.scale, n.prec-n.scale),
-		jDateDays: "an integer (days since 1970-01-01)", jTsMillis: "an integer (milliseconds since 1970-01-01T00:00:00Z)",
+		jDecimal:    fmt.Sprintf("a number with at most %d digits after the point and %d before", n.scale, n.prec-n.scale),
 		jDecimalB64: "a base64 string of the unscaled value, or a number", jStruct: "an object", jArray: "an array", jMap: "an object"}[n.kind]
 }
 
@@ -663,7 +673,7 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 			return withField(sc.literal("false"), path)
 		}
 		return wrongType(path, n, c)
-	case jInt, jLong, jDateDays, jTsMillis:
+	case jInt, jLong:
 		num, err := sc.number()
 		if err != nil {
 			return withField(err, path)
@@ -672,18 +682,12 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 			return wrongType(path, n, c)
 		}
 		bitsz := 64
-		if n.kind == jInt || n.kind == jDateDays {
+		if n.kind == jInt {
 			bitsz = 32
 		}
 		v, perr := strconv.ParseInt(string(num), 10, bitsz)
 		if perr != nil {
 			return newError(ReasonDecodeError, path, fmt.Errorf("JSON number %s where the column wants %s", num, n.want()))
-		}
-		if n.kind == jTsMillis {
-			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
-				return newError(ReasonDecodeError, path, fmt.Errorf("timestamp %d ms overflows microseconds", v))
-			}
-			v *= 1000
 		}
 		e.long(v)
 	case jFloat, jDouble:

@@ -316,9 +316,10 @@ var uint64Decimal = map[string]any{"type": "bytes", "logicalType": "decimal", "p
 
 // avroRecord and avroField keep Avro's field order when marshalled.
 type avroRecord struct {
-	Type   string      `json:"type"`
-	Name   string      `json:"name"`
-	Fields []avroField `json:"fields"`
+	Type        string      `json:"type"`
+	Name        string      `json:"name"`
+	Fields      []avroField `json:"fields"`
+	ConnectName string      `json:"connect.name,omitempty"` // Kafka Connect JSON's struct names (connect.go)
 }
 
 type avroField struct {

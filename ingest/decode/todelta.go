@@ -24,6 +24,13 @@ const maxDecimalPrecision = 38
 //   - date → date; timestamp-millis/micros → timestamp; local-timestamp-millis/micros →
 //     timestamp_ntz; time-millis → integer; time-micros → long; other logical types → the
 //     underlying type;
+//   - a Kafka Connect logical type named by the "connect.name" property decides over the
+//     above (connect.go; docs/formats.md, "Kafka Connect and Debezium logical types"):
+//     Debezium's timestamps → timestamp_ntz, ZonedTimestamp → timestamp, times → long
+//     microseconds since midnight, VariableScaleDecimal (a record) → string, Connect's
+//     Decimal → decimal(p,s) from its parameters; an unknown name under
+//     org.apache.kafka.connect.data., io.debezium.data. or io.debezium.time., a name on
+//     another physical type, or a logicalType contradicting the name is unsupported_type;
 //   - record → struct; array → array (containsNull when items admit null); map → map<string,
 //     …> (valueContainsNull when values admit null);
 //   - [null,T], [T,null], [T] → T, nullable; a union with ≥ 2 non-null branches → struct<
@@ -191,6 +198,12 @@ func (c *converter) convert(s avro.Schema, path string) (t deltalog.DataType, nu
 		}
 		return st, nullable, false, nil
 	case *avro.RecordSchema:
+		if t, ok, err := connectRecordType(s); ok {
+			if err != nil {
+				return nil, false, false, newError(ReasonUnsupportedType, path, err)
+			}
+			return t, false, false, nil
+		}
 		st, err := c.record(s, path, false)
 		return st, false, false, err
 	case *avro.ArraySchema:
@@ -260,10 +273,20 @@ const (
 	kUUID
 	kDecimalBytes
 	kDecimalFixed
+	// Kafka Connect logical types without an Avro logical type of their own (connect.go)
+	kTimeMillisMicros // int milliseconds since midnight → long microseconds
+	kTimeNanos        // long nanoseconds since midnight → long microseconds
+	kLocalTsNanos     // long nanoseconds since the epoch, no zone → timestamp_ntz
+	kZonedTs          // an ISO-8601 string with an offset → timestamp
+	kVarDecimal       // a {scale, value} record → its exact decimal text
 )
 
-// classify returns the kind of a primitive, enum or fixed schema.
+// classify returns the kind of a primitive, enum or fixed schema; a Kafka Connect logical
+// type name on it decides (classifyConnect).
 func classify(s avro.Schema) (kind, error) {
+	if name := connectNameOf(s); name != "" && isConnectLogical(name) {
+		return classifyConnect(deref(s), name)
+	}
 	switch s := s.(type) {
 	case *avro.RefSchema:
 		return classify(s.Schema())
@@ -361,21 +384,21 @@ func (k kind) deltaType() deltalog.DataType {
 		return deltalog.Boolean
 	case kInt, kTimeMillis:
 		return deltalog.Integer
-	case kLong, kTimeMicros:
+	case kLong, kTimeMicros, kTimeMillisMicros, kTimeNanos:
 		return deltalog.Long
 	case kFloat:
 		return deltalog.Float
 	case kDouble:
 		return deltalog.Double
-	case kString, kEnum, kUUID:
+	case kString, kEnum, kUUID, kVarDecimal:
 		return deltalog.String
 	case kBytes, kFixed:
 		return deltalog.Binary
 	case kDate:
 		return deltalog.Date
-	case kTsMillis, kTsMicros:
+	case kTsMillis, kTsMicros, kZonedTs:
 		return deltalog.Timestamp
-	case kLocalTsMillis, kLocalTsMicros:
+	case kLocalTsMillis, kLocalTsMicros, kLocalTsNanos:
 		return deltalog.TimestampNtz
 	case kDecimalBytes, kDecimalFixed:
 		return deltalog.DecimalType{Precision: k.precision, Scale: k.scale}
