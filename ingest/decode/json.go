@@ -231,6 +231,9 @@ func NewJSONSource(file *deltalog.StructType, exclude []string) *JSONSource {
 
 // Writer implements DocumentSource: value must be one JSON object (no framing).
 func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSchema, []byte, error) {
+	if ws := s.baseWriter(table); ws != nil && ws.transcodeAhead(value, true) {
+		return ws, value, nil
+	}
 	sc := &jScanner{b: value}
 	keys, err := sc.topKeys()
 	if err != nil {
@@ -238,10 +241,7 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.base == nil || table != s.table || len(s.cache) > maxJSONWriters {
-		s.table, s.cache = table, map[string]*WriterSchema{}
-		s.base = s.baseNode(table)
-	}
+	s.refresh(table)
 	var extra []jField
 	var sig strings.Builder
 	newKeys := map[string]bool{}
@@ -283,6 +283,23 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	s.nextKey++
 	s.cache[key] = ws
 	return ws, value, nil
+}
+
+// refresh rebuilds the cache for a new table (or a full cache); s.mu is held.
+func (s *JSONSource) refresh(table *deltalog.StructType) {
+	if s.base == nil || table != s.table || len(s.cache) > maxJSONWriters {
+		s.table, s.cache = table, map[string]*WriterSchema{}
+		s.base = s.baseNode(table)
+	}
+}
+
+// baseWriter is the cached writer schema of a record that has only the base's keys (nil
+// until such a record came).
+func (s *JSONSource) baseWriter(table *deltalog.StructType) *WriterSchema {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refresh(table)
+	return s.cache[""]
 }
 
 // baseNode is the base schema's node for table: the file's, else the table's columns a
@@ -440,6 +457,14 @@ func NewConnectSource() *ConnectSource {
 
 // Writer implements DocumentSource; table is not used: the record names its schema.
 func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSchema, []byte, error) {
+	if schema, payload, ok := fastEnvelope(value); ok {
+		s.mu.Lock()
+		ws := s.cache[string(schema)]
+		s.mu.Unlock()
+		if ws != nil && ws.transcodeAhead(payload, false) {
+			return ws, payload, nil
+		}
+	}
 	sc := &jScanner{b: value}
 	keys, err := sc.topKeys()
 	if err != nil {
@@ -582,10 +607,25 @@ func (c *connectSchema) node(path string, depth int) (*jNode, error) {
 }
 
 // jsonBody transcodes JSON documents of one writer schema.
-type jsonBody struct{ top *jNode }
+type jsonBody struct {
+	top  *jNode
+	memo jMemo // the last transcoding a DocumentSource made while choosing this writer
+}
 
 func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer recoverPanic(&err)
+	if out, ok := j.memo.take(dst, body); ok {
+		return out, nil
+	}
+	if out, _, ok := fastJSON(dst, body, j.top, false, false); ok {
+		return out, nil
+	}
+	return j.slowAvro(dst, body)
+}
+
+// slowAvro is the two-pass transcoder: the reference of the one-pass one (jsonfast.go),
+// and the one that reports every failure.
+func (j *jsonBody) slowAvro(dst, body []byte) (out []byte, err error) {
 	e := &jEncoder{newAvroAppender(dst, len(body))}
 	sc := &jScanner{b: body}
 	sc.ws()

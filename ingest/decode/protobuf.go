@@ -306,11 +306,15 @@ type pbField struct {
 	nullable bool   // [null, T]: the field tracks presence
 
 	// The wire decoder's (protowire.go):
-	num   protowire.Number
-	kk    protoreflect.Kind // a map key's Protobuf kind
-	kutf8 bool              // a string map key must be valid UTF-8
-	oneof int               // 1 + the index of the field's oneof in pbMsg.oneofs; 0 for none
-	zero  []byte            // the Avro encoding of an absent non-nullable singular value
+	num    protowire.Number
+	kk     protoreflect.Kind // a map key's Protobuf kind
+	kutf8  bool              // a string map key must be valid UTF-8
+	oneof  int               // 1 + the index of the field's oneof in pbMsg.oneofs; 0 for none
+	zero   []byte            // the Avro encoding of an absent non-nullable singular value
+	wt     protowire.Type    // the wire type of one value (a map's entries: bytes)
+	pack   bool              // repeated values may come packed (bytes)
+	occurs bool              // every occurrence is kept: a message, repeated or map field
+	utf8v  bool              // the value's strings must be valid UTF-8 (a map's: checked per entry)
 }
 
 type pbMsg struct {

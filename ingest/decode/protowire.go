@@ -172,6 +172,13 @@ func (pm *pbMsg) index() error {
 	pm.byNum = make([]int32, maxDense)
 	for i := range pm.fields {
 		f := &pm.fields[i]
+		f.wt = wireType(f.typ.pk)
+		f.pack = f.list && packable(f.typ.pk)
+		f.occurs = f.list || f.isMap || f.typ.pk == protoreflect.MessageKind || f.typ.pk == protoreflect.GroupKind
+		f.utf8v = f.typ.utf8 && !f.isMap
+		if f.isMap {
+			f.wt = protowire.BytesType
+		}
 		if int(f.num) < maxDense {
 			pm.byNum[f.num] = int32(i + 1)
 		} else {
@@ -338,59 +345,82 @@ func (s *pbState) scan(lv *pbLevel, pm *pbMsg, b []byte) error {
 	clear(lv.slots)
 	lv.spans = lv.spans[:0]
 	for i := 0; i < len(b); {
-		num, wt, n := protowire.ConsumeTag(b[i:])
-		if n < 0 || num > protowire.MaxValidNumber {
-			return errPBWire
+		var num protowire.Number
+		var wt protowire.Type
+		if c := b[i]; c < 0x80 && c >= 8 { // a one-byte tag
+			num, wt = protowire.Number(c>>3), protowire.Type(c&7)
+			i++
+		} else {
+			var n int
+			num, wt, n = protowire.ConsumeTag(b[i:])
+			if n < 0 || num > protowire.MaxValidNumber {
+				return errPBWire
+			}
+			i += n
 		}
-		i += n
 		fi := pm.field(num)
-		if fi < 0 {
-			if n = protowire.ConsumeFieldValue(num, wt, b[i:]); n < 0 {
-				return errPBWire
-			}
-			i += n
-			continue
+		var f *pbField
+		if fi >= 0 {
+			f = &pm.fields[fi]
 		}
-		f := &pm.fields[fi]
-		want := wireType(f.typ.pk)
-		switch {
-		case f.isMap:
-			want = protowire.BytesType
-		case f.list && wt == protowire.BytesType && packable(f.typ.pk):
-			want = protowire.BytesType
-		}
-		if wt != want { // a mismatched wire type is an unknown field
-			if n = protowire.ConsumeFieldValue(num, wt, b[i:]); n < 0 {
-				return errPBWire
-			}
-			i += n
-			continue
-		}
-		if wt == protowire.StartGroupType {
-			v, n := protowire.ConsumeGroup(num, b[i:])
+		if f == nil || wt != f.wt && !(wt == protowire.BytesType && f.pack) {
+			// an unknown field, or a known one of a mismatched wire type: skipped
+			n := protowire.ConsumeFieldValue(num, wt, b[i:])
 			if n < 0 {
 				return errPBWire
 			}
-			s.occur(lv, pm, fi, i, i+len(v), wt)
 			i += n
 			continue
 		}
-		if n = consumeValue(b[i:], wt); n < 0 {
-			return errPBWire
-		}
-		if f.typ.utf8 && !f.isMap {
-			v, _ := protowire.ConsumeBytes(b[i:])
-			if !utf8.Valid(v) {
+		var n int
+		switch wt {
+		case protowire.VarintType:
+			if i < len(b) && b[i] < 0x80 {
+				n = 1
+			} else {
+				_, n = protowire.ConsumeVarint(b[i:])
+			}
+		case protowire.Fixed32Type:
+			n = 4
+			if len(b)-i < 4 {
+				n = -1
+			}
+		case protowire.Fixed64Type:
+			n = 8
+			if len(b)-i < 8 {
+				n = -1
+			}
+		case protowire.BytesType:
+			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
+				n = 1 + int(b[i])
+			} else {
+				_, n = protowire.ConsumeBytes(b[i:])
+			}
+			if n > 0 && f.utf8v {
+				v, _ := protowire.ConsumeBytes(b[i:])
+				if !utf8.Valid(v) {
+					return errPBWire
+				}
+			}
+		case protowire.StartGroupType:
+			v, m := protowire.ConsumeGroup(num, b[i:])
+			if m < 0 {
 				return errPBWire
 			}
+			s.occur(lv, pm, fi, i, i+len(v), wt)
+			i += m
+			continue
 		}
-		if f.list || f.isMap || f.typ.pk == protoreflect.MessageKind {
+		if n < 0 {
+			return errPBWire
+		}
+		if f.occurs {
 			s.occur(lv, pm, fi, i, i+n, wt)
 		} else {
-			sl := &lv.slots[fi]
 			if f.oneof != 0 {
 				s.clearOneof(lv, pm, fi)
 			}
+			sl := &lv.slots[fi]
 			sl.set, sl.wt, sl.off, sl.end = true, wt, i, i+n
 		}
 		i += n
