@@ -768,48 +768,48 @@ func (f *jFast) skip(depth int) bool {
 	return true
 }
 
-// jMemo keeps the last document a DocumentSource transcoded while it chose the writer
-// schema, so that the decode that follows takes the bytes instead of reading the document
-// again. It is matched by the document's bytes, never by identity.
+// jMemo keeps the transcodings a DocumentSource made while it chose the writer schemas of
+// a batch's documents (the flush picks every record's writer schema first, then decodes
+// them), so that each decode takes its bytes instead of reading the document again. Entries
+// are keyed by the document's bytes (never by identity), taken once, and dropped all at
+// once past maxMemoBytes (documents that were never decoded: routed elsewhere).
 type jMemo struct {
-	mu   sync.Mutex
-	last *jMemoEntry
-	pool sync.Pool // *jMemoEntry
+	mu    sync.Mutex
+	m     map[string][]byte
+	bytes int
 }
 
-type jMemoEntry struct{ in, out []byte }
+// maxMemoBytes bounds the documents and transcodings one writer schema keeps.
+const maxMemoBytes = 64 << 20
 
 // put remembers the transcoding out of document in.
 func (m *jMemo) put(in, out []byte) {
-	e, _ := m.pool.Get().(*jMemoEntry)
-	if e == nil {
-		e = &jMemoEntry{}
-	}
-	e.in, e.out = append(e.in[:0], in...), append(e.out[:0], out...)
+	v := append(make([]byte, 0, len(out)), out...)
 	m.mu.Lock()
-	old := m.last
-	m.last = e
-	m.mu.Unlock()
-	if old != nil && cap(old.in)+cap(old.out) <= maxScratch {
-		m.pool.Put(old)
+	defer m.mu.Unlock()
+	if m.m == nil || m.bytes > maxMemoBytes {
+		m.m, m.bytes = map[string][]byte{}, 0
 	}
+	k := string(in)
+	if _, ok := m.m[k]; !ok {
+		m.bytes += len(in) + len(out)
+	}
+	m.m[k] = v
 }
 
-// take appends the remembered transcoding of body to dst, if it is body's.
+// take appends the remembered transcoding of body to dst, if there is one.
 func (m *jMemo) take(dst, body []byte) ([]byte, bool) {
 	m.mu.Lock()
-	e := m.last
-	if e == nil || !bytes.Equal(e.in, body) {
-		m.mu.Unlock()
+	v, ok := m.m[string(body)]
+	if ok {
+		delete(m.m, string(body))
+		m.bytes -= len(body) + len(v)
+	}
+	m.mu.Unlock()
+	if !ok {
 		return nil, false
 	}
-	m.last = nil
-	m.mu.Unlock()
-	dst = append(dst, e.out...)
-	if cap(e.in)+cap(e.out) <= maxScratch {
-		m.pool.Put(e)
-	}
-	return dst, true
+	return append(dst, v...), true
 }
 
 // transcodeAhead transcodes document body of ws (a JSON writer schema) in one pass and

@@ -95,9 +95,9 @@ func TestJSONSourceTranscodesOnce(t *testing.T) {
 	}
 	jb := ws.body.(*jsonBody)
 	jb.memo.mu.Lock()
-	e := jb.memo.last
+	_, kept := jb.memo.m[string(body)]
 	jb.memo.mu.Unlock()
-	if e == nil || !bytes.Equal(e.in, body) {
+	if !kept {
 		t.Fatal("the writer did not keep the transcoding")
 	}
 	want, err := jb.slowAvro(nil, body)
@@ -108,8 +108,24 @@ func TestJSONSourceTranscodesOnce(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("transcode %x, %v; want %x", got, err, want)
 	}
-	if jb.memo.last != nil {
-		t.Fatal("the kept transcoding was not taken")
+	// A batch: every record's writer schema first, then every decode (as the flush does).
+	docs := [][]byte{bytes.Replace(doc, []byte(`"id": 7`), []byte(`"id": 8`), 1), bytes.Replace(doc, []byte(`"id": 7`), []byte(`"id": 9`), 1)}
+	for _, d := range docs {
+		if w, _, err := src.Writer(table.Delta, d); err != nil || w != ws {
+			t.Fatal(err)
+		}
+	}
+	if len(jb.memo.m) != 2 {
+		t.Fatalf("%d transcodings kept for a batch of 2", len(jb.memo.m))
+	}
+	for _, d := range docs {
+		want, _ := jb.slowAvro(nil, d)
+		if got, err := ws.Transcode(d); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("transcode %x, %v; want %x", got, err, want)
+		}
+	}
+	if len(jb.memo.m) != 0 || jb.memo.bytes != 0 {
+		t.Fatalf("the kept transcoding was not taken: %d entries, %d bytes", len(jb.memo.m), jb.memo.bytes)
 	}
 }
 
