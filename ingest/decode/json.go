@@ -217,6 +217,7 @@ type JSONSource struct {
 	base    *jNode
 	cache   map[string]*WriterSchema
 	nextKey int
+	memo    jMemo
 }
 
 // NewJSONSource returns the source of plain JSON records; file is the columns of the
@@ -231,7 +232,7 @@ func NewJSONSource(file *deltalog.StructType, exclude []string) *JSONSource {
 
 // Writer implements DocumentSource: value must be one JSON object (no framing).
 func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSchema, []byte, error) {
-	if ws := s.baseWriter(table); ws != nil && ws.transcodeAhead(value, true) {
+	if ws := s.baseWriter(table); ws != nil && ws.transcodeAhead(&s.memo, value, true) {
 		return ws, value, nil
 	}
 	sc := &jScanner{b: value}
@@ -280,6 +281,7 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	top := &jNode{kind: jStruct, fields: append(slices.Clone(s.base.fields), extra...)}
 	top.index()
 	ws := jsonWriter(0, s.nextKey<<32, FormatJSON, top)
+	ws.keepTranscodings(&s.memo)
 	s.nextKey++
 	s.cache[key] = ws
 	return ws, value, nil
@@ -448,6 +450,7 @@ type ConnectSource struct {
 	mu      sync.Mutex
 	cache   map[string]*WriterSchema
 	nextKey int
+	memo    jMemo
 }
 
 // NewConnectSource returns the source of Kafka Connect JSON records.
@@ -461,7 +464,7 @@ func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSch
 		s.mu.Lock()
 		ws := s.cache[string(schema)]
 		s.mu.Unlock()
-		if ws != nil && ws.transcodeAhead(payload, false) {
+		if ws != nil && ws.transcodeAhead(&s.memo, payload, false) {
 			return ws, payload, nil
 		}
 	}
@@ -491,6 +494,7 @@ func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSch
 		clear(s.cache)
 	}
 	ws := connectWriter(s.nextKey<<32, schema)
+	ws.keepTranscodings(&s.memo)
 	s.nextKey++
 	s.cache[string(schema)] = ws
 	return ws, payload, nil
@@ -609,12 +613,12 @@ func (c *connectSchema) node(path string, depth int) (*jNode, error) {
 // jsonBody transcodes JSON documents of one writer schema.
 type jsonBody struct {
 	top  *jNode
-	memo jMemo // the last transcoding a DocumentSource made while choosing this writer
+	memo *jMemo // its source's transcodings made while choosing writer schemas (nil: none)
 }
 
 func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer recoverPanic(&err)
-	if out, ok := j.memo.take(dst, body); ok {
+	if out, ok := j.memo.take(j, dst, body); ok {
 		return out, nil
 	}
 	if out, _, ok := fastJSON(dst, body, j.top, false, false); ok {

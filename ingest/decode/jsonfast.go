@@ -770,39 +770,49 @@ func (f *jFast) skip(depth int) bool {
 
 // jMemo keeps the transcodings a DocumentSource made while it chose the writer schemas of
 // a batch's documents (the flush picks every record's writer schema first, then decodes
-// them), so that each decode takes its bytes instead of reading the document again. Entries
-// are keyed by the document's bytes (never by identity), taken once, and dropped all at
-// once past maxMemoBytes (documents that were never decoded: routed elsewhere).
+// them), so that each decode takes its bytes instead of reading the document again. One
+// per source; entries are keyed by writer schema and the document's bytes (never by
+// identity), taken once, and dropped all at once past maxMemoBytes (documents that were
+// never decoded: routed elsewhere).
 type jMemo struct {
 	mu    sync.Mutex
-	m     map[string][]byte
+	m     map[*jsonBody]map[string][]byte
 	bytes int
 }
 
-// maxMemoBytes bounds the documents and transcodings one writer schema keeps.
+// maxMemoBytes bounds the documents and transcodings one source keeps.
 const maxMemoBytes = 64 << 20
 
-// put remembers the transcoding out of document in.
-func (m *jMemo) put(in, out []byte) {
+// put remembers the transcoding out of document in, of writer jb.
+func (m *jMemo) put(jb *jsonBody, in, out []byte) {
 	v := append(make([]byte, 0, len(out)), out...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil || m.bytes > maxMemoBytes {
-		m.m, m.bytes = map[string][]byte{}, 0
+		m.m, m.bytes = map[*jsonBody]map[string][]byte{}, 0
+	}
+	docs := m.m[jb]
+	if docs == nil {
+		docs = map[string][]byte{}
+		m.m[jb] = docs
 	}
 	k := string(in)
-	if _, ok := m.m[k]; !ok {
-		m.bytes += len(in) + len(out)
+	if old, ok := docs[k]; ok {
+		m.bytes -= len(k) + len(old)
 	}
-	m.m[k] = v
+	m.bytes += len(in) + len(out)
+	docs[k] = v
 }
 
-// take appends the remembered transcoding of body to dst, if there is one.
-func (m *jMemo) take(dst, body []byte) ([]byte, bool) {
+// take appends the remembered transcoding of body by jb to dst, if there is one.
+func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
+	if m == nil {
+		return nil, false
+	}
 	m.mu.Lock()
-	v, ok := m.m[string(body)]
+	v, ok := m.m[jb][string(body)]
 	if ok {
-		delete(m.m, string(body))
+		delete(m.m[jb], string(body))
 		m.bytes -= len(body) + len(v)
 	}
 	m.mu.Unlock()
@@ -812,10 +822,18 @@ func (m *jMemo) take(dst, body []byte) ([]byte, bool) {
 	return append(dst, v...), true
 }
 
+// keepTranscodings makes the decodes of ws (a JSON writer schema its source has not
+// published yet) look for their transcodings in memo.
+func (ws *WriterSchema) keepTranscodings(memo *jMemo) {
+	if jb, ok := ws.body.(*jsonBody); ok {
+		jb.memo = memo
+	}
+}
+
 // transcodeAhead transcodes document body of ws (a JSON writer schema) in one pass and
 // remembers the result for the decode that follows; false when the one-pass transcoder
 // gives up. writer: a top-level key ws lacks gives up (plain JSON infers a column for it).
-func (ws *WriterSchema) transcodeAhead(body []byte, writer bool) bool {
+func (ws *WriterSchema) transcodeAhead(memo *jMemo, body []byte, writer bool) bool {
 	jb, ok := ws.body.(*jsonBody)
 	if !ok || ws.DeltaErr != nil {
 		return false
@@ -826,7 +844,7 @@ func (ws *WriterSchema) transcodeAhead(body []byte, writer bool) bool {
 	if !ok {
 		return false
 	}
-	jb.memo.put(body, out)
+	memo.put(jb, body, out)
 	if cap(out) <= maxScratch {
 		*sp = out[:0]
 	}
