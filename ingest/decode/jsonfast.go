@@ -770,38 +770,43 @@ func (f *jFast) skip(depth int) bool {
 
 // jMemo keeps the transcodings a DocumentSource made while it chose the writer schemas of
 // a batch's documents (the flush picks every record's writer schema first, then decodes
-// them), so that each decode takes its bytes instead of reading the document again. One
-// per source; entries are keyed by writer schema and the document's bytes (never by
-// identity), taken once, and dropped all at once past maxMemoBytes (documents that were
-// never decoded: routed elsewhere).
+// them in the same order), so that each decode takes its bytes instead of reading the
+// document again. One per source: a queue of (writer, document, transcoding) in one
+// reused buffer, matched by the writer and the document's bytes (never by identity). A
+// decode that does not match the head looks a few entries further (records routed
+// elsewhere are never decoded) and drops those it passes; past maxMemoBytes, or when the
+// queue empties, the buffer starts over.
 type jMemo struct {
-	mu    sync.Mutex
-	m     map[*jsonBody]map[string][]byte
-	bytes int
+	mu      sync.Mutex
+	buf     []byte
+	entries []jMemoEntry
+	head    int
+}
+
+type jMemoEntry struct {
+	jb           *jsonBody
+	in, out, end int // the document at buf[in:out], its transcoding at buf[out:end]
 }
 
 // maxMemoBytes bounds the documents and transcodings one source keeps.
 const maxMemoBytes = 64 << 20
 
+// memoLookahead is how many entries a decode passes looking for its own.
+const memoLookahead = 64
+
 // put remembers the transcoding out of document in, of writer jb.
 func (m *jMemo) put(jb *jsonBody, in, out []byte) {
-	v := append(make([]byte, 0, len(out)), out...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.m == nil || m.bytes > maxMemoBytes {
-		m.m, m.bytes = map[*jsonBody]map[string][]byte{}, 0
+	if m.head == len(m.entries) || len(m.buf)+len(in)+len(out) > maxMemoBytes {
+		m.buf, m.entries, m.head = m.buf[:0], m.entries[:0], 0
 	}
-	docs := m.m[jb]
-	if docs == nil {
-		docs = map[string][]byte{}
-		m.m[jb] = docs
-	}
-	k := string(in)
-	if old, ok := docs[k]; ok {
-		m.bytes -= len(k) + len(old)
-	}
-	m.bytes += len(in) + len(out)
-	docs[k] = v
+	e := jMemoEntry{jb: jb, in: len(m.buf)}
+	m.buf = append(m.buf, in...)
+	e.out = len(m.buf)
+	m.buf = append(m.buf, out...)
+	e.end = len(m.buf)
+	m.entries = append(m.entries, e)
 }
 
 // take appends the remembered transcoding of body by jb to dst, if there is one.
@@ -810,16 +815,19 @@ func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 		return nil, false
 	}
 	m.mu.Lock()
-	v, ok := m.m[jb][string(body)]
-	if ok {
-		delete(m.m[jb], string(body))
-		m.bytes -= len(body) + len(v)
+	defer m.mu.Unlock()
+	for i := m.head; i < len(m.entries) && i < m.head+memoLookahead; i++ {
+		e := &m.entries[i]
+		if e.jb == jb && bytes.Equal(m.buf[e.in:e.out], body) {
+			dst = append(dst, m.buf[e.out:e.end]...)
+			m.head = i + 1
+			for k := range m.entries[:i+1] {
+				m.entries[k].jb = nil
+			}
+			return dst, true
+		}
 	}
-	m.mu.Unlock()
-	if !ok {
-		return nil, false
-	}
-	return append(dst, v...), true
+	return nil, false
 }
 
 // keepTranscodings makes the decodes of ws (a JSON writer schema its source has not
