@@ -820,10 +820,10 @@ func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 		e := &m.entries[i]
 		if e.jb == jb && bytes.Equal(m.buf[e.in:e.out], body) {
 			dst = append(dst, m.buf[e.out:e.end]...)
-			m.head = i + 1
-			for k := range m.entries[:i+1] {
+			for k := m.head; k <= i; k++ {
 				m.entries[k].jb = nil
 			}
+			m.head = i + 1
 			return dst, true
 		}
 	}

@@ -127,6 +127,13 @@ func TestJSONSourceTranscodesOnce(t *testing.T) {
 	if n := len(jb.memo.entries) - jb.memo.head; n != 0 {
 		t.Fatalf("%d kept transcodings were not taken", n)
 	}
+	// A record routed elsewhere is never decoded: the next decode passes its entry.
+	for _, d := range docs {
+		src.Writer(table.Delta, d)
+	}
+	if _, err := ws.Transcode(docs[1]); err != nil || jb.memo.head != len(jb.memo.entries) || jb.memo.entries[0].jb != nil {
+		t.Fatalf("passing an entry: %v, head %d of %d", err, jb.memo.head, len(jb.memo.entries))
+	}
 }
 
 // TestJSONOnePassDocument checks the document the one pass builds for the JSON Schema
