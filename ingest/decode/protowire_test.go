@@ -239,7 +239,7 @@ func pbDiffCase(t *testing.T, seed uint64, raw []byte) (*WriterSchema, []byte) {
 // transcoder it replaced on random bodies of two rich schemas: equal Avro bytes, or equal
 // errors (reason and message).
 func TestProtobufWireDecoderMatchesDynamicpb(t *testing.T) {
-	n := uint64(2500)
+	n := uint64(800)
 	if testing.Short() {
 		n = 300
 	}
