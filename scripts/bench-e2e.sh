@@ -15,6 +15,14 @@
 # Environment (defaults):
 #   N=2000000          records per topic          P=4       partitions
 #   SIZES="200 1024"   framed record sizes         COMPRESSION=none   (or lz4: producer side)
+#   FORMATS=avro       the record formats, a topic each per size: avro (Confluent-framed),
+#                      protobuf (Confluent-framed), json (plain; ingestd takes the columns
+#                      from the record's .avsc, avro_schema_file). The record is the same in
+#                      each: the Avro record's fields and values, its note as long as in the
+#                      Avro record of the size (so a SIZE names the Avro record's size; the
+#                      table's "record" column shows each format's mean value size). Readers
+#                      of a format other than avro are labelled "(format)"; kdi reads avro
+#                      and json (it has no Protobuf input), the latency run the first format.
 #   READERS="baseline ingestd1 ingestd2 kdi"       the first order; the second is reversed
 #   LATENCY=1          also produce → visible latency at RATE records/s for LAT_SECONDS, then
 #                      LAT_TAIL more seconds (default MAX_AGE + 2 s) that are produced and
@@ -62,6 +70,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 N="${N:-2000000}"; P="${P:-4}"; SIZES="${SIZES:-200 1024}"; COMPRESSION="${COMPRESSION:-none}"
 READERS="${READERS:-baseline ingestd1 ingestd2 kdi}"
+FORMATS="${FORMATS:-avro}"; FORMAT="${FORMATS%% *}"; FMT_LABEL=""
 LATENCY="${LATENCY:-1}"; RATE="${RATE:-auto}"; LAT_SECONDS="${LAT_SECONDS:-20}"; LAT_TAIL="${LAT_TAIL:-}"
 MODE="${MODE:-append}"; TABLE_EXTRA=""; MODE_LABEL=""
 case "$MODE" in
@@ -175,7 +184,7 @@ run_reader() {
   log "$r on $topic"
   case "$r" in
     baseline)
-      "$B" consume -out "$RESULTS" -topic "$topic" -record-bytes "$size" -broker-pid "$BROKER_PID" -label "consume-only (franz-go)" >/dev/null ;;
+      "$B" consume -out "$RESULTS" -topic "$topic" -record-bytes "$(record_bytes "$size")" -broker-pid "$BROKER_PID" -label "consume-only (franz-go)$FMT_LABEL" >/dev/null ;;
     ingestd1|ingestd2|base1|base2)
       local procs="${r: -1}" cfg="$OUT/cfg-$tag" port bin="$OUT/bin/ingestd" name="ingestd"
       if [ "${r#base}" != "$r" ]; then
@@ -193,26 +202,35 @@ run_reader() {
         prof+=(--trace "$OUT/prof/$tag.trace")
       fi
       port=$((20000 + RANDOM % 20000))
+      local source="schema_registry: {url: \"$SCHEMA_REGISTRY_URL\"}"
+      case "$FORMAT" in
+        protobuf) source="format: protobuf
+$source" ;;
+        json) "$B" avsc > "$cfg/bench.avsc"; source="format: json
+avro_schema_file: bench.avsc" ;;
+      esac
       cat > "$cfg/bench.yaml" <<YAML
 name: bench
 kafka: {brokers: ["$KAFKA_BROKERS"], topics: [$topic], group: bench-$tag, start_offset: earliest}
-schema_registry: {url: "$SCHEMA_REGISTRY_URL"}
+$source
 table: {uri: "file://$t", create: true, partition_by: []$TABLE_EXTRA}
 schema: {policy: evolve, on_incompatible: halt, allow_table_features: []}
 dead_letter: {topic: $topic.dlq}
 batch: {max_records: $(batch_records "$size"), max_bytes: $MAX_BYTES, max_age: $MAX_AGE}
 YAML
-      "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs$MODE_LABEL${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+      "$B" run -out "$RESULTS" -label "$name GOMAXPROCS=$procs$MODE_LABEL$FMT_LABEL${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$(record_bytes "$size")" \
         -table "$t" -metrics "http://127.0.0.1:$port/metrics" -python "$PY" -log "$OUT/logs/$tag.log" -broker-pid "$BROKER_PID" \
         -env "GOMAXPROCS=$procs" "$@" -- "$bin" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     kdi)
-      if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; then return 0; fi
+      if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ] || [ "$FORMAT" = protobuf ]; then return 0; fi
+      local input=(--avro "$SCHEMA_REGISTRY_URL")
+      [ "$FORMAT" = json ] && input=()
       "$PY" scripts/bench/create_table.py "$t"
-      "$B" run -out "$RESULTS" -label "kafka-delta-ingest${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$size" \
+      "$B" run -out "$RESULTS" -label "kafka-delta-ingest$FMT_LABEL${SUFFIX:-}" -topic "$topic" -want "$N_WANT" -record-bytes "$(record_bytes "$size")" \
         -table "$t" -python "$PY" -log "$OUT/logs/$tag.log" -broker-pid "$BROKER_PID" "$@" -- \
         "$KDI_BIN" ingest "$topic" "file://$t" --kafka "$KAFKA_BROKERS" --consumer_group "bench-$tag" --app_id "bench-$tag" \
-        --auto_offset_reset earliest --avro "$SCHEMA_REGISTRY_URL" --allowed_latency "${MAX_AGE%s}" \
+        --auto_offset_reset earliest "${input[@]}" --allowed_latency "${MAX_AGE%s}" \
         --max_messages_per_batch "$(batch_records "$size")" --checkpoints >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     *) die "unknown reader $r (want baseline, ingestd1, ingestd2, base1, base2 or kdi)" ;;
@@ -224,18 +242,30 @@ batch_records() {
   if [ "$MAX_RECORDS" != auto ]; then echo "$MAX_RECORDS"; elif [ "$1" -le 200 ]; then echo 50000; else echo 12500; fi
 }
 
+# record_bytes SIZE: the mean value size of FORMAT's records of SIZE (from its produce output).
+record_bytes() {
+  local f="$OUT/produce-$FORMAT-$1.json"
+  if [ -f "$f" ]; then sed -n 's/.*"record_bytes":\([0-9]*\).*/\1/p' "$f"; else echo "$1"; fi
+}
+
 reversed() { local out="" x; for x in $1; do out="$x $out"; done; echo "$out"; }
 
 FIRST_RATE=""
 for size in $SIZES; do
+ for FORMAT in $FORMATS; do
+  case "$FORMAT" in avro) FMT_LABEL="" ;; protobuf|json) FMT_LABEL=" ($FORMAT)" ;; *) die "FORMATS: $FORMAT is not avro, protobuf or json" ;; esac
   topic="bench-e2e-$size-$STAMP"
-  log "producing $N records of $size B to $topic ($P partitions, compression $COMPRESSION)"
+  [ "$FORMAT" = avro ] || topic="bench-e2e-$FORMAT-$size-$STAMP"
+  log "producing $N $FORMAT records of $size B to $topic ($P partitions, compression $COMPRESSION)"
   echo "$(date -u +%T) produce $topic load $(load)" >> "$LOADS"
-  "$B" produce -topic "$topic" -partitions "$P" -n "$N" -size "$size" -compression "$COMPRESSION" > "$OUT/produce-$size.json"
+  "$B" produce -topic "$topic" -partitions "$P" -n "$N" -size "$size" -compression "$COMPRESSION" -format "$FORMAT" > "$OUT/produce-$FORMAT-$size.json"
   N_WANT="$N"
   for r in $READERS $(reversed "$READERS"); do run_reader "$r" "$topic" "$size"; done
+ done
+ FORMAT="${FORMATS%% *}"  # the latency run's
+ case "$FORMAT" in avro) FMT_LABEL="" topic="bench-e2e-$size-$STAMP" ;; *) FMT_LABEL=" ($FORMAT)" topic="bench-e2e-$FORMAT-$size-$STAMP" ;; esac
   if [ -z "$FIRST_RATE" ]; then
-    FIRST_RATE="$(awk -v t="$topic" -v l="\"label\":\"ingestd GOMAXPROCS=1$MODE_LABEL\"" -F'"wall_seconds":' 'index($0, l) && index($0, "\"topic\":\"" t "\"") {split($2, a, ","); w=a[1]; n=$0; sub(/.*"records":/, "", n); sub(/,.*/, "", n); print int(n / w / 2); exit}' "$RESULTS")"
+    FIRST_RATE="$(awk -v t="$topic" -v l="\"label\":\"ingestd GOMAXPROCS=1$MODE_LABEL$FMT_LABEL\"" -F'"wall_seconds":' 'index($0, l) && index($0, "\"topic\":\"" t "\"") {split($2, a, ","); w=a[1]; n=$0; sub(/.*"records":/, "", n); sub(/,.*/, "", n); print int(n / w / 2); exit}' "$RESULTS")"
   fi
 done
 
@@ -250,12 +280,12 @@ if [ "$LATENCY" = 1 ]; then
   for r in ingestd1 kdi; do
     [ "$r" = kdi ] && { [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ]; } && continue
     topic="bench-e2e-lat-$r-$size-$STAMP"
-    "$B" produce -topic "$topic" -partitions "$P" -n 0 -size "$size" > /dev/null  # register the schema, create the topic
+    "$B" produce -topic "$topic" -partitions "$P" -n 0 -size "$size" -format "$FORMAT" > /dev/null  # register the schema, create the topic
     SUFFIX=", latency run at $rate records/s" run_reader "$r" "$topic" "$size" -latency -latency-window "${LAT_SECONDS}s" &
     rpid=$!
     sleep 3
     log "producing $N_WANT records at $rate records/s to $topic (latency over the first ${LAT_SECONDS} s)"
-    "$B" produce -topic "$topic" -existing -partitions "$P" -n "$N_WANT" -size "$size" -compression "$COMPRESSION" -rate "$rate" > /dev/null
+    "$B" produce -topic "$topic" -existing -partitions "$P" -n "$N_WANT" -size "$size" -compression "$COMPRESSION" -rate "$rate" -format "$FORMAT" > /dev/null
     wait "$rpid"
   done
 fi
@@ -265,7 +295,7 @@ mib="${MAX_BYTES%MiB}"; [[ "$mib" =~ ^[0-9]+$ ]] || mib=128  # the RSS goal's ma
 {
   cat "$OUT/results.md"
   echo
-  echo "N=$N P=$P SIZES=\"$SIZES\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS ($(for s in $SIZES; do printf '%s B: %s ' "$s" "$(batch_records "$s")"; done| sed 's/ $//')) records / $MAX_BYTES / $MAX_AGE; $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)); results in $OUT"
+  echo "N=$N P=$P SIZES=\"$SIZES\" FORMATS=\"$FORMATS\" COMPRESSION=$COMPRESSION batch: $MAX_RECORDS ($(for s in $SIZES; do printf '%s B: %s ' "$s" "$(batch_records "$s")"; done| sed 's/ $//')) records / $MAX_BYTES / $MAX_AGE; $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)); results in $OUT"
   [ -n "$KDI_SKIP" ] && echo "kafka-delta-ingest skipped: $KDI_SKIP"
   cat "$NOTES"
   echo "load average (1, 5, 15 min) at each run's start:"; sed 's/^/    /' "$LOADS"

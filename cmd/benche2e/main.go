@@ -2,9 +2,12 @@
 // scripts/bench-e2e.sh (docs/performance.md; the figures are in BENCHMARKS.md). It is not
 // part of the daemon.
 //
-//	benche2e produce -topic T -partitions P -n N -size 200|1024 -compression none|lz4 [-rate R]
-//	    registers the record schema (Confluent API), creates T and writes N Confluent-framed
-//	    records with unique ids; prints one JSON object.
+//	benche2e produce -topic T -partitions P -n N -size 200|1024 -compression none|lz4 [-rate R] [-format avro|protobuf|json]
+//	    registers the record schema (Confluent API; none for json), creates T and writes N
+//	    records with unique ids, Confluent-framed Avro or Protobuf or plain JSON; prints one
+//	    JSON object.
+//	benche2e avsc
+//	    prints the record's Avro schema (the columns of a format: json pipeline).
 //	benche2e consume -topic T -out results.jsonl
 //	    the consume-only baseline (franz-go, no decode) to the topic's end; appends a row.
 //	benche2e run -label L -want N -table DIR [-metrics URL] -out results.jsonl -- CMD ARGS...
@@ -38,6 +41,9 @@ func run(args []string, stdout io.Writer) error {
 	switch args[0] {
 	case "produce":
 		return produceCmd(args[1:])
+	case "avsc":
+		_, err := fmt.Fprintln(stdout, recordSchema)
+		return err
 	case "consume", "run":
 		out, rest := outFlag(args[1:])
 		var r result

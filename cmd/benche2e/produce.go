@@ -22,8 +22,9 @@ type produceResult struct {
 	Topic       string  `json:"topic"`
 	Partitions  int32   `json:"partitions"`
 	Records     int64   `json:"records"`
-	RecordBytes int     `json:"record_bytes"` // framed value size of every record
-	Bytes       int64   `json:"bytes"`        // Records × RecordBytes
+	Format      string  `json:"format"`       // avro, protobuf or json
+	RecordBytes int     `json:"record_bytes"` // value size of a record (Avro: every record's; other formats: the mean, rounded)
+	Bytes       int64   `json:"bytes"`        // the values' total size
 	Compression string  `json:"compression"`
 	SchemaID    uint32  `json:"schema_id"`
 	Seconds     float64 `json:"seconds"`
@@ -41,6 +42,7 @@ func produceCmd(args []string) error {
 	size := fs.Int("size", 200, "framed record size in bytes (200, or e.g. 1024)")
 	compression := fs.String("compression", "none", "producer compression: none or lz4")
 	rate := fs.Float64("rate", 0, "records per second (0: as fast as possible); records are stamped (field ts) when made")
+	format := fs.String("format", formatAvro, "record format: avro (Confluent-framed), protobuf (Confluent-framed) or json (plain); the same record, its note as long as in the Avro record of -size")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +59,17 @@ func produceCmd(args []string) error {
 		return fmt.Errorf("produce: -compression %q is not none or lz4", *compression)
 	}
 	ctx := context.Background()
-	id, err := registerSchema(ctx, *registry, *topic+"-value", recordSchema)
+	var id uint32
+	var err error
+	switch *format {
+	case formatAvro:
+		id, err = registerSchema(ctx, *registry, *topic+"-value", recordSchema, "")
+	case formatProtobuf:
+		id, err = registerSchema(ctx, *registry, *topic+"-value", recordProto, "PROTOBUF")
+	case formatJSON: // no registry
+	default:
+		return fmt.Errorf("produce: -format %q is not avro, protobuf or json", *format)
+	}
 	if err != nil {
 		return err
 	}
@@ -103,6 +115,7 @@ func produceCmd(args []string) error {
 			failed.CompareAndSwap(nil, &err)
 		}
 	}
+	var total atomic.Int64
 	var perTick int64 = 1 << 62
 	tick := 10 * time.Millisecond
 	if *rate > 0 {
@@ -112,7 +125,8 @@ func produceCmd(args []string) error {
 	for i := int64(0); i < *n; {
 		end := min(*n, i+perTick)
 		for ; i < end; i++ {
-			v := enc.appendRecord(make([]byte, 0, *size), i, time.Now().UnixMicro())
+			v := enc.appendFormat(*format, make([]byte, 0, *size+128), i, time.Now().UnixMicro())
+			total.Add(int64(len(v)))
 			cl.Produce(ctx, &kgo.Record{Topic: *topic, Partition: int32(i % int64(*partitions)), Value: v}, done)
 		}
 		if *rate > 0 {
@@ -129,15 +143,24 @@ func produceCmd(args []string) error {
 	if p := failed.Load(); p != nil {
 		return fmt.Errorf("produce to %s: %w", *topic, *p)
 	}
+	recordBytes := *size
+	if *n > 0 {
+		recordBytes = int((total.Load() + *n/2) / *n)
+	}
 	return json.NewEncoder(os.Stdout).Encode(produceResult{Topic: *topic, Partitions: int32(*partitions), Records: *n,
-		RecordBytes: *size, Bytes: *n * int64(*size), Compression: *compression, SchemaID: id,
+		Format: *format, RecordBytes: recordBytes, Bytes: total.Load(), Compression: *compression, SchemaID: id,
 		Seconds: time.Since(start).Seconds(), RateLimit: *rate})
 }
 
 // registerSchema registers schema under subject with the Confluent registry API
-// (POST /subjects/{subject}/versions) and returns its id.
-func registerSchema(ctx context.Context, url, subject, schema string) (uint32, error) {
-	body, _ := json.Marshal(map[string]string{"schema": schema})
+// (POST /subjects/{subject}/versions) and returns its id; schemaType is "" for Avro, else
+// PROTOBUF or JSON.
+func registerSchema(ctx context.Context, url, subject, schema, schemaType string) (uint32, error) {
+	req0 := map[string]string{"schema": schema}
+	if schemaType != "" {
+		req0["schemaType"] = schemaType
+	}
+	body, _ := json.Marshal(req0)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(url, "/")+"/subjects/"+subject+"/versions", bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("register schema %s: %w", subject, err)

@@ -1,6 +1,7 @@
 // Package decode turns Kafka record values into column values for ingestd's Delta tables:
-// Avro, and the formats transcoded into it (docs/formats.md): Protobuf (protobuf.go),
-// JSON Schema (jsonschema.go), plain JSON and Kafka Connect JSON (json.go). Each of those
+// Avro, and the formats transcoded into it (docs/formats.md): Protobuf (protobuf.go, read
+// from the wire format by protowire.go), JSON Schema (jsonschema.go), plain JSON and Kafka
+// Connect JSON (json.go, read in one pass by jsonfast.go). Each of those
 // derives an Avro schema from its own (WriterSchema.Avro) and turns every record body into
 // that schema's binary encoding, which the compiled Avro decoder writes into the column
 // buffers (CompileRecord, RecordDecoder): one column writer, one rollback, one guard.

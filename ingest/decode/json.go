@@ -237,6 +237,7 @@ type JSONSource struct {
 	base    *jNode
 	cache   map[string]*WriterSchema
 	nextKey int
+	memo    jMemo
 }
 
 // NewJSONSource returns the source of plain JSON records; file is the columns of the
@@ -251,6 +252,9 @@ func NewJSONSource(file *deltalog.StructType, exclude []string) *JSONSource {
 
 // Writer implements DocumentSource: value must be one JSON object (no framing).
 func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSchema, []byte, error) {
+	if ws := s.baseWriter(table); ws != nil && ws.transcodeAhead(&s.memo, value, true) {
+		return ws, value, nil
+	}
 	sc := &jScanner{b: value}
 	keys, err := sc.topKeys()
 	if err != nil {
@@ -258,10 +262,7 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.base == nil || table != s.table || len(s.cache) > maxJSONWriters {
-		s.table, s.cache = table, map[string]*WriterSchema{}
-		s.base = s.baseNode(table)
-	}
+	s.refresh(table)
 	var extra []jField
 	var sig strings.Builder
 	newKeys := map[string]bool{}
@@ -300,9 +301,27 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	top := &jNode{kind: jStruct, fields: append(slices.Clone(s.base.fields), extra...)}
 	top.index()
 	ws := jsonWriter(0, s.nextKey<<32, FormatJSON, top)
+	ws.keepTranscodings(&s.memo)
 	s.nextKey++
 	s.cache[key] = ws
 	return ws, value, nil
+}
+
+// refresh rebuilds the cache for a new table (or a full cache); s.mu is held.
+func (s *JSONSource) refresh(table *deltalog.StructType) {
+	if s.base == nil || table != s.table || len(s.cache) > maxJSONWriters {
+		s.table, s.cache = table, map[string]*WriterSchema{}
+		s.base = s.baseNode(table)
+	}
+}
+
+// baseWriter is the cached writer schema of a record that has only the base's keys (nil
+// until such a record came).
+func (s *JSONSource) baseWriter(table *deltalog.StructType) *WriterSchema {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refresh(table)
+	return s.cache[""]
 }
 
 // baseNode is the base schema's node for table: the file's, else the table's columns a
@@ -451,6 +470,7 @@ type ConnectSource struct {
 	mu      sync.Mutex
 	cache   map[string]*WriterSchema
 	nextKey int
+	memo    jMemo
 }
 
 // NewConnectSource returns the source of Kafka Connect JSON records.
@@ -460,6 +480,14 @@ func NewConnectSource() *ConnectSource {
 
 // Writer implements DocumentSource; table is not used: the record names its schema.
 func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSchema, []byte, error) {
+	if schema, payload, ok := fastEnvelope(value); ok {
+		s.mu.Lock()
+		ws := s.cache[string(schema)]
+		s.mu.Unlock()
+		if ws != nil && ws.transcodeAhead(&s.memo, payload, false) {
+			return ws, payload, nil
+		}
+	}
 	sc := &jScanner{b: value}
 	keys, err := sc.topKeys()
 	if err != nil {
@@ -486,6 +514,7 @@ func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSch
 		clear(s.cache)
 	}
 	ws := connectWriter(s.nextKey<<32, schema)
+	ws.keepTranscodings(&s.memo)
 	s.nextKey++
 	s.cache[string(schema)] = ws
 	return ws, payload, nil
@@ -593,10 +622,25 @@ func (c *connectSchema) node(path string, depth int) (*jNode, error) {
 }
 
 // jsonBody transcodes JSON documents of one writer schema.
-type jsonBody struct{ top *jNode }
+type jsonBody struct {
+	top  *jNode
+	memo *jMemo // its source's transcodings made while choosing writer schemas (nil: none)
+}
 
 func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer recoverPanic(&err)
+	if out, ok := j.memo.take(j, dst, body); ok {
+		return out, nil
+	}
+	if out, _, ok := fastJSON(dst, body, j.top, false, false); ok {
+		return out, nil
+	}
+	return j.slowAvro(dst, body)
+}
+
+// slowAvro is the two-pass transcoder: the reference of the one-pass one (jsonfast.go),
+// and the one that reports every failure.
+func (j *jsonBody) slowAvro(dst, body []byte) (out []byte, err error) {
 	e := &jEncoder{newAvroAppender(dst, len(body))}
 	sc := &jScanner{b: body}
 	sc.ws()

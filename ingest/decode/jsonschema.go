@@ -233,6 +233,13 @@ type jsonSchemaBody struct {
 
 func (j *jsonSchemaBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer recoverPanic(&err)
+	// One pass gives both the Avro body and the document the validator reads.
+	if out, v, ok := fastJSON(dst, body, j.json.top, false, true); ok {
+		if err := j.validate(v); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	sc := &jScanner{b: body}
 	if err := sc.skip(0); err != nil { // bounds the depth before the validator recurses
 		return nil, err
@@ -241,6 +248,14 @@ func (j *jsonSchemaBody) toAvro(dst, body []byte) (out []byte, err error) {
 	if err != nil {
 		return nil, malformed("decode JSON: %v", err)
 	}
+	if err := j.validate(v); err != nil {
+		return nil, err
+	}
+	return j.json.slowAvro(dst, body)
+}
+
+// validate checks a decoded document against the schema.
+func (j *jsonSchemaBody) validate(v any) error {
 	if err := j.sch.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
 		field := ""
@@ -249,9 +264,9 @@ func (j *jsonSchemaBody) toAvro(dst, body []byte) (out []byte, err error) {
 				field = strings.Join(l, ".")
 			}
 		}
-		return nil, newError(ReasonDecodeError, field, fmt.Errorf("the record does not match its JSON schema: %v", err))
+		return newError(ReasonDecodeError, field, fmt.Errorf("the record does not match its JSON schema: %v", err))
 	}
-	return j.json.toAvro(dst, body)
+	return nil
 }
 
 // deepestLocation is the instance location of the first leaf cause of a validation error.

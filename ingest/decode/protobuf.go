@@ -2,7 +2,6 @@ package decode
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -14,9 +13,8 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/twmb/franz-go/pkg/sr"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // Protobuf records (docs/formats.md, "Protobuf"): the Confluent frame, then the
@@ -290,6 +288,12 @@ type pbType struct {
 	enum    protoreflect.EnumDescriptor
 	msg     *pbMsg  // pbMessage
 	wrapped *pbType // pbWrapper: the type of its field "value"
+
+	// The wire decoder's (protowire.go):
+	pk    protoreflect.Kind // the Protobuf kind of one value
+	utf8  bool              // a string kind whose values must be valid UTF-8
+	names []string          // pbEnum: value names by number, for numbers 0..len-1 ("" for none)
+	wkt   protoreflect.FullName
 }
 
 type pbField struct {
@@ -300,10 +304,28 @@ type pbField struct {
 	isMap    bool
 	key      pbKind // a map's key kind
 	nullable bool   // [null, T]: the field tracks presence
+
+	// The wire decoder's (protowire.go):
+	num    protowire.Number
+	kk     protoreflect.Kind // a map key's Protobuf kind
+	kutf8  bool              // a string map key must be valid UTF-8
+	oneof  int               // 1 + the index of the field's oneof in pbMsg.oneofs; 0 for none
+	zero   []byte            // the Avro encoding of an absent non-nullable singular value
+	wt     protowire.Type    // the wire type of one value (a map's entries: bytes)
+	pack   bool              // repeated values may come packed (bytes)
+	occurs bool              // every occurrence is kept: a message, repeated or map field
+	utf8v  bool              // the value's strings must be valid UTF-8 (a map's: checked per entry)
 }
 
 type pbMsg struct {
 	fields []pbField
+
+	// The wire decoder's (protowire.go):
+	md       protoreflect.MessageDescriptor
+	byNum    []int32 // field number → 1 + index in fields, for numbers below len(byNum)
+	byNumMap map[protowire.Number]int
+	oneofs   [][]int // the indexes in fields of each real oneof's members
+	required []int   // the indexes in fields of the required fields (proto2)
 }
 
 // protoGen derives Avro schemas from message descriptors.
@@ -339,7 +361,7 @@ func (g *protoGen) message(md protoreflect.MessageDescriptor, path string) (*pbM
 	}
 	g.stack = append(g.stack, name)
 	defer func() { g.stack = g.stack[:len(g.stack)-1] }()
-	m := &pbMsg{}
+	m := &pbMsg{md: md}
 	rec := avroRecord{Type: "record", Name: avroName(name), Fields: []avroField{}}
 	fields := md.Fields()
 	for i := range fields.Len() {
@@ -375,8 +397,15 @@ func (g *protoGen) message(md protoreflect.MessageDescriptor, path string) (*pbM
 				at = []any{"null", at}
 			}
 		}
+		f.num = fd.Number()
+		if fd.IsMap() {
+			f.kk, f.kutf8 = fd.MapKey().Kind(), enforceUTF8(fd.MapKey())
+		}
 		m.fields = append(m.fields, f)
 		rec.Fields = append(rec.Fields, avroField{Name: string(fd.Name()), Type: at})
+	}
+	if err := m.index(); err != nil {
+		return nil, nil, withField(err, path)
 	}
 	if g.defined[name] {
 		return m, avroName(name), nil
@@ -399,6 +428,12 @@ func (g *protoGen) value(fd protoreflect.FieldDescriptor, path string) (pbType, 
 	if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
 		return g.scalar(fd)
 	}
+	t, at, err := g.messageValue(fd, path)
+	t.pk, t.wkt = fd.Kind(), fd.Message().FullName()
+	return t, at, err
+}
+
+func (g *protoGen) messageValue(fd protoreflect.FieldDescriptor, path string) (pbType, any, error) {
 	md := fd.Message()
 	switch md.FullName() {
 	case "google.protobuf.Timestamp":
@@ -427,6 +462,16 @@ func (g *protoGen) value(fd protoreflect.FieldDescriptor, path string) (pbType, 
 }
 
 func (g *protoGen) scalar(fd protoreflect.FieldDescriptor) (pbType, any, error) {
+	t, at, err := g.scalarKind(fd)
+	t.pk = fd.Kind()
+	t.utf8 = fd.Kind() == protoreflect.StringKind && enforceUTF8(fd)
+	if t.kind == pbEnum {
+		t.names = enumNames(t.enum)
+	}
+	return t, at, err
+}
+
+func (g *protoGen) scalarKind(fd protoreflect.FieldDescriptor) (pbType, any, error) {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
 		return pbType{kind: pbBool}, "boolean", nil
@@ -452,241 +497,9 @@ func (g *protoGen) scalar(fd protoreflect.FieldDescriptor) (pbType, any, error) 
 	return pbType{}, nil, newError(ReasonUnsupportedType, "", fmt.Errorf("convert schema: unsupported protobuf kind %s", fd.Kind()))
 }
 
-// protoBody transcodes one message's bodies.
-type protoBody struct {
-	md   protoreflect.MessageDescriptor
-	top  *pbMsg
-	pool sync.Pool // *dynamicpb.Message
-}
-
-var protoUnmarshal = proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxProtoRecursion}
-
-func (p *protoBody) toAvro(dst, body []byte) (out []byte, err error) {
-	defer recoverPanic(&err)
-	m, _ := p.pool.Get().(*dynamicpb.Message)
-	if m == nil {
-		m = dynamicpb.NewMessage(p.md)
-	}
-	defer func() { m.Reset(); p.pool.Put(m) }()
-	if err := protoUnmarshal.Unmarshal(body, m); err != nil {
-		return nil, malformed("decode protobuf %s: %v", p.md.FullName(), err)
-	}
-	e := &pbEncoder{newAvroAppender(dst, len(body))}
-	if err := e.message(p.top, m); err != nil {
-		return nil, err
-	}
-	return e.b, nil
-}
-
-type pbEncoder struct{ avroAppender }
-
-func (e *pbEncoder) message(pm *pbMsg, m protoreflect.Message) error {
-	for i := range pm.fields {
-		f := &pm.fields[i]
-		switch {
-		case f.isMap:
-			mp := m.Get(f.fd).Map()
-			if n := mp.Len(); n > 0 {
-				type kv struct {
-					k string
-					v protoreflect.Value
-				}
-				kvs := make([]kv, 0, n)
-				mp.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
-					kvs = append(kvs, kv{mapKeyText(f.key, k), v})
-					return true
-				})
-				slices.SortFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
-				e.long(int64(n))
-				for _, x := range kvs {
-					e.text(x.k)
-					if err := e.value(&f.typ, x.v, f.path); err != nil {
-						return err
-					}
-				}
-				if err := e.check(f.path); err != nil {
-					return err
-				}
-			}
-			e.b = append(e.b, 0)
-		case f.list:
-			l := m.Get(f.fd).List()
-			if n := l.Len(); n > 0 {
-				e.long(int64(n))
-				for j := range n {
-					if err := e.value(&f.typ, l.Get(j), f.path); err != nil {
-						return err
-					}
-					if err := e.check(f.path); err != nil {
-						return err
-					}
-				}
-			}
-			e.b = append(e.b, 0)
-		case f.typ.kind == pbEmpty:
-		case f.nullable:
-			if !m.Has(f.fd) {
-				e.b = append(e.b, 0) // union branch 0: null
-				continue
-			}
-			e.b = append(e.b, 2) // union branch 1
-			if err := e.value(&f.typ, m.Get(f.fd), f.path); err != nil {
-				return err
-			}
-		default:
-			if err := e.value(&f.typ, m.Get(f.fd), f.path); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func mapKeyText(k pbKind, key protoreflect.MapKey) string {
-	switch k {
-	case pbString:
-		return key.String()
-	case pbBool:
-		return strconv.FormatBool(key.Bool())
-	case pbUint32, pbUint64:
-		return strconv.FormatUint(key.Uint(), 10)
-	}
-	return strconv.FormatInt(key.Int(), 10)
-}
-
 // Timestamp and Duration ranges (google/protobuf/timestamp.proto, duration.proto).
 const (
 	minTimestampSeconds = -62135596800 // 0001-01-01T00:00:00Z
 	maxTimestampSeconds = 253402300799 // 9999-12-31T23:59:59Z
 	maxDurationSeconds  = 315576000000
 )
-
-func (e *pbEncoder) value(t *pbType, v protoreflect.Value, path string) error {
-	switch t.kind {
-	case pbBool:
-		if v.Bool() {
-			e.b = append(e.b, 1)
-		} else {
-			e.b = append(e.b, 0)
-		}
-	case pbInt32, pbInt64:
-		e.long(v.Int())
-	case pbUint32:
-		e.long(int64(v.Uint()))
-	case pbUint64:
-		e.uint64Decimal(v.Uint())
-	case pbFloat:
-		e.b = binary.LittleEndian.AppendUint32(e.b, math.Float32bits(float32(v.Float())))
-	case pbDouble:
-		e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v.Float()))
-	case pbString:
-		e.text(v.String())
-	case pbBytes:
-		e.str(v.Bytes())
-	case pbEnum:
-		n := v.Enum()
-		if ev := t.enum.Values().ByNumber(n); ev != nil {
-			e.text(string(ev.Name()))
-		} else { // proto3 enums are open: an unknown number is kept as its text
-			e.str(strconv.AppendInt(nil, int64(n), 10))
-		}
-	case pbMessage:
-		return e.message(t.msg, v.Message())
-	case pbTimestamp:
-		m := v.Message()
-		fs := m.Descriptor().Fields()
-		sec, nanos := m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int()
-		if sec < minTimestampSeconds || sec > maxTimestampSeconds || nanos < 0 || nanos > 999_999_999 {
-			return newError(ReasonDecodeError, path, fmt.Errorf("google.protobuf.Timestamp {seconds: %d, nanos: %d} is outside 0001-01-01..9999-12-31 or not normalised", sec, nanos))
-		}
-		e.long(sec*1_000_000 + nanos/1000) // nanoseconds below the microsecond are dropped
-	case pbDuration:
-		m := v.Message()
-		fs := m.Descriptor().Fields()
-		sec, nanos := m.Get(fs.ByNumber(1)).Int(), m.Get(fs.ByNumber(2)).Int()
-		if sec < -maxDurationSeconds || sec > maxDurationSeconds || nanos < -999_999_999 || nanos > 999_999_999 || (sec > 0 && nanos < 0) || (sec < 0 && nanos > 0) {
-			return newError(ReasonDecodeError, path, fmt.Errorf("google.protobuf.Duration {seconds: %d, nanos: %d} is out of range or its signs differ", sec, nanos))
-		}
-		e.long(sec*1_000_000 + nanos/1000) // truncated toward zero
-	case pbWrapper:
-		m := v.Message()
-		return e.value(t.wrapped, m.Get(m.Descriptor().Fields().ByNumber(1)), path)
-	case pbJSON:
-		j, err := json.Marshal(wktJSON(v.Message(), 0))
-		if err != nil {
-			return newError(ReasonDecodeError, path, fmt.Errorf("encode %s as JSON: %w", v.Message().Descriptor().FullName(), err))
-		}
-		e.str(j)
-	case pbAny:
-		m := v.Message()
-		fs := m.Descriptor().Fields()
-		j, err := json.Marshal(struct {
-			Type  string `json:"@type"`
-			Value string `json:"value"`
-		}{m.Get(fs.ByNumber(1)).String(), base64.StdEncoding.EncodeToString(m.Get(fs.ByNumber(2)).Bytes())})
-		if err != nil {
-			return newError(ReasonDecodeError, path, fmt.Errorf("encode google.protobuf.Any as JSON: %w", err))
-		}
-		e.str(j)
-	case pbEmpty:
-	}
-	return nil
-}
-
-// uint64Decimal writes v as an Avro decimal(20,0): its big-endian two's complement, in
-// the fewest bytes (a leading 0 when the top bit is set).
-func (e *pbEncoder) uint64Decimal(v uint64) {
-	var w [9]byte
-	binary.BigEndian.PutUint64(w[1:], v)
-	i := 0
-	for i < 8 && w[i] == 0 && w[i+1] < 0x80 {
-		i++
-	}
-	e.str(w[i:])
-}
-
-// wktJSON is a google.protobuf.Struct, Value or ListValue as a Go value json.Marshal
-// writes as its JSON mapping (object keys sorted); nesting beyond maxProtoRecursion is
-// cut (the body's own recursion limit already bounds it).
-func wktJSON(m protoreflect.Message, depth int) any {
-	if depth > maxProtoRecursion {
-		return nil
-	}
-	fs := m.Descriptor().Fields()
-	switch m.Descriptor().FullName() {
-	case "google.protobuf.Struct":
-		out := map[string]any{}
-		m.Get(fs.ByNumber(1)).Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
-			out[k.String()] = wktJSON(v.Message(), depth+1)
-			return true
-		})
-		return out
-	case "google.protobuf.ListValue":
-		l := m.Get(fs.ByNumber(1)).List()
-		out := make([]any, l.Len())
-		for i := range out {
-			out[i] = wktJSON(l.Get(i).Message(), depth+1)
-		}
-		return out
-	}
-	od := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind"))
-	if od == nil {
-		return nil
-	}
-	v := m.Get(od)
-	switch od.Name() {
-	case "number_value":
-		f := v.Float()
-		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return strconv.FormatFloat(f, 'g', -1, 64) // JSON has no such number: its text, as protojson writes it
-		}
-		return f
-	case "string_value":
-		return v.String()
-	case "bool_value":
-		return v.Bool()
-	case "struct_value", "list_value":
-		return wktJSON(v.Message(), depth+1)
-	}
-	return nil // null_value
-}

@@ -1,0 +1,915 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// The one-pass JSON transcoder: it reads a document once, checking it as jScanner does
+// (syntax, repeated keys, UTF-8, nesting) while it writes the Avro body of a jNode tree,
+// fields in the tree's order (a struct's values are written as their keys come, then
+// moved into field order when the document's order differs). It takes the common path
+// only: a document it does not accept (any error, a string with escapes, a key the tree
+// lacks where plain JSON would add a column, a Connect decimal as base64, nesting near
+// the bound) makes it give up, and the two-pass transcoder (jEncoder, jScanner) reads the
+// document instead and reports the error. So both accept the same documents with the
+// same bytes, and every failure keeps its reason and message.
+
+// jFastMaxDepth is the nesting the one-pass transcoder reads; deeper documents take the
+// two-pass path, which enforces maxJSONDepth.
+const jFastMaxDepth = maxJSONDepth - 4
+
+// jFast is one document's one-pass transcoding state.
+type jFast struct {
+	avroAppender
+	b       []byte
+	i       int
+	top     bool // fail on a top-level key the tree lacks (JSONSource.Writer: a new column)
+	segs    []jSeg
+	keys    [][]byte
+	tmp     []byte
+	doc     bool  // also build the document as encoding/json with UseNumber would (jsonschema)
+	vstack  []any // doc: values being built
+	scratch []byte
+}
+
+// jSeg is where one struct field's value was written: [start, end) of e.b; end 0: absent.
+type jSeg struct{ start, end int }
+
+// jFastPool keeps jFast states between documents.
+var jFastPool = sync.Pool{New: func() any { return &jFast{} }}
+
+// fastJSON transcodes body as top in one pass into dst; ok is false when the one-pass
+// transcoder gives up (see above). With doc, it also returns the document's value.
+func fastJSON(dst, body []byte, top *jNode, writer, doc bool) (out []byte, v any, ok bool) {
+	f := jFastPool.Get().(*jFast)
+	defer func() {
+		f.avroAppender, f.b, f.vstack = avroAppender{}, nil, f.vstack[:0]
+		clear(f.keys)
+		f.keys = f.keys[:0]
+		jFastPool.Put(f)
+	}()
+	f.avroAppender = newAvroAppender(dst, len(body))
+	f.b, f.i, f.top, f.doc = body, 0, writer, doc
+	f.segs = f.segs[:0]
+	f.ws()
+	if !f.value(top, 0) {
+		return nil, nil, false
+	}
+	f.ws()
+	if f.i != len(f.b) {
+		return nil, nil, false
+	}
+	if doc {
+		v = f.vstack[0]
+	}
+	return f.avroAppender.b, v, true
+}
+
+func (f *jFast) ws() {
+	for f.i < len(f.b) {
+		switch f.b[f.i] {
+		case ' ', '\t', '\n', '\r':
+			f.i++
+		default:
+			return
+		}
+	}
+}
+
+func (f *jFast) peek() byte {
+	f.ws()
+	if f.i < len(f.b) {
+		return f.b[f.i]
+	}
+	return 0
+}
+
+// push records a value of the document (doc mode).
+func (f *jFast) push(v any) {
+	if f.doc {
+		f.vstack = append(f.vstack, v)
+	}
+}
+
+// str reads a string without escapes and returns its bytes (a sub-slice of the document).
+func (f *jFast) str() ([]byte, bool) {
+	f.i++ // '"'
+	start := f.i
+	q := bytes.IndexByte(f.b[start:], '"')
+	if q < 0 {
+		return nil, false
+	}
+	raw := f.b[start : start+q]
+	if !plainText(raw) {
+		return nil, false
+	}
+	f.i = start + q + 1
+	return raw, true
+}
+
+// plainText reports whether raw, a JSON string's text, has no escape and no control
+// character and is valid UTF-8 (eight bytes at a time for the ASCII part).
+func plainText(raw []byte) bool {
+	const lo, hi, bs = 0x2020202020202020, 0x8080808080808080, 0x5c5c5c5c5c5c5c5c
+	i := 0
+	for ; i+8 <= len(raw); i += 8 {
+		x := binary.LittleEndian.Uint64(raw[i:])
+		y := x ^ bs // a zero byte where x has a backslash
+		if (x-lo)&^x&hi != 0 || (y-0x0101010101010101)&^y&hi != 0 {
+			return false
+		}
+	}
+	for _, c := range raw[i:] {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(raw)
+}
+
+// number reads a JSON number's text (RFC 8259 grammar).
+func (f *jFast) number() ([]byte, bool) {
+	b := f.b
+	start, i := f.i, f.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		return nil, false
+	}
+	if b[i] == '0' {
+		i++
+	} else {
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return nil, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return nil, false
+		}
+	}
+	f.i = i
+	return b[start:i], true
+}
+
+func (f *jFast) literal(l string) bool {
+	if len(f.b)-f.i < len(l) || string(f.b[f.i:f.i+len(l)]) != l {
+		return false
+	}
+	f.i += len(l)
+	return true
+}
+
+// parseInt is strconv.ParseInt(num, 10, bitSize) for a JSON number's text.
+func parseInt(num []byte, bitSize int) (int64, bool) {
+	neg := len(num) > 0 && num[0] == '-'
+	d := num
+	if neg {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 19 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	lim := uint64(1) << (bitSize - 1)
+	if neg {
+		if u > lim {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u >= lim {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+// value writes the value at f.i as n (jEncoder.value's conversions).
+func (f *jFast) value(n *jNode, depth int) bool {
+	if depth > jFastMaxDepth || len(f.avroAppender.b) > f.limit {
+		return false
+	}
+	c := f.peek()
+	if c == 'n' {
+		if !f.literal("null") || !n.nullable {
+			return false
+		}
+		f.push(nil)
+		f.avroAppender.b = append(f.avroAppender.b, 0)
+		return true
+	}
+	if n.nullable {
+		f.avroAppender.b = append(f.avroAppender.b, 2)
+	}
+	switch n.kind {
+	case jBool:
+		switch {
+		case c == 't' && f.literal("true"):
+			f.avroAppender.b = append(f.avroAppender.b, 1)
+			f.push(true)
+		case c == 'f' && f.literal("false"):
+			f.avroAppender.b = append(f.avroAppender.b, 0)
+			f.push(false)
+		default:
+			return false
+		}
+	case jInt, jLong, jDateDays, jTsMillis:
+		num, ok := f.number()
+		if !ok {
+			return false
+		}
+		bitsz := 64
+		if n.kind == jInt || n.kind == jDateDays {
+			bitsz = 32
+		}
+		v, ok := parseInt(num, bitsz)
+		if !ok {
+			return false
+		}
+		if n.kind == jTsMillis {
+			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
+				return false
+			}
+			v *= 1000
+		}
+		f.long(v)
+		f.pushNumber(num)
+	case jFloat, jDouble:
+		num, ok := f.number()
+		if !ok {
+			return false
+		}
+		if n.kind == jFloat {
+			v, err := strconv.ParseFloat(string(num), 32)
+			if err != nil {
+				return false
+			}
+			f.avroAppender.b = binary.LittleEndian.AppendUint32(f.avroAppender.b, math.Float32bits(float32(v)))
+		} else {
+			v, err := strconv.ParseFloat(string(num), 64)
+			if err != nil {
+				return false
+			}
+			f.avroAppender.b = binary.LittleEndian.AppendUint64(f.avroAppender.b, math.Float64bits(v))
+		}
+		f.pushNumber(num)
+	case jDecimal, jDecimalB64:
+		if c == '"' {
+			return false // a Connect decimal as base64, or a wrong type
+		}
+		num, ok := f.number()
+		if !ok {
+			return false
+		}
+		u, ok := unscaledInt64(num, n.prec, n.scale)
+		if !ok {
+			return false
+		}
+		f.scratch = twosInt64(f.scratch[:0], u)
+		f.avroAppender.str(f.scratch)
+		f.pushNumber(num)
+	case jString, jBinary, jDate, jTimestamp, jTsNtz:
+		if c != '"' {
+			return false
+		}
+		raw, ok := f.str()
+		if !ok {
+			return false
+		}
+		if !f.text(n, raw) {
+			return false
+		}
+		if f.doc {
+			f.vstack = append(f.vstack, string(raw))
+		}
+	case jStruct:
+		return c == '{' && f.object(n, depth)
+	case jArray:
+		return c == '[' && f.array(n, depth)
+	case jMap:
+		return c == '{' && f.mapValue(n, depth)
+	default:
+		return false
+	}
+	return true
+}
+
+func (f *jFast) pushNumber(num []byte) {
+	if f.doc {
+		f.vstack = append(f.vstack, json.Number(num))
+	}
+}
+
+// text writes a string value raw (no escapes) as n.
+func (f *jFast) text(n *jNode, raw []byte) bool {
+	switch n.kind {
+	case jString:
+		f.avroAppender.str(raw)
+	case jBinary:
+		m := base64.StdEncoding.DecodedLen(len(raw))
+		f.scratch = slices.Grow(f.scratch[:0], m)[:m]
+		k, err := base64.StdEncoding.Decode(f.scratch, raw)
+		if err != nil {
+			return false
+		}
+		f.avroAppender.str(f.scratch[:k])
+	case jDate:
+		d, err := time.Parse(time.DateOnly, string(raw))
+		if err != nil {
+			return false
+		}
+		f.long(d.Unix() / 86400)
+	case jTimestamp, jTsNtz:
+		layout := time.RFC3339Nano
+		if n.kind == jTsNtz {
+			layout = "2006-01-02T15:04:05.999999999"
+		}
+		ts, err := time.Parse(layout, string(raw))
+		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+			return false
+		}
+		f.long(ts.UnixMicro())
+	}
+	return true
+}
+
+// unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits.
+func unscaledInt64(num []byte, prec, scale int) (int64, bool) {
+	neg := num[0] == '-'
+	if neg {
+		num = num[1:]
+	}
+	intPart, frac := num, []byte(nil)
+	if k := bytes.IndexByte(num, '.'); k >= 0 {
+		intPart, frac = num[:k], num[k+1:]
+	}
+	if bytes.ContainsAny(num, "eE") {
+		return 0, false
+	}
+	for len(frac) > scale && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	if len(frac) > scale {
+		return 0, false
+	}
+	var u int64
+	digits := 0
+	for _, part := range [2][]byte{intPart, frac} {
+		for _, c := range part {
+			if digits > 0 || c != '0' {
+				digits++
+			}
+			u = u*10 + int64(c-'0')
+			if digits > 18 {
+				return 0, false
+			}
+		}
+	}
+	for range scale - len(frac) {
+		if u != 0 {
+			digits++
+		}
+		u *= 10
+		if digits > 18 {
+			return 0, false
+		}
+	}
+	if digits > prec {
+		return 0, false
+	}
+	if neg {
+		u = -u
+	}
+	return u, true
+}
+
+// twosInt64 is bigTwos for an int64.
+func twosInt64(dst []byte, u int64) []byte {
+	var w [9]byte
+	if u >= 0 {
+		binary.BigEndian.PutUint64(w[1:], uint64(u))
+		i := 1
+		for i < 9 && w[i] == 0 {
+			i++
+		}
+		if i == 9 || w[i]&0x80 != 0 {
+			i--
+		}
+		return append(dst, w[i:]...)
+	}
+	n := (bits.Len64(uint64(-u)) + 8) / 8
+	binary.BigEndian.PutUint64(w[1:], uint64(u))
+	w[0] = 0xff
+	return append(dst, w[9-n:]...)
+}
+
+// object writes a struct: each field's value as its key comes, then in field order.
+func (f *jFast) object(n *jNode, depth int) bool {
+	f.i++ // '{'
+	base := len(f.segs)
+	for range n.fields {
+		f.segs = append(f.segs, jSeg{})
+	}
+	defer func() { f.segs = f.segs[:base] }()
+	p0 := len(f.avroAppender.b)
+	var obj map[string]any
+	if f.doc {
+		obj = make(map[string]any, len(n.fields))
+	}
+	kbase := len(f.keys)
+	defer func() { f.keys = f.keys[:kbase] }()
+	inOrder, last, nkeys := true, -1, 0
+	if f.peek() == '}' {
+		f.i++
+	} else {
+		for {
+			if f.peek() != '"' {
+				return false
+			}
+			k, ok := f.str()
+			if !ok || f.peek() != ':' {
+				return false
+			}
+			f.i++
+			if nkeys++; nkeys > 1024 {
+				return false
+			}
+			i, known := n.fieldBytes(k)
+			switch {
+			case !known && (depth == 0 && !f.top || n.open):
+				if !f.newKey(kbase, k) || !f.skip(depth+1) { // a key the tree lacks (a dropped top-level key, or one JSON Schema allows)
+					return false
+				}
+				if f.doc {
+					obj[string(k)] = f.pop()
+				}
+			case !known:
+				return false
+			default:
+				if f.segs[base+i].end != 0 {
+					return false
+				}
+				start := len(f.avroAppender.b)
+				if !f.value(n.fields[i].node, depth+1) {
+					return false
+				}
+				f.segs[base+i] = jSeg{start, len(f.avroAppender.b)}
+				if i != last+1 {
+					inOrder = false
+				}
+				last = i
+				if f.doc {
+					obj[string(k)] = f.pop()
+				}
+			}
+			f.ws()
+			if f.i >= len(f.b) {
+				return false
+			}
+			if f.b[f.i] == ',' {
+				f.i++
+				continue
+			}
+			if f.b[f.i] != '}' {
+				return false
+			}
+			f.i++
+			break
+		}
+	}
+	if f.doc {
+		f.vstack = append(f.vstack, obj)
+	}
+	if inOrder && last == len(n.fields)-1 {
+		return true
+	}
+	// Keys came out of field order, or some are missing: rewrite in field order.
+	f.tmp = append(f.tmp[:0], f.avroAppender.b[p0:]...)
+	f.avroAppender.b = f.avroAppender.b[:p0]
+	for i, fl := range n.fields {
+		s := f.segs[base+i]
+		if s.end == 0 {
+			if !fl.node.nullable {
+				return false
+			}
+			f.avroAppender.b = append(f.avroAppender.b, 0)
+			continue
+		}
+		f.avroAppender.b = append(f.avroAppender.b, f.tmp[s.start-p0:s.end-p0]...)
+	}
+	return true
+}
+
+// pop takes the last built value (doc mode).
+func (f *jFast) pop() any {
+	v := f.vstack[len(f.vstack)-1]
+	f.vstack = f.vstack[:len(f.vstack)-1]
+	return v
+}
+
+// fieldBytes is field for a key's raw bytes (without allocating on the common path).
+func (n *jNode) fieldBytes(k []byte) (int, bool) {
+	if i, ok := n.byName[string(k)]; ok {
+		return i, true
+	}
+	return n.field(string(k))
+}
+
+// insertCount puts the Avro block count c at p, before the items written after p.
+func (f *jFast) insertCount(p int, c int64) {
+	var v [binary.MaxVarintLen64]byte
+	k := binary.PutVarint(v[:], c)
+	f.avroAppender.b = append(f.avroAppender.b, v[:k]...)
+	copy(f.avroAppender.b[p+k:], f.avroAppender.b[p:len(f.avroAppender.b)-k])
+	copy(f.avroAppender.b[p:], v[:k])
+}
+
+func (f *jFast) array(n *jNode, depth int) bool {
+	f.i++ // '['
+	p := len(f.avroAppender.b)
+	var items []any
+	count := int64(0)
+	if f.peek() == ']' {
+		f.i++
+	} else {
+		for {
+			if !f.value(n.elem, depth+1) {
+				return false
+			}
+			count++
+			if f.doc {
+				items = append(items, f.pop())
+			}
+			switch f.peek() {
+			case ',':
+				f.i++
+				continue
+			case ']':
+				f.i++
+			default:
+				return false
+			}
+			break
+		}
+	}
+	if count > 0 {
+		f.insertCount(p, count)
+	}
+	f.avroAppender.b = append(f.avroAppender.b, 0)
+	if f.doc {
+		if items == nil {
+			items = []any{}
+		}
+		f.vstack = append(f.vstack, items)
+	}
+	return true
+}
+
+func (f *jFast) mapValue(n *jNode, depth int) bool {
+	f.i++ // '{'
+	p := len(f.avroAppender.b)
+	kbase := len(f.keys)
+	defer func() { f.keys = f.keys[:kbase] }()
+	var obj map[string]any
+	if f.doc {
+		obj = map[string]any{}
+	}
+	count := int64(0)
+	if f.peek() == '}' {
+		f.i++
+	} else {
+		for {
+			if f.peek() != '"' {
+				return false
+			}
+			k, ok := f.str()
+			if !ok || f.peek() != ':' || !f.newKey(kbase, k) {
+				return false
+			}
+			f.i++
+			f.avroAppender.str(k)
+			if !f.value(n.values, depth+1) {
+				return false
+			}
+			count++
+			if f.doc {
+				obj[string(k)] = f.pop()
+			}
+			switch f.peek() {
+			case ',':
+				f.i++
+				continue
+			case '}':
+				f.i++
+			default:
+				return false
+			}
+			break
+		}
+	}
+	if count > 0 {
+		f.insertCount(p, count)
+	}
+	f.avroAppender.b = append(f.avroAppender.b, 0)
+	if f.doc {
+		f.vstack = append(f.vstack, obj)
+	}
+	return true
+}
+
+// newKey records key k of the object whose keys start at f.keys[kbase]; false when the
+// object has it already or has too many keys.
+func (f *jFast) newKey(kbase int, k []byte) bool {
+	if len(f.keys)-kbase > 1024 {
+		return false
+	}
+	for _, o := range f.keys[kbase:] {
+		if bytes.Equal(o, k) {
+			return false
+		}
+	}
+	f.keys = append(f.keys, k)
+	return true
+}
+
+// skip checks and passes one value (jScanner.skip's rules).
+func (f *jFast) skip(depth int) bool {
+	if depth > jFastMaxDepth {
+		return false
+	}
+	switch c := f.peek(); c {
+	case '{':
+		f.i++
+		kbase := len(f.keys)
+		defer func() { f.keys = f.keys[:kbase] }()
+		var obj map[string]any
+		if f.doc {
+			obj = map[string]any{}
+		}
+		if f.peek() == '}' {
+			f.i++
+		} else {
+			for {
+				if f.peek() != '"' {
+					return false
+				}
+				k, ok := f.str()
+				if !ok || f.peek() != ':' || !f.newKey(kbase, k) {
+					return false
+				}
+				f.i++
+				if !f.skip(depth + 1) {
+					return false
+				}
+				if f.doc {
+					obj[string(k)] = f.pop()
+				}
+				switch f.peek() {
+				case ',':
+					f.i++
+					continue
+				case '}':
+					f.i++
+				default:
+					return false
+				}
+				break
+			}
+		}
+		f.push(obj)
+	case '[':
+		f.i++
+		var items []any
+		if f.doc {
+			items = []any{}
+		}
+		if f.peek() == ']' {
+			f.i++
+		} else {
+			for {
+				if !f.skip(depth + 1) {
+					return false
+				}
+				if f.doc {
+					items = append(items, f.pop())
+				}
+				switch f.peek() {
+				case ',':
+					f.i++
+					continue
+				case ']':
+					f.i++
+				default:
+					return false
+				}
+				break
+			}
+		}
+		f.push(items)
+	case '"':
+		raw, ok := f.str()
+		if !ok {
+			return false
+		}
+		if f.doc {
+			f.vstack = append(f.vstack, string(raw))
+		}
+	case 't':
+		f.push(true)
+		return f.literal("true")
+	case 'f':
+		f.push(false)
+		return f.literal("false")
+	case 'n':
+		f.push(nil)
+		return f.literal("null")
+	default:
+		num, ok := f.number()
+		if !ok {
+			return false
+		}
+		f.pushNumber(num)
+	}
+	return true
+}
+
+// jMemo keeps the transcodings a DocumentSource made while it chose the writer schemas of
+// a batch's documents (the flush picks every record's writer schema first, then decodes
+// them in the same order), so that each decode takes its bytes instead of reading the
+// document again. One per source: a queue of (writer, document, transcoding) in one
+// reused buffer, matched by the writer and the document's bytes (never by identity). A
+// decode that does not match the head looks a few entries further (records routed
+// elsewhere are never decoded) and drops those it passes; past maxMemoBytes, or when the
+// queue empties, the buffer starts over.
+type jMemo struct {
+	mu      sync.Mutex
+	buf     []byte
+	entries []jMemoEntry
+	head    int
+}
+
+type jMemoEntry struct {
+	jb           *jsonBody
+	in, out, end int // the document at buf[in:out], its transcoding at buf[out:end]
+}
+
+// maxMemoBytes bounds the documents and transcodings one source keeps.
+const maxMemoBytes = 64 << 20
+
+// memoLookahead is how many entries a decode passes looking for its own.
+const memoLookahead = 64
+
+// put remembers the transcoding out of document in, of writer jb.
+func (m *jMemo) put(jb *jsonBody, in, out []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.head == len(m.entries) || len(m.buf)+len(in)+len(out) > maxMemoBytes {
+		m.buf, m.entries, m.head = m.buf[:0], m.entries[:0], 0
+	}
+	e := jMemoEntry{jb: jb, in: len(m.buf)}
+	m.buf = append(m.buf, in...)
+	e.out = len(m.buf)
+	m.buf = append(m.buf, out...)
+	e.end = len(m.buf)
+	m.entries = append(m.entries, e)
+}
+
+// take appends the remembered transcoding of body by jb to dst, if there is one.
+func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
+	if m == nil {
+		return nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := m.head; i < len(m.entries) && i < m.head+memoLookahead; i++ {
+		e := &m.entries[i]
+		if e.jb == jb && bytes.Equal(m.buf[e.in:e.out], body) {
+			dst = append(dst, m.buf[e.out:e.end]...)
+			for k := m.head; k <= i; k++ {
+				m.entries[k].jb = nil
+			}
+			m.head = i + 1
+			return dst, true
+		}
+	}
+	return nil, false
+}
+
+// keepTranscodings makes the decodes of ws (a JSON writer schema its source has not
+// published yet) look for their transcodings in memo.
+func (ws *WriterSchema) keepTranscodings(memo *jMemo) {
+	if jb, ok := ws.body.(*jsonBody); ok {
+		jb.memo = memo
+	}
+}
+
+// transcodeAhead transcodes document body of ws (a JSON writer schema) in one pass and
+// remembers the result for the decode that follows; false when the one-pass transcoder
+// gives up. writer: a top-level key ws lacks gives up (plain JSON infers a column for it).
+func (ws *WriterSchema) transcodeAhead(memo *jMemo, body []byte, writer bool) bool {
+	jb, ok := ws.body.(*jsonBody)
+	if !ok || ws.DeltaErr != nil {
+		return false
+	}
+	sp := jAheadPool.Get().(*[]byte)
+	defer jAheadPool.Put(sp)
+	out, _, ok := fastJSON((*sp)[:0], body, jb.top, writer, false)
+	if !ok {
+		return false
+	}
+	memo.put(jb, body, out)
+	if cap(out) <= maxScratch {
+		*sp = out[:0]
+	}
+	return true
+}
+
+var jAheadPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// fastEnvelope finds a Kafka Connect JSON record's schema and payload values in one
+// checked pass (jScanner.topKeys's rules); false when the one-pass reader gives up or
+// either is missing.
+func fastEnvelope(value []byte) (schema, payload []byte, ok bool) {
+	f := jFastPool.Get().(*jFast)
+	defer func() {
+		f.b = nil
+		clear(f.keys)
+		f.keys = f.keys[:0]
+		jFastPool.Put(f)
+	}()
+	f.b, f.i, f.doc = value, 0, false
+	if f.peek() != '{' {
+		return nil, nil, false
+	}
+	f.i++
+	if f.peek() == '}' {
+		return nil, nil, false
+	}
+	for {
+		if f.peek() != '"' {
+			return nil, nil, false
+		}
+		k, ok := f.str()
+		if !ok || f.peek() != ':' || !f.newKey(0, k) {
+			return nil, nil, false
+		}
+		f.i++
+		f.ws()
+		start := f.i
+		if !f.skip(1) {
+			return nil, nil, false
+		}
+		switch string(k) {
+		case "schema":
+			schema = value[start:f.i]
+		case "payload":
+			payload = value[start:f.i]
+		}
+		switch f.peek() {
+		case ',':
+			f.i++
+			continue
+		case '}':
+			f.i++
+		default:
+			return nil, nil, false
+		}
+		break
+	}
+	return schema, payload, schema != nil && payload != nil
+}

@@ -1,0 +1,160 @@
+package decode
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// jsRichTable has a column of every kind plain JSON writes, NOT NULL and nullable.
+const jsRichTable = `{"type":"record","name":"R","fields":[
+ {"name":"id","type":"long"},{"name":"i","type":["null","int"]},{"name":"d","type":["null","double"]},{"name":"f","type":["null","float"]},
+ {"name":"ok","type":"boolean"},{"name":"s","type":["null","string"]},{"name":"by","type":["null","bytes"]},
+ {"name":"day","type":["null",{"type":"int","logicalType":"date"}]},{"name":"at","type":["null",{"type":"long","logicalType":"timestamp-micros"}]},
+ {"name":"ntz","type":["null",{"type":"long","logicalType":"local-timestamp-micros"}]},
+ {"name":"amt","type":["null",{"type":"bytes","logicalType":"decimal","precision":12,"scale":2}]},
+ {"name":"sub","type":["null",{"type":"record","name":"Sub","fields":[{"name":"a","type":"long"},{"name":"b","type":["null","string"]}]}]},
+ {"name":"items","type":["null",{"type":"array","items":"Sub"}]},{"name":"m","type":["null",{"type":"map","values":["null","long"]}]}]}`
+
+const jsRichDoc = `{"id": 7, "i": -2147483648, "d": 1.5e300, "f": 0.1, "ok": true, "s": "héllo", "by": "AAEC", "day": "2024-02-29",
+ "at": "2024-05-01T12:00:00.123456+02:00", "ntz": "2024-05-01T12:00:00.5", "amt": -1234567.89,
+ "sub": {"b": null, "a": 9}, "items": [{"a": 1}, {"a": 2, "b": "x"}], "m": {"k": 1, "z": null}, "extra": null}`
+
+// TestJSONOnePassMatchesTwoPass checks the one-pass transcoder against the two-pass one on
+// mutations of a document with every kind of column: whatever the one-pass transcoder
+// accepts, the two-pass one accepts with the same bytes; and it takes the common documents.
+func TestJSONOnePassMatchesTwoPass(t *testing.T) {
+	table := mustWriter(t, 1, jsRichTable)
+	src := NewJSONSource(nil, nil)
+	ws, _, err := src.Writer(table.Delta, []byte(`{"id": 1, "ok": false}`))
+	if err != nil || ws.DeltaErr != nil {
+		t.Fatal(err, ws.DeltaErr)
+	}
+	jb := ws.body.(*jsonBody)
+	check := func(doc []byte) (fast bool) {
+		t.Helper()
+		want, werr := jb.slowAvro(nil, doc)
+		got, _, ok := fastJSON(nil, doc, jb.top, false, false)
+		if ok && (werr != nil || !bytes.Equal(got, want)) {
+			t.Fatalf("document %q: one pass %x, two passes %x (%v)", doc, got, want, werr)
+		}
+		return ok
+	}
+	if !check([]byte(jsRichDoc)) {
+		t.Fatal("the one-pass transcoder gave up on the plain document")
+	}
+	// Keys in another order and missing nullable keys take the one-pass path too.
+	if !check([]byte(`{"ok": true, "sub": {"a": 1}, "id": 3}`)) {
+		t.Fatal("the one-pass transcoder gave up on reordered keys")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	fast, slowOK := 0, 0
+	for range 20000 {
+		doc := []byte(jsRichDoc)
+		for range 1 + r.IntN(3) {
+			i := r.IntN(len(doc))
+			switch r.IntN(3) {
+			case 0:
+				const alphabet = " {}[],:\"\\0123456789.eE-+tfnux\xff"
+				doc[i] = alphabet[r.IntN(len(alphabet))]
+			case 1:
+				doc = append(doc[:i:i], doc[i+1:]...)
+			default:
+				doc = append(doc[:i:i], append([]byte{doc[r.IntN(len(doc))]}, doc[i:]...)...)
+			}
+		}
+		if check(doc) {
+			fast++
+		}
+		if _, err := jb.slowAvro(nil, doc); err == nil {
+			slowOK++
+		}
+	}
+	if fast == 0 || fast < slowOK/2 {
+		t.Fatalf("one pass took %d documents of the %d the two-pass transcoder accepts", fast, slowOK)
+	}
+}
+
+// TestJSONSourceTranscodesOnce checks that a plain JSON record whose keys the base has is
+// transcoded while its writer schema is chosen, and that the decode takes that result.
+func TestJSONSourceTranscodesOnce(t *testing.T) {
+	table := mustWriter(t, 1, jsRichTable)
+	src := NewJSONSource(nil, nil)
+	doc := []byte(strings.Replace(jsRichDoc, `, "extra": null`, "", 1)) // a key the base lacks takes the inferring path
+	first, _, err := src.Writer(table.Delta, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, body, err := src.Writer(table.Delta, doc)
+	if err != nil || ws != first {
+		t.Fatal(err, ws == first)
+	}
+	jb := ws.body.(*jsonBody)
+	jb.memo.mu.Lock()
+	kept := len(jb.memo.entries) - jb.memo.head
+	jb.memo.mu.Unlock()
+	if kept != 1 {
+		t.Fatal("the writer did not keep the transcoding")
+	}
+	want, err := jb.slowAvro(nil, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ws.Transcode(body)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("transcode %x, %v; want %x", got, err, want)
+	}
+	// A batch: every record's writer schema first, then every decode (as the flush does).
+	docs := [][]byte{bytes.Replace(doc, []byte(`"id": 7`), []byte(`"id": 8`), 1), bytes.Replace(doc, []byte(`"id": 7`), []byte(`"id": 9`), 1)}
+	for _, d := range docs {
+		if w, _, err := src.Writer(table.Delta, d); err != nil || w != ws {
+			t.Fatal(err)
+		}
+	}
+	if n := len(jb.memo.entries) - jb.memo.head; n != 2 {
+		t.Fatalf("%d transcodings kept for a batch of 2", n)
+	}
+	for _, d := range docs {
+		want, _ := jb.slowAvro(nil, d)
+		if got, err := ws.Transcode(d); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("transcode %x, %v; want %x", got, err, want)
+		}
+	}
+	if n := len(jb.memo.entries) - jb.memo.head; n != 0 {
+		t.Fatalf("%d kept transcodings were not taken", n)
+	}
+	// A record routed elsewhere is never decoded: the next decode passes its entry.
+	for _, d := range docs {
+		src.Writer(table.Delta, d)
+	}
+	if _, err := ws.Transcode(docs[1]); err != nil || jb.memo.head != len(jb.memo.entries) || jb.memo.entries[0].jb != nil {
+		t.Fatalf("passing an entry: %v, head %d of %d", err, jb.memo.head, len(jb.memo.entries))
+	}
+}
+
+// TestJSONOnePassDocument checks the document the one pass builds for the JSON Schema
+// validator against the one jsonschema.UnmarshalJSON decodes (numbers as json.Number).
+func TestJSONOnePassDocument(t *testing.T) {
+	ws, err := CompileJSONSchema(11, jsOrder, map[string]string{"customer.json": jsCustomer})
+	if err != nil || ws.DeltaErr != nil {
+		t.Fatal(err, ws.DeltaErr)
+	}
+	top := ws.body.(*jsonSchemaBody).json.top
+	for _, doc := range []string{
+		`{"id": 1, "price": 2.50, "name": null, "tags": [], "attrs": {"a": 1, "b": -2}, "customer": {"cid": 3, "more": [1, {"x": true}]}, "other": "kept"}`,
+		`{"price": 1e3, "id": -5, "ok": false, "at": "2024-05-01T12:00:00Z", "day": "2024-05-01", "note": "n"}`,
+	} {
+		want, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got, ok := fastJSON(nil, []byte(doc), top, false, true)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("document %s: one pass %#v (%v), want %#v", doc, got, ok, want)
+		}
+	}
+}
