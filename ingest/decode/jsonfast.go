@@ -248,24 +248,18 @@ func (f *jFast) value(n *jNode, depth int) bool {
 		default:
 			return false
 		}
-	case jInt, jLong, jDateDays, jTsMillis:
+	case jInt, jLong:
 		num, ok := f.number()
 		if !ok {
 			return false
 		}
 		bitsz := 64
-		if n.kind == jInt || n.kind == jDateDays {
+		if n.kind == jInt {
 			bitsz = 32
 		}
 		v, ok := parseInt(num, bitsz)
 		if !ok {
 			return false
-		}
-		if n.kind == jTsMillis {
-			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
-				return false
-			}
-			v *= 1000
 		}
 		f.long(v)
 		f.pushNumber(num)
