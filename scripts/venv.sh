@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates or updates the project's Python virtualenv at .venv/ with the packages pinned in
-# scripts/requirements.txt (delta-rs, pyarrow, confluent-kafka with Avro serdes).
+# scripts/requirements.txt (delta-rs, pyarrow, confluent-kafka with its Avro, Protobuf and JSON
+# Schema serdes).
 # Idempotent: a stamp file keyed on the hash of requirements.txt (and the Python version)
 # makes a second run a no-op. Prints the venv's path on stdout's last line.
 #   PYTHON=/path/to/python3 scripts/venv.sh     # choose the interpreter (default: python3)
@@ -49,7 +50,9 @@ log "installing scripts/requirements.txt"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
 # Fail here, not in a test, if an import is broken.
 "$VENV/bin/python" -c 'import deltalake, pyarrow, confluent_kafka, fastavro, requests
-from confluent_kafka.schema_registry.avro import AvroSerializer, AvroDeserializer'
+from confluent_kafka.schema_registry.avro import AvroSerializer, AvroDeserializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer'
 echo "$key" > "$STAMP"
 log "ready: $VENV (activate with: . $VENV/bin/activate)"
 echo "$VENV"
