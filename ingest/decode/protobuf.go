@@ -2,6 +2,7 @@ package decode
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -14,15 +15,19 @@ import (
 	"github.com/bufbuild/protocompile"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Protobuf records (docs/formats.md, "Protobuf"): the Confluent frame, then the
 // message-index array, then the message's binary body. The registry's schema text is a
-// .proto file compiled with protocompile (its imports: the schema's references, fetched
-// from the registry, and the well-known types, compiled in); the body is decoded with
-// dynamicpb and transcoded into the Avro binary of an Avro schema derived from the
-// message, which the Avro decoder writes into the column buffers.
+// .proto file (or a base64 FileDescriptorProto) compiled with protocompile (its imports:
+// the schema's references, fetched from the registry, and the well-known types, compiled
+// in); the body is read from the wire format by a decoder compiled per message
+// (protowire.go) into the Avro binary of an Avro schema derived from the message, which
+// the Avro decoder writes into the column buffers.
 
 const (
 	// maxMessageIndexes bounds the message-index array's count (the nesting depth of the
@@ -101,9 +106,9 @@ var standardImports = func() map[string]bool {
 	return m
 }()
 
-// CompileProtobuf compiles the .proto text of schema id (files holds it under any name
-// plus every file it imports by import path; the well-known types need not be there) and
-// returns the writer schema of its first message; Message selects the others. Errors: an
+// CompileProtobuf compiles the .proto text of schema id, or the base64 of its serialized
+// FileDescriptorProto (protoSources); files holds it under any name plus every file it
+// imports by import path (the well-known types need not be there). It returns the writer schema of its first message; Message selects the others. Errors: an
 // *Error with ReasonSchemaParseError when the text does not compile or has no message. A
 // message that cannot be represented in Delta (recursive) has DeltaErr set.
 func CompileProtobuf(id int, text string, files map[string]string) (*WriterSchema, error) {
@@ -113,7 +118,7 @@ func CompileProtobuf(id int, text string, files map[string]string) (*WriterSchem
 	}
 	all[protoMainFile] = text
 	c := protocompile.Compiler{
-		Resolver:       protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(all)}),
+		Resolver:       protocompile.WithStandardImports(protoSources(all)),
 		MaxParallelism: 1,
 	}
 	out, err := c.Compile(context.Background(), protoMainFile)
@@ -129,6 +134,46 @@ func CompileProtobuf(id int, text string, files map[string]string) (*WriterSchem
 	pf.first.proto = pf
 	pf.byPath["0"] = pf.first
 	return pf.first, nil
+}
+
+// protoSources resolves the files of one schema by import path: .proto text, or the
+// base64 of a serialized FileDescriptorProto, the form Confluent's serializers register
+// by default (auto.register.schemas) and some registries (Apicurio) serve back unchanged.
+type protoSources map[string]string
+
+// FindFileByPath implements protocompile.Resolver. Errors: protoregistry.NotFound for a
+// file it does not hold.
+func (m protoSources) FindFileByPath(path string) (protocompile.SearchResult, error) {
+	text, ok := m[path]
+	if !ok {
+		return protocompile.SearchResult{}, protoregistry.NotFound
+	}
+	if fdp := descriptorFromBase64(text); fdp != nil {
+		fdp.Name = proto.String(path) // the name it is imported by, whatever it was registered as
+		return protocompile.SearchResult{Proto: fdp}, nil
+	}
+	return protocompile.SearchResult{Source: strings.NewReader(text)}, nil
+}
+
+// descriptorFromBase64 returns the FileDescriptorProto that text encodes in base64
+// (standard alphabet, padded or not), or nil when text is not one: .proto text always has
+// a space or a line break, base64 has none.
+func descriptorFromBase64(text string) *descriptorpb.FileDescriptorProto {
+	text = strings.TrimSpace(text)
+	if text == "" || strings.ContainsAny(text, " \t\r\n;{") {
+		return nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(text); err != nil {
+			return nil
+		}
+	}
+	fdp := &descriptorpb.FileDescriptorProto{}
+	if err := proto.Unmarshal(raw, fdp); err != nil || len(fdp.GetMessageType()) == 0 && len(fdp.GetEnumType()) == 0 {
+		return nil
+	}
+	return fdp
 }
 
 // message selects the writer schema of payload's message-index array and returns the body

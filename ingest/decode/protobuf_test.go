@@ -1,8 +1,10 @@
 package decode
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/ingestd/ingestd/deltawriter/column"
@@ -308,5 +312,56 @@ func TestProtobufWKTJSONIsStable(t *testing.T) {
 	s := got["st"].(string)
 	if err := json.Unmarshal([]byte(s), &v); err != nil || s != `{"a":"x","k":{"b":[1,2,{"c":"d"}]}}` {
 		t.Fatalf("struct JSON %s %v", s, err)
+	}
+}
+
+// Confluent's serializers register a schema, by default, as the base64 of its serialized
+// FileDescriptorProto, and Apicurio serves that form back: it compiles to the same writer
+// schemas as the .proto text (message index [2], well-known imports included), and a
+// reference in that form resolves too.
+func TestProtobufBase64Descriptor(t *testing.T) {
+	text := mustProto(t, pbRich, nil)
+	fdp := protodesc.ToFileDescriptorProto(text.body.(*protoBody).md.ParentFile())
+	raw, err := proto.Marshal(fdp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString(raw)
+	fromB64 := mustProto(t, b64, nil)
+	for _, idx := range [][]int{{0}, {2}, {2, 0, 0}} {
+		var path []byte // the message-index array: count, then each index, zig-zag varints
+		path = protowire.AppendVarint(path, protowire.EncodeZigZag(int64(len(idx))))
+		for _, i := range idx {
+			path = protowire.AppendVarint(path, protowire.EncodeZigZag(int64(i)))
+		}
+		a, _, err := text.Message(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := fromB64.Message(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Delta.String() != b.Delta.String() || a.Avro.String() != b.Avro.String() {
+			t.Fatalf("message %v: from base64 %s / %s, from text %s / %s", idx, b.Delta, b.Avro, a.Delta, a.Avro)
+		}
+	}
+	body := pbBody(t, text, `{"s":"x","i64":"-5","ts":"1970-01-01T00:00:01.000001Z"}`)
+	if got, want := fmt.Sprint(pbValue(t, fromB64, body)), fmt.Sprint(pbValue(t, text, body)); got != want {
+		t.Fatalf("value from base64 %s, from text %s", got, want)
+	}
+	// A reference in base64, imported by a main file in text.
+	common := mustProto(t, `syntax = "proto3"; package c; message Money { int64 units = 1; }`, nil)
+	craw, err := proto.Marshal(protodesc.ToFileDescriptorProto(common.body.(*protoBody).md.ParentFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := mustProto(t, `syntax = "proto3"; import "c.proto"; message P { c.Money price = 1; }`,
+		map[string]string{"c.proto": base64.RawStdEncoding.EncodeToString(craw)})
+	if got := ws.Delta.String(); got != "struct<price:struct<units:long>>" {
+		t.Fatalf("delta schema %s", got)
+	}
+	if _, err := CompileProtobuf(9, base64.StdEncoding.EncodeToString([]byte("not a descriptor")), nil); ReasonOf(err) != ReasonSchemaParseError {
+		t.Fatalf("base64 of garbage: %v, want schema_parse_error", err)
 	}
 }

@@ -4,15 +4,10 @@ a real schema registry's Confluent-compatible API, and print what was sent as JS
 
 usage: produce_interop.py --brokers B --registry URL --protobuf T1 --json-schema T2 --avro T3
 
-The JSON Schema and Avro serializers register their schemas themselves
-(auto.register.schemas). The Protobuf serializer would register a base64
-FileDescriptorProto, which Apicurio's Confluent-compatible API stores and serves as it is
-(not as .proto text, unlike Confluent's registry) and does not match against the .proto
-text on lookup. So the script registers ORDERS_PROTO, the text of the file the descriptor
-below is built from (as protoc would build it), and runs the serializer with
-auto.register.schemas=false, answering its lookup of the descriptor with that text's id:
-the framing — magic byte 0, the 4-byte schema id, the message-index array the serializer
-derives from the descriptor — is all the serializer's own.
+Every serializer registers its schema itself (auto.register.schemas, the default): the
+Protobuf one as the base64 of its FileDescriptorProto, which Apicurio's Confluent-compatible
+API serves back as it was sent; the framing (magic byte 0, the 4-byte schema id, the
+message-index array the serializer derives from the descriptor) is all the serializer's own.
 
 Records: two Order records (index array [1]: the file's second message) and one Order.Line
 record ([1, 0]: the first message nested in the second). Values are the constants below.
@@ -21,14 +16,13 @@ Output (stdout): {"protobuf": [{"id": schema id, "prefix": hex of the bytes befo
 body}, ...], "json_schema": [...], "avro": [...]}, one entry per record in produce order.
 """
 import argparse
-import base64
 import datetime
 import decimal
 import json
 import sys
 
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -98,23 +92,6 @@ def protobuf_classes():
             GetMessageClass(pool.FindMessageTypeByName("interop.Order.Line")))
 
 
-class TextLookup:
-    """The registry client, but a lookup of the descriptor's base64 answers with the
-    registered .proto text's id (see the module docstring)."""
-
-    def __init__(self, reg, schema_id, file_desc):
-        self._reg, self._id = reg, schema_id
-        self._b64 = base64.standard_b64encode(file_desc.serialized_pb).decode("ascii")
-
-    def lookup_schema(self, subject, schema, **kw):
-        if schema.schema_str != self._b64:
-            raise ValueError("unexpected lookup of %s" % subject)
-        return RegisteredSchema(schema_id=self._id, guid=None, schema=schema, subject=subject, version=1)
-
-    def __getattr__(self, name):
-        return getattr(self._reg, name)
-
-
 JSON_SCHEMA = json.dumps({
     "$schema": "http://json-schema.org/draft-07/schema#",
     "title": "Reading",
@@ -173,11 +150,9 @@ def main():
     a = ap.parse_args()
     reg = SchemaRegistryClient({"url": a.registry})
     order_cls, line_cls = protobuf_classes()
-    pb_id = reg.register_schema(a.protobuf + "-value", Schema(ORDERS_PROTO, "PROTOBUF"))
-    pb_reg = TextLookup(reg, pb_id, order_cls.DESCRIPTOR.file)
-    pb_conf = {"auto.register.schemas": False, "use.deprecated.format": False}
-    pb_order = ProtobufSerializer(order_cls, pb_reg, pb_conf)
-    pb_line = ProtobufSerializer(line_cls, pb_reg, pb_conf)
+    pb_conf = {"auto.register.schemas": True, "use.deprecated.format": False}
+    pb_order = ProtobufSerializer(order_cls, reg, pb_conf)
+    pb_line = ProtobufSerializer(line_cls, reg, pb_conf)
 
     o1 = order_cls(id=1, kind=1, delta=-3, note="")
     o1.at.FromDatetime(datetime.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC))
