@@ -106,6 +106,9 @@ type flusher struct {
 	// keyed is a keyed table's state (table.mode upsert): the key index; nil for an
 	// append table.
 	keyed *keyedState
+	// envelopes are the compiled envelopes (table.envelope) by envelope writer schema
+	// (WriterSchema.Key); nil without an envelope.
+	envelopes map[int]envelopeOf
 }
 
 func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
@@ -118,6 +121,9 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 	// reused) stay unmodified and reachable until the flush returns: values alias them
 	// instead of a copy of each body; releaseCols drops them when it returns.
 	f.arena.AliasPayloads()
+	if cfg.Table.Envelope != "" {
+		f.envelopes = map[int]envelopeOf{}
+	}
 	return f
 }
 
@@ -306,7 +312,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			}
 		}
 		if r.Value == nil {
-			if !f.cfg.Table.Keyed() { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
+			if !f.cfg.Table.Keyed() || envelopeSkipsTombstones(f.cfg) { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
 				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
 			}
 			items = append(items, item{rec: r, route: routeSkip})
@@ -375,6 +381,10 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			ws, it.payload = msg, body
 		}
 		it.ws = ws
+		if f.envelopes != nil {
+			items = append(items, f.openEnvelope(it))
+			continue
+		}
 		if ws.DeltaErr != nil {
 			it.fail = asDecodeError(ws.DeltaErr)
 		}
@@ -685,6 +695,9 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 	b.stage.Decoded() // the real columns back, the decoder's nulls of filled columns dropped
 	if err != nil {
 		return err // DecodeColumns cut every column back to Begin's length
+	}
+	if f.envelopes != nil {
+		b.stage.Envelope(&it.env)
 	}
 	return b.stage.Fill(it.rec) // the fills, then the move into its partition's file
 }

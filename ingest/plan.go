@@ -40,6 +40,9 @@ type item struct {
 	payload []byte               // the Avro body (after the frame)
 	fail    *decode.Error        // framing, schema lookup or schema conversion failed
 	route   route                // set before the guard (tombstone, kept, carried, duplicate), else routeGuard
+	// env is the record's change as its envelope states it (table.envelope; Row is
+	// payload); zero without an envelope.
+	env decode.EnvelopeChange
 }
 
 // schemaID is the item's writer schema id, -1 when unknown.

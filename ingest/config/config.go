@@ -141,6 +141,11 @@ type Table struct {
 	// gone) or soft (the row stays with _deleted true and the delete's sequence in
 	// _deleted_sequence; docs/keyed-tables.md, Soft deletes).
 	Deletes string `yaml:"deletes"`
+	// Envelope is how a keyed table's record values carry their change: "" (the value is
+	// the row), debezium (Debezium's change event: the row is after, or before for a
+	// delete) or debezium_flattened (the row as ExtractNewRecordState leaves it, its "__"
+	// fields the envelope's); docs/change-data-capture.md.
+	Envelope string `yaml:"envelope"`
 }
 
 // Write modes of table.mode, and the ways of table.upsert_write.
@@ -154,6 +159,15 @@ const (
 
 	MergeOnRead = "merge_on_read"
 	CopyOnWrite = "copy_on_write"
+
+	EnvelopeDebezium          = "debezium"
+	EnvelopeDebeziumFlattened = "debezium_flattened"
+
+	// SequenceLSN and SequenceSourceTsMs are the envelope paths table.sequence_by may
+	// name with an envelope: Debezium's source.lsn (the flattened form's __lsn) and
+	// source.ts_ms (__source_ts_ms).
+	SequenceLSN        = "source.lsn"
+	SequenceSourceTsMs = "source.ts_ms"
 )
 
 // Keyed reports whether the pipeline writes a keyed table (table.mode upsert or

@@ -31,7 +31,25 @@ const (
 	// DeletedSequence (long) is a soft-deleted row's delete sequence (as ChangeSequence);
 	// NULL on a live row.
 	DeletedSequence = "_deleted_sequence"
+	// SourceLSN and SourceTsMs (long) hold each row's envelope sequence when
+	// table.sequence_by names one (source.lsn, source.ts_ms; docs/change-data-capture.md):
+	// the key index reads a key's sequence from the table, which keeps it across restarts.
+	SourceLSN  = "_source_lsn"
+	SourceTsMs = "_source_ts_ms"
 )
+
+// SequenceColumn is the column that holds cfg's sequence in the table: table.sequence_by's
+// column, the column an envelope sequence is stored in (SourceLSN, SourceTsMs), or ""
+// without sequence_by.
+func SequenceColumn(cfg *config.Config) string {
+	if !cfg.Table.SequenceByEnvelope() {
+		return cfg.Table.SequenceBy
+	}
+	if cfg.Table.SequenceBy == config.SequenceSourceTsMs {
+		return SourceTsMs
+	}
+	return SourceLSN
+}
 
 // The values of ChangeOperation.
 const (
@@ -67,13 +85,17 @@ type modeColumn struct {
 }
 
 func modeColumns(cfg *config.Config) []modeColumn {
+	var out []modeColumn
+	if cfg.Table.SequenceByEnvelope() {
+		out = append(out, modeColumn{SequenceColumn(cfg), deltalog.Long, "BIGINT"})
+	}
 	switch {
 	case cfg.Table.Changelog():
-		return []modeColumn{{ChangeOperation, deltalog.String, "STRING"}, {ChangeSequence, deltalog.Long, "BIGINT"}}
+		out = append(out, modeColumn{ChangeOperation, deltalog.String, "STRING"}, modeColumn{ChangeSequence, deltalog.Long, "BIGINT"})
 	case cfg.Table.SoftDeletes():
-		return []modeColumn{{Deleted, deltalog.Boolean, "BOOLEAN"}, {DeletedSequence, deltalog.Long, "BIGINT"}}
+		out = append(out, modeColumn{Deleted, deltalog.Boolean, "BOOLEAN"}, modeColumn{DeletedSequence, deltalog.Long, "BIGINT"})
 	}
-	return nil
+	return out
 }
 
 // checkModeColumns checks that schema has the columns cfg's mode fills, of their types,
@@ -92,8 +114,11 @@ func checkModeColumns(cfg *config.Config, schema *deltalog.StructType) error {
 		}
 	}
 	what, line := "table.mode "+cfg.Table.Mode, cfg.Line("$.table.mode")
-	if cfg.Table.SoftDeletes() {
+	switch {
+	case cfg.Table.SoftDeletes():
 		what, line = "table.deletes soft", cfg.Line("$.table.deletes")
+	case cfg.Table.Upsert() && cfg.Table.SequenceByEnvelope():
+		what, line = "table.sequence_by "+cfg.Table.SequenceBy, cfg.Line("$.table.sequence_by")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s:%d: %s fills columns the table lacks: %s (fix: ALTER TABLE <table> ADD COLUMNS (%s), or write a new table: ingestd adds them when it creates the table)",
@@ -133,7 +158,8 @@ func isKeyColumn(cfg *config.Config, name string) bool {
 type modeFill struct {
 	changelog bool
 	soft      bool
-	ordered   bool // table.sequence_by is set
+	ordered   bool   // table.sequence_by is set
+	seqColumn string // the column an envelope sequence is stored in (SequenceColumn); "": none
 	origin    func(*kgo.Record) Source
 }
 
@@ -152,6 +178,15 @@ func (m *modeFill) sequence(ch Change, rec *kgo.Record) int64 {
 // set sets the row's mode columns for change ch of rec; tomb is true for a tombstone's
 // row. Errors: a mode column the table lacks (checked at start-up: not expected).
 func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool) error {
+	if m.seqColumn != "" {
+		seq := parquet.NullValue()
+		if !tomb {
+			seq = parquet.Int64Value(ch.Seq)
+		}
+		if err := row.setTop(m.seqColumn, seq); err != nil {
+			return err
+		}
+	}
 	switch {
 	case m.changelog:
 		op := OpUpsert
