@@ -16,7 +16,7 @@ type envelopeOf struct {
 
 // envelopeSkipsTombstones reports whether a tombstone is skipped instead of deleting its
 // key: in a changelog of Debezium changes, the delete event before the tombstone is the
-// delete's row already (docs/change-data-capture.md, Tombstones).
+// delete's row already (docs/keyed-tables.md, Change data capture).
 func envelopeSkipsTombstones(cfg *config.Config) bool {
 	return cfg.Table.Envelope != "" && cfg.Table.Changelog()
 }

@@ -405,3 +405,42 @@ func TestEnvelopeDebeziumGuardComparesTheRow(t *testing.T) {
 		t.Fatalf("dead letters %v, want %v", got, want)
 	}
 }
+
+// Soft deletes keep the delete event's before row (the key alone under REPLICA IDENTITY
+// DEFAULT) flagged with its LSN; the tombstone after it, in the same flush or a later
+// one, leaves it so.
+func TestEnvelopeDebeziumSoftDeletes(t *testing.T) {
+	h := newDbzHarness(t)
+	cfg := h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN)
+	cfg.Table.Deletes = config.DeletesSoft
+	h.send(h.envelope, dbz{op: "c", id: 1, name: "ann", lsn: 100}, dbz{op: "d", id: 1, lsn: 110}, dbz{id: 1, tomb: true},
+		dbz{op: "c", id: 2, name: "bob", lsn: 100}, dbz{op: "d", id: 2, lsn: 120})
+	h.run(cfg, 5)
+	want := []string{"1 <nil> true 110 110", "2 <nil> true 120 120"}
+	if got := h.rowsOf("id", "name", "_deleted", "_deleted_sequence", "_source_lsn"); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	h.send(h.envelope, dbz{id: 2, tomb: true})
+	h.run(cfg, 6)
+	if got := h.rowsOf("id", "name", "_deleted", "_deleted_sequence", "_source_lsn"); !slices.Equal(got, want) {
+		t.Fatalf("rows after a later tombstone %v, want %v", got, want)
+	}
+}
+
+// A table without the column an envelope sequence is stored in is refused at start-up,
+// naming the column and the fix, and nothing is written.
+func TestEnvelopeDebeziumRefusesTableWithoutTheSequenceColumn(t *testing.T) {
+	h := newDbzHarness(t)
+	h.send(h.envelope, dbz{op: "c", id: 1, name: "ann", lsn: 100})
+	h.run(h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, ""), 1)
+	version := h.snapshot().Version
+	m := h.startWith("dbz", h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN), nil)
+	err := m.stopped(t, 20*time.Second, "the pipeline kept running on a table without _source_lsn")
+	want := "table.sequence_by source.lsn fills columns the table lacks: _source_lsn BIGINT (fix: ALTER TABLE <table> ADD COLUMNS (_source_lsn BIGINT)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run = %v, want a refusal holding %q", err, want)
+	}
+	if v := h.snapshot().Version; v != version {
+		t.Fatalf("table at version %d, want %d (nothing written)", v, version)
+	}
+}

@@ -144,7 +144,7 @@ type Table struct {
 	// Envelope is how a keyed table's record values carry their change: "" (the value is
 	// the row), debezium (Debezium's change event: the row is after, or before for a
 	// delete) or debezium_flattened (the row as ExtractNewRecordState leaves it, its "__"
-	// fields the envelope's); docs/change-data-capture.md.
+	// fields the envelope's); docs/keyed-tables.md, Change data capture.
 	Envelope string `yaml:"envelope"`
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/hamba/avro/v2"
 )
 
-// Envelopes of record values (table.envelope; docs/change-data-capture.md).
+// Envelopes of record values (table.envelope; docs/keyed-tables.md, Change data capture).
 const (
 	// EnvelopeDebezium: the value is Debezium's change event {before, after, source, op,
 	// ts_ms, transaction}; the row is after (c, u, r) or before (d).

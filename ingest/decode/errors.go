@@ -39,7 +39,7 @@ const (
 	// schema policy: no table change can make it fit.
 	ReasonMissingKey = "missing_key"
 	// ReasonUnsupportedChange: a change event a keyed table cannot apply: a Debezium
-	// truncate (op t), which names no key (docs/change-data-capture.md, Operations).
+	// truncate (op t), which names no key (docs/keyed-tables.md, Change data capture).
 	// Dead-lettered under every schema policy.
 	ReasonUnsupportedChange = "unsupported_change"
 )

@@ -32,7 +32,7 @@ const (
 	// NULL on a live row.
 	DeletedSequence = "_deleted_sequence"
 	// SourceLSN and SourceTsMs (long) hold each row's envelope sequence when
-	// table.sequence_by names one (source.lsn, source.ts_ms; docs/change-data-capture.md):
+	// table.sequence_by names one (source.lsn, source.ts_ms; docs/keyed-tables.md, Change data capture):
 	// the key index reads a key's sequence from the table, which keeps it across restarts.
 	SourceLSN  = "_source_lsn"
 	SourceTsMs = "_source_ts_ms"
