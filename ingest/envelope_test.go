@@ -255,19 +255,20 @@ func truncateEnvelope() map[string]any {
 }
 
 // Every operation of the envelope in one flush: r, c and u write after, d deletes by
-// before's key (only the key set: REPLICA IDENTITY DEFAULT), the tombstone after the
-// delete changes nothing, m is skipped and counted, t is dead-lettered. The table's
+// before's key (only the key set: REPLICA IDENTITY DEFAULT) with or without the
+// tombstone after it, which changes nothing, m is skipped and counted, t is dead-lettered. The table's
 // columns are the row's, not the envelope's.
 func TestEnvelopeDebeziumOperations(t *testing.T) {
 	h := newDbzHarness(t)
 	h.send(h.envelope, dbz{op: "r", id: 1, name: "ann", lsn: 100}, dbz{op: "r", id: 2, name: "bob", lsn: 100},
 		dbz{op: "c", id: 3, name: "cy", lsn: 110}, dbz{op: "u", id: 1, name: "anne", lsn: 120},
-		dbz{op: "d", id: 2, lsn: 130}, dbz{id: 2, tomb: true})
+		dbz{op: "d", id: 2, lsn: 130}, dbz{id: 2, tomb: true},
+		dbz{op: "c", id: 4, name: "dan", lsn: 131}, dbz{op: "d", id: 4, lsn: 132}) // 4: tombstones.on.delete=false
 	msg := truncateEnvelope()
 	msg["op"] = "m"
 	h.sendRaw(msg)
 	h.sendRaw(truncateEnvelope())
-	h.run(h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN), 8)
+	h.run(h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN), 10)
 	if got, want := h.rowsOf("id", "name", "email"), []string{"1 anne anne@example.com", "3 cy cy@example.com"}; !slices.Equal(got, want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
