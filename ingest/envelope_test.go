@@ -445,3 +445,27 @@ func TestEnvelopeDebeziumRefusesTableWithoutTheSequenceColumn(t *testing.T) {
 		t.Fatalf("table at version %d, want %d (nothing written)", v, version)
 	}
 }
+
+// table.envelope_columns: a changelog keeps each change's op, LSN and timestamps as
+// columns (the LSN once, also the sequence), after the row's.
+func TestEnvelopeDebeziumEnvelopeColumns(t *testing.T) {
+	h := newDbzHarness(t)
+	cfg := h.dbzConfig(config.ModeChangelog, config.EnvelopeDebezium, config.SequenceLSN)
+	cfg.Table.EnvelopeColumns = []string{config.EnvelopeTsMs, config.EnvelopeLSN, config.EnvelopeOp, config.EnvelopeSourceTsMs}
+	h.send(h.envelope, dbz{op: "r", id: 1, name: "ann", lsn: 100}, dbz{op: "u", id: 1, name: "anne", lsn: 120}, dbz{op: "d", id: 1, lsn: 130})
+	h.run(cfg, 3)
+	want := []string{
+		"1 ann upsert r 100 1700000000100 1700000001100",
+		"1 anne upsert u 120 1700000000120 1700000001120",
+		"1 <nil> delete d 130 1700000000130 1700000001130",
+	}
+	slices.Sort(want)
+	if got := h.rowsOf("id", "name", "_change_operation", "_op", "_source_lsn", "_source_ts_ms", "_ts_ms"); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	want = []string{"id integer", "name string", "email string", "_source_lsn long", "_op string", "_source_ts_ms long", "_ts_ms long",
+		"_change_operation string", "_change_sequence long"}
+	if got := h.columns(); !slices.Equal(got, want) {
+		t.Fatalf("columns %v, want %v", got, want)
+	}
+}

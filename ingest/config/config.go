@@ -146,6 +146,10 @@ type Table struct {
 	// delete) or debezium_flattened (the row as ExtractNewRecordState leaves it, its "__"
 	// fields the envelope's); docs/keyed-tables.md, Change data capture.
 	Envelope string `yaml:"envelope"`
+	// EnvelopeColumns are the envelope's fields the table gets as columns, filled from
+	// each change (any of op, lsn, source_ts_ms, ts_ms: _op, _source_lsn, …). Only with
+	// Envelope; none by default.
+	EnvelopeColumns []string `yaml:"envelope_columns"`
 }
 
 // Write modes of table.mode, and the ways of table.upsert_write.
@@ -169,6 +173,18 @@ const (
 	SequenceLSN        = "source.lsn"
 	SequenceSourceTsMs = "source.ts_ms"
 )
+
+// The envelope fields table.envelope_columns may name.
+const (
+	EnvelopeOp         = "op"           // the change's operation: c, u, r or d
+	EnvelopeLSN        = "lsn"          // source.lsn (flattened: __lsn)
+	EnvelopeSourceTsMs = "source_ts_ms" // source.ts_ms (flattened: __source_ts_ms)
+	EnvelopeTsMs       = "ts_ms"        // the envelope's ts_ms (flattened: __ts_ms)
+)
+
+// EnvelopeFields are the values of table.envelope_columns, in the order their columns
+// are added.
+var EnvelopeFields = []string{EnvelopeOp, EnvelopeLSN, EnvelopeSourceTsMs, EnvelopeTsMs}
 
 // Keyed reports whether the pipeline writes a keyed table (table.mode upsert or
 // changelog): its records carry a key, and a tombstone deletes the key it names.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,6 +124,20 @@ func (t Table) SequenceByEnvelope() bool {
 // values; and that a sequence_by envelope path has an envelope.
 func (c *Config) validateEnvelope(bad func(path, msg, fix string)) {
 	t := &c.Table
+	seen := map[string]bool{}
+	for i, f := range t.EnvelopeColumns {
+		path := fmt.Sprintf("$.table.envelope_columns[%d]", i)
+		switch {
+		case t.Envelope == "":
+			bad(path, "table.envelope_columns is set but table.envelope is not", "set table.envelope: debezium (or debezium_flattened), or remove table.envelope_columns")
+			return
+		case !slices.Contains(EnvelopeFields, f):
+			bad(path, fmt.Sprintf("table.envelope_columns: %q is not op, lsn, source_ts_ms or ts_ms", f), "list some of op, lsn, source_ts_ms, ts_ms")
+		case seen[f]:
+			bad(path, fmt.Sprintf("table.envelope_columns: %q is listed twice", f), "list each field once")
+		}
+		seen[f] = true
+	}
 	switch t.Envelope {
 	case "":
 		if t.SequenceBy == SequenceLSN || t.SequenceBy == SequenceSourceTsMs {

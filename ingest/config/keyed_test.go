@@ -117,6 +117,11 @@ func TestEnvelopeConfigErrors(t *testing.T) {
 			`p.yaml:7: table.envelope debezium is set but table.mode is append: a change stream's deletes and updates need a keyed table (fix: set table.mode: upsert (the current rows) or changelog (every change a row), with table.key)`},
 		{"not avro", strings.Replace(envelopeConfig, "schema: {policy: evolve}\n", "schema: {policy: evolve}\nformat: protobuf\n", 1),
 			`p.yaml:10: table.envelope debezium reads Avro change events, but format is protobuf (fix: use format: avro (Kafka Connect's AvroConverter), or remove table.envelope)`},
+		{"envelope columns", strings.Replace(envelopeConfig, "  envelope: debezium\n", "  envelope: debezium\n  envelope_columns: [op, xid, op]\n", 1),
+			"p.yaml:11: table.envelope_columns: \"xid\" is not op, lsn, source_ts_ms or ts_ms (fix: list some of op, lsn, source_ts_ms, ts_ms)\n" +
+				"p.yaml:11: table.envelope_columns: \"op\" is listed twice (fix: list each field once)"},
+		{"envelope columns without envelope", strings.Replace(keyedConfig, "  key: [id]\n", "  key: [id]\n  envelope_columns: [op]\n", 1),
+			`p.yaml:9: table.envelope_columns is set but table.envelope is not (fix: set table.envelope: debezium (or debezium_flattened), or remove table.envelope_columns)`},
 		{"envelope path without envelope", strings.Replace(envelopeConfig, "  envelope: debezium\n", "", 1),
 			`p.yaml:9: table.sequence_by "source.lsn" names a Debezium envelope field but table.envelope is not set (fix: set table.envelope: debezium (or debezium_flattened), or name a top-level column of the row)`},
 	}

@@ -3,6 +3,7 @@ package rowfill
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,8 +78,13 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType, o Options) (*ke
 		return nil, err
 	}
 	k := &keyFill{}
-	if cfg.Table.Changelog() || cfg.Table.SoftDeletes() || cfg.Table.SequenceByEnvelope() {
+	if cfg.Table.Changelog() || cfg.Table.SoftDeletes() || cfg.Table.SequenceByEnvelope() || len(cfg.Table.EnvelopeColumns) > 0 {
 		k.mode = &modeFill{changelog: cfg.Table.Changelog(), soft: cfg.Table.SoftDeletes(), ordered: cfg.Table.SequenceBy != "", origin: o.Origin}
+		for _, f := range config.EnvelopeFields {
+			if slices.Contains(cfg.Table.EnvelopeColumns, f) && envelopeColumn(f).name != SequenceColumn(cfg) {
+				k.mode.envFields = append(k.mode.envFields, f)
+			}
+		}
 		if cfg.Table.SequenceByEnvelope() {
 			k.mode.seqColumn = SequenceColumn(cfg)
 		}

@@ -241,7 +241,7 @@ func (s *Stage) keyedPlace(rec *kgo.Record) error {
 	}
 	ch.Rec = rec
 	if m := s.keyed.mode; m != nil {
-		if err := m.set(s.row, ch, rec, s.keyed.tomb); err != nil {
+		if err := m.set(s.row, ch, rec, s.keyed.tomb, s.keyed.env); err != nil {
 			s.row.drop()
 			s.keyed.arena = s.keyed.arena[:len(s.keyed.arena)-len(ch.Key)]
 			return err
