@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,13 +85,14 @@ var debeziumBatches = [][]dc{
 		{op: "d", id: 3, lsn: 140}, {id: 3, tomb: true}, {op: "c", id: 30, name: "cy", lsn: 140},
 		{op: "t", lsn: 145}},
 	{{op: "r", id: 1, name: "snap", lsn: 100}, {op: "r", id: 4, name: "snap", lsn: 105}, {op: "c", id: 2, name: "bob-late", lsn: 125},
-		{op: "u", id: 4, name: "dana", lsn: 150}},
+		{op: "u", id: 4, name: "dana", lsn: 150}, {op: "c", id: 5, name: "eve", lsn: 160}, {op: "d", id: 5, lsn: 161}}, // 5: no tombstone
 }
 
-// The tables after each batch: id name email _source_lsn, sorted.
+// The tables after each batch: id name email _source_lsn _op (table.envelope_columns:
+// [op]; the flattened table has no _op: <nil>), sorted.
 var debeziumWant = [][]string{
-	{"1 anne anne@example.com 120", "30 cy cy@example.com 140", "4 dan dan@example.com 110"},
-	{"1 anne anne@example.com 120", "30 cy cy@example.com 140", "4 dana dana@example.com 150"},
+	{"1 anne anne@example.com 120 u", "30 cy cy@example.com 140 c", "4 dan dan@example.com 110 c"},
+	{"1 anne anne@example.com 120 u", "30 cy cy@example.com 140 c", "4 dana dana@example.com 150 u"},
 }
 
 // TestDebeziumEnvelope runs two upsert tables on the real broker and registry, one of
@@ -117,7 +119,8 @@ func TestDebeziumEnvelope(t *testing.T) {
 		produced                   int64
 	}
 	var tables []*table
-	for _, env := range []struct{ name, schema string }{{"debezium", debeziumEnvelopeSchema}, {"debezium_flattened", debeziumFlattenedSchema}} {
+	for _, env := range []struct{ name, schema, extra string }{
+		{"debezium", debeziumEnvelopeSchema, ", envelope_columns: [op]"}, {"debezium_flattened", debeziumFlattenedSchema, ""}} {
 		tb := &table{envelope: env.name, topic: createTopic(t, s, "pg.public.customers."+env.name, 1), path: filepath.Join(root, env.name)}
 		tb.dlq = createTopic(t, s, "pg.public.customers."+env.name+".dlq", 1)
 		ss, err := reg.CreateSchema(context.Background(), tb.topic+"-value", sr.Schema{Schema: env.schema, Type: sr.TypeAvro})
@@ -128,11 +131,11 @@ func TestDebeziumEnvelope(t *testing.T) {
 		writePipeline(t, cfgDir, env.name, fmt.Sprintf(`name: %s
 kafka: {brokers: [%q], topics: [%s], group: %s-%d, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
-table: {uri: %q, create: true, mode: upsert, key: [id], key_format: string, envelope: %s, sequence_by: source.lsn}
+table: {uri: %q, create: true, mode: upsert, key: [id], key_format: string, envelope: %s, sequence_by: source.lsn%s}
 schema: {policy: evolve}
 dead_letter: {topic: %s}
 batch: {max_records: 1000, max_bytes: 16MiB, max_age: 500ms}
-`, env.name, s.brokers, tb.topic, env.name, time.Now().UnixNano(), s.registry, tb.path, env.name, tb.dlq))
+`, env.name, s.brokers, tb.topic, env.name, time.Now().UnixNano(), s.registry, tb.path, env.name, env.extra, tb.dlq))
 		tables = append(tables, tb)
 	}
 	for b, batch := range debeziumBatches {
@@ -151,25 +154,34 @@ batch: {max_records: 1000, max_bytes: 16MiB, max_age: 500ms}
 		if code := d.stop(t); code != 0 {
 			t.Fatalf("ingestd exited %d after batch %d", code, b+1)
 		}
-		cols := []string{"id", "name", "email", "_source_lsn"}
+		cols := []string{"id", "name", "email", "_source_lsn", "_op"}
 		for _, tb := range tables {
+			want := debeziumWant[b]
+			wantCols := []string{"_op", "_source_lsn", "email", "id", "name"}
+			if tb.envelope == "debezium_flattened" {
+				want = make([]string, len(want))
+				for i, r := range debeziumWant[b] {
+					want[i] = r[:strings.LastIndexByte(r, ' ')] + " <nil>"
+				}
+				wantCols = wantCols[1:]
+			}
 			rs := readDeltaRS(t, python, tb.path)
 			if rs.Unsupported != "" {
 				t.Fatalf("%s: delta-rs cannot read the table: %s", tb.envelope, rs.Unsupported)
 			}
-			if got := caseRowsOf(rs.Rows, cols); !slices.Equal(got, debeziumWant[b]) {
-				t.Errorf("%s after batch %d: delta-rs reads %q, want %q", tb.envelope, b+1, got, debeziumWant[b])
+			if got := caseRowsOf(rs.Rows, cols); !slices.Equal(got, want) {
+				t.Errorf("%s after batch %d: delta-rs reads %q, want %q", tb.envelope, b+1, got, want)
 			}
 			if b < len(debeziumBatches)-1 {
 				continue // Spark reads the final tables (its reads take most of the test's time)
 			}
 			var sp sparkRead
 			spark.call(t, map[string]any{"op": "read", "path": tb.path}, &sp)
-			if got := caseRowsOf(sp.Rows, cols); !slices.Equal(got, debeziumWant[b]) {
-				t.Errorf("%s after batch %d: Spark reads %q, want %q", tb.envelope, b+1, got, debeziumWant[b])
+			if got := caseRowsOf(sp.Rows, cols); !slices.Equal(got, want) {
+				t.Errorf("%s after batch %d: Spark reads %q, want %q", tb.envelope, b+1, got, want)
 			}
-			if got, want := caseColumnsOf(sp.Rows), []string{"_source_lsn", "email", "id", "name"}; !slices.Equal(got, want) {
-				t.Errorf("%s: Spark reads columns %v, want %v (the row's and the sequence, no envelope field)", tb.envelope, got, want)
+			if got := caseColumnsOf(sp.Rows); !slices.Equal(got, wantCols) {
+				t.Errorf("%s: Spark reads columns %v, want %v (the row's, the sequence and the envelope columns asked for)", tb.envelope, got, wantCols)
 			}
 		}
 	}
