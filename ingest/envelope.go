@@ -69,6 +69,7 @@ func (f *flusher) openEnvelope(it item) item {
 		it.fail = &decode.Error{Reason: decode.ReasonSchemaMismatch, Err: errors.New("the envelope schema has neither before nor after: no row")}
 		return it
 	}
-	it.ws, it.payload, it.env = e.env.Row, ch.Row, ch
+	f.envs = append(f.envs, ch)
+	it.ws, it.payload, it.env = e.env.Row, ch.Row, int32(len(f.envs))
 	return it
 }

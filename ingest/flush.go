@@ -109,6 +109,9 @@ type flusher struct {
 	// envelopes are the compiled envelopes (table.envelope) by envelope writer schema
 	// (WriterSchema.Key); nil without an envelope.
 	envelopes map[int]envelopeOf
+	// envs are the envelope changes of the batch's items (item.env), reused across
+	// flushes and cleared with the items.
+	envs []decode.EnvelopeChange
 }
 
 func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
@@ -273,6 +276,7 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // *transientError when the schema registry fails transiently.
 func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record, note frameNote) ([]item, error) {
 	items := f.items[:0]
+	f.envs = f.envs[:0]
 	if cap(items) < len(recs) {
 		items = make([]item, 0, len(recs))
 	}
@@ -398,6 +402,8 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 func (f *flusher) release(items []item) {
 	clear(items)
 	f.items = items[:0]
+	clear(f.envs) // their rows alias the batch's records
+	f.envs = f.envs[:0]
 }
 
 // frameNote is what the consumer's schema check (Pipeline.resolveSchemas) read of the
@@ -696,8 +702,8 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 	if err != nil {
 		return err // DecodeColumns cut every column back to Begin's length
 	}
-	if f.envelopes != nil {
-		b.stage.Envelope(&it.env)
+	if it.env > 0 {
+		b.stage.Envelope(&f.envs[it.env-1])
 	}
 	return b.stage.Fill(it.rec) // the fills, then the move into its partition's file
 }
