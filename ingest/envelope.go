@@ -15,10 +15,12 @@ type envelopeOf struct {
 }
 
 // envelopeSkipsTombstones reports whether a tombstone is skipped instead of deleting its
-// key: in a changelog of Debezium changes, the delete event before the tombstone is the
-// delete's row already (docs/keyed-tables.md, Change data capture).
+// key: in a changelog of Debezium's change events, the delete event before the tombstone
+// is the delete's row already. Not for the flattened form, whose deletes may come as
+// tombstones alone (ExtractNewRecordState's delete.handling.mode drop), so that no delete
+// is lost (docs/keyed-tables.md, Change data capture).
 func envelopeSkipsTombstones(cfg *config.Config) bool {
-	return cfg.Table.Envelope != "" && cfg.Table.Changelog()
+	return cfg.Table.Envelope == config.EnvelopeDebezium && cfg.Table.Changelog()
 }
 
 // openEnvelope reads the envelope of it, a record whose envelope writer schema is it.ws

@@ -469,3 +469,15 @@ func TestEnvelopeDebeziumEnvelopeColumns(t *testing.T) {
 		t.Fatalf("columns %v, want %v", got, want)
 	}
 }
+
+// A changelog of the flattened form keeps a tombstone as a delete row: with
+// ExtractNewRecordState's delete.handling.mode drop it is the only record of the delete.
+func TestEnvelopeDebeziumFlattenedChangelogKeepsTombstones(t *testing.T) {
+	h := newDbzHarness(t)
+	h.send(h.flattened, dbz{op: "c", id: 1, name: "ann", lsn: 100}, dbz{id: 1, tomb: true})
+	h.run(h.dbzConfig(config.ModeChangelog, config.EnvelopeDebeziumFlattened, config.SequenceLSN), 2)
+	want := []string{"1 <nil> delete <nil>", "1 ann upsert 100"}
+	if got := h.rowsOf("id", "name", "_change_operation", "_change_sequence"); !slices.Equal(got, want) {
+		t.Fatalf("changelog rows %v, want %v", got, want)
+	}
+}
