@@ -9,7 +9,7 @@ package ingest
 // dead-lettered, whatever the schema policy, as an upsert table's unreadable tombstone
 // is. Nothing is written before the table has a schema (no record defined it yet).
 func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, out *outcome) {
-	if b.stage == nil {
+	if b.stage == nil || envelopeSkipsTombstones(f.cfg) {
 		return
 	}
 	stopped := out.stoppedAt()

@@ -106,6 +106,12 @@ type flusher struct {
 	// keyed is a keyed table's state (table.mode upsert): the key index; nil for an
 	// append table.
 	keyed *keyedState
+	// envelopes are the compiled envelopes (table.envelope) by envelope writer schema
+	// (WriterSchema.Key); nil without an envelope.
+	envelopes map[int]envelopeOf
+	// envs are the envelope changes of the batch's items (item.env), reused across
+	// flushes and cleared with the items.
+	envs []decode.EnvelopeChange
 }
 
 func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
@@ -118,6 +124,9 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 	// reused) stay unmodified and reachable until the flush returns: values alias them
 	// instead of a copy of each body; releaseCols drops them when it returns.
 	f.arena.AliasPayloads()
+	if cfg.Table.Envelope != "" {
+		f.envelopes = map[int]envelopeOf{}
+	}
 	return f
 }
 
@@ -267,6 +276,7 @@ func (f *flusher) readTable(ctx context.Context) (tableState, error) {
 // *transientError when the schema registry fails transiently.
 func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record, note frameNote) ([]item, error) {
 	items := f.items[:0]
+	f.envs = f.envs[:0]
 	if cap(items) < len(recs) {
 		items = make([]item, 0, len(recs))
 	}
@@ -306,7 +316,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			}
 		}
 		if r.Value == nil {
-			if !f.cfg.Table.Keyed() { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
+			if !f.cfg.Table.Keyed() || envelopeSkipsTombstones(f.cfg) { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
 				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
 			}
 			items = append(items, item{rec: r, route: routeSkip})
@@ -375,6 +385,10 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			ws, it.payload = msg, body
 		}
 		it.ws = ws
+		if f.envelopes != nil {
+			items = append(items, f.openEnvelope(it))
+			continue
+		}
 		if ws.DeltaErr != nil {
 			it.fail = asDecodeError(ws.DeltaErr)
 		}
@@ -388,6 +402,8 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 func (f *flusher) release(items []item) {
 	clear(items)
 	f.items = items[:0]
+	clear(f.envs) // their rows alias the batch's records
+	f.envs = f.envs[:0]
 }
 
 // frameNote is what the consumer's schema check (Pipeline.resolveSchemas) read of the
@@ -685,6 +701,9 @@ func (f *flusher) decodeRow(b *prepared, it *item) error {
 	b.stage.Decoded() // the real columns back, the decoder's nulls of filled columns dropped
 	if err != nil {
 		return err // DecodeColumns cut every column back to Begin's length
+	}
+	if it.env > 0 {
+		b.stage.Envelope(&f.envs[it.env-1])
 	}
 	return b.stage.Fill(it.rec) // the fills, then the move into its partition's file
 }

@@ -328,7 +328,7 @@ func newKeyedState(cfg *config.Config) *keyedState {
 	if !cfg.Table.Upsert() {
 		return nil
 	}
-	return &keyedState{spec: keyindex.Spec{Key: cfg.Table.Key, Sequence: cfg.Table.SequenceBy},
+	return &keyedState{spec: keyindex.Spec{Key: cfg.Table.Key, Sequence: rowfill.SequenceColumn(cfg)},
 		ordered: cfg.Table.SequenceBy != "", cow: cfg.Table.CopyOnWrite(), soft: cfg.Table.SoftDeletes(), horizon: cfg.Table.DeleteHorizon}
 }
 

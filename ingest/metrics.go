@@ -20,7 +20,7 @@ type Metrics struct {
 	RecordsConsumed      *prometheus.CounterVec   // pipeline
 	RecordsWritten       *prometheus.CounterVec   // pipeline
 	RecordsDeadLettered  *prometheus.CounterVec   // pipeline, reason
-	RecordsSkipped       *prometheus.CounterVec   // pipeline, reason (tombstone, null_record, already_committed)
+	RecordsSkipped       *prometheus.CounterVec   // pipeline, reason (tombstone, null_record, already_committed, debezium_message)
 	BytesWritten         *prometheus.CounterVec   // pipeline: Parquet bytes
 	FilesWritten         *prometheus.CounterVec   // pipeline: data files committed
 	FilesPerCommit       *prometheus.HistogramVec // pipeline: data files per commit (one per partition value)

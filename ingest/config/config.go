@@ -141,6 +141,15 @@ type Table struct {
 	// gone) or soft (the row stays with _deleted true and the delete's sequence in
 	// _deleted_sequence; docs/keyed-tables.md, Soft deletes).
 	Deletes string `yaml:"deletes"`
+	// Envelope is how a keyed table's record values carry their change: "" (the value is
+	// the row), debezium (Debezium's change event: the row is after, or before for a
+	// delete) or debezium_flattened (the row as ExtractNewRecordState leaves it, its "__"
+	// fields the envelope's); docs/keyed-tables.md, Change data capture.
+	Envelope string `yaml:"envelope"`
+	// EnvelopeColumns are the envelope's fields the table gets as columns, filled from
+	// each change (any of op, lsn, source_ts_ms, ts_ms: _op, _source_lsn, …). Only with
+	// Envelope; none by default.
+	EnvelopeColumns []string `yaml:"envelope_columns"`
 }
 
 // Write modes of table.mode, and the ways of table.upsert_write.
@@ -154,7 +163,28 @@ const (
 
 	MergeOnRead = "merge_on_read"
 	CopyOnWrite = "copy_on_write"
+
+	EnvelopeDebezium          = "debezium"
+	EnvelopeDebeziumFlattened = "debezium_flattened"
+
+	// SequenceLSN and SequenceSourceTsMs are the envelope paths table.sequence_by may
+	// name with an envelope: Debezium's source.lsn (the flattened form's __lsn) and
+	// source.ts_ms (__source_ts_ms).
+	SequenceLSN        = "source.lsn"
+	SequenceSourceTsMs = "source.ts_ms"
 )
+
+// The envelope fields table.envelope_columns may name.
+const (
+	EnvelopeOp         = "op"           // the change's operation: c, u, r or d
+	EnvelopeLSN        = "lsn"          // source.lsn (flattened: __lsn)
+	EnvelopeSourceTsMs = "source_ts_ms" // source.ts_ms (flattened: __source_ts_ms)
+	EnvelopeTsMs       = "ts_ms"        // the envelope's ts_ms (flattened: __ts_ms)
+)
+
+// EnvelopeFields are the values of table.envelope_columns, in the order their columns
+// are added.
+var EnvelopeFields = []string{EnvelopeOp, EnvelopeLSN, EnvelopeSourceTsMs, EnvelopeTsMs}
 
 // Keyed reports whether the pipeline writes a keyed table (table.mode upsert or
 // changelog): its records carry a key, and a tombstone deletes the key it names.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 			"use append (every record a new row), upsert (the latest row per table.key) or changelog (every change a row, with its operation and sequence)")
 		return
 	}
+	c.validateEnvelope(bad)
 	if !t.Keyed() {
 		for _, k := range []struct {
 			path, name string
@@ -76,7 +78,7 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 			seen[nk] = true
 		}
 	}
-	if t.SequenceBy != "" && seen[deltalog.NameKey(t.SequenceBy)] {
+	if t.SequenceBy != "" && !t.SequenceByEnvelope() && seen[deltalog.NameKey(t.SequenceBy)] {
 		bad("$.table.sequence_by", fmt.Sprintf("table.sequence_by %q is a key column", t.SequenceBy), "order changes by a column that changes with each change, e.g. an update timestamp or a log sequence number")
 	}
 	if t.DeleteWhen != "" {
@@ -109,5 +111,52 @@ func (c *Config) validateKeyed(bad func(path, msg, fix string)) {
 				bad(fmt.Sprintf("$.table.kafka_columns[%d]", i), fmt.Sprintf("table.kafka_columns: %q is a key column", k), "key an upsert table by columns of the row")
 			}
 		}
+	}
+}
+
+// SequenceByEnvelope reports whether table.sequence_by names a path of the record's
+// envelope (SequenceLSN, SequenceSourceTsMs) rather than a column of the row.
+func (t Table) SequenceByEnvelope() bool {
+	return t.Envelope != "" && (t.SequenceBy == SequenceLSN || t.SequenceBy == SequenceSourceTsMs)
+}
+
+// validateEnvelope checks table.envelope: a known envelope, on a keyed table, of Avro
+// values; and that a sequence_by envelope path has an envelope.
+func (c *Config) validateEnvelope(bad func(path, msg, fix string)) {
+	t := &c.Table
+	seen := map[string]bool{}
+	for i, f := range t.EnvelopeColumns {
+		path := fmt.Sprintf("$.table.envelope_columns[%d]", i)
+		switch {
+		case t.Envelope == "":
+			bad(path, "table.envelope_columns is set but table.envelope is not", "set table.envelope: debezium (or debezium_flattened), or remove table.envelope_columns")
+			return
+		case !slices.Contains(EnvelopeFields, f):
+			bad(path, fmt.Sprintf("table.envelope_columns: %q is not op, lsn, source_ts_ms or ts_ms", f), "list some of op, lsn, source_ts_ms, ts_ms")
+		case seen[f]:
+			bad(path, fmt.Sprintf("table.envelope_columns: %q is listed twice", f), "list each field once")
+		}
+		seen[f] = true
+	}
+	switch t.Envelope {
+	case "":
+		if t.SequenceBy == SequenceLSN || t.SequenceBy == SequenceSourceTsMs {
+			bad("$.table.sequence_by", fmt.Sprintf("table.sequence_by %q names a Debezium envelope field but table.envelope is not set", t.SequenceBy),
+				"set table.envelope: debezium (or debezium_flattened), or name a top-level column of the row")
+		}
+		return
+	case EnvelopeDebezium, EnvelopeDebeziumFlattened:
+	default:
+		bad("$.table.envelope", fmt.Sprintf("table.envelope %q is not debezium or debezium_flattened", t.Envelope),
+			"use debezium (Debezium's change events: before, after, source, op) or debezium_flattened (ExtractNewRecordState's rows with __op, __deleted, __lsn)")
+		return
+	}
+	if !t.Keyed() {
+		bad("$.table.envelope", fmt.Sprintf("table.envelope %s is set but table.mode is append: a change stream's deletes and updates need a keyed table", t.Envelope),
+			"set table.mode: upsert (the current rows) or changelog (every change a row), with table.key")
+	}
+	if c.Format != FormatAvro {
+		bad("$.table.envelope", fmt.Sprintf("table.envelope %s reads Avro change events, but format is %s", t.Envelope, c.Format),
+			"use format: avro (Kafka Connect's AvroConverter), or remove table.envelope")
 	}
 }

@@ -85,3 +85,51 @@ func TestKeyedConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// envelopeConfig is keyedConfig reading Debezium change events ordered by their LSN
+// (table.envelope on line 10).
+var envelopeConfig = strings.Replace(keyedConfig, "  sequence_by: updated_at\n", "  sequence_by: source.lsn\n  envelope: debezium\n", 1)
+
+func TestEnvelopeConfig(t *testing.T) {
+	for _, env := range []string{EnvelopeDebezium, EnvelopeDebeziumFlattened} {
+		cfgs, err := Load(configtest.Write(t, strings.Replace(envelopeConfig, "envelope: debezium", "envelope: "+env, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cfgs[0]; c.Table.Envelope != env || !c.Table.SequenceByEnvelope() || c.Table.SequenceBy != SequenceLSN {
+			t.Fatalf("envelope %q, sequence_by %q (envelope path %v); want %s, source.lsn, true", c.Table.Envelope, c.Table.SequenceBy, c.Table.SequenceByEnvelope(), env)
+		}
+	}
+	cfgs, err := Load(configtest.Write(t, strings.Replace(envelopeConfig, "source.lsn", "lsn", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfgs[0]; c.Table.SequenceByEnvelope() {
+		t.Fatalf("sequence_by %q is a column, not an envelope path", c.Table.SequenceBy)
+	}
+}
+
+func TestEnvelopeConfigErrors(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"unknown envelope", strings.Replace(envelopeConfig, "envelope: debezium", "envelope: maxwell", 1),
+			`p.yaml:10: table.envelope "maxwell" is not debezium or debezium_flattened (fix: use debezium (Debezium's change events: before, after, source, op) or debezium_flattened (ExtractNewRecordState's rows with __op, __deleted, __lsn))`},
+		{"append table", strings.Replace(envelopeConfig, "  mode: upsert\n  key: [id]\n  sequence_by: source.lsn\n", "", 1),
+			`p.yaml:7: table.envelope debezium is set but table.mode is append: a change stream's deletes and updates need a keyed table (fix: set table.mode: upsert (the current rows) or changelog (every change a row), with table.key)`},
+		{"not avro", strings.Replace(envelopeConfig, "schema: {policy: evolve}\n", "schema: {policy: evolve}\nformat: protobuf\n", 1),
+			`p.yaml:10: table.envelope debezium reads Avro change events, but format is protobuf (fix: use format: avro (Kafka Connect's AvroConverter), or remove table.envelope)`},
+		{"envelope columns", strings.Replace(envelopeConfig, "  envelope: debezium\n", "  envelope: debezium\n  envelope_columns: [op, xid, op]\n", 1),
+			"p.yaml:11: table.envelope_columns: \"xid\" is not op, lsn, source_ts_ms or ts_ms (fix: list some of op, lsn, source_ts_ms, ts_ms)\n" +
+				"p.yaml:11: table.envelope_columns: \"op\" is listed twice (fix: list each field once)"},
+		{"envelope columns without envelope", strings.Replace(keyedConfig, "  key: [id]\n", "  key: [id]\n  envelope_columns: [op]\n", 1),
+			`p.yaml:9: table.envelope_columns is set but table.envelope is not (fix: set table.envelope: debezium (or debezium_flattened), or remove table.envelope_columns)`},
+		{"envelope path without envelope", strings.Replace(envelopeConfig, "  envelope: debezium\n", "", 1),
+			`p.yaml:9: table.sequence_by "source.lsn" names a Debezium envelope field but table.envelope is not set (fix: set table.envelope: debezium (or debezium_flattened), or name a top-level column of the row)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -6,6 +6,10 @@
 // that schema's binary encoding, which the compiled Avro decoder writes into the column
 // buffers (CompileRecord, RecordDecoder): one column writer, one rollback, one guard.
 //
+// Envelope (envelope.go) reads Debezium's change events (table.envelope): per envelope
+// writer schema the row's writer schema, per body the operation, the sequence fields and
+// the row's Avro binary, a sub-slice of the body that the Avro decoder then decodes.
+//
 // It has four parts:
 //
 //   - ParseFrame splits a Confluent-framed value: the magic byte 0, a 4-byte big-endian

@@ -38,6 +38,10 @@ const (
 	// whose Kafka key does not name a key (docs/keyed-tables.md). Dead-lettered under every
 	// schema policy: no table change can make it fit.
 	ReasonMissingKey = "missing_key"
+	// ReasonUnsupportedChange: a change event a keyed table cannot apply: a Debezium
+	// truncate (op t), which names no key (docs/keyed-tables.md, Change data capture).
+	// Dead-lettered under every schema policy.
+	ReasonUnsupportedChange = "unsupported_change"
 )
 
 // Error is a permanent decode failure for one record (or for every record of one writer

@@ -3,6 +3,7 @@ package rowfill
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,12 +45,15 @@ type Change struct {
 // is placed in its partition's file.
 type keyFill struct {
 	key      []keyColumn
-	seq      *keyColumn   // nil: no sequence_by
-	deleteIf *expr.Expr   // nil: no delete_when
-	args     []expr.Value // deleteIf's arguments, reused per row
-	arena    []byte       // the keys of the flush's changes, back to back
-	changes  []Change     // the flush's changes, in record order
-	unparted int          // rows left in the flush's columns so far (unpartitioned)
+	seq      *keyColumn             // nil: no sequence_by, or an envelope path (envSeq)
+	envSeq   string                 // table.sequence_by's envelope path (decode.SeqLSN, …); "": none
+	envelope bool                   // table.envelope is set: each row's change comes with its record (Stage.Envelope)
+	env      *decode.EnvelopeChange // the envelope change of the row being filled (Stage.Envelope)
+	deleteIf *expr.Expr             // nil: no delete_when
+	args     []expr.Value           // deleteIf's arguments, reused per row
+	arena    []byte                 // the keys of the flush's changes, back to back
+	changes  []Change               // the flush's changes, in record order
+	unparted int                    // rows left in the flush's columns so far (unpartitioned)
 	// mode sets the columns of a changelog or of soft deletes (nil: none); tomb is set
 	// while a changelog tombstone's row is placed (TombstoneRow): it deletes its key and
 	// has no sequence.
@@ -74,13 +78,24 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType, o Options) (*ke
 		return nil, err
 	}
 	k := &keyFill{}
-	if cfg.Table.Changelog() || cfg.Table.SoftDeletes() {
+	if cfg.Table.Changelog() || cfg.Table.SoftDeletes() || cfg.Table.SequenceByEnvelope() || len(cfg.Table.EnvelopeColumns) > 0 {
 		k.mode = &modeFill{changelog: cfg.Table.Changelog(), soft: cfg.Table.SoftDeletes(), ordered: cfg.Table.SequenceBy != "", origin: o.Origin}
+		for _, f := range config.EnvelopeFields {
+			if slices.Contains(cfg.Table.EnvelopeColumns, f) && envelopeColumn(f).name != SequenceColumn(cfg) {
+				k.mode.envFields = append(k.mode.envFields, f)
+			}
+		}
+		if cfg.Table.SequenceByEnvelope() {
+			k.mode.seqColumn = SequenceColumn(cfg)
+		}
 	}
 	for _, name := range cfg.Table.Key {
 		k.key = append(k.key, keyColumn{name: name, field: schema.Field(name)})
 	}
-	if s := cfg.Table.SequenceBy; s != "" {
+	k.envelope = cfg.Table.Envelope != ""
+	if s := cfg.Table.SequenceBy; cfg.Table.SequenceByEnvelope() {
+		k.envSeq = s
+	} else if s != "" {
 		k.seq = &keyColumn{name: s, field: schema.Field(s)}
 	}
 	if src := cfg.Table.DeleteWhen; src != "" {
@@ -116,7 +131,7 @@ func CheckKeyed(cfg *config.Config, schema *deltalog.StructType) error {
 	if err := keyindex.CheckKeyColumns(schema, cfg.Table.Key); err != nil {
 		return fmt.Errorf("%s:%d: table.key: %w", cfg.File, cfg.Line("$.table.key"), err)
 	}
-	if s := cfg.Table.SequenceBy; s != "" {
+	if s := cfg.Table.SequenceBy; s != "" && !cfg.Table.SequenceByEnvelope() {
 		f := schema.Field(s)
 		if f == nil {
 			return fmt.Errorf("%s:%d: table.sequence_by: column %q is not in the table (columns: %s)", cfg.File, cfg.Line("$.table.sequence_by"), s, columnNames(schema))
@@ -179,6 +194,25 @@ func (k *keyFill) read(row *rowView) (Change, error) {
 				Err: fmt.Errorf("sequence column %s (table.sequence_by) is NULL in this record (or the writer schema lacks it): a change without its sequence cannot be ordered", k.seq.field.Name)}
 		}
 		ch.Seq = v.Int64()
+	}
+	if k.envelope {
+		if k.env == nil {
+			k.arena = k.arena[:start]
+			return Change{}, errors.New("read change: the row's envelope change is not set (Stage.Envelope)")
+		}
+		if k.envSeq != "" {
+			seq, ok := k.env.Seq(k.envSeq)
+			if !ok {
+				k.arena = k.arena[:start]
+				return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.envSeq,
+					Err: fmt.Errorf("the envelope's %s (table.sequence_by) is null or absent in this record: a change without its sequence cannot be ordered", k.envSeq)}
+			}
+			ch.Seq = seq
+		}
+		if k.env.Op == decode.OpDelete {
+			ch.Delete = true
+			return ch, nil // a delete's row is its before image: delete_when does not apply
+		}
 	}
 	if k.deleteIf != nil {
 		for j, col := range k.deleteIf.Columns() {

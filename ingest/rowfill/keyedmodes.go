@@ -3,6 +3,7 @@ package rowfill
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -31,7 +32,42 @@ const (
 	// DeletedSequence (long) is a soft-deleted row's delete sequence (as ChangeSequence);
 	// NULL on a live row.
 	DeletedSequence = "_deleted_sequence"
+	// SourceLSN and SourceTsMs (long) hold each row's envelope sequence when
+	// table.sequence_by names one (source.lsn, source.ts_ms; docs/keyed-tables.md, Change data capture):
+	// the key index reads a key's sequence from the table, which keeps it across restarts.
+	SourceLSN  = "_source_lsn"
+	SourceTsMs = "_source_ts_ms"
+	// EnvelopeOp (string) and EnvelopeTsMs (long) are the envelope's op (c, u, r, d) and
+	// ts_ms, with SourceLSN and SourceTsMs the columns of table.envelope_columns.
+	EnvelopeOp   = "_op"
+	EnvelopeTsMs = "_ts_ms"
 )
+
+// envelopeColumn is the column of an envelope field of table.envelope_columns.
+func envelopeColumn(field string) modeColumn {
+	switch field {
+	case config.EnvelopeOp:
+		return modeColumn{EnvelopeOp, deltalog.String, "STRING"}
+	case config.EnvelopeLSN:
+		return modeColumn{SourceLSN, deltalog.Long, "BIGINT"}
+	case config.EnvelopeSourceTsMs:
+		return modeColumn{SourceTsMs, deltalog.Long, "BIGINT"}
+	}
+	return modeColumn{EnvelopeTsMs, deltalog.Long, "BIGINT"}
+}
+
+// SequenceColumn is the column that holds cfg's sequence in the table: table.sequence_by's
+// column, the column an envelope sequence is stored in (SourceLSN, SourceTsMs), or ""
+// without sequence_by.
+func SequenceColumn(cfg *config.Config) string {
+	if !cfg.Table.SequenceByEnvelope() {
+		return cfg.Table.SequenceBy
+	}
+	if cfg.Table.SequenceBy == config.SequenceSourceTsMs {
+		return SourceTsMs
+	}
+	return SourceLSN
+}
 
 // The values of ChangeOperation.
 const (
@@ -67,13 +103,22 @@ type modeColumn struct {
 }
 
 func modeColumns(cfg *config.Config) []modeColumn {
+	var out []modeColumn
+	if cfg.Table.SequenceByEnvelope() {
+		out = append(out, modeColumn{SequenceColumn(cfg), deltalog.Long, "BIGINT"})
+	}
+	for _, f := range config.EnvelopeFields { // in a fixed order, whatever the list's
+		if c := envelopeColumn(f); slices.Contains(cfg.Table.EnvelopeColumns, f) && (len(out) == 0 || out[0].name != c.name) {
+			out = append(out, c)
+		}
+	}
 	switch {
 	case cfg.Table.Changelog():
-		return []modeColumn{{ChangeOperation, deltalog.String, "STRING"}, {ChangeSequence, deltalog.Long, "BIGINT"}}
+		out = append(out, modeColumn{ChangeOperation, deltalog.String, "STRING"}, modeColumn{ChangeSequence, deltalog.Long, "BIGINT"})
 	case cfg.Table.SoftDeletes():
-		return []modeColumn{{Deleted, deltalog.Boolean, "BOOLEAN"}, {DeletedSequence, deltalog.Long, "BIGINT"}}
+		out = append(out, modeColumn{Deleted, deltalog.Boolean, "BOOLEAN"}, modeColumn{DeletedSequence, deltalog.Long, "BIGINT"})
 	}
-	return nil
+	return out
 }
 
 // checkModeColumns checks that schema has the columns cfg's mode fills, of their types,
@@ -92,8 +137,13 @@ func checkModeColumns(cfg *config.Config, schema *deltalog.StructType) error {
 		}
 	}
 	what, line := "table.mode "+cfg.Table.Mode, cfg.Line("$.table.mode")
-	if cfg.Table.SoftDeletes() {
+	switch {
+	case cfg.Table.SoftDeletes():
 		what, line = "table.deletes soft", cfg.Line("$.table.deletes")
+	case len(cfg.Table.EnvelopeColumns) > 0 && !cfg.Table.Changelog():
+		what, line = "table.envelope_columns", cfg.Line("$.table.envelope_columns")
+	case cfg.Table.Upsert() && cfg.Table.SequenceByEnvelope():
+		what, line = "table.sequence_by "+cfg.Table.SequenceBy, cfg.Line("$.table.sequence_by")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s:%d: %s fills columns the table lacks: %s (fix: ALTER TABLE <table> ADD COLUMNS (%s), or write a new table: ingestd adds them when it creates the table)",
@@ -133,7 +183,9 @@ func isKeyColumn(cfg *config.Config, name string) bool {
 type modeFill struct {
 	changelog bool
 	soft      bool
-	ordered   bool // table.sequence_by is set
+	ordered   bool     // table.sequence_by is set
+	seqColumn string   // the column an envelope sequence is stored in (SequenceColumn); "": none
+	envFields []string // table.envelope_columns
 	origin    func(*kgo.Record) Source
 }
 
@@ -151,7 +203,21 @@ func (m *modeFill) sequence(ch Change, rec *kgo.Record) int64 {
 
 // set sets the row's mode columns for change ch of rec; tomb is true for a tombstone's
 // row. Errors: a mode column the table lacks (checked at start-up: not expected).
-func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool) error {
+func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool, env *decode.EnvelopeChange) error {
+	for _, f := range m.envFields {
+		if err := row.setTop(envelopeColumn(f).name, envelopeValue(f, env, tomb)); err != nil {
+			return err
+		}
+	}
+	if m.seqColumn != "" {
+		seq := parquet.NullValue()
+		if !tomb {
+			seq = parquet.Int64Value(ch.Seq)
+		}
+		if err := row.setTop(m.seqColumn, seq); err != nil {
+			return err
+		}
+	}
 	switch {
 	case m.changelog:
 		op := OpUpsert
@@ -177,6 +243,30 @@ func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool) erro
 		return row.setTop(DeletedSequence, seq)
 	}
 	return nil
+}
+
+// envelopeValue is the value of envelope field f (table.envelope_columns) of change env;
+// NULL for a tombstone's row, and for a field the change lacks.
+func envelopeValue(f string, env *decode.EnvelopeChange, tomb bool) parquet.Value {
+	if tomb || env == nil {
+		return parquet.NullValue()
+	}
+	var v int64
+	var ok bool
+	switch f {
+	case config.EnvelopeOp:
+		return parquet.ByteArrayValue([]byte{env.Op})
+	case config.EnvelopeLSN:
+		v, ok = env.LSN, env.HasLSN
+	case config.EnvelopeSourceTsMs:
+		v, ok = env.SourceTsMs, env.HasSourceTsMs
+	case config.EnvelopeTsMs:
+		v, ok = env.TsMs, env.HasTsMs
+	}
+	if !ok {
+		return parquet.NullValue()
+	}
+	return parquet.Int64Value(v)
 }
 
 // TombstoneRow appends the row of a tombstone of a changelog table to cols (the flush's

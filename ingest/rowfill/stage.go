@@ -188,6 +188,16 @@ func (s *Stage) restoreSpares() {
 	s.row.clearSpares(s.detour)
 }
 
+// Envelope gives the envelope change (table.envelope) of the row Fill fills next: its
+// operation deletes the key (decode.OpDelete), and its source.lsn or source.ts_ms is the
+// sequence when table.sequence_by names one. c must stay valid until Fill returns. A
+// no-op for a Stage of a table that is not keyed (and for a nil Stage).
+func (s *Stage) Envelope(c *decode.EnvelopeChange) {
+	if s != nil && s.keyed != nil {
+		s.keyed.env = c
+	}
+}
+
 // Fill runs the fills on the row of rec decoded since Begin, in order, then, for a
 // partitioned table, moves the row into its partition's file. Errors (nothing of the row
 // is left in the buffers): a *decode.Error rejects that record only, routed by its Reason
@@ -231,7 +241,7 @@ func (s *Stage) keyedPlace(rec *kgo.Record) error {
 	}
 	ch.Rec = rec
 	if m := s.keyed.mode; m != nil {
-		if err := m.set(s.row, ch, rec, s.keyed.tomb); err != nil {
+		if err := m.set(s.row, ch, rec, s.keyed.tomb, s.keyed.env); err != nil {
 			s.row.drop()
 			s.keyed.arena = s.keyed.arena[:len(s.keyed.arena)-len(ch.Key)]
 			return err
