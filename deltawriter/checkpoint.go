@@ -380,9 +380,15 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// A domain's configuration can be megabytes (a keyed table's remembered deletes): its
+// min and max, which no reader uses, would store it twice more, in the page header and
+// the footer.
+var checkpointUnboundedColumn = []string{"domainMetadata", "configuration"}
+
 func newCheckpointParquetWriter(out io.Writer) *parquet.GenericWriter[any] {
 	return parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
-		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""))
+		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""),
+		parquet.SkipPageBounds(checkpointUnboundedColumn...), parquet.SkipPageStatistics(checkpointUnboundedColumn...))
 }
 
 // encodeCheckpoint writes the Parquet file of checkpoint columns cols to out: one row

@@ -345,13 +345,21 @@ func (k *keyedState) tableRemembersDeletes() bool { return k.ordered && !k.cow &
 func (k *keyedState) domainsRememberDeletes() bool { return k.ordered && k.cow && !k.soft }
 
 // deletesDomains are the domainMetadata actions of a keyed flush on a table that
-// remembers deletes in domains (domainsRememberDeletes): one recording the flush's
-// deletes at now under the commit's id, and the removals of the domains older than
-// table.delete_horizon. None when the flush deletes nothing. Errors: DeletesDomain's.
+// remembers deletes in domains (domainsRememberDeletes): the removals of the domains
+// older than table.delete_horizon, whether or not the flush deletes (a table whose
+// deletes stop must not keep them for ever), and one recording the flush's deletes at
+// now under the commit's id when it has any. Errors: DeletesDomain's.
 func (f *flusher) deletesDomains(t tableState, kf *keyedFlush, now time.Time) ([]deltalog.DomainMetadata, error) {
 	k := f.keyed
-	if !k.domainsRememberDeletes() || len(kf.plan.deletes) == 0 {
+	if !k.domainsRememberDeletes() {
 		return nil, nil
+	}
+	var out []deltalog.DomainMetadata
+	if t.exists() {
+		out = keyindex.ExpiredDeletesDomains(t.snap, now.Add(-k.horizon))
+	}
+	if len(kf.plan.deletes) == 0 {
+		return out, nil
 	}
 	deletes := make([]keyindex.Deleted, len(kf.plan.deletes))
 	for i, d := range kf.plan.deletes {
@@ -360,10 +368,6 @@ func (f *flusher) deletesDomains(t tableState, kf *keyedFlush, now time.Time) ([
 	d, err := keyindex.DeletesDomain(now, f.commitID, deletes)
 	if err != nil {
 		return nil, fmt.Errorf("remember the flush's deletes in table %s: %w", f.cfg.Table.URI, err)
-	}
-	var out []deltalog.DomainMetadata
-	if t.exists() {
-		out = keyindex.ExpiredDeletesDomains(t.snap, now.Add(-k.horizon))
 	}
 	return append(out, d), nil
 }

@@ -430,6 +430,27 @@ func TestKeyedCopyOnWriteDeletesDomainsExpire(t *testing.T) {
 	}
 }
 
+// A commit without deletes also drops the deletes domains past the horizon: a table whose
+// deletes stop (a backfill of deletes, then only upserts) does not keep them, and carry
+// them in every checkpoint, for ever.
+func TestKeyedCopyOnWriteDeletesDomainsExpireWithoutDeletes(t *testing.T) {
+	h := newKeyedHarness(t, 1)
+	cfg := h.keyedConfig(true)
+	cfg.Table.UpsertWrite = config.CopyOnWrite
+	cfg.Table.DeleteHorizon = 2 * time.Second
+	h.runBatch(cfg, 2, keyedRec{id: 1, v: "a", seq: 1, op: "c"}, keyedRec{id: 1, seq: 5, op: "d"})
+	if d := h.snapshot().Domains(keyindex.DeletesDomainPrefix); len(d) != 1 {
+		t.Fatalf("deletes domains %+v after the delete, want 1", d)
+	}
+	time.Sleep(3 * time.Second) // past the horizon: domain names carry whole seconds
+	if got := h.runBatch(cfg, 3, keyedRec{id: 2, v: "b", seq: 1, op: "c"}); !maps.Equal(got, map[int64]string{2: "b"}) {
+		t.Fatalf("table rows %v, want 2:b", got)
+	}
+	if d := h.snapshot().Domains(keyindex.DeletesDomainPrefix); len(d) != 0 {
+		t.Fatalf("deletes domains %+v after a commit past the horizon, want none", d)
+	}
+}
+
 // The commit that creates the table remembers its deletes like any other, though the
 // pipeline has no key index before the table exists: a running pipeline's first flush
 // (creating the table) writes c{2} and deletes key 1 (c{1,seq:10} then a tombstone); the

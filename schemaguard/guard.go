@@ -557,12 +557,17 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 	b.WriteString("To let it through: ")
 	alter := "ingestd table alter " + cmp.Or(opts.AlterTable, "TABLE")
 	var fixes []string
+	noTable := tableVersion < 0 // nothing to alter: the flush creates the table
 	for _, c := range d.Changes {
 		switch c.Kind {
 		case AddColumn:
-			fixes = append(fixes, fmt.Sprintf("%s --add-column '%s %s'", alter, c.Path, strings.ToUpper(c.WriterType)))
+			if !noTable {
+				fixes = append(fixes, fmt.Sprintf("%s --add-column '%s %s'", alter, c.Path, strings.ToUpper(c.WriterType)))
+			}
 		case Widen:
-			fixes = append(fixes, fmt.Sprintf("%s --widen '%s %s'", alter, c.Path, strings.ToUpper(c.WriterType)))
+			if !noTable {
+				fixes = append(fixes, fmt.Sprintf("%s --widen '%s %s'", alter, c.Path, strings.ToUpper(c.WriterType)))
+			}
 		case NeedsFeature:
 			fixes = append(fixes, fmt.Sprintf("add %s to schema.allow_table_features (an irreversible protocol upgrade)", c.Feature))
 		case KafkaColumnCollision:
@@ -571,14 +576,33 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 			fixes = append(fixes, fmt.Sprintf("fix the producer's schema at %s (Delta cannot store this change without rewriting the table)", c.Path))
 		}
 	}
+	fixes = uniqueFixes(fixes)
 	if opts.Policy != Evolve && (hasKind(d.Changes, AddColumn) || hasKind(d.Changes, Widen)) {
-		fixes = append(fixes, "or set schema.policy: evolve")
+		if len(fixes) > 0 {
+			fixes = append(fixes, "or set schema.policy: evolve")
+		} else {
+			fixes = append(fixes, "set schema.policy: evolve")
+		}
 	}
 	b.WriteString(strings.Join(fixes, ", "))
 	if d.Action == HaltIt {
 		b.WriteString("; then restart ingestd (a halted partition stays halted until the pipeline restarts)")
 	}
 	return b.String()
+}
+
+// uniqueFixes drops repeated fixes, keeping the first of each: several columns may need
+// the same table feature.
+func uniqueFixes(fixes []string) []string {
+	seen := make(map[string]bool, len(fixes))
+	out := fixes[:0]
+	for _, f := range fixes {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // sideBySide lists the leaves of both schemas in two columns, at most max rows.

@@ -170,6 +170,25 @@ To let it through: ingestd table alter --config pipelines/silver.yaml --add-colu
 	}
 }
 
+// Before the table exists there is no table to alter: the fix names only the settings,
+// each once (three timestamp_ntz columns need one feature).
+func TestExplainCreatingTableNeedsFeature(t *testing.T) {
+	empty := st()
+	writer := st(field("id", dl.Integer, false), field("a", dl.TimestampNtz, true), field("b", dl.TimestampNtz, true), field("c", dl.TimestampNtz, true))
+	opts := Options{Policy: Evolve, OnIncompatible: Halt, AlterTable: "--config p.yaml"}
+	d := Decision{Action: HaltIt, Changes: []Change{
+		{Kind: AddColumn, Path: "id", WriterType: "integer"},
+		{Kind: NeedsFeature, Path: "a", WriterType: "timestamp_ntz", Feature: dl.FeatureTimestampNtz},
+		{Kind: NeedsFeature, Path: "b", WriterType: "timestamp_ntz", Feature: dl.FeatureTimestampNtz},
+		{Kind: NeedsFeature, Path: "c", WriterType: "timestamp_ntz", Feature: dl.FeatureTimestampNtz},
+	}}
+	got := Explain(d, empty, "cdc", -1, writer, 0, opts)
+	want := "To let it through: add timestampNtz to schema.allow_table_features (an irreversible protocol upgrade); then restart ingestd (a halted partition stays halted until the pipeline restarts)"
+	if _, fix, _ := strings.Cut(got, "To let it through: "); "To let it through: "+fix != want {
+		t.Fatalf("got\n%s\nwant the fix\n%s", got, want)
+	}
+}
+
 // Field names match as Delta matches them (deltalog.NameKey, the decoder's rule). The guard
 // used to lower-case instead, which kept "ſum" (U+017F) and "SUM" apart although the
 // decoder writes one into the other; and lower-casing matched "İd" (U+0130) with "id",

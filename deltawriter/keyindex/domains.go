@@ -16,9 +16,9 @@ import (
 // keyed table's deletes where no deleted row stays in the table to remember them (an
 // upsert table written copy-on-write with hard deletes): one domain per commit that
 // deleted keys, named "ingestd.deletes.<unix seconds>.<id>", its configuration the
-// deleted keys and their sequences. A commit that writes one also removes those older
-// than the delete horizon (ExpiredDeletesDomains), so the table holds at most a horizon
-// of deletes.
+// deleted keys and their sequences. Every commit of the table's keyed writer removes
+// those older than the delete horizon (ExpiredDeletesDomains), with deletes of its own or
+// not, so the table holds at most a horizon of deletes.
 const DeletesDomainPrefix = "ingestd.deletes."
 
 // Deleted is one delete to remember: the key (the concatenated AppendValue encodings of
