@@ -889,6 +889,7 @@ func goldenTableDir(t *testing.T, src, key, scratch string) (root, expected stri
 func (s *sparkSession) try(t *testing.T, cmd map[string]any, into any) error {
 	t.Helper()
 	raw, err := s.do(cmd)
+	s.logSlow(t)
 	var se *sparkError
 	if err != nil && !errors.As(err, &se) {
 		b, _ := json.Marshal(cmd)
