@@ -280,7 +280,7 @@ func (p *sparkProc) stop() {
 	_ = os.RemoveAll(filepath.Dir(p.logPath))
 }
 
-// askStats returns the JVM's time in garbage collection and its heap as a suffix of
+// askStats returns the JVM's CPU time, time in garbage collection and heap as a suffix of
 // the usage line, or "" when the helper cannot tell (not booted, gone). Called under mu.
 func (p *sparkProc) askStats() string {
 	if !isClosed(p.booted) || p.bootErr != nil || p.dead != nil {
@@ -294,6 +294,7 @@ func (p *sparkProc) askStats() string {
 		return ""
 	}
 	var st struct {
+		CPUms    int64 `json:"cpu_ms"`
 		GCms     int64 `json:"gc_ms"`
 		GCs      int64 `json:"gcs"`
 		HeapUsed int64 `json:"heap_used"`
@@ -302,8 +303,9 @@ func (p *sparkProc) askStats() string {
 	if json.Unmarshal(raw, &st) != nil {
 		return ""
 	}
-	return fmt.Sprintf(", GC %v in %d collections, heap %d of %d MiB in use",
-		(time.Duration(st.GCms) * time.Millisecond).Round(time.Millisecond), st.GCs, st.HeapUsed>>20, st.HeapMax>>20)
+	ms := func(n int64) time.Duration { return (time.Duration(n) * time.Millisecond).Round(time.Millisecond) }
+	return fmt.Sprintf(", JVM CPU %v, GC %v in %d collections, heap %d of %d MiB in use",
+		ms(st.CPUms), ms(st.GCms), st.GCs, st.HeapUsed>>20, st.HeapMax>>20)
 }
 
 func fileSize(path string) int64 {

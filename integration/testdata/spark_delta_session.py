@@ -28,8 +28,9 @@ Commands:
       reading s3a:// paths through S3A, hadoop-aws among JAR_DIR's jars) for the session's
       later commands; sent on stdin, so credentials never appear on a command line
   {"op": "drop"}  → {"ok": null}: forgets the session (its SparkSession and Hadoop options)
-  {"op": "stats"} → {"ok": {"gc_ms", "gcs", "heap_used", "heap_max"}}: the JVM's time in
-      garbage collection and its heap (bytes), for the Go tests' usage line
+  {"op": "stats"} → {"ok": {"cpu_ms", "gc_ms", "gcs", "heap_used", "heap_max"}}: the JVM's
+      CPU time (user + system), its time in garbage collection and its heap (bytes), for
+      the Go tests' usage line
   {"op": "quit"}
 """
 import datetime
@@ -158,7 +159,11 @@ def main():
                 mf = spark._jvm.java.lang.management.ManagementFactory
                 beans = list(mf.getGarbageCollectorMXBeans())
                 heap = mf.getMemoryMXBean().getHeapMemoryUsage()
+                with open(f"/proc/{mf.getRuntimeMXBean().getPid()}/stat") as f:
+                    ticks = f.read().rsplit(")", 1)[1].split()  # fields from the state on
+                cpu_ms = (int(ticks[11]) + int(ticks[12])) * 1000 // os.sysconf("SC_CLK_TCK")
                 reply({"ok": {
+                    "cpu_ms": cpu_ms,
                     "gc_ms": sum(b.getCollectionTime() for b in beans),
                     "gcs": sum(b.getCollectionCount() for b in beans),
                     "heap_used": heap.getUsed(),
