@@ -86,7 +86,7 @@ type sparkSession struct {
 	pool *sparkPool
 	id   string
 	// p is the helper the session is pinned to, chosen at its first command (nil before);
-	// set under pool.mu, read without it only by the session's own goroutines after do.
+	// under pool.mu (proc reads it).
 	p       *sparkProc
 	logFrom int64 // size of p's log when the session was pinned, for the tail on failure
 	// under p.mu: commands sent, time inside them, time waiting for other tests' commands
@@ -156,7 +156,7 @@ func startSpark(t *testing.T, python, jars string) *sparkSession {
 			t.Errorf("drop Spark session %s: %v", s.id, err)
 		}
 		pool.mu.Lock()
-		p := s.p
+		p, logFrom := s.p, s.logFrom
 		if p != nil {
 			p.live--
 		}
@@ -170,7 +170,7 @@ func startSpark(t *testing.T, python, jars string) *sparkSession {
 			s.id, p.n, s.calls, s.busy.Round(time.Millisecond), s.queued.Round(time.Millisecond))
 		p.mu.Unlock()
 		if t.Failed() {
-			t.Logf("Spark log tail (JVM %d):\n%s", p.n, p.logTail(s.logFrom))
+			t.Logf("Spark log tail (JVM %d):\n%s", p.n, p.logTail(logFrom))
 		}
 	})
 	return s
@@ -473,16 +473,24 @@ func describeSparkCmd(cmd map[string]any) string {
 	}
 }
 
+// proc is the helper s is pinned to, nil before its first command.
+func (s *sparkSession) proc() *sparkProc {
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	return s.p
+}
+
 // logSlow logs and forgets the session's slow commands (see sparkSlowCommand).
 func (s *sparkSession) logSlow(t *testing.T) {
 	t.Helper()
-	if s.p == nil {
+	p := s.proc()
+	if p == nil {
 		return
 	}
-	s.p.mu.Lock()
+	p.mu.Lock()
 	slow := s.slow
 	s.slow = nil
-	s.p.mu.Unlock()
+	p.mu.Unlock()
 	for _, l := range slow {
 		t.Log(l)
 	}
@@ -491,7 +499,7 @@ func (s *sparkSession) logSlow(t *testing.T) {
 // drop ends the session: its Spark SQL session and Hadoop options are forgotten. A helper
 // that is gone is no error of the dropping test's.
 func (s *sparkSession) drop() error {
-	p := s.p
+	p := s.proc()
 	if p == nil {
 		return nil // never used: nothing to drop (and no need to wait for the boot)
 	}
@@ -519,7 +527,8 @@ func (s *sparkSession) call(t *testing.T, cmd map[string]any, into any) {
 	if err != nil {
 		var se *sparkError
 		if !errors.As(err, &se) {
-			t.Fatalf("%s: %v\nSpark log tail (JVM %d):\n%s", b, err, s.p.n, s.p.logTail(0))
+			p := s.proc()
+			t.Fatalf("%s: %v\nSpark log tail (JVM %d):\n%s", b, err, p.n, p.logTail(0))
 		}
 		t.Fatalf("%s: %v", b, err)
 	}
