@@ -2,12 +2,27 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit fuzz integration build stack-up stack-down bench bench-e2e bench-upsert bench-bigtable bench-optimize
+.PHONY: demo test unit fuzz integration stack-ready build stack-up stack-down bench bench-e2e bench-upsert bench-bigtable bench-optimize
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
 
-test: unit fuzz integration ## everything: unit tests, short fuzzing, then the real stack and the integration tests
+# The stack's preparation (venv, Maven jars, services: mostly downloads, builds and JVM
+# start-ups) runs in the background while unit and fuzz run, so the integration tests start
+# as soon as both are done. Its output goes to STACK_LOG and is printed after unit and fuzz;
+# a failure of either fails `make test` (after both have ended).
+STACK_LOG = .stack/stack-ready.log
+INTEGRATION_TEST = $(GO) test -count=1 -v -timeout 45m -parallel 4 ./integration/
+
+test: ## everything: unit tests and short fuzzing while the real stack is prepared, then the integration tests
+	@mkdir -p .stack
+	@echo "make stack-ready runs in the background (output: $(STACK_LOG), printed after unit and fuzz)"
+	@( $(MAKE) --no-print-directory stack-ready > $(STACK_LOG) 2>&1 ) & prep=$$!; \
+	  checks=0; $(MAKE) --no-print-directory unit fuzz || checks=$$?; \
+	  ready=0; wait $$prep || ready=$$?; \
+	  echo "---- make stack-ready (exit status $$ready) ----"; cat $(STACK_LOG); echo "----"; \
+	  [ $$checks -eq 0 ] && [ $$ready -eq 0 ]
+	$(INTEGRATION_TEST)
 
 # staticcheck, pinned; `go run` fetches it from the Go module proxy on first use.
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -22,11 +37,13 @@ fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testda
 	$(GO) test -run '^$$' -fuzz '^FuzzPartitionPath$$' -fuzztime 5000x -parallel 1 ./deltawriter/
 	$(GO) test -run '^$$' -fuzz '^FuzzDenseSameBytes$$' -fuzztime 1000x -parallel 1 ./deltawriter/parquetenc/
 
-integration: ## needs Java 17+, Maven, Python 3, Go and Node.js; starts Kafka, the registry, the S3/GCS/Azure emulators and PostgreSQL (and resolves the Kafka Connect jars) via scripts/stack.sh
+integration: stack-ready ## needs Java 17+, Maven, Python 3, Go and Node.js; starts Kafka, the registry, the S3/GCS/Azure emulators and PostgreSQL (and resolves the Kafka Connect jars) via scripts/stack.sh
+	$(INTEGRATION_TEST)
+
+stack-ready: ## what the integration tests need: the Python venv, the Delta jars and the running stack
 	scripts/venv.sh
 	scripts/spark-jars.sh
 	scripts/stack.sh up
-	$(GO) test -count=1 -v -timeout 45m -parallel 4 ./integration/
 
 build:
 	$(GO) build -o ingestd ./cmd/ingestd

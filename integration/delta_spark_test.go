@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,14 +26,33 @@ import (
 )
 
 // Interop with real Spark (pyspark + delta-spark, Delta jars from Maven Central through
-// scripts/spark-jars.sh) and delta-rs. Spark starts once per test binary
-// (testdata/spark_delta_session.py, a long-lived helper fed one JSON command per line):
-// every test's startSpark hands out a view of that one process, and TestMain stops it.
+// scripts/spark-jars.sh) and delta-rs. The test binary keeps a small pool of Spark helper
+// processes (testdata/spark_delta_session.py, each a long-lived JVM fed one JSON command
+// per line), started by the first startSpark and stopped by TestMain. Each test's session
+// is pinned to one helper at its first command: the one with the least queued work. The
+// pool has sparkJVMsDefault helpers unless INGESTD_TEST_SPARK_JVMS says otherwise (1
+// gives the old single shared JVM).
 
-// sparkProc is the test binary's one Spark helper process, started by the first
-// startSpark and stopped by TestMain (stopSpark). Commands from all tests go through mu,
-// one at a time; each carries its test's session id.
+const (
+	sparkJVMsEnv     = "INGESTD_TEST_SPARK_JVMS"
+	sparkJVMsDefault = 2
+	// sparkSlowCommand is the duration above which a test logs a command (op, table,
+	// time), so a slow CI run shows which Spark commands made it slow.
+	sparkSlowCommand = 5 * time.Second
+)
+
+// sparkPool is the test binary's Spark helpers, started (all of them, booting in the
+// background) by the first startSpark and stopped by TestMain (stopSpark).
+type sparkPool struct {
+	mu       sync.Mutex // guards sessions and every proc's pending, live and sessions
+	procs    []*sparkProc
+	sessions int // session ids handed out
+}
+
+// sparkProc is one Spark helper process. Commands of the sessions pinned to it go through
+// mu, one at a time; each carries its test's session id.
 type sparkProc struct {
+	n        int        // 1-based index in the pool, for the usage lines
 	mu       sync.Mutex // held for one command and its reply
 	cmd      *exec.Cmd
 	in       io.WriteCloser
@@ -42,30 +62,37 @@ type sparkProc struct {
 	bootErr  error         // set before booted closes
 	bootTime time.Duration
 	dead     error // set under mu once the helper exited or replied garbage
-	sessions int   // session ids handed out, under mu
 	calls    int
 	busy     time.Duration // time inside commands, under mu
-	owner    string        // test that started it
+	owner    string        // test that started the pool
+	jvmStats string        // the JVM's GC time and heap at the end, set by stop
+	// under the pool's mu: commands asked and not yet answered, live pinned sessions,
+	// sessions ever pinned
+	pending, live, sessions int
 }
 
 var (
 	sparkOnce   sync.Once
-	sharedSpark *sparkProc
-	sparkErr    error // why the process could not be started
+	sharedSpark *sparkPool
+	sparkErr    error // why the pool could not be started
 )
 
-// sparkSession is one test's view of the shared helper: its own Spark SQL session
-// (SparkSession.newSession(): SQL conf such as spark.sql.session.timeZone and temp views
-// are the test's own) and its own Hadoop options (op "hadoop": applied to the shared
-// SparkContext only for this session's commands, see spark_delta_session.py). The
-// session is dropped when the test ends.
+// sparkSession is one test's view of the pool: its own Spark SQL session on the helper
+// it is pinned to (SparkSession.newSession(): SQL conf such as spark.sql.session.timeZone
+// and temp views are the test's own) and its own Hadoop options (op "hadoop": applied to
+// that helper's SparkContext only for this session's commands, see
+// spark_delta_session.py). The session is dropped when the test ends.
 type sparkSession struct {
+	pool *sparkPool
+	id   string
+	// p is the helper the session is pinned to, chosen at its first command (nil before);
+	// under pool.mu (proc reads it).
 	p       *sparkProc
-	id      string
-	logFrom int64 // size of Spark's log when the test started, for the tail on failure
+	logFrom int64 // size of p's log when the session was pinned, for the tail on failure
 	// under p.mu: commands sent, time inside them, time waiting for other tests' commands
 	calls        int
 	busy, queued time.Duration
+	slow         []string // commands slower than sparkSlowCommand, logged by call
 }
 
 // needSpark returns the venv's python and the Delta jar directory, resolving the jars
@@ -95,40 +122,81 @@ func needSpark(t *testing.T) (python, jars string) {
 	return python, lines[len(lines)-1]
 }
 
-// startSpark returns the test's session on the binary's one Spark helper, starting the
-// helper on first use; Spark boots in the background while the caller works (the first
-// call waits for it, up to 4 minutes). Tests may run in parallel: commands are
-// serialized. When the test fails, its cleanup logs the tail of Spark's log written
-// since the test started.
+// sparkJVMs is the pool size: INGESTD_TEST_SPARK_JVMS (1..8) or sparkJVMsDefault.
+func sparkJVMs() (int, error) {
+	v := os.Getenv(sparkJVMsEnv)
+	if v == "" {
+		return sparkJVMsDefault, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 8 {
+		return 0, fmt.Errorf("parse %s=%q: want a number of JVMs from 1 to 8", sparkJVMsEnv, v)
+	}
+	return n, nil
+}
+
+// startSpark returns the test's session on the binary's Spark pool, starting the pool on
+// first use; Spark boots in the background while the caller works (a command waits for
+// its helper's boot, up to 4 minutes). Tests may run in parallel: commands on one helper
+// are serialized. The session's log lines (per-session usage, slow commands, the tail of
+// Spark's log on failure) name its helper.
 func startSpark(t *testing.T, python, jars string) *sparkSession {
 	t.Helper()
-	sparkOnce.Do(func() { sharedSpark, sparkErr = launchSpark(python, jars, t.Name()) })
+	sparkOnce.Do(func() { sharedSpark, sparkErr = launchSparkPool(python, jars, t.Name()) })
 	if sparkErr != nil {
 		t.Fatalf("start Spark: %v", sparkErr)
 	}
-	p := sharedSpark
-	p.mu.Lock()
-	p.sessions++
-	s := &sparkSession{p: p, id: fmt.Sprintf("s%d", p.sessions), logFrom: fileSize(p.logPath)}
-	p.mu.Unlock()
+	pool := sharedSpark
+	pool.mu.Lock()
+	pool.sessions++
+	s := &sparkSession{pool: pool, id: fmt.Sprintf("s%d", pool.sessions)}
+	pool.mu.Unlock()
 	t.Cleanup(func() {
 		if err := s.drop(); err != nil && !t.Failed() {
 			t.Errorf("drop Spark session %s: %v", s.id, err)
 		}
+		pool.mu.Lock()
+		p, logFrom := s.p, s.logFrom
+		if p != nil {
+			p.live--
+		}
+		pool.mu.Unlock()
+		if p == nil {
+			t.Logf("Spark session %s: no commands", s.id)
+			return
+		}
 		p.mu.Lock()
-		t.Logf("Spark session %s: %d commands, %v inside them, %v waiting for other tests' commands",
-			s.id, s.calls, s.busy.Round(time.Millisecond), s.queued.Round(time.Millisecond))
+		t.Logf("Spark session %s (JVM %d): %d commands, %v inside them, %v waiting for other tests' commands",
+			s.id, p.n, s.calls, s.busy.Round(time.Millisecond), s.queued.Round(time.Millisecond))
 		p.mu.Unlock()
 		if t.Failed() {
-			t.Logf("Spark log tail:\n%s", p.logTail(s.logFrom))
+			t.Logf("Spark log tail (JVM %d):\n%s", p.n, p.logTail(logFrom))
 		}
 	})
 	return s
 }
 
-// launchSpark starts the helper process; its log lives in a temporary directory that
+// launchSparkPool starts every helper of the pool at once; they boot in the background.
+func launchSparkPool(python, jars, owner string) (*sparkPool, error) {
+	n, err := sparkJVMs()
+	if err != nil {
+		return nil, err
+	}
+	pool := &sparkPool{}
+	for i := 1; i <= n; i++ {
+		p, err := launchSpark(python, jars, owner, i)
+		if err != nil {
+			pool.stop()
+			return nil, fmt.Errorf("start Spark JVM %d of %d: %w", i, n, err)
+		}
+		pool.procs = append(pool.procs, p)
+	}
+	return pool, nil
+}
+
+// launchSpark starts one helper process; its log lives in a temporary directory that
 // stopSpark removes.
-func launchSpark(python, jars, owner string) (*sparkProc, error) {
+func launchSpark(python, jars, owner string, n int) (*sparkProc, error) {
 	dir, err := os.MkdirTemp("", "ingestd-spark-")
 	if err != nil {
 		return nil, fmt.Errorf("create Spark log dir: %w", err)
@@ -152,10 +220,10 @@ func launchSpark(python, jars, owner string) (*sparkProc, error) {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	_ = logf.Close() // the child holds its own descriptor
-	p := &sparkProc{cmd: cmd, in: in, out: bufio.NewScanner(outp), logPath: logPath, booted: make(chan struct{}), owner: owner}
+	p := &sparkProc{n: n, cmd: cmd, in: in, out: bufio.NewScanner(outp), logPath: logPath, booted: make(chan struct{}), owner: owner}
 	p.out.Buffer(make([]byte, 1<<20), 64<<20)
 	begin := time.Now()
-	go func() {
+	go func() { // ends with the helper's first reply or its exit
 		_, p.bootErr = p.reply()
 		p.bootTime = time.Since(begin)
 		close(p.booted)
@@ -163,15 +231,42 @@ func launchSpark(python, jars, owner string) (*sparkProc, error) {
 	return p, nil
 }
 
-// stopSpark quits the helper if one was started (from TestMain, after every test), kills
-// it after 30 s, prints one line of usage figures and removes its log.
+// stopSpark quits the pool's helpers if they were started (from TestMain, after every
+// test) and prints one line of usage figures per helper and one for the whole pool.
 func stopSpark() {
-	p := sharedSpark
-	if p == nil {
+	if sharedSpark != nil {
+		sharedSpark.stop()
+	}
+}
+
+func (pool *sparkPool) stop() {
+	var wg sync.WaitGroup
+	for _, p := range pool.procs {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop() }()
+	}
+	wg.Wait()
+	if len(pool.procs) == 0 {
 		return
 	}
+	var calls int
+	var busy time.Duration
+	for _, p := range pool.procs {
+		fmt.Fprintf(os.Stderr, "spark: JVM %d of %d (booted in %v), %d sessions, %d commands, %v inside commands%s\n",
+			p.n, len(pool.procs), p.bootTime.Round(time.Millisecond), p.sessions, p.calls, p.busy.Round(time.Millisecond), p.jvmStats)
+		calls += p.calls
+		busy += p.busy
+	}
+	fmt.Fprintf(os.Stderr, "spark: %d JVM(s) for the whole run (started by %s), %d sessions, %d commands, %v inside commands\n",
+		len(pool.procs), pool.procs[0].owner, pool.sessions, calls, busy.Round(time.Millisecond))
+}
+
+// stop asks the helper for its JVM's figures (p.jvmStats), quits it, kills it after 30 s
+// and removes its log.
+func (p *sparkProc) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.jvmStats = p.askStats()
 	_, _ = io.WriteString(p.in, `{"op":"quit"}`+"\n")
 	_ = p.in.Close()
 	done := make(chan struct{})
@@ -182,9 +277,35 @@ func stopSpark() {
 		_ = p.cmd.Process.Kill()
 		<-done
 	}
-	fmt.Fprintf(os.Stderr, "spark: 1 JVM for the whole run (started by %s, booted in %v), %d sessions, %d commands, %v inside commands\n",
-		p.owner, p.bootTime.Round(time.Millisecond), p.sessions, p.calls, p.busy.Round(time.Millisecond))
 	_ = os.RemoveAll(filepath.Dir(p.logPath))
+}
+
+// askStats returns the JVM's CPU time, time in garbage collection and heap as a suffix of
+// the usage line, or "" when the helper cannot tell (not booted, gone). Called under mu.
+func (p *sparkProc) askStats() string {
+	if !isClosed(p.booted) || p.bootErr != nil || p.dead != nil {
+		return ""
+	}
+	if _, err := io.WriteString(p.in, `{"op":"stats"}`+"\n"); err != nil {
+		return ""
+	}
+	raw, err := p.reply()
+	if err != nil {
+		return ""
+	}
+	var st struct {
+		CPUms    int64 `json:"cpu_ms"`
+		GCms     int64 `json:"gc_ms"`
+		GCs      int64 `json:"gcs"`
+		HeapUsed int64 `json:"heap_used"`
+		HeapMax  int64 `json:"heap_max"`
+	}
+	if json.Unmarshal(raw, &st) != nil {
+		return ""
+	}
+	ms := func(n int64) time.Duration { return (time.Duration(n) * time.Millisecond).Round(time.Millisecond) }
+	return fmt.Sprintf(", JVM CPU %v, GC %v in %d collections, heap %d of %d MiB in use",
+		ms(st.CPUms), ms(st.GCms), st.GCs, st.HeapUsed>>20, st.HeapMax>>20)
 }
 
 func fileSize(path string) int64 {
@@ -231,18 +352,69 @@ type sparkError struct{ msg string }
 
 func (e *sparkError) Error() string { return e.msg }
 
+// pin returns the helper of session s, choosing it at the first command: the helper
+// with the fewest commands asked and not yet answered (queued work right now), then the
+// fewest live sessions (work to come), then the one that has booted, then the first.
+// It counts the command about to be sent as pending on that helper.
+func (s *sparkSession) pin() *sparkProc {
+	pool := s.pool
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if s.p == nil {
+		best := pool.procs[0]
+		for _, p := range pool.procs[1:] {
+			if p.pending != best.pending {
+				if p.pending < best.pending {
+					best = p
+				}
+				continue
+			}
+			if p.live != best.live {
+				if p.live < best.live {
+					best = p
+				}
+				continue
+			}
+			if isClosed(p.booted) && !isClosed(best.booted) {
+				best = p
+			}
+		}
+		best.live++
+		best.sessions++
+		s.p = best
+		s.logFrom = fileSize(best.logPath)
+	}
+	s.p.pending++
+	return s.p
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // do sends one command of session s and returns its reply: a *sparkError when Spark
 // refused the command, any other error when the helper is gone (every later command
-// then fails with the same error).
+// then fails with the same error). A command slower than sparkSlowCommand is noted in
+// s.slow for call to log.
 func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
-	p := s.p
+	p := s.pin()
+	defer func() {
+		s.pool.mu.Lock()
+		p.pending--
+		s.pool.mu.Unlock()
+	}()
 	select {
 	case <-p.booted:
 	case <-time.After(4 * time.Minute):
-		return nil, fmt.Errorf("spark did not start within 4 minutes")
+		return nil, fmt.Errorf("spark JVM %d did not start within 4 minutes", p.n)
 	}
 	if p.bootErr != nil {
-		return nil, fmt.Errorf("start Spark: %w", p.bootErr)
+		return nil, fmt.Errorf("start Spark JVM %d: %w", p.n, p.bootErr)
 	}
 	withID := make(map[string]any, len(cmd)+1)
 	for k, v := range cmd {
@@ -257,7 +429,7 @@ func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dead != nil {
-		return nil, fmt.Errorf("spark helper died earlier: %w", p.dead)
+		return nil, fmt.Errorf("spark helper (JVM %d) died earlier: %w", p.n, p.dead)
 	}
 	begin := time.Now()
 	defer func() {
@@ -267,6 +439,9 @@ func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
 		s.calls++
 		s.busy += d
 		s.queued += begin.Sub(asked)
+		if d > sparkSlowCommand {
+			s.slow = append(s.slow, fmt.Sprintf("slow Spark command (JVM %d): %v for %s", p.n, d.Round(time.Millisecond), describeSparkCmd(cmd)))
+		}
 	}()
 	if _, err := p.in.Write(append(b, '\n')); err != nil {
 		p.dead = fmt.Errorf("write to spark helper: %w", err)
@@ -280,15 +455,60 @@ func (s *sparkSession) do(cmd map[string]any) (json.RawMessage, error) {
 	return raw, err
 }
 
+// describeSparkCmd names a command's op and table for the slow-command line: the path
+// of a read, the first 160 characters of a statement.
+func describeSparkCmd(cmd map[string]any) string {
+	op, _ := cmd["op"].(string)
+	switch op {
+	case "read":
+		return fmt.Sprintf("read %v", cmd["path"])
+	case "sql":
+		q := fmt.Sprint(cmd["query"])
+		if len(q) > 160 {
+			q = q[:160] + "…"
+		}
+		return "sql " + q
+	default:
+		return op
+	}
+}
+
+// proc is the helper s is pinned to, nil before its first command.
+func (s *sparkSession) proc() *sparkProc {
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	return s.p
+}
+
+// logSlow logs and forgets the session's slow commands (see sparkSlowCommand).
+func (s *sparkSession) logSlow(t *testing.T) {
+	t.Helper()
+	p := s.proc()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	slow := s.slow
+	s.slow = nil
+	p.mu.Unlock()
+	for _, l := range slow {
+		t.Log(l)
+	}
+}
+
 // drop ends the session: its Spark SQL session and Hadoop options are forgotten. A helper
 // that is gone is no error of the dropping test's.
 func (s *sparkSession) drop() error {
-	select {
-	case <-s.p.booted:
-	default:
+	p := s.proc()
+	if p == nil {
 		return nil // never used: nothing to drop (and no need to wait for the boot)
 	}
-	if s.p.bootErr != nil {
+	select {
+	case <-p.booted:
+	default:
+		return nil
+	}
+	if p.bootErr != nil {
 		return nil
 	}
 	_, err := s.do(map[string]any{"op": "drop"})
@@ -303,10 +523,12 @@ func (s *sparkSession) call(t *testing.T, cmd map[string]any, into any) {
 	t.Helper()
 	b, _ := json.Marshal(cmd)
 	raw, err := s.do(cmd)
+	s.logSlow(t)
 	if err != nil {
 		var se *sparkError
 		if !errors.As(err, &se) {
-			t.Fatalf("%s: %v\nSpark log tail:\n%s", b, err, s.p.logTail(0))
+			p := s.proc()
+			t.Fatalf("%s: %v\nSpark log tail (JVM %d):\n%s", b, err, p.n, p.logTail(0))
 		}
 		t.Fatalf("%s: %v", b, err)
 	}

@@ -889,10 +889,12 @@ func goldenTableDir(t *testing.T, src, key, scratch string) (root, expected stri
 func (s *sparkSession) try(t *testing.T, cmd map[string]any, into any) error {
 	t.Helper()
 	raw, err := s.do(cmd)
+	s.logSlow(t)
 	var se *sparkError
 	if err != nil && !errors.As(err, &se) {
 		b, _ := json.Marshal(cmd)
-		t.Fatalf("%s: %v\nSpark log tail:\n%s", b, err, s.p.logTail(0))
+		p := s.proc()
+		t.Fatalf("%s: %v\nSpark log tail (JVM %d):\n%s", b, err, p.n, p.logTail(0))
 	}
 	if err != nil || into == nil {
 		return err

@@ -293,6 +293,7 @@ func sparkSQL(t *testing.T, spark *sparkSession, query string) int {
 	t.Helper()
 	for retry := 0; ; retry++ {
 		_, err := spark.do(map[string]any{"op": "sql", "query": query})
+		spark.logSlow(t)
 		if err == nil {
 			return retry
 		}

@@ -28,6 +28,9 @@ Commands:
       reading s3a:// paths through S3A, hadoop-aws among JAR_DIR's jars) for the session's
       later commands; sent on stdin, so credentials never appear on a command line
   {"op": "drop"}  → {"ok": null}: forgets the session (its SparkSession and Hadoop options)
+  {"op": "stats"} → {"ok": {"cpu_ms", "gc_ms", "gcs", "heap_used", "heap_max"}}: the JVM's
+      CPU time (user + system), its time in garbage collection and its heap (bytes), for
+      the Go tests' usage line
   {"op": "quit"}
 """
 import datetime
@@ -102,7 +105,17 @@ def main():
         SparkSession.builder.master("local[2]")
         .appName("ingestd-interop")
         .config("spark.jars", ",".join(jars))
-        .config("spark.driver.memory", "768m")
+        # A whole test run sends one helper hundreds of commands on hundreds of tables; with
+        # 768 MB the old generation filled within minutes and the JVM spent most of its time
+        # in back-to-back full collections (commands of a second on a fresh JVM took 25 s).
+        # 2 GB, a bounded cache of DeltaLogs (each holds its snapshot's cached state) and a
+        # short history of jobs and SQL executions keep the heap from filling.
+        .config("spark.driver.memory", "2g")
+        .config("spark.databricks.delta.delta.log.cacheSize", "16")
+        .config("spark.ui.retainedJobs", "20")
+        .config("spark.ui.retainedStages", "20")
+        .config("spark.ui.retainedTasks", "1000")
+        .config("spark.sql.ui.retainedExecutions", "20")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
@@ -141,6 +154,21 @@ def main():
                 sessions.pop(sid, None)
                 hadoop.pop(sid, None)
                 reply({"ok": None})
+                continue
+            if op == "stats":
+                mf = spark._jvm.java.lang.management.ManagementFactory
+                beans = list(mf.getGarbageCollectorMXBeans())
+                heap = mf.getMemoryMXBean().getHeapMemoryUsage()
+                with open(f"/proc/{mf.getRuntimeMXBean().getPid()}/stat") as f:
+                    ticks = f.read().rsplit(")", 1)[1].split()  # fields from the state on
+                cpu_ms = (int(ticks[11]) + int(ticks[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+                reply({"ok": {
+                    "cpu_ms": cpu_ms,
+                    "gc_ms": sum(b.getCollectionTime() for b in beans),
+                    "gcs": sum(b.getCollectionCount() for b in beans),
+                    "heap_used": heap.getUsed(),
+                    "heap_max": heap.getMax(),
+                }})
                 continue
             if op == "hadoop":
                 hadoop.setdefault(sid, {}).update(cmd["conf"])
