@@ -557,7 +557,9 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 	b.WriteString("To let it through: ")
 	alter := "ingestd table alter " + cmp.Or(opts.AlterTable, "TABLE")
 	var fixes []string
-	noTable := tableVersion < 0 // nothing to alter: the flush creates the table
+	// Nothing to alter: no table, and none that this flush creates from other records
+	// (then table holds the schema it creates, and the alter applies once it committed).
+	noTable := tableVersion < 0 && (table == nil || len(table.Fields) == 0)
 	for _, c := range d.Changes {
 		switch c.Kind {
 		case AddColumn:
