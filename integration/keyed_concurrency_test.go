@@ -492,35 +492,39 @@ func TestKeyedTwoPipelinesOneTable(t *testing.T) {
 	var seq int64
 	next := func() int64 { mu.Lock(); defer mu.Unlock(); seq++; return seq }
 	var produced int64
-	var wg sync.WaitGroup
 	var counts [2]int64
-	for i, p := range []struct {
+	pipes := []struct {
 		topic string
 		id    int
 		lo    int64
-	}{{topicA, idA, 0}, {topicB, idB, 50}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(28, uint64(10+i)))
-			for range 40 {
-				changes := randomChanges(r, 20, p.lo, 20, next, false)
-				for range 3 { // the key both pipelines change
-					seq := next()
-					if r.IntN(4) == 0 {
-						changes = append(changes, kc{id: 100, seq: seq, op: "d"})
-					} else {
-						changes = append(changes, kc{id: 100, v: fmt.Sprintf("%c%d", 'a'+i, seq), seq: seq, op: "u"})
-					}
+		r     *rand.Rand
+	}{{topicA, idA, 0, rand.New(rand.NewPCG(28, 10))}, {topicB, idB, 50, rand.New(rand.NewPCG(28, 11))}}
+	// Each round produces both topics' changes at once, so that both pipelines' batches
+	// fall due (max_age) together and their commits race for the same table version; the
+	// pause between rounds lets each round's flushes finish first.
+	for range 40 {
+		var wg sync.WaitGroup
+		for i, p := range pipes {
+			changes := randomChanges(p.r, 20, p.lo, 20, next, false)
+			for range 3 { // the key both pipelines change
+				seq := next()
+				if p.r.IntN(4) == 0 {
+					changes = append(changes, kc{id: 100, seq: seq, op: "d"})
+				} else {
+					changes = append(changes, kc{id: 100, v: fmt.Sprintf("%c%d", 'a'+i, seq), seq: seq, op: "u"})
 				}
-				// Within a topic the sequence follows the offset order.
-				model.apply(changes)
-				counts[i] += produceKeyed(t, cl, p.topic, p.id, schema, changes)
-				time.Sleep(time.Duration(100+r.IntN(200)) * time.Millisecond)
 			}
-		}()
+			// Within a topic the sequence follows the offset order.
+			model.apply(changes)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				counts[i] += produceKeyed(t, cl, p.topic, p.id, schema, changes)
+			}()
+		}
+		wg.Wait()
+		time.Sleep(time.Duration(400+pipes[0].r.IntN(200)) * time.Millisecond)
 	}
-	wg.Wait()
 	produced = counts[0] + counts[1]
 	waitForEvery(t, d, 120*time.Second, 200*time.Millisecond, "both pipelines' changes committed", func() bool { return handled(t, table) == produced })
 	m := d.metrics(t)
