@@ -356,51 +356,49 @@ func (h *keyedHarness) dataFiles() map[string]bool {
 // deletion vector; under copy-on-write, which keeps no deleted row, in a domainMetadata
 // record of the commit's deletes (keyindex.DeletesDomainPrefix).
 func TestKeyedDeleteRememberedAcrossRestart(t *testing.T) {
-	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
-		t.Run(write, func(t *testing.T) {
-			h := newKeyedHarness(t, 1)
-			cfg := h.keyedConfig(true)
-			cfg.Table.UpsertWrite = write
-			steps := []struct {
-				rec  keyedRec
-				want map[int64]string
-			}{
-				{keyedRec{id: 2, v: "other", seq: 1, op: "c"}, map[int64]string{2: "other"}},
-				{keyedRec{id: 1, seq: 5, op: "d"}, map[int64]string{2: "other"}},
-				{keyedRec{id: 1, v: "late", seq: 3, op: "c"}, map[int64]string{2: "other"}},
-				{keyedRec{id: 1, v: "new", seq: 6, op: "c"}, map[int64]string{1: "new", 2: "other"}},
+	eachUpsertWrite(t, func(t *testing.T, write string) {
+		h := newKeyedHarness(t, 1)
+		cfg := h.keyedConfig(true)
+		cfg.Table.UpsertWrite = write
+		steps := []struct {
+			rec  keyedRec
+			want map[int64]string
+		}{
+			{keyedRec{id: 2, v: "other", seq: 1, op: "c"}, map[int64]string{2: "other"}},
+			{keyedRec{id: 1, seq: 5, op: "d"}, map[int64]string{2: "other"}},
+			{keyedRec{id: 1, v: "late", seq: 3, op: "c"}, map[int64]string{2: "other"}},
+			{keyedRec{id: 1, v: "new", seq: 6, op: "c"}, map[int64]string{1: "new", 2: "other"}},
+		}
+		for i, s := range steps {
+			if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+				t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
 			}
-			for i, s := range steps {
-				if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
-					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
-				}
-				if i == 1 { // after the delete: key 2 live, key 1's delete remembered
-					keys := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "keys"))
-					deletes := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "remembered_deletes"))
-					if keys != 1 || deletes != 1 {
-						t.Fatalf("ingestd_key_index keys %v remembered_deletes %v after the delete, want 1 and 1", keys, deletes)
-					}
+			if i == 1 { // after the delete: key 2 live, key 1's delete remembered
+				keys := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "keys"))
+				deletes := testutil.ToFloat64(h.metrics.KeyIndex.WithLabelValues("orders", "remembered_deletes"))
+				if keys != 1 || deletes != 1 {
+					t.Fatalf("ingestd_key_index keys %v remembered_deletes %v after the delete, want 1 and 1", keys, deletes)
 				}
 			}
-			if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
-				t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:3})", n)
+		}
+		if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+			t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:3})", n)
+		}
+		snap := h.snapshot()
+		domains := snap.Domains(keyindex.DeletesDomainPrefix)
+		if write == config.MergeOnRead {
+			if len(domains) != 0 || snap.SupportsFeature(deltalog.FeatureDomainMetadata) {
+				t.Fatalf("merge-on-read table has deletes domains %v (domainMetadata feature %v), want none", domains, snap.SupportsFeature(deltalog.FeatureDomainMetadata))
 			}
-			snap := h.snapshot()
-			domains := snap.Domains(keyindex.DeletesDomainPrefix)
-			if write == config.MergeOnRead {
-				if len(domains) != 0 || snap.SupportsFeature(deltalog.FeatureDomainMetadata) {
-					t.Fatalf("merge-on-read table has deletes domains %v (domainMetadata feature %v), want none", domains, snap.SupportsFeature(deltalog.FeatureDomainMetadata))
-				}
-				return
-			}
-			if len(domains) != 1 || !strings.Contains(domains[0].Configuration, `"seqs":[5]`) {
-				t.Fatalf("copy-on-write table's deletes domains %+v, want one holding the delete of key 1 at sequence 5", domains)
-			}
-			if snap.SupportsFeature(deltalog.FeatureDeletionVectors) {
-				t.Fatalf("copy-on-write table has the deletionVectors feature: %+v", snap.Protocol)
-			}
-		})
-	}
+			return
+		}
+		if len(domains) != 1 || !strings.Contains(domains[0].Configuration, `"seqs":[5]`) {
+			t.Fatalf("copy-on-write table's deletes domains %+v, want one holding the delete of key 1 at sequence 5", domains)
+		}
+		if snap.SupportsFeature(deltalog.FeatureDeletionVectors) {
+			t.Fatalf("copy-on-write table has the deletionVectors feature: %+v", snap.Protocol)
+		}
+	})
 }
 
 // Remembered deletes past table.delete_horizon leave the table: each commit that records
@@ -458,28 +456,26 @@ func TestKeyedCopyOnWriteDeletesDomainsExpireWithoutDeletes(t *testing.T) {
 // stale. Under both upsert writes (copy-on-write records the creating commit's deletes in
 // a deletes domain).
 func TestKeyedCreatingCommitRemembersItsDeletes(t *testing.T) {
-	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
-		t.Run(write, func(t *testing.T) {
-			h := newKeyedHarness(t, 1)
-			cfg := h.keyedConfig(true)
-			cfg.Table.UpsertWrite = write
-			h.send(keyedRec{id: 1, v: "a", seq: 10, op: "c"}, keyedRec{id: 1, tomb: true}, keyedRec{id: 2, v: "b", seq: 1, op: "c"})
-			m := h.startWith("keyed", cfg, nil)
-			h.waitHandled(3, 30*time.Second, m)
-			if v := h.snapshot().Version; v != 0 {
-				t.Fatalf("table at version %d after the first flush, want 0 (the creating commit)", v)
-			}
-			h.send(keyedRec{id: 1, v: "late", seq: 5, op: "u"})
-			h.waitHandled(4, 30*time.Second, m)
-			m.stop(t)
-			if got, want := h.rows(), map[int64]string{2: "b"}; !maps.Equal(got, want) {
-				t.Fatalf("table rows %v, want %v (c{1,seq:5} is older than the delete)", got, want)
-			}
-			if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
-				t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1", n)
-			}
-		})
-	}
+	eachUpsertWrite(t, func(t *testing.T, write string) {
+		h := newKeyedHarness(t, 1)
+		cfg := h.keyedConfig(true)
+		cfg.Table.UpsertWrite = write
+		h.send(keyedRec{id: 1, v: "a", seq: 10, op: "c"}, keyedRec{id: 1, tomb: true}, keyedRec{id: 2, v: "b", seq: 1, op: "c"})
+		m := h.startWith("keyed", cfg, nil)
+		h.waitHandled(3, 30*time.Second, m)
+		if v := h.snapshot().Version; v != 0 {
+			t.Fatalf("table at version %d after the first flush, want 0 (the creating commit)", v)
+		}
+		h.send(keyedRec{id: 1, v: "late", seq: 5, op: "u"})
+		h.waitHandled(4, 30*time.Second, m)
+		m.stop(t)
+		if got, want := h.rows(), map[int64]string{2: "b"}; !maps.Equal(got, want) {
+			t.Fatalf("table rows %v, want %v (c{1,seq:5} is older than the delete)", got, want)
+		}
+		if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+			t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1", n)
+		}
+	})
 }
 
 // A key whose partition value changes moves: its row in the old partition is deleted and
@@ -633,29 +629,27 @@ func TestKeyedCopyOnWrite(t *testing.T) {
 // restart: c{1,seq:7} beside c{2}, then d{1,seq:9} (the stored row carries 7 and stays in
 // its file, which still holds 2), then on a restarted pipeline c{1,seq:8} is stale.
 func TestKeyedDeleteNewerThanItsRowRememberedAcrossRestart(t *testing.T) {
-	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
-		t.Run(write, func(t *testing.T) {
-			h := newKeyedHarness(t, 1)
-			cfg := h.keyedConfig(true)
-			cfg.Table.UpsertWrite = write
-			steps := []struct {
-				recs []keyedRec
-				want map[int64]string
-			}{
-				{[]keyedRec{{id: 1, v: "a", seq: 7, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}}, map[int64]string{1: "a", 2: "b"}},
-				{[]keyedRec{{id: 1, seq: 9, op: "d"}}, map[int64]string{2: "b"}},
-				{[]keyedRec{{id: 1, v: "late", seq: 8, op: "c"}}, map[int64]string{2: "b"}},
-				{[]keyedRec{{id: 1, v: "new", seq: 9, op: "u"}}, map[int64]string{1: "new", 2: "b"}},
+	eachUpsertWrite(t, func(t *testing.T, write string) {
+		h := newKeyedHarness(t, 1)
+		cfg := h.keyedConfig(true)
+		cfg.Table.UpsertWrite = write
+		steps := []struct {
+			recs []keyedRec
+			want map[int64]string
+		}{
+			{[]keyedRec{{id: 1, v: "a", seq: 7, op: "c"}, {id: 2, v: "b", seq: 1, op: "c"}}, map[int64]string{1: "a", 2: "b"}},
+			{[]keyedRec{{id: 1, seq: 9, op: "d"}}, map[int64]string{2: "b"}},
+			{[]keyedRec{{id: 1, v: "late", seq: 8, op: "c"}}, map[int64]string{2: "b"}},
+			{[]keyedRec{{id: 1, v: "new", seq: 9, op: "u"}}, map[int64]string{1: "new", 2: "b"}},
+		}
+		n := int64(0)
+		for _, s := range steps {
+			n += int64(len(s.recs))
+			if got := h.runBatch(cfg, n, s.recs...); !maps.Equal(got, s.want) {
+				t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.recs, got, s.want)
 			}
-			n := int64(0)
-			for _, s := range steps {
-				n += int64(len(s.recs))
-				if got := h.runBatch(cfg, n, s.recs...); !maps.Equal(got, s.want) {
-					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.recs, got, s.want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // A tombstone that deletes the only row of a data file is remembered across a restart
@@ -663,27 +657,25 @@ func TestKeyedDeleteNewerThanItsRowRememberedAcrossRestart(t *testing.T) {
 // delete's sequence; copy-on-write: a deletes domain), so c{1,seq:6} after the restart is
 // stale and c{1,seq:7} (equal: the later record) wins.
 func TestKeyedTombstoneOfAFilesOnlyRowRememberedAcrossRestart(t *testing.T) {
-	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
-		t.Run(write, func(t *testing.T) {
-			h := newKeyedHarness(t, 1)
-			cfg := h.keyedConfig(true)
-			cfg.Table.UpsertWrite = write
-			steps := []struct {
-				rec  keyedRec
-				want map[int64]string
-			}{
-				{keyedRec{id: 1, v: "a", seq: 7, op: "c"}, map[int64]string{1: "a"}},
-				{keyedRec{id: 1, tomb: true}, map[int64]string{}},
-				{keyedRec{id: 1, v: "late", seq: 6, op: "c"}, map[int64]string{}},
-				{keyedRec{id: 1, v: "new", seq: 7, op: "c"}, map[int64]string{1: "new"}},
+	eachUpsertWrite(t, func(t *testing.T, write string) {
+		h := newKeyedHarness(t, 1)
+		cfg := h.keyedConfig(true)
+		cfg.Table.UpsertWrite = write
+		steps := []struct {
+			rec  keyedRec
+			want map[int64]string
+		}{
+			{keyedRec{id: 1, v: "a", seq: 7, op: "c"}, map[int64]string{1: "a"}},
+			{keyedRec{id: 1, tomb: true}, map[int64]string{}},
+			{keyedRec{id: 1, v: "late", seq: 6, op: "c"}, map[int64]string{}},
+			{keyedRec{id: 1, v: "new", seq: 7, op: "c"}, map[int64]string{1: "new"}},
+		}
+		for i, s := range steps {
+			if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+				t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
 			}
-			for i, s := range steps {
-				if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
-					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // A delete of a key the table holds is remembered across a restart with the delete's
@@ -691,30 +683,28 @@ func TestKeyedTombstoneOfAFilesOnlyRowRememberedAcrossRestart(t *testing.T) {
 // the restarted pipeline drops c{1,seq:40} as stale (the delete's own row is kept in the
 // flush's file, marked deleted, beside the replaced row's mark) and writes c{1,seq:60}.
 func TestKeyedDeleteOfAStoredRowRememberedAcrossRestart(t *testing.T) {
-	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
-		t.Run(write, func(t *testing.T) {
-			h := newKeyedHarness(t, 1)
-			cfg := h.keyedConfig(true)
-			cfg.Table.UpsertWrite = write
-			steps := []struct {
-				rec  keyedRec
-				want map[int64]string
-			}{
-				{keyedRec{id: 1, v: "first", seq: 10, op: "c"}, map[int64]string{1: "first"}},
-				{keyedRec{id: 1, seq: 50, op: "d"}, map[int64]string{}},
-				{keyedRec{id: 1, v: "late", seq: 40, op: "u"}, map[int64]string{}},
-				{keyedRec{id: 1, v: "new", seq: 60, op: "u"}, map[int64]string{1: "new"}},
+	eachUpsertWrite(t, func(t *testing.T, write string) {
+		h := newKeyedHarness(t, 1)
+		cfg := h.keyedConfig(true)
+		cfg.Table.UpsertWrite = write
+		steps := []struct {
+			rec  keyedRec
+			want map[int64]string
+		}{
+			{keyedRec{id: 1, v: "first", seq: 10, op: "c"}, map[int64]string{1: "first"}},
+			{keyedRec{id: 1, seq: 50, op: "d"}, map[int64]string{}},
+			{keyedRec{id: 1, v: "late", seq: 40, op: "u"}, map[int64]string{}},
+			{keyedRec{id: 1, v: "new", seq: 60, op: "u"}, map[int64]string{1: "new"}},
+		}
+		for i, s := range steps {
+			if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
+				t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
 			}
-			for i, s := range steps {
-				if got := h.runBatch(cfg, int64(i+1), s.rec); !maps.Equal(got, s.want) {
-					t.Fatalf("after %+v on a restarted pipeline: table rows %v, want %v", s.rec, got, s.want)
-				}
-			}
-			if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
-				t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
-			}
-		})
-	}
+		}
+		if n := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "stale")); n != 1 {
+			t.Fatalf("ingestd_keyed_changes_total{outcome=stale} = %v, want 1 (c{1,seq:40})", n)
+		}
+	})
 }
 
 // A tombstone whose string key is not a value of the (one) key column is dead-lettered
@@ -821,5 +811,13 @@ func TestKeyedTombstoneAfterCutWaitsForTheNextFlush(t *testing.T) {
 	m.stop(t)
 	if got, want := h.rows(), map[int64]string{2: "b"}; !maps.Equal(got, want) {
 		t.Fatalf("table rows %v, want %v", got, want)
+	}
+}
+
+// eachUpsertWrite runs f as a subtest under each upsert write mode (merge_on_read,
+// copy_on_write), named after it.
+func eachUpsertWrite(t *testing.T, f func(t *testing.T, write string)) {
+	for _, write := range []string{config.MergeOnRead, config.CopyOnWrite} {
+		t.Run(write, func(t *testing.T) { f(t, write) })
 	}
 }
