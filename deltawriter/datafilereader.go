@@ -61,23 +61,11 @@ func (s *Snapshot) OpenDataFile(ctx context.Context, st storage.Store, add delta
 	if err != nil {
 		return nil, fmt.Errorf("read data file %s: %w", add.Path, err)
 	}
-	rel := deltalog.CanonicalPath(add.Path)
-	var ra io.ReaderAt
-	size := add.Size
 	// a file that fits the range reader's blocks is read whole: one request, no copy
 	// through blocks
-	if rg, ok := st.(storage.RangeGetter); ok && size > storage.ReadBlockSize*storage.ReadBlocks {
-		ra = storage.NewObjectReader(ctx, rg, rel, size)
-	} else {
-		data, err := st.Get(ctx, rel)
-		if err != nil {
-			return nil, fmt.Errorf("read data file %s: %w", add.Path, err)
-		}
-		ra, size = bytes.NewReader(data), int64(len(data))
-	}
-	f, err := parquet.OpenFile(ra, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	f, ra, err := openParquet(ctx, st, add, storage.ReadBlockSize*storage.ReadBlocks)
 	if err != nil {
-		return nil, fmt.Errorf("read data file %s: %w", add.Path, err)
+		return nil, err
 	}
 	r := &DataFileReader{s: s, add: add, pq: pq, leaves: column.Leaves(pq), f: f, ra: ra, del: del}
 	r.columnar = sameLeaves(f.Schema(), pq)
@@ -88,6 +76,29 @@ func (s *Snapshot) OpenDataFile(ctx context.Context, st storage.Store, add delta
 		}
 	}
 	return r, nil
+}
+
+// openParquet opens the data file of add: through ranged reads when the store can read
+// ranges (storage.RangeGetter) and add.size is above whole bytes, else read whole.
+// Errors: the store's, or the object is not a Parquet file.
+func openParquet(ctx context.Context, st storage.Store, add deltalog.Add, whole int64) (*parquet.File, io.ReaderAt, error) {
+	rel := deltalog.CanonicalPath(add.Path)
+	var ra io.ReaderAt
+	size := add.Size
+	if rg, ok := st.(storage.RangeGetter); ok && size > whole {
+		ra = storage.NewObjectReader(ctx, rg, rel, size)
+	} else {
+		data, err := st.Get(ctx, rel)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read data file %s: %w", add.Path, err)
+		}
+		ra, size = bytes.NewReader(data), int64(len(data))
+	}
+	f, err := parquet.OpenFile(ra, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read data file %s: %w", add.Path, err)
+	}
+	return f, ra, nil
 }
 
 // sameLeaves reports whether file's leaf columns are want's: the same paths in the same

@@ -1,5 +1,12 @@
 package ingest
 
+import (
+	"context"
+	"slices"
+
+	"github.com/ingestd/ingestd/ingest/rowfill"
+)
+
 // changelogTombstones writes the row of each tombstone of a changelog flush (table.mode
 // changelog; docs/keyed-tables.md, Changelog): its key columns from its Kafka key,
 // _change_operation 'delete', every other column NULL but those the row stage fills
@@ -27,4 +34,52 @@ func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, o
 		}
 		out.rows++
 	}
+}
+
+// changelogUnavailable replaces the placeholders of a changelog flush's rows (Debezium's
+// unavailable values; fillUnavailable) with the value of the key's latest earlier change
+// in the flush that has one, else NULL: a changelog is not read back, so a value from
+// an earlier flush is not known (docs/keyed-tables.md, Unavailable values (TOAST)). A
+// NOT NULL column's row without a value is dropped and its record dead-lettered.
+// Errors: none today (nothing is read from the table); kept for the upsert path's shape.
+func (f *flusher) changelogUnavailable(ctx context.Context, t tableState, b *prepared, items []item, out *outcome) error {
+	if b.stage == nil || f.cfg.Table.Envelope == "" {
+		return nil
+	}
+	changes := b.stage.Changes()
+	pos := make([]int32, len(changes))
+	next := 0
+	for i := range items {
+		if next < len(changes) && changes[next].Rec == items[i].rec {
+			pos[next] = int32(i)
+			next++
+		}
+	}
+	fill, err := f.fillUnavailable(ctx, t, b, changes, pos, f.cfg.Table.SequenceBy != "", func(*rowfill.Change) bool { return true }, nil)
+	if err != nil || fill == nil {
+		return err
+	}
+	b.unavailable = fill
+	if len(fill.drop) == 0 {
+		return nil
+	}
+	f.dropUnavailable(t, b, fill, changes, items, pos, out)
+	for _, ff := range flushFiles(b) {
+		rows := fill.drop[ff.file]
+		if len(rows) == 0 {
+			continue
+		}
+		keep := make([]bool, ff.rows)
+		for i := range keep {
+			keep[i] = !slices.Contains(rows, i)
+		}
+		keepColumns(ff.cols, keep)
+		if ff.file == nil {
+			b.rows -= len(rows)
+		} else {
+			ff.file.Rows -= len(rows)
+		}
+		out.rows -= len(rows)
+	}
+	return nil
 }

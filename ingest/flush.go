@@ -227,11 +227,14 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 	defer f.releaseCols(b)
 	out := f.route(t, b, items)
 	if f.keyed != nil {
-		if b.keyed, err = f.reduceKeyed(t, b, items, out); err != nil {
+		if b.keyed, err = f.reduceKeyed(ctx, t, b, items, out); err != nil {
 			return nil, err
 		}
 	}
 	if f.cfg.Table.Changelog() {
+		if err := f.changelogUnavailable(ctx, t, b, items, out); err != nil {
+			return nil, err
+		}
 		f.changelogTombstones(t, b, items, out)
 	}
 	if proceed, err := f.mode.beforeProduce(ctx, out); err != nil || !proceed {
@@ -447,6 +450,9 @@ type prepared struct {
 	rawBytes, bodyBytes int64
 	// keyed is a keyed flush's reduction (reduceKeyed); nil for an append table.
 	keyed *keyedFlush
+	// unavailable is what a keyed flush did about Debezium's placeholders (fillUnavailable);
+	// nil: none.
+	unavailable *unavailableFill
 }
 
 // wrote counts its row as written (its bytes: rawBytes, bodyBytes).
@@ -994,6 +1000,7 @@ func (f *flusher) report(b *prepared, out *outcome, dur time.Duration) {
 			"features", b.guard.Enable, "min_reader_version", p.MinReaderVersion, "min_writer_version", p.MinWriterVersion, "version", out.version)
 	}
 	f.m.FilesWritten.WithLabelValues(name).Add(float64(out.files))
+	f.reportUnavailable(b.unavailable)
 	f.m.FilesPerCommit.WithLabelValues(name).Observe(float64(out.files))
 	f.log.Info("commit", "version", out.version, "rows", out.rows, "files", out.files, "bytes", out.bytes,
 		"dead_lettered", len(out.kept)+len(out.fresh), "partitions", len(out.handled), "duration_ms", dur.Milliseconds())

@@ -493,7 +493,7 @@ type keyedFlush struct {
 // dropped from the flush's columns (under soft deletes, the rows a tombstone keeps are
 // flagged first). out.rows becomes the rows written. Errors: a row that cannot be flagged
 // (a table without the soft delete columns, which the start-up check refuses).
-func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outcome) (*keyedFlush, error) {
+func (f *flusher) reduceKeyed(ctx context.Context, t tableState, b *prepared, items []item, out *outcome) (*keyedFlush, error) {
 	if b.stage == nil {
 		return nil, nil // no table and no schema: nothing decoded, nothing to delete
 	}
@@ -529,6 +529,23 @@ func (f *flusher) reduceKeyed(t tableState, b *prepared, items []item, out *outc
 	}
 	changes = b.stage.Changes()
 	kf := &keyedFlush{plan: planKeyed(changes, pos, f.keyed.ordered, !f.keyed.cow, f.keyed.soft, rows, f.keyed.lookup)}
+	// Placeholders of unavailable values take the key's current value before the rows
+	// that are not kept (an earlier change's among them) are dropped.
+	fill, err := f.fillUnavailable(ctx, t, b, changes, pos, f.keyed.ordered,
+		func(c *rowfill.Change) bool { return kf.plan.keep[c.File][c.Row] }, f.keyed.lookup)
+	if err != nil {
+		return nil, err
+	}
+	if fill != nil {
+		b.unavailable = fill
+		f.dropUnavailable(t, b, fill, changes, items, pos, out)
+		for file, rows := range fill.drop {
+			for _, r := range rows {
+				kf.plan.keep[file][r] = false
+				kf.plan.upserts--
+			}
+		}
+	}
 	for _, fl := range kf.plan.flags { // before the drop: positions are the decoded rows'
 		if err := b.stage.SoftDelete(fl.file, b.cols, fl.row, fl.seq); err != nil {
 			return nil, fmt.Errorf("soft-delete in table %s: %w", f.cfg.Table.URI, err) // the start-up check refuses such a table

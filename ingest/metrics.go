@@ -43,6 +43,7 @@ type Metrics struct {
 	KeyedRowsMarked      *prometheus.CounterVec   // pipeline: stored rows marked deleted in deletion vectors
 	KeyIndex             *prometheus.GaugeVec     // pipeline, measure: the key index's keys, remembered deletes and bytes
 	KeyIndexExpired      *prometheus.CounterVec   // pipeline: remembered deletes forgotten past table.delete_horizon
+	KeyedUnavailable     *prometheus.CounterVec   // pipeline, outcome: placeholders of unavailable values replaced (flush, table, null, dead_lettered)
 	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
 	// dead-lettered as schema_not_found (0 after any other flush).
 	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
@@ -125,12 +126,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				"remembered_deletes (deleted keys whose delete's sequence is remembered), bytes (its memory)."}, []string{"pipeline", "measure"}),
 		KeyIndexExpired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_key_index_expired_deletes_total",
 			Help: "Remembered deletes an upsert pipeline forgot because they were older than table.delete_horizon."}, []string{"pipeline"}),
+		KeyedUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_keyed_unavailable_values_total",
+			Help: "Columns of a keyed table's changes that held table.unavailable_value (Debezium's placeholder for an unchanged TOASTed value), " +
+				"by where their value came from: flush (an earlier change of the key in the flush), table (the key's stored row), " +
+				"null (no current value: NULL written), dead_lettered (no current value for a NOT NULL column)."}, []string{"pipeline", "outcome"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.SchemaNotFoundFlushes, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.KeyedUnavailable, m.SchemaNotFoundFlushes, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m

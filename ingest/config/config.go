@@ -150,6 +150,12 @@ type Table struct {
 	// each change (any of op, lsn, source_ts_ms, ts_ms: _op, _source_lsn, …). Only with
 	// Envelope; none by default.
 	EnvelopeColumns []string `yaml:"envelope_columns"`
+	// UnavailableValue is the text Debezium sends for a column whose value it does not
+	// have (PostgreSQL's unchanged TOASTed values under REPLICA IDENTITY DEFAULT; the
+	// connector's unavailable.value.placeholder): such a column keeps the key's current
+	// value instead (Table.Placeholder). Only with Envelope; "" is
+	// DefaultUnavailableValue.
+	UnavailableValue string `yaml:"unavailable_value"`
 }
 
 // Write modes of table.mode, and the ways of table.upsert_write.

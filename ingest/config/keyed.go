@@ -120,10 +120,31 @@ func (t Table) SequenceByEnvelope() bool {
 	return t.Envelope != "" && (t.SequenceBy == SequenceLSN || t.SequenceBy == SequenceSourceTsMs)
 }
 
+// DefaultUnavailableValue is Debezium's default unavailable.value.placeholder: the value
+// it sends for an unchanged TOASTed column it does not have (table.unavailable_value).
+const DefaultUnavailableValue = "__debezium_unavailable_value"
+
+// Placeholder is the value that marks a column of a change as unavailable
+// (table.unavailable_value, DefaultUnavailableValue when unset); "" without an envelope,
+// where no value is a placeholder.
+func (t Table) Placeholder() string {
+	switch {
+	case t.Envelope == "":
+		return ""
+	case t.UnavailableValue == "":
+		return DefaultUnavailableValue
+	}
+	return t.UnavailableValue
+}
+
 // validateEnvelope checks table.envelope: a known envelope, on a keyed table, of Avro
-// values; and that a sequence_by envelope path has an envelope.
+// values; that a sequence_by envelope path and table.unavailable_value have an envelope.
 func (c *Config) validateEnvelope(bad func(path, msg, fix string)) {
 	t := &c.Table
+	if t.UnavailableValue != "" && t.Envelope == "" {
+		bad("$.table.unavailable_value", "table.unavailable_value is set but table.envelope is not",
+			"set table.envelope: debezium (or debezium_flattened), or remove table.unavailable_value")
+	}
 	seen := map[string]bool{}
 	for i, f := range t.EnvelopeColumns {
 		path := fmt.Sprintf("$.table.envelope_columns[%d]", i)
