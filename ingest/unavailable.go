@@ -475,7 +475,7 @@ func (f *flusher) readStored(ctx context.Context, t tableState, b *prepared, can
 		}
 		rows, err := t.snap.ReadRowColumns(ctx, f.deps.Table.Store(), a, stored[p], names)
 		if err != nil {
-			return nil, &transientError{stage: "read stored values", what: p, err: err}
+			return nil, &transientError{stage: "store", what: "read stored values of " + p, err: err}
 		}
 		out[p] = map[uint64][][]parquet.Value{}
 		for r, row := range rows {

@@ -107,6 +107,25 @@ func TestEnvelopeConfig(t *testing.T) {
 	if c := cfgs[0]; c.Table.SequenceByEnvelope() {
 		t.Fatalf("sequence_by %q is a column, not an envelope path", c.Table.SequenceBy)
 	}
+	// table.unavailable_value: Debezium's default placeholder with an envelope, the one set
+	// otherwise, none without an envelope.
+	if got := cfgs[0].Table.Placeholder(); got != "__debezium_unavailable_value" {
+		t.Fatalf("default placeholder %q", got)
+	}
+	cfgs, err = Load(configtest.Write(t, strings.Replace(envelopeConfig, "  envelope: debezium\n", "  envelope: debezium\n  unavailable_value: __toast__\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].Table.Placeholder(); got != "__toast__" {
+		t.Fatalf("placeholder %q, want __toast__", got)
+	}
+	cfgs, err = Load(configtest.Write(t, keyedConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfgs[0].Table.Placeholder(); got != "" {
+		t.Fatalf("placeholder without an envelope %q, want none", got)
+	}
 }
 
 func TestEnvelopeConfigErrors(t *testing.T) {
@@ -122,6 +141,8 @@ func TestEnvelopeConfigErrors(t *testing.T) {
 				"p.yaml:11: table.envelope_columns: \"op\" is listed twice (fix: list each field once)"},
 		{"envelope columns without envelope", strings.Replace(keyedConfig, "  key: [id]\n", "  key: [id]\n  envelope_columns: [op]\n", 1),
 			`p.yaml:9: table.envelope_columns is set but table.envelope is not (fix: set table.envelope: debezium (or debezium_flattened), or remove table.envelope_columns)`},
+		{"unavailable value without envelope", strings.Replace(keyedConfig, "  key: [id]\n", "  key: [id]\n  unavailable_value: x\n", 1),
+			`p.yaml:9: table.unavailable_value is set but table.envelope is not (fix: set table.envelope: debezium (or debezium_flattened), or remove table.unavailable_value)`},
 		{"envelope path without envelope", strings.Replace(envelopeConfig, "  envelope: debezium\n", "", 1),
 			`p.yaml:9: table.sequence_by "source.lsn" names a Debezium envelope field but table.envelope is not set (fix: set table.envelope: debezium (or debezium_flattened), or name a top-level column of the row)`},
 	}
