@@ -63,7 +63,7 @@ func (s *Snapshot) ReadRowColumns(ctx context.Context, st storage.Store, add del
 		return nil, fmt.Errorf("read rows of %s: %w", add.Path, err)
 	}
 	fields, leaves := proj.Fields(), len(proj.Columns())
-	buf := make([]parquet.Row, 1)
+	buf := make([]parquet.Row, 64)
 	var start uint64
 	for _, rg := range f.RowGroups() {
 		n := uint64(rg.NumRows())
@@ -74,29 +74,11 @@ func (s *Snapshot) ReadRowColumns(ctx context.Context, st storage.Store, add del
 			start += n
 			continue
 		}
-		rr := parquet.ConvertRowGroup(rg, conv).Rows()
-		for len(want) > 0 && want[0] < start+n {
-			row := want[0]
-			want = want[1:]
-			if err := rr.SeekToRow(int64(row - start)); err != nil {
-				_ = rr.Close()
-				return nil, fmt.Errorf("read data file %s row %d: %w", add.Path, row, err)
-			}
-			if k, err := rr.ReadRows(buf); k != 1 {
-				_ = rr.Close()
-				if err == nil || err == io.EOF {
-					err = io.ErrUnexpectedEOF
-				}
-				return nil, fmt.Errorf("read data file %s row %d: %w", add.Path, row, err)
-			}
-			r, err := s.conformRow(assembleRowFields(fields, leaves, buf[0]), fileFields)
-			if err != nil {
-				_ = rr.Close()
-				return nil, fmt.Errorf("read data file %s row %d: %w", add.Path, row, err)
-			}
-			out[row] = r
-		}
-		if err := rr.Close(); err != nil {
+		if err := s.readRowGroupRows(parquet.ConvertRowGroup(rg, conv), start, n, &want, buf, func(row uint64, r parquet.Row) error {
+			conformed, err := s.conformRow(assembleRowFields(fields, leaves, r), fileFields)
+			out[row] = conformed
+			return err
+		}); err != nil {
 			return nil, fmt.Errorf("read data file %s: %w", add.Path, err)
 		}
 		start += n
@@ -105,4 +87,45 @@ func (s *Snapshot) ReadRowColumns(ctx context.Context, st storage.Store, add del
 		return nil, fmt.Errorf("read rows of %s: row %d is beyond the file's %d rows", add.Path, want[0], start)
 	}
 	return out, nil
+}
+
+// readRowGroupRows calls fn with the rows of rg (whose first row is file row start, n
+// rows) that *want (sorted, distinct file rows) names, taking them off *want. Without an
+// offset index a seek decodes the chunk from its start, so it seeks once, to the first
+// row wanted, and reads on from there: one pass over the pages up to the last row
+// wanted.
+func (s *Snapshot) readRowGroupRows(rg parquet.RowGroup, start, n uint64, want *[]uint64, buf []parquet.Row, fn func(row uint64, r parquet.Row) error) (err error) {
+	rr := rg.Rows()
+	defer func() {
+		if cerr := rr.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	cur := (*want)[0]
+	if err := rr.SeekToRow(int64(cur - start)); err != nil {
+		return fmt.Errorf("row %d: %w", cur, err)
+	}
+	for len(*want) > 0 && (*want)[0] < start+n {
+		row := (*want)[0]
+		// rows up to the next one wanted, that one included
+		k, rerr := rr.ReadRows(buf[:min(uint64(len(buf)), row-cur+1)])
+		for i := range k {
+			if cur+uint64(i) == row {
+				if err := fn(row, buf[i]); err != nil {
+					return fmt.Errorf("row %d: %w", row, err)
+				}
+				*want = (*want)[1:]
+			}
+		}
+		cur += uint64(k)
+		if k == 0 || rerr != nil && rerr != io.EOF {
+			if rerr == nil || rerr == io.EOF {
+				rerr = io.ErrUnexpectedEOF
+			}
+			if cur <= row {
+				return fmt.Errorf("row %d: %w", row, rerr)
+			}
+		}
+	}
+	return nil
 }

@@ -43,7 +43,7 @@ func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, o
 // NOT NULL column's row without a value is dropped and its record dead-lettered.
 // Errors: none today (nothing is read from the table); kept for the upsert path's shape.
 func (f *flusher) changelogUnavailable(ctx context.Context, t tableState, b *prepared, items []item, out *outcome) error {
-	if b.stage == nil || f.cfg.Table.Envelope == "" {
+	if b.stage == nil || f.placeholder == "" {
 		return nil
 	}
 	changes := b.stage.Changes()

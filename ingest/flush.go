@@ -112,6 +112,9 @@ type flusher struct {
 	// envs are the envelope changes of the batch's items (item.env), reused across
 	// flushes and cleared with the items.
 	envs []decode.EnvelopeChange
+	// placeholder is table.unavailable_value's text (config.Table.Placeholder; "" without
+	// an envelope: no column is searched for it).
+	placeholder string
 }
 
 func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted map[topicPartition]HaltedPartition) *flusher {
@@ -119,7 +122,7 @@ func newFlusher(cfg *config.Config, deps Deps, log *slog.Logger, md mode, halted
 		rules:    rules{policy: cfg.Schema.Policy, onIncompatible: cfg.Schema.OnIncompatible, hasDLQ: cfg.DeadLetter.Topic != ""},
 		commitID: deltawriter.NewTxnID(), deadSet: map[recordKey]deadEntry{}, noTableTxns: map[topicPartition]int64{},
 		fromGroup: map[topicPartition]int64{}, compiled: map[decoderKey]decode.RecordDecoder{}, kafka: newKafkaState(md),
-		keyed: newKeyedState(cfg), dlLog: newDeadLetterLog(), format: cmp.Or(cfg.Format, config.FormatAvro)}
+		keyed: newKeyedState(cfg), dlLog: newDeadLetterLog(), format: cmp.Or(cfg.Format, config.FormatAvro), placeholder: cfg.Table.Placeholder()}
 	// The batch's records (franz-go's, given no kgo.WithPools, so their buffers are never
 	// reused) stay unmodified and reachable until the flush returns: values alias them
 	// instead of a copy of each body; releaseCols drops them when it returns.

@@ -22,15 +22,25 @@ import (
 // every variant deletes 5 % of the stored keys (kind = 'BUY' is a delete). One op is one
 // flush; it reports changes per CPU-second of the process and the live rows the table
 // holds after the last flush (checked against the model's count).
+//
+// Unavailable values (docs/keyed-tables.md, Unavailable values (TOAST)): "update=10/search"
+// is update=10 with the placeholder search on, as under table.envelope (the string
+// columns name, note, kind and the tags array searched; no placeholder in the batch);
+// "update=10/placeholder" has every update's note be the placeholder, so that each takes
+// the stored row's note (read from the table's files).
 func BenchmarkFlushUpsert(b *testing.B) {
 	const batch, stored = 100_000, 1_000_000
 	for _, v := range []struct {
-		name   string
-		update float64
-		hot    bool
-		append bool
+		name        string
+		update      float64
+		hot         bool
+		append      bool
+		search      bool // the placeholder search on
+		placeholder bool // updates carry the placeholder in note
 	}{
 		{name: "append"}, {name: "update=1", update: 0.01}, {name: "update=10", update: 0.10},
+		{name: "update=10/search", update: 0.10, search: true},
+		{name: "update=10/placeholder", update: 0.10, search: true, placeholder: true},
 		{name: "update=100", update: 1}, {name: "update=100/hot", update: 1, hot: true},
 	} {
 		b.Run(v.name, func(b *testing.B) {
@@ -42,7 +52,14 @@ func BenchmarkFlushUpsert(b *testing.B) {
 				keyed.Table.Mode, keyed.Table.Key, keyed.Table.DeleteWhen = config.ModeUpsert, []string{"id"}, "kind = 'BUY'"
 				p = NewPipeline(&keyed, p.deps)
 			}
+			if v.search {
+				// The records are no envelopes: the search is turned on as table.envelope would.
+				p.fl.placeholder = config.DefaultUnavailableValue
+			}
 			g := newChangeGen(b, stored)
+			if v.placeholder {
+				g.updNote = config.DefaultUnavailableValue
+			}
 			offset := int64(0)
 			flush := func(recs []*kgo.Record) {
 				for _, r := range recs {
@@ -90,6 +107,7 @@ type changeGen struct {
 	next     int64
 	liveKeys []int64
 	rng      *rand.Rand
+	updNote  string // an update's note ("": as an insert's)
 }
 
 func newChangeGen(b *testing.B, stored int) *changeGen {
@@ -98,8 +116,13 @@ func newChangeGen(b *testing.B, stored int) *changeGen {
 
 // record is one framed change of key id (kind BUY: a delete).
 func (g *changeGen) record(id int64, kind string) *kgo.Record {
+	return g.recordNote(id, kind, "n-note-of-this-record-padding-to-two-hundred")
+}
+
+// recordNote is record with note.
+func (g *changeGen) recordNote(id int64, kind, note string) *kgo.Record {
 	v := map[string]any{"id": id, "name": fmt.Sprintf("user-%06d", id%100_000), "score": float64(id) / 3,
-		"active": id%2 == 0, "ts": int64(1_700_000_000_000_000 + id), "note": map[string]any{"string": "n-note-of-this-record-padding-to-two-hundred"},
+		"active": id%2 == 0, "ts": int64(1_700_000_000_000_000 + id), "note": map[string]any{"string": note},
 		"count": int32(id % 1000), "amount": float64(id%100_000) / 100, "kind": kind,
 		"tags": []string{"web", "promo-spring-2024", "eu-west-1", "returning-customer!!!"}}
 	body, err := avro.Marshal(g.sch, v)
@@ -139,6 +162,10 @@ func (g *changeGen) changes(n int, update float64, hot, deletes bool) (recs []*k
 			span := len(g.liveKeys)
 			if hot {
 				span = max(1, span/100)
+			}
+			if g.updNote != "" {
+				recs = append(recs, g.recordNote(g.liveKeys[g.rng.IntN(span)], "VIEW", g.updNote))
+				continue
 			}
 			recs = append(recs, g.record(g.liveKeys[g.rng.IntN(span)], "VIEW"))
 			continue

@@ -234,7 +234,7 @@ type fillSource struct {
 // (transient).
 func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared, changes []rowfill.Change, pos []int32,
 	ordered bool, written func(*rowfill.Change) bool, lookup func([]byte) stored) (*unavailableFill, error) {
-	ph := f.cfg.Table.Placeholder()
+	ph := f.placeholder
 	cands := placeholderColumns(b, ph)
 	if len(cands) == 0 {
 		return nil, nil
@@ -533,7 +533,7 @@ func (f *flusher) dropUnavailable(t tableState, b *prepared, fill *unavailableFi
 			it := &items[pos[ci]]
 			fail := &decode.Error{Reason: decode.ReasonNotNullViolation, Err: fmt.Errorf(
 				"a column of this change is %s (the value was not sent: unchanged and TOASTed in the source) and the key has no current value to keep (no earlier change in the flush, no stored row); the column is NOT NULL",
-				f.cfg.Table.Placeholder())}
+				f.placeholder)}
 			out.fresh = append(out.fresh, dlq.DeadLetter{Pipeline: f.cfg.Name, Rec: it.rec, Reason: fail.Reason, Field: fail.Field,
 				Message: fail.Error(), SchemaID: it.schemaID(), TableVersion: t.version, Ack: f.ackOf(it.rec)})
 		}
