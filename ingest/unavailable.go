@@ -155,18 +155,23 @@ func findPlaceholders(files []flushFile, cands []phColumn, ph []byte) []phHit {
 				}
 				continue
 			}
-			row := -1
-			for j, v := range col.Values {
-				if v.RepetitionLevel() == 0 {
-					row++
-				}
-				if v.IsNull() || v.Kind() != parquet.ByteArray || v.RepetitionLevel() != 0 || !bytes.Equal(v.ByteArray(), ph) {
+			// Rows are counted up to a hit only: most values are rejected by their length.
+			row, counted := -1, 0
+			vals := col.Values
+			for j := range vals {
+				v := &vals[j]
+				if b := v.ByteArray(); len(b) != len(ph) || v.IsNull() || v.Kind() != parquet.ByteArray || v.RepetitionLevel() != 0 || !bytes.Equal(b, ph) {
 					continue
 				}
 				// An array is the placeholder when it is its only element: the next entry
 				// starts another row.
-				if c.array && j+1 < len(col.Values) && col.Values[j+1].RepetitionLevel() != 0 {
+				if c.array && j+1 < len(vals) && vals[j+1].RepetitionLevel() != 0 {
 					continue
+				}
+				for ; counted <= j; counted++ {
+					if vals[counted].RepetitionLevel() == 0 {
+						row++
+					}
 				}
 				hits = append(hits, phHit{file: ff.file, row: row, col: ci})
 			}
