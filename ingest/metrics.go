@@ -43,6 +43,7 @@ type Metrics struct {
 	KeyedRowsMarked      *prometheus.CounterVec   // pipeline: stored rows marked deleted in deletion vectors
 	KeyIndex             *prometheus.GaugeVec     // pipeline, measure: the key index's keys, remembered deletes and bytes
 	KeyIndexExpired      *prometheus.CounterVec   // pipeline: remembered deletes forgotten past table.delete_horizon
+	RoutedTables         *prometheus.GaugeVec     // pipeline, state: the tables of a kafka.topic_pattern pipeline (Router)
 	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
 	// dead-lettered as schema_not_found (0 after any other flush).
 	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
@@ -125,12 +126,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				"remembered_deletes (deleted keys whose delete's sequence is remembered), bytes (its memory)."}, []string{"pipeline", "measure"}),
 		KeyIndexExpired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingestd_key_index_expired_deletes_total",
 			Help: "Remembered deletes an upsert pipeline forgot because they were older than table.delete_horizon."}, []string{"pipeline"}),
+		RoutedTables: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_routed_tables",
+			Help: "The tables of a pipeline with kafka.topic_pattern, one per matching topic, by state: running (started), failed (could not open, or its pipeline failed)."}, []string{"pipeline", "state"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.SchemaNotFoundFlushes, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.SchemaNotFoundFlushes, m.RoutedTables, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m
