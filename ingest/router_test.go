@@ -134,3 +134,74 @@ func TestRouterOneTablePerTopic(t *testing.T) {
 	}
 	done <- nil
 }
+
+// One table's halt stops only that table's partitions: the other tables of the pipeline
+// go on, and the halted one reports where it stopped.
+func TestRouterHaltStaysInItsTable(t *testing.T) {
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	adm := kadm.NewClient(h.producer)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cfg := h.config()
+	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
+	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
+	cfg.Table.URI = "file://" + root + "/{t}"
+	cfg.Schema.Policy = config.PolicyHalt
+	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
+	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
+		at := *h
+		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
+		return NewPipeline(tc, at.deps(log)), nil
+	}
+	list := func(ctx context.Context) ([]string, error) {
+		ds, err := adm.ListTopics(ctx)
+		return ds.Names(), err
+	}
+	r := NewRouter(cfg, log, h.metrics, open, list)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	produce := func(topic string, from, n int64, v int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for id := from; id < from+n; id++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, v)})
+		}
+		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(table string) int {
+		at := *h
+		at.tableDir = filepath.Join(root, table)
+		return len(at.orderIDs())
+	}
+	produce("pg.a", 0, 10, 0)
+	produce("pg.b", 100, 10, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a, b := ids("a"), ids("b"); a != 10 || b != 10 {
+			return fmt.Errorf("tables a, b hold %d, %d ids; want 10, 10", a, b)
+		}
+		return nil
+	})
+	produce("pg.b", 110, 5, 1) // v2 adds a column: the halt policy stops pg.b here
+	produce("pg.a", 10, 20, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a := ids("a"); a != 30 {
+			return fmt.Errorf("table a holds %d ids, want 30", a)
+		}
+		for _, s := range r.Statuses() {
+			if s.Pipeline == "cdc/pg.b" && (s.State != StateHalted || len(s.Halted) != 1 || s.Halted[0].Offset != 10) {
+				return fmt.Errorf("cdc/pg.b is %s halted at %+v; want halted at offset 10", s.State, s.Halted)
+			}
+		}
+		return nil
+	})
+	if b := ids("b"); b != 10 {
+		t.Fatalf("table b holds %d ids after its halt, want 10", b)
+	}
+}
