@@ -151,6 +151,9 @@ func (r *Router) discover(ctx context.Context) []*Pipeline {
 	var added []*Pipeline
 	var topics []string
 	for _, topic := range names {
+		if ctx.Err() != nil {
+			break // shutting down: open no more tables
+		}
 		r.mu.Lock()
 		_, known := r.tables[topic]
 		r.mu.Unlock()
@@ -158,8 +161,8 @@ func (r *Router) discover(ctx context.Context) []*Pipeline {
 			continue
 		}
 		p, err := r.openTable(ctx, topic)
-		if ctx.Err() != nil {
-			return added // shutting down: the tables opened so far still run (and close)
+		if err != nil && ctx.Err() != nil {
+			break // shutting down: the tables opened so far still run (and close)
 		}
 		r.mu.Lock()
 		if err != nil {
