@@ -118,6 +118,11 @@ func New[K comparable, T any](l Limits, key func(T) K) *Batcher[K, T] {
 	return &Batcher[K, T]{limits: l, key: key, holds: map[K]*hold[K]{}, heldOf: map[K]heldKey{}}
 }
 
+// SetMaxBytes changes Limits.MaxBytes to n bytes (0: no bound). The items held stay: a
+// batcher that now holds n bytes or more is full (Due returns TriggerBytes), so its owner
+// flushes them down to the new bound.
+func (b *Batcher[K, T]) SetMaxBytes(n int64) { b.limits.MaxBytes = n }
+
 // Add appends item, whose size is size bytes, at time now. It returns true when the fresh
 // items reach the record bound, or all the items held (fresh and held back) the byte
 // bound (Limits.MaxBytes), and some of them can be taken now: the caller should Take and
@@ -419,3 +424,6 @@ func (b *Batcher[K, T]) Bytes() int64 { return b.bytes }
 // Holding returns the number of keys on hold (their hold may have ended: a key stays on
 // hold until Release).
 func (b *Batcher[K, T]) Holding() int { return len(b.holds) }
+
+// Limits returns the batcher's limits (SetMaxBytes changes MaxBytes).
+func (b *Batcher[K, T]) Limits() Limits { return b.limits }

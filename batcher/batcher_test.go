@@ -647,3 +647,30 @@ func settleRandomly(t *testing.T, seed uint64, rng *rand.Rand, b *Batcher[int, i
 	}
 	return back, backSizes, done
 }
+
+// A lowered byte bound makes a batcher that holds more than it full at once, and a Take
+// then hands out only what fits the new bound; a raised one takes more before full.
+func TestSetMaxBytes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newTest(Limits{MaxBytes: 100})
+	for i := range 5 {
+		if b.Add(item{0, i}, 10, t0) {
+			t.Fatalf("full after %d items of 10 bytes under a 100-byte bound", i+1)
+		}
+	}
+	if got := b.Due(t0); got != TriggerNone {
+		t.Fatalf("Due = %v before the bound is lowered, want none", got)
+	}
+	b.SetMaxBytes(30)
+	if got := b.Due(t0); got != TriggerBytes {
+		t.Fatalf("Due = %v after lowering the bound to 30 bytes with 50 held, want bytes", got)
+	}
+	items, _, _ := b.Take(t0, false)
+	if len(items) != 3 || b.Bytes() != 20 {
+		t.Fatalf("took %d items leaving %d bytes, want 3 (30 bytes) leaving 20", len(items), b.Bytes())
+	}
+	b.SetMaxBytes(0)
+	if b.Add(item{0, 9}, 1<<40, t0) {
+		t.Fatal("full with no byte bound")
+	}
+}

@@ -73,3 +73,14 @@ func (p *Pipeline) sizesOf(left, recs []*kgo.Record, sizes []int64) []int64 {
 	}
 	return out
 }
+
+// SetMaxBytes bounds the pipeline's batches as if its batch.max_bytes were maxBytes
+// (bytes; the batcher's bound is half of it, see batchBytes): a Router shares its
+// batch.max_bytes among its tables this way. Records already buffered stay; a batch
+// that now exceeds the bound is flushed by the next poll. Safe from any goroutine.
+func (p *Pipeline) SetMaxBytes(maxBytes int64) {
+	p.batchMu.Lock()
+	defer p.batchMu.Unlock()
+	p.batch.SetMaxBytes(maxBytes / 2)
+	p.wakePollLocked()
+}

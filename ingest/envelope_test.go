@@ -481,3 +481,37 @@ func TestEnvelopeDebeziumFlattenedChangelogKeepsTombstones(t *testing.T) {
 		t.Fatalf("changelog rows %v, want %v", got, want)
 	}
 }
+
+// Public bug reports, with Debezium's envelope. An upsert table given c{id:1}, u{id:1},
+// d{id:1} in one flush ends empty (no row appended per change); a delete followed by its
+// tombstone deletes the row once and the tombstone, never decoded, changes nothing.
+func TestEnvelopeDebeziumPublicCases(t *testing.T) {
+	t.Run("create update delete in one flush leave no row", func(t *testing.T) {
+		h := newDbzHarness(t)
+		h.send(h.envelope, dbz{op: "c", id: 1, name: "v1", lsn: 10}, dbz{op: "u", id: 1, name: "v2", lsn: 11}, dbz{op: "d", id: 1, lsn: 12})
+		h.run(h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN), 3)
+		if got := h.rowsOf("id", "name"); len(got) != 0 {
+			t.Fatalf("rows %v, want none", got)
+		}
+		if got := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "superseded")); got != 2 {
+			t.Fatalf("superseded changes %v, want 2 (c and u, replaced by d in the flush)", got)
+		}
+	})
+	t.Run("delete then tombstone deletes once", func(t *testing.T) {
+		h := newDbzHarness(t)
+		cfg := h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN)
+		h.send(h.envelope, dbz{op: "c", id: 1, name: "ann", lsn: 10}, dbz{op: "c", id: 2, name: "bob", lsn: 11})
+		h.run(cfg, 2)
+		h.send(h.envelope, dbz{op: "d", id: 1, lsn: 20}, dbz{id: 1, tomb: true})
+		h.run(cfg, 4)
+		if got, want := h.rowsOf("id", "name"), []string{"2 bob"}; !slices.Equal(got, want) {
+			t.Fatalf("rows %v, want %v", got, want)
+		}
+		if got := testutil.ToFloat64(h.metrics.KeyedChanges.WithLabelValues("orders", "deleted")); got != 1 {
+			t.Fatalf("deleted %v, want 1: the tombstone after the delete deletes nothing more", got)
+		}
+		if got := h.deadLetters(); len(got) != 0 {
+			t.Fatalf("dead letters %v, want none", got)
+		}
+	})
+}

@@ -44,6 +44,7 @@ type Metrics struct {
 	KeyIndex             *prometheus.GaugeVec     // pipeline, measure: the key index's keys, remembered deletes and bytes
 	KeyIndexExpired      *prometheus.CounterVec   // pipeline: remembered deletes forgotten past table.delete_horizon
 	KeyedUnavailable     *prometheus.CounterVec   // pipeline, outcome: placeholders of unavailable values replaced (flush, table, null, dead_lettered)
+	RoutedTables         *prometheus.GaugeVec     // pipeline, state: the tables of a kafka.topic_pattern pipeline (Router)
 	// SchemaNotFoundFlushes is the number of consecutive flushes whose every record was
 	// dead-lettered as schema_not_found (0 after any other flush).
 	SchemaNotFoundFlushes *prometheus.GaugeVec // pipeline
@@ -130,12 +131,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Columns of a keyed table's changes that held table.unavailable_value (Debezium's placeholder for an unchanged TOASTed value), " +
 				"by where their value came from: flush (an earlier change of the key in the flush), table (the key's stored row), " +
 				"null (no current value: NULL written), dead_lettered (no current value for a NOT NULL column)."}, []string{"pipeline", "outcome"}),
+		RoutedTables: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingestd_routed_tables",
+			Help: "The tables of a pipeline with kafka.topic_pattern, one per matching topic, by state: running (started), failed (could not open, or its pipeline failed)."}, []string{"pipeline", "state"}),
 		registries: &registryCollector{sources: map[string]registryStatser{}},
 	}
 	reg.MustRegister(m.RecordsConsumed, m.RecordsWritten, m.RecordsDeadLettered, m.RecordsSkipped, m.BytesWritten,
 		m.FilesWritten, m.FilesPerCommit, m.PartitionCuts, m.TimestampsOutOfRange, m.StaleLastCheckpoint,
 		m.Batches, m.BatchFlushes, m.Commits, m.CommitConflicts, m.CommitDuration, m.FlushWait, m.SchemaEvolutions, m.PipelineHalted,
-		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.KeyedUnavailable, m.SchemaNotFoundFlushes, m.registries)
+		m.PipelineFailures, m.TransientErrors, m.PartitionsBackingOff, m.ConsumerLag, m.KeyedChanges, m.KeyedRowsMarked, m.KeyIndex, m.KeyIndexExpired, m.KeyedUnavailable, m.SchemaNotFoundFlushes, m.RoutedTables, m.registries)
 	m.Maintenance = maintain.NewMetrics(reg)
 	m.Kafka = kafkaclient.NewMetrics(reg)
 	return m

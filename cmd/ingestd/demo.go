@@ -153,15 +153,17 @@ batch: {max_records: 500, max_bytes: 16MiB, max_age: 300ms}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var pipelines []*ingest.Pipeline
+	var runners []runner
 	for _, c := range cfgs {
 		p, err := ingest.Open(runCtx, c, log, m, ingest.Shared{Maintainers: maintainers})
 		if err != nil {
 			return nil, err
 		}
 		pipelines = append(pipelines, p)
+		runners = append(runners, single{p})
 	}
 	done := make(chan int, 1)
-	go func() { done <- runPipelines(runCtx, log, pipelines) }()
+	go func() { done <- runPipelines(runCtx, log, runners) }()
 
 	// Wait until bronze and silver have handled every record and gold has halted on every
 	// partition (or failed), then stop them like SIGTERM does.

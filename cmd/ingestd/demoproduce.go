@@ -71,7 +71,7 @@ func cmdDemoProduce(ctx context.Context, args []string, stdout, stderr io.Writer
 func demoTarget(file, brokers, registry, topic string, fs *flag.FlagSet, stderr io.Writer) (*config.Config, int) {
 	cfg := &config.Config{}
 	if file != "" {
-		c, code := onePipeline(file, stderr)
+		c, code := onePipeline(file, "", stderr)
 		if c == nil {
 			return nil, code
 		}

@@ -26,6 +26,7 @@ and show the first few of each reason (by partition and offset) with their key a
 their value decoded with their own writer schema. Reads only. The topic is streamed:
 peak RSS stays within --max-bytes plus 256 MiB whatever the topic's size.`, stderr)
 	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
+	topicFlag := fs.String("topic", "", "with a pipeline of kafka.topic_pattern: the source `topic` whose table's dead letters to show")
 	samples := fs.Int("samples", 3, "dead letters to show decoded, per reason")
 	var reasons stringList
 	fs.Var(&reasons, "reason", "show samples only of this `reason` (repeatable or comma list: "+strings.Join(dlq.Reasons, ", ")+"); the counts cover every reason")
@@ -52,7 +53,7 @@ peak RSS stays within --max-bytes plus 256 MiB whatever the topic's size.`, stde
 		fmt.Fprintln(stderr, "ingestd dlq inspect:", err)
 		return exitUsage
 	}
-	cfg, code := onePipeline(file, stderr)
+	cfg, code := onePipeline(file, *topicFlag, stderr)
 	if cfg == nil {
 		return code
 	}

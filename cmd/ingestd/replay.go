@@ -36,6 +36,7 @@ The dead-letter topic is streamed, read twice (an index of identities, then the
 replay): records are held one batch at a time (--max-bytes, default batch.max_bytes), plus
 up to about 200 bytes per dead letter for its identity.`, stderr)
 	configFlag := fs.String("config", "", "the pipeline `file` (instead of the argument)")
+	topicFlag := fs.String("topic", "", "with a pipeline of kafka.topic_pattern: the source `topic` whose table gets its dead letters back")
 	dryRun := fs.Bool("dry-run", false, "decode and check everything, write nothing, print what would happen")
 	maxReplays := fs.Int("max-replays", 3, "replays a record may fail before it is parked")
 	var reasons stringList
@@ -89,7 +90,7 @@ up to about 200 bytes per dead letter for its identity.`, stderr)
 	if file == "" {
 		return code
 	}
-	cfg, code := onePipeline(file, stderr)
+	cfg, code := onePipeline(file, *topicFlag, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -168,8 +169,10 @@ func printReplay(w io.Writer, s *ingest.ReplaySummary) {
 	}
 }
 
-// onePipeline loads a config that must hold exactly one pipeline.
-func onePipeline(path string, stderr io.Writer) (*config.Config, int) {
+// onePipeline loads a config that must hold exactly one pipeline. For a pipeline with
+// kafka.topic_pattern, topic names the table (config.Config.ForTopic): its dead letters
+// carry that table's pipeline name, so a replay or an inspection sees only them.
+func onePipeline(path, topic string, stderr io.Writer) (*config.Config, int) {
 	if path == "" {
 		fmt.Fprintln(stderr, "--config is required")
 		return nil, exitUsage
@@ -183,8 +186,24 @@ func onePipeline(path string, stderr io.Writer) (*config.Config, int) {
 		fmt.Fprintf(stderr, "--config %s holds %d pipelines; name one pipeline file\n", path, len(cfgs))
 		return nil, exitUsage
 	}
-	for _, w := range cfgs[0].Warnings {
+	c := cfgs[0]
+	for _, w := range c.Warnings {
 		fmt.Fprintln(stderr, "warning: "+w.Error())
 	}
-	return cfgs[0], exitOK
+	switch {
+	case c.Routed() && topic == "":
+		fmt.Fprintf(stderr, "pipeline %s (%s) writes one table per topic matching kafka.topic_pattern %q: add --topic TOPIC to name one (ingestd table: give the table's URI instead)\n", c.Name, c.File, c.Kafka.TopicPattern)
+		return nil, exitUsage
+	case c.Routed():
+		tc, err := c.ForTopic(topic)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return nil, exitUsage
+		}
+		return tc, exitOK
+	case topic != "":
+		fmt.Fprintf(stderr, "--topic %s: pipeline %s (%s) has no kafka.topic_pattern; remove --topic\n", topic, c.Name, c.File)
+		return nil, exitUsage
+	}
+	return c, exitOK
 }

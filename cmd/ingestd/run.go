@@ -55,7 +55,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		if s := creds[c.Name]; s != "" {
 			extra = "  credentials=" + s
 		}
-		fmt.Fprintf(stdout, "ok  %s  %s  format=%s  topics=%v  table=%s  policy=%s%s\n", c.File, c.Name, c.Format, c.Kafka.Topics, c.Table.URI, c.Schema.Policy, extra)
+		topics := fmt.Sprint(c.Kafka.Topics)
+		if c.Routed() {
+			topics = "/" + c.Kafka.TopicPattern + "/ (one table each)"
+		}
+		fmt.Fprintf(stdout, "ok  %s  %s  format=%s  topics=%s  table=%s  policy=%s%s\n", c.File, c.Name, c.Format, topics, c.Table.URI, c.Schema.Policy, extra)
 		for _, w := range c.Warnings {
 			fmt.Fprintln(stdout, "warning: "+w.Error())
 		}
@@ -145,13 +149,28 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The table maintainers of this process: pipelines writing one table share its
 	// background maintenance (the first to start starts it, the last to stop stops it).
 	maintainers := maintain.NewRegistry()
-	var pipelines []*ingest.Pipeline
+	var runners []runner
 	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
+	shared := ingest.Shared{Maintainers: maintainers, Memory: memory}
 	for _, c := range cfgs {
 		for _, w := range c.Warnings {
 			log.Warn("config: "+w.Msg, "pipeline", c.Name, "file", w.File, "line", w.Line, "fix", w.Fix)
 		}
-		p, err := openPipeline(ctx, c, log, m, ingest.Shared{Maintainers: maintainers, Memory: memory})
+		if c.Routed() {
+			list, closeList, err := ingest.KafkaTopicLister(c, log, m, nil)
+			if err != nil {
+				log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
+				openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
+				continue
+			}
+			defer closeList()
+			open := func(ctx context.Context, tc *config.Config) (*ingest.Pipeline, error) {
+				return openPipeline(ctx, tc, log, m, shared)
+			}
+			runners = append(runners, ingest.NewRouter(c, log, m, open, list))
+			continue
+		}
+		p, err := openPipeline(ctx, c, log, m, shared)
 		if err != nil {
 			if ctx.Err() != nil {
 				// SIGTERM or SIGINT arrived while the pipeline was opening (its table, its
@@ -163,12 +182,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
 			continue
 		}
-		pipelines = append(pipelines, p)
+		runners = append(runners, single{p})
 	}
 	statuses := func() []ingest.Status {
 		out := append([]ingest.Status(nil), openFailed...)
-		for _, p := range pipelines {
-			out = append(out, p.Status())
+		for _, r := range runners {
+			out = append(out, r.Statuses()...)
 		}
 		return out
 	}
@@ -185,7 +204,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	ran := runPipelines(ctx, log, pipelines)
+	ran := runPipelines(ctx, log, runners)
 	return finish(log, len(cfgs), len(openFailed), ran)
 }
 
@@ -201,20 +220,37 @@ func finish(log *slog.Logger, pipelines, openFailed, runFailed int) int {
 	return exitOK
 }
 
-// runPipelines runs every pipeline in its own goroutine until ctx ends and returns the
+// runner is what ingest run runs: one pipeline (single), or a pipeline with
+// kafka.topic_pattern and its table per topic (ingest.Router).
+type runner interface {
+	Name() string
+	// Run runs until ctx ends; an error: the pipeline (or some table of it) failed.
+	Run(ctx context.Context) error
+	// Close is called once Run has returned (background checkpoints).
+	Close(ctx context.Context) error
+	// Statuses are /readyz's entries: one per table.
+	Statuses() []ingest.Status
+}
+
+// single is the runner of a pipeline of one table.
+type single struct{ *ingest.Pipeline }
+
+func (s single) Statuses() []ingest.Status { return []ingest.Status{s.Status()} }
+
+// runPipelines runs every runner in its own goroutine until ctx ends and returns the
 // number that failed. One failed or halted pipeline never stops the others.
-func runPipelines(ctx context.Context, log *slog.Logger, ps []*ingest.Pipeline) (failed int) {
+func runPipelines(ctx context.Context, log *slog.Logger, rs []runner) (failed int) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, p := range ps {
+	for _, r := range rs {
 		wg.Go(func() {
-			if err := p.Run(ctx); err != nil {
+			if err := r.Run(ctx); err != nil {
 				mu.Lock()
 				failed++
 				mu.Unlock()
 			}
-			if err := p.Close(ctx); err != nil {
-				log.Warn("background checkpoint not finished; the next one covers it", "pipeline", p.Name(), "err", err)
+			if err := r.Close(ctx); err != nil {
+				log.Warn("background checkpoint not finished; the next one covers it", "pipeline", r.Name(), "err", err)
 			}
 		})
 	}

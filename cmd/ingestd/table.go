@@ -530,7 +530,7 @@ func tableArg(sub string, pos []string, table, config string, stderr io.Writer) 
 		given = append(given, source{"--table " + table, table})
 	}
 	if config != "" {
-		cfg, code := onePipeline(config, stderr)
+		cfg, code := onePipeline(config, "", stderr)
 		if cfg == nil {
 			return "", opts, code
 		}

@@ -56,10 +56,17 @@ type Config struct {
 
 // Kafka names the source topics and the consumer group.
 type Kafka struct {
-	Brokers     []string `yaml:"brokers"`
-	Topics      []string `yaml:"topics"`
-	Group       string   `yaml:"group"`        // defaults to "ingestd-<name>"
-	StartOffset string   `yaml:"start_offset"` // earliest (default) | latest: used when the table has no txn for a partition
+	Brokers []string `yaml:"brokers"`
+	Topics  []string `yaml:"topics"`
+	// TopicPattern, instead of Topics, reads every topic whose whole name matches this
+	// RE2 expression, each into its own table (Table.URI a template with {topic} or the
+	// pattern's named groups), under the one consumer group (ForTopic).
+	TopicPattern string `yaml:"topic_pattern"`
+	// DiscoverEvery is how often a TopicPattern pipeline lists the cluster's topics for
+	// new matches (default 30s): a topic created while it runs is read within this.
+	DiscoverEvery time.Duration `yaml:"discover_every"`
+	Group         string        `yaml:"group"`        // defaults to "ingestd-<name>"
+	StartOffset   string        `yaml:"start_offset"` // earliest (default) | latest: used when the table has no txn for a partition
 	// SessionTimeout is how long the group coordinator waits for a silent member (e.g. a
 	// killed process) before moving its partitions; default 45s, the broker allows 6s..30m.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
@@ -477,6 +484,9 @@ func (c *Config) applyDefaults() {
 	if c.Kafka.Group == "" && c.Name != "" {
 		c.Kafka.Group = "ingestd-" + c.Name
 	}
+	if c.Kafka.TopicPattern != "" && c.Kafka.DiscoverEvery == 0 {
+		c.Kafka.DiscoverEvery = DefaultDiscoverEvery
+	}
 	if c.Kafka.SessionTimeout == 0 {
 		c.Kafka.SessionTimeout = 45 * time.Second
 	}
@@ -538,9 +548,7 @@ func (c *Config) validate() []error {
 	if len(c.Kafka.Brokers) == 0 || slicesHasEmpty(c.Kafka.Brokers) {
 		bad("$.kafka", "kafka.brokers is missing or has an empty entry", `set kafka.brokers: ["host:9092"]`)
 	}
-	if len(c.Kafka.Topics) == 0 || slicesHasEmpty(c.Kafka.Topics) {
-		bad("$.kafka", "kafka.topics is missing or has an empty entry", "set kafka.topics: [your-topic]")
-	}
+	c.validateTopics(bad)
 	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
 		bad("$.kafka.start_offset", fmt.Sprintf("kafka.start_offset %q is not earliest or latest", c.Kafka.StartOffset), "use earliest or latest")
 	}
@@ -582,9 +590,9 @@ func (c *Config) validate() []error {
 	}
 	if c.Table.URI == "" {
 		bad("$.table", "table.uri is missing", `set table.uri: "file:///var/lib/ingestd/<table>"`)
-	} else if err := storage.CheckURI(c.Table.URI, storage.Options{}); err != nil {
+	} else if err := storage.CheckURI(c.templateURI(), storage.Options{}); err != nil {
 		bad("$.table.uri", fmt.Sprintf("table.uri %q: %v", c.Table.URI, err), `use file:///abs/path, s3://bucket/path, gs://bucket/path, az://container/path or abfss://container@account.dfs.core.windows.net/path`)
-	} else if err := storage.CheckURI(c.Table.URI, c.Table.StorageOptions()); err != nil {
+	} else if err := storage.CheckURI(c.templateURI(), c.Table.StorageOptions()); err != nil {
 		path := "$.table.storage.endpoint"
 		if c.Table.Storage.Endpoint == "" || strings.Contains(err.Error(), "region") {
 			path = "$.table.storage.region"

@@ -262,7 +262,7 @@ func TestConfigErrorMessagesExact(t *testing.T) {
 	t.Setenv("SECRET_PW_TEST", "hunter2-secret")
 	tests := []struct{ name, body, want string }{
 		{"unknown key with a suggestion", strings.Replace(goodConfig, "topics: [orders]", "topics: [orders], gruop: x", 1),
-			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
+			`p.yaml:2: unknown field "gruop" in kafka (fix: remove it or correct its spelling: did you mean "group"?; known keys here: brokers, topics, topic_pattern, discover_every, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
 		{"unknown top-level key", goodConfig + "tabel: {}\n",
 			`p.yaml:7: unknown field "tabel" at the top level (fix: remove it or correct its spelling: did you mean "table"?; known keys here: name, app_id, kafka, schema_registry, avro_schema_file, format, table, schema, dead_letter, batch, maintenance)`},
 		{"list given a single value", strings.Replace(goodConfig, `brokers: ["k:9092"]`, `brokers: k:9092`, 1),
@@ -521,7 +521,7 @@ func TestConfigHostnameFallback(t *testing.T) {
 func TestConfigMessagesForCarriedOverKeys(t *testing.T) {
 	cases := []struct{ name, from, to, want string }{
 		{"ssl", `topics: [orders]}`, `topics: [orders], ssl: {ca_file: /ca.pem}}`,
-			`:2: unknown field "ssl" in kafka (fix: TLS settings go under tls (e.g. tls: {ca_file: /etc/ingestd/kafka-ca.pem}); Kafka's security.protocol SSL is tls, SASL_SSL is tls and sasl; known keys here: brokers, topics, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
+			`:2: unknown field "ssl" in kafka (fix: TLS settings go under tls (e.g. tls: {ca_file: /etc/ingestd/kafka-ca.pem}); Kafka's security.protocol SSL is tls, SASL_SSL is tls and sasl; known keys here: brokers, topics, topic_pattern, discover_every, group, start_offset, session_timeout, client_id, instance_id, tls, sasl)`},
 		{"flow list", `brokers: ["k:9092"]`, `brokers: [${KAFKA_BROKERS}]`,
 			`:2: invalid YAML in the list or mapping that starts here: did not find expected ',' or ']' (fix: quote ${KAFKA_BROKERS} as "${KAFKA_BROKERS}": inside [ ] or { } an unquoted ${ opens a YAML mapping (e.g. brokers: ["${KAFKA_BROKERS}"]))`},
 		{"flow mapping", `brokers: ["k:9092"]`, `brokers: ${KAFKA_BROKERS}`,

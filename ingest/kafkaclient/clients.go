@@ -151,6 +151,12 @@ func (f Clients) LogCleanupAdmin() (*kgo.Client, error) {
 	return f.newClient("log cleanup admin")
 }
 
+// TopicDiscovery lists the cluster's topics for a pipeline with kafka.topic_pattern (its
+// metadata requests); it consumes and produces nothing.
+func (f Clients) TopicDiscovery() (*kgo.Client, error) {
+	return f.newClient("topic discovery")
+}
+
 // LevelTrace is below slog.LevelDebug: `--log-level trace` adds franz-go's own debug
 // logs (every request written and read, SASL steps) to ingestd's debug logs.
 const LevelTrace = slog.LevelDebug - 4

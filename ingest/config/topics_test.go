@@ -1,0 +1,84 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestd/ingestd/ingest/internal/configtest"
+)
+
+const routedConfig = `name: cdc
+kafka: {brokers: ["k:9092"], topic_pattern: 'pg\.(?P<schema>[^.]+)\.(?P<table>[^.]+)', instance_id: host-1}
+schema_registry: {url: "http://r:8081"}
+table: {uri: "s3://lake/bronze/{schema}_{table}", create: true}
+schema: {policy: evolve}
+dead_letter: {topic: pg.dlq}
+`
+
+// A routed pipeline's table for a topic: the URI filled from the pattern's groups, the
+// topic alone, the pipeline's group and app id, a per-topic instance id; topics the
+// pattern does not wholly match, internal ones and the dead-letter topic are not read.
+func TestConfigForTopic(t *testing.T) {
+	cfgs, err := Load(configtest.Write(t, routedConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfgs[0]
+	if !c.Routed() || c.Kafka.DiscoverEvery != 30*time.Second {
+		t.Fatalf("Routed %v, discover_every %v; want true, 30s", c.Routed(), c.Kafka.DiscoverEvery)
+	}
+	for topic, want := range map[string]bool{
+		"pg.public.orders": true, "pg.inventory.items": true,
+		"pg.public.orders.extra": false, // the whole name must match
+		"xpg.public.orders":      false,
+		"pg.dlq":                 false, // the dead-letter topic: [^.]+\.[^.]+ needs two dots
+		"__pg.public.orders":     false,
+	} {
+		if got := c.MatchTopic(topic); got != want {
+			t.Errorf("MatchTopic(%q) = %v, want %v", topic, got, want)
+		}
+	}
+	tc, err := c.ForTopic("pg.public.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.Name != "cdc/pg.public.orders" || tc.Table.URI != "s3://lake/bronze/public_orders" ||
+		strings.Join(tc.Kafka.Topics, ",") != "pg.public.orders" || tc.Kafka.TopicPattern != "" ||
+		tc.Kafka.Group != "ingestd-cdc" || tc.AppID != "cdc" || tc.Kafka.InstanceID != "host-1/pg.public.orders" || tc.Routed() {
+		t.Fatalf("ForTopic = name %q uri %q topics %v pattern %q group %q app_id %q instance %q",
+			tc.Name, tc.Table.URI, tc.Kafka.Topics, tc.Kafka.TopicPattern, tc.Kafka.Group, tc.AppID, tc.Kafka.InstanceID)
+	}
+	if c.Table.URI != "s3://lake/bronze/{schema}_{table}" || c.Kafka.InstanceID != "host-1" {
+		t.Fatalf("ForTopic changed the pipeline's own config: uri %q instance %q", c.Table.URI, c.Kafka.InstanceID)
+	}
+	if _, err := c.ForTopic("other"); err == nil || !strings.Contains(err.Error(), `does not match kafka.topic_pattern`) {
+		t.Fatalf("ForTopic(other) = %v, want a no-match error", err)
+	}
+}
+
+func TestConfigTopicPatternErrors(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"both topics and pattern", strings.Replace(routedConfig, "topic_pattern:", "topics: [a], topic_pattern:", 1),
+			`p.yaml:2: both kafka.topics and kafka.topic_pattern are set (fix: keep one: kafka.topics for named topics into one table, kafka.topic_pattern for one table per matching topic)`},
+		{"bad regex", strings.Replace(routedConfig, `(?P<table>[^.]+)'`, `(?P<table>[^.]+'`, 1),
+			"p.yaml:2: kafka.topic_pattern \"pg\\\\.(?P<schema>[^.]+)\\\\.(?P<table>[^.]+\" is not a regular expression: error parsing regexp: missing closing ): `^(?:pg\\.(?P<schema>[^.]+)\\.(?P<table>[^.]+)$` (fix: write an RE2 expression matched against the whole topic name, e.g. 'pg\\.public\\.(?P<table>.+)')"},
+		{"no placeholder", strings.Replace(routedConfig, "{schema}_{table}", "all", 1),
+			`p.yaml:4: table.uri "s3://lake/bronze/all" has no placeholder, so every topic matching kafka.topic_pattern would share one table (fix: put {topic} (or a named group of the pattern, e.g. {table}) in the URI, e.g. "s3://lake/bronze/{topic}"; or list the topics in kafka.topics to write them into one table)`},
+		{"unknown placeholder", strings.Replace(routedConfig, "{schema}_{table}", "{db}_{table}", 1),
+			`p.yaml:4: table.uri placeholder {db} is neither {topic} nor a named group of kafka.topic_pattern (schema, table) (fix: name a group in the pattern, e.g. (?P<db>[^.]+), or use {topic})`},
+		{"placeholder without pattern", strings.Replace(strings.Replace(routedConfig, `topic_pattern: 'pg\.(?P<schema>[^.]+)\.(?P<table>[^.]+)'`, "topics: [a]", 1), "{schema}_{table}", "{topic}", 1),
+			`p.yaml:4: table.uri "s3://lake/bronze/{topic}" has the placeholder {topic}, but kafka.topic_pattern is not set (fix: set kafka.topic_pattern (one table per matching topic), or write the table's own URI)`},
+		{"discover_every without pattern", strings.Replace(strings.Replace(routedConfig, `topic_pattern: 'pg\.(?P<schema>[^.]+)\.(?P<table>[^.]+)'`, "topics: [a], discover_every: 5s", 1), "{schema}_{table}", "t", 1),
+			`p.yaml:2: kafka.discover_every is set but kafka.topic_pattern is not (fix: remove kafka.discover_every, or set kafka.topic_pattern)`},
+		{"discover_every too short", strings.Replace(routedConfig, "instance_id: host-1", "discover_every: 100ms", 1),
+			`p.yaml:2: kafka.discover_every 100ms is under 1s (fix: use e.g. 30s (the default))`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorsOf(t, tt.body); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,207 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/ingest/config"
+)
+
+// A pipeline with kafka.topic_pattern gives each matching topic a table of its own: the
+// topics there at start, one created while it runs (found by discovery), none for a topic
+// the pattern does not match; a table that fails to open is reported and the others
+// run; the tables share batch.max_bytes and the one consumer group.
+func TestRouterOneTablePerTopic(t *testing.T) {
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	adm := kadm.NewClient(h.producer)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b", "pg.bad", "other"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cfg := h.config()
+	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
+	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
+	cfg.Table.URI = "file://" + root + "/{t}"
+	cfg.Batch.MaxBytes = 60 << 20
+
+	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
+		if tc.Kafka.Topics[0] == "pg.bad" {
+			return nil, errors.New("check store: access denied")
+		}
+		at := *h // the harness of this table
+		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
+		return NewPipeline(tc, at.deps(log)), nil
+	}
+	list := func(ctx context.Context) ([]string, error) {
+		ds, err := adm.ListTopics(ctx)
+		return ds.Names(), err
+	}
+	r := NewRouter(cfg, log, h.metrics, open, list)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	produce := func(topic string, from, n int64) {
+		t.Helper()
+		var recs []*kgo.Record
+		for id := from; id < from+n; id++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, 0)})
+		}
+		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce("pg.a", 0, 50)
+	produce("pg.b", 100, 30)
+	produce("other", 200, 10)
+	ids := func(table string) map[int64]int {
+		at := *h
+		at.tableDir = filepath.Join(root, table)
+		return at.orderIDs()
+	}
+	waitTables := func(want map[string]int) {
+		t.Helper()
+		waitFor(t, 30*time.Second, func() error {
+			for table, n := range want {
+				if got := len(ids(table)); got != n {
+					return fmt.Errorf("table %s holds %d order ids, want %d", table, got, n)
+				}
+			}
+			return nil
+		})
+	}
+	waitTables(map[string]int{"a": 50, "b": 30})
+
+	// A topic created while the pipeline runs gets its table within discover_every.
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.c"); err != nil {
+		t.Fatal(err)
+	}
+	produce("pg.c", 300, 20)
+	produce("pg.a", 50, 5)
+	waitTables(map[string]int{"a": 55, "b": 30, "c": 20})
+	if got := ids("a"); got[0] != 1 || got[54] != 1 || got[100] != 0 {
+		t.Fatalf("table a: ids 0, 54, 100 held %d, %d, %d times; want 1, 1, 0", got[0], got[54], got[100])
+	}
+	if _, err := os.Stat(filepath.Join(root, "other")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a table for topic other, which the pattern does not match: stat = %v", err)
+	}
+
+	var states []string
+	for _, s := range r.Statuses() {
+		states = append(states, s.Pipeline+"="+string(s.State))
+	}
+	if want := []string{"cdc/pg.a=running", "cdc/pg.b=running", "cdc/pg.bad=failed", "cdc/pg.c=running"}; !slices.Equal(states, want) {
+		t.Fatalf("statuses %v, want %v", states, want)
+	}
+	r.mu.Lock()
+	for topic, tb := range r.tables {
+		if tb.p == nil {
+			continue
+		}
+		tb.p.batchMu.Lock()
+		got := tb.p.batch.Limits().MaxBytes
+		tb.p.batchMu.Unlock()
+		if want := int64(60<<20) / 3 / 2; got != want {
+			t.Errorf("table of %s: batch bound %d bytes, want %d (max_bytes shared by 3 tables, halved for the batch in flight)", topic, got, want)
+		}
+	}
+	r.mu.Unlock()
+	gs, err := adm.DescribeGroups(ctx, "ingestd-cdc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(gs["ingestd-cdc"].Members); n != 3 {
+		t.Fatalf("consumer group ingestd-cdc has %d members, want 3 (one per table)", n)
+	}
+	cancel()
+	if err := <-done; err == nil || err.Error() != "run pipeline cdc: 1 of its 4 tables failed" {
+		t.Fatalf("Run = %v, want the failed table counted", err)
+	}
+	done <- nil
+}
+
+// One table's halt stops only that table's partitions: the other tables of the pipeline
+// go on, and the halted one reports where it stopped.
+func TestRouterHaltStaysInItsTable(t *testing.T) {
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	adm := kadm.NewClient(h.producer)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cfg := h.config()
+	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
+	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
+	cfg.Table.URI = "file://" + root + "/{t}"
+	cfg.Schema.Policy = config.PolicyHalt
+	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
+	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
+		at := *h
+		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
+		return NewPipeline(tc, at.deps(log)), nil
+	}
+	list := func(ctx context.Context) ([]string, error) {
+		ds, err := adm.ListTopics(ctx)
+		return ds.Names(), err
+	}
+	r := NewRouter(cfg, log, h.metrics, open, list)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	produce := func(topic string, from, n int64, v int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for id := from; id < from+n; id++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, v)})
+		}
+		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(table string) int {
+		at := *h
+		at.tableDir = filepath.Join(root, table)
+		return len(at.orderIDs())
+	}
+	produce("pg.a", 0, 10, 0)
+	produce("pg.b", 100, 10, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a, b := ids("a"), ids("b"); a != 10 || b != 10 {
+			return fmt.Errorf("tables a, b hold %d, %d ids; want 10, 10", a, b)
+		}
+		return nil
+	})
+	produce("pg.b", 110, 5, 1) // v2 adds a column: the halt policy stops pg.b here
+	produce("pg.a", 10, 20, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a := ids("a"); a != 30 {
+			return fmt.Errorf("table a holds %d ids, want 30", a)
+		}
+		for _, s := range r.Statuses() {
+			if s.Pipeline == "cdc/pg.b" && (s.State != StateHalted || len(s.Halted) != 1 || s.Halted[0].Offset != 10) {
+				return fmt.Errorf("cdc/pg.b is %s halted at %+v; want halted at offset 10", s.State, s.Halted)
+			}
+		}
+		return nil
+	})
+	if b := ids("b"); b != 10 {
+		t.Fatalf("table b holds %d ids after its halt, want 10", b)
+	}
+}

@@ -1,0 +1,252 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// TestCDCManyTablesOnePipeline is one pipeline file for a whole database: PostgreSQL →
+// Debezium (one connector, one topic per table) → `ingestd run` with kafka.topic_pattern
+// and a table.uri template → one keyed Delta table per source table, all in one consumer
+// group. 20 source tables, one of them created while ingestd runs (found by topic
+// discovery); half keyed by an integer, the others by text; a random workload of
+// inserts, updates and deletes over all of them with ingestd killed with SIGKILL once and
+// restarted. At the end every Delta table, read by delta-rs and by Spark, equals its
+// source table row for row.
+func TestCDCManyTablesOnePipeline(t *testing.T) {
+	t.Parallel() // own database, slot, topics, worker and tables
+	s := need(t)
+	pg := needPostgres(t)
+	needConnect(t)
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars)
+	start := time.Now()
+	db := createPGDatabase(t, pg)
+	const tables = 20
+	late := fmt.Sprintf("t%02d", tables-1) // created while ingestd runs
+	create := func(i int) string {
+		key := "id int PRIMARY KEY"
+		if i%2 == 1 {
+			key = "id text PRIMARY KEY"
+		}
+		return fmt.Sprintf("CREATE TABLE t%02d (%s, v text, n numeric(10,2));", i, key)
+	}
+	var ddl strings.Builder
+	for i := range tables - 1 {
+		ddl.WriteString(create(i))
+	}
+	db.exec(t, ddl.String())
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>9))
+	t.Logf("seed %d", seed)
+	w := &manyTablesWorkload{rng: rng, live: map[string]map[int]bool{}}
+	for i := range tables - 1 {
+		w.live[fmt.Sprintf("t%02d", i)] = map[int]bool{}
+	}
+	for range 60 { // the snapshot's rows
+		db.exec(t, w.next())
+	}
+
+	wk := startConnect(t, s.brokers, s.registry)
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	name, prefix := "many-"+suffix, "many"+suffix
+	// A publication FOR ALL TABLES (the database is the test's own) streams a table created
+	// later without touching the connector.
+	wk.PutConnector(t, name, debeziumConnector(db, name, prefix, []string{`public\.t[0-9]+`}, wk.avroConverter(t),
+		map[string]string{"publication.autocreate.mode": "all_tables"}))
+	wk.WaitStreaming(t, name, db, debeziumSlot(name), 120*time.Second)
+	t.Logf("connector streaming after %v", time.Since(start).Round(time.Millisecond))
+
+	root := t.TempDir()
+	cfgDir := filepath.Join(root, "configs")
+	mustMkdir(t, cfgDir)
+	dlq := createTopic(t, s, prefix+".dlq", 1)
+	writePipeline(t, cfgDir, "cdc", fmt.Sprintf(`name: cdc
+kafka: {brokers: [%q], topic_pattern: '%s\.public\.(?P<table>t[0-9]+)', discover_every: 2s, group: cdc-%s, start_offset: earliest, session_timeout: 6s}
+schema_registry: {url: %q}
+table: {uri: "%s/{table}", create: true, mode: upsert, key_format: avro, envelope: debezium, sequence_by: source.lsn}
+schema: {policy: evolve}
+dead_letter: {topic: %s}
+batch: {max_records: 500, max_bytes: 64MiB, max_age: 300ms}
+`, s.brokers, regexp.QuoteMeta(prefix), suffix, s.registry, root, dlq))
+	d := startDaemon(t, cfgDir)
+	for round := range 4 {
+		for range 40 + rng.IntN(40) {
+			db.exec(t, w.next())
+		}
+		switch round {
+		case 1:
+			db.exec(t, create(tables-1))
+			w.live[late] = map[int]bool{}
+		case 2:
+			time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			d.kill9(t)
+			d = startDaemon(t, cfgDir)
+		}
+	}
+	for range 10 { // the late table surely has rows
+		db.exec(t, w.insert(late))
+	}
+
+	// Done when every table's topic exists and its end offset is what the table's txns
+	// account for, twice in a row (Debezium may still be publishing).
+	adm := kadm.NewClient(kafkaClient(t, s))
+	topicOf := func(tb string) string { return prefix + ".public." + tb }
+	var last string
+	waitForEvery(t, d, 180*time.Second, 2*time.Second, "Debezium to publish the workload and ingestd to handle it", func() bool {
+		var topics []string
+		for tb := range w.live {
+			topics = append(topics, topicOf(tb))
+		}
+		ends, err := adm.ListEndOffsets(context.Background(), topics...)
+		if err != nil {
+			return false
+		}
+		var state []string
+		done := true
+		for tb := range w.live {
+			var end int64
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Topic == topicOf(tb) && o.Err == nil {
+					end += o.Offset
+				}
+			})
+			got := int64(0)
+			if end > 0 {
+				got = handled(t, filepath.Join(root, tb))
+			}
+			done = done && end > 0 && got >= end
+			state = append(state, fmt.Sprintf("%s:%d/%d", tb, got, end))
+		}
+		slices.Sort(state)
+		now := strings.Join(state, " ")
+		stable := now == last
+		last = now
+		return done && stable
+	})
+	r, _ := d.readyz(t)
+	if len(r.Pipelines) != tables {
+		t.Errorf("/readyz lists %d pipelines, want one per table (%d): %+v", len(r.Pipelines), tables, r.Pipelines)
+	}
+	for _, p := range r.Pipelines {
+		if p.State != "running" || !strings.HasPrefix(p.Pipeline, "cdc/"+prefix+".public.t") {
+			t.Errorf("/readyz: %s is %s, want cdc/<topic> running", p.Pipeline, p.State)
+		}
+	}
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("ingestd exited %d", code)
+	}
+
+	// Spark reads all the tables in one query (a read each costs it ~5 s with deletion
+	// vectors); delta-rs reads each table.
+	names := slices.Sorted(maps.Keys(w.live))
+	var union []string
+	for _, tb := range names {
+		union = append(union, fmt.Sprintf("SELECT '%s' AS tb, CAST(id AS STRING) AS id, v, CAST(n AS STRING) AS n FROM delta.`%s`", tb, filepath.Join(root, tb)))
+	}
+	var sparkRows []map[string]any
+	spark.call(t, map[string]any{"op": "sql", "query": strings.Join(union, " UNION ALL ")}, &sparkRows)
+	sparkOf := map[string][]map[string]any{}
+	for _, r := range sparkRows {
+		tb := fmt.Sprint(r["tb"])
+		sparkOf[tb] = append(sparkOf[tb], r)
+	}
+	rows := 0
+	for _, tb := range names {
+		source := pgRows(t, db, fmt.Sprintf(`SELECT id::text, coalesce(v, '<nil>'), coalesce(n::text, '<nil>') FROM %s`, tb))
+		slices.Sort(source)
+		rs := readDeltaRS(t, python, filepath.Join(root, tb))
+		if rs.Unsupported != "" {
+			t.Fatalf("%s: delta-rs cannot read the table: %s", tb, rs.Unsupported)
+		}
+		for who, got := range map[string][]map[string]any{"delta-rs": rs.Rows, "Spark": sparkOf[tb]} {
+			var text []string
+			for _, r := range got {
+				parts := make([]string, 3)
+				for i, c := range []string{"id", "v", "n"} {
+					parts[i] = "<nil>"
+					if r[c] != nil {
+						parts[i] = fmt.Sprint(r[c])
+					}
+				}
+				text = append(text, strings.Join(parts, " "))
+			}
+			slices.Sort(text)
+			if !slices.Equal(text, source) {
+				t.Errorf("%s: %s reads %d rows, PostgreSQL holds %d:\n got %q\nwant %q", tb, who, len(text), len(source), text, source)
+			}
+		}
+		rows += len(source)
+	}
+	if n := len(readDLQ(t, s, dlq)); n != 0 {
+		t.Errorf("%d dead letters, want 0", n)
+	}
+	t.Logf("%d tables (%s created while ingestd ran), %d rows equal in PostgreSQL, delta-rs and Spark; %d statements, 1 kill -9; %v",
+		tables, late, rows, w.statements, time.Since(start).Round(time.Millisecond))
+}
+
+// manyTablesWorkload generates single-row changes over many tables with small key
+// spaces: inserts of free keys, updates and deletes of live ones.
+type manyTablesWorkload struct {
+	rng        *rand.Rand
+	live       map[string]map[int]bool // table → live ids
+	statements int
+}
+
+func (w *manyTablesWorkload) next() string {
+	names := slices.Sorted(maps.Keys(w.live))
+	tb := names[w.rng.IntN(len(names))]
+	var ids []int
+	for id := range w.live[tb] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if len(ids) == 0 || w.rng.IntN(3) == 0 {
+		return w.insert(tb)
+	}
+	id := ids[w.rng.IntN(len(ids))]
+	w.statements++
+	if w.rng.IntN(4) == 0 {
+		delete(w.live[tb], id)
+		return fmt.Sprintf("DELETE FROM %s WHERE id = '%d';", tb, id)
+	}
+	return fmt.Sprintf("UPDATE %s SET v = %s, n = %s WHERE id = '%d';", tb, w.text(), w.numeric(), id)
+}
+
+// insert adds a row with a free key to tb (an update if the key space is full).
+func (w *manyTablesWorkload) insert(tb string) string {
+	w.statements++
+	for range 50 {
+		id := w.rng.IntN(40)
+		if !w.live[tb][id] {
+			w.live[tb][id] = true
+			return fmt.Sprintf("INSERT INTO %s VALUES ('%d', %s, %s);", tb, id, w.text(), w.numeric())
+		}
+	}
+	return fmt.Sprintf("UPDATE %s SET v = %s;", tb, w.text())
+}
+
+func (w *manyTablesWorkload) text() string {
+	if w.rng.IntN(8) == 0 {
+		return "NULL"
+	}
+	return fmt.Sprintf("'v%d'", w.rng.IntN(1000))
+}
+
+func (w *manyTablesWorkload) numeric() string {
+	if w.rng.IntN(8) == 0 {
+		return "NULL"
+	}
+	return fmt.Sprintf("%d.%02d", w.rng.IntN(2_000_000)-1_000_000, w.rng.IntN(100))
+}
