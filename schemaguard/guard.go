@@ -163,12 +163,7 @@ func partitionTypeChange(c Change, cols []string) bool {
 	if c.Kind != Widen || strings.ContainsAny(c.Path, ".[{") {
 		return false
 	}
-	for _, p := range cols {
-		if deltalog.NameKey(p) == deltalog.NameKey(c.Path) {
-			return !deltalog.PartitionWidening(primitiveNamed(c.TableType), primitiveNamed(c.WriterType))
-		}
-	}
-	return false
+	return partitionColumn(c.Path, cols) && !deltalog.PartitionWidening(primitiveNamed(c.TableType), primitiveNamed(c.WriterType))
 }
 
 // partitionColumn reports whether path is a top-level partition column of cols.
