@@ -36,14 +36,14 @@ type phaseResult struct {
 	Deletes        int64   `json:"deletes"`
 	Records        int64   `json:"records"` // Kafka records Debezium wrote for them
 	WorkloadS      float64 `json:"workload_s"`
-	PGRate         float64 `json:"pg_changes_per_s"`        // changes committed in PostgreSQL per workload second
-	DebeziumS      float64 `json:"debezium_s"`              // phase start → the last record in Kafka
-	DebeziumRate   float64 `json:"debezium_records_per_s"`  // Kafka records per DebeziumS
-	DebeziumChRate float64 `json:"debezium_changes_per_s"`  // changes per DebeziumS
-	E2ES           float64 `json:"e2e_s"`                   // phase start → the last record committed to Delta
-	E2ERate        float64 `json:"e2e_changes_per_s"`       // changes per E2ES
-	ConnectCPU     float64 `json:"connect_cpu_s"`           // worker JVM, phase start → DebeziumS
-	IngestdCPU     float64 `json:"ingestd_cpu_s"`           // ingestd, phase start → E2ES
+	PGRate         float64 `json:"pg_changes_per_s"`       // changes committed in PostgreSQL per workload second
+	DebeziumS      float64 `json:"debezium_s"`             // phase start → the last record in Kafka
+	DebeziumRate   float64 `json:"debezium_records_per_s"` // Kafka records per DebeziumS
+	DebeziumChRate float64 `json:"debezium_changes_per_s"` // changes per DebeziumS
+	E2ES           float64 `json:"e2e_s"`                  // phase start → the last record committed to Delta
+	E2ERate        float64 `json:"e2e_changes_per_s"`      // changes per E2ES
+	ConnectCPU     float64 `json:"connect_cpu_s"`          // worker JVM, phase start → DebeziumS
+	IngestdCPU     float64 `json:"ingestd_cpu_s"`          // ingestd, phase start → E2ES
 	ConnectPer     float64 `json:"connect_cpu_us_per_change"`
 	IngestdPer     float64 `json:"ingestd_cpu_us_per_change"`
 	Ratio          float64 `json:"ingestd_to_connect_cpu"` // IngestdCPU / ConnectCPU
@@ -130,7 +130,7 @@ func runCmd(args []string) error {
 			if err != nil {
 				return err
 			}
-				r.TargetRate, r.TxRows, r.Workers = pr, wl.txRow, *workers
+			r.TargetRate, r.TxRows, r.Workers = pr, wl.txRow, *workers
 		default:
 			return fmt.Errorf("unknown phase %q: want snapshot, steady or flat", ph)
 		}
