@@ -13,10 +13,12 @@
 #   2. snapshot (SNAPSHOT=initial only): the connector is registered and the ROWS rows go
 #      through as snapshot reads (op r) into a new table: measured on its own. By default
 #      (SNAPSHOT=no_data) the connector starts streaming at once and this phase is skipped.
-#   3. steady: WORKERS connections change src at RATE changes/s in all for DURATION: 60 %
+#   3. warmup: the steady workload for WARMUP (the worker's JIT, ingestd's first commits
+#      and PostgreSQL's caches), measured and reported but outside the goals.
+#   4. steady: WORKERS connections change src at RATE changes/s in all for DURATION: 60 %
 #      updates, 20 % inserts, 20 % deletes of uniformly chosen live ids, TX_ROWS changes per
 #      transaction (1: single-row autocommit transactions).
-#   4. flat: the same mix flat out for DURATION, FLAT_TX_ROWS changes per transaction (small
+#   5. flat: the same mix flat out for FLAT_DURATION, FLAT_TX_ROWS changes per transaction (small
 #      batches: single-row transactions from WORKERS connections bound the rate at what
 #      PostgreSQL commits, below what Debezium streams).
 # Each phase ends when the topic holds every record of its changes (one per change and a
@@ -31,10 +33,12 @@
 # Usage: scripts/bench-cdc.sh           (or: make bench-cdc)
 # Environment (defaults):
 #   ROWS=1000000       rows in src before the connector starts
-#   RATE=1000          steady phase: changes/s         DURATION=60s   each streaming phase
+#   RATE=1000          steady phase: changes/s         DURATION=60s   the steady phase
+#   FLAT_DURATION=30s  the flat phase (Debezium drains its backlog for as long again)
 #   WORKERS=4          workload connections            TX_ROWS=1      changes per transaction
 #   FLAT_TX_ROWS=10    changes per transaction in the flat phase
-#   PHASES="snapshot steady flat"
+#   WARMUP=15s         the warmup phase's workload
+#   PHASES="snapshot warmup steady flat"
 #   SNAPSHOT=no_data   the connector's snapshot.mode: no_data (the default: streaming only, no
 #                      snapshot phase; the table holds only the keys the workload changes, and
 #                      the check compares it with the source rows updated or inserted,
@@ -54,11 +58,13 @@
 # the registry subjects, the consumer group, the worker and ingestd — is removed on exit,
 # also on failure; the shared stack keeps running.
 set -euo pipefail
+# The whole script is one function, read before it runs: an edit during a run cannot change it.
+main() {
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-ROWS="${ROWS:-1000000}"; RATE="${RATE:-1000}"; DURATION="${DURATION:-60s}"
-WORKERS="${WORKERS:-4}"; TX_ROWS="${TX_ROWS:-1}"; FLAT_TX_ROWS="${FLAT_TX_ROWS:-10}"; PHASES="${PHASES:-snapshot steady flat}"
+ROWS="${ROWS:-1000000}"; RATE="${RATE:-1000}"; DURATION="${DURATION:-60s}"; FLAT_DURATION="${FLAT_DURATION:-30s}"
+WORKERS="${WORKERS:-4}"; TX_ROWS="${TX_ROWS:-1}"; FLAT_TX_ROWS="${FLAT_TX_ROWS:-10}"; PHASES="${PHASES:-snapshot warmup steady flat}"; WARMUP="${WARMUP:-15s}"
 MAX_AGE="${MAX_AGE:-2s}"; MAX_RECORDS="${MAX_RECORDS:-50000}"; MAX_BYTES="${MAX_BYTES:-64MiB}"
 CPUPROFILE="${CPUPROFILE:-0}"; KEEP="${KEEP:-0}"; SNAPSHOT="${SNAPSHOT:-no_data}"
 case "$SNAPSHOT" in
@@ -221,11 +227,11 @@ for i in $(seq 300); do
   sleep 0.1
 done
 
-log "phases: $PHASES (rate $RATE/s, $DURATION each, $WORKERS connections, $TX_ROWS changes per transaction, flat $FLAT_TX_ROWS)"
+log "phases: $PHASES (rate $RATE/s for $DURATION after $WARMUP, flat out for $FLAT_DURATION; $WORKERS connections, $TX_ROWS changes per transaction, flat $FLAT_TX_ROWS)"
 : > "$OUT/results.jsonl"
 "$B" run -pg "$POSTGRES_URL" -db "$DB" -connect "$REST" -connector "$CONNECTOR" -config "$OUT/connector.json" \
   -brokers "$KAFKA_BROKERS" -topic "$TOPIC" -dlq "$DLQ" -table "$TABLE" -connect-pid "$CONNECT_PID" -ingestd-pid "$INGESTD_PID" \
-  -rows "$ROWS" -phases "$PHASES" -rate "$RATE" -duration "$DURATION" -workers "$WORKERS" -tx-rows "$TX_ROWS" -flat-tx-rows "$FLAT_TX_ROWS" \
+  -rows "$ROWS" -phases "$PHASES" -rate "$RATE" -duration "$DURATION" -flat-duration "$FLAT_DURATION" -warmup "$WARMUP" -workers "$WORKERS" -tx-rows "$TX_ROWS" -flat-tx-rows "$FLAT_TX_ROWS" \
   -out "$OUT/results.jsonl" >&2
 
 stop_pid "$INGESTD_PID" 60; INGESTD_PID=""
@@ -240,7 +246,9 @@ rc=${PIPESTATUS[0]}
 set -e
 {
   echo
-  echo "ROWS=$ROWS SNAPSHOT=$SNAPSHOT RATE=$RATE DURATION=$DURATION WORKERS=$WORKERS TX_ROWS=$TX_ROWS FLAT_TX_ROWS=$FLAT_TX_ROWS MAX_AGE=$MAX_AGE MAX_RECORDS=$MAX_RECORDS; nproc $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "ROWS=$ROWS SNAPSHOT=$SNAPSHOT RATE=$RATE DURATION=$DURATION FLAT_DURATION=$FLAT_DURATION WARMUP=$WARMUP WORKERS=$WORKERS TX_ROWS=$TX_ROWS FLAT_TX_ROWS=$FLAT_TX_ROWS MAX_AGE=$MAX_AGE MAX_RECORDS=$MAX_RECORDS; nproc $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee -a "$OUT/results.md"
 log "output in $OUT"
 exit "$rc"
+}
+main "$@"

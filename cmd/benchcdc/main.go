@@ -11,7 +11,8 @@
 //	benchcdc run -pg URL -db NAME -connect URL -connector NAME -config FILE -topic T
 //	    -table DIR -connect-pid PID -ingestd-pid PID -rows N -out results.jsonl [-phases …]
 //	    registers the connector (the snapshot phase), then runs each streaming phase: a
-//	    workload of changes at -rate (steady) or flat out, for -duration; each phase is
+//	    workload of changes at -rate (warmup, for -warmup; steady, for -duration) or flat
+//	    out (flat, for -flat-duration); each phase is
 //	    measured until Debezium has written every change to Kafka and ingestd has committed
 //	    every record to the table; appends one JSON line per phase.
 //	benchcdc checksum -pg URL -db NAME

@@ -26,7 +26,7 @@ import (
 // phaseResult is one line of results.jsonl: a phase's changes, the time each stage took to
 // pass them on, and the CPU seconds the Connect worker and ingestd spent meanwhile.
 type phaseResult struct {
-	Phase          string  `json:"phase"` // snapshot, steady or flat
+	Phase          string  `json:"phase"` // snapshot, warmup, steady or flat
 	TargetRate     float64 `json:"target_rate,omitempty"`
 	TxRows         int     `json:"tx_rows,omitempty"`
 	Workers        int     `json:"workers,omitempty"`
@@ -68,9 +68,11 @@ func runCmd(args []string) error {
 	connectPid := fs.String("connect-pid", "", "the Connect worker JVM's pid")
 	ingestdPid := fs.String("ingestd-pid", "", "ingestd's pid")
 	rows := fs.Int64("rows", 0, "rows in src before the connector starts (the snapshot's records)")
-	phases := fs.String("phases", "snapshot steady flat", "phases, in order")
+	phases := fs.String("phases", "snapshot warmup steady flat", "phases, in order")
 	rate := fs.Float64("rate", 1000, "steady phase: changes/s")
-	duration := fs.Duration("duration", time.Minute, "each streaming phase's workload")
+	duration := fs.Duration("duration", time.Minute, "the steady phase's workload")
+	flatDuration := fs.Duration("flat-duration", 30*time.Second, "the flat phase's workload")
+	warmup := fs.Duration("warmup", 15*time.Second, "the warmup phase's workload (at -rate): JIT and caches, reported apart")
 	workers := fs.Int("workers", 4, "workload connections")
 	txRows := fs.Int("tx-rows", 1, "steady phase: changes per transaction")
 	flatTxRows := fs.Int("flat-tx-rows", 10, "flat phase: changes per transaction")
@@ -105,7 +107,7 @@ func runCmd(args []string) error {
 			if err != nil {
 				return err
 			}
-		case "steady", "flat":
+		case "warmup", "steady", "flat":
 			if wl == nil {
 				if !strings.Contains(*phases, "snapshot") { // snapshot.mode no_data: nothing to measure before streaming
 					if err := registerConnector(*connect, *connector, *config); err != nil {
@@ -119,20 +121,23 @@ func runCmd(args []string) error {
 					return err
 				}
 			}
-			pr, tx := *rate, *txRows
-			if ph == "flat" {
-				pr, tx = 0, *flatTxRows
+			pr, tx, d := *rate, *txRows, *duration
+			switch ph {
+			case "flat":
+				pr, tx, d = 0, *flatTxRows, *flatDuration
+			case "warmup":
+				d = *warmup
 			}
 			wl.txRow = max(tx, 1)
 			r, err = m.phase(ctx, ph, *timeout, func() (workloadStats, error) {
-				return wl.run(ctx, pr, *duration, *seed+uint64(len(ph)))
+				return wl.run(ctx, pr, d, *seed+uint64(len(ph)))
 			})
 			if err != nil {
 				return err
 			}
 			r.TargetRate, r.TxRows, r.Workers = pr, wl.txRow, *workers
 		default:
-			return fmt.Errorf("unknown phase %q: want snapshot, steady or flat", ph)
+			return fmt.Errorf("unknown phase %q: want snapshot, warmup, steady or flat", ph)
 		}
 		if *dlq != "" {
 			if r.DeadLetters, err = (&meter{adm: m.adm, topic: *dlq}).topicEnd(ctx); err != nil {
