@@ -8,8 +8,9 @@
 # The Connect worker is the baseline: its CPU seconds are measured over the same changes.
 #
 #   1. setup (not measured): a database of its own with table src, ROWS rows of ~200 bytes
-#      loaded by one INSERT … SELECT FROM generate_series; the topic (one partition) and its
-#      dead-letter topic; the Connect worker (JIT and GC at the JVM's defaults, -Xmx1g); ingestd.
+#      loaded by one INSERT … SELECT FROM generate_series; the topic (one partition,
+#      message.timestamp.type=LogAppendTime: each record's timestamp is when the broker
+#      appended it) and its dead-letter topic; the Connect worker (JIT and GC at the JVM's defaults, -Xmx1g); ingestd.
 #   2. snapshot (SNAPSHOT=initial only): the connector is registered and the ROWS rows go
 #      through as snapshot reads (op r) into a new table: measured on its own. By default
 #      (SNAPSHOT=no_data) the connector starts streaming at once and this phase is skipped.

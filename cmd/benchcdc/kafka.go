@@ -20,6 +20,7 @@ func topicsCmd(args []string) error {
 	fs := flag.NewFlagSet("topics", flag.ContinueOnError)
 	brokers := fs.String("brokers", "", "Kafka brokers, comma-separated")
 	topics := fs.String("create", "", "topics to create (one partition, replication factor 1), comma-separated")
+	appendTime := fs.Bool("log-append-time", true, "timestamp the records when the broker appends them (message.timestamp.type=LogAppendTime)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,7 +31,14 @@ func topicsCmd(args []string) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rs, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, strings.Split(*topics, ",")...)
+	var configs map[string]*string
+	if *appendTime {
+		// The record's timestamp is then the moment it entered the log, not the producer's
+		// send(), which precedes it by the producer's buffering (seconds under a backlog).
+		t := "LogAppendTime"
+		configs = map[string]*string{"message.timestamp.type": &t}
+	}
+	rs, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, configs, strings.Split(*topics, ",")...)
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)
 	}

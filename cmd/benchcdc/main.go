@@ -6,8 +6,9 @@
 //	benchcdc setup -pg URL -db NAME -rows N
 //	    creates database NAME and its table src (~200-byte rows, REPLICA IDENTITY DEFAULT)
 //	    holding ids 1..N, loaded by one INSERT … SELECT FROM generate_series; prints JSON.
-//	benchcdc topics -brokers B -create T1,T2
-//	    creates the topics (one partition each) if missing.
+//	benchcdc topics -brokers B -create T1,T2 [-log-append-time=true]
+//	    creates the topics (one partition each, the broker's append time as each record's
+//	    timestamp) if missing.
 //	benchcdc run -pg URL -db NAME -connect URL -connector NAME -config FILE -topic T
 //	    -table DIR -connect-pid PID -ingestd-pid PID -rows N -out results.jsonl [-phases …]
 //	    registers the connector (the snapshot phase), then runs each streaming phase: a

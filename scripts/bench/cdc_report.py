@@ -12,9 +12,10 @@
    holds it (key and `_source_lsn`: the first version, so a file rewritten later does not
    count again), at the mtime of that version's log file (the moment the commit was
    published on the local file system; commitInfo.timestamp, taken just before the put, is
-   reported beside it). The row's `_kafka_timestamp` (kafka_columns: [timestamp]: the
-   record's CreateTime, set by the Connect worker's producer) splits the lag into
-   PostgreSQL → Kafka (Debezium and Connect) and Kafka → Delta (ingestd). Only rows committed in PostgreSQL during the phase's workload count;
+   reported beside it). The row's `_kafka_timestamp` (kafka_columns: [timestamp]; the topic
+   has message.timestamp.type=LogAppendTime, so it is when the broker appended the record)
+   splits the lag into PostgreSQL → Kafka (Debezium and the Connect worker) and Kafka →
+   Delta (ingestd). Only rows committed in PostgreSQL during the phase's workload count;
    a change superseded by a later change of its key within one batch is not written, so it
    has no lag of its own.
 3. The markdown table of results.jsonl.
