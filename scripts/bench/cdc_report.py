@@ -16,8 +16,9 @@
    has message.timestamp.type=LogAppendTime, so it is when the broker appended the record)
    splits the lag into PostgreSQL → Kafka (Debezium and the Connect worker) and Kafka →
    Delta (ingestd). Only rows committed in PostgreSQL during the phase's workload count;
-   a change superseded by a later change of its key within one batch is not written, so it
-   has no lag of its own.
+   a delete counts too (with sequence_by ingestd writes the deleted key's row, marked
+   deleted in the same commit); a change superseded by a later change of its key within one
+   batch is not written, so it has no lag of its own.
 3. The markdown table of results.jsonl.
 
 With SNAPSHOT=no_data the table holds only the keys the workload changed, so the source side
