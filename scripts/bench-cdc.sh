@@ -10,7 +10,8 @@
 #   1. setup (not measured): a database of its own with table src, ROWS rows of ~200 bytes
 #      loaded by one INSERT … SELECT FROM generate_series; the topic (one partition,
 #      message.timestamp.type=LogAppendTime: each record's timestamp is when the broker
-#      appended it) and its dead-letter topic; the Connect worker (JIT and GC at the JVM's defaults, -Xmx1g); ingestd.
+#      appended it) and its dead-letter topic; the Connect worker (JIT and GC at the JVM's
+#      defaults, -Xmx1g); ingestd.
 #   2. snapshot (SNAPSHOT=initial only): the connector is registered and the ROWS rows go
 #      through as snapshot reads (op r) into a new table: measured on its own. By default
 #      (SNAPSHOT=no_data) the connector starts streaming at once and this phase is skipped.
@@ -70,7 +71,7 @@ MAX_AGE="${MAX_AGE:-2s}"; MAX_RECORDS="${MAX_RECORDS:-50000}"; MAX_BYTES="${MAX_
 CPUPROFILE="${CPUPROFILE:-0}"; KEEP="${KEEP:-0}"; SNAPSHOT="${SNAPSHOT:-no_data}"
 case "$SNAPSHOT" in
   initial) ;;
-  no_data) PHASES="${PHASES//snapshot/}" ;;
+  no_data) PHASES="$(echo ${PHASES//snapshot/})" ;; # word-split on purpose: no empty words left
   *) echo "bench-cdc: SNAPSHOT=$SNAPSHOT: want initial or no_data" >&2; exit 1 ;;
 esac
 OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-cdc.XXXX)}"
