@@ -2,7 +2,7 @@
 GO ?= go
 PKGS = $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: demo test unit fuzz integration stack-ready build stack-up stack-down bench bench-e2e bench-upsert bench-bigtable bench-optimize
+.PHONY: demo test unit fuzz integration stack-ready build stack-up stack-down bench bench-e2e bench-upsert bench-bigtable bench-optimize bench-cdc
 
 demo: ## run three pipelines on an in-process broker and registry; tables land in ./demo-output
 	$(GO) run ./cmd/ingestd demo --out demo-output
@@ -62,6 +62,9 @@ bench-e2e: ## Kafka → Delta end to end: a consume-only baseline, ingestd (GOMA
 
 bench-upsert: ## upserts into a table of 10 M rows: ingestd beside an append baseline, delta-rs merge and Spark MERGE on the same batches; not part of `make test` (ROWS_LIST, BATCH, PEERS, PHASES, …: see scripts/bench-upsert.sh)
 	scripts/bench-upsert.sh
+
+bench-cdc: ## PostgreSQL → Debezium (Kafka Connect) → ingestd → Delta on the stack: a source table of 1 M rows, a steady and a flat-out change workload (SNAPSHOT=initial: its snapshot first); changes/s, CPU per change of the Connect worker (the baseline) and of ingestd, commit → visible lag, and a delta-rs check against the source; not part of `make test` (ROWS, RATE, DURATION, …: see scripts/bench-cdc.sh)
+	scripts/bench-cdc.sh
 
 bench-bigtable: ## Delta tables of 10^4..10^6 live files: snapshot load, refresh, checkpoint, VACUUM dry run, commits and start-up beside delta-rs, one core each; not part of `make test` (SIZES, PARTS, BIG_DIR, …: see scripts/bench-bigtable.sh)
 	scripts/bench-bigtable.sh

@@ -114,6 +114,12 @@ type Change struct {
 	TableType  string // "" for AddColumn
 	WriterType string // "" for MissingNotNull
 	Feature    string // the table feature the change needs, "" if none
+	// Holds is set on a TypeMismatch of two decimals of a column evolution may change:
+	// the narrowest decimal type that holds every value of both exactly
+	// (deltalog.CommonDecimal), a type widening of the table's; "" when there is none.
+	// A decimal whose scale grows while its integer digits shrink (PostgreSQL's
+	// numeric(10,2) → numeric(10,4)) is no widening either way, but both fit this one.
+	Holds string
 }
 
 func (c Change) String() string {
@@ -139,7 +145,11 @@ func (c Change) String() string {
 		}
 		return fmt.Sprintf("%s needs table feature %s, which the table lacks and schema.allow_table_features does not list", what, c.Feature)
 	default:
-		return fmt.Sprintf("field %s is %s in the writer schema but %s in the table", c.Path, c.WriterType, c.TableType)
+		msg := fmt.Sprintf("field %s is %s in the writer schema but %s in the table", c.Path, c.WriterType, c.TableType)
+		if c.Holds != "" {
+			msg += fmt.Sprintf(", neither a widening of the other (%s holds both)", c.Holds)
+		}
+		return msg
 	}
 }
 
@@ -153,9 +163,14 @@ func partitionTypeChange(c Change, cols []string) bool {
 	if c.Kind != Widen || strings.ContainsAny(c.Path, ".[{") {
 		return false
 	}
+	return partitionColumn(c.Path, cols) && !deltalog.PartitionWidening(primitiveNamed(c.TableType), primitiveNamed(c.WriterType))
+}
+
+// partitionColumn reports whether path is a top-level partition column of cols.
+func partitionColumn(path string, cols []string) bool {
 	for _, p := range cols {
-		if deltalog.NameKey(p) == deltalog.NameKey(c.Path) {
-			return !deltalog.PartitionWidening(primitiveNamed(c.TableType), primitiveNamed(c.WriterType))
+		if deltalog.NameKey(p) == deltalog.NameKey(path) {
+			return true
 		}
 	}
 	return false
@@ -299,6 +314,16 @@ func diffType(out *[]Change, path string, table, writer deltalog.DataType) {
 		}
 		if deltalog.Widening(table, writer) == deltalog.WideningAutomatic {
 			*out = append(*out, Change{Kind: Widen, Path: path, TableType: table.String(), WriterType: writer.String(), Feature: deltalog.FeatureTypeWidening})
+			return
+		}
+		td, tok := table.(deltalog.DecimalType)
+		wd, wok := writer.(deltalog.DecimalType)
+		if tok && wok {
+			c := Change{Kind: TypeMismatch, Path: path, TableType: table.String(), WriterType: writer.String()}
+			if common, ok := deltalog.CommonDecimal(td, wd); ok {
+				c.Holds = common.String()
+			}
+			*out = append(*out, c)
 			return
 		}
 	}
@@ -574,7 +599,21 @@ func Explain(d Decision, table *deltalog.StructType, tableName string, tableVers
 			fixes = append(fixes, fmt.Sprintf("add %s to schema.allow_table_features (an irreversible protocol upgrade)", c.Feature))
 		case KafkaColumnCollision:
 			fixes = append(fixes, fmt.Sprintf("rename field %s in the producer's schema, or remove %s from table.kafka_columns", c.Path, strings.TrimPrefix(c.TableType, "_kafka_")))
-		case TypeMismatch, NameClash, MissingNotNull:
+		case TypeMismatch:
+			if c.Holds != "" && !noTable && !partitionColumn(c.Path, opts.PartitionColumns) {
+				// Both the table's values and the writer's fit a wider decimal: widening
+				// the column to it rewrites nothing, and each record is then written
+				// exactly (the narrower scale rescaled up, never down).
+				enable := ""
+				if !opts.Table.TypeWidening {
+					enable = " --enable-feature typeWidening"
+				}
+				fixes = append(fixes, fmt.Sprintf("%s%s --widen '%s %s' (holds the table's %s and the writer's %s values exactly), or fix the producer's schema at %s",
+					alter, enable, c.Path, strings.ToUpper(c.Holds), c.TableType, c.WriterType, c.Path))
+				break
+			}
+			fixes = append(fixes, fmt.Sprintf("fix the producer's schema at %s (Delta cannot store this change without rewriting the table)", c.Path))
+		case NameClash, MissingNotNull:
 			fixes = append(fixes, fmt.Sprintf("fix the producer's schema at %s (Delta cannot store this change without rewriting the table)", c.Path))
 		}
 	}

@@ -99,3 +99,19 @@ func PartitionWidening(from, to DataType) bool {
 	fr, tr := integerRank(from), integerRank(to)
 	return fr > 0 && tr > fr
 }
+
+// CommonDecimal returns the narrowest decimal type that holds every value of both a and
+// b exactly: decimal(max(p−s) + max(s), max(s)), the least type each of them equals or
+// widens to automatically (PROTOCOL.md, "Type Widening": decimal(p,s) → decimal(p+k1,
+// s+k2) with k1 ≥ k2 ≥ 0). ok is false when it would need a precision above 38. For a
+// decimal whose scale grows while its integer digits shrink (decimal(10,2) and
+// decimal(10,4)), neither type widens to the other, but both widen to this one
+// (decimal(12,4)).
+func CommonDecimal(a, b DecimalType) (c DecimalType, ok bool) {
+	digits := max(a.Precision-a.Scale, b.Precision-b.Scale)
+	scale := max(a.Scale, b.Scale)
+	if digits+scale > 38 {
+		return DecimalType{}, false
+	}
+	return DecimalType{Precision: digits + scale, Scale: scale}, true
+}

@@ -67,3 +67,34 @@ func TestWidening(t *testing.T) {
 		t.Errorf("array as a whole: %v", got)
 	}
 }
+
+// CommonDecimal is the least decimal both types widen to: the more integer digits and the
+// larger scale of the two, refused past precision 38.
+func TestCommonDecimal(t *testing.T) {
+	dec := func(p, s int) DecimalType { return DecimalType{Precision: p, Scale: s} }
+	for _, tc := range []struct {
+		a, b, want DecimalType
+		ok         bool
+	}{
+		{dec(10, 2), dec(10, 4), dec(12, 4), true}, // PostgreSQL numeric(10,2) → numeric(10,4)
+		{dec(10, 4), dec(10, 2), dec(12, 4), true},
+		{dec(10, 2), dec(14, 2), dec(14, 2), true}, // one widens to the other: that one
+		{dec(10, 2), dec(12, 4), dec(12, 4), true},
+		{dec(5, 0), dec(5, 5), dec(10, 5), true},
+		{dec(38, 0), dec(38, 0), dec(38, 0), true},
+		{dec(38, 0), dec(1, 1), DecimalType{}, false}, // 38 integer digits and 1 decimal: 39
+		{dec(30, 2), dec(20, 10), dec(38, 10), true},
+		{dec(30, 2), dec(20, 11), DecimalType{}, false},
+	} {
+		got, ok := CommonDecimal(tc.a, tc.b)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("CommonDecimal(%v, %v) = %v, %v; want %v, %v", tc.a, tc.b, got, ok, tc.want, tc.ok)
+			continue
+		}
+		for _, from := range []DecimalType{tc.a, tc.b} {
+			if ok && from != got && Widening(from, got) != WideningAutomatic {
+				t.Errorf("CommonDecimal(%v, %v) = %v, which %v does not widen to", tc.a, tc.b, got, from)
+			}
+		}
+	}
+}

@@ -93,6 +93,8 @@ var rules = []struct {
 		why: "ingest/rowfill is the per-row stage after decode (Kafka and generated column fills, CHECK constraints, partition routing, a keyed table's keys): it never imports the pipeline trunk nor ingest/dlq; a replay's original coordinates arrive as Options.Origin"},
 	{pkgs: "cmd/benche2e", only: []string{"cmd/benche2e"},
 		why: "cmd/benche2e is the end-to-end benchmark's helper: it measures the daemon from outside (Kafka, /proc, the table's log) and imports nothing of the module"},
+	{pkgs: "cmd/benchcdc", only: []string{"cmd/benchcdc"},
+		why: "cmd/benchcdc is the change-data-capture benchmark's helper: it measures Debezium and the daemon from outside (PostgreSQL, Kafka, /proc, the table's log) and imports nothing of the module"},
 	{pkgs: "ingest/kafkaclient/...", only: []string{"ingest/kafkaclient/...", "ingest/config", "internal/awscred"},
 		why: "ingest/kafkaclient builds the Kafka clients and their security (TLS, SASL, MSK IAM, ACL hints) from the config: besides franz-go and prometheus it imports only ingest/config and internal/awscred, never the pipeline trunk nor deltawriter"},
 	{pkgs: "ingest/maintain/...", only: []string{"ingest/maintain/...", "ingest/config", "ingest/kafkaclient", "deltawriter", "deltawriter/maintenance", "deltawriter/storage"},
