@@ -769,7 +769,9 @@ func CheckStorageCredentials(ctx context.Context, cfgs []*Config) (map[string]st
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		s, err := storage.CheckCredentials(cctx, c.Table.URI, c.Table.StorageOptions())
+		// A table.uri template may have a placeholder in the bucket (s3://{team}/orders):
+		// the credentials are resolved for a sample of it, as the URI checks do.
+		s, err := storage.CheckCredentials(cctx, c.templateURI(), c.Table.StorageOptions())
 		cancel()
 		if err != nil {
 			errs = append(errs, &Error{File: c.File, Line: c.Line("$.table.uri"),

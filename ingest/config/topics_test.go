@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,23 @@ func TestConfigTopicPatternErrors(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// validate resolves the credentials of a table.uri template whose bucket is a
+// placeholder, instead of failing to parse "{t}" as a host name.
+func TestCheckStorageCredentialsTemplate(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "example")
+	cfgs, err := Load(configtest.Write(t, strings.Replace(routedConfig, "s3://lake/bronze/{schema}_{table}", "s3://{schema}/bronze/{table}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := CheckStorageCredentials(context.Background(), cfgs)
+	if err != nil || src["cdc"] != "AWS EnvConfigCredentials" {
+		t.Fatalf("CheckStorageCredentials = %v, %v; want AWS EnvConfigCredentials", src, err)
 	}
 }
