@@ -2,6 +2,8 @@ package config
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,33 @@ func TestCheckStorageCredentialsTemplate(t *testing.T) {
 	src, err := CheckStorageCredentials(context.Background(), cfgs)
 	if err != nil || src["cdc"] != "AWS EnvConfigCredentials" {
 		t.Fatalf("CheckStorageCredentials = %v, %v; want AWS EnvConfigCredentials", src, err)
+	}
+}
+
+// Two pipeline files that route the same topics into the same tables would land every
+// record twice (each has its own txn app ids), as two kafka.topics files would: refused
+// when it can be told from the files (the same pattern and template, or a listed topic
+// that a pattern routes into the list's table).
+func TestConfigRoutedSameTopicSameTable(t *testing.T) {
+	dir := t.TempDir()
+	copyOf := strings.Replace(routedConfig, "name: cdc", "name: cdc-copy", 1)
+	other := strings.NewReplacer("name: cdc", "name: cdc-mysql", `topic_pattern: 'pg\.`, `topic_pattern: 'my\.`).Replace(routedConfig)
+	listed := strings.NewReplacer("name: cdc", "name: orders", `topic_pattern: 'pg\.(?P<schema>[^.]+)\.(?P<table>[^.]+)'`, "topics: [pg.public.orders, orders]",
+		"{schema}_{table}", "public_orders").Replace(routedConfig)
+	for name, body := range map[string]string{"a.yaml": routedConfig, "b.yaml": copyOf, "c.yaml": other, "d.yaml": listed} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(dir)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	got := strings.ReplaceAll(err.Error(), dir+"/", "")
+	want := `b.yaml:4: pipeline "cdc-copy" writes every topic matching kafka.topic_pattern "pg\\.(?P<schema>[^.]+)\\.(?P<table>[^.]+)" into table s3://lake/bronze/{schema}_{table}, like pipeline "cdc" (a.yaml): every record would land twice (fix: give each pipeline its own tables (another table.uri), or a kafka.topic_pattern that matches other topics)
+d.yaml:4: pipeline "orders" writes topic [pg.public.orders] into table s3://lake/bronze/public_orders, like pipeline "cdc" (a.yaml): every record would land twice (fix: give each pipeline its own tables (another table.uri), or a kafka.topic_pattern that matches other topics)
+d.yaml:4: pipeline "orders" writes topic [pg.public.orders] into table s3://lake/bronze/public_orders, like pipeline "cdc-copy" (b.yaml): every record would land twice (fix: give each pipeline its own tables (another table.uri), or a kafka.topic_pattern that matches other topics)`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
