@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -31,8 +30,11 @@ type TopicLister func(ctx context.Context) ([]string, error)
 // (config.Config.ForTopic: its own table, key, txn app ids and schema guard), all members
 // of the pipeline's one consumer group. It lists the cluster's topics when Run starts
 // and every kafka.discover_every, and starts a pipeline for each new match, so a topic
-// created while it runs is read within that interval; a deleted topic's pipeline is left
-// to its own errors.
+// created while it runs is read within that interval. A topic that a listing no longer
+// names (deleted) has its pipeline stopped: its table stays as written, it leaves
+// Statuses and the share of batch.max_bytes, and it is not opened again until the
+// process restarts (a topic created again under that name starts at offset 0, below the
+// table's txn versions of the old one).
 //
 // Memory: the tables share batch.max_bytes equally (Pipeline.SetMaxBytes): with n tables
 // each flushes at max_bytes / n, so that the records buffered by all of them stay within
@@ -60,9 +62,11 @@ type Router struct {
 
 // routedTable is one table of a Router: its pipeline, or why it has none.
 type routedTable struct {
-	p      *Pipeline
-	failed *Status // set when it could not be opened
-	done   bool    // its pipeline's Run returned
+	p       *Pipeline
+	stop    context.CancelFunc // ends p's Run (its topic was deleted)
+	failed  *Status            // set when it could not be opened
+	done    bool               // its pipeline's Run returned
+	deleted bool               // its topic is gone from the listing: stopped, not reported
 }
 
 // NewRouter returns the router of cfg (cfg.Routed() must hold), which opens each table's
@@ -126,17 +130,21 @@ func (r *Router) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		for _, p := range r.discover(ctx) {
-			wg.Go(func() { r.runTable(ctx, p) })
+		for _, t := range r.discover(ctx) {
+			tctx, stop := context.WithCancel(ctx)
+			r.mu.Lock()
+			t.stop = stop
+			r.mu.Unlock()
+			wg.Go(func() { defer stop(); r.runTable(tctx, t.p) })
 		}
 		t.Reset(r.cfg.Kafka.DiscoverEvery)
 	}
 }
 
-// discover lists the topics and opens the pipeline of each new match; it returns the
-// new pipelines, not yet started, after giving every table its share of
-// batch.max_bytes.
-func (r *Router) discover(ctx context.Context) []*Pipeline {
+// discover lists the topics, stops the pipelines of deleted topics and opens the
+// pipeline of each new match; it returns the new tables, not yet started, after giving
+// every table its share of batch.max_bytes.
+func (r *Router) discover(ctx context.Context) []*routedTable {
 	names, err := r.topics(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -148,7 +156,8 @@ func (r *Router) discover(ctx context.Context) []*Pipeline {
 		return nil
 	}
 	slices.Sort(names)
-	var added []*Pipeline
+	r.stopDeleted(names)
+	var added []*routedTable
 	var topics []string
 	for _, topic := range names {
 		if ctx.Err() != nil {
@@ -170,8 +179,9 @@ func (r *Router) discover(ctx context.Context) []*Pipeline {
 			r.tables[topic] = &routedTable{failed: &Status{Pipeline: r.cfg.Name + "/" + topic, State: StateFailed, Error: err.Error(), Since: time.Now()}}
 			r.failures++
 		} else {
-			r.tables[topic] = &routedTable{p: p}
-			added = append(added, p)
+			t := &routedTable{p: p}
+			r.tables[topic] = t
+			added = append(added, t)
 			topics = append(topics, topic)
 		}
 		r.mu.Unlock()
@@ -185,6 +195,27 @@ func (r *Router) discover(ctx context.Context) []*Pipeline {
 		r.log.Info("tables added", "topics", topics, "tables", n)
 	}
 	return added
+}
+
+// stopDeleted stops the pipeline of each running table whose topic is not among names
+// (sorted), the topics just listed: the topic was deleted. Without this its consumer
+// would retry fetching the deleted topic's partitions (UNKNOWN_TOPIC_ID) without end.
+func (r *Router) stopDeleted(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, t := range r.tables {
+		if t.deleted || t.p == nil || t.done {
+			continue
+		}
+		if _, listed := slices.BinarySearch(names, topic); listed {
+			continue
+		}
+		r.log.Warn("topic deleted; its table's pipeline stops, the table stays as written", "topic", topic, "table_pipeline", t.p.Name())
+		t.deleted = true
+		if t.stop != nil {
+			t.stop()
+		}
+	}
 }
 
 // openTable opens the pipeline of topic's table.
@@ -221,7 +252,7 @@ func (r *Router) runTable(ctx context.Context, p *Pipeline) {
 func (r *Router) shareLocked() {
 	var running []*Pipeline
 	for _, t := range r.tables {
-		if t.p != nil && !t.done {
+		if t.p != nil && !t.done && !t.deleted {
 			running = append(running, t.p)
 		}
 	}
@@ -238,13 +269,20 @@ func (r *Router) shareLocked() {
 }
 
 // Statuses returns the state of each table's pipeline (named "<pipeline>/<topic>"), in
-// topic order; before the first listing of the topics, or while no topic matches, one
+// topic order, deleted topics' tables left out; before the first listing of the topics,
+// or while no topic matches, one
 // status of the pipeline itself: starting (not listed yet, Error the listing's failure)
 // or running (listening for matching topics).
 func (r *Router) Statuses() []Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.tables) == 0 {
+	var topics []string
+	for topic, t := range r.tables {
+		if !t.deleted {
+			topics = append(topics, topic)
+		}
+	}
+	if len(topics) == 0 {
 		s := Status{Pipeline: r.cfg.Name, State: StateRunning}
 		if !r.listed {
 			s.State = StateStarting
@@ -254,8 +292,9 @@ func (r *Router) Statuses() []Status {
 		}
 		return []Status{s}
 	}
-	out := make([]Status, 0, len(r.tables))
-	for _, topic := range slices.Sorted(maps.Keys(r.tables)) {
+	slices.Sort(topics)
+	out := make([]Status, 0, len(topics))
+	for _, topic := range topics {
 		t := r.tables[topic]
 		if t.failed != nil {
 			out = append(out, *t.failed)

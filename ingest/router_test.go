@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -204,4 +205,109 @@ func TestRouterHaltStaysInItsTable(t *testing.T) {
 	if b := ids("b"); b != 10 {
 		t.Fatalf("table b holds %d ids after its halt, want 10", b)
 	}
+}
+
+// A topic deleted while the pipeline runs has its table's pipeline stopped at the next
+// discovery: it leaves Statuses, ingestd_routed_tables and the share of batch.max_bytes,
+// its table keeps what it wrote, and the other tables go on.
+func TestRouterDeletedTopicStopsItsTable(t *testing.T) {
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	adm := kadm.NewClient(h.producer)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cfg := h.config()
+	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
+	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
+	cfg.Table.URI = "file://" + root + "/{t}"
+	cfg.Batch.MaxBytes = 60 << 20
+	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
+	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
+		at := *h
+		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
+		return NewPipeline(tc, at.deps(log)), nil
+	}
+	list := func(ctx context.Context) ([]string, error) {
+		ds, err := adm.ListTopics(ctx)
+		return ds.Names(), err
+	}
+	r := NewRouter(cfg, log, h.metrics, open, list)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	produce := func(topic string, from, n int64) {
+		t.Helper()
+		var recs []*kgo.Record
+		for id := from; id < from+n; id++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, 0)})
+		}
+		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(table string) int {
+		at := *h
+		at.tableDir = filepath.Join(root, table)
+		return len(at.orderIDs())
+	}
+	produce("pg.a", 0, 10)
+	produce("pg.b", 100, 10)
+	waitFor(t, 30*time.Second, func() error {
+		if a, b := ids("a"), ids("b"); a != 10 || b != 10 {
+			return fmt.Errorf("tables a, b hold %d, %d ids; want 10, 10", a, b)
+		}
+		return nil
+	})
+	if _, err := adm.DeleteTopics(ctx, "pg.b"); err != nil {
+		t.Fatal(err)
+	}
+	states := func() []string {
+		var out []string
+		for _, s := range r.Statuses() {
+			out = append(out, s.Pipeline+"="+string(s.State))
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if got, want := states(), []string{"cdc/pg.a=running"}; !slices.Equal(got, want) {
+			return fmt.Errorf("statuses %v, want %v", got, want)
+		}
+		return nil
+	})
+	produce("pg.a", 10, 5)
+	waitFor(t, 30*time.Second, func() error {
+		if a := ids("a"); a != 15 {
+			return fmt.Errorf("table a holds %d ids, want 15", a)
+		}
+		return nil
+	})
+	if b := ids("b"); b != 10 {
+		t.Fatalf("table b holds %d ids after its topic was deleted, want the 10 it wrote", b)
+	}
+	r.mu.Lock()
+	a, b := r.tables["pg.a"], r.tables["pg.b"]
+	r.mu.Unlock()
+	a.p.batchMu.Lock()
+	got := a.p.batch.Limits().MaxBytes
+	a.p.batchMu.Unlock()
+	if want := int64(60<<20) / 2; got != want {
+		t.Errorf("table a: batch bound %d bytes, want %d (max_bytes all its own, halved for the batch in flight)", got, want)
+	}
+	if v := testutil.ToFloat64(h.metrics.RoutedTables.WithLabelValues("cdc", "running")); v != 1 {
+		t.Errorf(`ingestd_routed_tables{state="running"} = %v, want 1`, v)
+	}
+	r.mu.Lock()
+	stopped := b.done
+	r.mu.Unlock()
+	if !stopped {
+		t.Errorf("the pipeline of deleted topic pg.b still runs")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil (a deleted topic is no failure)", err)
+	}
+	done <- nil
 }

@@ -398,6 +398,14 @@ func Load(path string) ([]*Config, error) {
 		}
 		names[c.Name] = f
 		for _, prev := range cfgs {
+			if prev.Routed() || c.Routed() {
+				if what := routedOverlap(prev, c); what != "" {
+					errs = append(errs, &Error{File: f, Line: c.Line("$.table.uri"),
+						Msg: fmt.Sprintf("pipeline %q writes %s, like pipeline %q (%s): every record would land twice", c.Name, what, prev.Name, prev.File),
+						Fix: "give each pipeline its own tables (another table.uri), or a kafka.topic_pattern that matches other topics"})
+				}
+				continue
+			}
 			if shared := sharedTopics(prev, c); prev.Table.URI == c.Table.URI && len(shared) > 0 {
 				errs = append(errs, &Error{File: f, Line: c.Line("$.table.uri"),
 					Msg: fmt.Sprintf("pipeline %q writes topic %v into table %s, like pipeline %q (%s): every record would land twice", c.Name, shared, c.Table.URI, prev.Name, prev.File),
@@ -413,6 +421,33 @@ func Load(path string) ([]*Config, error) {
 }
 
 // sharedTopics returns the source topics a and b both read.
+// routedOverlap says what a and b, one of them or both with kafka.topic_pattern, would
+// both write into the same table ("" when nothing can be shown to): with the same
+// pattern and table.uri template, every matching topic; with one topics list, each
+// listed topic that the other's pattern routes into the list's table. Two different
+// patterns are not compared (what they both match depends on the cluster's topics).
+func routedOverlap(a, b *Config) string {
+	if a.Routed() && b.Routed() {
+		if a.Kafka.TopicPattern == b.Kafka.TopicPattern && a.Table.URI == b.Table.URI {
+			return fmt.Sprintf("every topic matching kafka.topic_pattern %q into table %s", a.Kafka.TopicPattern, a.Table.URI)
+		}
+		return ""
+	}
+	if b.Routed() {
+		a, b = b, a
+	}
+	var shared []string
+	for _, t := range b.Kafka.Topics {
+		if tc, err := a.ForTopic(t); err == nil && tc.Table.URI == b.Table.URI {
+			shared = append(shared, t)
+		}
+	}
+	if len(shared) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("topic %v into table %s", shared, b.Table.URI)
+}
+
 func sharedTopics(a, b *Config) []string {
 	var out []string
 	for _, t := range b.Kafka.Topics {
@@ -775,7 +810,9 @@ func CheckStorageCredentials(ctx context.Context, cfgs []*Config) (map[string]st
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		s, err := storage.CheckCredentials(cctx, c.Table.URI, c.Table.StorageOptions())
+		// A table.uri template may have a placeholder in the bucket (s3://{team}/orders):
+		// the credentials are resolved for a sample of it, as the URI checks do.
+		s, err := storage.CheckCredentials(cctx, c.templateURI(), c.Table.StorageOptions())
 		cancel()
 		if err != nil {
 			errs = append(errs, &Error{File: c.File, Line: c.Line("$.table.uri"),

@@ -51,22 +51,38 @@ func (c *Config) MatchTopic(topic string) bool {
 // every other setting are the pipeline's: the tables of one pipeline share its consumer
 // group, and each table's txn app ids name its topic. With kafka.instance_id, each
 // table's consumer gets "<instance_id>/<topic>" (group members need distinct ids).
-// Errors: topic does not match (MatchTopic), or the filled URI is not a table URI.
+// Errors: topic does not match (MatchTopic), placeholders empty for topic (their groups
+// matched no text, or took no part in the match) leave a path segment empty, or the
+// filled URI is not a table URI.
 func (c *Config) ForTopic(topic string) (*Config, error) {
 	if !c.MatchTopic(topic) {
 		return nil, fmt.Errorf("route topic %s: it does not match kafka.topic_pattern %q of pipeline %s", topic, c.Kafka.TopicPattern, c.Name)
 	}
 	re, _ := c.Kafka.topicPattern()
-	m := re.FindStringSubmatch(topic)
+	m := re.FindStringSubmatchIndex(topic)
 	vals := map[string]string{PlaceholderTopic: topic}
 	for i, name := range re.SubexpNames() {
-		if name != "" && name != PlaceholderTopic {
-			vals[name] = m[i]
+		// A name given to groups in two alternatives ('a\.(?P<t>.+)|b\.(?P<t>.+)') takes
+		// the text of the one that matched, not that of a later one that did not.
+		if name != "" && name != PlaceholderTopic && m[2*i] >= 0 {
+			vals[name] = topic[m[2*i]:m[2*i+1]]
 		}
 	}
+	var empty []string
 	uri := placeholderRe.ReplaceAllStringFunc(c.Table.URI, func(p string) string {
-		return vals[p[1:len(p)-1]]
+		v := vals[p[1:len(p)-1]]
+		if v == "" {
+			empty = append(empty, p)
+		}
+		return v
 	})
+	if len(empty) > 0 && emptySegment(uri) {
+		// Empty placeholders that leave a path segment empty would put the table where
+		// other topics' tables are (s3://lake/bronze/{t} → s3://lake/bronze/, the parent
+		// of every other table).
+		return nil, fmt.Errorf("route topic %s: table.uri %q: placeholder %s is empty for this topic (its group matched nothing), which leaves a path segment empty; make each segment's groups match at least one character",
+			topic, c.Table.URI, strings.Join(empty, ", "))
+	}
 	if err := storage.CheckURI(uri, c.Table.StorageOptions()); err != nil {
 		return nil, fmt.Errorf("route topic %s: table.uri %q: %w", topic, uri, err)
 	}
@@ -80,6 +96,15 @@ func (c *Config) ForTopic(topic string) (*Config, error) {
 	out.Table.URI = uri
 	out.Warnings = nil
 	return &out, nil
+}
+
+// emptySegment reports whether the path of uri (after "scheme://", if any) has an empty
+// segment: a trailing "/" or "//".
+func emptySegment(uri string) bool {
+	if _, rest, ok := strings.Cut(uri, "://"); ok {
+		uri = rest
+	}
+	return strings.HasSuffix(uri, "/") || strings.Contains(uri, "//")
 }
 
 // validateTopics checks kafka.topics, kafka.topic_pattern (exactly one of them),
@@ -123,7 +148,12 @@ func (c *Config) validateTopics(bad func(path, msg, fix string)) {
 	}
 	groups := []string{PlaceholderTopic}
 	for _, n := range re.SubexpNames() {
-		if n != "" {
+		if n == PlaceholderTopic {
+			bad("$.kafka.topic_pattern", fmt.Sprintf("kafka.topic_pattern %q names a group topic, but {topic} in table.uri is always the whole topic name", k.TopicPattern),
+				"rename the group, e.g. (?P<name>…), and use {name}")
+			return
+		}
+		if n != "" && !slices.Contains(groups, n) {
 			groups = append(groups, n)
 		}
 	}

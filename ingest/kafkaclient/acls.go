@@ -3,6 +3,7 @@ package kafkaclient
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,6 +18,7 @@ type ACL struct {
 	Operation string // as Kafka names it: READ, WRITE, DESCRIBE_CONFIGS
 	Resource  string // "topic" or "group"
 	Name      string
+	Prefixed  bool   // Name is a prefix (--resource-pattern-type prefixed), not a literal name
 	Note      string // when it is needed, if not always
 }
 
@@ -24,11 +26,17 @@ type ACL struct {
 // each source topic and the group, WRITE on the dead-letter topic), replay (READ and WRITE
 // on the dead-letter topic, WRITE on <dlq>.parked), dlq inspect (READ on the dead-letter
 // topic) and log cleanup inside run and replay (DESCRIBE_CONFIGS on the dead-letter topic).
+// A pipeline with kafka.topic_pattern reads topics not known in advance: READ on the
+// pattern's literal prefix (a prefixed ACL; READ includes the DESCRIBE that topic
+// discovery lists topics with), or on every topic ('*') when the pattern has none.
 func ACLs(cfg *config.Config) []ACL {
 	k, dlq := cfg.Kafka, cfg.DeadLetter.Topic
 	var out []ACL
 	for _, t := range k.Topics {
 		out = append(out, ACL{Command: "run", Operation: "READ", Resource: "topic", Name: t})
+	}
+	if cfg.Routed() {
+		out = append(out, patternACL(k.TopicPattern))
 	}
 	out = append(out, ACL{Command: "run", Operation: "READ", Resource: "group", Name: k.Group})
 	if dlq == "" {
@@ -44,9 +52,28 @@ func ACLs(cfg *config.Config) []ACL {
 	)
 }
 
+// patternACL is the READ that run needs on the topics matching kafka.topic_pattern
+// pattern (anchored at both ends, as config matches it).
+func patternACL(pattern string) ACL {
+	prefix := ""
+	if re, err := regexp.Compile(`^(?:` + pattern + `)$`); err == nil {
+		prefix, _ = re.LiteralPrefix()
+	}
+	if prefix == "" {
+		return ACL{Command: "run", Operation: "READ", Resource: "topic", Name: "'*'",
+			Note: "kafka.topic_pattern has no literal prefix: every topic, or READ on each matching topic"}
+	}
+	return ACL{Command: "run", Operation: "READ", Resource: "topic", Name: prefix, Prefixed: true,
+		Note: "the topics matching kafka.topic_pattern, all named " + prefix + "…"}
+}
+
 // Line is the kafka-acls.sh command that grants a to the principal of k.
 func (a ACL) Line(k config.Kafka) string {
-	return aclHint(k, aclOperation(a.Operation), a.Resource, a.Name)
+	line := aclHint(k, aclOperation(a.Operation), a.Resource, a.Name)
+	if a.Prefixed {
+		line += " --resource-pattern-type prefixed"
+	}
+	return line
 }
 
 // aclOperation spells a Kafka ACL operation as kafka-acls.sh takes it: DESCRIBE_CONFIGS →
@@ -69,6 +96,9 @@ func RegistryPermissions(cfg *config.Config) []string {
 	if cfg.Table.KeyFormat == "avro" {
 		for _, t := range cfg.Kafka.Topics {
 			out = append(out, fmt.Sprintf("GET /subjects/%s-key/versions/latest (table.key_format: avro)", t))
+		}
+		if cfg.Routed() {
+			out = append(out, "GET /subjects/<topic>-key/versions/latest for each topic matching kafka.topic_pattern (table.key_format: avro)")
 		}
 	}
 	return out
