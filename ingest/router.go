@@ -30,8 +30,8 @@ type TopicLister func(ctx context.Context) ([]string, error)
 // (config.Config.ForTopic: its own table, key, txn app ids and schema guard), all members
 // of the pipeline's one consumer group. It lists the cluster's topics when Run starts
 // and every kafka.discover_every, and starts a pipeline for each new match, so a topic
-// created while it runs is read within that interval. A topic that a listing no longer
-// names (deleted) has its pipeline stopped: its table stays as written, it leaves
+// created while it runs is read within that interval. A topic that two listings in a row
+// no longer name (deleted) has its pipeline stopped: its table stays as written, it leaves
 // Statuses and the share of batch.max_bytes, and it is not opened again until the
 // process restarts (a topic created again under that name starts at offset 0, below the
 // table's txn versions of the old one).
@@ -67,7 +67,14 @@ type routedTable struct {
 	failed  *Status            // set when it could not be opened
 	done    bool               // its pipeline's Run returned
 	deleted bool               // its topic is gone from the listing: stopped, not reported
+	missing int                // consecutive listings without its topic
 }
+
+// deletedAfter is how many consecutive listings must miss a topic before its table's
+// pipeline stops: one listing may miss a topic that exists (a broker that has just
+// restarted may answer Metadata before it has loaded every topic), and a stopped table is
+// not opened again until the process restarts.
+const deletedAfter = 2
 
 // NewRouter returns the router of cfg (cfg.Routed() must hold), which opens each table's
 // pipeline with open and lists topics with topics. m may be nil. It does no I/O.
@@ -198,7 +205,8 @@ func (r *Router) discover(ctx context.Context) []*routedTable {
 }
 
 // stopDeleted stops the pipeline of each running table whose topic is not among names
-// (sorted), the topics just listed: the topic was deleted. Without this its consumer
+// (sorted), the topics just listed, nor among the previous listing's (deletedAfter): the
+// topic was deleted. Without this its consumer
 // would retry fetching the deleted topic's partitions (UNKNOWN_TOPIC_ID) without end.
 func (r *Router) stopDeleted(names []string) {
 	r.mu.Lock()
@@ -208,6 +216,11 @@ func (r *Router) stopDeleted(names []string) {
 			continue
 		}
 		if _, listed := slices.BinarySearch(names, topic); listed {
+			t.missing = 0
+			continue
+		}
+		if t.missing++; t.missing < deletedAfter {
+			r.log.Warn("topic missing from the listing; its table stops if the next listing misses it too", "topic", topic)
 			continue
 		}
 		r.log.Warn("topic deleted; its table's pipeline stops, the table stays as written", "topic", topic, "table_pipeline", t.p.Name())
