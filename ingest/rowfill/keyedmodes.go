@@ -26,7 +26,9 @@ const (
 	ChangeOperation = "_change_operation"
 	// ChangeSequence (long) is a changelog row's sequence: table.sequence_by's value as
 	// Change.Seq holds it, or the record's Kafka offset without sequence_by; NULL for a
-	// tombstone's row under sequence_by (a tombstone carries no sequence).
+	// tombstone's row under sequence_by (a tombstone carries no sequence), and for a
+	// snapshot read ordered by its position (Change.SeqFromPosition) that no earlier
+	// change of its key in the flush gives a sequence.
 	ChangeSequence = "_change_sequence"
 	// Deleted (boolean) is true on a soft-deleted row of an upsert table.
 	Deleted = "_deleted"
