@@ -207,22 +207,24 @@ func TestEnvelopeDebeziumIncrementalSnapshotReadSoftDeletes(t *testing.T) {
 	h := newDbzHarness(t)
 	cfg := h.dbzConfig(config.ModeUpsert, config.EnvelopeDebezium, config.SequenceLSN)
 	cfg.Table.Deletes = config.DeletesSoft
-	h.send(h.envelope, dbz{op: "c", id: 1, name: "ann", lsn: 100}, dbz{op: "d", id: 1, lsn: 200}, dbz{op: "c", id: 4, name: "dan", lsn: 100})
-	h.run(cfg, 3)
+	h.send(h.envelope, dbz{op: "c", id: 1, name: "ann", lsn: 100}, dbz{op: "d", id: 1, lsn: 200}, dbz{op: "c", id: 4, name: "dan", lsn: 100},
+		dbz{op: "r", id: 5, name: "snap", nolsn: true})
+	h.run(cfg, 4)
 	cols := []string{"id", "name", "_deleted", "_deleted_sequence", "_source_lsn"}
-	if got, want := h.rowsOf(cols...), []string{"1 <nil> true 200 200", "4 dan false <nil> 100"}; !slices.Equal(got, want) {
+	if got, want := h.rowsOf(cols...), []string{"1 <nil> true 200 200", "4 dan false <nil> 100", "5 snap false <nil> <nil>"}; !slices.Equal(got, want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
+	// 5: a tombstone of a stored row whose sequence is NULL copies it flagged, NULL too.
 	h.send(h.envelope, dbz{op: "r", id: 1, name: "snap", nolsn: true},
 		dbz{op: "r", id: 2, name: "snap", nolsn: true}, dbz{id: 2, tomb: true},
-		dbz{op: "r", id: 4, name: "snap", nolsn: true}, dbz{id: 4, tomb: true})
-	h.run(cfg, 8)
-	want := []string{"1 snap false <nil> 200", "2 snap true <nil> <nil>", "4 snap true 100 100"}
+		dbz{op: "r", id: 4, name: "snap", nolsn: true}, dbz{id: 4, tomb: true}, dbz{id: 5, tomb: true})
+	h.run(cfg, 10)
+	want := []string{"1 snap false <nil> 200", "2 snap true <nil> <nil>", "4 snap true 100 100", "5 snap true <nil> <nil>"}
 	if got := h.rowsOf(cols...); !slices.Equal(got, want) {
 		t.Fatalf("rows after the snapshot reads %v, want %v", got, want)
 	}
 	h.send(h.envelope, dbz{op: "u", id: 1, name: "late", lsn: 150}, dbz{op: "u", id: 4, name: "late", lsn: 99})
-	h.run(cfg, 10)
+	h.run(cfg, 12)
 	if got := h.rowsOf(cols...); !slices.Equal(got, want) {
 		t.Fatalf("rows after late updates past a restart %v, want %v", got, want)
 	}

@@ -741,7 +741,11 @@ func (f *flusher) softCopies(ctx context.Context, t tableState, kf *keyedFlush, 
 		}
 		seqs := kf.plan.copies[p]
 		na, err := t.snap.CopyRows(ctx, f.deps.Table.Store(), a, slices.Collect(maps.Keys(seqs)), func(row uint64) map[string]any {
-			return map[string]any{rowfill.Deleted: true, rowfill.DeletedSequence: seqs[row]}
+			var seq any = seqs[row]
+			if seqs[row] == minSeq {
+				seq = nil // the stored row's sequence was NULL (a snapshot read of an unknown key): so is the delete's
+			}
+			return map[string]any{rowfill.Deleted: true, rowfill.DeletedSequence: seq}
 		})
 		if err != nil {
 			return nil, &transientError{stage: "write data file", what: "copy soft-deleted rows of " + p, err: err}
