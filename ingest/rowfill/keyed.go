@@ -66,6 +66,9 @@ type keyFill struct {
 	// has no sequence.
 	mode *modeFill
 	tomb bool
+	// replay: the flush replays dead letters (Options.Origin is set), whose order is not
+	// their source partition's: a snapshot read without its sequence cannot be ordered.
+	replay bool
 }
 
 // keyColumn is a key (or sequence) column: its name in table.key and its field.
@@ -100,6 +103,7 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType, o Options) (*ke
 		k.key = append(k.key, keyColumn{name: name, field: schema.Field(name)})
 	}
 	k.envelope = cfg.Table.Envelope != ""
+	k.replay = o.Origin != nil
 	if s := cfg.Table.SequenceBy; cfg.Table.SequenceByEnvelope() {
 		k.envSeq = s
 	} else if s != "" {
@@ -212,11 +216,15 @@ func (k *keyFill) read(row *rowView) (Change, error) {
 			switch {
 			case ok:
 				ch.Seq = seq
-			case k.env.Op == decode.OpRead:
+			case k.env.Op == decode.OpRead && !k.replay:
 				// An incremental snapshot's read: Debezium emits it at its chunk's high
 				// watermark, after every streamed change of its key it could miss, so it
 				// is current as of its position in its partition.
 				ch.Seq, ch.SeqFromPosition = keyindex.NullSequence, true
+			case k.env.Op == decode.OpRead:
+				k.arena = k.arena[:start]
+				return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.envSeq,
+					Err: fmt.Errorf("the envelope's %s (table.sequence_by) is null in this snapshot read (op r): such a read is ordered by its position in its source partition, which a replay does not have (fix: run the incremental snapshot again)", k.envSeq)}
 			default:
 				k.arena = k.arena[:start]
 				return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.envSeq,
