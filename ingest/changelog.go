@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/ingestd/ingestd/ingest/rowfill"
@@ -80,6 +81,43 @@ func (f *flusher) changelogUnavailable(ctx context.Context, t tableState, b *pre
 			ff.file.Rows -= len(rows)
 		}
 		out.rows -= len(rows)
+	}
+	return nil
+}
+
+// changelogSequences gives each snapshot read of a changelog flush that lacks its
+// envelope sequence (rowfill.Change.SeqFromPosition) the greatest sequence of its key
+// among the flush's earlier changes, as an upsert table would order it, and writes it
+// into its row (_change_sequence and the envelope sequence column,
+// rowfill.Stage.SetSequence); NULL when the flush holds no earlier change of its key (a
+// changelog reads nothing of the table): such a row is ordered by its Kafka position,
+// like a tombstone's. Run it before the tombstones' rows are added (a tombstone carries
+// no sequence) and before changelogUnavailable drops rows (positions are the decoded
+// rows'). Errors: SetSequence's (a column the start-up check requires).
+func (f *flusher) changelogSequences(b *prepared) error {
+	if b.stage == nil || !f.cfg.Table.SequenceByEnvelope() {
+		return nil
+	}
+	changes := b.stage.Changes()
+	if !slices.ContainsFunc(changes, func(c rowfill.Change) bool { return c.SeqFromPosition }) {
+		return nil
+	}
+	high := map[string]int64{} // per key, the greatest sequence so far
+	for i := range changes {
+		c := &changes[i]
+		h, have := high[string(c.Key)]
+		if c.SeqFromPosition {
+			c.Seq = minSeq
+			if have {
+				c.Seq = h
+			}
+			if err := b.stage.SetSequence(b.cols, *c); err != nil {
+				return fmt.Errorf("write a snapshot read in table %s: %w", f.cfg.Table.URI, err)
+			}
+		}
+		if !have || c.Seq > h {
+			high[string(c.Key)] = c.Seq
+		}
 	}
 	return nil
 }

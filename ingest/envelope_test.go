@@ -68,14 +68,15 @@ const testDebeziumFlattened = `{"type":"record","name":"Value","namespace":"pg.p
   "connect.name":"pg.public.customers.Value"}`
 
 // dbz is one Debezium change of the tests: op, the row (id, name; before's or after's),
-// the LSN; tomb: a tombstone of key id; keyOnly: before holds the key alone (REPLICA
-// IDENTITY DEFAULT).
+// the LSN; tomb: a tombstone of key id; nolsn: source.lsn is null, as in an incremental
+// snapshot's reads (flattened: __lsn and __source_ts_ms).
 type dbz struct {
-	op   string
-	id   int32
-	name string
-	lsn  int64
-	tomb bool
+	op    string
+	id    int32
+	name  string
+	lsn   int64
+	tomb  bool
+	nolsn bool
 }
 
 type dbzHarness struct {
@@ -139,6 +140,9 @@ func (h *dbzHarness) envelope(c dbz) []byte {
 	if c.op == "r" {
 		src["snapshot"] = map[string]any{"string": "true"}
 	}
+	if c.nolsn {
+		src["lsn"], src["snapshot"] = nil, map[string]any{"string": "incremental"}
+	}
 	v := map[string]any{"before": nil, "after": nil, "source": src, "transaction": nil, "op": c.op,
 		"ts_ms": map[string]any{"long": 1700000001000 + c.lsn}, "ts_us": nil, "ts_ns": nil}
 	switch c.op {
@@ -169,6 +173,9 @@ func (h *dbzHarness) flattened(c dbz) []byte {
 	}
 	if c.op == "d" {
 		v["__deleted"] = map[string]any{"string": "true"}
+	}
+	if c.nolsn {
+		v["__lsn"], v["__source_ts_ms"] = nil, nil
 	}
 	body, err := avro.Marshal(h.flat, v)
 	if err != nil {

@@ -235,6 +235,10 @@ func (f *flusher) flush(ctx context.Context, recs []*kgo.Record, note frameNote)
 		}
 	}
 	if f.cfg.Table.Changelog() {
+		// Sequences first: positions are the decoded rows' until placeholders drop rows.
+		if err := f.changelogSequences(b); err != nil {
+			return nil, err
+		}
 		if err := f.changelogUnavailable(ctx, t, b, items, out); err != nil {
 			return nil, err
 		}

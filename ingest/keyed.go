@@ -98,7 +98,10 @@ type keyedDelete struct {
 // the one the table holds for its key is stale (dropped, deletes included); without a
 // sequence the batch's order decides and the batch always wins over the table. A
 // tombstone carries no sequence of its own: it deletes what is current at its position,
-// so it takes the greatest sequence of its key seen before it (the table's included).
+// so it takes the greatest sequence of its key seen before it (the table's included). So
+// does a snapshot read without its envelope sequence (rowfill.Change.SeqFromPosition):
+// current as of its position, it wins over every earlier change of its key and loses to
+// every later one with a greater sequence.
 // rows gives each data file's row count (the keep masks' lengths); lookup returns what
 // the table holds for a key.
 //
@@ -174,19 +177,25 @@ func keyPrefix(key []byte) uint64 {
 }
 
 // lastBySequence is the winner of one key's changes run (in position order) when changes
-// are ordered by a sequence: the greatest (sequence, position), a tombstone taking the
-// greatest sequence seen before it (st's included). carrier is the change of the run
-// whose row carries the winner's sequence: the winner itself when it has a row, for a
-// tombstone the last change with a row that set the sequence it took; -1 when that
-// sequence came from the table (or from nothing).
+// are ordered by a sequence: the greatest (sequence, position), a tombstone and a snapshot
+// read without its sequence (rowfill.Change.SeqFromPosition) taking the greatest sequence
+// seen before it (st's included: a live row's or a remembered delete's), minSeq when
+// nothing is known; it sets their Seq. carrier is the change of the run whose row carries
+// the winner's sequence: the winner itself when it has a row (a snapshot read's row is
+// given the sequence it took: rowfill.Stage.SetSequence), for a tombstone the last change
+// with a row that set the sequence it took; -1 when that sequence came from the table (or
+// from nothing).
 func lastBySequence(changes []rowfill.Change, run []int, st stored) (win, carrier int) {
 	win, carrier = -1, -1
 	have, high, highRow := st.found, st.seq, -1
 	for _, i := range run {
 		c := &changes[i]
 		from := i
-		if c.Row < 0 && c.Delete { // a tombstone
-			from = highRow
+		tomb := c.Row < 0 && c.Delete
+		if tomb || c.SeqFromPosition {
+			if tomb {
+				from = highRow
+			}
 			if have {
 				c.Seq = high
 			} else {
@@ -221,8 +230,11 @@ func lastRow(changes []rowfill.Change, run []int) int {
 	return -1
 }
 
-// minSeq is a tombstone's sequence when nothing of its key is known: any change wins over it.
-const minSeq = -1 << 63
+// minSeq is a tombstone's (or a snapshot read's without its sequence) sequence when
+// nothing of its key is known: any change wins over it. It is the key index's NULL
+// sequence, so a snapshot read's row written with a NULL sequence (rowfill.Stage.SetSequence)
+// orders the same after a restart.
+const minSeq = keyindex.NullSequence
 
 // decide applies the winning change c of its key to the plan, given what the table holds
 // for the key; carries is the change of the flush whose row carries c's sequence
@@ -551,6 +563,15 @@ func (f *flusher) reduceKeyed(ctx context.Context, t tableState, b *prepared, it
 			return nil, fmt.Errorf("soft-delete in table %s: %w", f.cfg.Table.URI, err) // the start-up check refuses such a table
 		}
 	}
+	for _, c := range changes {
+		// A kept snapshot read ordered by its position holds the sequence it took, where a
+		// key index built after a restart reads it.
+		if c.SeqFromPosition && c.Row >= 0 && kf.plan.keep[c.File][c.Row] {
+			if err := b.stage.SetSequence(b.cols, c); err != nil {
+				return nil, fmt.Errorf("write a snapshot read in table %s: %w", f.cfg.Table.URI, err) // the start-up check refuses such a table
+			}
+		}
+	}
 	// New row positions after the drop: the rank of a kept row among its file's kept rows.
 	rank := map[*rowfill.PartitionFile][]int{}
 	kept := map[*rowfill.PartitionFile]int{}
@@ -720,7 +741,11 @@ func (f *flusher) softCopies(ctx context.Context, t tableState, kf *keyedFlush, 
 		}
 		seqs := kf.plan.copies[p]
 		na, err := t.snap.CopyRows(ctx, f.deps.Table.Store(), a, slices.Collect(maps.Keys(seqs)), func(row uint64) map[string]any {
-			return map[string]any{rowfill.Deleted: true, rowfill.DeletedSequence: seqs[row]}
+			var seq any = seqs[row]
+			if seqs[row] == minSeq {
+				seq = nil // the stored row's sequence was NULL (a snapshot read of an unknown key): so is the delete's
+			}
+			return map[string]any{rowfill.Deleted: true, rowfill.DeletedSequence: seq}
 		})
 		if err != nil {
 			return nil, &transientError{stage: "write data file", what: "copy soft-deleted rows of " + p, err: err}

@@ -11,15 +11,18 @@ import (
 )
 
 // change is one change of a planKeyed test: key, sequence, delete flag; row -1 is a
-// tombstone (no row).
+// tombstone (no row); fromPos: a snapshot read without its sequence
+// (rowfill.Change.SeqFromPosition).
 type change struct {
-	key    string
-	seq    int64
-	delete bool
-	row    int
+	key     string
+	seq     int64
+	delete  bool
+	row     int
+	fromPos bool
 }
 
-// plan runs planKeyed over changes in batch order on an unpartitioned flush of rows rows.
+// plan runs planKeyed over changes in batch order on an unpartitioned flush of rows rows;
+// it returns the plan and the changes as planned, in batch order.
 func plan(t *testing.T, ordered bool, rows int, table map[string]stored, cs ...change) (keyedPlan, []rowfill.Change) {
 	t.Helper()
 	return planWith(t, ordered, false, rows, table, cs...)
@@ -31,14 +34,15 @@ func planWith(t *testing.T, ordered, soft bool, rows int, table map[string]store
 	var out []rowfill.Change
 	pos := make([]int32, len(cs))
 	for i, c := range cs {
-		out = append(out, rowfill.Change{Key: []byte(c.key), Seq: c.seq, Delete: c.delete, Row: c.row, Rec: &kgo.Record{Offset: int64(i)}})
+		out = append(out, rowfill.Change{Key: []byte(c.key), Seq: c.seq, Delete: c.delete, Row: c.row, SeqFromPosition: c.fromPos, Rec: &kgo.Record{Offset: int64(i)}})
 		pos[len(cs)-1-i] = int32(i)
 	}
 	// planKeyed takes the changes in any order: reversed here, so that the batch order comes from pos.
 	in := slices.Clone(out)
 	slices.Reverse(in)
 	p := planKeyed(in, pos, ordered, true, soft, map[*rowfill.PartitionFile]int{nil: rows}, func(k []byte) stored { return table[string(k)] })
-	return p, out
+	slices.Reverse(in) // batch order, with the sequences planKeyed gave tombstones and snapshot reads
+	return p, in
 }
 
 // kept lists the rows of the unpartitioned file the plan keeps live (its delete markers
@@ -195,5 +199,45 @@ func TestKeyedDeleteNewerThanTheStoredRowKeepsAMarker(t *testing.T) {
 	}
 	if want := map[string][]uint64{"f": {3}}; !maps.EqualFunc(p.marks, want, slices.Equal) {
 		t.Fatalf("marks %v, want %v", p.marks, want)
+	}
+}
+
+// A snapshot read without its sequence takes the greatest sequence of its key seen before
+// it: the stored row's (replaced), a remembered delete's (the key comes back), an earlier
+// change's in the batch (and a later change below it loses), minSeq when nothing is
+// known; a tombstone after it takes the same (and deletes the stored row, which carries it).
+func TestKeyedSnapshotReadTakesTheSequenceBeforeIt(t *testing.T) {
+	table := map[string]stored{
+		"1": {locs: []rowLoc{{"part-a.parquet", 4}}, seq: 200, found: true},
+		"2": {seq: 300, deleted: true, found: true},
+		"4": {locs: []rowLoc{{"part-a.parquet", 5}}, seq: 100, found: true},
+	}
+	p, out := plan(t, true, 7, table,
+		change{key: "1", row: 0, fromPos: true},
+		change{key: "2", row: 1, fromPos: true},
+		change{key: "3", seq: 100, row: 2}, change{key: "3", row: 3, fromPos: true}, change{key: "3", seq: 50, row: 4},
+		change{key: "4", row: 5, fromPos: true}, change{key: "4", delete: true, row: -1},
+		change{key: "5", row: 6, fromPos: true})
+	if got, want := kept(p), []int{0, 1, 3, 6}; !slices.Equal(got, want) {
+		t.Fatalf("kept rows %v, want %v", got, want)
+	}
+	var seqs []int64
+	for _, c := range out {
+		seqs = append(seqs, c.Seq)
+	}
+	if want := []int64{200, 300, 100, 100, 50, 100, 100, minSeq}; !slices.Equal(seqs, want) {
+		t.Fatalf("sequences %v, want %v", seqs, want)
+	}
+	if got, want := p.marks, map[string][]uint64{"part-a.parquet": {4, 5}}; !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("marks %v, want %v", got, want)
+	}
+	if p.stale != 0 || p.superseded != 3 || p.upserts != 4 || p.deleted != 1 {
+		t.Fatalf("stale %d superseded %d upserts %d deleted %d, want 0, 3, 4, 1", p.stale, p.superseded, p.upserts, p.deleted)
+	}
+	if got, want := p.deletes, []keyedDelete{{key: []byte("4"), seq: 100}}; len(got) != 1 || string(got[0].key) != "4" || got[0].seq != want[0].seq {
+		t.Fatalf("deletes %v, want %v", got, want)
+	}
+	if got := p.markers[nil]; len(got) != 0 {
+		t.Fatalf("markers %v, want none (the stored row the tombstone marks carries its sequence, 100)", got)
 	}
 }

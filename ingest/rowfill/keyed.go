@@ -30,6 +30,13 @@ type Change struct {
 	// Seq is table.sequence_by's value as an integer (the column's integer, days of a
 	// date, µs of a timestamp); 0 without sequence_by.
 	Seq int64
+	// SeqFromPosition: the change is a snapshot read (decode.OpRead) whose envelope
+	// sequence (table.sequence_by source.lsn or source.ts_ms) is null, as an incremental
+	// snapshot's reads are (they come from a SELECT, not the log). It is ordered by its
+	// position: the keyed flush gives it the greatest sequence of its key seen before it
+	// (Seq holds keyindex.NullSequence until then) and writes that value into its row
+	// (Stage.SetSequence). docs/keyed-tables.md, Change data capture.
+	SeqFromPosition bool
 	// Delete: the record deletes its key (table.delete_when was true, or a tombstone);
 	// its row, if any, is not written.
 	Delete bool
@@ -59,6 +66,9 @@ type keyFill struct {
 	// has no sequence.
 	mode *modeFill
 	tomb bool
+	// replay: the flush replays dead letters (Options.Origin is set), whose order is not
+	// their source partition's: a snapshot read without its sequence cannot be ordered.
+	replay bool
 }
 
 // keyColumn is a key (or sequence) column: its name in table.key and its field.
@@ -93,6 +103,7 @@ func newKeyFill(cfg *config.Config, schema *deltalog.StructType, o Options) (*ke
 		k.key = append(k.key, keyColumn{name: name, field: schema.Field(name)})
 	}
 	k.envelope = cfg.Table.Envelope != ""
+	k.replay = o.Origin != nil
 	if s := cfg.Table.SequenceBy; cfg.Table.SequenceByEnvelope() {
 		k.envSeq = s
 	} else if s != "" {
@@ -202,12 +213,23 @@ func (k *keyFill) read(row *rowView) (Change, error) {
 		}
 		if k.envSeq != "" {
 			seq, ok := k.env.Seq(k.envSeq)
-			if !ok {
+			switch {
+			case ok:
+				ch.Seq = seq
+			case k.env.Op == decode.OpRead && !k.replay:
+				// An incremental snapshot's read: Debezium emits it at its chunk's high
+				// watermark, after every streamed change of its key it could miss, so it
+				// is current as of its position in its partition.
+				ch.Seq, ch.SeqFromPosition = keyindex.NullSequence, true
+			case k.env.Op == decode.OpRead:
 				k.arena = k.arena[:start]
 				return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.envSeq,
-					Err: fmt.Errorf("the envelope's %s (table.sequence_by) is null or absent in this record: a change without its sequence cannot be ordered", k.envSeq)}
+					Err: fmt.Errorf("the envelope's %s (table.sequence_by) is null in this snapshot read (op r): such a read is ordered by its position in its source partition, which a replay does not have (fix: run the incremental snapshot again)", k.envSeq)}
+			default:
+				k.arena = k.arena[:start]
+				return Change{}, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.envSeq,
+					Err: fmt.Errorf("the envelope's %s (table.sequence_by) is null or absent in this %s change: a streamed change without its sequence cannot be ordered (only a snapshot read, op r, may lack it)", k.envSeq, opName(k.env.Op))}
 			}
-			ch.Seq = seq
 		}
 		if k.env.Op == decode.OpDelete {
 			ch.Delete = true
@@ -401,6 +423,19 @@ func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 		}
 	}
 	return parquet.Value{}, fmt.Errorf("a %T value cannot name a %s key column", v, t)
+}
+
+// opName names a Debezium operation code in a message.
+func opName(op byte) string {
+	switch op {
+	case decode.OpCreate:
+		return "create (op c)"
+	case decode.OpUpdate:
+		return "update (op u)"
+	case decode.OpDelete:
+		return "delete (op d)"
+	}
+	return fmt.Sprintf("op %c", op)
 }
 
 // keyNames is the key columns' names, comma-separated.

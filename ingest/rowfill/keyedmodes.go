@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/keyindex"
 	"github.com/ingestd/ingestd/ingest/config"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
@@ -25,7 +26,9 @@ const (
 	ChangeOperation = "_change_operation"
 	// ChangeSequence (long) is a changelog row's sequence: table.sequence_by's value as
 	// Change.Seq holds it, or the record's Kafka offset without sequence_by; NULL for a
-	// tombstone's row under sequence_by (a tombstone carries no sequence).
+	// tombstone's row under sequence_by (a tombstone carries no sequence), and for a
+	// snapshot read ordered by its position (Change.SeqFromPosition) that no earlier
+	// change of its key in the flush gives a sequence.
 	ChangeSequence = "_change_sequence"
 	// Deleted (boolean) is true on a soft-deleted row of an upsert table.
 	Deleted = "_deleted"
@@ -209,9 +212,11 @@ func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool, env 
 			return err
 		}
 	}
+	// A snapshot read ordered by its position (Change.SeqFromPosition) gets its sequence
+	// once the flush is planned (Stage.SetSequence): NULL until then.
 	if m.seqColumn != "" {
 		seq := parquet.NullValue()
-		if !tomb {
+		if !tomb && !ch.SeqFromPosition {
 			seq = parquet.Int64Value(ch.Seq)
 		}
 		if err := row.setTop(m.seqColumn, seq); err != nil {
@@ -225,7 +230,7 @@ func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool, env 
 			op = OpDelete
 		}
 		seq := parquet.NullValue()
-		if !tomb || !m.ordered {
+		if (!tomb || !m.ordered) && !ch.SeqFromPosition {
 			seq = parquet.Int64Value(m.sequence(ch, rec))
 		}
 		if err := row.setTop(ChangeOperation, parquet.ByteArrayValue([]byte(op))); err != nil {
@@ -234,7 +239,7 @@ func (m *modeFill) set(row *rowView, ch Change, rec *kgo.Record, tomb bool, env 
 		return row.setTop(ChangeSequence, seq)
 	case m.soft:
 		seq := parquet.NullValue()
-		if ch.Delete {
+		if ch.Delete && !ch.SeqFromPosition {
 			seq = parquet.Int64Value(m.sequence(ch, rec))
 		}
 		if err := row.setTop(Deleted, parquet.BooleanValue(ch.Delete)); err != nil {
@@ -324,23 +329,82 @@ func leafKeyValue(t deltalog.DataType, v parquet.Value) (parquet.Value, error) {
 
 // SoftDelete flags row (of file; nil: the unpartitioned table's cols) deleted with
 // sequence seq: the row of an upsert change whose key a later tombstone of the flush
-// soft-deletes (table.deletes soft), kept with its values. Errors: the table has no
-// _deleted or _deleted_sequence column (checked at start-up: not expected).
+// soft-deletes (table.deletes soft), kept with its values. A seq of
+// keyindex.NullSequence (a delete of a key nothing was known of before a snapshot read
+// ordered by its position) is written NULL. Errors: the table has no _deleted or
+// _deleted_sequence column (checked at start-up: not expected).
 func (s *Stage) SoftDelete(file *PartitionFile, cols []column.Column, row int, seq int64) error {
-	del, ok1 := s.row.column(Deleted)
-	dseq, ok2 := s.row.column(DeletedSequence)
-	if !ok1 || !ok2 || !del.primitive || !dseq.primitive {
-		return fmt.Errorf("soft-delete a row: the table lacks %s or %s", Deleted, DeletedSequence)
+	if err := s.setRow(file, cols, row, Deleted, parquet.BooleanValue(true)); err != nil {
+		return fmt.Errorf("soft-delete a row: %w", err)
 	}
-	di, si := del.first, dseq.first
-	if file != nil {
-		cols = file.Cols
-		di, si = s.parts.leafMap[di], s.parts.leafMap[si] // a partition file's leaves
-		if di < 0 || si < 0 {
-			return fmt.Errorf("soft-delete a row: %s or %s is a partition column", Deleted, DeletedSequence)
+	if err := s.setRow(file, cols, row, DeletedSequence, sequenceValue(seq)); err != nil {
+		return fmt.Errorf("soft-delete a row: %w", err)
+	}
+	return nil
+}
+
+// SetSequence writes into the row of ch (a snapshot read ordered by its position:
+// Change.SeqFromPosition; cols are the unpartitioned table's columns) the sequence the
+// keyed flush gave it, ch.Seq: in the column the envelope sequence is stored in
+// (SequenceColumn: _source_lsn, _source_ts_ms), where the key index reads it after a
+// restart, and in _change_sequence of a changelog row or _deleted_sequence of a
+// soft-deleted one. keyindex.NullSequence (nothing of its key known before it) is
+// written NULL, which the key index reads as older than any sequence, as the flush
+// ordered it. A no-op for any other change. Errors: a column the table lacks (checked at
+// start-up: not expected), or that is a partition column.
+func (s *Stage) SetSequence(cols []column.Column, ch Change) error {
+	k := s.keyed
+	if k == nil || k.mode == nil || !ch.SeqFromPosition || ch.Row < 0 {
+		return nil
+	}
+	v := sequenceValue(ch.Seq)
+	if k.mode.seqColumn != "" {
+		if err := s.setRow(ch.File, cols, ch.Row, k.mode.seqColumn, v); err != nil {
+			return fmt.Errorf("set a snapshot read's sequence: %w", err)
 		}
 	}
-	cols[di].Set(row, parquet.BooleanValue(true).Level(0, del.maxDefLevel, di))
-	cols[si].Set(row, parquet.Int64Value(seq).Level(0, dseq.maxDefLevel, si))
+	name := ""
+	switch {
+	case k.mode.changelog:
+		name = ChangeSequence
+	case k.mode.soft && ch.Delete:
+		name = DeletedSequence
+	default:
+		return nil
+	}
+	if err := s.setRow(ch.File, cols, ch.Row, name, v); err != nil {
+		return fmt.Errorf("set a snapshot read's sequence: %w", err)
+	}
+	return nil
+}
+
+// sequenceValue is seq as a column value: NULL for keyindex.NullSequence.
+func sequenceValue(seq int64) parquet.Value {
+	if seq == keyindex.NullSequence {
+		return parquet.NullValue()
+	}
+	return parquet.Int64Value(seq)
+}
+
+// setRow sets the value of top-level primitive column name in row of file (nil: the
+// unpartitioned table's cols), a row placed before. Errors: no such column, or a
+// partition column (not in the files).
+func (s *Stage) setRow(file *PartitionFile, cols []column.Column, row int, name string, v parquet.Value) error {
+	c, ok := s.row.column(name)
+	if !ok || !c.primitive {
+		return fmt.Errorf("the table lacks column %s", name)
+	}
+	i := c.first
+	if file != nil {
+		cols = file.Cols
+		if i = s.parts.leafMap[i]; i < 0 { // a partition file's leaves
+			return fmt.Errorf("%s is a partition column", name)
+		}
+	}
+	def := c.maxDefLevel
+	if v.IsNull() {
+		def = 0
+	}
+	cols[i].Set(row, v.Level(0, def, i))
 	return nil
 }
