@@ -24,57 +24,104 @@ import (
 // topics there at start, one created while it runs (found by discovery), none for a topic
 // the pattern does not match; a table that fails to open is reported and the others
 // run; the tables share batch.max_bytes and the one consumer group.
-func TestRouterOneTablePerTopic(t *testing.T) {
+// routerFixture is a Router over an in-process broker and registry: its pipeline reads
+// the topics matching pg\.(?P<t>.+) into tables under root/{t}.
+type routerFixture struct {
+	h    *harness
+	adm  *kadm.Client
+	root string
+	r    *Router
+
+	cancel  context.CancelFunc
+	done    chan error
+	err     error // Run's, once stopped
+	stopped bool
+}
+
+// startRouter creates topics, runs the router of a pipeline named cdc (tweak changes its
+// config first) until the test ends; a table whose topic is in refuse fails to open with
+// that error.
+func startRouter(t *testing.T, topics []string, tweak func(*config.Config), refuse map[string]error) *routerFixture {
+	t.Helper()
 	h := newHarness(t, 1)
-	ctx := context.Background()
-	adm := kadm.NewClient(h.producer)
-	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b", "pg.bad", "other"); err != nil {
+	f := &routerFixture{h: h, adm: kadm.NewClient(h.producer), root: t.TempDir()}
+	if _, err := f.adm.CreateTopics(context.Background(), 1, 1, nil, topics...); err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
 	cfg := h.config()
 	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
 	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
-	cfg.Table.URI = "file://" + root + "/{t}"
-	cfg.Batch.MaxBytes = 60 << 20
-
-	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Table.URI = "file://" + f.root + "/{t}"
+	if tweak != nil {
+		tweak(cfg)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
 	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
-		if tc.Kafka.Topics[0] == "pg.bad" {
-			return nil, errors.New("check store: access denied")
+		if err := refuse[tc.Kafka.Topics[0]]; err != nil {
+			return nil, err
 		}
 		at := *h // the harness of this table
 		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
 		return NewPipeline(tc, at.deps(log)), nil
 	}
 	list := func(ctx context.Context) ([]string, error) {
-		ds, err := adm.ListTopics(ctx)
+		ds, err := f.adm.ListTopics(ctx)
 		return ds.Names(), err
 	}
-	r := NewRouter(cfg, log, h.metrics, open, list)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f.r = NewRouter(cfg, log, h.metrics, open, list)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel, f.done = cancel, make(chan error, 1)
+	go func() { f.done <- f.r.Run(ctx) }()
+	t.Cleanup(func() { f.stop() })
+	return f
+}
 
-	produce := func(topic string, from, n int64) {
-		t.Helper()
-		var recs []*kgo.Record
-		for id := from; id < from+n; id++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, 0)})
-		}
-		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+// stop ends the router (like SIGTERM) and returns Run's error; later calls return it again.
+func (f *routerFixture) stop() error {
+	if !f.stopped {
+		f.cancel()
+		f.err, f.stopped = <-f.done, true
 	}
+	return f.err
+}
+
+// produce writes orders [from, from+n) to topic in schema v (0: v1, 1: v2).
+func (f *routerFixture) produce(topic string, from, n int64, v int) {
+	f.h.t.Helper()
+	var recs []*kgo.Record
+	for id := from; id < from+n; id++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: f.h.encode(id, v)})
+	}
+	if err := f.h.producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		f.h.t.Fatal(err)
+	}
+}
+
+// ids are the order ids of table root/<table>, with their row counts.
+func (f *routerFixture) ids(table string) map[int64]int {
+	at := *f.h
+	at.tableDir = filepath.Join(f.root, table)
+	return at.orderIDs()
+}
+
+// states are the router's statuses as "<pipeline>=<state>".
+func (f *routerFixture) states() []string {
+	var out []string
+	for _, s := range f.r.Statuses() {
+		out = append(out, s.Pipeline+"="+string(s.State))
+	}
+	return out
+}
+
+func TestRouterOneTablePerTopic(t *testing.T) {
+	f := startRouter(t, []string{"pg.a", "pg.b", "pg.bad", "other"}, func(c *config.Config) { c.Batch.MaxBytes = 60 << 20 },
+		map[string]error{"pg.bad": errors.New("check store: access denied")})
+	adm, root, r, ids := f.adm, f.root, f.r, f.ids
+	ctx := context.Background()
+	produce := func(topic string, from, n int64) { f.produce(topic, from, n, 0) }
 	produce("pg.a", 0, 50)
 	produce("pg.b", 100, 30)
 	produce("other", 200, 10)
-	ids := func(table string) map[int64]int {
-		at := *h
-		at.tableDir = filepath.Join(root, table)
-		return at.orderIDs()
-	}
 	waitTables := func(want map[string]int) {
 		t.Helper()
 		waitFor(t, 30*time.Second, func() error {
@@ -102,11 +149,7 @@ func TestRouterOneTablePerTopic(t *testing.T) {
 		t.Fatalf("a table for topic other, which the pattern does not match: stat = %v", err)
 	}
 
-	var states []string
-	for _, s := range r.Statuses() {
-		states = append(states, s.Pipeline+"="+string(s.State))
-	}
-	if want := []string{"cdc/pg.a=running", "cdc/pg.b=running", "cdc/pg.bad=failed", "cdc/pg.c=running"}; !slices.Equal(states, want) {
+	if states, want := f.states(), []string{"cdc/pg.a=running", "cdc/pg.b=running", "cdc/pg.bad=failed", "cdc/pg.c=running"}; !slices.Equal(states, want) {
 		t.Fatalf("statuses %v, want %v", states, want)
 	}
 	r.mu.Lock()
@@ -129,58 +172,17 @@ func TestRouterOneTablePerTopic(t *testing.T) {
 	if n := len(gs["ingestd-cdc"].Members); n != 3 {
 		t.Fatalf("consumer group ingestd-cdc has %d members, want 3 (one per table)", n)
 	}
-	cancel()
-	if err := <-done; err == nil || err.Error() != "run pipeline cdc: 1 of its 4 tables failed" {
+	if err := f.stop(); err == nil || err.Error() != "run pipeline cdc: 1 of its 4 tables failed" {
 		t.Fatalf("Run = %v, want the failed table counted", err)
 	}
-	done <- nil
 }
 
 // One table's halt stops only that table's partitions: the other tables of the pipeline
 // go on, and the halted one reports where it stopped.
 func TestRouterHaltStaysInItsTable(t *testing.T) {
-	h := newHarness(t, 1)
-	ctx := context.Background()
-	adm := kadm.NewClient(h.producer)
-	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b"); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cfg := h.config()
-	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
-	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
-	cfg.Table.URI = "file://" + root + "/{t}"
-	cfg.Schema.Policy = config.PolicyHalt
-	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
-	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
-		at := *h
-		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
-		return NewPipeline(tc, at.deps(log)), nil
-	}
-	list := func(ctx context.Context) ([]string, error) {
-		ds, err := adm.ListTopics(ctx)
-		return ds.Names(), err
-	}
-	r := NewRouter(cfg, log, h.metrics, open, list)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	produce := func(topic string, from, n int64, v int) {
-		t.Helper()
-		var recs []*kgo.Record
-		for id := from; id < from+n; id++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, v)})
-		}
-		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ids := func(table string) int {
-		at := *h
-		at.tableDir = filepath.Join(root, table)
-		return len(at.orderIDs())
-	}
+	f := startRouter(t, []string{"pg.a", "pg.b"}, func(c *config.Config) { c.Schema.Policy = config.PolicyHalt }, nil)
+	r, produce := f.r, f.produce
+	ids := func(table string) int { return len(f.ids(table)) }
 	produce("pg.a", 0, 10, 0)
 	produce("pg.b", 100, 10, 0)
 	waitFor(t, 30*time.Second, func() error {
@@ -211,48 +213,11 @@ func TestRouterHaltStaysInItsTable(t *testing.T) {
 // discovery: it leaves Statuses, ingestd_routed_tables and the share of batch.max_bytes,
 // its table keeps what it wrote, and the other tables go on.
 func TestRouterDeletedTopicStopsItsTable(t *testing.T) {
-	h := newHarness(t, 1)
+	f := startRouter(t, []string{"pg.a", "pg.b"}, func(c *config.Config) { c.Batch.MaxBytes = 60 << 20 }, nil)
+	h, adm, r, states := f.h, f.adm, f.r, f.states
 	ctx := context.Background()
-	adm := kadm.NewClient(h.producer)
-	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.a", "pg.b"); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cfg := h.config()
-	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
-	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
-	cfg.Table.URI = "file://" + root + "/{t}"
-	cfg.Batch.MaxBytes = 60 << 20
-	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
-	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
-		at := *h
-		at.tableDir = strings.TrimPrefix(tc.Table.URI, "file://")
-		return NewPipeline(tc, at.deps(log)), nil
-	}
-	list := func(ctx context.Context) ([]string, error) {
-		ds, err := adm.ListTopics(ctx)
-		return ds.Names(), err
-	}
-	r := NewRouter(cfg, log, h.metrics, open, list)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	produce := func(topic string, from, n int64) {
-		t.Helper()
-		var recs []*kgo.Record
-		for id := from; id < from+n; id++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", id), Value: h.encode(id, 0)})
-		}
-		if err := h.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ids := func(table string) int {
-		at := *h
-		at.tableDir = filepath.Join(root, table)
-		return len(at.orderIDs())
-	}
+	produce := func(topic string, from, n int64) { f.produce(topic, from, n, 0) }
+	ids := func(table string) int { return len(f.ids(table)) }
 	produce("pg.a", 0, 10)
 	produce("pg.b", 100, 10)
 	waitFor(t, 30*time.Second, func() error {
@@ -263,13 +228,6 @@ func TestRouterDeletedTopicStopsItsTable(t *testing.T) {
 	})
 	if _, err := adm.DeleteTopics(ctx, "pg.b"); err != nil {
 		t.Fatal(err)
-	}
-	states := func() []string {
-		var out []string
-		for _, s := range r.Statuses() {
-			out = append(out, s.Pipeline+"="+string(s.State))
-		}
-		return out
 	}
 	waitFor(t, 30*time.Second, func() error {
 		if got, want := states(), []string{"cdc/pg.a=running"}; !slices.Equal(got, want) {
@@ -305,9 +263,7 @@ func TestRouterDeletedTopicStopsItsTable(t *testing.T) {
 	if !stopped {
 		t.Errorf("the pipeline of deleted topic pg.b still runs")
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := f.stop(); err != nil {
 		t.Fatalf("Run = %v, want nil (a deleted topic is no failure)", err)
 	}
-	done <- nil
 }
