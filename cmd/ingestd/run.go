@@ -152,6 +152,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var runners []runner
 	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
 	shared := ingest.Shared{Maintainers: maintainers, Memory: memory}
+	failedToOpen := func(c *config.Config, err error) {
+		log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
+		openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
+	}
 	for _, c := range cfgs {
 		for _, w := range c.Warnings {
 			log.Warn("config: "+w.Msg, "pipeline", c.Name, "file", w.File, "line", w.Line, "fix", w.Fix)
@@ -159,8 +163,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.Routed() {
 			list, closeList, err := ingest.KafkaTopicLister(c, log, m, nil)
 			if err != nil {
-				log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
-				openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
+				failedToOpen(c, err)
 				continue
 			}
 			defer closeList()
@@ -178,8 +181,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				log.Info("stopped while the pipeline was opening", "pipeline", c.Name, "err", err)
 				continue
 			}
-			log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
-			openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
+			failedToOpen(c, err)
 			continue
 		}
 		runners = append(runners, single{p})
