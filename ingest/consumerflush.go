@@ -27,7 +27,7 @@ func (p *Pipeline) flushOnce(ctx context.Context, recs []*kgo.Record, note frame
 	}
 	p.batchMu.Lock()
 	p.measureDecoded(out)
-	p.applyHalts(out.halts)
+	p.applyHalts(out.halts, "pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy)
 	p.batchMu.Unlock()
 	p.watchNotFound(out)
 	if len(out.cutAt) > 0 {
@@ -254,12 +254,12 @@ func (p *Pipeline) writeLocked(ctx context.Context, recs []*kgo.Record, note fra
 // with the token. The
 // partitions' records already buffered behind the halt are dropped by the next flush
 // (flusher.collect skips halted partitions), never committed.
-func (p *Pipeline) applyHalts(halts []HaltedPartition) {
+func (p *Pipeline) applyHalts(halts []HaltedPartition, msg string) {
 	for _, h := range halts {
 		k := topicPartition{h.Topic, h.Partition}
 		p.halted[k] = h
 		p.status.halt(h)
-		p.observe(verdict{action: actHalt, reason: h.Reason}, 1, "pipeline halted: a record does not fit the table under policy "+p.cfg.Schema.Policy,
+		p.observe(verdict{action: actHalt, reason: h.Reason}, 1, msg,
 			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "field", h.Field, "message", h.Message)
 		if p.cl != nil {
 			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})

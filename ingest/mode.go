@@ -53,7 +53,7 @@ type consumerMode struct {
 }
 
 func (m *consumerMode) txnAppID(topic string, partition int32) string {
-	return fmt.Sprintf("%s-%s-%d", m.appID, topic, partition)
+	return TxnAppID(m.appID, topic, partition)
 }
 
 func (m *consumerMode) route(*kgo.Record) (route, bool) { return routeGuard, false }

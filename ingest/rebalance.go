@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingestd/ingestd/batcher"
@@ -31,13 +33,85 @@ func (p *Pipeline) adjustOffsets(ctx context.Context, m map[string]map[int32]kgo
 	default:
 		txns, retention = snap.Txns, snap.TxnRetention > 0
 	}
+	ends := p.logEnds(ctx, m, txns)
+	var halts []HaltedPartition
 	for t, ps := range m {
 		for part, committed := range ps {
-			ps[part] = p.assignedOffset(topicPartition{t, part}, committed, txns, retention)
+			k := topicPartition{t, part}
+			if v, ok := txns[p.appID(t, part)]; ok {
+				if end, known := ends[k]; known && v+1 > end {
+					halts = append(halts, txnBeyondLogEnd(k, v, end))
+				}
+			}
+			ps[part] = p.assignedOffset(k, committed, txns, retention)
 		}
+	}
+	if len(halts) > 0 {
+		tok := p.acquireFlush()
+		p.batchMu.Lock()
+		p.applyHalts(halts, "pipeline halted: the partition's log ends before the offset the table's txn has reached")
+		p.batchMu.Unlock()
+		p.releaseFlush(tok)
 	}
 	return m, nil
 }
+
+// ReasonTxnBeyondLogEnd is the halt reason of a partition whose log ends before the next
+// offset the table's txn names (txnBeyondLogEnd).
+const ReasonTxnBeyondLogEnd = "txn_beyond_log_end"
+
+// txnBeyondLogEnd is the halt of partition k whose table txn version v (the last offset
+// written) is at or past the partition's end offset end (its high watermark): the log no
+// longer holds what the table recorded, because the topic was deleted and created again
+// under its name or the broker lost records (an unclean leader election). Reading on
+// would skip the new records at offsets up to v as already written, so the partition
+// halts until the txn is reset (`ingestd table reset-offsets`; docs/operations.md,
+// "A topic created again").
+func txnBeyondLogEnd(k topicPartition, v, end int64) HaltedPartition {
+	return HaltedPartition{Topic: k.topic, Partition: k.partition, Offset: v + 1, Reason: ReasonTxnBeyondLogEnd,
+		Message: fmt.Sprintf("the table's txn for %s[%d] is at offset %d, but the partition ends at offset %d: the topic was deleted and created again, "+
+			"or the broker lost records. Its records at offsets up to %d would be skipped as already written. "+
+			"Fix: ingestd table reset-offsets --config PIPELINE.yaml --topic %s --to-earliest (a topic created again), or --to-offset N, then restart",
+			k.topic, k.partition, v, end, v, k.topic)}
+}
+
+// logEnds returns the end offset (high watermark) of each partition of m the table holds
+// a txn for, read with one ListOffsets request per topic set; nil when none has a txn,
+// the consumer is not built yet, or the request fails (logged: the check is skipped, and
+// assignment goes on as before it).
+func (p *Pipeline) logEnds(ctx context.Context, m map[string]map[int32]kgo.Offset, txns map[string]int64) map[topicPartition]int64 {
+	var topics []string
+	for t, ps := range m {
+		for part := range ps {
+			if _, ok := txns[p.appID(t, part)]; ok {
+				topics = append(topics, t)
+				break
+			}
+		}
+	}
+	p.batchMu.Lock()
+	cl := p.cl
+	p.batchMu.Unlock()
+	if len(topics) == 0 || cl == nil {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, logEndsTimeout)
+	defer cancel()
+	listed, err := kadm.NewClient(cl).ListEndOffsets(lctx, topics...)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		p.log.Warn("could not read the end offsets of the assigned partitions; not checking them against the table's txns", "err", err)
+		return nil
+	}
+	ends := map[topicPartition]int64{}
+	listed.Each(func(o kadm.ListedOffset) { ends[topicPartition{o.Topic, o.Partition}] = o.Offset })
+	return ends
+}
+
+// logEndsTimeout bounds logEnds' request: it runs inside the rebalance.
+const logEndsTimeout = 10 * time.Second
 
 // assignedOffset is where newly assigned partition k starts (adjustOffsets): after its
 // txn version in txns, else at its group offset committed when the table expires txns

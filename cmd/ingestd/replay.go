@@ -173,6 +173,13 @@ func printReplay(w io.Writer, s *ingest.ReplaySummary) {
 // kafka.topic_pattern, topic names the table (config.Config.ForTopic): its dead letters
 // carry that table's pipeline name, so a replay or an inspection sees only them.
 func onePipeline(path, topic string, stderr io.Writer) (*config.Config, int) {
+	return pipelineFor(path, topic, false, stderr)
+}
+
+// pipelineFor is onePipeline where, when source is set, a --topic given with a pipeline
+// file without kafka.topic_pattern names one of its kafka.topics (ingestd table
+// reset-offsets) instead of being refused.
+func pipelineFor(path, topic string, source bool, stderr io.Writer) (*config.Config, int) {
 	if path == "" {
 		fmt.Fprintln(stderr, "--config is required")
 		return nil, exitUsage
@@ -201,8 +208,11 @@ func onePipeline(path, topic string, stderr io.Writer) (*config.Config, int) {
 			return nil, exitUsage
 		}
 		return tc, exitOK
-	case topic != "":
+	case topic != "" && !source:
 		fmt.Fprintf(stderr, "--topic %s: pipeline %s (%s) has no kafka.topic_pattern; remove --topic\n", topic, c.Name, c.File)
+		return nil, exitUsage
+	case topic != "" && !slices.Contains(c.Kafka.Topics, topic):
+		fmt.Fprintf(stderr, "--topic %s: pipeline %s (%s) reads kafka.topics %s, not %s\n", topic, c.Name, c.File, strings.Join(c.Kafka.Topics, ", "), topic)
 		return nil, exitUsage
 	}
 	return c, exitOK

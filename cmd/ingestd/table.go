@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
 	"github.com/ingestd/ingestd/deltawriter/storage"
 	"github.com/ingestd/ingestd/deltawriter/tableops"
+	"github.com/ingestd/ingestd/ingest"
 	"github.com/ingestd/ingestd/ingest/config"
 )
 
@@ -25,7 +27,8 @@ const tableSynopsis = `table <command> URI [flags]
        ingestd table <command> --config PIPELINE.yaml [flags]`
 
 const tableSummary = `URI is the table: an absolute or relative path, or file:///abs/path; --config uses a
-pipeline file's table. Given more than one way, they must name the same table.
+pipeline file's table (with kafka.topic_pattern, the table of --topic). Given more than
+one way, they must name the same table.
 
 Commands:
   schema     the schema as a tree (types, nullability, column mapping ids)
@@ -49,6 +52,14 @@ Commands:
                --rename-column 'a TO b'   rename (nested: 's.a TO b'); needs column mapping
                --drop-column path         drop a column (repeatable); needs column mapping
                --move-column 'a AFTER b'  reorder ('a FIRST'); no data is rewritten
+  reset-offsets  set where the pipeline of --config reads a topic from (its txn
+             versions; the fix of a partition halted txn_beyond_log_end); stop the
+             pipeline first, then restart it:
+               --topic T                  the source topic (required)
+               --to-earliest              from the start of each partition
+               --to-offset N              from offset N
+               --partition P              only this partition (repeatable; default:
+                                          every partition the table has a txn for)
   optimize   compact small files per partition (OPTIMIZE, dataChange false):
                --target-file-size 256MiB  size new files approach; larger files stay
                --min-files 10             small files a partition needs to be compacted
@@ -171,7 +182,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return code
 		}
 	}
-	uri, storeOpts, code := tableArg(sub, pos, f.uri, f.config, stderr)
+	uri, storeOpts, code := tableArg(sub, pos, f, stderr)
 	if uri == "" {
 		return code
 	}
@@ -195,10 +206,12 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // so --help lists them all; a usage starting "cmd, cmd: " names the subcommands a flag
 // belongs to (checkFlagsApply), one without such a prefix belongs to all.
 type tableFlags struct {
-	uri, config string // all
-	n           int    // history
-	asJSON      bool   // history, describe, optimize, vacuum
-	dryRun      bool   // optimize, vacuum
+	uri, config string         // all
+	topic       string         // all (the table of a topic_pattern file); reset-offsets
+	cfg         *config.Config // the pipeline of --config, once loaded (nil without it)
+	n           int            // history
+	asJSON      bool           // history, describe, optimize, vacuum
+	dryRun      bool           // optimize, vacuum
 
 	// alter
 	add, widen, props, features                stringList
@@ -209,6 +222,11 @@ type tableFlags struct {
 	// optimize
 	targetSize, maxRate, where string
 	minFiles                   int
+
+	// reset-offsets
+	partitions intList
+	toEarliest bool
+	toOffset   int64 // -1: not given
 
 	// vacuum
 	retain time.Duration // -1: the table's delta.deletedFileRetentionDuration
@@ -221,6 +239,11 @@ func newTableFlags(fs *flag.FlagSet) *tableFlags {
 	f := &tableFlags{}
 	fs.StringVar(&f.uri, "table", "", "table `URI` (/path, a relative path, file:///path, s3://, gs://, az:// or abfss://; store settings from the environment), instead of the argument")
 	fs.StringVar(&f.config, "config", "", "pipeline `file` whose table to use, instead of the argument")
+	fs.StringVar(&f.topic, "topic", "", "with a kafka.topic_pattern pipeline file, the table of this `topic`; for reset-offsets, the source topic")
+	fs.Var(&f.partitions, "partition", "reset-offsets: only this `partition` (repeatable)")
+	fs.BoolVar(&f.toEarliest, "to-earliest", false, "reset-offsets: read from the start of each partition")
+	f.toOffset = -1
+	fs.Var((*offsetFlag)(&f.toOffset), "to-offset", "reset-offsets: read from this `offset`")
 	fs.IntVar(&f.n, "n", 20, "history: number of `commits` (0 for all)")
 	fs.BoolVar(&f.asJSON, "json", false, "history, describe, optimize, vacuum: print JSON")
 	fs.Var(&f.add, "add-column", "alter: `'path TYPE'` to add (repeatable)")
@@ -261,12 +284,13 @@ type tableCommand struct {
 
 // tableCommands are the "ingestd table" subcommands by name (tableSummary describes them).
 var tableCommands = map[string]tableCommand{
-	"schema":   {run: tableSchema},
-	"history":  {run: tableHistory},
-	"describe": {run: tableDescribe},
-	"alter":    {run: tableAlter},
-	"optimize": {maintenance: true, run: tableOptimize},
-	"vacuum":   {maintenance: true, check: checkVacuumRetain, run: tableVacuum},
+	"schema":        {run: tableSchema},
+	"history":       {run: tableHistory},
+	"describe":      {run: tableDescribe},
+	"alter":         {run: tableAlter},
+	"reset-offsets": {check: checkResetOffsets, run: tableResetOffsets},
+	"optimize":      {maintenance: true, run: tableOptimize},
+	"vacuum":        {maintenance: true, check: checkVacuumRetain, run: tableVacuum},
 }
 
 // timeout bounds the whole command.
@@ -519,10 +543,11 @@ func kv(m map[string]string) string {
 // argument, --table or the pipeline file's table; when more than one is given they must
 // name the same table. A relative path is made absolute (the stores take absolute paths
 // and file:// URIs).
-func tableArg(sub string, pos []string, table, config string, stderr io.Writer) (string, storage.Options, int) {
+func tableArg(sub string, pos []string, f *tableFlags, stderr io.Writer) (string, storage.Options, int) {
 	type source struct{ name, uri string }
 	var given []source
 	var opts storage.Options
+	table, config := f.uri, f.config
 	if len(pos) > 0 {
 		given = append(given, source{"the argument " + pos[0], pos[0]})
 	}
@@ -530,12 +555,16 @@ func tableArg(sub string, pos []string, table, config string, stderr io.Writer) 
 		given = append(given, source{"--table " + table, table})
 	}
 	if config != "" {
-		cfg, code := onePipeline(config, "", stderr)
+		cfg, code := pipelineFor(config, f.topic, sub == "reset-offsets", stderr)
 		if cfg == nil {
 			return "", opts, code
 		}
+		f.cfg = cfg
 		opts = cfg.Table.StorageOptions()
 		given = append(given, source{"--config " + config + " (table " + cfg.Table.URI + ")", cfg.Table.URI})
+	} else if f.topic != "" && sub != "reset-offsets" {
+		fmt.Fprintf(stderr, "ingestd table %s: --topic names the table of a kafka.topic_pattern pipeline file: give --config too, or remove --topic\n", sub)
+		return "", opts, exitUsage
 	}
 	if len(given) == 0 {
 		fmt.Fprintf(stderr, "ingestd table: name the table: ingestd table %s URI (or --table URI, or --config PIPELINE.yaml)\n", sub)
@@ -639,4 +668,78 @@ func vacuumOptions(f *tableFlags, stderr io.Writer) (maintenance.VacuumOptions, 
 	}
 	o.Now = func() time.Time { return at }
 	return o, exitOK
+}
+
+// offsetFlag is --to-offset: a Kafka offset, -1 until given (printed as "" then, so
+// --help shows no default).
+type offsetFlag int64
+
+func (o *offsetFlag) String() string {
+	if o == nil || *o < 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*o), 10)
+}
+
+func (o *offsetFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not an offset (a whole number, 0 or more)", v)
+	}
+	*o = offsetFlag(n)
+	return nil
+}
+
+// intList is a repeatable int32 flag.
+type intList []int32
+
+func (l *intList) String() string { return fmt.Sprint([]int32(*l)) }
+func (l *intList) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not a partition number", v)
+	}
+	*l = append(*l, int32(n))
+	return nil
+}
+
+// checkResetOffsets refuses a reset-offsets without --config (the txn appIds are the
+// pipeline's), without --topic, or without exactly one of --to-earliest and --to-offset.
+func checkResetOffsets(f *tableFlags, stderr io.Writer) int {
+	switch {
+	case f.config == "":
+		fmt.Fprintln(stderr, "ingestd table reset-offsets: --config PIPELINE.yaml is required: the offsets are that pipeline's (its app_id)")
+	case f.topic == "":
+		fmt.Fprintln(stderr, "ingestd table reset-offsets: --topic TOPIC is required")
+	case f.toEarliest == (f.toOffset >= 0):
+		fmt.Fprintln(stderr, "ingestd table reset-offsets: give one of --to-earliest and --to-offset N")
+	default:
+		return exitOK
+	}
+	return exitUsage
+}
+
+// tableResetOffsets moves the txn versions of --topic's partitions in the table of the
+// pipeline of --config (ingest.ResetOffsets) and prints each partition's move. exitFailure
+// when the table holds no txn of the topic (without --partition) or the commit fails.
+func tableResetOffsets(ctx context.Context, t *openedTable, f *tableFlags, stdout, stderr io.Writer) int {
+	next := max(f.toOffset, 0)
+	var parts []int32
+	if len(f.partitions) > 0 {
+		parts = f.partitions
+	}
+	moved, v, err := ingest.ResetOffsets(ctx, f.cfg, t.tbl, f.topic, parts, next)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingestd table reset-offsets:", err)
+		return exitFailure
+	}
+	for _, m := range moved {
+		from := "no txn"
+		if m.From >= 0 {
+			from = "offset " + strconv.FormatInt(m.From, 10)
+		}
+		fmt.Fprintf(stdout, "%s[%d]: from %s to offset %d\n", f.topic, m.Partition, from, m.To)
+	}
+	fmt.Fprintf(stdout, "version %d: RESET OFFSETS; restart the pipeline to read from there\n", v)
+	return exitOK
 }

@@ -1,0 +1,145 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// A topic deleted and created again under its name starts its offsets at 0 again, while
+// the table's txns still name the old topic's: without the check, the pipeline would skip
+// the new topic's records up to those offsets as already written. The partitions halt
+// with txn_beyond_log_end, nothing is written, and after ResetOffsets to 0 a restart
+// writes exactly the new records.
+func TestTxnBeyondLogEndHaltsThenReset(t *testing.T) {
+	h := newHarness(t, 2)
+	m := h.start("a", nil)
+	h.produce(0, 40, 0, 2, -1) // 20 per partition: txn versions 19
+	h.waitHandled(40, 20*time.Second, m)
+	m.stop(t)
+
+	adm := kadm.NewClient(h.producer)
+	ctx := context.Background()
+	if _, err := adm.DeleteTopic(ctx, h.topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error { // the deletion completes asynchronously
+		_, err := adm.CreateTopic(ctx, 2, 1, nil, h.topic)
+		return err
+	})
+	// A client of its own: the harness's producer remembers the old topic's id.
+	pr, err := kgo.NewClient(kgo.SeedBrokers(h.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	h.producer = pr
+	h.produce(100, 6, 0, 2, -1) // 3 per partition, offsets 0..2
+	before := h.snapshot().Version
+
+	m = h.start("b", nil)
+	waitFor(t, 20*time.Second, func() error {
+		if st := m.p.Status(); len(st.Halted) != 2 {
+			return fmt.Errorf("status %s, %d partitions halted, want 2", st.State, len(st.Halted))
+		}
+		return nil
+	})
+	st := m.p.Status()
+	slices.SortFunc(st.Halted, func(a, b HaltedPartition) int { return int(a.Partition - b.Partition) })
+	for i, hp := range st.Halted {
+		if hp.Partition != int32(i) || hp.Offset != 20 || hp.Reason != ReasonTxnBeyondLogEnd {
+			t.Errorf("halted %+v, want partition %d offset 20 reason %s", hp, i, ReasonTxnBeyondLogEnd)
+		}
+	}
+	want := fmt.Sprintf("the table's txn for orders[0] is at offset 19, but the partition ends at offset 3: the topic was deleted and created again, " +
+		"or the broker lost records. Its records at offsets up to 19 would be skipped as already written. " +
+		"Fix: ingestd table reset-offsets --config PIPELINE.yaml --topic orders --to-earliest (a topic created again), or --to-offset N, then restart")
+	if st.Halted[0].Message != want {
+		t.Errorf("message\n got %s\nwant %s", st.Halted[0].Message, want)
+	}
+	time.Sleep(500 * time.Millisecond) // a flush would have had time to commit
+	if v := h.snapshot().Version; v != before {
+		t.Errorf("the table moved from version %d to %d while its partitions were halted", before, v)
+	}
+	m.stop(t)
+
+	st0, err := storage.Open("file://" + h.tableDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, st0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, _, err := ResetOffsets(ctx, h.config(), tbl, h.topic, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(moved); got != "[{0 20 0} {1 20 0}]" {
+		t.Errorf("ResetOffsets moved %s, want [{0 20 0} {1 20 0}]", got)
+	}
+
+	m = h.start("c", nil)
+	h.waitHandled(6, 20*time.Second, m)
+	m.stop(t)
+	ids := h.orderIDs()
+	if len(ids) != 46 {
+		t.Errorf("the table holds %d orders, want 40 of the old topic and 6 of the new", len(ids))
+	}
+	for id := int64(100); id < 106; id++ {
+		if ids[id] != 1 {
+			t.Errorf("order %d of the new topic appears %d times, want 1", id, ids[id])
+		}
+	}
+	if got := fmt.Sprint(h.snapshot().Txns); got != "map[orders-orders-0:2 orders-orders-1:2]" {
+		t.Errorf("txns %s, want map[orders-orders-0:2 orders-orders-1:2]", got)
+	}
+}
+
+// ResetOffsets with named partitions moves only those, also when the table has no txn
+// for one (From -1); a negative offset and a topic the table holds no txn of are refused.
+func TestResetOffsetsErrors(t *testing.T) {
+	h := newHarness(t, 2)
+	m := h.start("a", nil)
+	h.produce(0, 10, 0, 2, -1)
+	h.waitHandled(10, 20*time.Second, m)
+	m.stop(t)
+	ctx := context.Background()
+	st, err := storage.Open("file://" + h.tableDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ResetOffsets(ctx, h.config(), tbl, "orders", nil, -1); err == nil || err.Error() != "reset offsets: offset -1 is negative" {
+		t.Errorf("negative offset: %v", err)
+	}
+	if _, _, err := ResetOffsets(ctx, h.config(), tbl, "other", nil, 0); err == nil ||
+		err.Error() != "reset offsets: the table holds no txn of topic other under app id orders (appIds orders-other-<partition>): name the partitions" {
+		t.Errorf("unknown topic: %v", err)
+	}
+	moved, v, err := ResetOffsets(ctx, h.config(), tbl, "orders", []int32{1, 7}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(moved); got != "[{1 5 3} {7 -1 3}]" {
+		t.Errorf("moved %s, want [{1 5 3} {7 -1 3}]", got)
+	}
+	snap := h.snapshot()
+	if snap.Version != v {
+		t.Errorf("snapshot version %d, ResetOffsets committed %d", snap.Version, v)
+	}
+	if got := fmt.Sprint(snap.Txns); got != "map[orders-orders-0:4 orders-orders-1:2 orders-orders-7:2]" {
+		t.Errorf("txns %s", got)
+	}
+}
