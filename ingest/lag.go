@@ -36,6 +36,14 @@ func (l *consumerLag) setNext(k topicPartition, next int64) {
 	l.updateLocked(k)
 }
 
+// nextOf is the partition's next offset to handle, if known.
+func (l *consumerLag) nextOf(k topicPartition) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.next[k]
+	return n, ok
+}
+
 // observe takes the high watermarks of a poll's partitions for the lag gauge.
 func (l *consumerLag) observe(fs kgo.Fetches) {
 	l.mu.Lock()

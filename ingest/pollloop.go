@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,13 +52,29 @@ func (s *session) loop(ctx context.Context) error {
 			cl.AllowRebalance() // or Close would wait for the rebalance this poll blocks
 			return err
 		}
+		var gone []topicPartition
 		fs.EachError(func(t string, part int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			switch {
+			case errors.Is(err, kerr.UnknownTopicID):
+				if s.topicIDUnknown(topicPartition{t, part}, time.Now(), err) {
+					gone = append(gone, topicPartition{t, part})
+				}
+			case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 				p.observe(verdict{action: actRetry, stage: "fetch", err: err}, 1, "fetch error", "topic", t, "partition", part)
 			}
 		})
 		p.lag.observe(fs)
+		if len(s.unknownSince) > 0 {
+			fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+				if fp.Err == nil {
+					delete(s.unknownSince, topicPartition{fp.Topic, fp.Partition})
+				}
+			})
+		}
 		s.add(ctx, fs, w)
+		if len(gone) > 0 {
+			s.haltDeletedTopics(cl, w, gone)
+		}
 		cl.AllowRebalance()
 	}
 	return nil
@@ -205,4 +223,72 @@ func (p *Pipeline) fetchErrors(fs kgo.Fetches, w *fatalWatch) error {
 		w.n = 0
 	}
 	return fatal
+}
+
+// ReasonTopicDeleted is the halt reason of a partition whose topic the broker has not
+// known by the id the consumer reads it with for unknownTopicGrace (haltDeletedTopics).
+const ReasonTopicDeleted = "topic_deleted"
+
+// unknownTopicGrace is how long a partition's fetches must answer UNKNOWN_TOPIC_ID before
+// its topic counts as deleted: a topic just created answers it for a moment, until its
+// leader learns of it.
+const unknownTopicGrace = 10 * time.Second
+
+// topicIDUnknown notes that partition k's fetch answered err, UNKNOWN_TOPIC_ID, at now,
+// logging the first such answer, and reports whether the answers have lasted
+// unknownTopicGrace. Poll loop only.
+func (s *session) topicIDUnknown(k topicPartition, now time.Time, err error) bool {
+	since, seen := s.unknownSince[k]
+	if !seen {
+		if s.unknownSince == nil {
+			s.unknownSince = map[topicPartition]time.Time{}
+		}
+		s.unknownSince[k] = now
+		s.p.observe(verdict{action: actRetry, stage: "fetch", err: err}, 1, "fetch error: the broker does not know the topic's id (deleted, or just created); the partition halts if this lasts",
+			"topic", k.topic, "partition", k.partition, "grace", unknownTopicGrace.String())
+		return false
+	}
+	return now.Sub(since) >= unknownTopicGrace
+}
+
+// haltDeletedTopics halts the partitions of gone, whose fetches have answered
+// UNKNOWN_TOPIC_ID for unknownTopicGrace: their topic was deleted, perhaps created again under its
+// name, and the client never reads it again. Their fetches are paused at once (the
+// client would retry them without end), what is buffered is flushed first (the deleted
+// topic's records read before the deletion land in the table), then they halt with
+// ReasonTopicDeleted: reading a topic created again from the old topic's txn offsets
+// would skip its first records (docs/operations.md, "A topic created again"). Partitions
+// already halted are left as they are. Called by the poll loop without p.batchMu held.
+func (s *session) haltDeletedTopics(cl *kgo.Client, w *flushWorker, gone []topicPartition) {
+	p := s.p
+	p.batchMu.Lock()
+	pause := map[string][]int32{}
+	var fresh []topicPartition
+	for _, k := range gone {
+		if _, h := p.halted[k]; !h && !slices.Contains(fresh, k) {
+			fresh = append(fresh, k)
+			pause[k.topic] = append(pause[k.topic], k.partition)
+		}
+	}
+	p.batchMu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	cl.PauseFetchPartitions(pause)
+	w.dispatch(false)
+	tok := p.acquireFlush() // the flush just dispatched has settled
+	halts := make([]HaltedPartition, len(fresh))
+	for i, k := range fresh {
+		next, _ := p.lag.nextOf(k)
+		halts[i] = HaltedPartition{Topic: k.topic, Partition: k.partition, Offset: next, Reason: ReasonTopicDeleted,
+			Message: fmt.Sprintf("topic %s was deleted while the pipeline read its partition %d (the broker no longer knows the topic's id); "+
+				"if it was created again under its name, reading it from the table's txn offsets would skip its first records. "+
+				"Fix: stop ingestd; if the topic was created again, run ingestd table reset-offsets --config PIPELINE.yaml --topic %s --to-earliest; "+
+				"if it is gone for good, remove it from the pipeline's kafka.topics; then start ingestd",
+				k.topic, k.partition, k.topic)}
+	}
+	p.batchMu.Lock()
+	p.applyHalts(halts, "pipeline halted: a source topic was deleted")
+	p.batchMu.Unlock()
+	p.releaseFlush(tok)
 }

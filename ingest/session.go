@@ -67,6 +67,9 @@ type session struct {
 	dlq *kgo.Client // dead-letter producer; nil without a dead-letter topic
 	// waitWarn fires the warning about a first assignment that is late (awaitAssignment).
 	waitWarn *time.Timer
+	// unknownSince is when each partition's fetches began to answer UNKNOWN_TOPIC_ID, until
+	// one answers without an error (topicIDUnknown); poll loop only.
+	unknownSince map[topicPartition]time.Time
 }
 
 // close closes the consumer first (leaving the group runs the revoke callback, whose

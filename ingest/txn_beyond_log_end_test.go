@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -142,4 +143,44 @@ func TestResetOffsetsErrors(t *testing.T) {
 	if got := fmt.Sprint(snap.Txns); got != "map[orders-orders-0:4 orders-orders-1:2 orders-orders-7:2]" {
 		t.Errorf("txns %s", got)
 	}
+}
+
+// A source topic deleted while the pipeline reads it: the consumer's fetches answer
+// UNKNOWN_TOPIC_ID without end. After unknownTopicGrace its partitions halt with
+// topic_deleted, and their fetches are paused (the answers stop).
+func TestDeletedTopicHaltsItsPartitions(t *testing.T) {
+	h := newHarness(t, 2)
+	m := h.start("a", nil)
+	h.produce(0, 10, 0, 2, -1)
+	h.waitHandled(10, 20*time.Second, m)
+	if _, err := kadm.NewClient(h.producer).DeleteTopic(context.Background(), h.topic); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	waitFor(t, 30*time.Second, func() error {
+		if st := m.p.Status(); len(st.Halted) != 2 {
+			return fmt.Errorf("status %s, %d partitions halted, want 2", st.State, len(st.Halted))
+		}
+		return nil
+	})
+	if took := time.Since(deleted); took < unknownTopicGrace {
+		t.Errorf("halted %v after the deletion, before the grace of %v", took, unknownTopicGrace)
+	}
+	st := m.p.Status()
+	slices.SortFunc(st.Halted, func(a, b HaltedPartition) int { return int(a.Partition - b.Partition) })
+	for i, hp := range st.Halted {
+		if hp.Partition != int32(i) || hp.Offset != 5 || hp.Reason != ReasonTopicDeleted {
+			t.Errorf("halted %+v, want partition %d offset 5 reason %s", hp, i, ReasonTopicDeleted)
+		}
+	}
+	if want := "topic orders was deleted while the pipeline read its partition 0 (the broker no longer knows the topic's id); " +
+		"if it was created again under its name, reading it from the table's txn offsets would skip its first records. " +
+		"Fix: stop ingestd; if the topic was created again, run ingestd table reset-offsets --config PIPELINE.yaml --topic orders --to-earliest; " +
+		"if it is gone for good, remove it from the pipeline's kafka.topics; then start ingestd"; st.Halted[0].Message != want {
+		t.Errorf("message\n got %s\nwant %s", st.Halted[0].Message, want)
+	}
+	if got := testutil.ToFloat64(h.metrics.PipelineHalted.WithLabelValues("orders")); got != 1 {
+		t.Errorf("ingestd_pipeline_halted = %v, want 1", got)
+	}
+	m.stop(t)
 }
