@@ -586,6 +586,9 @@ func seedFormat(t *testing.T, s stack, format, dir string) *fmtSparkCheck {
 	}
 	sameSorted(t, "silver (delta-rs)", fmtRows(t, silver), wantSilver)
 	checkFmtDLQ(t, s, c, dlq, topic, "seed-silver", recs, func(r produced) (bool, string) { return r.version == fmtV2, "schema_mismatch@channel" })
+	for _, p := range []string{"seed-bronze", "seed-gold"} { // evolve and halt dead-letter nothing
+		checkFmtDLQ(t, s, c, dlq, topic, p, recs, func(produced) (bool, string) { return false, "" })
+	}
 
 	// gold: exactly the records before the first v2 offset of each partition.
 	gold := readTable(t, s, tables["gold"])
