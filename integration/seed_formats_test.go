@@ -450,7 +450,7 @@ func seedRow(i int64, v2 bool) fmtRow {
 //     unframed ones, the source coordinates);
 //   - gold (halt) halts at the first v2 offset of each partition with schema_mismatch at
 //     channel, holds exactly the records before them, and a restart halts at the same
-//     offsets and commits nothing.
+//     offsets and commits nothing; /readyz answers 503 meanwhile.
 //
 // For protobuf, the silver workflow then ends as docs/dead-letters-and-replay.md says:
 // `ingestd table alter --add-column 'channel STRING'`, `ingestd replay`, and silver holds
@@ -549,6 +549,13 @@ func seedFormat(t *testing.T, s stack, format, dir string) *fmtSparkCheck {
 	})
 	if got := halts(d); fmt.Sprint(got) != fmt.Sprint(wantHalts) {
 		t.Errorf("gold halted at %v, want the first v2 offset of each partition %v", got, wantHalts)
+	}
+	if r, code := d.readyz(t); code != 503 || r.Ready {
+		t.Errorf("/readyz with a halted pipeline: status %d ready %v, want 503 false", code, r.Ready)
+	}
+	if m := d.metrics(t); !containsLine(m, `ingestd_pipeline_halted{pipeline="seed-gold"} 1`) ||
+		!containsLine(m, fmt.Sprintf(`ingestd_records_dead_lettered_total{pipeline="seed-silver",reason="schema_mismatch"} %d`, nV2)) {
+		t.Errorf("metrics lack the halt gauge or the dead-letter count:\n%s", grepLines(m, "ingestd_pipeline_halted", "dead_lettered"))
 	}
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("ingestd exit code after SIGTERM = %d, want 0", code)
