@@ -94,7 +94,7 @@ type fmtCodec struct {
 // fmtFormats are the formats the tests run, in subtest order.
 var fmtFormats = []string{"protobuf", "json_schema", "json", "connect_json"}
 
-func newFmtCodec(t *testing.T, s stack, format, subject, cfgDir string, versions ...fmtVersion) *fmtCodec {
+func newFmtCodec(t *testing.T, s stack, format, subject string, versions ...fmtVersion) *fmtCodec {
 	t.Helper()
 	ctx := context.Background()
 	c := &fmtCodec{format: format, ids: map[fmtVersion]int{}}
@@ -166,13 +166,6 @@ func newFmtCodec(t *testing.T, s stack, format, subject, cfgDir string, versions
 		}
 		c.encode = func(v fmtVersion, r fmtRow) []byte { return frame(v, nil, fmtDocument(v, r)) }
 	case "json":
-		// The v1 columns come from a schema file, so a v1 record's null note is a NULL
-		// of that column, and v2's channel the only new key.
-		if err := os.WriteFile(filepath.Join(cfgDir, "orders.avsc"), []byte(`{"type":"record","name":"Order","fields":[
- {"name":"order_id","type":"long"},{"name":"customer","type":"string"},{"name":"qty","type":"int"},
- {"name":"status","type":"string"},{"name":"note","type":["null","string"]}]}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		c.config = "format: json"
 		c.encode = func(v fmtVersion, r fmtRow) []byte { return fmtDocument(v, r) }
 	case "connect_json":
@@ -493,7 +486,7 @@ func seedFormat(t *testing.T, s stack, format, dir string) *fmtSparkCheck {
 	dlq := createTopic(t, s, base+".dlq", 1)
 	cfgDir := filepath.Join(dir, "configs")
 	mustMkdir(t, cfgDir)
-	c := newFmtCodec(t, s, format, topic, cfgDir, fmtV1, fmtV2)
+	c := newFmtCodec(t, s, format, topic, fmtV1, fmtV2)
 
 	var recs []produced
 	for i := int64(1); i <= nV1+nV2; i++ {
@@ -515,17 +508,22 @@ func seedFormat(t *testing.T, s stack, format, dir string) *fmtSparkCheck {
 		t.Fatalf("v2 records on partitions %v, want all 3", firstV2)
 	}
 
+	if format == "json" {
+		// The v1 columns come from a schema file, so a v1 record's null note is a NULL
+		// of that column (a null infers no column), and v2's channel the only new key.
+		avsc := filepath.Join(cfgDir, "orders.avsc")
+		if err := os.WriteFile(avsc, []byte(`{"type":"record","name":"Order","fields":[
+ {"name":"order_id","type":"long"},{"name":"customer","type":"string"},{"name":"qty","type":"int"},
+ {"name":"status","type":"string"},{"name":"note","type":["null","string"]}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.config += "\navro_schema_file: " + avsc
+	}
 	tables := map[string]string{}
 	batch := "{max_records: 1000, max_bytes: 64MiB, max_age: 500ms}"
 	for _, p := range []struct{ name, policy string }{{"bronze", "evolve"}, {"silver", "dead_letter"}, {"gold", "halt"}} {
 		tables[p.name] = filepath.Join(dir, p.name)
 		writePipeline(t, cfgDir, p.name, fmtPipeline("seed-"+p.name, s, c, topic, tables[p.name], "{policy: "+p.policy+", on_incompatible: halt}", dlq, batch))
-	}
-	if format == "json" {
-		for _, p := range []string{"bronze", "silver", "gold"} {
-			b, _ := os.ReadFile(filepath.Join(cfgDir, p+".yaml"))
-			writePipeline(t, cfgDir, p, strings.Replace(string(b), "format: json\n", "format: json\navro_schema_file: orders.avsc\n", 1))
-		}
 	}
 	halts := func(d *daemon) map[int32]string {
 		r, _ := d.readyz(t)
@@ -608,7 +606,7 @@ func seedFormat(t *testing.T, s stack, format, dir string) *fmtSparkCheck {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writePipeline(t, goldDir, "gold", strings.Replace(string(b), "avro_schema_file: orders.avsc", "avro_schema_file: "+filepath.Join(cfgDir, "orders.avsc"), 1))
+	writePipeline(t, goldDir, "gold", string(b))
 	before := txnVersions(t, tables["gold"])
 	d2 := startDaemon(t, goldDir)
 	waitForEvery(t, d2, time.Minute, 100*time.Millisecond, "gold to halt again after a restart", func() bool { return len(halts(d2)) == 3 })
@@ -763,7 +761,7 @@ func schemaChangesFormat(t *testing.T, s stack, format, dir string) *fmtSparkChe
 	if widens {
 		versions = append(versions, fmtWiden)
 	}
-	c := newFmtCodec(t, s, format, topic, cfgDir, versions...)
+	c := newFmtCodec(t, s, format, topic, versions...)
 
 	plan := []struct {
 		partition int32
