@@ -266,8 +266,26 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 	var extra []jField
 	var sig strings.Builder
 	newKeys := map[string]bool{}
+	// With the table as the base, a record's key is as its value infers, like a new
+	// key's, where the value's JSON type is not its column's: a type change the guard
+	// decides (docs/schema-policies.md, "Decision table"), not an unreadable value. And a
+	// record without a key of a NOT NULL column is a writer lacking that column. A schema
+	// file is the records' declared writer schema: there, both are the record's fault.
+	retyped := map[int]*jNode{}
+	present := map[int]bool{}
 	for _, k := range keys {
-		if _, ok := s.base.field(k.name); ok {
+		if i, ok := s.base.field(k.name); ok {
+			present[i] = true
+			if s.file != nil {
+				continue
+			}
+			f := s.base.fields[i]
+			if n, err := retype(f.node, value[k.start:k.end], f.name); err != nil {
+				return nil, nil, err
+			} else if n != nil {
+				retyped[i] = n
+				sig.WriteString("\x01" + strconv.Quote(f.name) + n.signature() + "\x00")
+			}
 			continue
 		}
 		if err := sameColumn(newKeys, k.name, k.name); err != nil {
@@ -294,11 +312,22 @@ func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSc
 		extra = append(extra, jField{k.name, n})
 		sig.WriteString(k.name + "\x00" + n.signature() + "\x00")
 	}
+	var fields []jField
+	for i, f := range s.base.fields {
+		switch {
+		case retyped[i] != nil:
+			f.node = retyped[i]
+		case s.file == nil && !present[i] && !f.node.nullable:
+			sig.WriteString("\x02" + strconv.Quote(f.name) + "\x00")
+			continue
+		}
+		fields = append(fields, f)
+	}
 	key := sig.String()
 	if ws, ok := s.cache[key]; ok {
 		return ws, value, nil
 	}
-	top := &jNode{kind: jStruct, fields: append(slices.Clone(s.base.fields), extra...)}
+	top := &jNode{kind: jStruct, fields: append(fields, extra...)}
 	top.index()
 	ws := jsonWriter(0, s.nextKey<<32, FormatJSON, top)
 	ws.keepTranscodings(&s.memo)
@@ -447,6 +476,56 @@ func inferJSON(v []byte, path string, depth int) (*jNode, error) {
 		}
 		return &jNode{kind: jDouble, nullable: true}, nil
 	}
+}
+
+// retype is the node of an existing top-level column's key for a value whose JSON type
+// the column does not take (a string for a number column, a number for a string column,
+// an integer beyond 32 bits for an integer column, a fraction for a long column): the
+// value's inferred type, keeping the column's nullability; nil when the value fits, is
+// null, or infers nothing ([] or {}): its conversion then decides.
+func retype(col *jNode, v []byte, path string) (*jNode, error) {
+	if jsonTypeFits(col, v) {
+		return nil, nil
+	}
+	n, err := inferJSON(v, path, 0)
+	if n != nil {
+		n.nullable = col.nullable
+	}
+	return n, err
+}
+
+// jsonTypeFits reports whether a column of node n takes JSON value v's type: null always
+// (its nullability is the decoder's), a number for a number column (an integer literal
+// within 32 or 64 bits for an integer or long), a string for a string, binary, date or
+// timestamp, an object for a struct or map, an array for an array, true or false for a
+// boolean. Whether the value converts exactly is the decoder's (a decode_error).
+func jsonTypeFits(n *jNode, v []byte) bool {
+	sc := &jScanner{b: v}
+	sc.ws()
+	c := sc.peek()
+	switch {
+	case c == 'n':
+		return true
+	case c == 't' || c == 'f':
+		return n.kind == jBool
+	case c == '"':
+		return n.kind == jString || n.kind == jBinary || n.kind == jDate || n.kind == jTimestamp || n.kind == jTsNtz || n.kind == jDecimalB64
+	case c == '{':
+		return n.kind == jStruct || n.kind == jMap
+	case c == '[':
+		return n.kind == jArray
+	}
+	switch n.kind {
+	case jInt:
+		_, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 32)
+		return err == nil
+	case jLong:
+		_, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+		return err == nil
+	case jFloat, jDouble, jDecimal, jDecimalB64:
+		return true
+	}
+	return false
 }
 
 // sameColumn records name in seen (by deltalog.NameKey) and returns a decode_error at

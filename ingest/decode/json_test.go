@@ -12,6 +12,7 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/schemaguard"
 )
 
 func mustTable(t testing.TB, js string) *deltalog.StructType {
@@ -124,9 +125,6 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 	src := NewJSONSource(nil, []string{"_kafka_offset"})
 	deep := strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)
 	for _, c := range []struct{ doc, reason, field, msg string }{
-		{`{"id": "1"}`, ReasonDecodeError, "id", "JSON string where the column wants an integer within 64 bits"},
-		{`{"id": 1.5}`, ReasonDecodeError, "id", "JSON number 1.5 where the column wants an integer within 64 bits"},
-		{`{"id": 9223372036854775808}`, ReasonDecodeError, "id", "integer within 64 bits"},
 		{`{"id": 1, "amount": 1.005}`, ReasonDecodeError, "amount", "more than 2 digits after the point"},
 		{`{"id": 1, "amount": 1e30}`, ReasonDecodeError, "amount", "more than 18 digits before the point"},
 		{`{"id": 1, "s": {"a": "y"}}`, ReasonDecodeError, "s.a", "JSON string where the column wants an integer within 32 bits"},
@@ -134,7 +132,6 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 		{`{"id": 1, "ts": "2024-05-01T12:00:00"}`, ReasonDecodeError, "ts", "with an offset"},
 		{`{"id": 1, "ts": "2024-05-01T12:00:00.0000001Z"}`, ReasonDecodeError, "ts", "below the microsecond"},
 		{`{"id": 1, "tags": [1]}`, ReasonDecodeError, "tags[]", "JSON number where the column wants a string"},
-		{`{"amount": 1}`, ReasonNotNullViolation, "id", "missing for a NOT NULL column"},
 		{`{"id": null}`, ReasonNotNullViolation, "id", "null for a NOT NULL column"},
 		{`{"id": 1, "ID": 2}`, ReasonDecodeError, "ID", "two keys name the same column"},
 		{`{"id": 1, "new": 1, "NEW": 2}`, ReasonDecodeError, "NEW", "two keys name the same column"},
@@ -157,6 +154,83 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 		}
 		if ReasonOf(err) != c.reason || FieldOf(err) != c.field || err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v (field %q), want %s at %q with %q", c.doc, err, FieldOf(err), c.reason, c.field, c.msg)
+		}
+	}
+}
+
+// TestPlainJSONTypeChanges: with the table as the base, a top-level key whose JSON type
+// is not its column's, and a missing key of a NOT NULL column, change the record's writer
+// schema, so the guard decides them as the decision table says (a widening, an
+// incompatible type, a missing NOT NULL column) under the pipeline's policy, instead of
+// dead-lettering them as unreadable whatever the policy. With a schema file they stay
+// the record's fault (decode_error, not_null_violation).
+func TestPlainJSONTypeChanges(t *testing.T) {
+	table := mustTable(t, `{"type":"struct","fields":[
+ {"name":"id","type":"long","nullable":false,"metadata":{}},
+ {"name":"qty","type":"integer","nullable":true,"metadata":{}},
+ {"name":"status","type":"string","nullable":true,"metadata":{}},
+ {"name":"at","type":"timestamp","nullable":true,"metadata":{}},
+ {"name":"s","type":{"type":"struct","fields":[{"name":"a","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+ {"name":"_kafka_offset","type":"long","nullable":true,"metadata":{}}]}`)
+	src := NewJSONSource(nil, []string{"_kafka_offset"})
+	for _, c := range []struct{ doc, writer, changes string }{
+		// Values of the columns' JSON types keep the table's writer schema.
+		{`{"id": 1, "qty": -2147483648, "status": "x", "at": "2024-05-01T00:00:00Z", "s": {"a": 1}}`,
+			"struct<id:long,qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[]"},
+		{`{"id": 1, "qty": null, "status": null}`, "struct<id:long,qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[]"},
+		// int32 → int64: a widening.
+		{`{"id": 1, "qty": 3000000000}`, "struct<id:long,qty:long,status:string,at:timestamp,s:struct<a:integer>>", "[widen qty integer→long]"},
+		// string → number, number → string, a fraction for a long, a number beyond 64 bits,
+		// a number for a timestamp, a string for a struct: incompatible.
+		{`{"id": 1, "status": 7}`, "struct<id:long,qty:integer,status:long,at:timestamp,s:struct<a:integer>>", "[type_mismatch status string→long]"},
+		{`{"id": "1"}`, "struct<id:string,qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[type_mismatch id long→string]"},
+		{`{"id": 1.5}`, "struct<id:double,qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[type_mismatch id long→double]"},
+		{`{"id": 9223372036854775808}`, "struct<id:double,qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[type_mismatch id long→double]"},
+		{`{"id": 1, "at": 1714557600}`, "struct<id:long,qty:integer,status:string,at:long,s:struct<a:integer>>", "[type_mismatch at timestamp→long]"},
+		{`{"id": 1, "s": "a"}`, "struct<id:long,qty:integer,status:string,at:timestamp,s:string>", "[type_mismatch s struct<a:integer>→string]"},
+		// A missing key of a NOT NULL column: the writer lacks the column. Of a nullable
+		// one: the same writer, the column NULL.
+		{`{"qty": 1}`, "struct<qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[missing_not_null id long→]"},
+		{`{"id": 1}`, "struct<id:long,qty:integer,status:string,at:timestamp,s:struct<a:integer>>", "[]"},
+	} {
+		ws, _, err := src.Writer(table, []byte(c.doc))
+		if err != nil || ws.DeltaErr != nil {
+			t.Errorf("%s: %v %v", c.doc, err, ws.DeltaErr)
+			continue
+		}
+		var changes []string
+		for _, ch := range schemaguard.DiffValue(table, ws.Delta, []string{"_kafka_offset"}) {
+			changes = append(changes, fmt.Sprintf("%s %s %s→%s", ch.Kind, ch.Path, ch.TableType, ch.WriterType))
+		}
+		if got := ws.Delta.String(); got != c.writer || fmt.Sprint(changes) != c.changes {
+			t.Errorf("%s: writer %s, changes %v\nwant writer %s, changes %s", c.doc, got, changes, c.writer, c.changes)
+		}
+	}
+	// Nested values are not retyped: nested objects do not evolve.
+	ws, body, err := src.Writer(table, []byte(`{"id": 1, "s": {"a": "y"}}`))
+	if err == nil {
+		_, err = jsonValue(t, ws, body)
+	}
+	if ReasonOf(err) != ReasonDecodeError || FieldOf(err) != "s.a" {
+		t.Errorf("a nested string for an integer: %v at %q, want decode_error at s.a", err, FieldOf(err))
+	}
+	// With a schema file, the file is the writer schema.
+	file := mustTable(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":false,"metadata":{}},{"name":"qty","type":"integer","nullable":true,"metadata":{}}]}`)
+	fsrc := NewJSONSource(file, nil)
+	for _, c := range []struct{ doc, reason, field string }{
+		{`{"id": 1, "qty": 3000000000}`, ReasonDecodeError, "qty"},
+		{`{"id": "1"}`, ReasonDecodeError, "id"},
+		{`{"qty": 1}`, ReasonNotNullViolation, "id"},
+	} {
+		ws, body, err := fsrc.Writer(table, []byte(c.doc))
+		if err == nil {
+			if got := ws.Delta.String(); got != "struct<id:long,qty:integer>" {
+				t.Errorf("%s with a schema file: writer %s", c.doc, got)
+			}
+			_, err = jsonValue(t, ws, body)
+		}
+		if ReasonOf(err) != c.reason || FieldOf(err) != c.field {
+			t.Errorf("%s with a schema file: %v at %q, want %s at %s", c.doc, err, FieldOf(err), c.reason, c.field)
 		}
 	}
 }
