@@ -342,7 +342,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			switch {
 			case err != nil:
 				it.fail = asDecodeError(err)
-			case f.envelopes != nil && ws.Avro != nil: // the envelope's, not the row's, DeltaErr does not matter
+			case f.envelopes != nil && ws.Avro != nil: // only the row inside must map to Delta, not the envelope's source block (openEnvelope)
 				it.ws, it.payload = ws, body
 				it = f.openDocumentEnvelope(it)
 			default:

@@ -57,6 +57,7 @@ func TestJSONKeyText(t *testing.T) {
 		{kafkacols.KeyJSON, `{"id":1}`, `{"id":1}`, ""},
 		{kafkacols.KeyJSON, `7`, `7`, ""},
 		{kafkacols.KeyJSON, `{"id":`, "", "decode: key_decode_error at _kafka_key: decode key (table.key_format json): not one valid JSON value"},
+		{kafkacols.KeyJSON, "\"a\xffb\"", "", "decode: key_decode_error at _kafka_key: decode key (table.key_format json): byte 2 (0xff) is not valid UTF-8"},
 		{kafkacols.KeyConnectJSON, `{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}]},"payload":{"id": 1}}`, `{"id": 1}`, ""},
 		{kafkacols.KeyConnectJSON, `{"id":1}`, "", `decode: key_decode_error at _kafka_key: decode key (table.key_format connect_json): not a Kafka Connect JSON record {"schema": …, "payload": …} (JsonConverter with schemas.enable=true; use key_format json without schemas)`},
 	} {

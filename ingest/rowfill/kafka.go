@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -261,7 +262,7 @@ func jsonKeyText(format string, key []byte) ([]byte, error) {
 		return nil, keyError("decode key (table.key_format %s): not one valid JSON value", format)
 	}
 	if format == kafkacols.KeyJSON {
-		return key, nil
+		return key, checkJSONKeyText(format, key)
 	}
 	var env struct {
 		Schema  json.RawMessage `json:"schema"`
@@ -270,7 +271,17 @@ func jsonKeyText(format string, key []byte) ([]byte, error) {
 	if err := json.Unmarshal(key, &env); err != nil || env.Schema == nil || env.Payload == nil {
 		return nil, keyError(`decode key (table.key_format connect_json): not a Kafka Connect JSON record {"schema": …, "payload": …} (JsonConverter with schemas.enable=true; use key_format json without schemas)`)
 	}
-	return env.Payload, nil
+	return env.Payload, checkJSONKeyText(format, env.Payload)
+}
+
+// checkJSONKeyText refuses JSON text that is not UTF-8 (encoding/json lets it pass): a
+// string column of other bytes is unreadable to readers that check UTF-8.
+func checkJSONKeyText(format string, text []byte) error {
+	if utf8.Valid(text) {
+		return nil
+	}
+	i := decode.InvalidUTF8At(text)
+	return keyError("decode key (table.key_format %s): byte %d (0x%02x) is not valid UTF-8", format, i, text[i])
 }
 
 // fillAvroKey decodes a Confluent-framed Avro key into the _kafka_key struct's leaves.
