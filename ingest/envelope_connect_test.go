@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -187,5 +188,49 @@ func TestEnvelopeConnectJSONTombstoneKeys(t *testing.T) {
 				t.Errorf("dead letters %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// withExtraColumn is a captured change event whose Connect schema has one more optional
+// string field in before and after (an ALTER TABLE … ADD COLUMN extra text), set to
+// extra in after: a second writer schema, which Kafka Connect JSON names by no id.
+func withExtraColumn(t *testing.T, value []byte, extra string) []byte {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range v["schema"].(map[string]any)["fields"].([]any) {
+		if f := f.(map[string]any); f["field"] == "before" || f["field"] == "after" {
+			f["fields"] = append(f["fields"].([]any), map[string]any{"type": "string", "optional": true, "field": "extra"})
+		}
+	}
+	v["payload"].(map[string]any)["after"].(map[string]any)["extra"] = extra
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Two Connect schemas of one topic in one batch (a column added in the source): every
+// Kafka Connect JSON writer schema has id 0, and each envelope is compiled and cached by
+// its own writer schema key, so each event is split by its own schema; the table evolves.
+func TestEnvelopeConnectJSONTwoSchemasInOneBatch(t *testing.T) {
+	h := newHarness(t, 1)
+	recs := connectCapture(t, h, "json-envelope.jsonl")
+	first, second := recs[0], recs[2] // r of id 1, c of id 3
+	second.Value = withExtraColumn(t, second.Value, "added")
+	third := *recs[3] // u of id 1, first schema again
+	h.produceRecords(first, second, &third)
+	h.runConnect(connectJSONConfig(h, config.EnvelopeDebezium, "connect_json"), 3)
+	d := &dbzHarness{harness: h}
+	if got, want := d.rowsOf("id", "note", "extra"), []string{"1 upd <nil>", "3 <nil> added"}; !slices.Equal(got, want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	if got := d.deadLetters(); len(got) != 0 {
+		t.Fatalf("dead letters %v, want none", got)
 	}
 }
