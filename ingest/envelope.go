@@ -23,6 +23,23 @@ func envelopeSkipsTombstones(cfg *config.Config) bool {
 	return cfg.Table.Envelope == config.EnvelopeDebezium && cfg.Table.Changelog()
 }
 
+// openDocumentEnvelope opens the envelope of a Kafka Connect JSON record (format
+// connect_json): its payload is transcoded into the Avro binary of its writer schema's
+// derived Avro schema (decode.WriterSchema.Transcode), which openEnvelope splits as it
+// splits an Avro envelope, so decode.Envelope.Split stays the one reader of change
+// events. The row's writer schema names connect_json and decodes its bytes as Avro
+// (decode.NewEnvelope); the record itself, which a dead letter carries, keeps its JSON.
+// A payload that does not fit its schema fails the record (the transcoder's reasons).
+func (f *flusher) openDocumentEnvelope(it item) item {
+	body, err := it.ws.Transcode(it.payload)
+	if err != nil {
+		it.fail = asDecodeError(err)
+		return it
+	}
+	it.payload = body
+	return f.openEnvelope(it)
+}
+
 // openEnvelope reads the envelope of it, a record whose envelope writer schema is it.ws
 // (table.envelope): it becomes the record of its row (ws the row's writer schema, payload
 // the row's Avro binary, env the change). A truncate (op t) is dead-lettered

@@ -339,9 +339,13 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		it := item{rec: r, payload: r.Value}
 		if f.deps.Documents != nil { // unframed JSON: the record and the table give its writer schema
 			ws, body, err := f.deps.Documents.Writer(t.schema, r.Value)
-			if err != nil {
+			switch {
+			case err != nil:
 				it.fail = asDecodeError(err)
-			} else {
+			case f.envelopes != nil && ws.Avro != nil: // only the row inside must map to Delta, not the envelope's source block (openEnvelope)
+				it.ws, it.payload = ws, body
+				it = f.openDocumentEnvelope(it)
+			default:
 				it.ws, it.payload = ws, body
 				if ws.DeltaErr != nil {
 					it.fail = asDecodeError(ws.DeltaErr)

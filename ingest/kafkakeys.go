@@ -18,7 +18,8 @@ import (
 )
 
 // kafkaState is what a flusher keeps for the Kafka columns (table.kafka_columns) across
-// flushes: the key writer schemas resolved by id (key_format avro), which every flush's
+// flushes: the key writer schemas resolved by id (key_format avro) or cached by their
+// Kafka Connect schema text (key_format connect_json), which every flush's
 // rowfill.Stage reads, and whether its records are dead letters (a replay: the columns
 // then hold the original record's coordinates and headers, replayOrigin).
 type kafkaState struct {
@@ -37,7 +38,7 @@ type latestIDSource interface {
 
 func newKafkaState(md mode) *kafkaState {
 	_, replay := md.(*replayMode)
-	return &kafkaState{replay: replay, keys: rowfill.KeySchemas{Schemas: map[int]*decode.WriterSchema{}, Fails: map[int]*decode.Error{}}}
+	return &kafkaState{replay: replay, keys: rowfill.KeySchemas{Schemas: map[int]*decode.WriterSchema{}, Fails: map[int]*decode.Error{}, Connect: decode.NewConnectSource()}}
 }
 
 // origin is the rowfill.Options.Origin of the flusher's records: nil for the consumer (a

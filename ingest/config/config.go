@@ -113,8 +113,11 @@ type Table struct {
 	// record (any of key, headers, topic, partition, offset, timestamp: _kafka_key, …;
 	// see kafkacols). Opt-in: none by default.
 	KafkaColumns []string `yaml:"kafka_columns"`
-	// KeyFormat is how _kafka_key holds the record key: bytes (default: binary), string
-	// (UTF-8 text) or avro (Confluent-framed, decoded via the registry into a struct).
+	// KeyFormat is how _kafka_key holds the record key and how a keyed table's tombstones
+	// name their key: bytes (default: binary), string (UTF-8 text), avro
+	// (Confluent-framed, decoded via the registry into a struct), connect_json (Kafka
+	// Connect's JsonConverter with schemas; _kafka_key is the payload's JSON text) or json
+	// (plain JSON; _kafka_key is its text).
 	KeyFormat string `yaml:"key_format"`
 	// Storage holds optional object-store settings; credentials always come from the
 	// cloud's standard environment and credential chain, never from this file.
@@ -759,10 +762,15 @@ func (c *Config) validateKafkaColumns(bad func(path, msg, fix string)) {
 		seen[k] = true
 	}
 	if !slices.Contains(kafkacols.KeyFormats, c.Table.KeyFormat) {
-		bad("$.table.key_format", fmt.Sprintf("table.key_format %q is not bytes, string or avro", c.Table.KeyFormat), "use bytes (default), string or avro")
+		bad("$.table.key_format", fmt.Sprintf("table.key_format %q is not bytes, string, avro, connect_json or json", c.Table.KeyFormat), "use bytes (default), string, avro, connect_json or json")
 		return
 	}
-	if c.Table.KeyFormat == kafkacols.KeyAvro && c.SchemaRegistry == nil {
+	switch {
+	case c.Table.KeyFormat == kafkacols.KeyAvro && (c.Format == FormatJSON || c.Format == FormatConnectJSON):
+		// Such a pipeline cannot have a registry (validate refuses schema_registry with these formats).
+		bad("$.table.key_format", fmt.Sprintf("table.key_format avro reads Confluent-framed Avro keys through schema_registry, which format %s has none of", c.Format),
+			"use key_format connect_json for keys of Kafka Connect's JsonConverter with schemas.enable=true ({\"schema\": …, \"payload\": …}), or json without schemas")
+	case c.Table.KeyFormat == kafkacols.KeyAvro && c.SchemaRegistry == nil:
 		bad("$.table.key_format", "table.key_format avro needs schema_registry (keys are Confluent-framed Avro, decoded by their schema id)", "set schema_registry, or use key_format bytes or string")
 	}
 	if c.Table.KeyFormat != kafkacols.KeyBytes && !seen[kafkacols.Key] && !c.Table.Keyed() { // a keyed table reads tombstones' keys in it

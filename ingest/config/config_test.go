@@ -407,6 +407,15 @@ func TestConfigKafkaColumns(t *testing.T) {
 	if c := cfgs[0].Table; strings.Join(c.KafkaColumns, ",") != "offset,key,headers" || c.KeyFormat != "string" {
 		t.Errorf("table: %+v", c)
 	}
+	for _, kf := range []string{"connect_json", "json"} { // JSON keys: a string column of their text, so a partition column too
+		cfgs, err = Load(configtest.Write(t, strings.Replace(goodConfig, "create: true}", "create: true, partition_by: [_kafka_key], kafka_columns: [key], key_format: "+kf+"}", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cfgs[0].Table; c.KeyFormat != kf {
+			t.Errorf("key_format %q, want %s", c.KeyFormat, kf)
+		}
+	}
 	cfgs, err = Load(configtest.Write(t, goodConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -419,8 +428,10 @@ func TestConfigKafkaColumns(t *testing.T) {
 			`p.yaml:5: table.kafka_columns: unknown Kafka column "value" (fix: use any of key, headers, topic, partition, offset, timestamp)`},
 		{"twice", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset, offset]}", 1),
 			`p.yaml:4: table.kafka_columns lists "offset" twice (fix: list each Kafka column once)`},
-		{"bad format", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [key], key_format: json}", 1),
-			`p.yaml:4: table.key_format "json" is not bytes, string or avro (fix: use bytes (default), string or avro)`},
+		{"bad format", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [key], key_format: xml}", 1),
+			`p.yaml:4: table.key_format "xml" is not bytes, string, avro, connect_json or json (fix: use bytes (default), string, avro, connect_json or json)`},
+		{"json format without key", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset], key_format: connect_json}", 1),
+			`p.yaml:4: table.key_format connect_json has no effect: table.kafka_columns does not list key (fix: add key to table.kafka_columns, or remove key_format)`},
 		{"format without key", strings.Replace(goodConfig, "create: true}", "create: true, kafka_columns: [offset], key_format: string}", 1),
 			`p.yaml:4: table.key_format string has no effect: table.kafka_columns does not list key (fix: add key to table.kafka_columns, or remove key_format)`},
 		// A Kafka column's type is fixed by the configuration: a binary key, a struct key or

@@ -137,8 +137,8 @@ func (t Table) Placeholder() string {
 	return t.UnavailableValue
 }
 
-// validateEnvelope checks table.envelope: a known envelope, on a keyed table, of Avro
-// values; that a sequence_by envelope path and table.unavailable_value have an envelope.
+// validateEnvelope checks table.envelope: a known envelope, on a keyed table, of Avro or
+// Kafka Connect JSON values; that a sequence_by envelope path and table.unavailable_value have an envelope.
 func (c *Config) validateEnvelope(bad func(path, msg, fix string)) {
 	t := &c.Table
 	if t.UnavailableValue != "" && t.Envelope == "" {
@@ -176,8 +176,8 @@ func (c *Config) validateEnvelope(bad func(path, msg, fix string)) {
 		bad("$.table.envelope", fmt.Sprintf("table.envelope %s is set but table.mode is append: a change stream's deletes and updates need a keyed table", t.Envelope),
 			"set table.mode: upsert (the current rows) or changelog (every change a row), with table.key")
 	}
-	if c.Format != FormatAvro {
-		bad("$.table.envelope", fmt.Sprintf("table.envelope %s reads Avro change events, but format is %s", t.Envelope, c.Format),
-			"use format: avro (Kafka Connect's AvroConverter), or remove table.envelope")
+	if c.Format != FormatAvro && c.Format != FormatConnectJSON {
+		bad("$.table.envelope", fmt.Sprintf("table.envelope %s reads the change events of format avro or connect_json, but format is %s", t.Envelope, c.Format),
+			"use format: avro (Kafka Connect's AvroConverter) or connect_json (its JsonConverter with schemas.enable=true), or remove table.envelope")
 	}
 }

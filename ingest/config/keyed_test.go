@@ -90,6 +90,10 @@ func TestKeyedConfigErrors(t *testing.T) {
 // (table.envelope on line 10).
 var envelopeConfig = strings.Replace(keyedConfig, "  sequence_by: updated_at\n", "  sequence_by: source.lsn\n  envelope: debezium\n", 1)
 
+// envelopeJSONConfig reads Debezium's change events through Kafka Connect's JsonConverter.
+var envelopeJSONConfig = strings.Replace(strings.Replace(envelopeConfig, `schema_registry: {url: "http://r:8081"}`, "format: connect_json", 1),
+	"  key: [id]\n", "  key: [id]\n  key_format: connect_json\n", 1)
+
 func TestEnvelopeConfig(t *testing.T) {
 	for _, env := range []string{EnvelopeDebezium, EnvelopeDebeziumFlattened} {
 		cfgs, err := Load(configtest.Write(t, strings.Replace(envelopeConfig, "envelope: debezium", "envelope: "+env, 1)))
@@ -98,6 +102,16 @@ func TestEnvelopeConfig(t *testing.T) {
 		}
 		if c := cfgs[0]; c.Table.Envelope != env || !c.Table.SequenceByEnvelope() || c.Table.SequenceBy != SequenceLSN {
 			t.Fatalf("envelope %q, sequence_by %q (envelope path %v); want %s, source.lsn, true", c.Table.Envelope, c.Table.SequenceBy, c.Table.SequenceByEnvelope(), env)
+		}
+	}
+	// Kafka Connect JSON change events, keyed by JSON keys with or without their schema.
+	for _, kf := range []string{"connect_json", "json"} {
+		cfgs, err := Load(configtest.Write(t, strings.Replace(envelopeJSONConfig, "key_format: connect_json", "key_format: "+kf, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cfgs[0]; c.Format != FormatConnectJSON || c.Table.KeyFormat != kf || c.Table.Envelope != EnvelopeDebezium {
+			t.Fatalf("format %s, key_format %s, envelope %s; want connect_json, %s, debezium", c.Format, c.Table.KeyFormat, c.Table.Envelope, kf)
 		}
 	}
 	cfgs, err := Load(configtest.Write(t, strings.Replace(envelopeConfig, "source.lsn", "lsn", 1)))
@@ -135,7 +149,11 @@ func TestEnvelopeConfigErrors(t *testing.T) {
 		{"append table", strings.Replace(envelopeConfig, "  mode: upsert\n  key: [id]\n  sequence_by: source.lsn\n", "", 1),
 			`p.yaml:7: table.envelope debezium is set but table.mode is append: a change stream's deletes and updates need a keyed table (fix: set table.mode: upsert (the current rows) or changelog (every change a row), with table.key)`},
 		{"not avro", strings.Replace(envelopeConfig, "schema: {policy: evolve}\n", "schema: {policy: evolve}\nformat: protobuf\n", 1),
-			`p.yaml:10: table.envelope debezium reads Avro change events, but format is protobuf (fix: use format: avro (Kafka Connect's AvroConverter), or remove table.envelope)`},
+			`p.yaml:10: table.envelope debezium reads the change events of format avro or connect_json, but format is protobuf (fix: use format: avro (Kafka Connect's AvroConverter) or connect_json (its JsonConverter with schemas.enable=true), or remove table.envelope)`},
+		{"plain json", strings.Replace(envelopeJSONConfig, "format: connect_json", "format: json", 1),
+			`p.yaml:11: table.envelope debezium reads the change events of format avro or connect_json, but format is json (fix: use format: avro (Kafka Connect's AvroConverter) or connect_json (its JsonConverter with schemas.enable=true), or remove table.envelope)`},
+		{"avro keys of JSON values", strings.Replace(envelopeJSONConfig, "key_format: connect_json", "key_format: avro", 1),
+			`p.yaml:9: table.key_format avro reads Confluent-framed Avro keys through schema_registry, which format connect_json has none of (fix: use key_format connect_json for keys of Kafka Connect's JsonConverter with schemas.enable=true ({"schema": …, "payload": …}), or json without schemas)`},
 		{"envelope columns", strings.Replace(envelopeConfig, "  envelope: debezium\n", "  envelope: debezium\n  envelope_columns: [op, xid, op]\n", 1),
 			"p.yaml:11: table.envelope_columns: \"xid\" is not op, lsn, source_ts_ms or ts_ms (fix: list some of op, lsn, source_ts_ms, ts_ms)\n" +
 				"p.yaml:11: table.envelope_columns: \"op\" is listed twice (fix: list each field once)"},

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hamba/avro/v2"
@@ -146,7 +148,7 @@ func (e *Envelope) compileDebezium(ws *WriterSchema, rec *avro.RecordSchema) err
 			if r == nil {
 				return newError(ReasonSchemaMismatch, f.Name(), fmt.Errorf("envelope debezium: schema %d: %s is a %s, not a [null, record] union", ws.ID, f.Name(), f.Type().Type()))
 			}
-			if row != nil && row.Fingerprint() != r.Fingerprint() {
+			if row != nil && !sameRow(row, r) {
 				return newError(ReasonSchemaMismatch, f.Name(), fmt.Errorf("envelope debezium: schema %d: before and after are different record types", ws.ID))
 			}
 			row = r
@@ -245,11 +247,87 @@ func (e *Envelope) compileFlattened(ws *WriterSchema, rec *avro.RecordSchema) er
 	return nil
 }
 
-// rowSchema is the writer schema of the rows of envelope ws: Avro row, ws's id and key.
+// rowSchema is the writer schema of the rows of envelope ws: Avro row, ws's id, key and
+// format. It has no body transcoder whatever ws's format: Split slices the row out of the
+// envelope's Avro binary (for a Kafka Connect JSON envelope, the body transcoded first,
+// WriterSchema.Transcode), so the row's bytes are Avro already and decode as such
+// (CompileRecord), while its format still names the record's for dead letters.
 func rowSchema(ws *WriterSchema, row avro.Schema) *WriterSchema {
-	r := &WriterSchema{ID: ws.ID, key: ws.key, Avro: row}
+	r := &WriterSchema{ID: ws.ID, Format: ws.Format, key: ws.key, Avro: row}
 	r.Delta, r.DeltaErr = ToDelta(row)
 	return r
+}
+
+// sameRow reports whether before's and after's record types a and b are one row type:
+// the same schema (as a converter that names the type once and references it writes
+// them), or records of the same fields in the same order with the
+// same types, logical types and Connect names, whatever their record names. Kafka
+// Connect JSON gives before and after one Connect struct (<prefix>.<schema>.<table>.Value),
+// but its derived Avro schema names each struct on its own (WriterSchema.Avro).
+func sameRow(a, b avro.Schema) bool {
+	return sameShape(a, b, 0)
+}
+
+// sameShape compares two schemas structurally (sameRow), ignoring the names of records,
+// enums and fixed types and any property other than the logical type and the Connect
+// name and parameters.
+func sameShape(a, b avro.Schema, depth int) bool {
+	a, b = deref(a), deref(b)
+	if a == b {
+		return true
+	}
+	if a.Type() != b.Type() || depth > maxJSONDepth {
+		return false
+	}
+	if avroLogicalName(a) != avroLogicalName(b) || connectNameOf(a) != connectNameOf(b) || !maps.Equal(connectParams(a), connectParams(b)) {
+		return false
+	}
+	switch x := a.(type) {
+	case *avro.RecordSchema:
+		y := b.(*avro.RecordSchema)
+		if len(x.Fields()) != len(y.Fields()) {
+			return false
+		}
+		for i, f := range x.Fields() {
+			if g := y.Fields()[i]; f.Name() != g.Name() || !sameShape(f.Type(), g.Type(), depth+1) {
+				return false
+			}
+		}
+		return true
+	case *avro.UnionSchema:
+		y := b.(*avro.UnionSchema)
+		if len(x.Types()) != len(y.Types()) {
+			return false
+		}
+		for i, t := range x.Types() {
+			if !sameShape(t, y.Types()[i], depth+1) {
+				return false
+			}
+		}
+		return true
+	case *avro.ArraySchema:
+		return sameShape(x.Items(), b.(*avro.ArraySchema).Items(), depth+1)
+	case *avro.MapSchema:
+		return sameShape(x.Values(), b.(*avro.MapSchema).Values(), depth+1)
+	case *avro.FixedSchema:
+		return x.Size() == b.(*avro.FixedSchema).Size() && sameDecimal(x, b.(*avro.FixedSchema))
+	case *avro.EnumSchema:
+		return slices.Equal(x.Symbols(), b.(*avro.EnumSchema).Symbols())
+	case *avro.PrimitiveSchema:
+		return sameDecimal(x, b.(*avro.PrimitiveSchema))
+	}
+	return true
+}
+
+// sameDecimal compares the precision and scale of two decimal logical types (true for
+// any other pair: avroLogicalName compared the kinds).
+func sameDecimal(a, b avro.LogicalTypeSchema) bool {
+	x, ok1 := a.Logical().(*avro.DecimalLogicalSchema)
+	y, ok2 := b.Logical().(*avro.DecimalLogicalSchema)
+	if !ok1 || !ok2 {
+		return ok1 == ok2
+	}
+	return x.Precision() == y.Precision() && x.Scale() == y.Scale()
 }
 
 // longRole is role when s is a long or a [null, long] union, else roleSkip.

@@ -17,7 +17,7 @@ import (
 
 // The names of table.kafka_columns; the column of each is Prefix + name.
 const (
-	Key       = "key"       // _kafka_key: binary, string or struct (KeyFormat)
+	Key       = "key"       // _kafka_key: binary, string (string and the JSON key formats) or struct (avro)
 	Headers   = "headers"   // _kafka_headers: map<string, binary>, valueContainsNull
 	Topic     = "topic"     // _kafka_topic: string
 	Partition = "partition" // _kafka_partition: integer
@@ -37,10 +37,16 @@ const (
 	KeyBytes  = "bytes"  // the key's bytes as is (default)
 	KeyString = "string" // the key as UTF-8 text; other bytes are a key_decode_error
 	KeyAvro   = "avro"   // Confluent-framed Avro, decoded with the writer schema of its own id
+	// KeyConnectJSON: Kafka Connect's JsonConverter with schemas.enable=true,
+	// {"schema": …, "payload": …}; _kafka_key holds the payload's JSON text.
+	KeyConnectJSON = "connect_json"
+	// KeyJSON: plain JSON (JsonConverter with schemas.enable=false), an object of the key
+	// columns or a bare scalar; _kafka_key holds the key's JSON text.
+	KeyJSON = "json"
 )
 
 // KeyFormats are the values table.key_format accepts.
-var KeyFormats = []string{KeyBytes, KeyString, KeyAvro}
+var KeyFormats = []string{KeyBytes, KeyString, KeyAvro, KeyConnectJSON, KeyJSON}
 
 // Column is the column name of Kafka column c ("offset" → "_kafka_offset").
 //
@@ -81,7 +87,7 @@ func Type(c, format string, keyType *deltalog.StructType) deltalog.DataType {
 	switch c {
 	case Key:
 		switch format {
-		case KeyString:
+		case KeyString, KeyConnectJSON, KeyJSON:
 			return deltalog.String
 		case KeyAvro:
 			return keyType

@@ -1,9 +1,11 @@
 package rowfill
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +24,17 @@ import (
 type KeySchemas struct {
 	Schemas map[int]*decode.WriterSchema // the registry's key writer schemas, by schema id
 	Fails   map[int]*decode.Error        // this flush's permanent lookup failures, by schema id
+	// Connect reads Kafka Connect JSON keys (key_format connect_json), caching the
+	// writer schema of each key schema text; nil: a fresh one per key.
+	Connect *decode.ConnectSource
+}
+
+// connect is ks.Connect, or a fresh source when it is nil.
+func (ks KeySchemas) connect() *decode.ConnectSource {
+	if ks.Connect != nil {
+		return ks.Connect
+	}
+	return decode.NewConnectSource()
 }
 
 // kafkaFill fills the Kafka columns of each written record (a columnFill): _kafka_topic,
@@ -225,11 +238,50 @@ func (k *kafkaFill) fillKey(key []byte, row *rowView) error {
 		return k.set(row, setKey, parquet.ByteArrayValue(key))
 	case kafkacols.KeyAvro:
 		return k.fillAvroKey(key, row)
+	case kafkacols.KeyConnectJSON, kafkacols.KeyJSON:
+		text, err := jsonKeyText(k.format, key)
+		if err != nil {
+			return err
+		}
+		return k.set(row, setKey, parquet.ByteArrayValue(text))
 	}
 	if len(key) == 0 {
 		key = []byte{} // an empty key is X'', not NULL
 	}
 	return k.set(row, setKey, parquet.ByteArrayValue(key))
+}
+
+// jsonKeyText is what _kafka_key holds of a JSON key (a string column): under
+// connect_json the text of its payload as the record has it ({"id":1} of
+// {"schema": …, "payload": {"id":1}}: the schema is in every record and says nothing
+// of this one), under json the key's text. Errors: a *decode.Error key_decode_error for a
+// key that is not one JSON value (or not {"schema": …, "payload": …} under connect_json),
+// its bytes untouched in the dead letter.
+func jsonKeyText(format string, key []byte) ([]byte, error) {
+	if !json.Valid(key) {
+		return nil, keyError("decode key (table.key_format %s): not one valid JSON value", format)
+	}
+	if format == kafkacols.KeyJSON {
+		return key, checkJSONKeyText(format, key)
+	}
+	var env struct {
+		Schema  json.RawMessage `json:"schema"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(key, &env); err != nil || env.Schema == nil || env.Payload == nil {
+		return nil, keyError(`decode key (table.key_format connect_json): not a Kafka Connect JSON record {"schema": …, "payload": …} (JsonConverter with schemas.enable=true; use key_format json without schemas)`)
+	}
+	return env.Payload, checkJSONKeyText(format, env.Payload)
+}
+
+// checkJSONKeyText refuses JSON text that is not UTF-8 (encoding/json lets it pass): a
+// string column of other bytes is unreadable to readers that check UTF-8.
+func checkJSONKeyText(format string, text []byte) error {
+	if utf8.Valid(text) {
+		return nil
+	}
+	i := decode.InvalidUTF8At(text)
+	return keyError("decode key (table.key_format %s): byte %d (0x%02x) is not valid UTF-8", format, i, text[i])
 }
 
 // fillAvroKey decodes a Confluent-framed Avro key into the _kafka_key struct's leaves.

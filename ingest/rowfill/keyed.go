@@ -1,8 +1,12 @@
 package rowfill
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -273,10 +277,14 @@ func (s *Stage) Changes() []Change {
 // table: it deletes the key its Kafka key names. The Kafka key is read in
 // table.key_format: string or bytes name a one-column key (the text parsed as the
 // column's integer for an integer column); avro (Confluent-framed, its writer schema
-// resolved for the flush: Options.Keys) names each key column by a field of the same
-// name of a record key (Delta's name matching), or a one-column key by a primitive key.
-// Errors: a *decode.Error missing_key when the key is null or does not name a key of
-// the table (naming what is missing).
+// resolved for the flush: Options.Keys) and connect_json (Kafka Connect's JsonConverter
+// with schemas.enable=true: {"schema": …, "payload": …}, the payload typed by the key's
+// own Connect schema through the Avro schema derived from it, so its logical types read
+// as avro's) name each key column by a field of the same name of a record key (Delta's
+// name matching), or a one-column key by a primitive key; json (schemas.enable=false)
+// names them by the keys of an object, or a one-column key by a bare scalar, numbers read
+// exactly (json.Number). Errors: a *decode.Error missing_key when the key is null or
+// does not name a key of the table (naming what is missing).
 func (s *Stage) Tombstone(cfg *config.Config, rec *kgo.Record) error {
 	k := s.keyed
 	if rec.Key == nil {
@@ -304,17 +312,38 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 	missing := func(format string, args ...any) error {
 		return &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf(format, args...)}
 	}
-	if cfg.Table.KeyFormat != kafkacols.KeyAvro {
-		if len(k.key) != 1 {
-			return nil, missing("a tombstone's %s Kafka key names a key of one column; this table's key has %d (%s): use table.key_format avro with a record key",
-				cfg.Table.KeyFormat, len(k.key), keyNames(k.key))
-		}
-		v, err := goKeyValue(k.key[0].field.Type, string(key))
+	switch cfg.Table.KeyFormat {
+	case kafkacols.KeyAvro:
+		return s.avroTombstoneKey(key)
+	case kafkacols.KeyConnectJSON:
+		v, err := s.keys.connect().Value(key)
 		if err != nil {
-			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.key[0].field.Name,
-				Err: fmt.Errorf("a tombstone's Kafka key %q: %w", key, err)}
+			return nil, missing("a tombstone's Kafka Connect JSON key (table.key_format connect_json): %v", err)
 		}
-		return []parquet.Value{v}, nil
+		return k.keyValues(v, "Kafka Connect JSON key", goKeyValue)
+	case kafkacols.KeyJSON:
+		v, err := plainJSONKey(key)
+		if err != nil {
+			return nil, missing("a tombstone's JSON key (table.key_format json): %v", err)
+		}
+		return k.keyValues(v, "JSON key", jsonKeyValue)
+	}
+	if len(k.key) != 1 {
+		return nil, missing("a tombstone's %s Kafka key names a key of one column; this table's key has %d (%s): use table.key_format avro, connect_json or json with a record key",
+			cfg.Table.KeyFormat, len(k.key), keyNames(k.key))
+	}
+	v, err := goKeyValue(k.key[0].field.Type, string(key))
+	if err != nil {
+		return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.key[0].field.Name,
+			Err: fmt.Errorf("a tombstone's Kafka key %q: %w", key, err)}
+	}
+	return []parquet.Value{v}, nil
+}
+
+// avroTombstoneKey reads a Confluent-framed Avro key (table.key_format avro).
+func (s *Stage) avroTombstoneKey(key []byte) ([]parquet.Value, error) {
+	missing := func(format string, args ...any) error {
+		return &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf(format, args...)}
 	}
 	id, payload, err := decode.ParseFrame(key)
 	if err != nil {
@@ -335,19 +364,26 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 	if err := avro.Unmarshal(ws.Avro, payload, &v); err != nil {
 		return nil, missing("decode a tombstone's Avro key (schema id %d): %v", id, err)
 	}
-	out := make([]parquet.Value, len(k.key))
+	return s.keyed.keyValues(v, fmt.Sprintf("Avro key (schema id %d)", id), goKeyValue)
+}
+
+// keyValues maps a decoded key v (what names a key of its format in messages) to one
+// value per key column: each column a field of a record (a map) of the same name,
+// Delta's name matching; a one-column key may be a primitive. conv converts one value.
+func (k *keyFill) keyValues(v any, what string, conv func(deltalog.DataType, any) (parquet.Value, error)) ([]parquet.Value, error) {
 	rec, isRecord := v.(map[string]any)
 	if !isRecord {
 		if len(k.key) != 1 {
-			return nil, missing("a tombstone's Avro key (schema id %d) is a %T, not a record with the key columns %s", id, v, keyNames(k.key))
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf("a tombstone's %s is a %T, not a record with the key columns %s", what, v, keyNames(k.key))}
 		}
-		pv, err := goKeyValue(k.key[0].field.Type, v)
+		pv, err := conv(k.key[0].field.Type, v)
 		if err != nil {
 			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.key[0].field.Name,
-				Err: fmt.Errorf("a tombstone's Avro key (schema id %d): %w", id, err)}
+				Err: fmt.Errorf("a tombstone's %s: %w", what, err)}
 		}
 		return []parquet.Value{pv}, nil
 	}
+	out := make([]parquet.Value, len(k.key))
 	for i, c := range k.key {
 		var fv any
 		found := false
@@ -359,15 +395,69 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 		}
 		if !found || fv == nil {
 			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
-				Err: fmt.Errorf("a tombstone's Avro key (schema id %d) has no value for key column %s", id, c.field.Name)}
+				Err: fmt.Errorf("a tombstone's %s has no value for key column %s", what, c.field.Name)}
 		}
-		pv, err := goKeyValue(c.field.Type, fv)
+		pv, err := conv(c.field.Type, fv)
 		if err != nil {
-			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's Avro key (schema id %d): %w", id, err)}
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's %s: %w", what, err)}
 		}
 		out[i] = pv
 	}
 	return out, nil
+}
+
+// plainJSONKey decodes a plain JSON key (table.key_format json): one JSON value, numbers
+// as json.Number (exact beyond 2^53).
+func plainJSONKey(key []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(key))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not one JSON value: bytes follow it")
+	}
+	return v, nil
+}
+
+// jsonKeyValue converts a value of a plain JSON key into the parquet.Value a key column of
+// type t holds: a string for a string or binary column (its UTF-8 bytes), an integer
+// number (or its text in a string) for an integer column, true or false for a boolean.
+// Errors: any other pairing (a fraction or exponent for an integer, a number for a string
+// column, an object or array).
+func jsonKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
+	switch x := v.(type) {
+	case json.Number:
+		switch t {
+		case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long:
+			n, err := strconv.ParseInt(x.String(), 10, 64)
+			if err != nil {
+				return parquet.Value{}, fmt.Errorf("%s is not an integer within 64 bits (key column type %s)", x, t)
+			}
+			return parquet.Int64Value(n), nil
+		}
+	case string, bool:
+		return goKeyValue(t, x)
+	}
+	return parquet.Value{}, fmt.Errorf("a JSON %s cannot name a %s key column", jsonKind(v), t)
+}
+
+// jsonKind names the JSON type of a value encoding/json decoded.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	}
+	return "null"
 }
 
 // goKeyValue converts a key value read from a Kafka key (the text of a string or bytes
@@ -409,6 +499,14 @@ func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 			return parquet.BooleanValue(b), nil
 		}
 	case deltalog.Date:
+		switch x := v.(type) {
+		case int: // days since the epoch: an Avro int that names a date without its logicalType (io.debezium.time.Date)
+			if x >= math.MinInt32 && x <= math.MaxInt32 {
+				return parquet.Int32Value(int32(x)), nil
+			}
+		case int32:
+			return parquet.Int32Value(x), nil
+		}
 		if tm, ok := v.(time.Time); ok {
 			sec := tm.Unix()
 			days := sec / 86400
