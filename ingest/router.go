@@ -42,7 +42,9 @@ type TopicLister func(ctx context.Context) ([]string, error)
 //
 // Failure: a table that cannot be opened, or whose pipeline fails, is reported in
 // Statuses (and ingestd_routed_tables{state="failed"}) and is not retried until the
-// process restarts; it never stops the other tables, nor the discovery of new ones.
+// process restarts; it never stops the other tables, nor the discovery of new ones. So
+// is a table whose topic another pipeline of the process already writes into the same
+// table (TableClaims): it fails before it is opened, and the other pipeline goes on.
 //
 // Goroutines: Run owns the discovery loop and one goroutine per table, and returns when
 // ctx has ended and every table's pipeline has stopped and closed.
@@ -52,6 +54,7 @@ type Router struct {
 	m      *Metrics
 	open   OpenFunc
 	topics TopicLister
+	claims *TableClaims // the process's tables by topic; nil: not checked
 
 	mu       sync.Mutex
 	tables   map[string]*routedTable // by topic
@@ -77,12 +80,14 @@ type routedTable struct {
 const deletedAfter = 2
 
 // NewRouter returns the router of cfg (cfg.Routed() must hold), which opens each table's
-// pipeline with open and lists topics with topics. m may be nil. It does no I/O.
-func NewRouter(cfg *config.Config, log *slog.Logger, m *Metrics, open OpenFunc, topics TopicLister) *Router {
+// pipeline with open and lists topics with topics. Before opening a table it claims the
+// table's topic in claims, shared by every pipeline of the process (nil: no check). m
+// may be nil. It does no I/O.
+func NewRouter(cfg *config.Config, log *slog.Logger, m *Metrics, open OpenFunc, topics TopicLister, claims *TableClaims) *Router {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Router{cfg: cfg, log: log.With("pipeline", cfg.Name), m: m, open: open, topics: topics, tables: map[string]*routedTable{}}
+	return &Router{cfg: cfg, log: log.With("pipeline", cfg.Name), m: m, open: open, topics: topics, claims: claims, tables: map[string]*routedTable{}}
 }
 
 // KafkaTopicLister lists the topics cfg's principal may describe, through a client of
@@ -231,13 +236,23 @@ func (r *Router) stopDeleted(names []string) {
 	}
 }
 
-// openTable opens the pipeline of topic's table.
+// openTable claims topic's table (TableClaims) and opens its pipeline; a table that
+// fails to open gives its claim back.
 func (r *Router) openTable(ctx context.Context, topic string) (*Pipeline, error) {
 	cfg, err := r.cfg.ForTopic(topic)
 	if err != nil {
 		return nil, err
 	}
-	return r.open(ctx, cfg)
+	release, err := r.claims.Claim(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.open(ctx, cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return p, nil
 }
 
 // runTable runs p until ctx ends or it fails, then closes it; a failure frees its share

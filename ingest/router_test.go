@@ -27,11 +27,16 @@ import (
 // routerFixture is a Router over an in-process broker and registry: its pipeline reads
 // the topics matching pg\.(?P<t>.+) into tables under root/{t}.
 type routerFixture struct {
-	h    *harness
-	adm  *kadm.Client
-	root string
-	r    *Router
+	h      *harness
+	adm    *kadm.Client
+	root   string
+	claims *TableClaims // shared by the fixture's routers, as by the pipelines of one process
+	*routerRun
+}
 
+// routerRun is one Router of a fixture, running until stopped.
+type routerRun struct {
+	r       *Router
 	cancel  context.CancelFunc
 	done    chan error
 	err     error // Run's, once stopped
@@ -43,11 +48,27 @@ type routerFixture struct {
 // that error.
 func startRouter(t *testing.T, topics []string, tweak func(*config.Config), refuse map[string]error) *routerFixture {
 	t.Helper()
+	f := newRouterFixture(t, topics)
+	f.routerRun = f.start(tweak, refuse)
+	return f
+}
+
+// newRouterFixture creates topics on a new broker; it runs no router yet (start).
+func newRouterFixture(t *testing.T, topics []string) *routerFixture {
+	t.Helper()
 	h := newHarness(t, 1)
-	f := &routerFixture{h: h, adm: kadm.NewClient(h.producer), root: t.TempDir()}
+	f := &routerFixture{h: h, adm: kadm.NewClient(h.producer), root: t.TempDir(), claims: NewTableClaims()}
 	if _, err := f.adm.CreateTopics(context.Background(), 1, 1, nil, topics...); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// start runs one more router in the fixture, of a pipeline named cdc reading
+// pg\.(?P<t>.+) into root/{t} unless tweak changes its config, until the test ends.
+func (f *routerFixture) start(tweak func(*config.Config), refuse map[string]error) *routerRun {
+	h, t := f.h, f.h.t
+	t.Helper()
 	cfg := h.config()
 	cfg.Name, cfg.AppID, cfg.Kafka.Group = "cdc", "cdc", "ingestd-cdc"
 	cfg.Kafka.Topics, cfg.Kafka.TopicPattern, cfg.Kafka.DiscoverEvery = nil, `pg\.(?P<t>.+)`, time.Second
@@ -55,7 +76,7 @@ func startRouter(t *testing.T, topics []string, tweak func(*config.Config), refu
 	if tweak != nil {
 		tweak(cfg)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t, "router"}, &slog.HandlerOptions{Level: slog.LevelError}))
+	log := slog.New(slog.NewTextHandler(testWriter{t, "router " + cfg.Name}, &slog.HandlerOptions{Level: slog.LevelError}))
 	open := func(ctx context.Context, tc *config.Config) (*Pipeline, error) {
 		if err := refuse[tc.Kafka.Topics[0]]; err != nil {
 			return nil, err
@@ -68,16 +89,16 @@ func startRouter(t *testing.T, topics []string, tweak func(*config.Config), refu
 		ds, err := f.adm.ListTopics(ctx)
 		return ds.Names(), err
 	}
-	f.r = NewRouter(cfg, log, h.metrics, open, list)
+	run := &routerRun{r: NewRouter(cfg, log, h.metrics, open, list, f.claims)}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel, f.done = cancel, make(chan error, 1)
-	go func() { f.done <- f.r.Run(ctx) }()
-	t.Cleanup(func() { f.stop() })
-	return f
+	run.cancel, run.done = cancel, make(chan error, 1)
+	go func() { run.done <- run.r.Run(ctx) }()
+	t.Cleanup(func() { run.stop() })
+	return run
 }
 
 // stop ends the router (like SIGTERM) and returns Run's error; later calls return it again.
-func (f *routerFixture) stop() error {
+func (f *routerRun) stop() error {
 	if !f.stopped {
 		f.cancel()
 		f.err, f.stopped = <-f.done, true
@@ -105,7 +126,7 @@ func (f *routerFixture) ids(table string) map[int64]int {
 }
 
 // states are the router's statuses as "<pipeline>=<state>".
-func (f *routerFixture) states() []string {
+func (f *routerRun) states() []string {
 	var out []string
 	for _, s := range f.r.Statuses() {
 		out = append(out, s.Pipeline+"="+string(s.State))
@@ -265,5 +286,77 @@ func TestRouterDeletedTopicStopsItsTable(t *testing.T) {
 	}
 	if err := f.stop(); err != nil {
 		t.Fatalf("Run = %v, want nil (a deleted topic is no failure)", err)
+	}
+}
+
+// Two routed pipelines of one process whose different patterns both match a topic and
+// render one table URI (written differently: a trailing slash, a plain path) would each
+// write every record of that topic into the table. The second to claim it fails that
+// table before opening it, naming both pipelines, their files and the URI; the first
+// writes every record once, and each goes on with its other tables.
+func TestRouterTwoPipelinesOneTable(t *testing.T) {
+	f := newRouterFixture(t, []string{"pg.public.a", "pg.b", "db.public.c"})
+	ids := func(table string) map[int64]int { return f.ids(table) }
+	wide := f.start(func(c *config.Config) {
+		c.Name, c.AppID, c.Kafka.Group, c.File = "wide", "wide", "ingestd-wide", "wide.yaml"
+		c.Kafka.TopicPattern, c.Table.URI = `pg\..+`, "file://"+f.root+"/{topic}"
+	}, nil)
+	f.produce("pg.public.a", 0, 20, 0)
+	f.produce("pg.b", 100, 10, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a, b := len(ids("pg.public.a")), len(ids("pg.b")); a != 20 || b != 10 {
+			return fmt.Errorf("tables pg.public.a, pg.b hold %d, %d ids; want 20, 10", a, b)
+		}
+		return nil
+	})
+	narrow := f.start(func(c *config.Config) {
+		c.Name, c.AppID, c.Kafka.Group, c.File = "narrow", "narrow", "ingestd-narrow", "narrow.yaml"
+		c.Kafka.TopicPattern, c.Table.URI = `(pg|db)\.public\..+`, f.root+"/{topic}/"
+	}, nil)
+	uri := f.root + "/pg.public.a/"
+	var failed Status
+	waitFor(t, 15*time.Second, func() error {
+		ss := narrow.r.Statuses()
+		if len(ss) != 2 || ss[0].Pipeline != "narrow/db.public.c" || ss[0].State != StateRunning ||
+			ss[1].Pipeline != "narrow/pg.public.a" || ss[1].State != StateFailed {
+			return fmt.Errorf("narrow's statuses %v, want narrow/db.public.c running and narrow/pg.public.a failed", narrow.states())
+		}
+		failed = ss[1]
+		return nil
+	})
+	want := "claim table " + uri + " for topic pg.public.a: pipeline wide/pg.public.a (wide.yaml) already writes that topic into this table, " +
+		"so pipeline narrow/pg.public.a (narrow.yaml) would write every record a second time: " + ErrTableClaimed.Error()
+	if failed.Error != want {
+		t.Fatalf("narrow/pg.public.a failed with\n%q\nwant\n%q", failed.Error, want)
+	}
+	for _, c := range []struct {
+		pipeline, state string
+		want            float64
+	}{{"wide", "running", 2}, {"wide", "failed", 0}, {"narrow", "running", 1}, {"narrow", "failed", 1}} {
+		if v := testutil.ToFloat64(f.h.metrics.RoutedTables.WithLabelValues(c.pipeline, c.state)); v != c.want {
+			t.Errorf(`ingestd_routed_tables{pipeline=%q,state=%q} = %v, want %v`, c.pipeline, c.state, v, c.want)
+		}
+	}
+	// Both go on, and every record of every topic is in its table once.
+	f.produce("pg.public.a", 20, 10, 0)
+	f.produce("db.public.c", 300, 5, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a, c := len(ids("pg.public.a")), len(ids("db.public.c")); a != 30 || c != 5 {
+			return fmt.Errorf("tables pg.public.a, db.public.c hold %d, %d ids; want 30, 5", a, c)
+		}
+		return nil
+	})
+	for _, table := range []string{"pg.public.a", "pg.b", "db.public.c"} {
+		for id, n := range ids(table) {
+			if n != 1 {
+				t.Errorf("table %s holds id %d %d times, want once", table, id, n)
+			}
+		}
+	}
+	if err := wide.stop(); err != nil {
+		t.Errorf("wide: Run = %v, want nil", err)
+	}
+	if err := narrow.stop(); err == nil || err.Error() != "run pipeline narrow: 1 of its 2 tables failed" {
+		t.Errorf("narrow: Run = %v, want its table pg.public.a counted as failed", err)
 	}
 }

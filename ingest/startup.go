@@ -166,6 +166,9 @@ func probeRegistry(ctx context.Context, s SchemaSource, log *slog.Logger) error 
 		log.Warn("schema registry refused the start-up probe; the first schema lookup decides", "err", err)
 		return nil
 	}
+	if ctx.Err() != nil {
+		return nil // stopped (SIGTERM) during the probe: the registry was not at fault
+	}
 	log.Warn("schema registry not reachable at start-up; lookups retry it", "err", err)
 	return nil
 }
@@ -253,6 +256,9 @@ func (p *Pipeline) listTopics(ctx context.Context, adm *kadm.Client, topics []st
 			}
 		} else {
 			mismatchSeen = 0
+		}
+		if ctx.Err() != nil { // stopped (SIGTERM) during the listing: nothing to retry or report
+			return nil, nil, fmt.Errorf("list topics on %v: %w", p.cfg.Kafka.Brokers, ctx.Err())
 		}
 		p.observe(verdict{action: actRetry, stage: "metadata", err: err}, 1, "list topics failed", "attempt", attempt+1)
 		if attempt+1 >= metadataAttempts || retryBackoff.Sleep(ctx, attempt) != nil {

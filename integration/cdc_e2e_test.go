@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // TestCDCPostgresToDelta is change data capture end to end on real services: PostgreSQL
@@ -22,7 +25,10 @@ import (
 // changes and multi-statement transactions runs while ingestd is killed with SIGKILL and
 // restarted. At the end each Delta table, read by delta-rs and by Spark, equals
 // `SELECT … ORDER BY id` of its source table, every column exactly (numeric as its decimal
-// text, timestamptz in µs, NULLs), with one row per key.
+// text, timestamptz in µs, NULLs), with one row per key. events is partitioned by at_date,
+// a generated column CAST(at AS DATE): the workload's updates move rows between dates (and
+// to and from the NULL partition), so each row's at_date must equal the UTC date of its
+// at, and every live file of the snapshot must hold only live rows of its own partition.
 func TestCDCPostgresToDelta(t *testing.T) {
 	t.Parallel() // own database, slots, topics, worker and tables
 	s := need(t)
@@ -57,6 +63,9 @@ func TestCDCPostgresToDelta(t *testing.T) {
 	cfgDir := filepath.Join(root, "configs")
 	mustMkdir(t, cfgDir)
 	paths := map[string]string{}
+	// events is partitioned by the UTC date of at, a generated column: an update that
+	// changes at moves its row to another partition, and a NULL at is the NULL partition.
+	layout := map[string]string{"accounts": "", "events": `, partition_by: [at_date], generated_columns: {at_date: "CAST(at AS DATE)"}`}
 	for _, tb := range []string{"accounts", "events"} {
 		paths[tb] = filepath.Join(root, tb)
 		topic := prefix + ".public." + tb
@@ -64,11 +73,11 @@ func TestCDCPostgresToDelta(t *testing.T) {
 		writePipeline(t, cfgDir, tb, fmt.Sprintf(`name: %s
 kafka: {brokers: [%q], topics: [%s], group: %s-%s, start_offset: earliest, session_timeout: 6s}
 schema_registry: {url: %q}
-table: {uri: %q, create: true, mode: upsert, key: [id], key_format: avro, envelope: debezium, sequence_by: source.lsn}
+table: {uri: %q, create: true, mode: upsert, key: [id], key_format: avro, envelope: debezium, sequence_by: source.lsn%s}
 schema: {policy: evolve}
 dead_letter: {topic: %s}
 batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
-`, tb, s.brokers, topic, tb, suffix, s.registry, paths[tb], dlq, 20+rng.IntN(200)))
+`, tb, s.brokers, topic, tb, suffix, s.registry, paths[tb], layout[tb], dlq, 20+rng.IntN(200)))
 	}
 	d := startDaemon(t, cfgDir)
 	kills := 0
@@ -103,9 +112,10 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 		"accounts": `SELECT id::text, coalesce(name, '<nil>'), coalesce(balance::text, '<nil>'),
 			coalesce((extract(epoch FROM opened) * 1000000)::bigint::text, '<nil>'), coalesce(active::text, '<nil>') FROM accounts ORDER BY accounts.id`,
 		"events": `SELECT id::text, kind, coalesce(amount::text, '<nil>'),
-			coalesce((extract(epoch FROM at) * 1000000)::bigint::text, '<nil>') FROM events ORDER BY events.id`,
+			coalesce((extract(epoch FROM at) * 1000000)::bigint::text, '<nil>'),
+			coalesce(((at AT TIME ZONE 'UTC')::date)::text, '<nil>') FROM events ORDER BY events.id`,
 	}
-	cols := map[string][]string{"accounts": {"id", "name", "balance", "opened", "active"}, "events": {"id", "kind", "amount", "at"}}
+	cols := map[string][]string{"accounts": {"id", "name", "balance", "opened", "active"}, "events": {"id", "kind", "amount", "at", "at_date"}}
 	for _, tb := range []string{"accounts", "events"} {
 		source := pgRows(t, db, queries[tb])
 		rs := readDeltaRS(t, python, paths[tb])
@@ -125,6 +135,8 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 		}
 		t.Logf("%s: %d rows equal in PostgreSQL, delta-rs and Spark after %d changes", tb, len(source), want[tb])
 	}
+	files, parts := cdcCheckPartitions(t, paths["events"], "at", "at_date")
+	t.Logf("events: %d live files in %d partitions checked row by row", files, parts)
 	t.Logf("%d kill -9 of ingestd; %d statements; %v", kills, w.statements, time.Since(start).Round(time.Millisecond))
 }
 
@@ -289,4 +301,54 @@ func cdcDeltaRows(t *testing.T, rows []map[string]any, cols []string) []string {
 		texts[i] = r.text
 	}
 	return texts
+}
+
+// cdcCheckPartitions checks that every live data file of the table at path holds only live
+// rows of its own partition: for each row, the file's partitionValues[dateCol] (and its
+// directory, Spark's layout) is the UTC date of the row's timestamp column tsCol, NULL
+// (__HIVE_DEFAULT_PARTITION__) when tsCol is NULL. It returns the number of live files and
+// of partition values.
+func cdcCheckPartitions(t *testing.T, path, tsCol, dateCol string) (files, partitions int) {
+	t.Helper()
+	ctx := context.Background()
+	snap := openSnapshotT(t, path)
+	st, err := storage.NewLocal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Metadata.PartitionColumns; !slices.Equal(got, []string{dateCol}) {
+		t.Fatalf("partition columns %q, want [%s]", got, dateCol)
+	}
+	values := map[string]bool{}
+	for _, add := range snap.Files.All() {
+		files++
+		pv := add.PartitionValues[dateCol]
+		values[pvString(pv)] = true
+		dir := dateCol + "=" + deltawriter.HiveDefaultPartition
+		if pv != nil {
+			dir = dateCol + "=" + *pv
+		}
+		if !strings.HasPrefix(add.Path, dir+"/") {
+			t.Errorf("file %s (partition %s) is not in directory %s", add.Path, pvString(pv), dir)
+		}
+		if _, err := snap.ReadDataFile(ctx, st, add, func(row map[string]any) error {
+			want := "null"
+			switch v := row[tsCol].(type) {
+			case nil:
+			case int64:
+				want = pvString(sp(time.UnixMicro(v).UTC().Format(time.DateOnly)))
+			case time.Time:
+				want = pvString(sp(v.UTC().Format(time.DateOnly)))
+			default:
+				return fmt.Errorf("column %s holds %T %v", tsCol, v, v)
+			}
+			if want != pvString(pv) {
+				t.Errorf("file %s (partition %s) holds a live row of id %v whose %s %v is in partition %s", add.Path, pvString(pv), row["id"], tsCol, row[tsCol], want)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files, len(values)
 }

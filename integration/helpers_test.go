@@ -278,6 +278,35 @@ func (d *daemon) stop(t *testing.T) int {
 	return d.cmd.ProcessState.ExitCode()
 }
 
+// stopClean sends SIGTERM and fails the test unless the daemon exits 0 without logging
+// an ERROR line from the signal on: a clean shutdown (every pipeline drained, offsets
+// committed, consumers out of their group) has nothing to report as an error, and an
+// operator's alert on ERROR lines must not fire on every restart.
+func (d *daemon) stopClean(t *testing.T) {
+	t.Helper()
+	st, err := d.logs.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := st.Size()
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("ingestd exited %d after SIGTERM, want 0", code)
+	}
+	b, err := os.ReadFile(d.logs.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for _, l := range strings.Split(string(b[min(from, int64(len(b))):]), "\n") {
+		if strings.Contains(l, `"level":"ERROR"`) {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) > 0 {
+		t.Errorf("ingestd logged %d ERROR lines after SIGTERM, in a clean shutdown:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
+
 // kill9 kills the daemon without warning.
 func (d *daemon) kill9(t *testing.T) {
 	t.Helper()

@@ -152,6 +152,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var runners []runner
 	var openFailed []ingest.Status // pipelines whose table could not be opened: reported, not run
 	shared := ingest.Shared{Maintainers: maintainers, Memory: memory}
+	// Which pipeline writes each topic into each table: a second pipeline that would
+	// write a topic into a table another one already writes it into fails instead
+	// (two kafka.topic_pattern files that both route one topic to one table).
+	claims := ingest.NewTableClaims()
 	failedToOpen := func(c *config.Config, err error) {
 		log.Error("pipeline failed to open; the others run", "pipeline", c.Name, "file", c.File, "err", err)
 		openFailed = append(openFailed, ingest.Status{Pipeline: c.Name, State: ingest.StateFailed, Error: err.Error(), Since: time.Now()})
@@ -170,11 +174,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			open := func(ctx context.Context, tc *config.Config) (*ingest.Pipeline, error) {
 				return openPipeline(ctx, tc, log, m, shared)
 			}
-			runners = append(runners, ingest.NewRouter(c, log, m, open, list))
+			runners = append(runners, ingest.NewRouter(c, log, m, open, list, claims))
+			continue
+		}
+		release, err := claims.Claim(c)
+		if err != nil {
+			failedToOpen(c, err)
 			continue
 		}
 		p, err := openPipeline(ctx, c, log, m, shared)
 		if err != nil {
+			release()
 			if ctx.Err() != nil {
 				// SIGTERM or SIGINT arrived while the pipeline was opening (its table, its
 				// clients): a shutdown, not a failure; nothing was consumed or written.

@@ -409,7 +409,7 @@ func Load(path string) ([]*Config, error) {
 				}
 				continue
 			}
-			if shared := sharedTopics(prev, c); prev.Table.URI == c.Table.URI && len(shared) > 0 {
+			if shared := sharedTopics(prev, c); sameTable(prev.Table.URI, c.Table.URI) && len(shared) > 0 {
 				errs = append(errs, &Error{File: f, Line: c.Line("$.table.uri"),
 					Msg: fmt.Sprintf("pipeline %q writes topic %v into table %s, like pipeline %q (%s): every record would land twice", c.Name, shared, c.Table.URI, prev.Name, prev.File),
 					Fix: "give each pipeline its own table, or let one pipeline read both topics (kafka.topics takes a list)"})
@@ -423,7 +423,6 @@ func Load(path string) ([]*Config, error) {
 	return cfgs, nil
 }
 
-// sharedTopics returns the source topics a and b both read.
 // routedOverlap says what a and b, one of them or both with kafka.topic_pattern, would
 // both write into the same table ("" when nothing can be shown to): with the same
 // pattern and table.uri template, every matching topic; with one topics list, each
@@ -431,7 +430,7 @@ func Load(path string) ([]*Config, error) {
 // patterns are not compared (what they both match depends on the cluster's topics).
 func routedOverlap(a, b *Config) string {
 	if a.Routed() && b.Routed() {
-		if a.Kafka.TopicPattern == b.Kafka.TopicPattern && a.Table.URI == b.Table.URI {
+		if a.Kafka.TopicPattern == b.Kafka.TopicPattern && sameTable(a.Table.URI, b.Table.URI) {
 			return fmt.Sprintf("every topic matching kafka.topic_pattern %q into table %s", a.Kafka.TopicPattern, a.Table.URI)
 		}
 		return ""
@@ -441,7 +440,7 @@ func routedOverlap(a, b *Config) string {
 	}
 	var shared []string
 	for _, t := range b.Kafka.Topics {
-		if tc, err := a.ForTopic(t); err == nil && tc.Table.URI == b.Table.URI {
+		if tc, err := a.ForTopic(t); err == nil && sameTable(tc.Table.URI, b.Table.URI) {
 			shared = append(shared, t)
 		}
 	}
@@ -451,6 +450,11 @@ func routedOverlap(a, b *Config) string {
 	return fmt.Sprintf("topic %v into table %s", shared, b.Table.URI)
 }
 
+// sameTable reports whether two table URIs (or templates) name one location, written
+// alike or not (a trailing slash, file:// or a plain path: storage.CanonicalURI).
+func sameTable(a, b string) bool { return storage.CanonicalURI(a) == storage.CanonicalURI(b) }
+
+// sharedTopics returns the source topics a and b both read.
 func sharedTopics(a, b *Config) []string {
 	var out []string
 	for _, t := range b.Kafka.Topics {

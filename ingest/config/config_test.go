@@ -148,7 +148,9 @@ func TestConfigSameTopicSameTable(t *testing.T) {
 	dir := t.TempDir()
 	second := strings.Replace(goodConfig, "name: orders-silver", "name: orders-copy", 1)
 	third := strings.NewReplacer("name: orders-silver", "name: other", "topics: [orders]", "topics: [payments]").Replace(goodConfig)
-	for name, body := range map[string]string{"a.yaml": goodConfig, "b.yaml": second, "c.yaml": third} {
+	// The same table written another way: a plain path with a trailing slash.
+	fourth := strings.NewReplacer("name: orders-silver", "name: orders-path", `uri: "file:///tmp/t"`, `uri: "/tmp/t/"`).Replace(goodConfig)
+	for name, body := range map[string]string{"a.yaml": goodConfig, "b.yaml": second, "c.yaml": third, "d.yaml": fourth} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -161,8 +163,12 @@ func TestConfigSameTopicSameTable(t *testing.T) {
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q\n does not contain %q", err, want)
 	}
-	if strings.Count(err.Error(), "would land twice") != 1 {
-		t.Fatalf("want exactly one error (c.yaml reads another topic): %v", err)
+	want = filepath.Join(dir, "d.yaml") + `:4: pipeline "orders-path" writes topic [orders] into table /tmp/t/, like pipeline "orders-silver"`
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q\n does not contain %q", err, want)
+	}
+	if n := strings.Count(err.Error(), "would land twice"); n != 3 {
+		t.Fatalf("want 3 errors (b.yaml and d.yaml against a.yaml, d.yaml against b.yaml; c.yaml reads another topic), got %d: %v", n, err)
 	}
 }
 

@@ -2,8 +2,10 @@ package kafkaclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -162,7 +164,10 @@ func (f Clients) TopicDiscovery() (*kgo.Client, error) {
 const LevelTrace = slog.LevelDebug - 4
 
 // kgoLogger adapts slog to kgo's logger, keeping kgo's chatter at debug and warn levels;
-// kgo's debug level only at LevelTrace.
+// kgo's debug level only at LevelTrace. A kgo warning or error caused by a cancelled
+// context (cancelledErr) is logged at debug: kgo's contexts are cancelled only by the
+// client's own Close or LeaveGroup, or by a request context ingestd cancelled on
+// shutdown, so it reports a stop, never a fault.
 type kgoLogger struct{ l *slog.Logger }
 
 func (k kgoLogger) Level() kgo.LogLevel {
@@ -175,6 +180,9 @@ func (k kgoLogger) Level() kgo.LogLevel {
 	return kgo.LogLevelWarn
 }
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+	if (level == kgo.LogLevelError || level == kgo.LogLevelWarn) && cancelledErr(kv) {
+		level = kgo.LogLevelInfo
+	}
 	switch level {
 	case kgo.LogLevelInfo:
 		k.l.Debug("kafka: "+msg, kv...)
@@ -185,4 +193,23 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 	default:
 		k.l.Log(context.Background(), LevelTrace, "kafka: "+msg, kv...)
 	}
+}
+
+// cancelledErr reports whether the "err" value of kgo's key-value pairs is a context
+// cancellation, wrapped or only formatted into the text. The text matters: when a
+// consumer closes while it leads a rebalance, kgo's balancer formats the cancelled
+// metadata request into its error with %v ("unable to fetch metadata for group topics:
+// context canceled"), so kgo's own check for a cancelled context misses it, and it checks
+// the client's context, which Close cancels only after leaving the group: kgo then logs
+// "group manage loop errored" at error level on a clean shutdown (seen when the many
+// consumers of a kafka.topic_pattern pipeline leave one group at once).
+func cancelledErr(kv []any) bool {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if key, _ := kv[i].(string); key != "err" {
+			continue
+		}
+		err, ok := kv[i+1].(error)
+		return ok && (errors.Is(err, context.Canceled) || strings.HasSuffix(err.Error(), context.Canceled.Error()))
+	}
+	return false
 }
