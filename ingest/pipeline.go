@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -86,6 +87,11 @@ type Pipeline struct {
 	// after the token when both are held.
 	batchMu sync.Mutex
 	cl      *kgo.Client
+	// consumer is the group consumer as soon as it is built, before cl is (its first
+	// assignment may come before start sets cl); consumerBuilt is closed once it is set.
+	consumer      atomic.Pointer[kgo.Client]
+	consumerBuilt chan struct{}
+	consumerOnce  sync.Once
 	// batch buffers the records read and not yet committed: fresh ones, and those whose
 	// flush failed transiently, held back per partition (their partitions paused) until
 	// a jittered, growing backoff ends. A partition's records are always flushed
@@ -211,6 +217,7 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		decodedPerByte: initialDecodedPerByte,
 		maintainers:    deps.Maintainers,
 		firstAssigned:  make(chan struct{}),
+		consumerBuilt:  make(chan struct{}),
 	}
 	if p.maintainers == nil {
 		p.maintainers = maintain.NewRegistry()

@@ -76,8 +76,8 @@ func txnBeyondLogEnd(k topicPartition, v, end int64) HaltedPartition {
 }
 
 // logEnds returns the end offset (high watermark) of each partition of m the table holds
-// a txn for, read with one ListOffsets request per topic set; nil when none has a txn,
-// the consumer is not built yet, or the request fails (logged: the check is skipped, and
+// a txn for, read through the group consumer with one ListOffsets request per broker;
+// nil when none has a txn, or when the request fails (logged: the check is skipped, and
 // assignment goes on as before it).
 func (p *Pipeline) logEnds(ctx context.Context, m map[string]map[int32]kgo.Offset, txns map[string]int64) map[topicPartition]int64 {
 	var topics []string
@@ -89,15 +89,18 @@ func (p *Pipeline) logEnds(ctx context.Context, m map[string]map[int32]kgo.Offse
 			}
 		}
 	}
-	p.batchMu.Lock()
-	cl := p.cl
-	p.batchMu.Unlock()
-	if len(topics) == 0 || cl == nil {
+	if len(topics) == 0 {
 		return nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, logEndsTimeout)
 	defer cancel()
-	listed, err := kadm.NewClient(cl).ListEndOffsets(lctx, topics...)
+	select { // this callback may run before the client that runs it is handed to start
+	case <-p.consumerBuilt:
+	case <-lctx.Done():
+		p.log.Warn("could not read the end offsets of the assigned partitions; not checking them against the table's txns", "err", lctx.Err())
+		return nil
+	}
+	listed, err := kadm.NewClient(p.consumer.Load()).ListEndOffsets(lctx, topics...)
 	if err == nil {
 		err = listed.Error()
 	}

@@ -56,6 +56,8 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.consumer.Store(cl)
+	p.consumerOnce.Do(func() { close(p.consumerBuilt) })
 	s := &session{p: p, cl: cl}
 	if p.cfg.DeadLetter.Topic != "" {
 		if s.dlq, err = clients.DeadLetterProducer(); err != nil {
