@@ -219,7 +219,7 @@ func (f *FileSet) compact() {
 		old = f.base
 		b.pvs = slices.Clone(old.pvs)
 		for i, pv := range old.pvs {
-			b.pvIndex[pvKey(&b.scratch, pv)] = uint32(i)
+			b.pvIndex[strings.Clone(pvKey(&b.scratch, pv))] = uint32(i) // pvKey aliases the scratch buffer
 		}
 	}
 	okeys := slices.Sorted(maps.Keys(f.over))

@@ -124,3 +124,33 @@ func TestFileRowSize(t *testing.T) {
 		t.Fatalf("fileRow is %d bytes, docs/performance.md says 64", n)
 	}
 }
+
+// A compaction re-indexes the base's interned partition values by their canonical key;
+// each key must be a copy, not the builder's scratch buffer that the next key overwrites:
+// else a file of one partition, added after the compaction, is given another partition's
+// values (every key in the index then reads as the last one written).
+func TestFileSetCompactKeepsPartitionValues(t *testing.T) {
+	pv := func(d string) map[string]*string { return map[string]*string{"d": &d} }
+	var adds []deltalog.Add
+	days := []string{"2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05"}
+	for i := range 50 {
+		d := days[i%len(days)]
+		adds = append(adds, deltalog.Add{Path: fmt.Sprintf("d=%s/a-%03d.parquet", d, i), PartitionValues: pv(d), Size: int64(i)})
+	}
+	f := NewFileSet(adds...)
+	for round := range 3 {
+		f = f.clone()
+		for i, d := range days {
+			a := deltalog.Add{Path: fmt.Sprintf("d=%s/r%d-%03d.parquet", d, round, i), PartitionValues: pv(d), Size: int64(i)}
+			f.put(a.Path, a)
+		}
+		f.compact()
+		for k, a := range f.All() {
+			want := k[len("d=") : len("d=")+len("2026-12-01")]
+			if got := a.PartitionValues["d"]; got == nil || *got != want {
+				t.Fatalf("round %d: %s has partition value %v, want %s", round, k, deref(got), want)
+			}
+		}
+	}
+}
+
