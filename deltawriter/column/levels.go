@@ -128,6 +128,9 @@ func (c *Column) notLevels(op string) {
 
 // appendRun appends n copies of x to dst.
 func appendRun(dst []byte, n int, x byte) []byte {
+	if n == 1 { // a null of one row: the common case when building a checkpoint row
+		return append(dst, x)
+	}
 	start := len(dst)
 	dst = append(dst, make([]byte, n)...)
 	if x != 0 {

@@ -57,8 +57,9 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 		}
 		return nil
 	}
-	for j, d8 := range defs {
-		r, d := 0, int(d8)
+	n, maxDef8 := len(defs), byte(maxDef)
+	for j := 0; j < n; j++ {
+		r, d := 0, int(defs[j])
 		if maxRep > 0 {
 			r = int(reps[j])
 		}
@@ -76,9 +77,36 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 		if r > maxRep || d > maxDef {
 			return s, fmt.Errorf("column %s value %d: levels (%d,%d) exceed max (%d,%d)", name(), j, r, d, maxRep, maxDef)
 		}
-		if d < maxDef {
+		if d < maxDef && r > 0 {
 			s.Nulls++
 			pageNulls++
+			continue
+		}
+		if d < maxDef {
+			// A run of null rows (the rows of other actions, in a checkpoint): counted,
+			// and cut into pages where the per-entry test would cut them, without a
+			// test per entry. No value is added in the run, so the test first holds at
+			// the row pageStart + 8·(pageTargetBytes − len(e.vals)).
+			end := j + 1
+			for end < n && defs[end] < maxDef8 && (maxRep == 0 || reps[end] == 0) {
+				end++
+			}
+			s.Nulls += end - j
+			rows += end - j - 1
+			i := j // entries [i, end) are not in pageNulls yet
+			for e.encode {
+				k := max(pageStart+max(pageTargetBytes-len(e.vals), 0)<<3, i+1)
+				if k >= end {
+					break
+				}
+				pageNulls += k - i
+				if err := flush(k); err != nil {
+					return s, err
+				}
+				pageStart, pageNulls, nbits, i = k, 0, 0, k
+			}
+			pageNulls += end - i
+			j = end - 1
 			continue
 		}
 		if k >= len(words) {
@@ -166,8 +194,8 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 	if rows != numRows {
 		return s, fmt.Errorf("column %s has %d rows, want %d", name(), rows, numRows)
 	}
-	if e.encode && len(defs) > pageStart {
-		if err := flush(len(defs)); err != nil {
+	if e.encode && n > pageStart {
+		if err := flush(n); err != nil {
 			return s, err
 		}
 	}
