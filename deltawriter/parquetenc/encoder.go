@@ -50,6 +50,9 @@ type columnEncoder struct {
 
 	// yield, when not nil, is called after each page is written (Writer.SetYield)
 	yield func()
+	// pageTarget is the page-cut bound in bytes (pageTargetBytes, or
+	// Writer.SetPageTarget's)
+	pageTarget int
 
 	// per column chunk
 	numValues    int64
@@ -71,7 +74,7 @@ func newColumnEncoder(codec compress.Codec, encode bool) *columnEncoder {
 		e = &columnEncoder{}
 		e.henc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&e.hdr))
 	}
-	e.codec, e.encode, e.compressed, e.yield = codec, encode, false, nil
+	e.codec, e.encode, e.compressed, e.yield, e.pageTarget = codec, encode, false, nil, pageTargetBytes
 	if codec != nil && codec.CompressionCodec() != format.Uncompressed {
 		e.compressed = true
 	}

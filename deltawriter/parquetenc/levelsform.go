@@ -19,7 +19,7 @@ import (
 // are copied to the level encoder as they are, the values written straight from the
 // words or bytes. Validation, the Summary and the page cuts are the levelled pass's
 // (columnPass without a dictionary): pages are cut at a row start once the page's PLAIN
-// value bytes + its level entries / 8 reach pageTargetBytes, so the file is byte for
+// value bytes + its level entries / 8 reach the page target, so the file is byte for
 // byte the one the levelled pass writes for the same values when it chooses PLAIN
 // (TestLevelsSameBytesAsLevelled, levelsform_test.go). The form is meant for columns of mostly nulls or of
 // distinct values (the Delta checkpoint's), where a dictionary saves little: it is never
@@ -64,7 +64,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 			r = int(reps[j])
 		}
 		if r == 0 {
-			if e.encode && len(e.vals)+(j-pageStart)>>3 >= pageTargetBytes {
+			if e.encode && len(e.vals)+(j-pageStart)>>3 >= e.pageTarget {
 				if err := flush(j); err != nil {
 					return s, err
 				}
@@ -86,7 +86,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 			// A run of null rows (the rows of other actions, in a checkpoint): counted,
 			// and cut into pages where the per-entry test would cut them, without a
 			// test per entry. No value is added in the run, so the test first holds at
-			// the row pageStart + 8·(pageTargetBytes − len(e.vals)).
+			// the row pageStart + 8·(e.pageTarget − len(e.vals)).
 			end := j + 1
 			for end < n && defs[end] < maxDef8 && (maxRep == 0 || reps[end] == 0) {
 				end++
@@ -95,7 +95,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 			rows += end - j - 1
 			i := j // entries [i, end) are not in pageNulls yet
 			for e.encode {
-				k := max(pageStart+max(pageTargetBytes-len(e.vals), 0)<<3, i+1)
+				k := max(pageStart+max(e.pageTarget-len(e.vals), 0)<<3, i+1)
 				if k >= end {
 					break
 				}

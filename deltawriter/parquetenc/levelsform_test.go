@@ -176,16 +176,21 @@ func TestLevelsSameBytesAsLevelled(t *testing.T) {
 				}
 			}
 		}
-		// two row groups through a Writer, with and without a yield
-		var plain, yielded bytes.Buffer
+		// two row groups through a Writer, with and without a yield, and with the page
+		// target set on the Writer rather than the package
+		var plain, yielded, targeted bytes.Buffer
 		yields := 0
-		for _, out := range []*bytes.Buffer{&plain, &yielded} {
+		for _, out := range []*bytes.Buffer{&plain, &yielded, &targeted} {
 			w, err := parquetenc.NewWriter(out, levelsTestSchema, parquetenc.Snappy())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out == &yielded {
+			switch out {
+			case &yielded:
 				w.SetYield(func() { yields++ })
+			case &targeted:
+				*parquetenc.PageTargetBytes = 1 << 20
+				w.SetPageTarget(c.pageTarget)
 			}
 			for range 2 {
 				if _, err := w.WriteRowGroup(typed, c.rows); err != nil {
@@ -198,6 +203,9 @@ func TestLevelsSameBytesAsLevelled(t *testing.T) {
 		}
 		if !bytes.Equal(plain.Bytes(), yielded.Bytes()) {
 			t.Fatalf("%d rows: the file written with a yield differs at byte %d", c.rows, firstDiff(plain.Bytes(), yielded.Bytes()))
+		}
+		if !bytes.Equal(plain.Bytes(), targeted.Bytes()) {
+			t.Fatalf("%d rows: the file written with Writer.SetPageTarget(%d) differs at byte %d", c.rows, c.pageTarget, firstDiff(plain.Bytes(), targeted.Bytes()))
 		}
 		if pages := pageCount(t, yielded.Bytes()); yields != pages {
 			t.Errorf("%d rows: %d yields for %d pages", c.rows, yields, pages)

@@ -32,6 +32,7 @@ type Writer struct {
 	err       error
 	copyBuf   []byte
 	yield     func()
+	pageCut   int // SetPageTarget's bound; 0: pageTargetBytes
 }
 
 // NewWriter returns a Writer of a file of schema whose pages codec compresses (as
@@ -51,6 +52,12 @@ func NewWriter(w io.Writer, schema *parquet.Schema, codec compress.Codec) (*Writ
 // about 1 MiB of values): a writer in the background, sharing a core with latency-bound
 // work, lets it run between pages (runtime.Gosched). nil restores the default.
 func (w *Writer) SetYield(yield func()) { w.yield = yield }
+
+// SetPageTarget makes every later WriteRowGroup cut its pages at n bytes (n ≥ 1) instead
+// of 1 MiB: the page-cut test of every pass (the page's PLAIN value bytes + 2 × its
+// dictionary indexes + its level entries / 8 ≥ n, at a row start) with n for the
+// target. Smaller pages make SetYield's yields more frequent. 0 restores the default.
+func (w *Writer) SetPageTarget(n int) { w.pageCut = n }
 
 // Size is the bytes written so far (the footer is written by Close).
 func (w *Writer) Size() int64 { return w.off }
@@ -93,7 +100,10 @@ func (w *Writer) WriteRowGroup(cols []column.Column, numRows int) ([]Summary, er
 	}
 	e := w.e
 	e.out, e.yield = e.out[:0], w.yield
-	defer func() { e.yield = nil }()
+	if w.pageCut > 0 {
+		e.pageTarget = w.pageCut
+	}
+	defer func() { e.yield, e.pageTarget = nil, pageTargetBytes }()
 	rg, sums, err := e.rowGroup(leaves, cols, numRows, w.codec, helpers)
 	if err != nil {
 		return nil, err
