@@ -203,8 +203,8 @@ var cpLeaves = column.Leaves(checkpointSchema)
 // (delta.deletedFileRetentionDuration, default 1 week; a tombstone without
 // deletionTimestamp never expires) by key; never commitInfo. Only the rows of one chunk
 // are held as column values at a time, so a checkpoint of n live files is written with
-// memory bounded by the chunk, not n. The string values point into the snapshot, which
-// is immutable.
+// memory bounded by the chunk, not n. The snapshot is immutable, so it is read without
+// a lock while commits go on; the chunk copies the bytes it takes from it.
 type cpSource struct {
 	s                           *Snapshot
 	txnIDs, domains, removeKeys []string
