@@ -125,4 +125,21 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 		}
 		report(b, buf.Len())
 	})
+	// The writer's path: the levels form encoded by parquetenc, row group by row group.
+	b.Run("levels", func(b *testing.B) {
+		var buf bytes.Buffer
+		var w checkpointWriter
+		for b.Loop() {
+			src, err := newCPSource(s, now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf.Reset()
+			if err := w.writeRowGroups(context.Background(), &buf, src); err != nil {
+				b.Fatal(err)
+			}
+			src.close()
+		}
+		report(b, buf.Len())
+	})
 }

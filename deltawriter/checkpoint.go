@@ -293,25 +293,29 @@ func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now tim
 	return w.write(ctx, st, s, now)
 }
 
-// checkpointWriter writes checkpoints, keeping its column buffers for the next one. It
-// is not safe for concurrent use.
+// checkpointWriter writes checkpoints, keeping its chunk's column buffers for the next
+// one. It is not safe for concurrent use.
 type checkpointWriter struct {
-	cols  *checkpointColumns
+	chunk checkpointChunk
 	yield func() // when not nil, called between steps (background checkpoints)
 }
 
 // cpChunkRows is the number of rows of one row group of a classic checkpoint: the rows
-// whose column values are held at a time while it is written (about 36 values of 24
-// bytes per add row: ~60 MiB for 65,536 rows, however many files the table has).
-const cpChunkRows = 1 << 16
+// whose column values are held at a time while it is written (per add row about 53
+// level bytes, 10 words and its path and stats: ~25 MiB for 65,536 rows of 250-byte
+// stats, however many files the table has). A variable for tests.
+var cpChunkRows = 1 << 16
 
 // write streams <v>.checkpoint.parquet for snapshot s (classic, single file, Spark's
-// schema; SNAPPY, DataPage V1; a row group per cpChunkRows rows) to the store
-// (Store.Create: visible atomically once complete, replacing an existing one: two
-// writers checkpointing the same version write equivalent content), then replaces
-// _last_checkpoint atomically (Store.Put; without "parts", which Trino refuses for a
-// single-file checkpoint). Time is linear in the live files (they are already in key
-// order) and memory bounded by a chunk of rows plus the encoder's page buffers.
+// schema; a row group per cpChunkRows rows, encoded by parquetenc from the levels form:
+// DataPage V1, PLAIN, SNAPPY, no page index) to the store (Store.Create: visible
+// atomically once complete, replacing an existing one: two writers checkpointing the
+// same version write equivalent content), then replaces _last_checkpoint atomically
+// (Store.Put; without "parts", which Trino refuses for a single-file checkpoint). Time
+// is linear in the live files (they are already in key order) and memory bounded by a
+// chunk of rows plus the encoder's buffers (one encoded row group). With w.yield set
+// (background checkpoints) it yields every yieldRows rows built and after every page
+// encoded, on one goroutine.
 //
 // A single file rather than a multi-part checkpoint: the protocol deprecates multi-part
 // checkpoints (PROTOCOL.md, "Checkpoints"; they are forbidden with v2Checkpoint), and
@@ -327,31 +331,12 @@ func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snaps
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
 	defer src.close()
-	if w.cols == nil {
-		w.cols = &checkpointColumns{}
-	}
-	defer w.cols.release()
 	out, err := st.Create(ctx, checkpointPath(s.Version))
 	if err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
 	cw := &countingWriter{w: out}
-	pw := newCheckpointParquetWriter(cw)
-	for !src.done() {
-		src.fill(w.cols, cpChunkRows, w.yield)
-		err := writeCheckpointChunk(pw, w.cols, w.yield)
-		if err == nil {
-			err = pw.Flush() // one row group per chunk
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			_ = out.Abort()
-			return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
-		}
-	}
-	if err := pw.Close(); err != nil {
+	if err := w.writeRowGroups(ctx, cw, src); err != nil {
 		_ = out.Abort()
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
@@ -368,6 +353,36 @@ func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snaps
 	return nil
 }
 
+// cpPageBytes is the page size of a checkpoint's columns (parquetenc.Writer's page
+// target, in PLAIN bytes): a background checkpoint yields after each page, and encoding
+// and compressing 64 KiB takes about 0.1 ms, as long as the commit that shares its core
+// may wait (a page header each: the checkpoint of the 10⁶-file benchmark table is
+// 17.0 MB, 19.1 MB with parquet-go's column writers and their page index).
+const cpPageBytes = 64 << 10
+
+// writeRowGroups writes the Parquet file of src's rows to out: a row group per chunk of
+// cpChunkRows rows, then the footer. It stops with ctx's error between chunks.
+func (w *checkpointWriter) writeRowGroups(ctx context.Context, out io.Writer, src *cpSource) error {
+	pw, err := parquetenc.NewWriter(out, checkpointSchema, parquetenc.Snappy())
+	if err != nil {
+		return err
+	}
+	pw.SetYield(w.yield)
+	pw.SetPageTarget(cpPageBytes)
+	for !src.done() {
+		n := src.fill(&w.chunk, cpChunkRows, w.yield)
+		if _, err := pw.WriteRowGroup(w.chunk.cols, n); err != nil {
+			_ = pw.Close()
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			_ = pw.Close()
+			return err
+		}
+	}
+	return pw.Close()
+}
+
 // countingWriter counts the bytes written through it.
 type countingWriter struct {
 	w io.Writer
@@ -378,72 +393,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// A domain's configuration can be megabytes (a keyed table's remembered deletes): its
-// min and max, which no reader uses, would store it twice more, in the page header and
-// the footer.
-var checkpointUnboundedColumn = []string{"domainMetadata", "configuration"}
-
-func newCheckpointParquetWriter(out io.Writer) *parquet.GenericWriter[any] {
-	return parquet.NewGenericWriter[any](out, checkpointSchema, parquet.DataPageVersion(1),
-		parquet.Compression(parquetenc.Snappy()), parquet.CreatedBy("ingestd", "", ""),
-		parquet.SkipPageBounds(checkpointUnboundedColumn...), parquet.SkipPageStatistics(checkpointUnboundedColumn...))
-}
-
-// encodeCheckpoint writes the Parquet file of checkpoint columns cols to out: one row
-// group, DataPage V1, SNAPPY (plain snappy blocks through s2, parquetenc.Snappy). yield,
-// when not nil, is called after each column.
-func encodeCheckpoint(out io.Writer, cols *checkpointColumns, yield func()) error {
-	w := newCheckpointParquetWriter(out)
-	if err := writeCheckpointChunk(w, cols, yield); err != nil {
-		return err
-	}
-	return w.Close()
-}
-
-// yieldValues is how many values of a column a background checkpoint writes between two
-// yields (about 0.1 ms of work).
-const yieldValues = 2048
-
-// writeCheckpointChunk writes the rows of cols to w's current row group, column by
-// column. yield, when not nil, is called after each column.
-func writeCheckpointChunk(w *parquet.GenericWriter[any], cols *checkpointColumns, yield func()) error {
-	for i, own := range cols.cols {
-		cw := w.ColumnWriters()[i]
-		for _, sec := range cols.sections {
-			vals := own
-			if i < sec.first || i >= sec.end {
-				vals = cols.nullRun(sec.rows)
-			}
-			// In pieces that start rows, with a yield between them: on one core the
-			// committing goroutine must not wait for a whole column of a big chunk.
-			for len(vals) > 0 {
-				n := len(vals)
-				if yield != nil && n > yieldValues {
-					n = yieldValues
-					for n < len(vals) && vals[n].RepetitionLevel() != 0 {
-						n++
-					}
-				}
-				if _, err := cw.WriteRowValues(vals[:n]); err != nil {
-					return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
-				}
-				vals = vals[n:]
-				if yield != nil && len(vals) > 0 {
-					yield()
-				}
-			}
-		}
-		if yield != nil {
-			// Compress the column's last page now rather than all of them in Close.
-			if err := cw.Flush(); err != nil {
-				return fmt.Errorf("column %s: %w", strings.Join(checkpointSchema.Columns()[i], "."), err)
-			}
-			yield()
-		}
-	}
-	return nil
 }
 
 // writeV2Checkpoint writes the checkpoint of a table with the v2Checkpoint feature as a

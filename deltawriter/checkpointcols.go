@@ -4,26 +4,28 @@ import (
 	"fmt"
 	"iter"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
 	"unsafe"
 
-	"github.com/parquet-go/parquet-go"
-
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
 // The classic checkpoint's leaf columns are built here straight from a snapshot's typed
-// actions, one []parquet.Value per leaf column of checkpointSchema with its repetition
-// and definition levels (Dremel), without going through generic row trees: a checkpoint
-// of a table with n live files is about 36·n values, and it is written on the commit
+// actions, in the levels form of package column: per leaf of checkpointSchema its
+// repetition and definition levels as bytes and its set values as words or bytes
+// (Dremel; PROTOCOL.md, "Checkpoints" and "Checkpoint Schema"), which parquetenc encodes
+// without a parquet.Value per entry. A checkpoint of a table with n live files is about
+// 53·n level entries, of which about 17·n hold a value; it is written beside the commit
 // path (BenchmarkCheckpointEncode, BenchmarkCommitPath).
 //
 // Rows come in the order protocol, metaData, txns (by appId), domainMetadata (by
 // domain), adds (by reconciliation key), unexpired removes (by key); each row has
-// exactly one non-null top-level action column. Map entries are written in key order.
+// exactly one non-null top-level action column, and the others get a null entry
+// (definition level 0) for it, appended as one run per run of rows of one action. Map
+// entries are written in key order.
 
 // cpLeaf is one leaf column of checkpointSchema: its index and its maximum definition
 // and repetition levels.
@@ -123,40 +125,66 @@ var cpCol = func() *cpColumns {
 	return c
 }()
 
-// checkpointColumns is the content of one classic checkpoint: the leaf columns and the
-// figures _last_checkpoint reports.
-//
-// cols[i] holds only the values of the rows of column i's own action; the rows of the
-// other actions are null there and are written from nulls (see encodeCheckpoint).
-type checkpointColumns struct {
-	cols     [][]parquet.Value
-	sections []cpSection // the actions, in row order
-	nulls    []parquet.Value
-	rows     int // actions (rows)
-	numAdds  int
+// checkpointChunk is the rows of one chunk of a classic checkpoint (one row group) as
+// its leaf columns: cols[i] is leaf column i of checkpointSchema in the levels form of
+// package column, holding an entry for every row of the chunk (nulls for the rows of
+// the other actions). The values are copied from the snapshot, so the chunk holds no
+// reference into it; its buffers keep their capacity for the next chunk.
+type checkpointChunk struct {
+	cols []column.Column
+	rows int // rows of the chunk
+
+	run     [2]int // the leaf range [first, end) of the action of the current run of rows
+	runRows int    // rows of the current run
 
 	yield func() // called every yieldRows rows when not nil
 	since int    // rows since the last yield
 }
 
-// cpSection is a run of rows of one action, whose values are in cols[first:end].
-type cpSection struct{ rows, first, end int }
-
-// nullRun returns n values that make n rows null in any column: definition level 0,
-// repetition level 0 (parquet-go's column writers do not read a value's column index).
-func (b *checkpointColumns) nullRun(n int) []parquet.Value {
-	if len(b.nulls) < n {
-		b.nulls = slices.Repeat([]parquet.Value{parquet.NullValue().Level(0, 0, 0)}, n)
-	}
-	return b.nulls[:n]
-}
-
-// yieldRows is how many rows buildCheckpointColumns builds between two yields (about
-// 0.1 ms of work).
+// yieldRows is how many rows fill builds between two yields (about 0.05 ms of work).
 const yieldRows = 128
 
+// reset empties the chunk's columns for the next rows; yield is called every yieldRows
+// rows built when not nil.
+func (b *checkpointChunk) reset(yield func()) {
+	if len(b.cols) != len(cpLeaves) {
+		b.cols = make([]column.Column, len(cpLeaves))
+	}
+	for i := range b.cols {
+		b.cols[i].ResetLevels(cpLeaves[i])
+	}
+	b.rows, b.run, b.runRows = 0, [2]int{}, 0
+	b.yield, b.since = yield, 0
+}
+
+// open starts a row of action kind: when the previous row was of another action, the
+// run of that action's rows ends (endRun).
+func (b *checkpointChunk) open(kind string) {
+	r := cpCol.kinds[kind]
+	if b.runRows > 0 && b.run != r {
+		b.endRun()
+	}
+	b.run = r
+	b.runRows++
+	b.rows++
+}
+
+// endRun appends a null entry per row of the current run to every leaf outside its
+// action's columns, so that every column holds an entry for each row so far.
+func (b *checkpointChunk) endRun() {
+	if b.runRows == 0 {
+		return
+	}
+	for i := range b.cols {
+		if i < b.run[0] || i >= b.run[1] {
+			b.cols[i].AppendNullsAt(b.runRows, 0, 0)
+		}
+	}
+	b.runRows = 0
+}
+
 // row counts one built row and yields every yieldRows rows.
-func (b *checkpointColumns) row() {
+func (b *checkpointChunk) row() {
 	if b.yield == nil {
 		return
 	}
@@ -166,22 +194,8 @@ func (b *checkpointColumns) row() {
 	}
 }
 
-// buildCheckpointColumns returns the leaf columns of the whole classic checkpoint of s
-// in one chunk (cpSource.fill without a row limit); reuse, when not nil, lends its column
-// slices' storage, and yield is called every yieldRows rows when not nil.
-func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns, yield func()) (*checkpointColumns, error) {
-	src, err := newCPSource(s, now)
-	if err != nil {
-		return nil, err
-	}
-	defer src.close()
-	b := reuse
-	if b == nil {
-		b = &checkpointColumns{}
-	}
-	src.fill(b, math.MaxInt, yield)
-	return b, nil
-}
+// cpLeaves describes the leaf columns of checkpointSchema, in leaf column order.
+var cpLeaves = column.Leaves(checkpointSchema)
 
 // cpSource produces the rows of the classic checkpoint of a snapshot, in chunks:
 // protocol, metaData, txns (by appId), domains (by domain), live adds (in key order,
@@ -189,8 +203,8 @@ func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns
 // (delta.deletedFileRetentionDuration, default 1 week; a tombstone without
 // deletionTimestamp never expires) by key; never commitInfo. Only the rows of one chunk
 // are held as column values at a time, so a checkpoint of n live files is written with
-// memory bounded by the chunk, not n. The string values point into the snapshot, which
-// is immutable.
+// memory bounded by the chunk, not n. The snapshot is immutable, so it is read without
+// a lock while commits go on; the chunk copies the bytes it takes from it.
 type cpSource struct {
 	s                           *Snapshot
 	txnIDs, domains, removeKeys []string
@@ -233,35 +247,19 @@ func (src *cpSource) close() { src.stop() }
 
 func (src *cpSource) done() bool { return src.stage == cpStageDone }
 
-// fill builds the next rows, at most max of them, into b (its previous values dropped)
+// fill builds the next rows, at most max of them, into b (its previous rows dropped)
 // and returns how many. yield, when not nil, is called every yieldRows rows.
-func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
+func (src *cpSource) fill(b *checkpointChunk, max int, yield func()) int {
 	c := cpCol
 	s := src.s
-	n := len(checkpointSchema.Columns())
-	if len(b.cols) != n {
-		b.cols = make([][]parquet.Value, n)
-	}
-	for i := range b.cols {
-		clear(b.cols[i])
-		b.cols[i] = b.cols[i][:0]
-	}
-	b.sections = b.sections[:0]
-	b.rows, b.numAdds = src.rows, src.numAdds
-	b.yield, b.since = yield, 0
+	b.reset(yield)
 	built := 0
 	// Each action fills its own columns for its rows; the other columns are null there.
-	open := func(kind string) *cpSection {
-		r := c.kinds[kind]
-		if k := len(b.sections); k == 0 || b.sections[k-1].first != r[0] {
-			b.sections = append(b.sections, cpSection{first: r[0], end: r[1]})
-		}
-		return &b.sections[len(b.sections)-1]
-	}
+	open := b.open
 	for built < max && src.stage != cpStageDone {
 		switch src.stage {
 		case cpStageProtocol:
-			open("protocol").rows++
+			open("protocol")
 			p := &s.Protocol
 			b.i32(c.protoMinReader, int32(p.MinReaderVersion))
 			b.i32(c.protoMinWriter, int32(p.MinWriterVersion))
@@ -269,7 +267,7 @@ func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 			b.strList(c.protoWriterFeat, p.WriterFeatures, p.MinWriterVersion >= 7)
 			src.stage++
 		case cpStageMetadata:
-			open("metaData").rows++
+			open("metaData")
 			m := &s.Metadata
 			b.str(c.mdID, m.ID)
 			b.optStr(c.mdName, m.Name)
@@ -286,7 +284,7 @@ func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 				src.stage, src.i = src.stage+1, 0
 				continue
 			}
-			open("txn").rows++
+			open("txn")
 			t := s.txns[src.txnIDs[src.i]]
 			src.i++
 			b.str(c.txnAppID, t.AppID)
@@ -297,7 +295,7 @@ func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 				src.stage, src.i = src.stage+1, 0
 				continue
 			}
-			open("domainMetadata").rows++
+			open("domainMetadata")
 			dm := s.domains[src.domains[src.i]]
 			src.i++
 			b.str(c.domDomain, dm.Domain)
@@ -309,7 +307,7 @@ func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 				src.stage, src.i = src.stage+1, 0
 				continue
 			}
-			open("add").rows++
+			open("add")
 			b.str(c.addPath, a.Path)
 			b.partitionValues(c.addPartitionValues, a.PartitionValues, true) // {} when none
 			b.i64(c.addSize, a.Size)
@@ -325,7 +323,7 @@ func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 				src.stage, src.i = src.stage+1, 0
 				continue
 			}
-			open("remove").rows++
+			open("remove")
 			r := s.tombstones[src.removeKeys[src.i]]
 			src.i++
 			b.str(c.removePath, r.Path)
@@ -345,20 +343,17 @@ func (src *cpSource) fill(b *checkpointColumns, max int, yield func()) int {
 		built++
 		b.row()
 	}
+	b.endRun()
 	return built
 }
 
-func (b *checkpointColumns) put(l cpLeaf, rep, def int, v parquet.Value) {
-	b.cols[l.col] = append(b.cols[l.col], v.Level(rep, def, l.col))
-}
-
 // null appends a null leaf whose parent is defined.
-func (b *checkpointColumns) null(l cpLeaf) { b.put(l, 0, l.def-1, parquet.NullValue()) }
+func (b *checkpointChunk) null(l cpLeaf) { b.cols[l.col].AppendNullsAt(1, 0, l.def-1) }
 
-func (b *checkpointColumns) str(l cpLeaf, s string) { b.put(l, 0, l.def, stringValue(s)) }
+func (b *checkpointChunk) str(l cpLeaf, s string) { b.cols[l.col].AppendBytesAt(0, strBytes(s)) }
 
 // optStr writes "" as null (optional string fields that JSON omits when empty).
-func (b *checkpointColumns) optStr(l cpLeaf, s string) {
+func (b *checkpointChunk) optStr(l cpLeaf, s string) {
 	if s == "" {
 		b.null(l)
 		return
@@ -366,11 +361,18 @@ func (b *checkpointColumns) optStr(l cpLeaf, s string) {
 	b.str(l, s)
 }
 
-func (b *checkpointColumns) i32(l cpLeaf, x int32)    { b.put(l, 0, l.def, parquet.Int32Value(x)) }
-func (b *checkpointColumns) i64(l cpLeaf, x int64)    { b.put(l, 0, l.def, parquet.Int64Value(x)) }
-func (b *checkpointColumns) boolean(l cpLeaf, x bool) { b.put(l, 0, l.def, parquet.BooleanValue(x)) }
+func (b *checkpointChunk) i32(l cpLeaf, x int32) { b.cols[l.col].AppendWordAt(0, uint64(uint32(x))) }
+func (b *checkpointChunk) i64(l cpLeaf, x int64) { b.cols[l.col].AppendWordAt(0, uint64(x)) }
 
-func (b *checkpointColumns) optI64(l cpLeaf, x *int64) {
+func (b *checkpointChunk) boolean(l cpLeaf, x bool) {
+	var w uint64
+	if x {
+		w = 1
+	}
+	b.cols[l.col].AppendWordAt(0, w)
+}
+
+func (b *checkpointChunk) optI64(l cpLeaf, x *int64) {
 	if x == nil {
 		b.null(l)
 		return
@@ -380,66 +382,69 @@ func (b *checkpointColumns) optI64(l cpLeaf, x *int64) {
 
 // strList writes a LIST<string>: null when !present, else its elements (an empty list
 // when there are none).
-func (b *checkpointColumns) strList(l cpList, xs []string, present bool) {
+func (b *checkpointChunk) strList(l cpList, xs []string, present bool) {
 	e := l.elem
+	col := &b.cols[e.col]
 	switch {
 	case !present:
-		b.put(e, 0, e.def-3, parquet.NullValue())
+		col.AppendNullsAt(1, 0, e.def-3)
 	case len(xs) == 0:
-		b.put(e, 0, e.def-2, parquet.NullValue())
+		col.AppendNullsAt(1, 0, e.def-2)
 	default:
 		for i, x := range xs {
-			b.put(e, repAt(i, e.rep), e.def, stringValue(x))
+			col.AppendBytesAt(repAt(i, e.rep), strBytes(x))
 		}
 	}
 }
 
 // strMap writes a MAP<string,string> in key order: null when !present, else its entries
 // (an empty map when there are none).
-func (b *checkpointColumns) strMap(m cpMap, kv map[string]string, present bool) {
+func (b *checkpointChunk) strMap(m cpMap, kv map[string]string, present bool) {
 	if !b.mapHead(m, len(kv), present) {
 		return
 	}
+	keys, vals := &b.cols[m.key.col], &b.cols[m.value.col]
 	for i, k := range sortedKeys(kv) {
-		b.put(m.key, repAt(i, m.key.rep), m.key.def, stringValue(k))
-		b.put(m.value, repAt(i, m.value.rep), m.value.def, stringValue(kv[k]))
+		keys.AppendBytesAt(repAt(i, m.key.rep), strBytes(k))
+		vals.AppendBytesAt(repAt(i, m.value.rep), strBytes(kv[k]))
 	}
 }
 
 // partitionValues writes a MAP<string,string> whose nil values are null, in key order.
-func (b *checkpointColumns) partitionValues(m cpMap, pv map[string]*string, present bool) {
+func (b *checkpointChunk) partitionValues(m cpMap, pv map[string]*string, present bool) {
 	if !b.mapHead(m, len(pv), present) {
 		return
 	}
+	keys, vals := &b.cols[m.key.col], &b.cols[m.value.col]
 	for i, k := range sortedKeys(pv) {
 		r := repAt(i, m.key.rep)
-		b.put(m.key, r, m.key.def, stringValue(k))
+		keys.AppendBytesAt(r, strBytes(k))
 		if v := pv[k]; v != nil {
-			b.put(m.value, r, m.value.def, stringValue(*v))
+			vals.AppendBytesAt(r, strBytes(*v))
 		} else {
-			b.put(m.value, r, m.value.def-1, parquet.NullValue())
+			vals.AppendNullsAt(1, r, m.value.def-1)
 		}
 	}
 }
 
 // mapHead writes a null or empty map and reports whether entries remain to be written.
-func (b *checkpointColumns) mapHead(m cpMap, n int, present bool) bool {
+func (b *checkpointChunk) mapHead(m cpMap, n int, present bool) bool {
 	def := m.key.def - 1 // the map is defined, with no entry
 	if !present {
 		def--
 	}
 	if !present || n == 0 {
-		b.put(m.key, 0, def, parquet.NullValue())
-		b.put(m.value, 0, def, parquet.NullValue())
+		b.cols[m.key.col].AppendNullsAt(1, 0, def)
+		b.cols[m.value.col].AppendNullsAt(1, 0, def)
 		return false
 	}
 	return true
 }
 
-func (b *checkpointColumns) dv(c cpDV, d *deltalog.DeletionVector) {
+func (b *checkpointChunk) dv(c cpDV, d *deltalog.DeletionVector) {
 	if d == nil {
-		for _, l := range []cpLeaf{c.storageType, c.pathOrInlineDv, c.offset, c.sizeInBytes, c.cardinality, c.maxRowIndex} {
-			b.put(l, 0, l.def-2, parquet.NullValue())
+		for _, l := range [...]cpLeaf{c.storageType, c.pathOrInlineDv, c.offset, c.sizeInBytes, c.cardinality, c.maxRowIndex} {
+			b.cols[l.col].AppendNullsAt(1, 0, l.def-2)
 		}
 		return
 	}
@@ -511,17 +516,5 @@ func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 
-// stringValue is a BYTE_ARRAY value that shares s's bytes (parquet-go only reads them
-// while the column is written).
-func stringValue(s string) parquet.Value {
-	return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(s), len(s)))
-}
-
-// release drops the references the columns hold into a snapshot's strings, keeping the
-// slices' storage for the next checkpoint.
-func (b *checkpointColumns) release() {
-	for i := range b.cols {
-		clear(b.cols[i])
-		b.cols[i] = b.cols[i][:0]
-	}
-}
+// strBytes is s's bytes without a copy (the column copies them).
+func strBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

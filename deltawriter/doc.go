@@ -78,7 +78,8 @@
 // per Table, owned by it: started when a checkpoint falls due, ended when none is
 // pending, stopped by Close (which waits for it, or cancels it when ctx ends first). No
 // other goroutine of the package outlives a call; parquetenc's encode helpers end before
-// WriteColumns returns.
+// WriteColumns returns. The checkpoint goroutine encodes on its own (no helpers) and
+// yields every 128 rows built and after every page encoded.
 //
 // # Exactly-once
 //
@@ -104,8 +105,9 @@
 // it has been handed out, then copies it once (maps.Clone of each map) on the next
 // commit. Checkpoints are read through ranged reads (storage.RangeGetter) in blocks of
 // storage.ReadBlockSize, at most storage.ReadBlocks held, never whole; they are written
-// from columns built straight from the snapshot's typed actions (about 36 values per live
-// file) into buffers each Table reuses. With background checkpoints at most two
+// a row group of 65,536 rows at a time from columns in column's levels form built
+// straight from the snapshot's typed actions (53 level bytes and about 17 values per
+// live file) into buffers each Table reuses. With background checkpoints at most two
 // snapshots wait for the checkpoint goroutine: the one being written and the newest
 // pending one. A data file is encoded whole in memory before it is stored (parquetenc,
 // "Memory"), and its statistics read the columns handed over without copying them.

@@ -67,6 +67,9 @@ func (l Leaf) bytes() bool { return l.Kind == parquet.ByteArray }
 //   - Levelled: Values holds one parquet.Value per level entry, each carrying its
 //     repetition and definition levels and its column index (parquet.Value.Level). Any
 //     leaf; a null or an empty list is an entry too.
+//   - Levels (IsLevels, levels.go): the entries' levels as bytes and the set values in
+//     Dense or the byte form; any leaf but INT96 and FIXED_LEN_BYTE_ARRAY. Built by
+//     ResetLevels and the Append*At methods only.
 //   - Dense (IsDense): one entry per row, every row's value set (definition level
 //     Leaf.MaxDef, repetition level 0). Only for a Denseable leaf. For a fixed-width
 //     leaf, Dense holds one word per row, encoded by Bits, and Bytes is empty. For a
@@ -83,8 +86,11 @@ type Column struct {
 	Values []parquet.Value // levelled form; empty while dense
 	Dense  []uint64        // dense form: words, or end offsets into Bytes; empty while levelled
 	Bytes  []byte          // BYTE_ARRAY values of the dense form, or that levelled values alias
+	Defs   []byte          // levels form (levels.go): the definition level of each entry
+	Reps   []byte          // levels form, repeated leaf: the repetition level of each entry
 	leaf   Leaf
 	dense  bool
+	levels bool
 	// retired is the bytes of earlier Bytes buffers that levelled values still alias
 	// (AppendFrom into a levelled BYTE_ARRAY column starts a new buffer when the current
 	// one is full instead of moving the bytes its values point to).
@@ -101,7 +107,8 @@ func Levelled(vals []parquet.Value) Column { return Column{Values: vals} }
 // buffer, and ToLevelled drops the dense words; Bytes is kept only for a BYTE_ARRAY leaf.
 // Otherwise the buffers keep their capacity (levelled values are not cleared).
 func (c *Column) Reset(l Leaf) {
-	c.leaf, c.dense = l, l.Denseable()
+	c.leaf, c.dense, c.levels = l, l.Denseable(), false
+	c.Defs, c.Reps = nil, nil
 	if c.dense {
 		c.Values = nil
 	}
@@ -117,20 +124,28 @@ func (c *Column) Leaf() Leaf { return c.leaf }
 // IsDense reports whether c holds the dense form.
 func (c *Column) IsDense() bool { return c.dense }
 
-// Len is the number of entries: rows when dense, level entries when levelled.
+// Len is the number of entries: rows when dense, level entries when levelled or in the
+// levels form.
 func (c *Column) Len() int {
 	if c.dense {
 		return len(c.Dense)
+	}
+	if c.levels {
+		return len(c.Defs)
 	}
 	return len(c.Values)
 }
 
 // At returns entry j as a parquet.Value with its levels and column index (a dense entry
 // gets repetition level 0, definition level Leaf.MaxDef and column index Leaf.Index; a
-// byte-form value aliases Bytes, as ValueBytes). It panics when j is out of range.
+// byte-form value aliases Bytes, as ValueBytes; an entry of the levels form is found by
+// counting the set entries before it). It panics when j is out of range.
 func (c *Column) At(j int) parquet.Value {
 	if c.dense {
 		return c.denseValue(j).Level(0, c.leaf.MaxDef, c.leaf.Index)
+	}
+	if c.levels {
+		return c.levelsAt(j)
 	}
 	return c.Values[j]
 }
@@ -179,6 +194,7 @@ func (c *Column) AppendDense(bits uint64) {
 
 // appendDenseSlow is AppendDense on a levelled column or a leaf of the wrong kind.
 func (c *Column) appendDenseSlow(bits uint64) {
+	c.notLevels("AppendDense")
 	if !c.leaf.Denseable() || c.leaf.bytes() {
 		panic(fmt.Sprintf("column: AppendDense on leaf %+v: a word is only for a non-repeated fixed-width leaf", c.leaf))
 	}
@@ -202,6 +218,7 @@ func (c *Column) AppendBytes(b []byte) {
 
 // appendBytesSlow is AppendBytes on a levelled column or a leaf of the wrong kind.
 func (c *Column) appendBytesSlow(b []byte) {
+	c.notLevels("AppendBytes")
 	if !c.leaf.bytes() || !c.leaf.Denseable() {
 		panic(fmt.Sprintf("column: AppendBytes on leaf %+v: bytes are only for a non-repeated BYTE_ARRAY leaf", c.leaf))
 	}
@@ -218,6 +235,7 @@ func (c *Column) ByteSize() int { return len(c.Bytes) + c.retired }
 // repetition level 0 and definition level Leaf.MaxDef; any other value turns it
 // levelled first.
 func (c *Column) Append(v parquet.Value) {
+	c.notLevels("Append")
 	if c.dense {
 		if !v.IsNull() && v.Kind() == c.leaf.Kind && v.RepetitionLevel() == 0 && int(v.DefinitionLevel()) == c.leaf.MaxDef {
 			if c.leaf.bytes() {
@@ -239,6 +257,7 @@ func (c *Column) Append(v parquet.Value) {
 // dropped (see Reset). The values of a BYTE_ARRAY column alias its Bytes, which it keeps
 // (ByteSize still counts them) and never overwrites until Reset.
 func (c *Column) ToLevelled() {
+	c.notLevels("ToLevelled")
 	if !c.dense {
 		return
 	}
@@ -259,6 +278,7 @@ func (c *Column) ToLevelled() {
 // first n values. A column that turned levelled after it held n entries stays levelled
 // (the bytes its cut values aliased stay in Bytes, counted by ByteSize, until Reset).
 func (c *Column) Truncate(n int) {
+	c.notLevels("Truncate")
 	if c.dense {
 		c.Dense = c.Dense[:n]
 		if c.leaf.bytes() {
@@ -281,6 +301,8 @@ func (c *Column) Truncate(n int) {
 // aliases src afterwards (src may be truncated and reused): byte-form values that c
 // takes as levelled values are copied into c's Bytes, which they alias.
 func (c *Column) AppendFrom(src *Column, from, index int) {
+	c.notLevels("AppendFrom")
+	src.notLevels("AppendFrom")
 	if src.dense && c.dense {
 		if !src.leaf.bytes() {
 			c.Dense = append(c.Dense, src.Dense[from:]...)
@@ -382,6 +404,7 @@ func FromBits(kind parquet.Kind, b uint64) parquet.Value {
 // value of a fixed-width leaf of its kind as a word in place; a null, or a BYTE_ARRAY
 // leaf's value, turns it levelled first. It panics when j is out of range.
 func (c *Column) Set(j int, v parquet.Value) {
+	c.notLevels("Set")
 	if c.dense {
 		if !v.IsNull() && !c.leaf.bytes() && v.Kind() == c.leaf.Kind && v.RepetitionLevel() == 0 && int(v.DefinitionLevel()) == c.leaf.MaxDef {
 			c.Dense[j] = Bits(v)
@@ -397,6 +420,7 @@ func (c *Column) Set(j int, v parquet.Value) {
 // levelled is copied into c's Bytes first (as AppendFrom keeps them), and the byte form
 // copies as it always does. Nothing of c aliases v afterwards.
 func (c *Column) AppendCopy(v parquet.Value) {
+	c.notLevels("AppendCopy")
 	k := v.Kind()
 	if v.IsNull() || (k != parquet.ByteArray && k != parquet.FixedLenByteArray) {
 		c.Append(v)

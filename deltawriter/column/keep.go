@@ -8,6 +8,7 @@ package column
 // aliasing it (nothing is moved there). It panics when keep does not have one entry per
 // row.
 func (c *Column) KeepRows(keep []bool) {
+	c.notLevels("KeepRows")
 	if c.dense {
 		c.keepDense(keep)
 		return

@@ -113,10 +113,9 @@ func (e *columnEncoder) dictionaryPaysDense(words []uint64, kind parquet.Kind) b
 // pageRows returns the number of rows per page of a dense column (the last page may hold
 // fewer): the first row count k ≥ 1 at which the levelled pass's page-cut test
 // (the page's PLAIN value bytes + 2 × its dictionary indexes + its level entries / 8 ≥
-// pageTargetBytes, columnPass) holds, for a page of k set values of width bytes each
-// (0: BOOLEAN, one bit each) or, when dict, k dictionary indexes. It assumes
-// pageTargetBytes ≥ 1.
-func pageRows(width int, dict bool) int {
+// target, columnPass) holds, for a page of k set values of width bytes each (0:
+// BOOLEAN, one bit each) or, when dict, k dictionary indexes. It assumes target ≥ 1.
+func pageRows(target, width int, dict bool) int {
 	size := func(k int) int {
 		switch {
 		case dict:
@@ -127,8 +126,8 @@ func pageRows(width int, dict bool) int {
 			return k*width + k>>3
 		}
 	}
-	limit := 8*pageTargetBytes + 8 // size(limit) ≥ pageTargetBytes for every form
-	return 1 + sort.Search(limit, func(i int) bool { return size(i+1) >= pageTargetBytes })
+	limit := 8*target + 8 // size(limit) ≥ target for every form
+	return 1 + sort.Search(limit, func(i int) bool { return size(i+1) >= target })
 }
 
 // appendConstLevels appends the level stream of a DataPage V1 holding n level entries
@@ -171,7 +170,7 @@ func (e *columnEncoder) densePass(leaf *leafInfo, words []uint64, dict bool) (Su
 	}
 	per := len(words) // summarising only: one stretch, no pages
 	if e.encode {
-		per = pageRows(width, dict)
+		per = pageRows(e.pageTarget, width, dict)
 	}
 	// the current minimum and maximum (of s.Lo and s.Hi), kept unpacked; the first
 	// value starts both, the rest replace them only when strictly beyond

@@ -111,7 +111,7 @@ func (e *columnEncoder) denseBytesPlainPass(leaf *leafInfo, c *column.Column) (S
 		last := first + 1
 		for last < n {
 			k := last - first
-			if 4*k+int(offs[last-1]-base)+k>>3 >= pageTargetBytes {
+			if 4*k+int(offs[last-1]-base)+k>>3 >= e.pageTarget {
 				break
 			}
 			last++
@@ -148,7 +148,7 @@ func (e *columnEncoder) denseBytesDictPass(leaf *leafInfo, c *column.Column) (Su
 	e.beginChunk(true, true)
 	defer e.endChunk(true)
 	offs, data := c.Dense, c.Bytes
-	per := pageRows(0, true)
+	per := pageRows(e.pageTarget, 0, true)
 	// the previous value and its entry (the levelled pass's shortcut for a run of one
 	// value longer than 8 bytes)
 	var prevB []byte

@@ -1,16 +1,16 @@
 // Package parquetenc encodes column buffers as one Parquet file and summarises each
 // column for the table's statistics.
 //
-// Encode takes the leaf columns of package column, levelled or dense, and writes them
-// straight into DataPage V1 pages, one row group per file, in one pass per column that
-// also validates the values and finds the null count and the bounds (Summary) used both
-// for the Parquet footer and, by the table writer, for Delta's add.stats. There is no
-// per-value interface call, no intermediate column buffer and no second pass over the
-// values: parquet-go's ColumnWriter copies every value into a column buffer, recomputes
-// page bounds and compares through parquet.Value per value, which is most of its cost
-// (BenchmarkParquetEncode; docs/performance.md). Summarize is the same pass without
-// pages. The package imports nothing of ingestd but package column
-// (docs/architecture.md, "Packages and import rules").
+// Encode takes the leaf columns of package column, levelled, dense or in the levels
+// form, and writes them straight into DataPage V1 pages, one row group per file, in one
+// pass per column that also validates the values and finds the null count and the
+// bounds (Summary) used both for the Parquet footer and, by the table writer, for
+// Delta's add.stats. There is no per-value interface call, no intermediate column
+// buffer and no second pass over the values: parquet-go's ColumnWriter copies every
+// value into a column buffer, recomputes page bounds and compares through parquet.Value
+// per value, which is most of its cost (BenchmarkParquetEncode; docs/performance.md).
+// Summarize is the same pass without pages. The package imports nothing of ingestd but
+// package column (docs/architecture.md, "Packages and import rules").
 //
 // A column in the dense form (one word per row of a non-repeated fixed-width leaf, or
 // the byte form of a non-repeated BYTE_ARRAY leaf: values back to back with end offsets;
@@ -19,6 +19,16 @@
 // bytes. Its pages are cut after the rows the levelled pass cuts them at, so that the
 // file and the Summary are byte for byte those of the same values levelled
 // (TestWriteColumnsDenseSameBytes, FuzzDenseSameBytes).
+//
+// A column in the levels form (its entries' repetition and definition levels as bytes,
+// only its set values, as words or in the byte form; any leaf but INT96 and
+// FIXED_LEN_BYTE_ARRAY) takes the levels pass of levelsform.go: each page's levels are
+// copied to the level encoder as they are, the values written PLAIN straight from the
+// words or bytes, and a run of null rows is counted and cut into pages at once. It is
+// never dictionary-encoded; otherwise its file and Summary are byte for byte the levelled
+// pass's PLAIN ones (TestLevelsSameBytesAsLevelled). The Delta checkpoint is written so.
+// Writer.SetYield makes a Writer encode on the calling goroutine and yield after each
+// page (a background writer sharing a core).
 //
 // # Layout
 //

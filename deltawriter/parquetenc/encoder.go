@@ -48,6 +48,12 @@ type columnEncoder struct {
 	dataPages []byte    // the column's data pages while the dictionary grows
 	fileOut   []byte    // e.out while dataPages is being written
 
+	// yield, when not nil, is called after each page is written (Writer.SetYield)
+	yield func()
+	// pageTarget is the page-cut bound in bytes (pageTargetBytes, or
+	// Writer.SetPageTarget's)
+	pageTarget int
+
 	// per column chunk
 	numValues    int64
 	uncompressed int64
@@ -68,7 +74,7 @@ func newColumnEncoder(codec compress.Codec, encode bool) *columnEncoder {
 		e = &columnEncoder{}
 		e.henc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&e.hdr))
 	}
-	e.codec, e.encode, e.compressed = codec, encode, false
+	e.codec, e.encode, e.compressed, e.yield, e.pageTarget = codec, encode, false, nil, pageTargetBytes
 	if codec != nil && codec.CompressionCodec() != format.Uncompressed {
 		e.compressed = true
 	}
@@ -81,16 +87,19 @@ func (e *columnEncoder) release() {
 	if cap(e.out) > maxPooledBytes {
 		e.out = nil
 	}
-	e.codec = nil
+	e.codec, e.yield = nil, nil
 	encoders.Put(e)
 }
 
 // column validates c against leaf (levels within bounds, non-null exactly at the
 // maximum definition level, the leaf's physical kind and width, the column index, and
 // numRows rows), summarises it, and, when encoding, appends its pages to e.out. A dense
-// c takes the dense pass (denseColumn); the summary's lo and hi index c's entries
-// (c.At) in either form.
+// c takes the dense pass (denseColumn), one in the levels form the levels pass
+// (levelsColumn); the summary's lo and hi index c's entries (c.At) in every form.
 func (e *columnEncoder) column(ci int, leaf *leafInfo, c *column.Column, numRows int) (Summary, error) {
+	if c.IsLevels() {
+		return e.levelsColumn(ci, leaf, c, numRows)
+	}
 	if c.IsDense() {
 		return e.denseColumn(ci, leaf, c, numRows)
 	}
@@ -249,6 +258,9 @@ func (e *columnEncoder) flushPage(leaf *leafInfo, n, nulls int) error {
 	e.uncompressed += int64(e.hdr.Len() + len(body))
 	e.pages++
 	e.reps, e.defs, e.vals, e.idx = e.reps[:0], e.defs[:0], e.vals[:0], e.idx[:0]
+	if e.yield != nil {
+		e.yield()
+	}
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 // encoding, appends their pages to e.out: PLAIN or, with dict, dictionary-encoded
 // (errDictFull when the dictionary outgrows its bounds: the caller re-encodes PLAIN).
 // A page is cut at a row start once its PLAIN value bytes + 2 × its dictionary indexes +
-// its level entries / 8 reach pageTargetBytes.
+// its level entries / 8 reach e.pageTarget (pageTargetBytes unless Writer.SetPageTarget).
 func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value, numRows int, dict bool) (Summary, error) {
 	var s Summary
 	name := func() string { return strings.Join(leaf.path, ".") }
@@ -35,7 +35,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 		v := &vals[j]
 		r, d := int(v.RepetitionLevel()), int(v.DefinitionLevel())
 		if r == 0 {
-			if e.encode && len(e.vals)+2*len(e.idx)+(j-pageStart)>>3 >= pageTargetBytes {
+			if e.encode && len(e.vals)+2*len(e.idx)+(j-pageStart)>>3 >= e.pageTarget {
 				if err := e.flushPage(leaf, j-pageStart, pageNulls); err != nil {
 					return s, fmt.Errorf("column %s: %w", name(), err)
 				}

@@ -81,6 +81,7 @@ func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols []column.C
 	workers := make([]*columnEncoder, helpers+1)
 	for w := range workers {
 		workers[w] = newColumnEncoder(codec, true)
+		workers[w].pageTarget = e.pageTarget
 	}
 	defer func() {
 		for _, w := range workers {

@@ -31,6 +31,8 @@ type Writer struct {
 	rowGroups []format.RowGroup
 	err       error
 	copyBuf   []byte
+	yield     func()
+	pageCut   int // SetPageTarget's bound; 0: pageTargetBytes
 }
 
 // NewWriter returns a Writer of a file of schema whose pages codec compresses (as
@@ -44,6 +46,18 @@ func NewWriter(w io.Writer, schema *parquet.Schema, codec compress.Codec) (*Writ
 	}
 	return fw, nil
 }
+
+// SetYield makes every later WriteRowGroup encode on the calling goroutine only (no
+// helper goroutines) and call yield after each page it writes (a page holds at most
+// about 1 MiB of values): a writer in the background, sharing a core with latency-bound
+// work, lets it run between pages (runtime.Gosched). nil restores the default.
+func (w *Writer) SetYield(yield func()) { w.yield = yield }
+
+// SetPageTarget makes every later WriteRowGroup cut its pages at n bytes (n ≥ 1) instead
+// of 1 MiB: the page-cut test of every pass (the page's PLAIN value bytes + 2 × its
+// dictionary indexes + its level entries / 8 ≥ n, at a row start) with n for the
+// target. Smaller pages make SetYield's yields more frequent. 0 restores the default.
+func (w *Writer) SetPageTarget(n int) { w.pageCut = n }
 
 // Size is the bytes written so far (the footer is written by Close).
 func (w *Writer) Size() int64 { return w.off }
@@ -77,7 +91,7 @@ func (w *Writer) WriteRowGroup(cols []column.Column, numRows int) ([]Summary, er
 		return nil, err
 	}
 	helpers := 0
-	if len(cols) > 1 && countValues(cols) >= parallelMinValues {
+	if w.yield == nil && len(cols) > 1 && countValues(cols) >= parallelMinValues {
 		helpers = acquireHelpers(len(cols) - 1)
 		defer releaseHelpers(helpers)
 	}
@@ -85,7 +99,11 @@ func (w *Writer) WriteRowGroup(cols []column.Column, numRows int) ([]Summary, er
 		w.e = newColumnEncoder(w.codec, true)
 	}
 	e := w.e
-	e.out = e.out[:0]
+	e.out, e.yield = e.out[:0], w.yield
+	if w.pageCut > 0 {
+		e.pageTarget = w.pageCut
+	}
+	defer func() { e.yield, e.pageTarget = nil, pageTargetBytes }()
 	rg, sums, err := e.rowGroup(leaves, cols, numRows, w.codec, helpers)
 	if err != nil {
 		return nil, err
