@@ -326,10 +326,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			}
 		}
 		if r.Value == nil {
-			if !f.cfg.Table.Keyed() || envelopeSkipsTombstones(f.cfg) { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
-				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
-			}
-			items = append(items, item{rec: r, route: routeSkip})
+			items = append(items, f.tombstone(r))
 			continue
 		}
 		if rt, ok := f.mode.route(r); ok {
@@ -340,6 +337,8 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		if f.deps.Documents != nil { // unframed JSON: the record and the table give its writer schema
 			ws, body, err := f.deps.Documents.Writer(t.schema, r.Value)
 			switch {
+			case err == nil && ws.Format == decode.FormatConnectJSON && decode.IsJSONNull(body):
+				it = f.tombstone(r)
 			case err != nil:
 				it.fail = asDecodeError(err)
 			case f.envelopes != nil && ws.Avro != nil: // only the row inside must map to Delta, not the envelope's source block (openEnvelope)
@@ -409,6 +408,17 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		items = append(items, it)
 	}
 	return items, nil
+}
+
+// tombstone is the item of tombstone r, a null value or a Kafka Connect JSON value whose
+// payload is null (JsonConverter converts {"schema": …, "payload": null} to a null value;
+// Debezium's ExtractNewRecordState writes each delete so by default): a keyed table's
+// tombstone deletes its key (reduceKeyed, changelogTombstones), other tables skip it.
+func (f *flusher) tombstone(r *kgo.Record) item {
+	if !f.cfg.Table.Keyed() || envelopeSkipsTombstones(f.cfg) {
+		f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
+	}
+	return item{rec: r, route: routeSkip, tomb: true}
 }
 
 // release keeps items' array for the next flush's collect, cleared: no record of this

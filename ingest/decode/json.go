@@ -628,6 +628,13 @@ func (s *ConnectSource) Value(record []byte) (any, error) {
 	return v, nil
 }
 
+// IsJSONNull reports whether b is the JSON literal null, between optional white space:
+// the payload of a Kafka Connect JSON record whose value is null ({"schema": …,
+// "payload": null}), which JsonConverter reads as a tombstone's null value.
+func IsJSONNull(b []byte) bool {
+	return string(bytes.TrimSpace(b)) == "null"
+}
+
 // connectWriter is the writer schema of the Kafka Connect schema text schema, under
 // key; a schema that does not parse or map to a struct gives one whose DeltaErr says why.
 func connectWriter(key int, schema []byte) *WriterSchema {
