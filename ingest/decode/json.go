@@ -1115,6 +1115,10 @@ func (s *jScanner) topKeys() ([]jKey, error) {
 		if s.i >= len(s.b) {
 			return nil, s.syntax("the document is empty, want an object")
 		}
+		// The first byte names the kind of a valid value only: "not json" is no null.
+		if !json.Valid(s.b[s.i:]) {
+			return nil, s.syntax("not a JSON value, want an object")
+		}
 		return nil, newError(ReasonDecodeError, "", fmt.Errorf("JSON %s where a record wants an object", jsonKindName(s.b[s.i])))
 	}
 	s.i++
