@@ -237,7 +237,7 @@ func TestEnvelopeConnectJSONTwoSchemasInOneBatch(t *testing.T) {
 
 // connectNullDeletes is the captured flattened events as ExtractNewRecordState writes them
 // with its default delete.tombstone.handling.mode (tombstone) through JsonConverter: each
-// delete is one record {"schema": <the row's struct>, "payload": null}, the Connect form
+// delete is one record {"schema": <the row's optional struct>, "payload": null}, the Connect form
 // of a null value, and no other tombstone follows it.
 func connectNullDeletes(t *testing.T, recs []*kgo.Record) []*kgo.Record {
 	t.Helper()
@@ -260,7 +260,7 @@ func connectNullDeletes(t *testing.T, recs []*kgo.Record) []*kgo.Record {
 					fields = append(fields, f)
 				}
 			}
-			v.Schema["fields"] = fields
+			v.Schema["fields"], v.Schema["optional"] = fields, true // the row's struct, as before and after have it
 			b, err := json.Marshal(map[string]any{"schema": v.Schema, "payload": nil})
 			if err != nil {
 				t.Fatal(err)
@@ -274,7 +274,9 @@ func connectNullDeletes(t *testing.T, recs []*kgo.Record) []*kgo.Record {
 
 // A Kafka Connect JSON value whose payload is null is a tombstone, as JsonConverter reads
 // it: it deletes its key in an upsert table, is a delete row in a changelog, and is
-// neither a dead letter nor a halt (it is not a row with NULL key columns).
+// neither a dead letter nor a halt (it is not a row with NULL key columns). Under a
+// schema that is not optional JsonConverter refuses a null payload: a decode_error dead
+// letter, and its key (4) stays.
 func TestEnvelopeConnectJSONNullPayloadDeletes(t *testing.T) {
 	for _, mode := range []string{config.ModeUpsert, config.ModeChangelog} {
 		t.Run(mode, func(t *testing.T) {
@@ -283,6 +285,8 @@ func TestEnvelopeConnectJSONNullPayloadDeletes(t *testing.T) {
 			if len(recs) != 9 {
 				t.Fatalf("%d records, want 9 (two deletes without their tombstones)", len(recs))
 			}
+			recs = append(recs, &kgo.Record{Topic: h.topic, Key: []byte(`{"id":4}`),
+				Value: []byte(`{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false},"payload":null}`)})
 			h.produceRecords(recs...)
 			cfg := connectJSONConfig(h, config.EnvelopeDebeziumFlattened, "connect_json")
 			cfg.Table.Mode = mode
@@ -297,8 +301,8 @@ func TestEnvelopeConnectJSONNullPayloadDeletes(t *testing.T) {
 			if got := d.rowsOf("id", "amount", "note", "_source_lsn"); !slices.Equal(got, want) {
 				t.Errorf("rows\n got %q\nwant %q", got, want)
 			}
-			if got := d.deadLetters(); len(got) != 0 {
-				t.Errorf("dead letters %v, want none", got)
+			if got, want := d.deadLetters(), []string{"decode_error:"}; !slices.Equal(got, want) {
+				t.Errorf("dead letters %v, want %v", got, want)
 			}
 		})
 	}

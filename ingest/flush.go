@@ -336,9 +336,14 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		it := item{rec: r, payload: r.Value}
 		if f.deps.Documents != nil { // unframed JSON: the record and the table give its writer schema
 			ws, body, err := f.deps.Documents.Writer(t.schema, r.Value)
+			if err == nil {
+				var null bool
+				if null, err = ws.ConnectNull(body); null && err == nil {
+					items = append(items, f.tombstone(r))
+					continue
+				}
+			}
 			switch {
-			case err == nil && ws.Format == decode.FormatConnectJSON && decode.IsJSONNull(body):
-				it = f.tombstone(r)
 			case err != nil:
 				it.fail = asDecodeError(err)
 			case f.envelopes != nil && ws.Avro != nil: // only the row inside must map to Delta, not the envelope's source block (openEnvelope)

@@ -628,11 +628,19 @@ func (s *ConnectSource) Value(record []byte) (any, error) {
 	return v, nil
 }
 
-// IsJSONNull reports whether b is the JSON literal null, between optional white space:
-// the payload of a Kafka Connect JSON record whose value is null ({"schema": …,
-// "payload": null}), which JsonConverter reads as a tombstone's null value.
-func IsJSONNull(b []byte) bool {
-	return string(bytes.TrimSpace(b)) == "null"
+// ConnectNull reports whether body, the payload Writer returned for a Kafka Connect JSON
+// record (format connect_json), is JSON null: {"schema": …, "payload": null} is
+// JsonConverter's form of a null value, so under an optional schema the record is a
+// tombstone. Under a required schema JsonConverter refuses it, and so does ConnectNull:
+// true with an *Error (decode_error). Other formats: false.
+func (ws *WriterSchema) ConnectNull(body []byte) (bool, error) {
+	if ws.Format != FormatConnectJSON || string(bytes.TrimSpace(body)) != "null" {
+		return false, nil
+	}
+	if !ws.optional {
+		return true, newError(ReasonDecodeError, "", errors.New(`a null payload under a Kafka Connect schema that is not optional (JsonConverter refuses it; a tombstone's schema has "optional": true)`))
+	}
+	return true, nil
 }
 
 // connectWriter is the writer schema of the Kafka Connect schema text schema, under
@@ -651,7 +659,9 @@ func connectWriter(key int, schema []byte) *WriterSchema {
 	if err != nil {
 		return &WriterSchema{Format: FormatConnectJSON, key: key, DeltaErr: err}
 	}
-	return jsonWriter(0, key, FormatConnectJSON, top)
+	ws := jsonWriter(0, key, FormatConnectJSON, top)
+	ws.optional = cs.Optional
+	return ws
 }
 
 // connectSchema is a Kafka Connect schema in JsonConverter's JSON form.
