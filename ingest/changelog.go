@@ -23,7 +23,7 @@ func (f *flusher) changelogTombstones(t tableState, b *prepared, items []item, o
 	stopped := out.stoppedAt()
 	for i := range items {
 		it := &items[i]
-		if it.rec.Value != nil || it.route != routeSkip || stopped.covers(it.rec) {
+		if !it.tomb || stopped.covers(it.rec) {
 			continue
 		}
 		if err := b.stage.TombstoneRow(f.cfg, it.rec, b.cols); err != nil {

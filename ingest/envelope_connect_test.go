@@ -234,3 +234,76 @@ func TestEnvelopeConnectJSONTwoSchemasInOneBatch(t *testing.T) {
 		t.Fatalf("dead letters %v, want none", got)
 	}
 }
+
+// connectNullDeletes is the captured flattened events as ExtractNewRecordState writes them
+// with its default delete.tombstone.handling.mode (tombstone) through JsonConverter: each
+// delete is one record {"schema": <the row's optional struct>, "payload": null}, the Connect form
+// of a null value, and no other tombstone follows it.
+func connectNullDeletes(t *testing.T, recs []*kgo.Record) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	for _, r := range recs {
+		if r.Value == nil {
+			continue
+		}
+		var v struct {
+			Schema  map[string]any `json:"schema"`
+			Payload map[string]any `json:"payload"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Payload["__deleted"] == "true" {
+			var fields []any
+			for _, f := range v.Schema["fields"].([]any) {
+				if name := f.(map[string]any)["field"].(string); len(name) < 2 || name[:2] != "__" {
+					fields = append(fields, f)
+				}
+			}
+			v.Schema["fields"], v.Schema["optional"] = fields, true // the row's struct, as before and after have it
+			b, err := json.Marshal(map[string]any{"schema": v.Schema, "payload": nil})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Value = b
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A Kafka Connect JSON value whose payload is null is a tombstone, as JsonConverter reads
+// it: it deletes its key in an upsert table, is a delete row in a changelog, and is
+// neither a dead letter nor a halt (it is not a row with NULL key columns). Under a
+// schema that is not optional JsonConverter refuses a null payload: a decode_error dead
+// letter, and its key (4) stays.
+func TestEnvelopeConnectJSONNullPayloadDeletes(t *testing.T) {
+	for _, mode := range []string{config.ModeUpsert, config.ModeChangelog} {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarness(t, 1)
+			recs := connectNullDeletes(t, connectCapture(t, h, "json-flattened.jsonl"))
+			if len(recs) != 9 {
+				t.Fatalf("%d records, want 9 (two deletes without their tombstones)", len(recs))
+			}
+			recs = append(recs, &kgo.Record{Topic: h.topic, Key: []byte(`{"id":4}`),
+				Value: []byte(`{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false},"payload":null}`)})
+			h.produceRecords(recs...)
+			cfg := connectJSONConfig(h, config.EnvelopeDebeziumFlattened, "connect_json")
+			cfg.Table.Mode = mode
+			h.runConnect(cfg, int64(len(recs)))
+			d := &dbzHarness{harness: h}
+			want := []string{"1 100 upd 30955936", "4 9999999 <nil> 30956192", "5 <nil> tx2 30956576"}
+			if mode == config.ModeChangelog {
+				// every change; each delete a row of its key alone
+				want = []string{"1 100 upd 30955936", "1 1234 one 30953960", "2 -5 <nil> 30953960", "2 <nil> <nil> <nil>",
+					"3 9999999 <nil> 30955720", "3 <nil> <nil> <nil>", "4 9999999 <nil> 30956192", "5 <nil> tx 30956440", "5 <nil> tx2 30956576"}
+			}
+			if got := d.rowsOf("id", "amount", "note", "_source_lsn"); !slices.Equal(got, want) {
+				t.Errorf("rows\n got %q\nwant %q", got, want)
+			}
+			if got, want := d.deadLetters(), []string{"decode_error:"}; !slices.Equal(got, want) {
+				t.Errorf("dead letters %v, want %v", got, want)
+			}
+		})
+	}
+}

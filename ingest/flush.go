@@ -326,10 +326,7 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 			}
 		}
 		if r.Value == nil {
-			if !f.cfg.Table.Keyed() || envelopeSkipsTombstones(f.cfg) { // a keyed table's tombstone deletes its key (reduceKeyed, changelogTombstones)
-				f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
-			}
-			items = append(items, item{rec: r, route: routeSkip})
+			items = append(items, f.tombstone(r))
 			continue
 		}
 		if rt, ok := f.mode.route(r); ok {
@@ -339,6 +336,13 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		it := item{rec: r, payload: r.Value}
 		if f.deps.Documents != nil { // unframed JSON: the record and the table give its writer schema
 			ws, body, err := f.deps.Documents.Writer(t.schema, r.Value)
+			if err == nil {
+				var null bool
+				if null, err = ws.ConnectNull(body); null && err == nil {
+					items = append(items, f.tombstone(r))
+					continue
+				}
+			}
 			switch {
 			case err != nil:
 				it.fail = asDecodeError(err)
@@ -409,6 +413,17 @@ func (f *flusher) collect(ctx context.Context, t tableState, recs []*kgo.Record,
 		items = append(items, it)
 	}
 	return items, nil
+}
+
+// tombstone is the item of tombstone r, a null value or a Kafka Connect JSON value whose
+// payload is null (JsonConverter converts {"schema": …, "payload": null} to a null value;
+// Debezium's ExtractNewRecordState writes each delete so by default): a keyed table's
+// tombstone deletes its key (reduceKeyed, changelogTombstones), other tables skip it.
+func (f *flusher) tombstone(r *kgo.Record) item {
+	if !f.cfg.Table.Keyed() || envelopeSkipsTombstones(f.cfg) {
+		f.m.RecordsSkipped.WithLabelValues(f.cfg.Name, "tombstone").Inc()
+	}
+	return item{rec: r, route: routeSkip, tomb: true}
 }
 
 // release keeps items' array for the next flush's collect, cleared: no record of this

@@ -102,7 +102,7 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 	}
 	for i := range items {
 		it := &items[i]
-		tomb := tombstones && it.route == routeSkip && it.rec.Value == nil
+		tomb := tombstones && it.tomb
 		if (it.route != routeGuard || it.fail != nil || !avroKeys(f.cfg)) && !tomb || len(it.rec.Key) == 0 {
 			continue
 		}

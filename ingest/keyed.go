@@ -522,7 +522,7 @@ func (f *flusher) reduceKeyed(ctx context.Context, t tableState, b *prepared, it
 			next++
 			continue
 		}
-		if it.rec.Value != nil || it.route != routeSkip || stopped.covers(it.rec) {
+		if !it.tomb || stopped.covers(it.rec) {
 			continue
 		}
 		if err := b.stage.Tombstone(f.cfg, it.rec); err == nil {

@@ -40,6 +40,9 @@ type item struct {
 	payload []byte               // the Avro body (after the frame)
 	fail    *decode.Error        // framing, schema lookup or schema conversion failed
 	route   route                // set before the guard (tombstone, kept, carried, duplicate), else routeGuard
+	// tomb: the record is a tombstone (routeSkip): a null value, or a Kafka Connect JSON
+	// value whose payload is null, which JsonConverter reads as a null value.
+	tomb bool
 	// env is 1 + the index in flusher.envs of the record's change as its envelope states
 	// it (table.envelope; its Row is payload); 0: none. An index, in route's padding, so
 	// that an item (charged per record: recordOverhead) stays as small without an envelope.

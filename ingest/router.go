@@ -34,7 +34,8 @@ type TopicLister func(ctx context.Context) ([]string, error)
 // no longer name (deleted) has its pipeline stopped: its table stays as written, it leaves
 // Statuses and the share of batch.max_bytes, and it is not opened again until the
 // process restarts (a topic created again under that name starts at offset 0, below the
-// table's txn versions of the old one).
+// table's txn versions of the old one); when a listing names it again, Statuses reports
+// its table halted with the fix (ingestd table reset-offsets, then a restart).
 //
 // Memory: the tables share batch.max_bytes equally (Pipeline.SetMaxBytes): with n tables
 // each flushes at max_bytes / n, so that the records buffered by all of them stay within
@@ -71,6 +72,10 @@ type routedTable struct {
 	done    bool               // its pipeline's Run returned
 	deleted bool               // its topic is gone from the listing: stopped, not reported
 	missing int                // consecutive listings without its topic
+	// recreated is set when a listing names the deleted topic again: the table stays
+	// stopped and is reported halted with the fix, rather than left out while the new
+	// topic's records wait unread.
+	recreated *Status
 }
 
 // deletedAfter is how many consecutive listings must miss a topic before its table's
@@ -176,7 +181,10 @@ func (r *Router) discover(ctx context.Context) []*routedTable {
 			break // shutting down: open no more tables
 		}
 		r.mu.Lock()
-		_, known := r.tables[topic]
+		t, known := r.tables[topic]
+		if known && t.deleted && t.recreated == nil {
+			r.recreatedLocked(topic, t)
+		}
 		r.mu.Unlock()
 		if known || !r.cfg.MatchTopic(topic) {
 			continue
@@ -234,6 +242,18 @@ func (r *Router) stopDeleted(names []string) {
 			t.stop()
 		}
 	}
+}
+
+// recreatedLocked reports table t, whose topic was deleted while it ran, as halted now
+// that a listing names the topic again: a topic created again starts at offset 0, below
+// the txn versions its table holds of the old one, so reading it on would skip its first
+// records; the operator resets the table's offsets and restarts. r.mu held.
+func (r *Router) recreatedLocked(topic string, t *routedTable) {
+	msg := fmt.Sprintf("topic %s was deleted while the pipeline read it and has been created again; its table stays stopped, "+
+		"since reading it from the table's txn offsets would skip its first records. Fix: stop ingestd, run "+
+		"ingestd table reset-offsets --config PIPELINE.yaml --topic %s --to-earliest, then start ingestd", topic, topic)
+	r.log.Error("pipeline halted: a deleted source topic was created again", "table_pipeline", t.p.Name(), "topic", topic, "reason", "topic_deleted", "message", msg)
+	t.recreated = &Status{Pipeline: t.p.Name(), State: StateHalted, Error: msg, Since: time.Now()}
 }
 
 // openTable claims topic's table (TableClaims) and opens its pipeline; a table that
@@ -297,8 +317,8 @@ func (r *Router) shareLocked() {
 }
 
 // Statuses returns the state of each table's pipeline (named "<pipeline>/<topic>"), in
-// topic order, deleted topics' tables left out; before the first listing of the topics,
-// or while no topic matches, one
+// topic order, deleted topics' tables left out until a listing names their topic again
+// (then halted); before the first listing of the topics, or while no topic matches, one
 // status of the pipeline itself: starting (not listed yet, Error the listing's failure)
 // or running (listening for matching topics).
 func (r *Router) Statuses() []Status {
@@ -306,7 +326,7 @@ func (r *Router) Statuses() []Status {
 	defer r.mu.Unlock()
 	var topics []string
 	for topic, t := range r.tables {
-		if !t.deleted {
+		if !t.deleted || t.recreated != nil {
 			topics = append(topics, topic)
 		}
 	}
@@ -324,9 +344,12 @@ func (r *Router) Statuses() []Status {
 	out := make([]Status, 0, len(topics))
 	for _, topic := range topics {
 		t := r.tables[topic]
-		if t.failed != nil {
+		switch {
+		case t.failed != nil:
 			out = append(out, *t.failed)
-		} else {
+		case t.recreated != nil:
+			out = append(out, *t.recreated)
+		default:
 			out = append(out, t.p.Status())
 		}
 	}

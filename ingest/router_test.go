@@ -360,3 +360,68 @@ func TestRouterTwoPipelinesOneTable(t *testing.T) {
 		t.Errorf("narrow: Run = %v, want its table pg.public.a counted as failed", err)
 	}
 }
+
+// A topic deleted while the pipeline runs and then created again under its name is not
+// read from its old table's txn offsets (they would skip the new topic's first records),
+// nor left out of Statuses while its records wait: at the next discovery its table is
+// halted, with the reset-offsets fix, and keeps what it wrote; the other tables go on.
+func TestRouterRecreatedTopicHalts(t *testing.T) {
+	f := startRouter(t, []string{"pg.a", "pg.b"}, nil, nil)
+	adm, states := f.adm, f.states
+	ctx := context.Background()
+	f.produce("pg.a", 0, 5, 0)
+	f.produce("pg.b", 100, 10, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a, b := len(f.ids("a")), len(f.ids("b")); a != 5 || b != 10 {
+			return fmt.Errorf("tables a, b hold %d, %d ids; want 5, 10", a, b)
+		}
+		return nil
+	})
+	if _, err := adm.DeleteTopics(ctx, "pg.b"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if got, want := states(), []string{"cdc/pg.a=running"}; !slices.Equal(got, want) {
+			return fmt.Errorf("statuses %v, want %v", got, want)
+		}
+		return nil
+	})
+	waitFor(t, 30*time.Second, func() error { // the broker may still be deleting it
+		_, err := adm.CreateTopics(ctx, 1, 1, nil, "pg.b")
+		return err
+	})
+	// A new client: the harness's producer holds the old topic's id.
+	pr, err := kgo.NewClient(kgo.SeedBrokers(f.h.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	for id := int64(200); id < 203; id++ {
+		if err := pr.ProduceSync(ctx, &kgo.Record{Topic: "pg.b", Value: f.h.encode(id, 0)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if got, want := states(), []string{"cdc/pg.a=running", "cdc/pg.b=halted"}; !slices.Equal(got, want) {
+			return fmt.Errorf("statuses %v, want %v", got, want)
+		}
+		return nil
+	})
+	st := f.r.Statuses()[1]
+	if want := "ingestd table reset-offsets --config PIPELINE.yaml --topic pg.b --to-earliest"; !strings.Contains(st.Error, want) {
+		t.Errorf("status error %q, want the fix %q", st.Error, want)
+	}
+	f.produce("pg.a", 5, 5, 0)
+	waitFor(t, 30*time.Second, func() error {
+		if a := len(f.ids("a")); a != 10 {
+			return fmt.Errorf("table a holds %d ids, want 10", a)
+		}
+		return nil
+	})
+	if b := f.ids("b"); len(b) != 10 || b[200] != 0 {
+		t.Errorf("table b holds %d ids (id 200: %d rows), want the old topic's 10", len(b), b[200])
+	}
+	if err := f.stop(); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}

@@ -628,6 +628,21 @@ func (s *ConnectSource) Value(record []byte) (any, error) {
 	return v, nil
 }
 
+// ConnectNull reports whether body, the payload Writer returned for a Kafka Connect JSON
+// record (format connect_json), is JSON null: {"schema": …, "payload": null} is
+// JsonConverter's form of a null value, so under an optional schema the record is a
+// tombstone. Under a required schema JsonConverter refuses it, and so does ConnectNull:
+// true with an *Error (decode_error). Other formats: false.
+func (ws *WriterSchema) ConnectNull(body []byte) (bool, error) {
+	if ws.Format != FormatConnectJSON || string(bytes.TrimSpace(body)) != "null" {
+		return false, nil
+	}
+	if !ws.optional {
+		return true, newError(ReasonDecodeError, "", errors.New(`a null payload under a Kafka Connect schema that is not optional (JsonConverter refuses it; a tombstone's schema has "optional": true)`))
+	}
+	return true, nil
+}
+
 // connectWriter is the writer schema of the Kafka Connect schema text schema, under
 // key; a schema that does not parse or map to a struct gives one whose DeltaErr says why.
 func connectWriter(key int, schema []byte) *WriterSchema {
@@ -644,7 +659,9 @@ func connectWriter(key int, schema []byte) *WriterSchema {
 	if err != nil {
 		return &WriterSchema{Format: FormatConnectJSON, key: key, DeltaErr: err}
 	}
-	return jsonWriter(0, key, FormatConnectJSON, top)
+	ws := jsonWriter(0, key, FormatConnectJSON, top)
+	ws.optional = cs.Optional
+	return ws
 }
 
 // connectSchema is a Kafka Connect schema in JsonConverter's JSON form.
@@ -1107,6 +1124,10 @@ func (s *jScanner) topKeys() ([]jKey, error) {
 	if s.peek() != '{' {
 		if s.i >= len(s.b) {
 			return nil, s.syntax("the document is empty, want an object")
+		}
+		// The first byte names the kind of a valid value only: "not json" is no null.
+		if !json.Valid(s.b[s.i:]) {
+			return nil, s.syntax("not a JSON value, want an object")
 		}
 		return nil, newError(ReasonDecodeError, "", fmt.Errorf("JSON %s where a record wants an object", jsonKindName(s.b[s.i])))
 	}

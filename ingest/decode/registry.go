@@ -40,9 +40,11 @@ type WriterSchema struct {
 	// cannot be represented in Delta: every record of this id is then incompatible.
 	DeltaErr error
 
-	key   int            // Key: 0 for ID
-	body  bodyTranscoder // nil for Avro
-	proto *protoFile     // a Protobuf file's messages (Message); nil otherwise
+	key int // Key: 0 for ID
+	// optional: a Kafka Connect schema's top level is optional (ConnectNull).
+	optional bool
+	body     bodyTranscoder // nil for Avro
+	proto    *protoFile     // a Protobuf file's messages (Message); nil otherwise
 }
 
 // ParseWriterSchema parses an Avro schema text into a fresh schema cache (never hamba's
