@@ -153,4 +153,3 @@ func TestFileSetCompactKeepsPartitionValues(t *testing.T) {
 		}
 	}
 }
-

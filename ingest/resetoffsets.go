@@ -3,13 +3,19 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
+	"github.com/ingestd/ingestd/ingest/kafkaclient"
 )
 
 // OffsetReset is one partition's txn moved by ResetOffsets: the pipeline read it from
@@ -82,4 +88,56 @@ func ResetOffsets(ctx context.Context, cfg *config.Config, table *deltawriter.Ta
 		return nil, 0, fmt.Errorf("reset offsets: commit: %w", err)
 	}
 	return out, v, nil
+}
+
+// checkResetTimeout bounds CheckOffsetReset's requests (a cluster that does not answer).
+const checkResetTimeout = 30 * time.Second
+
+// CheckOffsetReset checks on the cluster, before ResetOffsets, what would make a reset
+// of topic's partitions (nil: every partition the table has a txn for) wrong: a member in
+// the pipeline's consumer group (a running pipeline would commit over the reset, or skip
+// records up to its old txn), topic missing, or a named partition the topic does not
+// have. It connects with the pipeline's Kafka settings (TLS, SASL) through one client.
+// Errors: each of those, naming the fix; the cluster's own (unreachable, not authorized).
+func CheckOffsetReset(ctx context.Context, cfg *config.Config, log *slog.Logger, topic string, partitions []int32) error {
+	ctx, cancel := context.WithTimeout(ctx, checkResetTimeout)
+	defer cancel()
+	m := NewMetrics(prometheus.NewRegistry())
+	sec, err := kafkaclient.SecurityOpts(cfg.Kafka, m.kafka())
+	if err != nil {
+		return err
+	}
+	cl, err := kafkaclient.New(cfg, log, m.kafka(), sec).TopicDiscovery()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	groups, err := adm.DescribeGroups(ctx, cfg.Kafka.Group)
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("check offset reset: describe consumer group %s: %w", cfg.Kafka.Group, err)
+	}
+	for _, g := range groups {
+		if len(g.Members) > 0 {
+			return fmt.Errorf("check offset reset: consumer group %s has %d members (state %s): a pipeline of it is running and would commit over the reset, or skip records up to its old txn: stop it first (or --force)",
+				g.Group, len(g.Members), g.State)
+		}
+	}
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("check offset reset: list topic %s: %w", topic, err)
+	}
+	td, ok := topics[topic]
+	if !ok || td.Err != nil {
+		return fmt.Errorf("check offset reset: topic %s does not exist on the cluster: create it first (or --force)", topic)
+	}
+	for _, p := range partitions {
+		if _, ok := td.Partitions[p]; !ok {
+			return fmt.Errorf("check offset reset: topic %s has %d partitions (0 to %d), not %d", topic, len(td.Partitions), len(td.Partitions)-1, p)
+		}
+	}
+	return nil
 }

@@ -21,7 +21,8 @@ import (
 // (/readyz 503, a few fetch error lines, not thousands) and nothing is written; a new
 // `ingestd run` halts each partition txn_beyond_log_end and writes nothing; `ingestd table
 // reset-offsets --to-earliest` then moves the txns, and the next run writes exactly the 30
-// new orders: delta-rs reads 330 distinct orders.
+// new orders: delta-rs reads 330 distinct orders. reset-offsets refuses while the pipeline
+// runs (its group has a member) and a partition the topic does not have.
 func TestTopicCreatedAgain(t *testing.T) {
 	t.Parallel() // own topic, table and daemon
 	s := need(t)
@@ -55,7 +56,7 @@ func TestTopicCreatedAgain(t *testing.T) {
 	produce(t, s, topic, 30, 0, 1001)
 
 	// halted waits until the daemon reports the topic's 3 partitions halted with reason.
-	halted := func(d *daemon, reason string) {
+	halted := func(d *daemon, reason string, whileRunning func()) {
 		t.Helper()
 		var parts []int32
 		waitFor(t, d, 60*time.Second, "3 partitions halted "+reason, func() bool {
@@ -76,6 +77,9 @@ func TestTopicCreatedAgain(t *testing.T) {
 		if n := handled(t, table); n != 300 {
 			t.Errorf("the table handled %d records while halted %s, want still 300", n, reason)
 		}
+		if whileRunning != nil {
+			whileRunning()
+		}
 		if code := d.stop(t); code != 0 {
 			t.Fatalf("ingestd exited %d", code)
 		}
@@ -88,12 +92,24 @@ func TestTopicCreatedAgain(t *testing.T) {
 		}
 	}
 	// The running daemon: the broker stops knowing the topic id it reads.
-	halted(d, "topic_deleted")
+	halted(d, "topic_deleted", nil)
 	// A restart: the new topic's partitions end before the table's txns.
 	d = startDaemon(t, cfgDir)
-	halted(d, "txn_beyond_log_end")
+	halted(d, "txn_beyond_log_end", func() {
+		// A reset while the pipeline runs would be committed over: refused.
+		out, err := exec.Command(ingestdBin(t), "table", "reset-offsets", "--config", filepath.Join(cfgDir, "orders.yaml"),
+			"--topic", topic, "--to-earliest").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "has 1 members") || !strings.Contains(string(out), "stop it first") {
+			t.Errorf("reset-offsets while the pipeline runs: %v\n%s", err, out)
+		}
+	})
 
 	out, err := exec.Command(ingestdBin(t), "table", "reset-offsets", "--config", filepath.Join(cfgDir, "orders.yaml"),
+		"--topic", topic, "--to-earliest", "--partition", "7").CombinedOutput()
+	if want := "has 3 partitions (0 to 2), not 7"; err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("reset-offsets --partition 7: %v\n%s\nwant %q", err, out, want)
+	}
+	out, err = exec.Command(ingestdBin(t), "table", "reset-offsets", "--config", filepath.Join(cfgDir, "orders.yaml"),
 		"--topic", topic, "--to-earliest").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ingestd table reset-offsets: %v\n%s", err, out)

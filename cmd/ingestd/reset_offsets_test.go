@@ -24,12 +24,12 @@ func TestTableResetOffsets(t *testing.T) {
 	}
 	cfg := pipelineFile(t, root, "orders.yaml", "file://"+dir)
 
-	code, stdout, stderr := ingestd(t, "table", "reset-offsets", "--config", cfg, "--topic", "orders", "--to-earliest")
+	code, stdout, stderr := ingestd(t, "table", "reset-offsets", "--config", cfg, "--topic", "orders", "--to-earliest", "--force")
 	want := "orders[0]: from offset 20 to offset 0\norders[1]: from offset 42 to offset 0\nversion 2: RESET OFFSETS; restart the pipeline to read from there\n"
 	if code != exitOK || stdout != want || stderr != "" {
 		t.Errorf("--to-earliest: exit %d, stdout %q, stderr %q; want 0 and\n%s", code, stdout, stderr, want)
 	}
-	code, stdout, stderr = ingestd(t, "table", "reset-offsets", "--config", cfg, "--topic", "orders", "--to-offset", "5", "--partition", "1", "--partition", "3")
+	code, stdout, stderr = ingestd(t, "table", "reset-offsets", "--config", cfg, "--topic", "orders", "--to-offset", "5", "--partition", "1", "--partition", "3", "--force")
 	want = "orders[1]: from offset 0 to offset 5\norders[3]: from no txn to offset 5\nversion 3: RESET OFFSETS; restart the pipeline to read from there\n"
 	if code != exitOK || stdout != want || stderr != "" {
 		t.Errorf("--to-offset 5 --partition 1 --partition 3: exit %d, stdout %q, stderr %q; want 0 and\n%s", code, stdout, stderr, want)
@@ -78,7 +78,7 @@ dead_letter: {topic: pg.dlq}
 	if code != exitOK || !strings.HasPrefix(stdout, "root\n |-- order_id") || stderr != "" {
 		t.Errorf("schema of a routed file's table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	code, stdout, stderr = ingestd(t, "table", "reset-offsets", "--config", routed, "--topic", "pg.orders", "--to-earliest", "--partition", "0")
+	code, stdout, stderr = ingestd(t, "table", "reset-offsets", "--config", routed, "--topic", "pg.orders", "--to-earliest", "--partition", "0", "--force")
 	if want := "pg.orders[0]: from no txn to offset 0\nversion 4: RESET OFFSETS; restart the pipeline to read from there\n"; code != exitOK || stdout != want || stderr != "" {
 		t.Errorf("reset-offsets of a routed file's table: exit %d, stdout %q, stderr %q; want\n%s", code, stdout, stderr, want)
 	}

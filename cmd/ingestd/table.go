@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -60,6 +61,9 @@ Commands:
                --to-offset N              from offset N
                --partition P              only this partition (repeatable; default:
                                           every partition the table has a txn for)
+               --force                    skip the checks on the cluster: the
+                                          pipeline's consumer group has no member,
+                                          the topic and its partitions exist
   optimize   compact small files per partition (OPTIMIZE, dataChange false):
                --target-file-size 256MiB  size new files approach; larger files stay
                --min-files 10             small files a partition needs to be compacted
@@ -265,7 +269,7 @@ func newTableFlags(fs *flag.FlagSet) *tableFlags {
 	fs.StringVar(&f.maxRate, "max-rewrite-rate", "0", "optimize: `bytes` read per second while rewriting, e.g. 64MiB (0: unthrottled)")
 	f.retain = -1
 	fs.Var((*retainFlag)(&f.retain), "retain", "vacuum: keep unreferenced files this `long` (e.g. 168h; default: the table's delta.deletedFileRetentionDuration, 7 days unless set)")
-	fs.BoolVar(&f.force, "force", false, "vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration")
+	fs.BoolVar(&f.force, "force", false, "vacuum, reset-offsets: vacuum: allow a --retain shorter than the table's delta.deletedFileRetentionDuration; reset-offsets: skip the checks on the cluster (no member in the group, the topic and partitions exist)")
 	fs.StringVar(&f.now, "now", "", "vacuum: evaluate the retention as of this `RFC 3339 time` instead of the clock (what-if runs, tests)")
 	return f
 }
@@ -727,6 +731,12 @@ func tableResetOffsets(ctx context.Context, t *openedTable, f *tableFlags, stdou
 	var parts []int32
 	if len(f.partitions) > 0 {
 		parts = f.partitions
+	}
+	if !f.force {
+		if err := ingest.CheckOffsetReset(ctx, f.cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})), f.topic, parts); err != nil {
+			fmt.Fprintln(stderr, "ingestd table reset-offsets:", err)
+			return exitFailure
+		}
 	}
 	moved, v, err := ingest.ResetOffsets(ctx, f.cfg, t.tbl, f.topic, parts, next)
 	if err != nil {
