@@ -24,10 +24,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 	e.beginChunk(dict, false)
 	defer e.endChunk(dict) // back to the file buffer, also on errors
 	rows, pageStart, pageNulls, nbits := 0, 0, 0, 0
-	// the current minimum and maximum (of s.Lo and s.Hi), kept unpacked
-	var loI, hiI int64
-	var loF, hiF float64
-	var loB, hiB []byte
+	var bd bounds // the current minimum and maximum (of s.Lo and s.Hi)
 	// the previous BYTE_ARRAY value of a dictionary pass and its entry
 	var prevB []byte
 	prevK := int32(-1)
@@ -97,13 +94,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(x))
 			}
-			if y := int64(x); !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loI, hiI = j, j, true, y, y
-			} else if y < loI {
-				s.Lo, loI = j, y
-			} else if y > hiI {
-				s.Hi, hiI = j, y
-			}
+			bd.integer(&s, j, int64(x))
 		case parquet.Int64:
 			x := v.Int64()
 			if dict {
@@ -117,49 +108,19 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint64(e.vals, uint64(x))
 			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loI, hiI = j, j, true, x, x
-			} else if x < loI {
-				s.Lo, loI = j, x
-			} else if x > hiI {
-				s.Hi, hiI = j, x
-			}
+			bd.integer(&s, j, x)
 		case parquet.Float:
 			x := v.Float()
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, math.Float32bits(x))
 			}
-			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-				s.NonFinite = true
-			}
-			if y := float64(x); !s.HasBounds { // exact: float32 order is float64 order
-				s.Lo, s.Hi, s.HasBounds, loF, hiF = j, j, true, y, y
-			} else {
-				if y < loF {
-					s.Lo, loF = j, y
-				}
-				if y > hiF {
-					s.Hi, hiF = j, y
-				}
-			}
+			bd.float(&s, j, float64(x)) // exact: float32 order is float64 order
 		case parquet.Double:
 			x := v.Double()
 			if e.encode {
 				e.vals = binary.LittleEndian.AppendUint64(e.vals, math.Float64bits(x))
 			}
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				s.NonFinite = true
-			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loF, hiF = j, j, true, x, x
-			} else {
-				if x < loF {
-					s.Lo, loF = j, x
-				}
-				if x > hiF {
-					s.Hi, hiF = j, x
-				}
-			}
+			bd.float(&s, j, x)
 		case parquet.ByteArray:
 			b := v.ByteArray()
 			if dict {
@@ -182,13 +143,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(len(b)))
 				e.vals = append(e.vals, b...)
 			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loB, hiB = j, j, true, b, b
-			} else if bytes.Compare(b, loB) < 0 {
-				s.Lo, loB = j, b
-			} else if bytes.Compare(b, hiB) > 0 {
-				s.Hi, hiB = j, b
-			}
+			bd.byteArray(&s, j, b)
 		case parquet.FixedLenByteArray:
 			b := v.ByteArray()
 			if len(b) != leaf.flbaLen {
@@ -201,13 +156,7 @@ func (e *columnEncoder) columnPass(ci int, leaf *leafInfo, vals []parquet.Value,
 			if leaf.signedFL {
 				cmp = compareSignedBE
 			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loB, hiB = j, j, true, b, b
-			} else if cmp(b, loB) < 0 {
-				s.Lo, loB = j, b
-			} else if cmp(b, hiB) > 0 {
-				s.Hi, hiB = j, b
-			}
+			bd.fixed(&s, j, b, cmp)
 		}
 	}
 	if rows != numRows {

@@ -1,7 +1,6 @@
 package parquetenc
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -42,9 +41,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 	rows, pageStart, pageNulls, nbits := 0, 0, 0, 0
 	k := 0 // the next value (set entry)
 	var start uint64
-	var loI, hiI int64
-	var loF, hiF float64
-	var loB, hiB []byte
+	var bd bounds // the current minimum and maximum (of s.Lo and s.Hi)
 	flush := func(end int) error {
 		if maxRep > 0 {
 			e.reps = append(e.reps[:0], reps[pageStart:end]...)
@@ -139,13 +136,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 					e.vals = binary.LittleEndian.AppendUint64(e.vals, w)
 				}
 			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loI, hiI = j, j, true, x, x
-			} else if x < loI {
-				s.Lo, loI = j, x
-			} else if x > hiI {
-				s.Hi, hiI = j, x
-			}
+			bd.integer(&s, j, x)
 		case parquet.Float, parquet.Double:
 			var x float64
 			if kind == parquet.Float {
@@ -159,19 +150,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 					e.vals = binary.LittleEndian.AppendUint64(e.vals, w)
 				}
 			}
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				s.NonFinite = true
-			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loF, hiF = j, j, true, x, x
-			} else {
-				if x < loF {
-					s.Lo, loF = j, x
-				}
-				if x > hiF {
-					s.Hi, hiF = j, x
-				}
-			}
+			bd.float(&s, j, x)
 		case parquet.ByteArray:
 			b := c.Bytes[start:w:w]
 			start = w
@@ -179,13 +158,7 @@ func (e *columnEncoder) levelsColumn(ci int, leaf *leafInfo, c *column.Column, n
 				e.vals = binary.LittleEndian.AppendUint32(e.vals, uint32(len(b)))
 				e.vals = append(e.vals, b...)
 			}
-			if !s.HasBounds {
-				s.Lo, s.Hi, s.HasBounds, loB, hiB = j, j, true, b, b
-			} else if bytes.Compare(b, loB) < 0 {
-				s.Lo, loB = j, b
-			} else if bytes.Compare(b, hiB) > 0 {
-				s.Hi, hiB = j, b
-			}
+			bd.byteArray(&s, j, b)
 		}
 	}
 	if k != len(words) {
