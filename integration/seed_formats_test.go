@@ -453,9 +453,19 @@ func TestSeedScenarioFormats(t *testing.T) {
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
+	checks := eachFormat(t, s, seedFormat)
+	// Spark reads every format's bronze in one query.
+	fmtSparkUnion(t, spark, "bronze", checks, fmtSparkCols...)
+}
+
+// eachFormat runs scenario for every format of fmtFormats, as parallel subtests, each
+// with a directory of the test's own (Spark reads the tables after the subtests end),
+// and returns what each left for Spark to check.
+func eachFormat(t *testing.T, s stack, scenario func(t *testing.T, s stack, format, dir string) *fmtSparkCheck) map[string]*fmtSparkCheck {
+	t.Helper()
 	checks := map[string]*fmtSparkCheck{}
 	var mu sync.Mutex
-	dirs := map[string]string{} // the test's own: Spark reads the tables after the subtests
+	dirs := map[string]string{}
 	for _, f := range fmtFormats {
 		dirs[f] = t.TempDir()
 	}
@@ -463,15 +473,14 @@ func TestSeedScenarioFormats(t *testing.T) {
 		for _, format := range fmtFormats {
 			t.Run(format, func(t *testing.T) {
 				t.Parallel()
-				c := seedFormat(t, s, format, dirs[format])
+				c := scenario(t, s, format, dirs[format])
 				mu.Lock()
 				checks[format] = c
 				mu.Unlock()
 			})
 		}
 	})
-	// Spark reads every format's bronze in one query.
-	fmtSparkUnion(t, spark, "bronze", checks, fmtSparkCols...)
+	return checks
 }
 
 // fmtSparkCols are the columns Spark reads of the seed's bronze tables, in this order.
@@ -724,23 +733,7 @@ func TestSchemaChangesFormats(t *testing.T) {
 	s := need(t)
 	python, jars := needSpark(t)
 	spark := startSpark(t, python, jars)
-	checks := map[string]*fmtSparkCheck{}
-	var mu sync.Mutex
-	dirs := map[string]string{} // the test's own: Spark reads the tables after the subtests
-	for _, f := range fmtFormats {
-		dirs[f] = t.TempDir()
-	}
-	t.Run("formats", func(t *testing.T) {
-		for _, format := range fmtFormats {
-			t.Run(format, func(t *testing.T) {
-				t.Parallel()
-				c := schemaChangesFormat(t, s, format, dirs[format])
-				mu.Lock()
-				checks[format] = c
-				mu.Unlock()
-			})
-		}
-	})
+	checks := eachFormat(t, s, schemaChangesFormat)
 	// Spark reads every format's evolve table in one query.
 	fmtSparkUnion(t, spark, "evolve", checks, fmtChangeCols...)
 }
