@@ -24,13 +24,8 @@ import (
 // and by Spark, equals `SELECT … ORDER BY id` every column exactly, with no dead letter.
 func TestCDCConnectJSON(t *testing.T) {
 	t.Parallel() // own database, slot, topics, worker and table
-	s := need(t)
-	pg := needPostgres(t)
-	needConnect(t)
-	python, jars := needSpark(t)
-	spark := startSpark(t, python, jars)
+	s, db, python, spark := needCDC(t)
 	start := time.Now()
-	db := createPGDatabase(t, pg)
 	db.exec(t, `CREATE TABLE items (id int PRIMARY KEY, amount numeric(12,2), at timestamptz, day date, uid uuid, doc jsonb, note text)`)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed>>9))

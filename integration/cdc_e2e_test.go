@@ -31,13 +31,8 @@ import (
 // at, and every live file of the snapshot must hold only live rows of its own partition.
 func TestCDCPostgresToDelta(t *testing.T) {
 	t.Parallel() // own database, slots, topics, worker and tables
-	s := need(t)
-	pg := needPostgres(t)
-	needConnect(t)
-	python, jars := needSpark(t)
-	spark := startSpark(t, python, jars)
+	s, db, python, spark := needCDC(t)
 	start := time.Now()
-	db := createPGDatabase(t, pg)
 	db.exec(t, `
 		CREATE TABLE accounts (id int PRIMARY KEY, name text, balance numeric(12,2), opened timestamptz, active bool);
 		CREATE TABLE events (id bigint PRIMARY KEY, kind text NOT NULL, amount numeric(12,2), at timestamptz);

@@ -26,13 +26,8 @@ import (
 // _source_lsn.
 func TestCDCIncrementalSnapshot(t *testing.T) {
 	t.Parallel() // own database, slot, topics, worker and table
-	s := need(t)
-	pg := needPostgres(t)
-	needConnect(t)
-	python, jars := needSpark(t)
-	spark := startSpark(t, python, jars)
+	s, db, python, spark := needCDC(t)
 	start := time.Now()
-	db := createPGDatabase(t, pg)
 	db.exec(t, `
 		CREATE TABLE items (id int PRIMARY KEY, name text);
 		CREATE TABLE debezium_signal (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048));

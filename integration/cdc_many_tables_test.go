@@ -30,13 +30,8 @@ import (
 // equals its source table row for row.
 func TestCDCManyTablesOnePipeline(t *testing.T) {
 	t.Parallel() // own database, slot, topics, worker and tables
-	s := need(t)
-	pg := needPostgres(t)
-	needConnect(t)
-	python, jars := needSpark(t)
-	spark := startSpark(t, python, jars)
+	s, db, python, spark := needCDC(t)
 	start := time.Now()
-	db := createPGDatabase(t, pg)
 	const tables = 20
 	late := fmt.Sprintf("t%02d", tables-1) // created while ingestd runs
 	create := func(i int) string {

@@ -51,17 +51,12 @@ import (
 // `SELECT … ORDER BY id` of its source, every column exactly (numeric as its text).
 func TestCDCSourceSchemaChanges(t *testing.T) {
 	t.Parallel() // own database, slot, broker, worker, topics and tables
-	s := need(t)
-	pg := needPostgres(t)
-	needConnect(t)
-	python, jars := needSpark(t)
-	spark := startSpark(t, python, jars)
+	s, db, python, spark := needCDC(t)
 	start := time.Now()
 	kafka := startPrivateKafka(t)
 	ks := stack{brokers: kafka.brokers, registry: s.registry, python: s.python}
 	t.Logf("private broker at %s after %v", kafka.brokers, time.Since(start).Round(time.Millisecond))
 
-	db := createPGDatabase(t, pg)
 	db.exec(t, `
 		CREATE TABLE orders (id int PRIMARY KEY, name text, amount numeric(10,2));
 		CREATE TABLE prices (id int PRIMARY KEY, amount numeric(10,2));

@@ -26,13 +26,8 @@ import (
 // source (the large values compared by MD5), with no dead letter.
 func TestCDCToastedColumnsKept(t *testing.T) {
 	t.Parallel() // own database, slot, topics, worker and tables
-	s := need(t)
-	pg := needPostgres(t)
-	needConnect(t)
-	python, jars := needSpark(t)
-	spark := startSpark(t, python, jars)
+	s, db, python, spark := needCDC(t)
 	start := time.Now()
-	db := createPGDatabase(t, pg)
 	// STORAGE EXTERNAL: out of line and never compressed, so every value over the TOAST
 	// threshold (about 2 KB) is TOASTed; md5 text is incompressible anyway.
 	db.exec(t, `

@@ -176,3 +176,16 @@ func (d *pgDB) slotActive(t *testing.T, slot string) bool {
 	}
 	return active
 }
+
+// needCDC is what a change-data-capture test needs: the stack, PostgreSQL and the Kafka
+// Connect jars (a test that cannot have them fails in CI), a database of its own, the
+// venv's python (delta-rs) and a Spark session to read the tables back.
+func needCDC(t *testing.T) (stack, *pgDB, string, *sparkSession) {
+	t.Helper()
+	s := need(t)
+	pg := needPostgres(t)
+	needConnect(t)
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars)
+	return s, createPGDatabase(t, pg), python, spark
+}
