@@ -248,7 +248,8 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (h *harness) snapshot() *deltawriter.Snapshot {
+// table opens the harness's table (a Delta table of its own, not a pipeline's).
+func (h *harness) table() *deltawriter.Table {
 	h.t.Helper()
 	st, err := storage.Open("file://" + h.tableDir)
 	if err != nil {
@@ -258,7 +259,12 @@ func (h *harness) snapshot() *deltawriter.Snapshot {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	snap, err := tbl.Snapshot(context.Background())
+	return tbl
+}
+
+func (h *harness) snapshot() *deltawriter.Snapshot {
+	h.t.Helper()
+	snap, err := h.table().Snapshot(context.Background())
 	if err != nil && !errors.Is(err, deltawriter.ErrTableNotFound) {
 		h.t.Fatal(err)
 	}

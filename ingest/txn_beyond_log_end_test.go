@@ -10,9 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/ingestd/ingestd/deltawriter"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // A topic deleted and created again under its name starts its offsets at 0 again, while
@@ -72,15 +69,7 @@ func TestTxnBeyondLogEndHaltsThenReset(t *testing.T) {
 	}
 	m.stop(t)
 
-	st0, err := storage.Open("file://" + h.tableDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved, _, err := ResetOffsets(ctx, h.config(), tbl, h.topic, nil, 0)
+	moved, _, err := ResetOffsets(ctx, h.config(), h.table(), h.topic, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +103,7 @@ func TestResetOffsetsErrors(t *testing.T) {
 	h.waitHandled(10, 20*time.Second, m)
 	m.stop(t)
 	ctx := context.Background()
-	st, err := storage.Open("file://" + h.tableDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := deltawriter.Open(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := h.table()
 	if _, _, err := ResetOffsets(ctx, h.config(), tbl, "orders", nil, -1); err == nil || err.Error() != "reset offsets: offset -1 is negative" {
 		t.Errorf("negative offset: %v", err)
 	}
