@@ -28,8 +28,11 @@ type OffsetReset struct {
 // TxnAppID is the Delta txn appId under which the pipeline with app id appID records
 // its progress in partition of topic (docs/architecture.md, "Exactly-once").
 func TxnAppID(appID, topic string, partition int32) string {
-	return appID + "-" + topic + "-" + strconv.Itoa(int(partition))
+	return txnAppIDPrefix(appID, topic) + strconv.Itoa(int(partition))
 }
+
+// txnAppIDPrefix is what the txn appIds of topic's partitions start with.
+func txnAppIDPrefix(appID, topic string) string { return appID + "-" + topic + "-" }
 
 // ResetOffsets makes the pipeline of cfg read topic's partitions from offset next on (0:
 // from the start of a topic created again; Kafka moves an offset before a partition's
@@ -52,8 +55,7 @@ func ResetOffsets(ctx context.Context, cfg *config.Config, table *deltawriter.Ta
 		return nil, 0, fmt.Errorf("reset offsets: read the table: %w", err)
 	}
 	if partitions == nil {
-		prefix := TxnAppID(cfg.AppID, topic, 0)
-		prefix = prefix[:len(prefix)-1]
+		prefix := txnAppIDPrefix(cfg.AppID, topic)
 		for id := range snap.Txns {
 			if rest, ok := strings.CutPrefix(id, prefix); ok {
 				if n, err := strconv.ParseInt(rest, 10, 32); err == nil && n >= 0 && strconv.FormatInt(n, 10) == rest {
