@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,11 +86,10 @@ type Pipeline struct {
 	// after the token when both are held.
 	batchMu sync.Mutex
 	cl      *kgo.Client
-	// consumer is the group consumer as soon as it is built, before cl is (its first
-	// assignment may come before start sets cl); consumerBuilt is closed once it is set.
-	consumer      atomic.Pointer[kgo.Client]
-	consumerBuilt chan struct{}
-	consumerOnce  sync.Once
+	// clSet is closed once start has set cl: the consumer's first assignment may run
+	// before (logEnds waits for it).
+	clSet     chan struct{}
+	clSetOnce sync.Once
 	// batch buffers the records read and not yet committed: fresh ones, and those whose
 	// flush failed transiently, held back per partition (their partitions paused) until
 	// a jittered, growing backoff ends. A partition's records are always flushed
@@ -217,7 +215,7 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		decodedPerByte: initialDecodedPerByte,
 		maintainers:    deps.Maintainers,
 		firstAssigned:  make(chan struct{}),
-		consumerBuilt:  make(chan struct{}),
+		clSet:          make(chan struct{}),
 	}
 	if p.maintainers == nil {
 		p.maintainers = maintain.NewRegistry()

@@ -94,13 +94,16 @@ func (p *Pipeline) logEnds(ctx context.Context, m map[string]map[int32]kgo.Offse
 	}
 	lctx, cancel := context.WithTimeout(ctx, logEndsTimeout)
 	defer cancel()
-	select { // this callback may run before the client that runs it is handed to start
-	case <-p.consumerBuilt:
+	select { // this callback may run before start has set p.cl
+	case <-p.clSet:
 	case <-lctx.Done():
 		p.log.Warn("could not read the end offsets of the assigned partitions; not checking them against the table's txns", "err", lctx.Err())
 		return nil
 	}
-	listed, err := kadm.NewClient(p.consumer.Load()).ListEndOffsets(lctx, topics...)
+	p.batchMu.Lock()
+	cl := p.cl
+	p.batchMu.Unlock()
+	listed, err := kadm.NewClient(cl).ListEndOffsets(lctx, topics...)
 	if err == nil {
 		err = listed.Error()
 	}

@@ -56,8 +56,6 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.consumer.Store(cl)
-	p.consumerOnce.Do(func() { close(p.consumerBuilt) })
 	s := &session{p: p, cl: cl}
 	if p.cfg.DeadLetter.Topic != "" {
 		if s.dlq, err = clients.DeadLetterProducer(); err != nil {
@@ -73,6 +71,7 @@ func (p *Pipeline) start(ctx context.Context) (*session, error) {
 	}
 	p.batchMu.Unlock()
 	p.releaseFlush(tok)
+	p.clSetOnce.Do(func() { close(p.clSet) })
 	if err := p.checkTopics(ctx, cl); err != nil {
 		s.close()
 		return nil, err
