@@ -67,8 +67,20 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 			d = startDaemon(t, cfgDir)
 		}
 	}
-	// Every change (and tombstone) Debezium wrote has been handled once the topic's end is
-	// stable and the table's txn has reached it.
+	source := pgRows(t, db, `SELECT id::text, coalesce(amount::text, '<nil>'), coalesce((extract(epoch FROM at) * 1000000)::bigint::text, '<nil>'),
+		coalesce(day::text, '<nil>'), coalesce(uid::text, '<nil>'), coalesce(doc::text, '<nil>'), coalesce(note, '<nil>') FROM items ORDER BY items.id`)
+	cols := []string{"id", "amount", "at", "day", "uid", "doc", "note"}
+	render := func(rows []map[string]any) []string {
+		got := cdcDeltaRows(t, rows, cols)
+		for i, r := range got { // a date reads as YYYY-MM-DD, or with a midnight time
+			got[i] = strings.Replace(r, "T00:00:00", "", 1)
+		}
+		return got
+	}
+	// First the table's state (Debezium may publish the workload's last commits seconds
+	// after it ran), then every change (and tombstone) Debezium wrote has been handled: the
+	// topic's end is stable and the table's txn has reached it.
+	waitDeltaRSEquals(t, d, python, path, "items", source, render, nil)
 	want := int64(-1)
 	waitForEvery(t, d, 120*time.Second, time.Second, "Debezium to publish the workload and ingestd to handle it", func() bool {
 		now := int64(len(readDLQ(t, s, topic)))
@@ -82,9 +94,6 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 		t.Fatalf("ingestd exited %d", code)
 	}
 
-	source := pgRows(t, db, `SELECT id::text, coalesce(amount::text, '<nil>'), coalesce((extract(epoch FROM at) * 1000000)::bigint::text, '<nil>'),
-		coalesce(day::text, '<nil>'), coalesce(uid::text, '<nil>'), coalesce(doc::text, '<nil>'), coalesce(note, '<nil>') FROM items ORDER BY items.id`)
-	cols := []string{"id", "amount", "at", "day", "uid", "doc", "note"}
 	rs := readDeltaRS(t, python, path)
 	if rs.Unsupported != "" {
 		t.Fatalf("delta-rs cannot read the table: %s", rs.Unsupported)
@@ -92,11 +101,7 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 	var sp sparkRead
 	spark.call(t, map[string]any{"op": "read", "path": path}, &sp)
 	for who, rows := range map[string][]map[string]any{"delta-rs": rs.Rows, "Spark": sp.Rows} {
-		got := cdcDeltaRows(t, rows, cols)
-		for i, r := range got { // a date reads as YYYY-MM-DD, or with a midnight time
-			got[i] = strings.Replace(r, "T00:00:00", "", 1)
-		}
-		if !slices.Equal(got, source) {
+		if got := render(rows); !slices.Equal(got, source) {
 			t.Errorf("%s reads %d rows, PostgreSQL holds %d:\n got %q\nwant %q", who, len(got), len(source), got, source)
 		}
 	}

@@ -87,9 +87,23 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 			d = startDaemon(t, cfgDir)
 		}
 	}
+	queries := map[string]string{
+		"accounts": `SELECT id::text, coalesce(name, '<nil>'), coalesce(balance::text, '<nil>'),
+			coalesce((extract(epoch FROM opened) * 1000000)::bigint::text, '<nil>'), coalesce(active::text, '<nil>') FROM accounts ORDER BY accounts.id`,
+		"events": `SELECT id::text, kind, coalesce(amount::text, '<nil>'),
+			coalesce((extract(epoch FROM at) * 1000000)::bigint::text, '<nil>'),
+			coalesce(((at AT TIME ZONE 'UTC')::date)::text, '<nil>') FROM events ORDER BY events.id`,
+	}
+	cols := map[string][]string{"accounts": {"id", "name", "balance", "opened", "active"}, "events": {"id", "kind", "amount", "at", "at_date"}}
+	// First the tables' state (Debezium may publish the workload's last commits seconds
+	// after it ran), then every change (and tombstone) Debezium wrote has been handled: the
+	// topics' ends are stable and the tables' txns have reached them.
+	for _, tb := range []string{"accounts", "events"} {
+		waitDeltaRSEquals(t, d, python, paths[tb], tb, pgRows(t, db, queries[tb]),
+			func(rows []map[string]any) []string { return cdcDeltaRows(t, rows, cols[tb]) },
+			func(diff []string) { logEvents(t, s, prefix+".public."+tb, diff) })
+	}
 	produced := func(tb string) int64 { return int64(len(readDLQ(t, s, prefix+".public."+tb))) }
-	// Every change (and tombstone) Debezium wrote has been handled: the topics' ends are
-	// stable once the workload's last commit has been read by the connector.
 	var want map[string]int64
 	waitForEvery(t, d, 180*time.Second, 2*time.Second, "Debezium to publish the workload and ingestd to handle it", func() bool {
 		now := map[string]int64{"accounts": produced("accounts"), "events": produced("events")}
@@ -103,14 +117,6 @@ batch: {max_records: %d, max_bytes: 16MiB, max_age: 300ms}
 		t.Fatalf("ingestd exited %d", code)
 	}
 
-	queries := map[string]string{
-		"accounts": `SELECT id::text, coalesce(name, '<nil>'), coalesce(balance::text, '<nil>'),
-			coalesce((extract(epoch FROM opened) * 1000000)::bigint::text, '<nil>'), coalesce(active::text, '<nil>') FROM accounts ORDER BY accounts.id`,
-		"events": `SELECT id::text, kind, coalesce(amount::text, '<nil>'),
-			coalesce((extract(epoch FROM at) * 1000000)::bigint::text, '<nil>'),
-			coalesce(((at AT TIME ZONE 'UTC')::date)::text, '<nil>') FROM events ORDER BY events.id`,
-	}
-	cols := map[string][]string{"accounts": {"id", "name", "balance", "opened", "active"}, "events": {"id", "kind", "amount", "at", "at_date"}}
 	for _, tb := range []string{"accounts", "events"} {
 		source := pgRows(t, db, queries[tb])
 		rs := readDeltaRS(t, python, paths[tb])

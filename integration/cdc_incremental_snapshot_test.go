@@ -102,35 +102,8 @@ batch: {max_records: 7, max_bytes: 16MiB, max_age: 200ms}
 
 	source := pgRows(t, db, `SELECT id::text, coalesce(name, '<nil>') FROM items ORDER BY items.id`)
 	cols := []string{"id", "name"}
-	var got []string
-	waits := 0
-	waitForEvery(t, d, 90*time.Second, 2*time.Second, "the Delta table to equal the source table", func() bool {
-		rs := readDeltaRS(t, python, path)
-		if rs.Unsupported != "" {
-			t.Fatalf("delta-rs cannot read the table: %s", rs.Unsupported)
-		}
-		got = cdcDeltaRows(t, rs.Rows, cols)
-		if !slices.Equal(got, source) {
-			var extra, missing []string
-			for _, r := range got {
-				if !slices.Contains(source, r) {
-					extra = append(extra, r)
-				}
-			}
-			for _, r := range source {
-				if !slices.Contains(got, r) {
-					missing = append(missing, r)
-				}
-			}
-			t.Logf("waiting: delta-rs reads %d rows, PostgreSQL holds %d (only in Delta %q, only in PostgreSQL %q); %d dead letters",
-				len(got), len(source), extra, missing, len(readDLQ(t, s, dlq)))
-			if waits++; waits == 5 {
-				logEvents(t, s, topic, append(extra, missing...))
-			}
-			return false
-		}
-		return true
-	})
+	waitDeltaRSEquals(t, d, python, path, "items", source, func(rows []map[string]any) []string { return cdcDeltaRows(t, rows, cols) },
+		func(diff []string) { logEvents(t, s, topic, diff) })
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("ingestd exited %d", code)
 	}
@@ -162,6 +135,50 @@ batch: {max_records: 7, max_bytes: 16MiB, max_age: 200ms}
 		t.Errorf("%d dead letters, want 0", n)
 	}
 	t.Logf("%d rows equal in PostgreSQL, delta-rs and Spark; %v", len(source), time.Since(start).Round(time.Millisecond))
+}
+
+// waitDeltaRSEquals waits, polling every 2 s for at most 120 s, until delta-rs reads the
+// table at path as want: the source's rows, rendered by render from the reader's rows.
+// Debezium publishes a change some time after its commit (its poll interval, the worker's
+// load), so the table's state, not a count of the records seen so far, says when ingestd
+// has caught up. A failed poll logs how many rows differ, and the rows only in Delta and
+// only in the source every fifth (what names the table in the log); on the fifth, onMismatch (if not nil)
+// gets both.
+func waitDeltaRSEquals(t *testing.T, d *daemon, python, path, what string, want []string,
+	render func([]map[string]any) []string, onMismatch func(diff []string)) {
+	t.Helper()
+	waits := 0
+	waitForEvery(t, d, 120*time.Second, 2*time.Second, "the Delta table "+what+" to equal the source table", func() bool {
+		rs := readDeltaRS(t, python, path)
+		if rs.Unsupported != "" {
+			t.Fatalf("delta-rs cannot read the table %s: %s", what, rs.Unsupported)
+		}
+		got := render(rs.Rows)
+		if slices.Equal(got, want) {
+			return true
+		}
+		var extra, missing []string
+		for _, r := range got {
+			if !slices.Contains(want, r) {
+				extra = append(extra, r)
+			}
+		}
+		for _, r := range want {
+			if !slices.Contains(got, r) {
+				missing = append(missing, r)
+			}
+		}
+		if waits++; waits%5 != 0 {
+			t.Logf("waiting: delta-rs reads %d rows of %s, the source holds %d; %d differ", len(got), what, len(want), len(extra)+len(missing))
+			return false
+		}
+		t.Logf("waiting: delta-rs reads %d rows of %s, the source holds %d (only in Delta %q, only in the source %q)",
+			len(got), what, len(want), extra, missing)
+		if waits == 5 && onMismatch != nil {
+			onMismatch(append(extra, missing...))
+		}
+		return false
+	})
 }
 
 // logEvents logs the Debezium events of topic whose key is the id of one of rows ("id
