@@ -371,6 +371,7 @@ type pbMsg struct {
 	byNumMap map[protowire.Number]int
 	oneofs   [][]int // the indexes in fields of each real oneof's members
 	required []int   // the indexes in fields of the required fields (proto2)
+	inOrder  bool    // fields are in ascending number order and none is required: messageInOrder may try first
 }
 
 // protoGen derives Avro schemas from message descriptors.

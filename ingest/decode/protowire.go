@@ -1,6 +1,8 @@
 package decode
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -198,6 +200,7 @@ func (pm *pbMsg) index() error {
 			f.zero = e.b
 		}
 	}
+	pm.inOrder = len(pm.required) == 0 && slices.IsSortedFunc(pm.fields, func(a, b pbField) int { return cmp.Compare(a.num, b.num) })
 	ods := pm.md.Oneofs()
 	for i := range ods.Len() {
 		od := ods.Get(i)
@@ -300,6 +303,13 @@ func (s *pbState) message(pm *pbMsg, b []byte, depth int) error {
 	if depth > maxProtoRecursion {
 		return errPBWire
 	}
+	if pm.inOrder {
+		start, recheck := len(s.b), s.recheck
+		if s.messageInOrder(pm, b, depth) {
+			return nil
+		}
+		s.b, s.recheck = s.b[:start], recheck
+	}
 	lv := &s.levels[depth]
 	if err := s.scan(lv, pm, b); err != nil {
 		return err
@@ -334,6 +344,189 @@ func (s *pbState) message(pm *pbMsg, b []byte, depth int) error {
 		}
 	}
 	return nil
+}
+
+// messageInOrder is message's one pass for the body serializers write: pm's fields in
+// its declaration order (pm.inOrder: ascending numbers), a singular field at most once,
+// a repeated field's occurrences adjacent (or one packed run), no map entry, oneof member,
+// group or Empty present; unknown fields are skipped. It writes each value as it reads it
+// and the absent fields' defaults between them, exactly what message's two passes write
+// for such a body. It returns false, with s.b partly written, for any other body and for
+// one that does not decode or outgrows s.limit: message's two passes then give the answer
+// and the error.
+func (s *pbState) messageInOrder(pm *pbMsg, b []byte, depth int) bool {
+	next := 0 // the first field not yet written
+	for i := 0; i < len(b); {
+		tagAt := i
+		var num protowire.Number
+		var wt protowire.Type
+		if c := b[i]; c < 0x80 && c >= 8 {
+			num, wt = protowire.Number(c>>3), protowire.Type(c&7)
+			i++
+		} else {
+			var n int
+			num, wt, n = protowire.ConsumeTag(b[i:])
+			if n < 0 || num > protowire.MaxValidNumber {
+				return false
+			}
+			i += n
+		}
+		fi := pm.field(num)
+		if fi < 0 {
+			n := protowire.ConsumeFieldValue(num, wt, b[i:])
+			if n < 0 {
+				return false
+			}
+			i += n
+			continue
+		}
+		f := &pm.fields[fi]
+		if fi < next || f.isMap || f.oneof != 0 || f.typ.kind == pbEmpty || f.typ.pk == protoreflect.GroupKind ||
+			wt != f.wt && !(wt == protowire.BytesType && f.pack) {
+			return false
+		}
+		s.absent(pm, next, fi)
+		next = fi + 1
+		if !f.list {
+			n := wireLen(b[i:], wt)
+			if n < 0 {
+				return false
+			}
+			if f.nullable {
+				s.b = append(s.b, 2) // union branch 1
+			}
+			if !s.value(f, b[i:i+n], depth) {
+				return false
+			}
+			i += n
+			continue
+		}
+		tag := b[tagAt:i]
+		if wt != f.wt { // packed: one run of values
+			p, n := protowire.ConsumeBytes(b[i:])
+			if n < 0 || bytes.HasPrefix(b[i+n:], tag) {
+				return false
+			}
+			count := 0
+			for q := p; len(q) > 0; count++ {
+				m := consumeValue(q, f.wt)
+				if m < 0 {
+					return false
+				}
+				q = q[m:]
+			}
+			if count > 0 {
+				s.long(int64(count))
+				for len(p) > 0 {
+					m := consumeValue(p, f.wt)
+					s.scalar(&f.typ, p[:m])
+					p = p[m:]
+				}
+			}
+			s.b = append(s.b, 0)
+			if len(s.b) > s.limit {
+				return false
+			}
+			i += n
+			continue
+		}
+		count, end := 0, i // the adjacent occurrences: values at i, then tag+value after each
+		for {
+			n := wireLen(b[end:], wt)
+			if n < 0 {
+				return false
+			}
+			end += n
+			count++
+			if !bytes.HasPrefix(b[end:], tag) {
+				break
+			}
+			end += len(tag)
+		}
+		s.long(int64(count))
+		for k := 0; k < count; k++ {
+			if k > 0 {
+				i += len(tag)
+			}
+			n := wireLen(b[i:], wt)
+			if !s.value(f, b[i:i+n], depth) || len(s.b) > s.limit {
+				return false
+			}
+			i += n
+		}
+		s.b = append(s.b, 0)
+	}
+	if len(pm.fields) > next {
+		s.absent(pm, next, len(pm.fields))
+	}
+	return len(s.b) <= s.limit
+}
+
+// absent writes what message writes for pm's fields [from, to) when the body has none of
+// them: an empty array or map, nothing for an Empty, null, or the field's default.
+func (s *pbState) absent(pm *pbMsg, from, to int) {
+	for k := from; k < to; k++ {
+		f := &pm.fields[k]
+		switch {
+		case f.isMap, f.list:
+			s.b = append(s.b, 0)
+		case f.typ.kind == pbEmpty:
+		case f.nullable:
+			s.b = append(s.b, 0)
+		default:
+			s.b = append(s.b, f.zero...)
+		}
+	}
+}
+
+// value writes one value r (its wire bytes, of f's own wire type) of f, a singular field
+// or a list element: a scalar (a string checked for UTF-8), or a message decoded at
+// depth+1. It reports whether it did.
+func (s *pbState) value(f *pbField, r []byte, depth int) bool {
+	if f.typ.pk == protoreflect.MessageKind {
+		p, _ := protowire.ConsumeBytes(r)
+		return s.messageValue(&f.typ, p, depth+1, f.path) == nil
+	}
+	if k := f.typ.pk; k == protoreflect.StringKind || k == protoreflect.BytesKind {
+		p := r[len(r)-wireLenPayload(r):] // r is the length's varint, then the bytes
+		if f.utf8v && !utf8.Valid(p) {
+			return false
+		}
+		s.str(p)
+		return true
+	}
+	s.scalar(&f.typ, r)
+	return true
+}
+
+// wireLenPayload is the length of the bytes after a length-delimited value's varint
+// length, the value r already checked.
+func wireLenPayload(r []byte) int {
+	if r[0] < 0x80 {
+		return int(r[0])
+	}
+	v, _ := protowire.ConsumeVarint(r)
+	return int(v)
+}
+
+// wireLen is the length of the one value of wire type wt (not a group) at the start of b,
+// or -1 when it does not parse.
+func wireLen(b []byte, wt protowire.Type) int {
+	switch wt {
+	case protowire.VarintType:
+		if len(b) > 0 && b[0] < 0x80 {
+			return 1
+		}
+		_, n := protowire.ConsumeVarint(b)
+		return n
+	case protowire.BytesType:
+		if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+			return 1 + int(b[0])
+		}
+		_, n := protowire.ConsumeBytes(b)
+		return n
+	}
+	return consumeValue(b, wt)
 }
 
 // scan locates pm's fields in b into lv.slots.
@@ -921,21 +1114,28 @@ func zeroOf(k protoreflect.Kind) protoreflect.Value {
 // secondsNanos reads a Timestamp's or Duration's fields: seconds (1, int64) and nanos
 // (2, int32).
 func secondsNanos(b []byte) (sec, nanos int64, err error) {
-	r, ok, err := lastField(b, 1, protowire.VarintType, false)
-	if err != nil {
-		return 0, 0, err
-	}
-	if ok {
-		v, _ := protowire.ConsumeVarint(r)
-		sec = int64(v)
-	}
-	r, ok, err = lastField(b, 2, protowire.VarintType, false)
-	if err != nil {
-		return 0, 0, err
-	}
-	if ok {
-		v, _ := protowire.ConsumeVarint(r)
-		nanos = int64(int32(v))
+	for len(b) > 0 {
+		num, wt, k := protowire.ConsumeTag(b)
+		if k < 0 || num > protowire.MaxValidNumber {
+			return 0, 0, errPBWire
+		}
+		b = b[k:]
+		if (num == 1 || num == 2) && wt == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, errPBWire
+			}
+			if num == 1 {
+				sec = int64(v)
+			} else {
+				nanos = int64(int32(v))
+			}
+			b = b[n:]
+		} else if k = protowire.ConsumeFieldValue(num, wt, b); k < 0 {
+			return 0, 0, errPBWire
+		} else {
+			b = b[k:]
+		}
 	}
 	return sec, nanos, nil
 }

@@ -2,8 +2,11 @@ package decode
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -53,6 +56,27 @@ func (g *pbGen) message(md protoreflect.MessageDescriptor, depth int) []byte {
 	n := g.r.IntN(10)
 	if depth > 4 {
 		n = g.r.IntN(2)
+	}
+	if g.r.IntN(2) == 0 {
+		// As serializers write: ascending field numbers, a repeated field's occurrences
+		// adjacent (a singular field picked twice is written twice), unknown fields last.
+		picked := make([]int, 0, n)
+		unknown := 0
+		for range n {
+			if fields.Len() == 0 || g.r.IntN(12) == 0 {
+				unknown++
+				continue
+			}
+			picked = append(picked, g.r.IntN(fields.Len()))
+		}
+		slices.SortFunc(picked, func(x, y int) int { return cmp.Compare(fields.Get(x).Number(), fields.Get(y).Number()) })
+		for _, k := range picked {
+			b = g.field(b, fields.Get(k), depth)
+		}
+		for range unknown {
+			b = g.unknown(b)
+		}
+		return b
 	}
 	for range n {
 		if fields.Len() == 0 || g.r.IntN(12) == 0 {
@@ -210,13 +234,16 @@ func pbDifferential(t *testing.T, ws *WriterSchema, body []byte) {
 	}
 }
 
-// pbDiffCase is body number seed of schema seed%2 (pbRich's Rec, pbProto2's Rec), with
-// raw XORed over it.
+// pbDiffCase is body number seed of schema seed%3 (pbRich's Rec, pbProto2's Rec, and
+// pbProto2's Rec without its required field, which the one-pass path reads), with raw
+// XORed over it.
 func pbDiffCase(t *testing.T, seed uint64, raw []byte) (*WriterSchema, []byte) {
 	text, idx := pbRich, 0
-	if seed%2 == 1 {
-		text = pbProto2
-		idx = 2
+	switch seed % 3 {
+	case 1:
+		text, idx = pbProto2, 2
+	case 2:
+		text, idx = strings.Replace(pbProto2, "required string id = 1;", "optional string id = 1;", 1), 2
 	}
 	ws := mustProto(t, text, nil)
 	if idx != 0 {
@@ -236,22 +263,27 @@ func pbDiffCase(t *testing.T, seed uint64, raw []byte) (*WriterSchema, []byte) {
 }
 
 // TestProtobufWireDecoderMatchesDynamicpb compares the wire decoder with the dynamicpb
-// transcoder it replaced on random bodies of two rich schemas: equal Avro bytes, or equal
-// errors (reason and message).
+// transcoder it replaced on random bodies of three rich schemas: equal Avro bytes, or
+// equal errors (reason and message). Both of the wire decoder's paths are exercised: the
+// one pass (messageInOrder) reads a good share of the top-level bodies whole, and the two
+// passes the rest.
 func TestProtobufWireDecoderMatchesDynamicpb(t *testing.T) {
-	n := uint64(800)
+	n := uint64(900)
 	if testing.Short() {
 		n = 300
 	}
-	fails := 0
+	fails, onePass := 0, 0
 	for seed := range n {
 		ws, body := pbDiffCase(t, seed, nil)
 		if _, err := oracleToAvro(ws.body.(*protoBody), nil, body); err != nil {
 			fails++
 		}
+		if pbOnePass(ws, body) {
+			onePass++
+		}
 		pbDifferential(t, ws, body)
-		if seed%3 == 0 && len(body) > 0 { // one flipped byte
-			body[int(seed/3)%len(body)] ^= byte(seed>>2) | 1
+		if seed%4 == 0 && len(body) > 0 { // one flipped byte
+			body[int(seed/4)%len(body)] ^= byte(seed>>2) | 1
 			pbDifferential(t, ws, body)
 		}
 	}
@@ -259,6 +291,19 @@ func TestProtobufWireDecoderMatchesDynamicpb(t *testing.T) {
 	if fails == 0 || fails > int(n)*3/4 {
 		t.Fatalf("%d of %d generated bodies fail: the generator does not cover both outcomes", fails, n)
 	}
+	if onePass < int(n)/10 || onePass > int(n)*9/10 {
+		t.Fatalf("the one pass reads %d of %d generated bodies whole: the generator does not cover both paths", onePass, n)
+	}
+}
+
+// pbOnePass reports whether messageInOrder reads body of ws's message whole.
+func pbOnePass(ws *WriterSchema, body []byte) bool {
+	p := ws.body.(*protoBody)
+	if !p.top.inOrder {
+		return false
+	}
+	s := &pbState{avroAppender: newAvroAppender(nil, len(body))}
+	return s.messageInOrder(p.top, body, 1)
 }
 
 // FuzzProtobufWireDecoder is TestProtobufWireDecoderMatchesDynamicpb under the fuzzer: a
