@@ -201,7 +201,10 @@ run_reader() {
         mkdir -p "$OUT/prof"
         prof+=(--trace "$OUT/prof/$tag.trace")
       fi
-      port=$((20000 + RANDOM % 20000))
+      # Below the kernel's ephemeral range (32768 and up: the clients' own sockets), and
+      # not one something already listens on.
+      port=$((20000 + RANDOM % 12000))
+      while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((20000 + RANDOM % 12000)); done
       local source="schema_registry: {url: \"$SCHEMA_REGISTRY_URL\"}"
       case "$FORMAT" in
         protobuf) source="format: protobuf
