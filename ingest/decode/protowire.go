@@ -25,7 +25,10 @@ import (
 // derived schema directly, fields in the schema's order. Each message's fields are first
 // located in one pass (the last value of a scalar, every occurrence of a repeated, map or
 // message field: Protobuf merges repeated occurrences of a message, which is decoding
-// their concatenation), then written. It reads a body exactly as proto.Unmarshal into a
+// their concatenation), then written. A body as serializers write it (fields in number
+// order, which is the schema's when the .proto declares them ascending, each singular
+// field once) is written as it is read instead, in one pass (messageInOrder); any other
+// body falls back to the two passes. It reads a body exactly as proto.Unmarshal into a
 // dynamic message does (DiscardUnknown, RecursionLimit maxProtoRecursion): unknown fields
 // and fields of a mismatched wire type are skipped, a oneof keeps its last member, a map
 // its last entry per key.
