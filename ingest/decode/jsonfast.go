@@ -101,40 +101,47 @@ func (f *jFast) push(v any) {
 	}
 }
 
-// str reads a string without escapes and returns its bytes (a sub-slice of the document).
+// str reads a string without escapes and returns its bytes (a sub-slice of the document):
+// false for a string with an escape, a control character or invalid UTF-8, and for one
+// not closed. One pass finds the closing quote and checks the text, eight bytes at a time.
 func (f *jFast) str() ([]byte, bool) {
+	const ones, hi = 0x0101010101010101, 0x8080808080808080
+	const quote, bslash, space = 0x2222222222222222, 0x5c5c5c5c5c5c5c5c, 0x2020202020202020
 	f.i++ // '"'
-	start := f.i
-	q := bytes.IndexByte(f.b[start:], '"')
-	if q < 0 {
-		return nil, false
-	}
-	raw := f.b[start : start+q]
-	if !plainText(raw) {
-		return nil, false
-	}
-	f.i = start + q + 1
-	return raw, true
-}
-
-// plainText reports whether raw, a JSON string's text, has no escape and no control
-// character and is valid UTF-8 (eight bytes at a time for the ASCII part).
-func plainText(raw []byte) bool {
-	const lo, hi, bs = 0x2020202020202020, 0x8080808080808080, 0x5c5c5c5c5c5c5c5c
-	i := 0
-	for ; i+8 <= len(raw); i += 8 {
-		x := binary.LittleEndian.Uint64(raw[i:])
-		y := x ^ bs // a zero byte where x has a backslash
-		if (x-lo)&^x&hi != 0 || (y-0x0101010101010101)&^y&hi != 0 {
-			return false
+	b, start := f.b, f.i
+	i, seen := start, uint64(0) // seen: every byte of the whole words passed, ORed
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, e := x^quote, x^bslash
+		// The lowest flagged byte is the first quote, backslash or byte below 0x20 (a
+		// flag above it may come from a borrow, and is never looked at).
+		if m := ((q-ones)&^q | (e-ones)&^e | (x-space)&^x) & hi; m != 0 {
+			k := bits.TrailingZeros64(m) >> 3
+			seen |= x & (1<<(8*k) - 1) // the bytes before it
+			i += k
+			break
 		}
+		seen |= x
 	}
-	for _, c := range raw[i:] {
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c == '"' {
+			break
+		}
 		if c < 0x20 || c == '\\' {
-			return false
+			return nil, false
 		}
+		seen |= uint64(c)
 	}
-	return utf8.Valid(raw)
+	if i >= len(b) || b[i] != '"' {
+		return nil, false
+	}
+	raw := b[start:i]
+	if seen&hi != 0 && !utf8.Valid(raw) {
+		return nil, false
+	}
+	f.i = i + 1
+	return raw, true
 }
 
 // number reads a JSON number's text (RFC 8259 grammar).
@@ -353,6 +360,13 @@ func (f *jFast) text(n *jNode, raw []byte) bool {
 		if n.kind == jTsNtz {
 			layout = "2006-01-02T15:04:05.999999999"
 		}
+		if us, ok, sure := utcMicros(raw, n.kind == jTsNtz); sure {
+			if !ok {
+				return false
+			}
+			f.long(us)
+			break
+		}
 		ts, err := time.Parse(layout, string(raw))
 		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
 			return false
@@ -360,6 +374,87 @@ func (f *jFast) text(n *jNode, raw []byte) bool {
 		f.long(ts.UnixMicro())
 	}
 	return true
+}
+
+// utcMicros reads the timestamp most writers write, YYYY-MM-DDTHH:MM:SS with 0 to 9
+// fraction digits after a '.', then 'Z' (or nothing, when ntz): µs since the epoch, and
+// ok false where time.Parse would fail or text would read the value as invalid (a
+// field out of range, year 0, a part of a microsecond). sure is false for any other
+// text, which time.Parse then reads.
+func utcMicros(raw []byte, ntz bool) (us int64, ok, sure bool) {
+	n := len(raw)
+	if n < 19 || raw[4] != '-' || raw[7] != '-' || raw[10] != 'T' || raw[13] != ':' || raw[16] != ':' {
+		return 0, false, false
+	}
+	if ntz == (raw[n-1] == 'Z') {
+		return 0, false, false
+	}
+	if !ntz {
+		n--
+	}
+	num := func(i, w int) int {
+		v := 0
+		for _, c := range raw[i : i+w] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	y, mo, d, h, mi, sec := num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2)
+	if y < 0 || mo < 0 || d < 0 || h < 0 || mi < 0 || sec < 0 {
+		return 0, false, false
+	}
+	frac := 0
+	if n > 19 {
+		digits := n - 20
+		if raw[19] != '.' || digits < 1 || digits > 9 {
+			return 0, false, false
+		}
+		if frac = num(20, digits); frac < 0 {
+			return 0, false, false
+		}
+		for range 9 - digits {
+			frac *= 10
+		}
+	}
+	if y < 1 || mo < 1 || mo > 12 || d < 1 || d > daysIn(mo, y) || h > 23 || mi > 59 || sec > 59 || frac%1000 != 0 {
+		return 0, false, true
+	}
+	days := daysFromCivil(y, mo, d)
+	return ((days*24+int64(h))*60+int64(mi))*60_000_000 + int64(sec)*1_000_000 + int64(frac/1000), true, true
+}
+
+// daysIn is the number of days of month mo (1-12) of year y (proleptic Gregorian).
+func daysIn(mo, y int) int {
+	switch mo {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to y-mo-d (proleptic Gregorian;
+// H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", days_from_civil).
+func daysFromCivil(y, mo, d int) int64 {
+	if mo <= 2 {
+		y--
+	}
+	era := y / 400 // y ≥ 0 here
+	yoe := y - era*400
+	m := mo + 9
+	if mo > 2 {
+		m = mo - 3
+	}
+	doy := (153*m+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
 }
 
 // unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits.
@@ -463,7 +558,13 @@ func (f *jFast) object(n *jNode, depth int) bool {
 			if nkeys++; nkeys > 1024 {
 				return false
 			}
-			i, known := n.fieldBytes(k)
+			var i int
+			var known bool
+			if next := last + 1; next < len(n.fields) && string(k) == n.fields[next].name {
+				i, known = next, true // the key writers put next: no hashing
+			} else {
+				i, known = n.fieldBytes(k)
+			}
 			switch {
 			case !known && (depth == 0 && !f.top || n.open):
 				if !f.newKey(kbase, k) || !f.skip(depth+1) { // a key the tree lacks (a dropped top-level key, or one JSON Schema allows)

@@ -2,10 +2,13 @@ package decode
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -156,5 +159,115 @@ func TestJSONOnePassDocument(t *testing.T) {
 		if !ok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("document %s: one pass %#v (%v), want %#v", doc, got, ok, want)
 		}
+	}
+}
+
+// TestJSONStrScan compares jFast.str, which scans eight bytes at a time, with its
+// definition on strings that put a quote, a backslash, a control character, an ASCII
+// byte, a valid multi-byte character or an invalid byte at every offset of the words it
+// reads: the text up to the first quote, accepted when it has no backslash, no byte below
+// 0x20 and is valid UTF-8.
+func TestJSONStrScan(t *testing.T) {
+	want := func(doc []byte) ([]byte, bool) {
+		q := bytes.IndexByte(doc[1:], '"')
+		if q < 0 {
+			return nil, false
+		}
+		raw := doc[1 : 1+q]
+		for _, c := range raw {
+			if c < 0x20 || c == '\\' {
+				return nil, false
+			}
+		}
+		if !utf8.Valid(raw) {
+			return nil, false
+		}
+		return raw, true
+	}
+	pieces := [][]byte{[]byte("a"), []byte("Z"), []byte(" "), []byte("~"), []byte("é"), []byte("€"), []byte("𝄞"),
+		{0xff}, {0xc3}, {0x80}, []byte("\\"), {0x1f}, {0x00}, {0x7f}, []byte("\"")}
+	r := rand.New(rand.NewPCG(7, 11))
+	accepted, refused := 0, 0
+	for n := range 20000 {
+		doc := []byte{'"'}
+		for range r.IntN(40) {
+			p := pieces[0]
+			if r.IntN(4) == 0 {
+				p = pieces[r.IntN(len(pieces))]
+			}
+			doc = append(doc, p...)
+		}
+		if n%5 != 0 {
+			doc = append(doc, '"')
+		}
+		doc = append(doc, []byte(`,"x":1}`)[:r.IntN(8)]...)
+		f := &jFast{b: doc}
+		got, ok := f.str()
+		w, wok := want(doc)
+		if ok != wok || !bytes.Equal(got, w) {
+			t.Fatalf("str(%q) = %q, %v; want %q, %v", doc, got, ok, w, wok)
+		}
+		if ok {
+			accepted++
+			if f.i != len(w)+2 {
+				t.Fatalf("str(%q) left the reader at %d, want %d (after the closing quote)", doc, f.i, len(w)+2)
+			}
+		} else {
+			refused++
+		}
+	}
+	if accepted < 2000 || refused < 2000 {
+		t.Fatalf("%d strings accepted, %d refused: the generator misses a side", accepted, refused)
+	}
+}
+
+// TestUTCMicrosMatchesTimeParse compares utcMicros with what text did before it, time.Parse
+// and the range checks, on timestamps with every field at and past its bounds (leap days,
+// year 0 and 9999, hour 24, second 60, 0 to 10 fraction digits, parts of a µs) and with
+// suffixes the fast path leaves to time.Parse.
+func TestUTCMicrosMatchesTimeParse(t *testing.T) {
+	old := func(raw string, ntz bool) (int64, bool) {
+		layout := time.RFC3339Nano
+		if ntz {
+			layout = "2006-01-02T15:04:05.999999999"
+		}
+		ts, err := time.Parse(layout, raw)
+		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+			return 0, false
+		}
+		return ts.UnixMicro(), true
+	}
+	r := rand.New(rand.NewPCG(3, 5))
+	pick := func(xs ...int) int { return xs[r.IntN(len(xs))] }
+	sure, accepted := 0, 0
+	for range 200000 {
+		y := pick(0, 1, 4, 100, 1582, 1900, 1969, 1970, 2000, 2024, 2100, 9999, r.IntN(10000))
+		s := fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02d", y, pick(0, 1, 2, 12, 13, 1+r.IntN(12)), pick(0, 1, 28, 29, 30, 31, 32, 1+r.IntN(31)),
+			pick(0, 23, 24, r.IntN(24)), pick(0, 59, 60, r.IntN(60)), pick(0, 59, 60, r.IntN(60)))
+		if digits := r.IntN(11); digits > 0 {
+			frac := []byte(".")
+			for range digits {
+				frac = append(frac, byte('0'+pick(0, 0, r.IntN(10))))
+			}
+			s += string(frac)
+		}
+		s += []string{"Z", "", "+01:00", "z", "-00:00", "Z"}[r.IntN(6)]
+		for _, ntz := range []bool{false, true} {
+			us, ok, isSure := utcMicros([]byte(s), ntz)
+			if !isSure {
+				continue
+			}
+			sure++
+			wus, wok := old(s, ntz)
+			if ok != wok || ok && us != wus {
+				t.Fatalf("utcMicros(%q, ntz %v) = %d, %v; time.Parse gives %d, %v", s, ntz, us, ok, wus, wok)
+			}
+			if ok {
+				accepted++
+			}
+		}
+	}
+	if sure < 50000 || accepted < 10000 || sure-accepted < 10000 {
+		t.Fatalf("%d texts read by the fast path, %d of them accepted: the generator misses a side", sure, accepted)
 	}
 }
