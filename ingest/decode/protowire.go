@@ -60,7 +60,13 @@ func (p *protoBody) toAvro(dst, body []byte) (out []byte, err error) {
 	defer func() { s.avroAppender = avroAppender{}; p.pool.Put(s) }()
 	s.avroAppender = newAvroAppender(dst, len(body))
 	s.recheck = false
-	err = s.message(p.top, body, 1)
+	// The one pass reads the whole body or gives up; then the two passes read it from the
+	// start, never trying the one pass again: a body costs at most both, whatever fails
+	// where (a failure deep down retried level by level would cost 2^depth passes).
+	if start := len(s.b); !p.top.inOrder || !s.messageInOrder(p.top, body, 1) {
+		s.b, s.recheck = s.b[:start], false
+		err = s.message(p.top, body, 1)
+	}
 	if err != nil || s.recheck {
 		// The library's verdict on the body comes first: it fails for the same bodies as
 		// the old dynamicpb path, with the same message.
@@ -306,13 +312,6 @@ func (s *pbState) message(pm *pbMsg, b []byte, depth int) error {
 	if depth > maxProtoRecursion {
 		return errPBWire
 	}
-	if pm.inOrder {
-		start, recheck := len(s.b), s.recheck
-		if s.messageInOrder(pm, b, depth) {
-			return nil
-		}
-		s.b, s.recheck = s.b[:start], recheck
-	}
 	lv := &s.levels[depth]
 	if err := s.scan(lv, pm, b); err != nil {
 		return err
@@ -354,9 +353,10 @@ func (s *pbState) message(pm *pbMsg, b []byte, depth int) error {
 // a repeated field's occurrences adjacent (or one packed run), no map entry, oneof member,
 // group or Empty present; unknown fields are skipped. It writes each value as it reads it
 // and the absent fields' defaults between them, exactly what message's two passes write
-// for such a body. It returns false, with s.b partly written, for any other body and for
-// one that does not decode or outgrows s.limit: message's two passes then give the answer
-// and the error.
+// for such a body; nested messages are read by the one pass too. It returns false, with
+// s.b partly written, for any other body, for one that does not decode and for one that
+// outgrows s.limit: toAvro then reads the whole body again with the two passes, which
+// give the answer and the error.
 func (s *pbState) messageInOrder(pm *pbMsg, b []byte, depth int) bool {
 	next := 0 // the first field not yet written
 	for i := 0; i < len(b); {
@@ -488,7 +488,10 @@ func (s *pbState) absent(pm *pbMsg, from, to int) {
 func (s *pbState) value(f *pbField, r []byte, depth int) bool {
 	if f.typ.pk == protoreflect.MessageKind {
 		p, _ := protowire.ConsumeBytes(r)
-		return s.messageValue(&f.typ, p, depth+1, f.path) == nil
+		if f.typ.kind == pbMessage {
+			return f.typ.msg.inOrder && depth+1 <= maxProtoRecursion && s.messageInOrder(f.typ.msg, p, depth+1)
+		}
+		return s.messageValue(&f.typ, p, depth+1, f.path) == nil // a well-known type
 	}
 	if k := f.typ.pk; k == protoreflect.StringKind || k == protoreflect.BytesKind {
 		p := r[len(r)-wireLenPayload(r):] // r is the length's varint, then the bytes
