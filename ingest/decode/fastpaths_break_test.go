@@ -1,10 +1,13 @@
 package decode
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -177,5 +180,153 @@ func TestProtobufWireHandBuiltBodies(t *testing.T) {
 			t.Logf("one pass: %v", pbOnePass(ws2, body))
 			pbDifferential(t, ws2, body)
 		})
+	}
+}
+
+// TestPlainJSONStringsMatchEncodingJSON reads documents whose strings put quotes,
+// backslash escapes, control characters, DEL, multi-byte characters, surrogates, overlong
+// and invalid UTF-8 at every offset of the eight-byte words the one pass scans, in a
+// top-level string, an array element, a map key and value, through JSONSource.Writer and
+// the transcoding: the values encoding/json reads from the same document, and a
+// decode_error exactly for the documents with invalid UTF-8 (which encoding/json would
+// replace by U+FFFD).
+func TestPlainJSONStringsMatchEncodingJSON(t *testing.T) {
+	table := mustTable(t, jsonTable)
+	src := NewJSONSource(nil, []string{"_kafka_offset"})
+	pieces := []string{"a", "Z", " ", "~", "\x7f", "é", "€", "𝄞", `\"`, `\\`, `\n`, `\u0000`, `\u00e9`, `\ud834\udd1e`, `\/`}
+	bad := []string{"\xff", "\xc3", "\x80", "\xed\xa0\x80", "\xc0\xaf", "\xf4\x90\x80\x80", "\x1f", "\t"}
+	r := rand.New(rand.NewPCG(9, 13))
+	str := func() string {
+		var b strings.Builder
+		for range r.IntN(20) {
+			p := pieces[0]
+			switch r.IntN(60) {
+			case 0:
+				p = bad[r.IntN(len(bad))]
+			case 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18:
+				p = pieces[r.IntN(len(pieces))]
+			}
+			b.WriteString(p)
+		}
+		return b.String()
+	}
+	valid, invalid := 0, 0
+	for n := range 5000 {
+		s, e, k := str(), str(), str()
+		doc := fmt.Sprintf(`{"id": %d, "tags": ["%s", "%s"], "m": {"%s": 1}, "s": {"a": 2}}`, n, s, e, k)
+		var want struct {
+			ID   int64            `json:"id"`
+			Tags []string         `json:"tags"`
+			M    map[string]int64 `json:"m"`
+		}
+		jerr := json.Unmarshal([]byte(doc), &want)
+		ws, body, err := src.Writer(table, []byte(doc))
+		var got map[string]any
+		if err == nil {
+			got, err = jsonValue(t, ws, body)
+		}
+		switch {
+		case jerr != nil:
+			if err == nil {
+				t.Fatalf("document %q: encoding/json refuses it (%v), ingestd reads %v", doc, jerr, got)
+			}
+			continue
+		case !utf8.ValidString(doc):
+			if err == nil || ReasonOf(err) != ReasonDecodeError {
+				t.Fatalf("document %q with invalid UTF-8: %v, %v; want a decode_error", doc, got, err)
+			}
+			invalid++
+			continue
+		case err != nil:
+			t.Fatalf("document %q: %v; encoding/json reads %+v", doc, err, want)
+		}
+		valid++
+		tags, m := unwrapUnion(got["tags"]).([]any), unwrapUnion(got["m"]).(map[string]any)
+		if len(tags) != 2 || unwrapUnion(tags[0]) != want.Tags[0] || unwrapUnion(tags[1]) != want.Tags[1] {
+			t.Fatalf("document %q: tags %#v, encoding/json reads %q", doc, tags, want.Tags)
+		}
+		if k := firstKey(want.M); len(m) != 1 || unwrapUnion(m[k]) != int64(1) {
+			t.Fatalf("document %q: m %#v, encoding/json reads %v", doc, m, want.M)
+		}
+	}
+	if valid < 2000 || invalid < 300 {
+		t.Fatalf("%d valid and %d invalid documents: the generator misses a side", valid, invalid)
+	}
+}
+
+func firstKey(m map[string]int64) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+// unwrapUnion is the value of an Avro union as hamba/avro reads it ({"branch": value}).
+func unwrapUnion(v any) any {
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		for k, x := range m {
+			if k == "string" || k == "long" || k == "array" || k == "map" {
+				return x
+			}
+		}
+	}
+	return v
+}
+
+// TestUTCMicrosEveryByte compares utcMicros with time.Parse and text's checks on edge
+// timestamps (leap days of 2000 and 2024, 1900-02-29, 9999-12-31T23:59:59.999999,
+// 0001-01-01, fractions of 1 to 9 digits with trailing zeros, day 31 of a 30-day month)
+// with every byte value put at every position, and with each byte deleted: wherever the
+// fast path decides (sure), it decides as time.Parse does.
+func TestUTCMicrosEveryByte(t *testing.T) {
+	old := func(raw string, ntz bool) (int64, bool) {
+		layout := time.RFC3339Nano
+		if ntz {
+			layout = "2006-01-02T15:04:05.999999999"
+		}
+		ts, err := time.Parse(layout, raw)
+		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+			return 0, false
+		}
+		return ts.UnixMicro(), true
+	}
+	bases := []string{"2000-02-29T00:00:00Z", "2024-02-29T12:34:56.5Z", "1900-02-28T23:59:59.000001Z",
+		"9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00.100000000Z",
+		"2023-04-30T10:00:00.120Z", "1969-12-31T23:59:59.999999000Z", "2100-02-28T00:00:00.9Z"}
+	sure, accepted := 0, 0
+	try := func(s string) {
+		for _, ntz := range []bool{false, true} {
+			in := s
+			if ntz && strings.HasSuffix(in, "Z") {
+				in = in[:len(in)-1]
+			}
+			us, ok, isSure := utcMicros([]byte(in), ntz)
+			if !isSure {
+				continue
+			}
+			sure++
+			wus, wok := old(in, ntz)
+			if ok != wok || ok && us != wus {
+				t.Fatalf("utcMicros(%q, ntz %v) = %d, %v; time.Parse gives %d, %v", in, ntz, us, ok, wus, wok)
+			}
+			if ok {
+				accepted++
+			}
+		}
+	}
+	for _, base := range bases {
+		try(base)
+		for i := range len(base) {
+			for c := range 256 {
+				b := []byte(base)
+				b[i] = byte(c)
+				try(string(b))
+			}
+			try(base[:i] + base[i+1:])
+			try(base[:i] + "0" + base[i:])
+		}
+	}
+	if sure < 3000 || accepted < 1000 || sure-accepted < 500 {
+		t.Fatalf("%d texts decided by the fast path, %d accepted: the cases miss a side", sure, accepted)
 	}
 }
