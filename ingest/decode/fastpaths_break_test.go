@@ -340,3 +340,50 @@ func TestUTCMicrosEveryByte(t *testing.T) {
 		t.Fatalf("%d texts decided by the fast path, %d accepted: the cases miss a side", sure, accepted)
 	}
 }
+
+// TestProtobufOnePassEligibility checks which messages the one pass may read: fields
+// declared in number order and no required field, wherever the numbers lie (above 1023,
+// in byNumMap, too); and that the bodies of the others, in wire order or not, decode as
+// the oracle does.
+func TestProtobufOnePassEligibility(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{`syntax = "proto3"; package e; message M { int32 a = 1; int32 b = 2; }`, true},
+		{`syntax = "proto3"; package e; message M { int32 b = 2; int32 a = 1; }`, false},
+		{`syntax = "proto3"; package e; message M { int32 a = 1; int32 z = 5000; int32 b = 2000; }`, false},
+		{`syntax = "proto3"; package e; message M { int32 a = 1; int32 b = 2000; int32 z = 5000; }`, true},
+		{`syntax = "proto2"; package e; message M { optional int32 a = 1; required int32 b = 2; }`, false},
+		{`syntax = "proto2"; package e; message M { optional int32 a = 1; optional int32 b = 2; }`, true},
+	} {
+		ws := mustProto(t, c.text, nil)
+		p := ws.body.(*protoBody)
+		if p.top.inOrder != c.want {
+			t.Errorf("%s: inOrder %v, want %v", c.text, p.top.inOrder, c.want)
+		}
+		for _, body := range [][]byte{
+			nil,
+			{0x08, 0x01, 0x10, 0x02},
+			{0x10, 0x02, 0x08, 0x01},
+			{0x80, 0x7d, 0x03, 0x08, 0x01}, // 2000 then 1
+			{0x08, 0x01, 0x80, 0x7d, 0x03}, // 1 then 2000
+			{0xc0, 0xb8, 0x02, 0x04, 0x80, 0x7d, 0x03},
+		} {
+			pbDifferential(t, ws, body)
+		}
+	}
+}
+
+// TestProtobufRecursionLimitMatchesOracle decodes good bodies nested to the recursion
+// limit (maxProtoRecursion) through a chain of distinct messages, as the oracle does.
+func TestProtobufRecursionLimitMatchesOracle(t *testing.T) {
+	for _, depth := range []int{maxProtoRecursion - 1, maxProtoRecursion} {
+		ws := mustProto(t, pbChain(depth), nil)
+		body := pbChainBody(depth, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("end")))
+		if !pbOnePass(ws, body) {
+			t.Errorf("depth %d: the one pass does not read the body whole", depth)
+		}
+		pbDifferential(t, ws, body)
+	}
+}
