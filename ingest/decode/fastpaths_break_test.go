@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -385,5 +386,52 @@ func TestProtobufRecursionLimitMatchesOracle(t *testing.T) {
 			t.Errorf("depth %d: the one pass does not read the body whole", depth)
 		}
 		pbDifferential(t, ws, body)
+	}
+}
+
+// TestJSONTimestampsOnePassMatchesTwoPass reads documents whose timestamp and
+// timestamp_ntz columns hold edge timestamps with every byte at every position, or one
+// byte deleted, with the one pass and with the two passes: whatever the one pass
+// accepts, the two passes accept with the same bytes, and the one pass takes the
+// documents whose timestamps utcMicros reads.
+func TestJSONTimestampsOnePassMatchesTwoPass(t *testing.T) {
+	table := mustWriter(t, 1, jsRichTable)
+	src := NewJSONSource(nil, nil)
+	ws, _, err := src.Writer(table.Delta, []byte(`{"id": 1, "ok": false}`))
+	if err != nil || ws.DeltaErr != nil {
+		t.Fatal(err, ws.DeltaErr)
+	}
+	jb := ws.body.(*jsonBody)
+	fast, slowOK := 0, 0
+	check := func(at, ntz string) {
+		doc := []byte(fmt.Sprintf(`{"id": 1, "ok": true, "at": "%s", "ntz": "%s"}`, at, ntz))
+		want, werr := jb.slowAvro(nil, doc)
+		got, _, ok := fastJSON(nil, doc, jb.top, false, false)
+		if ok && (werr != nil || !bytes.Equal(got, want)) {
+			t.Fatalf("document %q: one pass %x, two passes %x (%v)", doc, got, want, werr)
+		}
+		if ok {
+			fast++
+		}
+		if werr == nil {
+			slowOK++
+		}
+	}
+	for _, base := range []string{"2000-02-29T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z",
+		"1969-12-31T23:59:59.000001Z", "2023-04-30T10:00:00.120000000Z"} {
+		for i := range len(base) {
+			for _, c := range []byte("09Zz+-.,:Tt 12345678\x00\x7f\xff") {
+				b := []byte(base)
+				b[i] = c
+				if !utf8.Valid(b) || c < 0x20 {
+					continue
+				}
+				check(string(b), strings.TrimSuffix(string(b), "Z"))
+			}
+			check(base[:i]+base[i+1:], strings.TrimSuffix(base[:i]+base[i+1:], "Z"))
+		}
+	}
+	if fast < 300 || fast < slowOK*9/10 {
+		t.Fatalf("the one pass took %d documents of the %d the two passes accept", fast, slowOK)
 	}
 }
