@@ -59,9 +59,11 @@ func TestProtobufNestedErrorDecodedOnce(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		const want = "decode: decode_error: decode protobuf chain.M1: proto: field chain.M26.s contains invalid UTF-8"
-		if err == nil || err.Error() != want {
-			t.Fatalf("error %v, want %s", err, want)
+		// The oracle's error, not a literal: the protobuf library spaces its messages with
+		// a space or a no-break space, chosen per binary.
+		_, werr := oracleToAvro(p, nil, bad)
+		if err == nil || werr == nil || err.Error() != werr.Error() || !strings.Contains(err.Error(), "field chain.M26.s contains invalid UTF-8") {
+			t.Fatalf("error %v, want %v (field chain.M26.s contains invalid UTF-8)", err, werr)
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatalf("a %d-byte body nested %d deep with invalid UTF-8 innermost is not decoded after 2 s (decoding it at depth d takes about 2^d message passes)", len(bad), depth)
@@ -161,9 +163,10 @@ func TestProtobufWireHandBuiltBodies(t *testing.T) {
 		"one with p inside unordered": by(nil, 3, cat(packed(nil, 2, 1), vi(nil, 1, 3))),
 		"truncated last":              cat(vi(nil, 1, 1), []byte{0x10}),
 	}
-	// The bodies the one pass reads whole; it leaves every other one to the two passes.
+	// The bodies the one pass reads whole; it leaves every other one to the two passes
+	// ("one with p inside unordered" too: a nested message out of order gives up the body).
 	onePass := map[string]bool{"big alone": true, "empty packed run": true, "enum negative": true, "enum out of range": true,
-		"one with p inside unordered": true, "opt zero": true, "overlong packed element": true, "p then big": true,
+		"opt zero": true, "overlong packed element": true, "p then big": true,
 		"subs adjacent": true, "subs empty message": true, "tag max number": true, "u unpacked": true,
 		"u unpacked sent packed": true}
 	ws := mustProto(t, pbBreak, nil)
