@@ -226,17 +226,6 @@ func TestJSONStrScan(t *testing.T) {
 // year 0 and 9999, hour 24, second 60, 0 to 10 fraction digits, parts of a µs) and with
 // suffixes the fast path leaves to time.Parse.
 func TestUTCMicrosMatchesTimeParse(t *testing.T) {
-	old := func(raw string, ntz bool) (int64, bool) {
-		layout := time.RFC3339Nano
-		if ntz {
-			layout = "2006-01-02T15:04:05.999999999"
-		}
-		ts, err := time.Parse(layout, raw)
-		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
-			return 0, false
-		}
-		return ts.UnixMicro(), true
-	}
 	r := rand.New(rand.NewPCG(3, 5))
 	pick := func(xs ...int) int { return xs[r.IntN(len(xs))] }
 	sure, accepted := 0, 0
@@ -253,14 +242,9 @@ func TestUTCMicrosMatchesTimeParse(t *testing.T) {
 		}
 		s += []string{"Z", "", "+01:00", "z", "-00:00", "Z"}[r.IntN(6)]
 		for _, ntz := range []bool{false, true} {
-			us, ok, isSure := utcMicros([]byte(s), ntz)
-			if !isSure {
-				continue
-			}
-			sure++
-			wus, wok := old(s, ntz)
-			if ok != wok || ok && us != wus {
-				t.Fatalf("utcMicros(%q, ntz %v) = %d, %v; time.Parse gives %d, %v", s, ntz, us, ok, wus, wok)
+			decided, ok := checkUTCMicros(t, s, ntz)
+			if decided {
+				sure++
 			}
 			if ok {
 				accepted++
@@ -270,4 +254,32 @@ func TestUTCMicrosMatchesTimeParse(t *testing.T) {
 	if sure < 50000 || accepted < 10000 || sure-accepted < 10000 {
 		t.Fatalf("%d texts read by the fast path, %d of them accepted: the generator misses a side", sure, accepted)
 	}
+}
+
+// timeParseMicros is what (*jFast).text read a timestamp as before utcMicros: time.Parse
+// and its range checks; ok false where it refuses the text.
+func timeParseMicros(raw string, ntz bool) (int64, bool) {
+	layout := time.RFC3339Nano
+	if ntz {
+		layout = "2006-01-02T15:04:05.999999999"
+	}
+	ts, err := time.Parse(layout, raw)
+	if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+		return 0, false
+	}
+	return ts.UnixMicro(), true
+}
+
+// checkUTCMicros fails t where utcMicros decides in otherwise than timeParseMicros; it
+// reports whether the fast path decided (sure) and whether it accepted in.
+func checkUTCMicros(t *testing.T, in string, ntz bool) (sure, ok bool) {
+	t.Helper()
+	us, ok, sure := utcMicros([]byte(in), ntz)
+	if !sure {
+		return false, false
+	}
+	if wus, wok := timeParseMicros(in, ntz); ok != wok || ok && us != wus {
+		t.Fatalf("utcMicros(%q, ntz %v) = %d, %v; time.Parse gives %d, %v", in, ntz, us, ok, wus, wok)
+	}
+	return true, ok
 }

@@ -361,19 +361,11 @@ func (s *pbState) messageInOrder(pm *pbMsg, b []byte, depth int) bool {
 	next := 0 // the first field not yet written
 	for i := 0; i < len(b); {
 		tagAt := i
-		var num protowire.Number
-		var wt protowire.Type
-		if c := b[i]; c < 0x80 && c >= 8 {
-			num, wt = protowire.Number(c>>3), protowire.Type(c&7)
-			i++
-		} else {
-			var n int
-			num, wt, n = protowire.ConsumeTag(b[i:])
-			if n < 0 || num > protowire.MaxValidNumber {
-				return false
-			}
-			i += n
+		num, wt, n := readTag(b[i:])
+		if n < 0 {
+			return false
 		}
+		i += n
 		fi := pm.field(num)
 		if fi < 0 {
 			n := protowire.ConsumeFieldValue(num, wt, b[i:])
@@ -535,6 +527,19 @@ func wireLen(b []byte, wt protowire.Type) int {
 	return consumeValue(b, wt)
 }
 
+// readTag reads the field tag at the start of b: its number, wire type and length in
+// bytes, or n < 0 when it does not parse (Protobuf encoding guide, "Message Structure").
+func readTag(b []byte) (num protowire.Number, wt protowire.Type, n int) {
+	if c := b[0]; c < 0x80 && c >= 8 { // a one-byte tag
+		return protowire.Number(c >> 3), protowire.Type(c & 7), 1
+	}
+	num, wt, n = protowire.ConsumeTag(b)
+	if n < 0 || num > protowire.MaxValidNumber {
+		return 0, 0, -1
+	}
+	return num, wt, n
+}
+
 // scan locates pm's fields in b into lv.slots.
 func (s *pbState) scan(lv *pbLevel, pm *pbMsg, b []byte) error {
 	if cap(lv.slots) < len(pm.fields) {
@@ -544,19 +549,11 @@ func (s *pbState) scan(lv *pbLevel, pm *pbMsg, b []byte) error {
 	clear(lv.slots)
 	lv.spans = lv.spans[:0]
 	for i := 0; i < len(b); {
-		var num protowire.Number
-		var wt protowire.Type
-		if c := b[i]; c < 0x80 && c >= 8 { // a one-byte tag
-			num, wt = protowire.Number(c>>3), protowire.Type(c&7)
-			i++
-		} else {
-			var n int
-			num, wt, n = protowire.ConsumeTag(b[i:])
-			if n < 0 || num > protowire.MaxValidNumber {
-				return errPBWire
-			}
-			i += n
+		num, wt, k := readTag(b[i:])
+		if k < 0 {
+			return errPBWire
 		}
+		i += k
 		fi := pm.field(num)
 		var f *pbField
 		if fi >= 0 {
@@ -571,37 +568,7 @@ func (s *pbState) scan(lv *pbLevel, pm *pbMsg, b []byte) error {
 			i += n
 			continue
 		}
-		var n int
-		switch wt {
-		case protowire.VarintType:
-			if i < len(b) && b[i] < 0x80 {
-				n = 1
-			} else {
-				_, n = protowire.ConsumeVarint(b[i:])
-			}
-		case protowire.Fixed32Type:
-			n = 4
-			if len(b)-i < 4 {
-				n = -1
-			}
-		case protowire.Fixed64Type:
-			n = 8
-			if len(b)-i < 8 {
-				n = -1
-			}
-		case protowire.BytesType:
-			if i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i {
-				n = 1 + int(b[i])
-			} else {
-				_, n = protowire.ConsumeBytes(b[i:])
-			}
-			if n > 0 && f.utf8v {
-				v, _ := protowire.ConsumeBytes(b[i:])
-				if !utf8.Valid(v) {
-					return errPBWire
-				}
-			}
-		case protowire.StartGroupType:
+		if wt == protowire.StartGroupType {
 			v, m := protowire.ConsumeGroup(num, b[i:])
 			if m < 0 {
 				return errPBWire
@@ -609,6 +576,12 @@ func (s *pbState) scan(lv *pbLevel, pm *pbMsg, b []byte) error {
 			s.occur(lv, pm, fi, i, i+len(v), wt)
 			i += m
 			continue
+		}
+		n := wireLen(b[i:], wt)
+		if n > 0 && wt == protowire.BytesType && f.utf8v {
+			if !utf8.Valid(b[i+n-wireLenPayload(b[i:]) : i+n]) {
+				return errPBWire
+			}
 		}
 		if n < 0 {
 			return errPBWire
