@@ -3,8 +3,10 @@ package decode
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -421,4 +423,34 @@ func TestJSONTimestampsOnePassMatchesTwoPass(t *testing.T) {
 	if fast < 300 || fast < slowOK*9/10 {
 		t.Fatalf("the one pass took %d documents of the %d the two passes accept", fast, slowOK)
 	}
+}
+
+// TestProtobufPackedEnumsStopAtTheBound: a packed run of enum numbers, one byte each,
+// whose name is 1,000 characters, grows a thousandfold. The one pass stops once the output
+// passes the transcoding bound (1 MiB + 64 × the body's size), as the two passes do, so a
+// 100,000-byte body allocates a few times that bound (both passes' growing buffers, and
+// the protobuf library's check of the refused body: about 55 MB), not the 600 MB it did
+// when the one pass wrote the whole run first; the error is the two passes' (errExpand),
+// and equals the oracle's.
+func TestProtobufPackedEnumsStopAtTheBound(t *testing.T) {
+	name := "V" + strings.Repeat("x", 999)
+	ws := mustProto(t, `syntax = "proto3"; package pe; enum E { Z = 0; `+name+` = 1; } message R { repeated E es = 1; }`, nil)
+	run := bytes.Repeat([]byte{1}, 100_000)
+	body := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), run)
+	p := ws.body.(*protoBody)
+	if !p.top.inOrder {
+		t.Fatal("R is not read by the one pass")
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := p.toAvro(nil, body)
+	runtime.ReadMemStats(&after)
+	if err == nil || !errors.Is(err, errExpand) {
+		t.Fatalf("error %v, want the transcoding bound's", err)
+	}
+	limit := uint64(maxExpandFixed + maxExpandFactor*len(body))
+	if got := after.TotalAlloc - before.TotalAlloc; got > 12*limit {
+		t.Errorf("the refused body allocated %d bytes, want at most %d (12 × the bound)", got, 12*limit)
+	}
+	pbDifferential(t, ws, body)
 }

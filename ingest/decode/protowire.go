@@ -416,12 +416,12 @@ func (s *pbState) messageInOrder(pm *pbMsg, b []byte, depth int) bool {
 					m := consumeValue(p, f.wt)
 					s.scalar(&f.typ, p[:m])
 					p = p[m:]
+					if len(s.b) > s.limit { // an enum's name may be far longer than its number
+						return false
+					}
 				}
 			}
 			s.b = append(s.b, 0)
-			if len(s.b) > s.limit {
-				return false
-			}
 			i += n
 			continue
 		}
