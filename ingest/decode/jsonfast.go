@@ -419,42 +419,14 @@ func utcMicros(raw []byte, ntz bool) (us int64, ok, sure bool) {
 			frac *= 10
 		}
 	}
-	if y < 1 || mo < 1 || mo > 12 || d < 1 || d > daysIn(mo, y) || h > 23 || mi > 59 || sec > 59 || frac%1000 != 0 {
+	if y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 || frac%1000 != 0 {
 		return 0, false, true
 	}
-	days := daysFromCivil(y, mo, d)
-	return ((days*24+int64(h))*60+int64(mi))*60_000_000 + int64(sec)*1_000_000 + int64(frac/1000), true, true
-}
-
-// daysIn is the number of days of month mo (1-12) of year y (proleptic Gregorian).
-func daysIn(mo, y int) int {
-	switch mo {
-	case 2:
-		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
+	ts := time.Date(y, time.Month(mo), d, h, mi, sec, frac, time.UTC)
+	if ts.Day() != d { // past the month's last day: time.Date carried it into the next
+		return 0, false, true
 	}
-	return 31
-}
-
-// daysFromCivil is the number of days from 1970-01-01 to y-mo-d (proleptic Gregorian;
-// H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", days_from_civil).
-func daysFromCivil(y, mo, d int) int64 {
-	if mo <= 2 {
-		y--
-	}
-	era := y / 400 // y ≥ 0 here
-	yoe := y - era*400
-	m := mo + 9
-	if mo > 2 {
-		m = mo - 3
-	}
-	doy := (153*m+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
+	return ts.UnixMicro(), true, true
 }
 
 // unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits.
