@@ -451,9 +451,7 @@ func (s *pbState) messageInOrder(pm *pbMsg, b []byte, depth int) bool {
 		}
 		s.b = append(s.b, 0)
 	}
-	if len(pm.fields) > next {
-		s.absent(pm, next, len(pm.fields))
-	}
+	s.absent(pm, next, len(pm.fields))
 	return len(s.b) <= s.limit
 }
 
@@ -868,8 +866,8 @@ func (s *pbState) entry(f *pbField, vt protowire.Type, r []byte) (pbEntry, error
 	haveKey := false
 	var cat []byte
 	for len(p) > 0 {
-		num, wt, n := protowire.ConsumeTag(p)
-		if n < 0 || num > protowire.MaxValidNumber {
+		num, wt, n := readTag(p)
+		if n < 0 {
 			return e, errPBWire
 		}
 		p = p[n:]
@@ -1093,38 +1091,26 @@ func zeroOf(k protoreflect.Kind) protoreflect.Value {
 // secondsNanos reads a Timestamp's or Duration's fields: seconds (1, int64) and nanos
 // (2, int32).
 func secondsNanos(b []byte) (sec, nanos int64, err error) {
-	for len(b) > 0 {
-		num, wt, k := protowire.ConsumeTag(b)
-		if k < 0 || num > protowire.MaxValidNumber {
-			return 0, 0, errPBWire
-		}
-		b = b[k:]
-		if (num == 1 || num == 2) && wt == protowire.VarintType {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return 0, 0, errPBWire
-			}
+	err = eachField(b, func(num protowire.Number, wt protowire.Type, v []byte) error {
+		if wt == protowire.VarintType && (num == 1 || num == 2) {
+			x, _ := protowire.ConsumeVarint(v)
 			if num == 1 {
-				sec = int64(v)
+				sec = int64(x)
 			} else {
-				nanos = int64(int32(v))
+				nanos = int64(int32(x))
 			}
-			b = b[n:]
-		} else if k = protowire.ConsumeFieldValue(num, wt, b); k < 0 {
-			return 0, 0, errPBWire
-		} else {
-			b = b[k:]
 		}
-	}
-	return sec, nanos, nil
+		return nil
+	})
+	return sec, nanos, err
 }
 
 // lastField returns the last value of field num with wire type wt in the message bytes b
 // (the other fields skipped, every value checked).
 func lastField(b []byte, num protowire.Number, wt protowire.Type, utf bool) (r []byte, ok bool, err error) {
 	for len(b) > 0 {
-		n, t, k := protowire.ConsumeTag(b)
-		if k < 0 || n > protowire.MaxValidNumber {
+		n, t, k := readTag(b)
+		if k < 0 {
 			return nil, false, errPBWire
 		}
 		b = b[k:]
@@ -1259,8 +1245,8 @@ func valueJSON(b []byte, depth int) (any, error) {
 // content).
 func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
 	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 || num > protowire.MaxValidNumber {
+		num, wt, n := readTag(b)
+		if n < 0 {
 			return errPBWire
 		}
 		b = b[n:]
