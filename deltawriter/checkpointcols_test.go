@@ -3,6 +3,7 @@ package deltawriter
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -440,5 +441,54 @@ func TestSortYielding(t *testing.T) {
 		if n > sortRun && yields < n/sortRun {
 			t.Errorf("n=%d: %d yields", n, yields)
 		}
+	}
+}
+
+// TestBackgroundCheckpointWaitsForForeground: a background checkpoint pauses at its
+// yields while a Snapshot or Commit call is in flight, is written once none is, and a
+// Close whose context ends meanwhile cancels it.
+func TestBackgroundCheckpointWaitsForForeground(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	tbl, _ := Open(ctx, st, WithBackgroundCheckpoints())
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "2"})
+	commit := func(v int) {
+		t.Helper()
+		if _, err := tbl.Commit(ctx, Commit{ReadVersion: int64(v - 1), Adds: []deltalog.Add{fakeAdd(fmt.Sprint("f", v))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(1)
+	tbl.fg.enter() // a Snapshot or Commit of another goroutine, in flight
+	commit(2)      // checkpoint 2 falls due
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := tbl.cp.wait(short, false)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting for checkpoint 2 while a call is in flight: %v, want it still held back", err)
+	}
+	if got := readLastCheckpoint(ctx, st); got != -1 {
+		t.Fatalf("_last_checkpoint version %d while a call is in flight, want none", got)
+	}
+	tbl.fg.exit()
+	tbl.WaitCheckpoints()
+	if got := readLastCheckpoint(ctx, st); got != 2 {
+		t.Fatalf("_last_checkpoint version %d once no call is in flight, want 2", got)
+	}
+
+	commit(3)
+	tbl.fg.enter()
+	commit(4) // checkpoint 4 falls due, held back
+	ended, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := tbl.Close(ended); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close while checkpoint 4 is held back: %v, want the deadline", err)
+	}
+	tbl.fg.exit()
+	if err := tbl.cp.wait(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLastCheckpoint(ctx, st); got != 2 {
+		t.Errorf("_last_checkpoint version %d after the cancelled checkpoint 4, want 2", got)
 	}
 }

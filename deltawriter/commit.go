@@ -112,6 +112,8 @@ type Commit struct {
 // background goroutine with WithBackgroundCheckpoints; a failed checkpoint is logged,
 // not returned.
 func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
+	t.fg.enter()
+	defer t.fg.exit()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 

@@ -30,6 +30,7 @@ type Table struct {
 	cpw        checkpointWriter // checkpoints written inside Commit (under mu)
 
 	cp checkpointer // background checkpoints (WithBackgroundCheckpoints)
+	fg foreground   // Snapshot and Commit calls in flight, which background checkpoints let pass
 }
 
 type options struct {
@@ -129,6 +130,8 @@ func (t *Table) Store() storage.Store { return t.store }
 // has no commit yet it returns an empty snapshot with Version -1 together with an error
 // wrapping ErrTableNotFound.
 func (t *Table) Snapshot(ctx context.Context) (*Snapshot, error) {
+	t.fg.enter()
+	defer t.fg.exit()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.refreshLocked(ctx)
