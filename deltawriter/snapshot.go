@@ -47,6 +47,10 @@ type Snapshot struct {
 
 	txns       map[string]deltalog.Txn            // full txn actions, for checkpoints
 	tombstones map[string]deltalog.Remove         // remove actions not superseded by an add
+	// tombShared is set when tombstones is the map of the snapshot this one was cloned
+	// from: apply copies it before its first change. A table can hold 10⁵ tombstones and
+	// most commits change none, so a commit does not copy them.
+	tombShared bool
 	domains    map[string]deltalog.DomainMetadata // live (non-removed) domains
 }
 
@@ -86,7 +90,7 @@ func (s *Snapshot) clone() *Snapshot {
 	c.Txns = maps.Clone(s.Txns)
 	c.Files = s.Files.clone()
 	c.txns = maps.Clone(s.txns)
-	c.tombstones = maps.Clone(s.tombstones)
+	c.tombShared = true
 	c.domains = maps.Clone(s.domains)
 	return &c
 }
@@ -108,10 +112,14 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 		case a.Add != nil:
 			k := deltalog.FileKey(a.Add.Path, a.Add.DeletionVector)
 			s.Files.put(k, *a.Add)
-			delete(s.tombstones, k)
+			if _, ok := s.tombstones[k]; ok {
+				s.ownTombstones()
+				delete(s.tombstones, k)
+			}
 		case a.Remove != nil:
 			k := deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)
 			s.Files.del(k)
+			s.ownTombstones()
 			s.tombstones[k] = *a.Remove
 		case a.DomainMetadata != nil:
 			if a.DomainMetadata.Removed {
@@ -122,6 +130,13 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 		}
 	}
 	s.Files.maybeCompact()
+}
+
+// ownTombstones gives s a copy of its tombstones if they are shared (tombShared).
+func (s *Snapshot) ownTombstones() {
+	if s.tombShared {
+		s.tombstones, s.tombShared = maps.Clone(s.tombstones), false
+	}
 }
 
 // finish validates a reconstructed snapshot: protocol and metaData present, protocol

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +325,50 @@ func TestStaleLastCheckpointWarnsAndCounts(t *testing.T) {
 		st.URI() + ` last_checkpoint_version=6 err="no checkpoint of version 6 in _delta_log"`
 	if got := strings.TrimSpace(logs.String()); !strings.Contains(got, want) || strings.Count(got, "\n") != 0 {
 		t.Errorf("log %q, want one line containing %q", got, want)
+	}
+}
+
+// TestSnapshotTombstonesCopiedOnWrite: a snapshot handed out keeps its tombstones while
+// later commits add and supersede tombstones in the table's next snapshots, which share
+// the map until they change it.
+func TestSnapshotTombstonesCopiedOnWrite(t *testing.T) {
+	ctx := context.Background()
+	tbl, _ := Open(ctx, newStore(t))
+	createTable(t, tbl, nil)
+	commit := func(c Commit) *Snapshot {
+		t.Helper()
+		s, err := tbl.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ReadVersion = s.Version
+		if _, err := tbl.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if s, err = tbl.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	rm := func(p string) deltalog.Remove {
+		ts := int64(5)
+		return deltalog.Remove{Path: p, DeletionTimestamp: &ts, DataChange: true}
+	}
+	keys := func(s *Snapshot) []string { return slices.Sorted(maps.Keys(s.Tombstones())) }
+	commit(Commit{Adds: []deltalog.Add{fakeAdd("a"), fakeAdd("b")}})
+	s2 := commit(Commit{Removes: []deltalog.Remove{rm("a")}})
+	s3 := commit(Commit{Adds: []deltalog.Add{fakeAdd("c")}}) // no tombstone changes: shares s2's
+	s4 := commit(Commit{Removes: []deltalog.Remove{rm("b")}})
+	s5 := commit(Commit{Adds: []deltalog.Add{fakeAdd("a")}}) // a is live again: no longer a tombstone
+	for _, c := range []struct {
+		s    *Snapshot
+		want []string
+	}{{s2, []string{"a"}}, {s3, []string{"a"}}, {s4, []string{"a", "b"}}, {s5, []string{"b"}}} {
+		if got := keys(c.s); !slices.Equal(got, c.want) {
+			t.Errorf("version %d tombstones %v, want %v", c.s.Version, got, c.want)
+		}
+	}
+	if got := s5.Files.Len(); got != 2 {
+		t.Errorf("version 5: %d live files, want 2 (c, a)", got)
 	}
 }
