@@ -204,34 +204,33 @@ func loadTable(ctx context.Context, st storage.Store) (*deltawriter.Table, *delt
 	return tbl, snap, nil
 }
 
-// listAll lists every object under dir, recursively, as VACUUM does (names only where
-// the store has storage.NameLister), and returns how many.
+// listAll lists every object under dir, recursively and a page at a time, as VACUUM
+// does (names only where the store has storage.NameLister), and returns how many.
 func listAll(ctx context.Context, st storage.Store, dir string) (int, error) {
-	list := st.List
+	list := st.ListPages
 	if nl, ok := st.(storage.NameLister); ok {
-		list = nl.ListNames
-	}
-	ents, err := list(ctx, dir)
-	if err != nil {
-		return 0, err
+		list = nl.ListNamePages
 	}
 	n := 0
-	for _, e := range ents {
-		p := e.Name
-		if dir != "" {
-			p = dir + "/" + e.Name
-		}
-		if e.IsDir {
+	err := list(ctx, dir, func(page []storage.FileInfo) error {
+		for _, e := range page {
+			if !e.IsDir {
+				n++
+				continue
+			}
+			p := e.Name
+			if dir != "" {
+				p = dir + "/" + e.Name
+			}
 			k, err := listAll(ctx, st, p)
 			if err != nil {
-				return 0, err
+				return err
 			}
 			n += k
-			continue
 		}
-		n++
-	}
-	return n, nil
+		return nil
+	})
+	return n, err
 }
 
 // benchAdd is the add of one more file (its data file need not exist: these
