@@ -11,8 +11,8 @@
 //	    Prints one JSON object (the layout and the time it took).
 //	benchbig measure -dir DIR -what load|checkpoint|vacuum|refresh|commits|startup
 //	    measures one operation on the table at DIR in this process and prints one JSON
-//	    object: wall and CPU seconds, heap bytes per live file (load), p50/p99 (refresh,
-//	    commits). refresh, commits and startup write commits; checkpoint writes a
+//	    object: wall and CPU seconds, heap bytes per live file (load), the heap peak
+//	    beside the loaded snapshot (vacuum), p50/p99 (refresh, commits). refresh, commits and startup write commits; checkpoint writes a
 //	    checkpoint: run them on a copy of the log.
 //
 // Units: seconds, bytes; one core is the goal's unit (run it under taskset -c 0 with

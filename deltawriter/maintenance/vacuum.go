@@ -104,9 +104,15 @@ type VacuumResult struct {
 // specifiedRetentionMillis, defaultRetentionMillis; metrics numFilesToDelete,
 // sizeOfDataToDelete) before deleting and "VACUUM END" (status COMPLETED or FAILED; metrics
 // numDeletedFiles, numVacuumedDirectories) after, commitInfo-only commits like Spark's on
-// the stores where Spark logs vacuums (local, GCS, Azure; not S3). Errors: no table; the
-// table not writable; the retention refused; listing, deleting or committing failed
-// (wrapped store errors; files already deleted stay deleted, a rerun finishes the job).
+// the stores where Spark logs vacuums (local, GCS, Azure; not S3).
+//
+// Memory: the snapshot, one listing page (storage.MaxListPage entries) per directory
+// level, and the candidates. Those are gathered before any delete, dry run or not: the
+// result lists them and VACUUM START counts them before the first delete.
+//
+// Errors: no table; the table not writable; the retention refused; listing, deleting or
+// committing failed (wrapped store errors; files already deleted stay deleted, a rerun
+// finishes the job).
 func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumResult, error) {
 	res := VacuumResult{DryRun: o.DryRun, StartVersion: -1, EndVersion: -1}
 	snap, err := t.Snapshot(ctx)
@@ -183,60 +189,15 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 			keep(r.Path, r.DeletionVector)
 		}
 	}
-	partCols := partitionDirPrefixes(snap)
-	var dirs []string
-	var walk func(dir string) (empty bool, err error)
-	list, lazy := st.List, false
+	w := vacuumWalk{st: st, live: live, partCols: partitionDirPrefixes(snap), res: &res}
+	w.list = st.ListPages
 	if nl, ok := st.(storage.NameLister); ok {
-		list, lazy = nl.ListNames, true // sizes and times of the unreferenced files only
+		w.list, w.lazy = nl.ListNamePages, true // sizes and times of the unreferenced files only
 	}
-	walk = func(dir string) (bool, error) {
-		ents, err := list(ctx, dir)
-		if err != nil {
-			return false, fmt.Errorf("list %s: %w", dir, err)
-		}
-		res.Dirs++
-		for _, e := range ents {
-			rel := e.Name
-			if dir != "" {
-				rel = dir + "/" + e.Name
-			}
-			if hiddenName(e.Name, partCols) {
-				continue
-			}
-			if e.IsDir {
-				empty, err := walk(rel)
-				if err != nil {
-					return false, err
-				}
-				if empty && !live(rel) {
-					dirs = append(dirs, rel)
-				}
-				continue
-			}
-			if live(rel) {
-				continue
-			}
-			if lazy {
-				fi, err := st.Stat(ctx, rel)
-				if storage.IsNotExist(err) {
-					continue // deleted since the listing
-				}
-				if err != nil {
-					return false, fmt.Errorf("stat %s: %w", rel, err)
-				}
-				e.Size, e.ModTime = fi.Size, fi.ModTime
-			}
-			if e.ModTime.Before(res.DeleteBefore) {
-				res.Files = append(res.Files, VacuumFile{Path: rel, Size: e.Size})
-				res.Bytes += e.Size
-			}
-		}
-		return len(ents) == 0, nil
-	}
-	if _, err := walk(""); err != nil {
+	if _, err := w.walk(ctx, ""); err != nil {
 		return res, fmt.Errorf("vacuum %s: %w", t, err)
 	}
+	dirs := w.dirs
 
 	for _, d := range dirs {
 		res.Files = append(res.Files, VacuumFile{Path: d, IsDir: true})
@@ -309,6 +270,80 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 		return res, fmt.Errorf("vacuum %s: %w", t, delErr)
 	}
 	return res, nil
+}
+
+// vacuumWalk lists a table's directories for VACUUM a page at a time and keeps only the
+// candidates (res.Files, dirs), so that a directory of millions of files costs one page
+// per directory level on top of the snapshot and the result.
+type vacuumWalk struct {
+	st       storage.Store
+	list     func(ctx context.Context, dir string, fn func(page []storage.FileInfo) error) error
+	lazy     bool // list gives names only: Stat the unreferenced files
+	live     func(rel string) bool
+	partCols []string
+	res      *VacuumResult // Files, Bytes and Dirs are added to
+	dirs     []string      // directories left empty, to delete after the files
+}
+
+// walk adds the deletable entries under dir and reports whether dir has no entry at all.
+func (w *vacuumWalk) walk(ctx context.Context, dir string) (empty bool, err error) {
+	n := 0
+	var inner error // an error of a subdirectory or a Stat, not of this listing
+	err = w.list(ctx, dir, func(page []storage.FileInfo) error {
+		n += len(page)
+		inner = w.page(ctx, dir, page)
+		return inner
+	})
+	if inner != nil {
+		return false, inner
+	}
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", dir, err)
+	}
+	w.res.Dirs++
+	return n == 0, nil
+}
+
+// page adds the deletable entries of one listing page of dir, walking into its
+// subdirectories.
+func (w *vacuumWalk) page(ctx context.Context, dir string, page []storage.FileInfo) error {
+	for _, e := range page {
+		rel := e.Name
+		if dir != "" {
+			rel = dir + "/" + e.Name
+		}
+		if hiddenName(e.Name, w.partCols) {
+			continue
+		}
+		if e.IsDir {
+			empty, err := w.walk(ctx, rel)
+			if err != nil {
+				return err
+			}
+			if empty && !w.live(rel) {
+				w.dirs = append(w.dirs, rel)
+			}
+			continue
+		}
+		if w.live(rel) {
+			continue
+		}
+		if w.lazy {
+			fi, err := w.st.Stat(ctx, rel)
+			if storage.IsNotExist(err) {
+				continue // deleted since the listing
+			}
+			if err != nil {
+				return fmt.Errorf("stat %s: %w", rel, err)
+			}
+			e.Size, e.ModTime = fi.Size, fi.ModTime
+		}
+		if e.ModTime.Before(w.res.DeleteBefore) {
+			w.res.Files = append(w.res.Files, VacuumFile{Path: rel, Size: e.Size})
+			w.res.Bytes += e.Size
+		}
+	}
+	return nil
 }
 
 // logsVacuum reports whether Spark writes VACUUM START / END commits on the table's store

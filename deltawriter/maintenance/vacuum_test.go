@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -285,5 +286,98 @@ func BenchmarkVacuumDryRun(b *testing.B) {
 		if err != nil || len(res.Files) != 2000 {
 			b.Fatalf("%d files, %v", len(res.Files), err)
 		}
+	}
+}
+
+// pagesOnly hides the local store's ListNamePages: VACUUM lists with ListPages, sizes and
+// times included, as on the object stores.
+type pagesOnly struct{ storage.Store }
+
+// TestVacuumListPages runs the dry run of TestVacuum through ListPages (no NameLister):
+// the same files.
+func TestVacuumListPages(t *testing.T) {
+	ctx := context.Background()
+	root, _ := vacuumTable(t)
+	st, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := deltawriter.Open(ctx, pagesOnly{st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[{deletion_vector_0b0c3a2e-0000-4000-8000-000000000000.bin 10 false} {p=a/_kafka_partition=0/orphan-old.parquet 10 false} {p=b/_kafka_partition=1/gone-old.parquet 10 false} {p=c/_kafka_partition=2 0 true} {part-00000-orphan-old.parquet 10 false}]"
+	if got := fmt.Sprint(dry.Files); got != want || dry.Bytes != 40 || dry.Dirs != 8 {
+		t.Fatalf("dry run through ListPages: files %s, bytes %d, dirs %d\nwant %s, 40, 8", got, dry.Bytes, dry.Dirs, want)
+	}
+}
+
+// heapStore is a local store that, before handing each listing page to its caller,
+// collects garbage and records the heap in use: the most VACUUM holds while it lists.
+type heapStore struct {
+	*storage.Local
+	peak uint64
+}
+
+func (h *heapStore) ListNamePages(ctx context.Context, dir string, fn func([]storage.FileInfo) error) error {
+	return h.Local.ListNamePages(ctx, dir, func(page []storage.FileInfo) error {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		h.peak = max(h.peak, m.HeapAlloc)
+		return fn(page)
+	})
+}
+
+// TestVacuumListingMemoryBounded runs a dry run on a table of one live file, one old
+// orphan and n recent unreferenced files (a flush in flight: listed, kept) for n = 5,000
+// and 50,000: the heap VACUUM holds while listing grows by less than 1 MiB (holding the
+// 45,000 more entries of the root directory would take several MiB), and the result is
+// the one old orphan both times.
+func TestVacuumListingMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 55,000 files")
+	}
+	ctx := context.Background()
+	peak := map[int]uint64{}
+	for _, n := range []int{5000, 50000} {
+		root := t.TempDir()
+		local, err := storage.NewLocal(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema, _ := jsonString(schemaJSON)
+		writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
+{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
+		touch(t, root, "live.parquet", 30*24*time.Hour)
+		touch(t, root, "orphan-old.parquet", 30*24*time.Hour)
+		for i := range n {
+			if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("part-%06d-in-flight.parquet", i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hs := &heapStore{Local: local}
+		tbl, err := deltawriter.Open(ctx, hs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1, DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(res.Files); got != "[{orphan-old.parquet 10 false}]" || res.Dirs != 1 {
+			t.Fatalf("n=%d: files %s, dirs %d; want [{orphan-old.parquet 10 false}], 1", n, got, res.Dirs)
+		}
+		peak[n] = hs.peak
+	}
+	grew := int64(peak[50000]) - int64(peak[5000])
+	t.Logf("heap while listing: %d B at 5,000 files, %d B at 50,000", peak[5000], peak[50000])
+	if grew > 1<<20 {
+		t.Fatalf("heap while listing grew by %d B from 5,000 to 50,000 files, want < 1 MiB", grew)
 	}
 }

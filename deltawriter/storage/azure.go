@@ -261,23 +261,41 @@ func (a *Azure) List(ctx context.Context, dir string) ([]FileInfo, error) {
 
 // ListFrom implements ListerFrom.
 func (a *Azure) ListFrom(ctx context.Context, dir, after string) ([]FileInfo, error) {
+	var out []FileInfo
+	if err := a.listPages(ctx, dir, after, gather(&out)); err != nil {
+		return nil, err
+	}
+	return sortFilter(out, after), nil
+}
+
+// ListPages implements Store: one page per List Blobs request (maxresults MaxListPage,
+// the pager carrying the marker).
+func (a *Azure) ListPages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
+	return a.listPages(ctx, dir, "", fn)
+}
+
+// listPages lists dir from the name `after` ("" for all; StartFrom is inclusive and
+// Azurite ignores it, the callers filter), a List Blobs page at a time.
+func (a *Azure) listPages(ctx context.Context, dir, after string, fn func(page []FileInfo) error) error {
 	pfx, err := dirKey(a.prefix, dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return fmt.Errorf("list %s: %w", dir, err)
 	}
-	o := &container.ListBlobsHierarchyOptions{Prefix: &pfx}
+	maxResults := int32(MaxListPage)
+	o := &container.ListBlobsHierarchyOptions{Prefix: &pfx, MaxResults: &maxResults}
 	if after != "" {
 		s := pfx + after
 		o.StartFrom = &s
 	}
-	var out []FileInfo
+	page := make([]FileInfo, 0, MaxListPage)
 	pg := a.cc.NewListBlobsHierarchyPager("/", o)
 	for pg.More() {
-		page, err := pg.NextPage(ctx)
+		out, err := pg.NextPage(ctx)
 		if err != nil {
-			return nil, a.wrap(ctx, "list", pfx, err)
+			return a.wrap(ctx, "list", pfx, err)
 		}
-		for _, b := range page.Segment.BlobItems {
+		page = page[:0]
+		for _, b := range out.Segment.BlobItems {
 			if b.Name == nil {
 				continue
 			}
@@ -294,18 +312,21 @@ func (a *Azure) ListFrom(ctx context.Context, dir, after string) ([]FileInfo, er
 					fi.ModTime = *b.Properties.LastModified
 				}
 			}
-			out = append(out, fi)
+			page = append(page, fi)
 		}
-		for _, bp := range page.Segment.BlobPrefixes {
+		for _, bp := range out.Segment.BlobPrefixes {
 			if bp.Name == nil {
 				continue
 			}
 			if name := strings.TrimSuffix(strings.TrimPrefix(*bp.Name, pfx), "/"); name != "" {
-				out = append(out, FileInfo{Name: name, IsDir: true})
+				page = append(page, FileInfo{Name: name, IsDir: true})
 			}
 		}
+		if err := emitPage(page, fn); err != nil {
+			return err
+		}
 	}
-	return sortFilter(out, after), nil
+	return nil
 }
 
 // Put implements Store (Put Blob replaces atomically).

@@ -29,7 +29,8 @@ type fakeS3 struct {
 	ignoreIfNoneMatch bool
 	fault             func(w http.ResponseWriter, r *http.Request) bool
 	puts              int
-	batchDeletes      []int // keys per DeleteObjects request
+	batchDeletes      []int    // keys per DeleteObjects request
+	lists             []string // max-keys and continuation-token of each ListObjectsV2 request
 }
 
 func s3Error(w http.ResponseWriter, status int, code string) {
@@ -45,6 +46,10 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := strings.TrimPrefix(r.URL.Path, "/")
+	if q := r.URL.Query(); r.Method == http.MethodGet && q.Get("list-type") == "2" {
+		f.list(w, key, q)
+		return
+	}
 	switch r.Method {
 	case http.MethodPut:
 		f.puts++
@@ -95,6 +100,53 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		s3Error(w, 501, "NotImplemented")
 	}
+}
+
+// list answers ListObjectsV2 on bucket: the keys under prefix in name order, rolled up
+// at the delimiter, at most max-keys (objects and prefixes together) after the
+// continuation token (the last name of the previous page).
+func (f *fakeS3) list(w http.ResponseWriter, bucket string, q url.Values) {
+	prefix, delim, token := q.Get("prefix"), q.Get("delimiter"), q.Get("continuation-token")
+	maxKeys := 1000
+	if m := q.Get("max-keys"); m != "" {
+		fmt.Sscan(m, &maxKeys)
+	}
+	f.lists = append(f.lists, q.Get("max-keys")+" "+token)
+	var names []string // keys and common prefixes, deduplicated
+	for k := range f.objects {
+		name, ok := strings.CutPrefix(k, bucket+"/")
+		if !ok || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if i := strings.Index(name[len(prefix):], delim); delim != "" && i >= 0 {
+			name = name[:len(prefix)+i+len(delim)]
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	i, _ := slices.BinarySearch(names, token)
+	for i < len(names) && token != "" && names[i] <= token {
+		i++
+	}
+	page := names[i:min(i+maxKeys, len(names))]
+	var b strings.Builder
+	fmt.Fprintf(&b, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>`, bucket, prefix, len(page), maxKeys)
+	for _, n := range page {
+		if strings.HasSuffix(n, delim) && delim != "" {
+			fmt.Fprintf(&b, `<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>`, n)
+			continue
+		}
+		fmt.Fprintf(&b, `<Contents><Key>%s</Key><Size>%d</Size><LastModified>2026-12-01T08:00:00.000Z</LastModified></Contents>`, n, len(f.objects[bucket+"/"+n]))
+	}
+	if i+len(page) < len(names) {
+		fmt.Fprintf(&b, `<IsTruncated>true</IsTruncated><NextContinuationToken>%s</NextContinuationToken>`, page[len(page)-1])
+	} else {
+		b.WriteString(`<IsTruncated>false</IsTruncated>`)
+	}
+	b.WriteString(`</ListBucketResult>`)
+	w.Header().Set("Content-Type", "application/xml")
+	fmt.Fprint(w, b.String())
 }
 
 const testSecret = "s3cr3t-never-printed-0123456789"
@@ -425,5 +477,55 @@ func TestDeleteAllBatchesS3(t *testing.T) {
 	}
 	if _, err := local.Stat(ctx, "keep.parquet"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestS3ListPages lists a directory of 2,500 objects and 2 subdirectories through the
+// ListObjectsV2 paginator: three requests of max-keys 1000, the second and third with the
+// continuation token; pages of 1,000, 1,000 and 502 entries, in name order across pages,
+// each once, sizes and times from the listing; List gives the same entries.
+func TestS3ListPages(t *testing.T) {
+	ctx := context.Background()
+	f, st := newFakeS3(t)
+	var want []string
+	for i := range 2500 {
+		n := fmt.Sprintf("part-%05d.parquet", i)
+		f.objects["lake/tbl/"+n] = []byte(strings.Repeat("x", i%7))
+		want = append(want, n)
+	}
+	f.objects["lake/tbl/d=1/a.parquet"] = []byte("x")
+	f.objects["lake/tbl/d=2/b/c.parquet"] = []byte("x")
+	f.objects["lake/other/part-00000.parquet"] = []byte("x")
+	want = append(want, "d=1", "d=2")
+	slices.Sort(want)
+
+	var got []string
+	var sizes []int
+	err := st.ListPages(ctx, "", func(page []FileInfo) error {
+		sizes = append(sizes, len(page))
+		for _, e := range page {
+			got = append(got, e.Name)
+			if e.IsDir != strings.HasPrefix(e.Name, "d=") {
+				t.Errorf("%s: IsDir %v", e.Name, e.IsDir)
+			}
+			var i int
+			if _, err := fmt.Sscanf(e.Name, "part-%05d.parquet", &i); err == nil && (e.Size != int64(i%7) || e.ModTime.Year() != 2026) {
+				t.Errorf("%s: size %d, time %v", e.Name, e.Size, e.ModTime)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) || fmt.Sprint(sizes) != "[1000 1000 502]" {
+		t.Fatalf("ListPages: %d entries in pages %v (first %v), want %d in name order in [1000 1000 502]", len(got), sizes, got[:min(3, len(got))], len(want))
+	}
+	if fmt.Sprint(f.lists) != "[1000  1000 tbl/part-00997.parquet 1000 tbl/part-01997.parquet]" {
+		t.Fatalf("ListObjectsV2 requests (max-keys, token): %q", f.lists)
+	}
+	all, err := st.List(ctx, "")
+	if err != nil || len(all) != len(want) || all[0].Name != "d=1" || all[len(all)-1].Name != "part-02499.parquet" {
+		t.Fatalf("List: %d entries, %v", len(all), err)
 	}
 }

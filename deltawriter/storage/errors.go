@@ -171,9 +171,9 @@ type Deleter interface {
 // caller that needs the size and time of a few entries only (VACUUM: the unreferenced
 // ones) asks Stat for those.
 type NameLister interface {
-	// ListNames returns the entries of dir in no particular order, with Name and IsDir
-	// set (Size and ModTime zero); like List, an empty list when dir does not exist.
-	ListNames(ctx context.Context, dir string) ([]FileInfo, error)
+	// ListNamePages is ListPages with Name and IsDir set only (Size and ModTime zero) and
+	// each page in directory order, not sorted.
+	ListNamePages(ctx context.Context, dir string, fn func(page []FileInfo) error) error
 }
 
 // ListerFrom is implemented by stores that can list a directory starting after a name
@@ -200,6 +200,29 @@ func ListFrom(ctx context.Context, st Store, dir, after string) ([]FileInfo, err
 		i++
 	}
 	return ents[i:], nil
+}
+
+// gather is a ListPages callback appending every page to *out.
+func gather(out *[]FileInfo) func(page []FileInfo) error {
+	return func(page []FileInfo) error {
+		*out = append(*out, page...)
+		return nil
+	}
+}
+
+// emitPage sorts a store's page by name (it holds its objects and its common prefixes
+// in two lists, each sorted) and hands it to fn in pages of at most MaxListPage entries:
+// some servers (fake-gcs-server) send up to MaxListPage objects and the prefixes besides.
+func emitPage(page []FileInfo, fn func(page []FileInfo) error) error {
+	slices.SortFunc(page, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	for len(page) > 0 {
+		n := min(len(page), MaxListPage)
+		if err := fn(page[:n]); err != nil {
+			return err
+		}
+		page = page[n:]
+	}
+	return nil
 }
 
 // sortFilter sorts entries by name and filters those not after `after` (stores whose

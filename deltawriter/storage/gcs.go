@@ -145,40 +145,63 @@ func (g *GCS) List(ctx context.Context, dir string) ([]FileInfo, error) {
 
 // ListFrom implements ListerFrom with Query.StartOffset.
 func (g *GCS) ListFrom(ctx context.Context, dir, after string) ([]FileInfo, error) {
+	var out []FileInfo
+	if err := g.listPages(ctx, dir, after, gather(&out)); err != nil {
+		return nil, err
+	}
+	return sortFilter(out, after), nil
+}
+
+// ListPages implements Store: one page per objects.list request (iterator.Pager of
+// MaxListPage, carrying the page token).
+func (g *GCS) ListPages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
+	return g.listPages(ctx, dir, "", fn)
+}
+
+// listPages lists dir from the name `after` ("" for all; StartOffset is inclusive, the
+// callers filter), an objects.list page at a time.
+func (g *GCS) listPages(ctx context.Context, dir, after string, fn func(page []FileInfo) error) error {
 	pfx, err := dirKey(g.prefix, dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return fmt.Errorf("list %s: %w", dir, err)
 	}
 	q := &storage.Query{Prefix: pfx, Delimiter: "/"}
 	if after != "" {
 		q.StartOffset = pfx + after
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
-		return nil, fmt.Errorf("list %s: %w", pfx, err)
+		return fmt.Errorf("list %s: %w", pfx, err)
 	}
-	var out []FileInfo
-	it := g.client.Bucket(g.bucket).Objects(ctx, q)
+	pager := iterator.NewPager(g.client.Bucket(g.bucket).Objects(ctx, q), MaxListPage, "")
+	page := make([]FileInfo, 0, MaxListPage)
+	var attrs []*storage.ObjectAttrs
 	for {
-		a, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
+		attrs = attrs[:0]
+		token, err := pager.NextPage(&attrs)
 		if err != nil {
-			return nil, g.wrap(ctx, "list", pfx, err)
+			return g.wrap(ctx, "list", pfx, err)
 		}
-		if a.Prefix != "" {
-			if name := strings.TrimSuffix(strings.TrimPrefix(a.Prefix, pfx), "/"); name != "" {
-				out = append(out, FileInfo{Name: name, IsDir: true})
+		page = page[:0]
+		for _, a := range attrs {
+			if a.Prefix != "" {
+				if name := strings.TrimSuffix(strings.TrimPrefix(a.Prefix, pfx), "/"); name != "" {
+					page = append(page, FileInfo{Name: name, IsDir: true})
+				}
+				continue
 			}
-			continue
+			name := strings.TrimPrefix(a.Name, pfx)
+			if name == "" || strings.Contains(name, "/") {
+				continue
+			}
+			page = append(page, FileInfo{Name: name, Size: a.Size, ModTime: a.Updated})
 		}
-		name := strings.TrimPrefix(a.Name, pfx)
-		if name == "" || strings.Contains(name, "/") {
-			continue
+		if err := emitPage(page, fn); err != nil {
+			return err
 		}
-		out = append(out, FileInfo{Name: name, Size: a.Size, ModTime: a.Updated})
+		if token == "" {
+			return nil
+		}
 	}
-	return sortFilter(out, after), nil
 }
 
 // Put implements Store.

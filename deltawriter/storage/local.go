@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -251,74 +251,95 @@ func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 	return FileInfo{Name: fi.Name(), Size: fi.Size(), ModTime: fi.ModTime(), IsDir: fi.IsDir()}, nil
 }
 
-// List implements Store. Entries whose names start with ".tmp-" (in-flight writes of
-// this store) are skipped.
+// List implements Store: ListPages gathered and sorted by name.
 func (l *Local) List(ctx context.Context, dir string) ([]FileInfo, error) {
-	ents, err := l.readDir(ctx, dir)
+	var out []FileInfo
+	err := l.ListPages(ctx, dir, func(page []FileInfo) error {
+		out = append(out, page...)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]FileInfo, 0, len(ents))
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), tmpPrefix) {
-			continue
-		}
-		fi, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since ReadDir
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", dir, err)
-		}
-		out = append(out, FileInfo{Name: e.Name(), Size: fi.Size(), ModTime: fi.ModTime(), IsDir: fi.IsDir()})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// ListPages implements Store: getdents of MaxListPage entries at a time, an lstat per
+// entry. Entries whose names start with ".tmp-" (in-flight writes of this store) are
+// skipped.
+func (l *Local) ListPages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
+	return l.readDirPages(ctx, dir, true, fn)
 }
 
 const tmpPrefix = ".tmp-"
 
-// ListNames implements NameLister: getdents only, no lstat per entry and no sort.
-func (l *Local) ListNames(ctx context.Context, dir string) ([]FileInfo, error) {
-	ents, err := l.readDir(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]FileInfo, 0, len(ents))
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), tmpPrefix) {
-			out = append(out, FileInfo{Name: e.Name(), IsDir: e.IsDir()})
-		}
-	}
-	return out, nil
+// ListNamePages implements NameLister: getdents only, no lstat per entry and no sort.
+func (l *Local) ListNamePages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
+	return l.readDirPages(ctx, dir, false, fn)
 }
 
-// readDir returns the entries of dir ("" or "." is the root) in directory order, or
-// none when dir does not exist.
-func (l *Local) readDir(ctx context.Context, dir string) ([]fs.DirEntry, error) {
+// readDirPages reads directory dir ("" or "." is the root) MaxListPage entries at a time
+// and calls fn with each non-empty page, with sizes and times (sorted by name) when info
+// is set. A missing dir gives no page.
+func (l *Local) readDirPages(ctx context.Context, dir string, info bool, fn func(page []FileInfo) error) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	a := l.root
 	if dir != "" && dir != "." {
 		var err error
 		if a, err = l.abs(dir); err != nil {
-			return nil, fmt.Errorf("list %s: %w", dir, err)
+			return fmt.Errorf("list %s: %w", dir, err)
 		}
 	}
 	f, err := os.Open(a)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return fmt.Errorf("list %s: %w", dir, err)
 	}
-	ents, err := f.ReadDir(-1) // in directory order: callers sort if they need to
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+	defer f.Close()
+	page := make([]FileInfo, 0, MaxListPage)
+	for {
+		ents, rerr := f.ReadDir(MaxListPage)
+		page = page[:0]
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), tmpPrefix) {
+				continue
+			}
+			fi := FileInfo{Name: e.Name(), IsDir: e.IsDir()}
+			if info {
+				st, err := e.Info()
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // removed since it was read
+				}
+				if err != nil {
+					return fmt.Errorf("list %s: %w", dir, err)
+				}
+				fi.Size, fi.ModTime, fi.IsDir = st.Size(), st.ModTime(), st.IsDir()
+			}
+			page = append(page, fi)
+		}
+		if len(page) > 0 {
+			if info {
+				slices.SortFunc(page, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
+			}
+			if err := fn(page); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("list %s: %w", dir, rerr)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
-	return ents, nil
 }
 
 // Delete implements Deleter: it removes the file, or the directory when it is empty, at p.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +175,90 @@ func TestFilesAreWorldReadable(t *testing.T) {
 		if want := os.FileMode(0o644 &^ umask); fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, want %v", p, fi.Mode().Perm(), want)
 		}
+	}
+}
+
+// TestLocalListPages lists a directory of 2,500 files, 3 subdirectories and an in-flight
+// temporary file in 3 pages of at most 1,000 entries, each page sorted (ListPages),
+// every entry exactly once, sizes and directories right; ListNamePages gives the same
+// names without sizes; a missing directory gives no page; fn's error stops the listing.
+func TestLocalListPages(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	st, _ := NewLocal(root)
+	want := map[string]int64{}
+	for i := range 2500 {
+		n := fmt.Sprintf("part-%05d.parquet", i)
+		if err := os.WriteFile(filepath.Join(root, n), make([]byte, i%7), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[n] = int64(i % 7)
+	}
+	for _, d := range []string{"d=1", "d=2", "_delta_log"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		want[d] = -1
+	}
+	if err := os.WriteFile(filepath.Join(root, ".tmp-inflight"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, names := range []bool{false, true} {
+		list := st.ListPages
+		if names {
+			list = st.ListNamePages
+		}
+		seen := map[string]int{}
+		var sizes []int
+		err := list(ctx, "", func(page []FileInfo) error {
+			sizes = append(sizes, len(page))
+			if !names && !slices.IsSortedFunc(page, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) }) {
+				t.Errorf("page of %d not sorted", len(page))
+			}
+			for _, e := range page {
+				seen[e.Name]++
+				w, ok := want[e.Name]
+				switch {
+				case !ok:
+					t.Errorf("unexpected entry %q", e.Name)
+				case e.IsDir != (w < 0):
+					t.Errorf("%s: IsDir %v", e.Name, e.IsDir)
+				case !names && !e.IsDir && e.Size != w:
+					t.Errorf("%s: size %d, want %d", e.Name, e.Size, w)
+				case names && (e.Size != 0 || !e.ModTime.IsZero()):
+					t.Errorf("%s: ListNamePages gave size %d, time %v", e.Name, e.Size, e.ModTime)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 2,504 directory entries read 1,000 at a time; the temporary file's page is one short.
+		if len(sizes) != 3 || sizes[0]+sizes[1]+sizes[2] != 2503 || slices.Max(sizes) > MaxListPage || slices.Min(sizes) < 503 {
+			t.Errorf("names=%v: pages of %v, want 3 pages of at most 1000, 2503 in all", names, sizes)
+		}
+		if len(seen) != len(want) {
+			t.Errorf("names=%v: %d distinct entries, want %d", names, len(seen), len(want))
+		}
+		for n, c := range seen {
+			if c != 1 {
+				t.Errorf("names=%v: %s listed %d times", names, n, c)
+			}
+		}
+	}
+
+	all, err := st.List(ctx, "")
+	if err != nil || len(all) != 2503 || all[0].Name != "_delta_log" || all[2502].Name != "part-02499.parquet" {
+		t.Fatalf("List: %d entries, %v", len(all), err)
+	}
+	calls := 0
+	if err := st.ListPages(ctx, "missing", func([]FileInfo) error { calls++; return nil }); err != nil || calls != 0 {
+		t.Fatalf("missing dir: %d pages, %v", calls, err)
+	}
+	stop := errors.New("stop")
+	if err := st.ListPages(ctx, "", func([]FileInfo) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Fatalf("fn error: %d pages, %v; want 1, stop", calls, err)
 	}
 }

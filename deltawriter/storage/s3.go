@@ -30,8 +30,9 @@ import (
 //     (deltawriter's Commit compares commitInfo.txnId).
 //   - Create streams through the transfer manager: one PutObject below 16 MiB, else a
 //     multipart upload of 8 MiB parts (at most 5 in flight), so memory stays bounded.
-//   - List uses ListObjectsV2 with a delimiter, ListFrom its StartAfter (exclusive); the
-//     result is sorted client-side as well (directory buckets do not sort).
+//   - List and ListPages use ListObjectsV2 with a delimiter, ListFrom its StartAfter
+//     (exclusive); List's result and each page are sorted client-side as well (directory
+//     buckets do not sort).
 //   - With an endpoint (Options.Endpoint, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL),
 //     path-style addressing is used and checksums are sent only when required (many
 //     S3-compatible servers reject the SDK's default CRC trailers).
@@ -210,22 +211,39 @@ func (s *S3) List(ctx context.Context, dir string) ([]FileInfo, error) {
 
 // ListFrom implements ListerFrom with ListObjectsV2 StartAfter.
 func (s *S3) ListFrom(ctx context.Context, dir, after string) ([]FileInfo, error) {
+	var out []FileInfo
+	if err := s.listPages(ctx, dir, after, gather(&out)); err != nil {
+		return nil, err
+	}
+	return sortFilter(out, after), nil
+}
+
+// ListPages implements Store: one page per ListObjectsV2 request (MaxKeys MaxListPage,
+// the paginator carrying the continuation token).
+func (s *S3) ListPages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
+	return s.listPages(ctx, dir, "", fn)
+}
+
+// listPages lists dir after the name `after` (exclusive; "" for all), a ListObjectsV2
+// page at a time.
+func (s *S3) listPages(ctx context.Context, dir, after string, fn func(page []FileInfo) error) error {
 	pfx, err := dirKey(s.prefix, dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return fmt.Errorf("list %s: %w", dir, err)
 	}
-	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pfx, Delimiter: aws.String("/")}
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pfx, Delimiter: aws.String("/"), MaxKeys: aws.Int32(MaxListPage)}
 	if after != "" {
 		in.StartAfter = aws.String(pfx + after)
 	}
-	var out []FileInfo
+	page := make([]FileInfo, 0, MaxListPage)
 	pg := s3.NewListObjectsV2Paginator(s.client, in)
 	for pg.HasMorePages() {
-		page, err := pg.NextPage(ctx)
+		out, err := pg.NextPage(ctx)
 		if err != nil {
-			return nil, s.wrap(ctx, "list", pfx, err)
+			return s.wrap(ctx, "list", pfx, err)
 		}
-		for _, o := range page.Contents {
+		page = page[:0]
+		for _, o := range out.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), pfx)
 			if name == "" || strings.Contains(name, "/") {
 				continue
@@ -234,16 +252,19 @@ func (s *S3) ListFrom(ctx context.Context, dir, after string) ([]FileInfo, error
 			if o.LastModified != nil {
 				fi.ModTime = *o.LastModified
 			}
-			out = append(out, fi)
+			page = append(page, fi)
 		}
-		for _, cp := range page.CommonPrefixes {
+		for _, cp := range out.CommonPrefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), pfx), "/")
 			if name != "" {
-				out = append(out, FileInfo{Name: name, IsDir: true})
+				page = append(page, FileInfo{Name: name, IsDir: true})
 			}
 		}
+		if err := emitPage(page, fn); err != nil {
+			return err
+		}
 	}
-	return sortFilter(out, after), nil
+	return nil
 }
 
 // Put implements Store (PutObject; S3 replaces objects atomically).

@@ -33,7 +33,12 @@ var ErrExist = fs.ErrExist
 // ErrNotExist is wrapped by Get when the object does not exist (it is fs.ErrNotExist).
 var ErrNotExist = fs.ErrNotExist
 
-// FileInfo describes one object returned by List. Size is in bytes.
+// MaxListPage is the most entries one ListPages page holds: S3 ListObjectsV2's and GCS's
+// page limit, asked of Azure too (whose default is 5,000), and the chunk a local directory
+// is read in.
+const MaxListPage = 1000
+
+// FileInfo describes one object returned by List or ListPages. Size is in bytes.
 type FileInfo struct {
 	Name    string // base name inside the listed directory
 	Size    int64
@@ -48,6 +53,16 @@ type Store interface {
 	// List returns the entries of directory dir sorted by name, or an empty list (and no
 	// error) when dir does not exist.
 	List(ctx context.Context, dir string) ([]FileInfo, error)
+	// ListPages calls fn with the entries of directory dir one page at a time, as the
+	// store returns them (a ListObjectsV2, objects.list or List Blobs request per page,
+	// with its continuation token; a local directory read MaxListPage entries at a time), so
+	// that a directory of millions of entries is never held whole. Each page holds 1 to
+	// MaxListPage entries, sorted by name; every entry comes once. Across pages the order
+	// is the store's: by name on S3 general-purpose buckets, GCS and Azure, directory
+	// order on a local filesystem. fn must not keep the page (its backing array may be
+	// reused); an error from fn stops the listing and is returned as is. A missing dir
+	// gives no page and no error.
+	ListPages(ctx context.Context, dir string, fn func(page []FileInfo) error) error
 	// Put writes data to p atomically (readers see the old object or the new one),
 	// replacing an existing object.
 	Put(ctx context.Context, p string, data []byte) error

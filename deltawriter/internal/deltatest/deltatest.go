@@ -104,6 +104,9 @@ func (m *MemStore) Get(context.Context, string) ([]byte, error) { return nil, fs
 func (m *MemStore) List(context.Context, string) ([]storage.FileInfo, error) {
 	return nil, nil
 }
+func (m *MemStore) ListPages(context.Context, string, func([]storage.FileInfo) error) error {
+	return nil
+}
 func (m *MemStore) Put(context.Context, string, []byte) error         { return nil }
 func (m *MemStore) PutIfAbsent(context.Context, string, []byte) error { return nil }
 func (m *MemStore) Create(context.Context, string) (storage.Writer, error) {
