@@ -605,7 +605,7 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 		if err != nil {
 			return err
 		}
-		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w}
+		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w, pages: w.NewPageCopy()}
 		if err := b.copyFiles(snap, st, pq, bin, thr); err != nil {
 			b.abort()
 			return err
@@ -642,7 +642,12 @@ type binWriter struct {
 	out    []column.Column
 	rows   int
 	w      *deltawriter.DataFileWriter
+	pages  *deltawriter.PageCopy
 }
+
+// binWritten, when not nil, is called with each bin's output once written: the column
+// chunks it wrote from copied pages (tests).
+var binWritten func(copiedChunks int)
 
 // copyFiles appends the live rows of the files of bin to the output, row group by row
 // group: a row group of at least
@@ -652,7 +657,17 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *
 	for i := range b.out {
 		b.out[i].Reset(b.leaves[i])
 	}
-	for _, a := range bin {
+	// the files with deletion vectors last, which decode every leaf: the leaves copied as
+	// pages before them are cut from the files' rows once, not file after file
+	order := make([]deltalog.Add, 0, len(bin))
+	for _, dv := range []bool{false, true} {
+		for _, a := range bin {
+			if (a.DeletionVector != nil) == dv {
+				order = append(order, a)
+			}
+		}
+	}
+	for _, a := range order {
 		r, err := snap.OpenDataFile(b.ctx, st, a, pq)
 		if err != nil {
 			return err
@@ -667,7 +682,13 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *
 					continue
 				}
 			}
-			n, err := r.AppendRowGroup(b.out)
+			if b.pages.Plan(r, b.rows > 0) {
+				if err := b.flush(); err != nil {
+					return err
+				}
+				b.pages.Plan(r, false)
+			}
+			n, err := b.pages.AppendRowGroup(r, b.out)
 			if err == io.EOF {
 				break
 			}
@@ -675,7 +696,7 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *
 				return err
 			}
 			b.rows += n
-			if int64(columnsBytes(b.out)) >= rowGroupBytes {
+			if int64(columnsBytes(b.out))+b.pages.Bytes() >= rowGroupBytes {
 				if err := b.flush(); err != nil {
 					return err
 				}
@@ -703,7 +724,7 @@ func (b *binWriter) flush() error {
 	if b.rows == 0 {
 		return nil
 	}
-	if err := b.write(b.out, b.rows); err != nil {
+	if err := b.pages.WriteRowGroup(b.out, b.rows); err != nil {
 		return err
 	}
 	for i := range b.out {
@@ -713,12 +734,12 @@ func (b *binWriter) flush() error {
 	return nil
 }
 
-// write writes cols (n rows) as the output's next row group.
-func (b *binWriter) write(cols []column.Column, n int) error { return b.w.WriteRowGroup(cols, n) }
-
 // close publishes the output file and returns its add and rows, or discards it and
 // returns 0 rows and no add when no row was live.
 func (b *binWriter) close() (deltalog.Add, int64, error) {
+	if binWritten != nil {
+		binWritten(b.pages.CopiedChunks())
+	}
 	rows := b.w.NumRows()
 	if rows == 0 {
 		return deltalog.Add{}, 0, b.w.Abort()
