@@ -2,9 +2,11 @@ package parquetenc_test
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
@@ -156,5 +158,112 @@ func TestWriterCopyRowGroup(t *testing.T) {
 	}
 	if dict == 0 {
 		t.Errorf("no dictionary-encoded column copied")
+	}
+}
+
+// A row group whose dictionary-free flat leaves are the pages of two files Encode made of
+// its first and second halves, back to back, and whose other leaves are encoded from the
+// values, reads back as the rows of the one file Encode makes of all of them; each copied
+// chunk holds the pages of both halves, byte for byte. A copied chunk whose size is not
+// its pages' is refused, with nothing written.
+func TestWriterCopiedChunks(t *testing.T) {
+	const n, half = 6_000, 2_500
+	defer func(p int) { *parquetenc.PageTargetBytes = p }(*parquetenc.PageTargetBytes)
+	*parquetenc.PageTargetBytes = 16 << 10 // several pages a chunk
+	pq, cols := allTypesColumns(t, n)
+	whole, _, err := parquetenc.Encode(pq, deltatest.Levelled(cols), n, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readRows(t, bytes.Clone(whole.Bytes()))
+	whole.Release()
+	var parts [2][]byte
+	var mds [2]*format.FileMetaData
+	for k, r := range [][2]int{{0, half}, {half, n}} {
+		f, _, err := parquetenc.Encode(pq, deltatest.Levelled(rowRange(cols, r[0], r[1])), r[1]-r[0], parquetenc.Snappy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[k] = bytes.Clone(f.Bytes())
+		f.Release()
+		pf, err := parquet.OpenFile(bytes.NewReader(parts[k]), int64(len(parts[k])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mds[k] = pf.Metadata()
+	}
+	copied := make([]*parquetenc.CopiedChunk, len(pq.Columns()))
+	nCopied := 0
+	for i, path := range pq.Columns() {
+		leaf, _ := pq.Lookup(path...)
+		if leaf.MaxRepetitionLevel > 0 {
+			continue
+		}
+		a, b := mds[0].RowGroups[0].Columns[i].MetaData, mds[1].RowGroups[0].Columns[i].MetaData
+		if a.DictionaryPageOffset != 0 || b.DictionaryPageOffset != 0 {
+			continue
+		}
+		c := &parquetenc.CopiedChunk{MetaData: a}
+		c.Pages = append(append([]byte{}, parts[0][a.DataPageOffset:a.DataPageOffset+a.TotalCompressedSize]...),
+			parts[1][b.DataPageOffset:b.DataPageOffset+b.TotalCompressedSize]...)
+		c.MetaData.NumValues += b.NumValues
+		c.MetaData.TotalCompressedSize += b.TotalCompressedSize
+		c.MetaData.TotalUncompressedSize += b.TotalUncompressedSize
+		c.MetaData.Statistics = format.Statistics{NullCount: a.Statistics.NullCount + b.Statistics.NullCount}
+		copied[i] = c
+		nCopied++
+	}
+	if nCopied < 3 || nCopied == len(copied) {
+		t.Fatalf("%d of %d leaves copied: want some copied and some encoded", nCopied, len(copied))
+	}
+
+	var buf bytes.Buffer
+	w, err := parquetenc.NewWriter(&buf, pq, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *copied[slices.IndexFunc(copied, func(c *parquetenc.CopiedChunk) bool { return c != nil })]
+	bad.MetaData.TotalCompressedSize++
+	wrong := slices.Clone(copied)
+	wrong[slices.IndexFunc(copied, func(c *parquetenc.CopiedChunk) bool { return c != nil })] = &bad
+	if _, err := w.WriteRowGroupCopied(deltatest.Levelled(cols), n, wrong); err == nil || w.Size() != 4 {
+		t.Fatalf("a copied chunk of the wrong size: %v, %d bytes written", err, w.Size())
+	}
+	sums, err := w.WriteRowGroupCopied(deltatest.Levelled(cols), n, copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	md := checkRows(t, data, want).Metadata()
+	rg := md.RowGroups[0]
+	if len(md.RowGroups) != 1 || rg.NumRows != n || rg.FileOffset != 4 {
+		t.Fatalf("row groups %+v", md.RowGroups)
+	}
+	end := int64(4)
+	for i, c := range rg.Columns {
+		m := c.MetaData
+		start := m.DataPageOffset
+		if m.DictionaryPageOffset > 0 {
+			start = m.DictionaryPageOffset
+		}
+		if start != end || c.FileOffset != start {
+			t.Errorf("column %d starts at %d (file offset %d), want %d: chunks back to back in schema order", i, start, c.FileOffset, end)
+		}
+		end = start + m.TotalCompressedSize
+		if copied[i] == nil {
+			if sums[i].Nulls != int(m.Statistics.NullCount) {
+				t.Errorf("column %d: summary nulls %d, footer %d", i, sums[i].Nulls, m.Statistics.NullCount)
+			}
+			continue
+		}
+		if !bytes.Equal(data[start:end], copied[i].Pages) || m.NumValues != n || m.Statistics.NullCount != copied[i].MetaData.Statistics.NullCount || sums[i] != (parquetenc.Summary{}) {
+			t.Errorf("column %d: not the copied pages (%d bytes, %d values, %d nulls)", i, m.TotalCompressedSize, m.NumValues, m.Statistics.NullCount)
+		}
+	}
+	if end != rg.FileOffset+rg.TotalCompressedSize {
+		t.Errorf("chunks end at %d, row group at %d", end, rg.FileOffset+rg.TotalCompressedSize)
 	}
 }
