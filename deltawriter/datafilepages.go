@@ -125,6 +125,7 @@ func (p *PageCopy) copyable(r *DataFileReader) []bool {
 			continue
 		}
 		if slices.ContainsFunc(m.Encoding, func(e format.Encoding) bool {
+			//lint:ignore SA1019 older writers still mark dictionary data pages so
 			return e == format.PlainDictionary || e == format.RLEDictionary
 		}) {
 			continue
