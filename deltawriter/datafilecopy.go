@@ -168,8 +168,10 @@ func rowDefs(chunk parquet.ColumnChunk, maxDef int) ([]int, error) {
 }
 
 // mergeAcc folds one copied row group's statistics of leaf i into the file's.
-func (w *DataFileWriter) mergeAcc(i int, b *leafAcc) {
-	a, k := &w.acc[i], w.kinds[i]
+func (w *DataFileWriter) mergeAcc(i int, b *leafAcc) { mergeLeafAcc(w.kinds[i], &w.acc[i], b) }
+
+// mergeLeafAcc folds the statistics b of leaf kind k into a.
+func mergeLeafAcc(k leafKind, a, b *leafAcc) {
 	a.nulls += b.nulls
 	a.nonFinite = a.nonFinite || b.nonFinite
 	for d, n := range b.rowDefs {

@@ -153,6 +153,12 @@ func (r *DataFileReader) RowsRead() int64 { return int64(r.row) }
 //
 // Errors: a page or row that cannot be read or conformed.
 func (r *DataFileReader) AppendRowGroup(cols []column.Column) (int, error) {
+	return r.appendRowGroup(cols, nil)
+}
+
+// appendRowGroup is AppendRowGroup leaving out the leaves skip marks (nil: none): their
+// columns are not read; only for a row group read column by column with no deleted row.
+func (r *DataFileReader) appendRowGroup(cols []column.Column, skip []bool) (int, error) {
 	if len(cols) != len(r.leaves) {
 		return 0, fmt.Errorf("read data file %s: %d columns for %d leaves", r.add.Path, len(cols), len(r.leaves))
 	}
@@ -176,11 +182,17 @@ func (r *DataFileReader) AppendRowGroup(cols []column.Column) (int, error) {
 	}
 	if r.columnar && dropped == 0 { // straight into the caller's columns
 		for i, chunk := range rg.ColumnChunks() {
+			if skip != nil && skip[i] {
+				continue
+			}
 			if err := r.readChunk(chunk, &cols[i], r.leaves[i].Index); err != nil {
 				return 0, fmt.Errorf("read data file %s column %d: %w", r.add.Path, i, err)
 			}
 		}
 		return int(n), nil
+	}
+	if skip != nil {
+		return 0, fmt.Errorf("read data file %s: a row group with deleted rows or other leaves cannot leave columns out", r.add.Path)
 	}
 	if r.scratch == nil {
 		r.scratch = make([]column.Column, len(r.leaves))

@@ -703,6 +703,18 @@ func optimizedRow(k int) map[string]any {
 	return out
 }
 
+// leafIndex is the index of top-level leaf name in schema's columns.
+func leafIndex(t *testing.T, schema *parquet.Schema, name string) int {
+	t.Helper()
+	for i, c := range schema.Columns() {
+		if len(c) == 1 && c[0] == name {
+			return i
+		}
+	}
+	t.Fatalf("no leaf %s", name)
+	return -1
+}
+
 // sparkRowsDigest are Spark's row count, distinct l, a sum of per-row hashes over every
 // column (maps and structs through to_json: Spark does not hash maps) and the count of a
 // range predicate that data skipping answers from add.stats.
@@ -712,9 +724,10 @@ const sparkRowsDigest = "SELECT count(*) AS n, count(DISTINCT l) AS d, " +
 
 // TestOptimizeStreamedReadBack: the files OPTIMIZE writes row group by row group, from
 // row groups copied as encoded column chunks (two files of 3,000 rows, over 1 MiB each,
-// one of them with deleted rows, which is decoded instead) and row groups decoded column
-// by column (twelve small files of every type, nulls at every level, one with deleted
-// rows), are read back by Spark and delta-rs with the same rows as before, exactly: row
+// one of them with deleted rows, which is decoded instead), row groups of small files
+// whose dictionary-free leaves' pages are copied and the others decoded (eleven small
+// files of every type, nulls at every level) and row groups decoded column by column (a
+// small file with deleted rows, and the large one), are read back by Spark and delta-rs with the same rows as before, exactly: row
 // counts, every value (delta-rs: every row; Spark: a hash of every row's columns), and a
 // range predicate Spark answers through the new file's stats.
 func TestOptimizeStreamedReadBack(t *testing.T) {
@@ -827,8 +840,45 @@ func TestOptimizeStreamedReadBack(t *testing.T) {
 		for _, rg := range f.Metadata().RowGroups {
 			groups = append(groups, rg.NumRows)
 		}
-		if !slices.Contains(groups, 3_000) || len(groups) != 2 || f.NumRows() != int64(live) {
-			t.Errorf("new file's row groups hold %v rows, want the copied 3000 and one of the decoded rest", groups)
+		// the clean small files: their dictionary-free leaves' pages copied (s: unique
+		// text), in a row group apart from the files with deleted rows, decoded
+		clean, sources := int64(0), [][]byte{}
+		for _, src := range adds {
+			if n, _ := src.NumRecords(); n >= 3_000 || src.Path == dels[0].Add.Path {
+				continue
+			}
+			n, _ := src.NumRecords()
+			clean += n
+			sd, err := tbl.Store().Get(ctx, deltalog.CanonicalPath(src.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sf, err := parquet.OpenFile(bytes.NewReader(sd), int64(len(sd)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := sf.Metadata().RowGroups[0].Columns[leafIndex(t, sf.Schema(), "s")].MetaData
+			sources = append(sources, sd[m.DataPageOffset:m.DataPageOffset+m.TotalCompressedSize])
+		}
+		if !slices.Contains(groups, 3_000) || !slices.Contains(groups, clean) || len(groups) != 3 || f.NumRows() != int64(live) {
+			t.Errorf("new file's row groups hold %v rows, want the copied 3000, the %d of the clean small files and the decoded rest", groups, clean)
+		}
+		for _, rg := range f.Metadata().RowGroups {
+			if rg.NumRows != clean {
+				continue
+			}
+			m := rg.Columns[leafIndex(t, f.Schema(), "s")].MetaData
+			chunk := data[m.DataPageOffset : m.DataPageOffset+m.TotalCompressedSize]
+			size := 0
+			for _, src := range sources {
+				size += len(src)
+				if !bytes.Contains(chunk, src) {
+					t.Errorf("the small files' s pages are not copied into the new file's chunk")
+				}
+			}
+			if m.DictionaryPageOffset != 0 || len(chunk) != size || m.NumValues != clean {
+				t.Errorf("s chunk of %d bytes, %d values, dictionary at %d; want the sources' %d bytes, %d values", len(chunk), m.NumValues, m.DictionaryPageOffset, size, clean)
+			}
 		}
 		if n, _ := a.NumRecords(); n != int64(live) {
 			t.Errorf("add.stats numRecords %d, want %d", n, live)

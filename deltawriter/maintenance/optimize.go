@@ -111,13 +111,16 @@ type OptimizeResult struct {
 // groups). The bin's files are read one row group at a time (deltawriter.DataFileReader):
 // a row group of at least CopyRowGroupBytes of a file ingestd wrote, with no deletion
 // vector, the table's leaves and codec, is copied as its encoded column chunks; any other
-// is decoded column by column into column buffers (row by row, conformed to the table's
-// column mapping and widened types, for a file whose leaves differ) with the rows its
-// deletion vector deletes dropped, and appended to the output row group being filled,
-// written at RowGroupBytes (a bin with no row left becomes no file). A file whose
+// is appended to the output row group being filled, written at RowGroupBytes (a bin with
+// no row left becomes no file): column by column, its chunk's data pages copied as they
+// are where deltawriter.PageCopy allows it (no dictionary, the table's codec, no deletion
+// vector, a file ingestd wrote), else decoded into column buffers (row by row, conformed
+// to the table's column mapping and widened types, for a file whose leaves differ) with
+// the rows its deletion vector deletes dropped. A bin's files with deletion vectors are
+// read after the others, so that the columns copied as pages before them are cut once. A file whose
 // deletion vector deletes every row is removed without being read. Memory is one source
 // row group and one output row group (about RowGroupBytes of values, and its encoded
-// pages), never a whole file.
+// pages, and the data pages copied into it), never a whole file.
 //
 // The commit has, per source file, a remove with dataChange false, extendedFileMetadata
 // true, its partitionValues, size, stats and deletionVector, and per new file an add with
@@ -568,8 +571,8 @@ func predicateParam(where string) string {
 }
 
 // RowGroupBytes is the memory of decoded values (8 bytes a dense word, 24 a levelled
-// value, plus the bytes of byte values) at which OPTIMIZE writes the output row group it
-// is filling.
+// value, plus the bytes of byte values) and of copied data pages (their uncompressed
+// size) at which OPTIMIZE writes the output row group it is filling.
 const RowGroupBytes = 32 << 20
 
 // CopyRowGroupBytes is the compressed size from which a source row group is copied into
@@ -586,10 +589,10 @@ var rowGroupBytes, copyRowGroupBytes int64 = RowGroupBytes, CopyRowGroupBytes
 
 // rewrite reads each bin's files and writes one new file per bin, streaming: the files
 // are read one row group at a time (deltawriter.DataFileReader), each copied as its
-// encoded chunks or its live rows decoded column by column into the output's columns,
-// which are written as a row group each time they reach RowGroupBytes
-// (deltawriter.DataFileWriter), so the memory is one source row group and one output row
-// group, never a whole file.
+// encoded chunks or appended to the output row group column by column (data pages copied,
+// deltawriter.PageCopy, or live rows decoded into the output's columns), which is written
+// each time its values and copied pages reach RowGroupBytes (deltawriter.DataFileWriter),
+// so the memory is one source row group and one output row group, never a whole file.
 func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawriter.Snapshot, pq *parquet.Schema, thr *throttle) error {
 	st := t.Store()
 	opts := snap.FileOptions()
@@ -605,7 +608,7 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 		if err != nil {
 			return err
 		}
-		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w}
+		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w, pages: w.NewPageCopy()}
 		if err := b.copyFiles(snap, st, pq, bin, thr); err != nil {
 			b.abort()
 			return err
@@ -642,17 +645,33 @@ type binWriter struct {
 	out    []column.Column
 	rows   int
 	w      *deltawriter.DataFileWriter
+	pages  *deltawriter.PageCopy
 }
 
+// binWritten, when not nil, is called with each bin's output once written: the column
+// chunks it wrote from copied pages (tests).
+var binWritten func(copiedChunks int)
+
 // copyFiles appends the live rows of the files of bin to the output, row group by row
-// group: a row group of at least
-// copyRowGroupBytes is copied as its encoded chunks where valid (ahead of the output row
-// group being filled: OPTIMIZE keeps no row order), any other is decoded.
+// group: a row group of at least copyRowGroupBytes is copied as its encoded chunks where
+// valid (ahead of the output row group being filled: OPTIMIZE keeps no row order), any
+// other is appended to the output row group, its chunks' pages copied where b.pages
+// allows it, the other columns decoded.
 func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *parquet.Schema, bin []deltalog.Add, thr *throttle) error {
 	for i := range b.out {
 		b.out[i].Reset(b.leaves[i])
 	}
-	for _, a := range bin {
+	// the files with deletion vectors last, which decode every leaf: the leaves copied as
+	// pages before them are cut from the files' rows once, not file after file
+	order := make([]deltalog.Add, 0, len(bin))
+	for _, dv := range []bool{false, true} {
+		for _, a := range bin {
+			if (a.DeletionVector != nil) == dv {
+				order = append(order, a)
+			}
+		}
+	}
+	for _, a := range order {
 		r, err := snap.OpenDataFile(b.ctx, st, a, pq)
 		if err != nil {
 			return err
@@ -667,7 +686,13 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *
 					continue
 				}
 			}
-			n, err := r.AppendRowGroup(b.out)
+			if b.pages.Plan(r, b.rows > 0) {
+				if err := b.flush(); err != nil {
+					return err
+				}
+				b.pages.Plan(r, false)
+			}
+			n, err := b.pages.AppendRowGroup(r, b.out)
 			if err == io.EOF {
 				break
 			}
@@ -675,7 +700,7 @@ func (b *binWriter) copyFiles(snap *deltawriter.Snapshot, st storage.Store, pq *
 				return err
 			}
 			b.rows += n
-			if int64(columnsBytes(b.out)) >= rowGroupBytes {
+			if int64(columnsBytes(b.out))+b.pages.Bytes() >= rowGroupBytes {
 				if err := b.flush(); err != nil {
 					return err
 				}
@@ -703,7 +728,7 @@ func (b *binWriter) flush() error {
 	if b.rows == 0 {
 		return nil
 	}
-	if err := b.write(b.out, b.rows); err != nil {
+	if err := b.pages.WriteRowGroup(b.out, b.rows); err != nil {
 		return err
 	}
 	for i := range b.out {
@@ -713,12 +738,12 @@ func (b *binWriter) flush() error {
 	return nil
 }
 
-// write writes cols (n rows) as the output's next row group.
-func (b *binWriter) write(cols []column.Column, n int) error { return b.w.WriteRowGroup(cols, n) }
-
 // close publishes the output file and returns its add and rows, or discards it and
 // returns 0 rows and no add when no row was live.
 func (b *binWriter) close() (deltalog.Add, int64, error) {
+	if binWritten != nil {
+		binWritten(b.pages.CopiedChunks())
+	}
 	rows := b.w.NumRows()
 	if rows == 0 {
 		return deltalog.Add{}, 0, b.w.Abort()

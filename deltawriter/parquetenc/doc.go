@@ -28,7 +28,9 @@
 // never dictionary-encoded; otherwise its file and Summary are byte for byte the levelled
 // pass's PLAIN ones (TestLevelsSameBytesAsLevelled). The Delta checkpoint is written so.
 // Writer.SetYield makes a Writer encode on the calling goroutine and yield after each
-// page (a background writer sharing a core).
+// page (a background writer sharing a core). Writer.WriteRowGroupCopied writes some
+// column chunks of a row group as data pages copied from other files (OPTIMIZE): those
+// keep their sources' page cuts, page versions, encodings and codec.
 //
 // # Layout
 //

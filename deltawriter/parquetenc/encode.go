@@ -115,7 +115,7 @@ func Summarize(schema *parquet.Schema, cols []column.Column, numRows int) ([]Sum
 	defer e.release()
 	sums := make([]Summary, len(leaves))
 	for i := range leaves {
-		if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
+		if sums[i], err = e.column(leaves[i].index, &leaves[i], &cols[i], numRows); err != nil {
 			return nil, err
 		}
 	}
@@ -123,6 +123,7 @@ func Summarize(schema *parquet.Schema, cols []column.Column, numRows int) ([]Sum
 }
 
 type leafInfo struct {
+	index    int // the leaf's column index in the schema
 	path     []string
 	typ      parquet.Type
 	kind     parquet.Kind
@@ -147,7 +148,7 @@ func leafInfos(schema *parquet.Schema, cols []column.Column, numRows int) ([]lea
 			return nil, fmt.Errorf("leaf column %v not found", path)
 		}
 		t := leaf.Node.Type()
-		li := leafInfo{path: path, typ: t, kind: t.Kind(), maxRep: leaf.MaxRepetitionLevel, maxDef: leaf.MaxDefinitionLevel}
+		li := leafInfo{index: i, path: path, typ: t, kind: t.Kind(), maxRep: leaf.MaxRepetitionLevel, maxDef: leaf.MaxDefinitionLevel}
 		switch li.kind {
 		case parquet.Int96:
 			return nil, fmt.Errorf("column %s: INT96 is not written", strings.Join(path, "."))
@@ -206,7 +207,7 @@ func (e *columnEncoder) rowGroup(leaves []leafInfo, cols []column.Column, numRow
 	var err error
 	if helpers = min(helpers, len(leaves)-1); helpers <= 0 {
 		for i := range leaves {
-			if sums[i], err = e.column(i, &leaves[i], &cols[i], numRows); err != nil {
+			if sums[i], err = e.column(leaves[i].index, &leaves[i], &cols[i], numRows); err != nil {
 				return format.RowGroup{}, nil, err
 			}
 			chunks[i] = e.chunkMetadata(&leaves[i], &cols[i], sums[i])

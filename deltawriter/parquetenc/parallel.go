@@ -97,7 +97,7 @@ func (e *columnEncoder) encodeColumnsParallel(leaves []leafInfo, cols []column.C
 				return
 			}
 			start := len(w.out)
-			s, err := w.column(i, &leaves[i], &cols[i], numRows)
+			s, err := w.column(leaves[i].index, &leaves[i], &cols[i], numRows)
 			if err != nil {
 				res[i].err = err
 				failed.Store(true)

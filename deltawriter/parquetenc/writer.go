@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -83,16 +84,60 @@ func (w *Writer) write(b []byte) error {
 // Errors: Encode's (nothing is written then, and the Writer stays usable), or w's (the
 // Writer then fails every later call).
 func (w *Writer) WriteRowGroup(cols []column.Column, numRows int) ([]Summary, error) {
+	return w.WriteRowGroupCopied(cols, numRows, nil)
+}
+
+// CopiedChunk is a column chunk made of data pages copied from other files as they are
+// (Parquet format, "Column chunks": any number of data pages, with no dictionary page
+// for a chunk none of whose pages is dictionary-encoded).
+type CopiedChunk struct {
+	// Pages are the chunk's pages back to back, each its page header and its body as
+	// stored (DataPage V1 or V2, compressed with MetaData.Codec).
+	Pages []byte
+	// MetaData is the chunk's footer entry: type, encodings, path, codec, num_values,
+	// total uncompressed and compressed sizes (the latter len(Pages)), statistics and
+	// encoding stats. Its page offsets are set by the Writer; it has no dictionary page,
+	// page index nor bloom filter.
+	MetaData format.ColumnMetaData
+}
+
+// WriteRowGroupCopied is WriteRowGroup for a row group some of whose column chunks are
+// copied pages: leaf i is copied[i]'s pages when copied[i] is not nil (cols[i] is then
+// not read), else encoded from cols[i]; copied may be nil. The chunks are written in
+// schema order. The Summary of a copied leaf is the zero Summary: its statistics are the
+// caller's (copied[i].MetaData.Statistics). The caller checks that a copied chunk fits
+// its leaf: physical type, levels, numRows rows, and a codec any reader of this file
+// reads.
+//
+// Errors: WriteRowGroup's, or a copied chunk whose size is not len(Pages) or with a
+// dictionary page (nothing is written then).
+func (w *Writer) WriteRowGroupCopied(cols []column.Column, numRows int, copied []*CopiedChunk) ([]Summary, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	leaves, err := leafInfos(w.schema, cols, numRows)
+	all, err := leafInfos(w.schema, cols, numRows)
 	if err != nil {
 		return nil, err
 	}
+	if copied != nil && len(copied) != len(all) {
+		return nil, fmt.Errorf("got %d copied chunks, schema has %d leaf columns", len(copied), len(all))
+	}
+	leaves, encCols := all, cols
+	if copied != nil {
+		leaves, encCols = nil, nil
+		for i := range all {
+			if c := copied[i]; c != nil {
+				if c.MetaData.TotalCompressedSize != int64(len(c.Pages)) || len(c.Pages) == 0 || c.MetaData.DictionaryPageOffset != 0 {
+					return nil, fmt.Errorf("copied chunk of column %s: %d bytes of pages, %d bytes in its metadata", strings.Join(all[i].path, "."), len(c.Pages), c.MetaData.TotalCompressedSize)
+				}
+				continue
+			}
+			leaves, encCols = append(leaves, all[i]), append(encCols, cols[i])
+		}
+	}
 	helpers := 0
-	if w.yield == nil && len(cols) > 1 && countValues(cols) >= parallelMinValues {
-		helpers = acquireHelpers(len(cols) - 1)
+	if w.yield == nil && len(encCols) > 1 && countValues(encCols) >= parallelMinValues {
+		helpers = acquireHelpers(len(encCols) - 1)
 		defer releaseHelpers(helpers)
 	}
 	if w.e == nil {
@@ -104,19 +149,54 @@ func (w *Writer) WriteRowGroup(cols []column.Column, numRows int) ([]Summary, er
 		e.pageTarget = w.pageCut
 	}
 	defer func() { e.yield, e.pageTarget = nil, pageTargetBytes }()
-	rg, sums, err := e.rowGroup(leaves, cols, numRows, w.codec, helpers)
+	rg, sums, err := e.rowGroup(leaves, encCols, numRows, w.codec, helpers)
 	if err != nil {
 		return nil, err
 	}
-	shiftChunks(rg.Columns, w.off)
-	rg.FileOffset, rg.TotalCompressedSize = w.off, int64(len(e.out))
-	rg.Ordinal = int16(len(w.rowGroups))
-	if err := w.write(e.out); err != nil {
-		return nil, err
+	if copied == nil {
+		shiftChunks(rg.Columns, w.off)
+		rg.FileOffset, rg.TotalCompressedSize = w.off, int64(len(e.out))
+		rg.Ordinal = int16(len(w.rowGroups))
+		if err := w.write(e.out); err != nil {
+			return nil, err
+		}
+		w.rowGroups = append(w.rowGroups, rg)
+		w.numRows += int64(numRows)
+		return sums, nil
 	}
-	w.rowGroups = append(w.rowGroups, rg)
+	// the encoded chunks lie back to back in e.out; write them and the copied ones in
+	// schema order
+	out := format.RowGroup{NumRows: int64(numRows), FileOffset: w.off, Ordinal: int16(len(w.rowGroups)),
+		Columns: make([]format.ColumnChunk, len(all)), TotalByteSize: rg.TotalByteSize}
+	allSums := make([]Summary, len(all))
+	j := 0
+	for i := range all {
+		start := w.off
+		if c := copied[i]; c != nil {
+			md := c.MetaData
+			md.DataPageOffset, md.DictionaryPageOffset, md.IndexPageOffset = start, 0, 0
+			md.BloomFilterOffset, md.BloomFilterLength = 0, 0
+			out.Columns[i] = format.ColumnChunk{FileOffset: start, MetaData: md}
+			out.TotalByteSize += md.TotalUncompressedSize
+			if err := w.write(c.Pages); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ch := rg.Columns[j]
+		allSums[i] = sums[j]
+		j++
+		from := ch.FileOffset
+		out.Columns[i] = ch
+		shiftChunks(out.Columns[i:i+1], start-from)
+		if err := w.write(e.out[from : from+ch.MetaData.TotalCompressedSize]); err != nil {
+			return nil, err
+		}
+	}
+	out.TotalCompressedSize = w.off - out.FileOffset
+	w.rowGroups = append(w.rowGroups, out)
 	w.numRows += int64(numRows)
-	return sums, nil
+	return allSums, nil
 }
 
 // CopyRowGroup writes row group rg of another Parquet file, read from src, as it is: its

@@ -2,10 +2,14 @@ package parquetenc_test
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/internal/deltatest"
 	"github.com/ingestd/ingestd/deltawriter/parquetenc"
 )
@@ -156,5 +160,190 @@ func TestWriterCopyRowGroup(t *testing.T) {
 	}
 	if dict == 0 {
 		t.Errorf("no dictionary-encoded column copied")
+	}
+}
+
+// A row group whose dictionary-free flat leaves are the pages of two files Encode made of
+// its first and second halves, back to back, and whose other leaves are encoded from the
+// values, reads back as the rows of the one file Encode makes of all of them; each copied
+// chunk holds the pages of both halves, byte for byte. A copied chunk whose size is not
+// its pages' is refused, with nothing written.
+func TestWriterCopiedChunks(t *testing.T) {
+	const n, half = 6_000, 2_500
+	defer func(p int) { *parquetenc.PageTargetBytes = p }(*parquetenc.PageTargetBytes)
+	*parquetenc.PageTargetBytes = 16 << 10 // several pages a chunk
+	pq, cols := allTypesColumns(t, n)
+	whole, _, err := parquetenc.Encode(pq, deltatest.Levelled(cols), n, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readRows(t, bytes.Clone(whole.Bytes()))
+	whole.Release()
+	var parts [2][]byte
+	var mds [2]*format.FileMetaData
+	for k, r := range [][2]int{{0, half}, {half, n}} {
+		f, _, err := parquetenc.Encode(pq, deltatest.Levelled(rowRange(cols, r[0], r[1])), r[1]-r[0], parquetenc.Snappy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[k] = bytes.Clone(f.Bytes())
+		f.Release()
+		pf, err := parquet.OpenFile(bytes.NewReader(parts[k]), int64(len(parts[k])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mds[k] = pf.Metadata()
+	}
+	copied := make([]*parquetenc.CopiedChunk, len(pq.Columns()))
+	nCopied := 0
+	for i, path := range pq.Columns() {
+		leaf, _ := pq.Lookup(path...)
+		if leaf.MaxRepetitionLevel > 0 {
+			continue
+		}
+		a, b := mds[0].RowGroups[0].Columns[i].MetaData, mds[1].RowGroups[0].Columns[i].MetaData
+		if a.DictionaryPageOffset != 0 || b.DictionaryPageOffset != 0 {
+			continue
+		}
+		c := &parquetenc.CopiedChunk{MetaData: a}
+		c.Pages = append(append([]byte{}, parts[0][a.DataPageOffset:a.DataPageOffset+a.TotalCompressedSize]...),
+			parts[1][b.DataPageOffset:b.DataPageOffset+b.TotalCompressedSize]...)
+		c.MetaData.NumValues += b.NumValues
+		c.MetaData.TotalCompressedSize += b.TotalCompressedSize
+		c.MetaData.TotalUncompressedSize += b.TotalUncompressedSize
+		c.MetaData.Statistics = format.Statistics{NullCount: a.Statistics.NullCount + b.Statistics.NullCount}
+		copied[i] = c
+		nCopied++
+	}
+	if nCopied < 3 || nCopied == len(copied) {
+		t.Fatalf("%d of %d leaves copied: want some copied and some encoded", nCopied, len(copied))
+	}
+
+	var buf bytes.Buffer
+	w, err := parquetenc.NewWriter(&buf, pq, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *copied[slices.IndexFunc(copied, func(c *parquetenc.CopiedChunk) bool { return c != nil })]
+	bad.MetaData.TotalCompressedSize++
+	wrong := slices.Clone(copied)
+	wrong[slices.IndexFunc(copied, func(c *parquetenc.CopiedChunk) bool { return c != nil })] = &bad
+	if _, err := w.WriteRowGroupCopied(deltatest.Levelled(cols), n, wrong); err == nil || w.Size() != 4 {
+		t.Fatalf("a copied chunk of the wrong size: %v, %d bytes written", err, w.Size())
+	}
+	sums, err := w.WriteRowGroupCopied(deltatest.Levelled(cols), n, copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	md := checkRows(t, data, want).Metadata()
+	rg := md.RowGroups[0]
+	if len(md.RowGroups) != 1 || rg.NumRows != n || rg.FileOffset != 4 {
+		t.Fatalf("row groups %+v", md.RowGroups)
+	}
+	end := int64(4)
+	for i, c := range rg.Columns {
+		m := c.MetaData
+		start := m.DataPageOffset
+		if m.DictionaryPageOffset > 0 {
+			start = m.DictionaryPageOffset
+		}
+		if start != end || c.FileOffset != start {
+			t.Errorf("column %d starts at %d (file offset %d), want %d: chunks back to back in schema order", i, start, c.FileOffset, end)
+		}
+		end = start + m.TotalCompressedSize
+		if copied[i] == nil {
+			if sums[i].Nulls != int(m.Statistics.NullCount) {
+				t.Errorf("column %d: summary nulls %d, footer %d", i, sums[i].Nulls, m.Statistics.NullCount)
+			}
+			continue
+		}
+		if !bytes.Equal(data[start:end], copied[i].Pages) || m.NumValues != n || m.Statistics.NullCount != copied[i].MetaData.Statistics.NullCount || sums[i] != (parquetenc.Summary{}) {
+			t.Errorf("column %d: not the copied pages (%d bytes, %d values, %d nulls)", i, m.TotalCompressedSize, m.NumValues, m.Statistics.NullCount)
+		}
+	}
+	if end != rg.FileOffset+rg.TotalCompressedSize {
+		t.Errorf("chunks end at %d, row group at %d", end, rg.FileOffset+rg.TotalCompressedSize)
+	}
+}
+
+// A row group made only of copied chunks, whose pages are DataPage V2 pages parquet-go
+// wrote (two files, several pages a chunk), reads back as the two files' rows in order.
+func TestWriterCopiedChunksV2(t *testing.T) {
+	type row struct {
+		ID   int64  `parquet:"id"`
+		Note string `parquet:"note"`
+	}
+	var files [2][]byte
+	var want []row
+	for k := range files {
+		rows := make([]row, 3_000)
+		for i := range rows {
+			rows[i] = row{ID: int64(k*10_000 + i), Note: fmt.Sprintf("note %d of file %d %x", i, k, i*2654435761)}
+		}
+		want = append(want, rows...)
+		var buf bytes.Buffer
+		w := parquet.NewGenericWriter[row](&buf, parquet.DataPageVersion(2), parquet.PageBufferSize(8<<10), parquet.Compression(parquetenc.Snappy()))
+		if _, err := w.Write(rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files[k] = buf.Bytes()
+	}
+	schema := parquet.SchemaOf(row{})
+	copied := make([]*parquetenc.CopiedChunk, 2)
+	for _, data := range files {
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range f.Metadata().RowGroups[0].Columns {
+			m := c.MetaData
+			if m.DictionaryPageOffset != 0 {
+				t.Fatalf("column %d has a dictionary page", i)
+			}
+			pages := 0
+			for _, s := range m.EncodingStats {
+				if s.PageType == format.DataPageV2 {
+					pages += int(s.Count)
+				}
+			}
+			if pages < 2 {
+				t.Fatalf("column %d: %d DataPage V2 pages (%v)", i, pages, m.EncodingStats)
+			}
+			if copied[i] == nil {
+				copied[i] = &parquetenc.CopiedChunk{MetaData: m}
+				copied[i].MetaData.NumValues, copied[i].MetaData.TotalCompressedSize, copied[i].MetaData.TotalUncompressedSize = 0, 0, 0
+			}
+			cc := copied[i]
+			cc.Pages = append(cc.Pages, data[m.DataPageOffset:m.DataPageOffset+m.TotalCompressedSize]...)
+			cc.MetaData.NumValues += m.NumValues
+			cc.MetaData.TotalCompressedSize += m.TotalCompressedSize
+			cc.MetaData.TotalUncompressedSize += m.TotalUncompressedSize
+			cc.MetaData.Statistics = format.Statistics{}
+		}
+	}
+	var buf bytes.Buffer
+	w, err := parquetenc.NewWriter(&buf, schema, parquetenc.Snappy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRowGroupCopied(make([]column.Column, 2), len(want), copied); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parquet.Read[row](bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d rows read back, want %d (first %+v)", len(got), len(want), got[:min(1, len(got))])
 	}
 }

@@ -8,7 +8,8 @@ writer (cmd/benchoptimize gen: the end-to-end benchmark's 10-column record, snap
 pipeline writes them, no deletion vectors). The default tables are 100 files of about
 1.47 MB (147 MB) of 1 KB rows and of 200 B rows, whose row groups (≥ 1 MiB) ingestd
 copies as encoded column chunks, and 1,000 files of about 147 KB of 1 KB rows, whose row
-groups it decodes and re-encodes column by column. Each run copies the table afresh and
+groups it merges column by column: the data pages of dictionary-free columns copied, the
+others decoded and re-encoded. Each run copies the table afresh and
 compacts the copy into files of up to 256 MiB, RUNS times per system, the systems
 alternating which goes first:
 
