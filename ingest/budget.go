@@ -27,9 +27,9 @@ func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 // both. JSON text (json, json_schema, connect_json) spells the same values in more raw
 // bytes (field names, quotes, numbers and timestamps as text) and decodes to the same
 // body and values: the benchmark's record measures ≈ 1.83 as 325 bytes of JSON and
-// ≈ 1.95 as 1.1 KB; 2.0 keeps both within the bound. Charged 2.5 instead, a first batch
-// of max_records such records (e.g. 50,000 of 325 bytes against max_bytes 128 MiB) was
-// cut by the bytes bound early (49,194 rows). Kafka Connect JSON also carries its
+// ≈ 1.95 as 1.1 KB; 2.0 keeps both within the bound. Charged 2.5, a first batch of
+// max_records such records (e.g. 50,000 of 325 bytes against max_bytes 128 MiB) would be
+// cut by the bytes bound before max_records (at about 49,200 rows). Kafka Connect JSON also carries its
 // schema in every record, so it measures lower still: 2.0 charges it more than it costs,
 // never less.
 func initialDecodedPerByte(format string) float64 {
