@@ -123,6 +123,31 @@ func New[K comparable, T any](l Limits, key func(T) K) *Batcher[K, T] {
 // flushes them down to the new bound.
 func (b *Batcher[K, T]) SetMaxBytes(n int64) { b.limits.MaxBytes = n }
 
+// Recharge sets the size of every item held, fresh and held back, to size(item) bytes: the
+// caller's estimate of what an item costs changed (e.g. it was measured), and the items
+// added before the change would otherwise count toward Limits.MaxBytes by the old one,
+// cutting the batches they fill early (or late). Bytes becomes the sum of the new sizes;
+// a batcher that now reaches the byte bound is due (Due returns TriggerBytes). The sizes
+// a Take returned before stay as they were: Hold takes them back as given.
+func (b *Batcher[K, T]) Recharge(size func(T) int64) {
+	b.bytes = 0
+	for i := range b.fresh {
+		e := &b.fresh[i]
+		e.size = size(e.item)
+		b.bytes += e.size
+	}
+	if len(b.held) == 0 {
+		return
+	}
+	clear(b.heldOf)
+	for i := range b.held {
+		e := &b.held[i]
+		e.size = size(e.item)
+		b.bytes += e.size
+		b.addHeld(b.key(e.item), e.size)
+	}
+}
+
 // Add appends item, whose size is size bytes, at time now. It returns true when the fresh
 // items reach the record bound, or all the items held (fresh and held back) the byte
 // bound (Limits.MaxBytes), and some of them can be taken now: the caller should Take and

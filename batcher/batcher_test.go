@@ -674,3 +674,68 @@ func TestSetMaxBytes(t *testing.T) {
 		t.Fatal("full with no byte bound")
 	}
 }
+
+// Recharge replaces the sizes of the items held, fresh and held back, by the caller's new
+// estimate: the bytes bound then cuts by it (items charged too much by an old estimate do
+// not cut a batch early, items charged too little make it due), held-back items keep
+// counting at half while on hold, and Take hands out the new sizes.
+func TestRecharge(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	b := newTest(Limits{MaxRecords: 10, MaxBytes: 100, MaxAge: time.Hour})
+	// Six items charged 20 bytes each by an estimate that was too high: full at the fifth.
+	full := -1
+	for i := range 6 {
+		if b.Add(item{i % 2, i}, 20, at(0)) && full < 0 {
+			full = i
+		}
+	}
+	if full != 4 || b.Due(at(0)) != TriggerBytes {
+		t.Fatalf("full at item %d, due %v; want full at item 4 (100 of 100 bytes), bytes", full, b.Due(at(0)))
+	}
+	// Measured: each costs 10 + its seq. 10+11+...+15 = 75 bytes, below the bound.
+	b.Recharge(func(it item) int64 { return int64(10 + it.seq) })
+	if b.Bytes() != 75 || b.Due(at(0)) != TriggerNone {
+		t.Fatalf("after Recharge: Bytes %d, due %v; want 75, none", b.Bytes(), b.Due(at(0)))
+	}
+	if b.Add(item{0, 6}, 16, at(0)) || b.Add(item{1, 7}, 8, at(0)) {
+		t.Fatal("full below the bound after Recharge (75 + 16 + 8 = 99 of 100 bytes)")
+	}
+	if !b.Add(item{0, 8}, 1, at(0)) {
+		t.Fatal("not full at 100 of 100 bytes")
+	}
+	items, sizes, trig := b.Take(at(0), false)
+	if trig != TriggerBytes || len(items) != 9 || !slices.Equal(sizes, []int64{10, 11, 12, 13, 14, 15, 16, 8, 1}) || b.Bytes() != 0 {
+		t.Fatalf("take: %d items sizes %v by %v, Bytes %d; want 9, [10 11 12 13 14 15 16 8 1] by bytes, 0", len(items), sizes, trig, b.Bytes())
+	}
+	// Key 0's items fail and are held back (50 bytes, 25 while on hold); a fresh item of
+	// key 1 (30 bytes): 55 charged, not due.
+	var back []item
+	var backSizes []int64
+	for i, it := range items {
+		if it.key == 0 {
+			back, backSizes = append(back, it), append(backSizes, sizes[i])
+		}
+	}
+	b.Hold(back, backSizes, at(1), wait(10*time.Second))
+	b.Add(item{1, 9}, 30, at(1))
+	if b.Bytes() != 83 || b.Due(at(1)) != TriggerNone {
+		t.Fatalf("with key 0 held back: Bytes %d, due %v; want 83 (10+12+14+16+1 held, 30 fresh), none", b.Bytes(), b.Due(at(1)))
+	}
+	// The estimate doubles: 106 held (53 while on hold) + 60 fresh = 113: due, key 1's
+	// fresh item can go.
+	b.Recharge(func(it item) int64 { return 2 * int64(10+it.seq) })
+	if b.Bytes() != 2*(10+12+14+16+18)+2*19 || b.Due(at(1)) != TriggerBytes {
+		t.Fatalf("after doubling: Bytes %d, due %v; want %d, bytes", b.Bytes(), b.Due(at(1)), 2*(10+12+14+16+18)+2*19)
+	}
+	items, sizes, _ = b.Take(at(1), false)
+	if !slices.Equal(items, []item{{1, 9}}) || !slices.Equal(sizes, []int64{38}) {
+		t.Fatalf("take during key 0's hold: %v sizes %v; want [{1 9}] sizes [38]", items, sizes)
+	}
+	// The hold ends: the held items count in full (106 bytes), and a batch takes them up
+	// to the bound by their new sizes.
+	items, sizes, trig = b.Take(at(11), false)
+	if trig != TriggerBytes || len(items) != 4 || !slices.Equal(sizes, []int64{20, 24, 28, 32}) || b.Bytes() != 36 {
+		t.Fatalf("retry take: %d items sizes %v by %v, Bytes %d; want 4, [20 24 28 32] by bytes, 36", len(items), sizes, trig, b.Bytes())
+	}
+}

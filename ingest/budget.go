@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,12 +19,33 @@ func batchBytes(cfg *config.Config) int64 { return int64(cfg.Batch.MaxBytes) / 2
 // recordSize is r's key and value, in bytes: the raw part of its budget charge.
 func recordSize(r *kgo.Record) int64 { return int64(len(r.Key) + len(r.Value)) }
 
-// initialDecodedPerByte is decodedPerByte before a flush has measured it: a 200-byte
-// record of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte body,
-// charged though no longer copied (outcome.decodedBytes) (≈ 2.5 decoded bytes per raw
-// byte); a 1 KB one to ≈ 1.3. The larger keeps the first batch within batch.max_bytes
-// for both.
-const initialDecodedPerByte = 2.5
+// initialDecodedPerByte is decodedPerByte before a flush has measured it, for a
+// pipeline of format (config.Format*). Binary records (avro, protobuf): a 200-byte record
+// of 10 fields decodes to ~13 column values of 24 bytes and its 195-byte body, charged
+// though no longer copied (outcome.decodedBytes) (≈ 2.3 decoded bytes per raw byte,
+// measured); a 1 KB one to ≈ 2.1; 2.5 keeps the first batch within batch.max_bytes for
+// both. JSON text (json, json_schema, connect_json) spells the same values in more raw
+// bytes (field names, quotes, numbers and timestamps as text) and decodes to the same
+// body and values: the benchmark's record measures ≈ 1.83 as 325 bytes of JSON and
+// ≈ 1.95 as 1.1 KB; 2.0 keeps both within the bound. Charged 2.5, a first batch of
+// max_records such records (e.g. 50,000 of 325 bytes against max_bytes 128 MiB) would be
+// cut by the bytes bound before max_records (at about 49,200 rows). Kafka Connect JSON also carries its
+// schema in every record, so it measures lower still: 2.0 charges it more than it costs,
+// never less.
+func initialDecodedPerByte(format string) float64 {
+	switch format {
+	case config.FormatJSON, config.FormatJSONSchema, config.FormatConnectJSON:
+		return 2.0
+	}
+	return 2.5
+}
+
+// rechargeDrift is how far, as a fraction of the ratio the buffered records were charged
+// by, a flush's measured decodedPerByte must move for measureDecoded to charge them again
+// by it: the first measurement (after initialDecodedPerByte's guess) or a change of the
+// records' shape, not every flush's small drift (charging again reads every buffered
+// record: a cache miss each).
+const rechargeDrift = 0.05
 
 // recordOverhead is the memory a buffered record takes besides its bytes, in bytes: the
 // client's kgo.Record and the flush's item (≈ 250 bytes, more than a 200-byte record).
@@ -39,10 +61,19 @@ func (p *Pipeline) budgetSize(r *kgo.Record) int64 {
 }
 
 // measureDecoded updates decodedPerByte from a flush's outcome, holding the flush token
-// and batchMu (the poll loop's budgetSize reads it under batchMu).
+// and batchMu (the poll loop's budgetSize reads it under batchMu). When the ratio moved
+// by more than rechargeDrift from the one the buffered records were charged by, it
+// charges them again (batcher.Recharge): the records added while the first batch was
+// decoded would otherwise count by initialDecodedPerByte's guess, and cut the batch they
+// fill by the bytes bound early (or late) too.
 func (p *Pipeline) measureDecoded(out *outcome) {
-	if out.rawBytes > 0 && out.decodedBytes > 0 {
-		p.decodedPerByte = float64(out.decodedBytes) / float64(out.rawBytes)
+	if out.rawBytes <= 0 || out.decodedBytes <= 0 {
+		return
+	}
+	p.decodedPerByte = float64(out.decodedBytes) / float64(out.rawBytes)
+	if math.Abs(p.decodedPerByte-p.chargedPerByte) > rechargeDrift*p.chargedPerByte {
+		p.batch.Recharge(p.budgetSize)
+		p.chargedPerByte = p.decodedPerByte
 	}
 }
 

@@ -67,7 +67,9 @@
 // wrote rows) and the memory of its kgo.Record and flush item (budgetSize). The
 // batcher's bound is half of max_bytes (batchBytes), because the batch in flight and the
 // one being filled share it. It counts every record it holds: fresh ones and those held
-// back after a transient failure, which keep the charge they were added with. A batch
+// back after a transient failure, which keep the charge they were added with until a
+// flush measures a ratio more than rechargeDrift away from the one they were charged by
+// (then every record held is charged by it: batcher.Recharge). A batch
 // takes records only up to that bound, so the batch in flight and the records in the
 // batcher each stay within half of max_bytes plus the record that reached it. After a
 // failure the failed batch and the one filled behind it both wait in the batcher (within

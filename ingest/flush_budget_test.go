@@ -69,12 +69,12 @@ func TestByteBudgetFlushesOnDecodedBytes(t *testing.T) {
 	// in flight's).
 	first, charged := int64(0), int64(0)
 	for charged < raw {
-		charged += sizes[first] + int64(float64(sizes[first])*initialDecodedPerByte) + recordOverhead
+		charged += sizes[first] + int64(float64(sizes[first])*initialDecodedPerByte(config.FormatAvro)) + recordOverhead
 		first++
 	}
 	cfg := h.config()
 	// The raw bytes of all the records are one batch's share (half the budget); charged
-	// with their decoded values and recordOverhead (1 + initialDecodedPerByte,
+	// with their decoded values and recordOverhead (1 + initialDecodedPerByte(avro),
 	// +recordOverhead each) they exceed it.
 	cfg.Batch = config.Batch{MaxRecords: 1 << 20, MaxBytes: config.ByteSize(2 * raw), MaxAge: 10 * time.Minute}
 	h.produce(0, n, 0, 1, -1)

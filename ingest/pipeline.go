@@ -106,6 +106,10 @@ type Pipeline struct {
 	// before the first. budgetSize charges each record raw × (1 + decodedPerByte). Written
 	// holding the token and batchMu (measureDecoded), read holding either.
 	decodedPerByte float64
+	// chargedPerByte is the decodedPerByte the batcher's records were last charged by
+	// all together (batcher.Recharge; measureDecoded): records added since are charged
+	// by decodedPerByte, within rechargeDrift of it. Guarded like decodedPerByte.
+	chargedPerByte float64
 	hooks          hooks              // test seams; zero in production
 	maintainers    *maintain.Registry // Deps.Maintainers, or one of the pipeline's own
 	// progressDue is when the poll loop next checks for a table to record
@@ -212,7 +216,8 @@ func NewPipeline(cfg *config.Config, deps Deps) *Pipeline {
 		halted:         map[topicPartition]HaltedPartition{},
 		lag:            newConsumerLag(cfg.Name, deps.Metrics),
 		cm:             &consumerMode{appID: cfg.AppID, topic: cfg.DeadLetter.Topic, table: cfg.Table.URI, log: log},
-		decodedPerByte: initialDecodedPerByte,
+		decodedPerByte: initialDecodedPerByte(cfg.Format),
+		chargedPerByte: initialDecodedPerByte(cfg.Format),
 		maintainers:    deps.Maintainers,
 		firstAssigned:  make(chan struct{}),
 		clSet:          make(chan struct{}),
