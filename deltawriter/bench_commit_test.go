@@ -143,3 +143,81 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 		report(b, buf.Len())
 	})
 }
+
+// BenchmarkCommitBesideCheckpoint: commits (a Snapshot and a Commit of one add and a txn,
+// 2 ms apart, as a pipeline's flush makes) on a table of 100,000 live files, "alone" and
+// "beside-checkpoint" while a background checkpoint of that table is being written
+// (about 0.1 CPU-s each, submitted again as soon as one is done), p50/p99/max of the
+// commits in ms. Run with -cpu 1 -benchtime 1x: on one core the checkpoint and the
+// commits share the processor unless the checkpoint pauses for the commits (foreground).
+func BenchmarkCommitBesideCheckpoint(b *testing.B) {
+	const files, commits = 100_000, 300
+	ctx := context.Background()
+	st, err := storage.NewLocal(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tbl, err := Open(ctx, st, WithBackgroundCheckpoints())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tbl.Close(ctx)
+	schema, _ := deltalog.ParseSchema(deltatest.BenchSchema)
+	p, m := newTableMetadata("bench", schema, nil, map[string]string{deltalog.PropCheckpointInterval: "1000000"})
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m}); err != nil {
+		b.Fatal(err)
+	}
+	stats := `{"numRecords":1000,"minValues":{"id":1},"maxValues":{"id":1000},"nullCount":{"id":0}}`
+	add := func(i int) deltalog.Add {
+		return deltalog.Add{Path: fmt.Sprintf("part-00000-%08d-c000.snappy.parquet", i), Size: 123456, ModificationTime: 1, DataChange: true, Stats: stats}
+	}
+	for c := range 10 {
+		adds := make([]deltalog.Add, 0, files/10)
+		for i := range files / 10 {
+			adds = append(adds, add(c*files/10+i))
+		}
+		if _, err := tbl.Commit(ctx, Commit{ReadVersion: int64(c), Adds: adds}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	next := files
+	run := func(b *testing.B, checkpoint bool) {
+		lat := make([]time.Duration, 0, commits)
+		checkpoints := 0
+		for b.Loop() {
+			lat = lat[:0]
+			for range commits {
+				if checkpoint && tbl.cp.idle() {
+					s, err := tbl.Snapshot(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tbl.cp.submit(ctx, tbl, s)
+					checkpoints++
+				}
+				time.Sleep(2 * time.Millisecond)
+				t0 := time.Now()
+				s, err := tbl.Snapshot(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tbl.Commit(ctx, Commit{ReadVersion: s.Version, Adds: []deltalog.Add{add(next)},
+					Txns: []deltalog.Txn{{AppID: "bench-orders-0", Version: int64(next)}}}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+				next++
+			}
+			tbl.WaitCheckpoints()
+		}
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		b.ReportMetric(q(0.5), "p50-ms")
+		b.ReportMetric(q(0.99), "p99-ms")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+		b.ReportMetric(float64(checkpoints)/float64(b.N), "checkpoints")
+		b.ReportMetric(0, "ns/op")
+	}
+	b.Run("alone", func(b *testing.B) { run(b, false) })
+	b.Run("beside-checkpoint", func(b *testing.B) { run(b, true) })
+}
