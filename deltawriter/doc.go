@@ -79,7 +79,8 @@
 // pending, stopped by Close (which waits for it, or cancels it when ctx ends first). No
 // other goroutine of the package outlives a call; parquetenc's encode helpers end before
 // WriteColumns returns. The checkpoint goroutine encodes on its own (no helpers) and
-// yields every 128 rows built and after every page encoded.
+// yields every 128 rows built and after every page encoded; at each yield it waits while
+// a Snapshot or Commit call of its Table is in flight (or until its context ends).
 //
 // # Exactly-once
 //
