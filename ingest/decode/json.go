@@ -70,7 +70,8 @@ type jNode struct {
 	// js are the checks the one-pass transcoder adds for a JSON Schema whose validator it
 	// stands in for (jsonschema.go, jsGen): it gives up on what they refuse, and the
 	// validator then reads the document.
-	js jsChecks
+	js   jsChecks
+	enum map[string]bool // a JSON Schema string's enum, its string members
 }
 
 type jField struct {

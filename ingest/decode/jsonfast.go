@@ -340,6 +340,9 @@ func (f *jFast) pushNumber(num []byte) {
 func (f *jFast) text(n *jNode, raw []byte) bool {
 	switch n.kind {
 	case jString:
+		if n.enum != nil && !n.enum[string(raw)] {
+			return false
+		}
 		f.avroAppender.str(raw)
 	case jBinary:
 		m := base64.StdEncoding.DecodedLen(len(raw))

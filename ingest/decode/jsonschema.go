@@ -136,7 +136,7 @@ const (
 )
 
 func (n *jNode) clearChecks() {
-	n.js = 0
+	n.js, n.enum = 0, nil
 	for _, f := range n.fields {
 		f.node.clearChecks()
 	}
@@ -153,7 +153,7 @@ func (n *jNode) clearChecks() {
 // keyword only the validator checks; a field a newer library adds is one too.
 var jsOwnKeywords = map[string]bool{
 	"DraftVersion": true, "Location": true, "ID": true, "Anchor": true, "RecursiveAnchor": true, "DynamicAnchor": true,
-	"Types": true, "Ref": true, "AnyOf": true, "OneOf": true, "Format": true,
+	"Types": true, "Ref": true, "AnyOf": true, "OneOf": true, "Format": true, "Enum": true,
 	"Required": true, "Properties": true, "AdditionalProperties": true, "Items": true, "Items2020": true,
 	"Title": true, "Description": true, "Default": true, "Comment": true, "ReadOnly": true, "WriteOnly": true, "Examples": true, "Deprecated": true,
 }
@@ -174,11 +174,11 @@ func validatorKeyword(s *jsonschema.Schema) string {
 // ignores in keys: what node's branch for s does not account for.
 func shapeKeyword(s *jsonschema.Schema, keys ...string) string {
 	set := map[string]bool{
-		"Ref": s.Ref != nil, "OneOf": len(s.OneOf) > 0, "AnyOf": len(s.AnyOf) > 0, "Format": s.Format != nil,
+		"Ref": s.Ref != nil, "OneOf": len(s.OneOf) > 0, "AnyOf": len(s.AnyOf) > 0, "Format": s.Format != nil, "Enum": s.Enum != nil,
 		"Required": len(s.Required) > 0, "Properties": len(s.Properties) > 0, "AdditionalProperties": s.AdditionalProperties != nil,
 		"Items": s.Items != nil, "Items2020": s.Items2020 != nil,
 	}
-	for _, k := range []string{"Ref", "OneOf", "AnyOf", "Format", "Required", "Properties", "AdditionalProperties", "Items", "Items2020"} {
+	for _, k := range []string{"Ref", "OneOf", "AnyOf", "Format", "Enum", "Required", "Properties", "AdditionalProperties", "Items", "Items2020"} {
 		if set[k] && !slices.Contains(keys, k) {
 			return k
 		}
@@ -275,7 +275,7 @@ func (g *jsGen) node(s *jsonschema.Schema, path string, depth int) (*jNode, erro
 		}
 	case "string":
 		n.kind = jString
-		if k := shapeKeyword(s, "Format"); k != "" {
+		if k := shapeKeyword(s, "Format", "Enum"); k != "" {
 			g.need(s, k)
 		}
 		if s.Format != nil {
@@ -287,6 +287,26 @@ func (g *jsGen) node(s *jsonschema.Schema, path string, depth int) (*jNode, erro
 				n.kind = jDate // time.Parse(time.DateOnly), as the validator's format
 			default:
 				g.need(s, "format "+s.Format.Name)
+			}
+		}
+		if s.Enum != nil {
+			// The one pass takes a string only among the enum's strings (its raw text
+			// has no escapes: it is the value), and null only when the enum has it.
+			if n.kind != jString {
+				g.need(s, "Enum of a date or date-time")
+			}
+			n.enum = map[string]bool{}
+			null := false
+			for _, v := range s.Enum.Values {
+				switch v := v.(type) {
+				case string:
+					n.enum[v] = true
+				case nil:
+					null = true
+				}
+			}
+			if !null {
+				n.js |= jsNoNull
 			}
 		}
 	case "array":

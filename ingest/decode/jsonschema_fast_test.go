@@ -45,7 +45,8 @@ var jsTyped = []string{
 	 "required": ["id", "lines", "at"]}`,
 	`{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
 	 "properties": {"id": {"type": "integer"}, "o": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "boolean"}}, "required": ["x"]},
-	  "m": {"type": "object", "additionalProperties": {"type": "string", "format": "date"}}},
+	  "m": {"type": "object", "additionalProperties": {"type": "string", "format": "date"}},
+	  "k": {"type": "string", "enum": ["a", "b", 1]}, "kn": {"type": ["string", "null"], "enum": ["x", null]}, "ke": {"type": ["string", "null"], "enum": ["x"]}},
 	 "required": ["id"]}`,
 }
 
@@ -114,6 +115,13 @@ var jsDocs = []string{
 	`{"id": 1.0, "o": {"x": 1}}`,
 	`{"id": 1, "o": {"x": 1, "X": 2}}`,
 	`{"id": 1, "o": {"X": 1}}`,
+	`{"id": 1, "k": "a", "kn": null, "ke": "x"}`,
+	`{"id": 1, "k": "\u0061", "kn": "x"}`,
+	`{"id": 1, "k": "c"}`,
+	`{"id": 1, "k": 1}`,
+	`{"id": 1, "k": null}`,
+	`{"id": 1, "ke": null}`,
+	`{"id": 1, "kn": "y"}`,
 }
 
 // jsTypedPair compiles schema twice: as it reads now, and with the validator forced to
@@ -189,10 +197,11 @@ func TestJSONSchemaWithoutValidator(t *testing.T) {
 		// Refused among others: 1.0 for an integer (the transcoder is stricter than the
 		// validator, as before), a missing required property whose schema admits null, null
 		// for an optional property whose schema does not, "ID" for the required "id", a
-		// date-time with a comma or an offset of +24:00.
-		"1100101000000000000000101000001001000000000000000000000000000000000",
-		"0000000000000000000000000000000000000000000000000011000000000000000",
-		"1100111000101111111110111100111001111111111000000011111111110000000",
+		// date-time with a comma or an offset of +24:00, a string outside the enum, null
+		// where the enum lacks it.
+		"11001010000000000000001010000010010000000000000000000000000000000000000000",
+		"00000000000000000000000000000000000000000000000000110000000000000000000000",
+		"11001110001011111111101111001110011111111110000000111111111100000001100000",
 	} {
 		if accepted[i] != want {
 			t.Errorf("schema %d accepts %s, want %s", i, accepted[i], want)
@@ -231,7 +240,10 @@ func TestJSONSchemaValidatorNeeded(t *testing.T) {
 		{prop(`{"type": "integer"}`), ""},
 		{prop(`{"type": "string", "title": "t", "description": "d", "$comment": "c", "examples": ["x"], "default": "y", "deprecated": true, "readOnly": true, "writeOnly": false, "$anchor": "a"}`), ""},
 		{`{"$schema": "http://json-schema.org/draft-07/schema#", "$id": "https://example.com/s", "type": "object", "properties": {"p": {"type": "string", "format": "date-time"}, "q": {"type": "string", "format": "date"}}, "required": ["p"]}`, ""},
-		{prop(`{"type": "string", "enum": ["a", "b"]}`), "Enum"},
+		{prop(`{"type": "string", "enum": ["a", "b"]}`), ""},
+		{prop(`{"type": "integer", "enum": [1, 2]}`), "Enum"},
+		{prop(`{"type": "string", "format": "date", "enum": ["2024-01-01"]}`), "Enum of a date or date-time"},
+		{prop(`{"$ref": "#/$defs/i", "enum": [1]}`), "Enum beside $ref"},
 		{prop(`{"type": "string", "const": "a"}`), "Const"},
 		{prop(`{"type": "integer", "minimum": 0}`), "Minimum"},
 		{prop(`{"type": "integer", "maximum": 0}`), "Maximum"},
