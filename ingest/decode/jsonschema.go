@@ -118,7 +118,7 @@ func CompileJSONSchema(id int, text string, files map[string]string) (*WriterSch
 // document: needs is "" when every constraint of the schema is one the one-pass
 // transcoder enforces with the validator's verdict or a stricter one (a type, a property
 // of an open object, items, a map's values, required, nullability, format date and
-// date-time), given the checks it adds for JSON Schema (jsChecks); else it names the
+// date-time, a string's enum), given the checks it adds for JSON Schema (jsChecks); else it names the
 // first keyword (and its schema's location) that only the validator checks.
 type jsGen struct {
 	stack []*jsonschema.Schema
@@ -129,7 +129,7 @@ type jsGen struct {
 type jsChecks uint8
 
 const (
-	jsNoNull    jsChecks = 1 << iota // a property not in required whose schema refuses null: absent, never null
+	jsNoNull    jsChecks = 1 << iota // never null (an optional property whose schema refuses null, a string enum without null)
 	jsPresent                        // a required property whose schema admits null: null, never absent
 	jsExactKeys                      // a struct's keys match its properties exactly (plain JSON also matches them by case)
 	jsRFC3339                        // a date-time reads as RFC 3339 only (the validator's grammar), never as time.Parse does
@@ -265,8 +265,8 @@ func (g *jsGen) node(s *jsonschema.Schema, path string, depth int) (*jNode, erro
 		}
 	}
 	n := &jNode{nullable: nullable}
-	// Keywords of another type than the schema's are ignored by both (a value of another
-	// type is refused), but left to the validator.
+	// A keyword of another type than the schema's (required on a string) asserts nothing
+	// on its values; such rare schemas are left to the validator all the same.
 	switch types[0] {
 	case "boolean", "integer", "number":
 		n.kind = map[string]jKind{"boolean": jBool, "integer": jLong, "number": jDouble}[types[0]]
