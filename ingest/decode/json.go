@@ -67,6 +67,11 @@ type jNode struct {
 	byName       map[string]int
 	byKey        map[string]int // deltalog.NameKey → index
 	elem, values *jNode
+	// js are the checks the one-pass transcoder adds for a JSON Schema whose validator it
+	// stands in for (jsonschema.go, jsGen): it gives up on what they refuse, and the
+	// validator then reads the document.
+	js   jsChecks
+	enum map[string]bool // a JSON Schema string's enum, its string members
 }
 
 type jField struct {

@@ -1,6 +1,11 @@
 package decode
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
 
 // FuzzJSON feeds arbitrary documents to plain JSON (against jsonTable, new keys inferred)
 // and, when the first byte is 'C', the rest to Kafka Connect JSON: no panic, a reasoned
@@ -50,12 +55,16 @@ func FuzzJSON(f *testing.F) {
 	})
 }
 
-// FuzzJSONSchema feeds arbitrary JSON Schema texts to CompileJSONSchema and a fixed record
-// to what compiles: no panic, reasoned errors only.
+// FuzzJSONSchema feeds arbitrary JSON Schema texts to CompileJSONSchema and a record to
+// what compiles: no panic, reasoned errors only, and a record of a schema the validator
+// does not read (jsGen.needs "") accepted only if the validator accepts it.
 func FuzzJSONSchema(f *testing.F) {
 	f.Add([]byte(jsOrder), []byte(`{"id": 1, "price": 2, "customer": {"cid": 3}}`))
 	f.Add([]byte(`{"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#/properties/a"}}}}`), []byte(`{"a": [[]]}`))
 	f.Add([]byte(`{"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": ["null", "number"]}}}}`), []byte(`{"m": {"x": null}}`))
+	for _, s := range jsTyped {
+		f.Add([]byte(s), []byte(jsDocs[1]))
+	}
 	f.Fuzz(func(t *testing.T, schema, doc []byte) {
 		ws, err := CompileJSONSchema(1, string(schema), map[string]string{"customer.json": jsCustomer})
 		if err != nil {
@@ -70,8 +79,18 @@ func FuzzJSONSchema(f *testing.F) {
 			}
 			return
 		}
-		if _, err := ws.Transcode(doc); err != nil && ReasonOf(err) == "" {
+		_, err = ws.Transcode(doc)
+		if err != nil && ReasonOf(err) == "" {
 			t.Fatalf("record error without a reason: %v", err)
+		}
+		if jb := ws.body.(*jsonSchemaBody); err == nil && jb.needs == "" {
+			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+			if err == nil {
+				err = jb.sch.Validate(v)
+			}
+			if err != nil {
+				t.Fatalf("%s accepted without the validator, which refuses it: %v", doc, err)
+			}
 		}
 	})
 }

@@ -233,7 +233,7 @@ func (f *jFast) value(n *jNode, depth int) bool {
 	}
 	c := f.peek()
 	if c == 'n' {
-		if !f.literal("null") || !n.nullable {
+		if !f.literal("null") || !n.nullable || n.js&jsNoNull != 0 {
 			return false
 		}
 		f.push(nil)
@@ -340,6 +340,9 @@ func (f *jFast) pushNumber(num []byte) {
 func (f *jFast) text(n *jNode, raw []byte) bool {
 	switch n.kind {
 	case jString:
+		if n.enum != nil && !n.enum[string(raw)] {
+			return false
+		}
 		f.avroAppender.str(raw)
 	case jBinary:
 		m := base64.StdEncoding.DecodedLen(len(raw))
@@ -366,6 +369,9 @@ func (f *jFast) text(n *jNode, raw []byte) bool {
 			}
 			f.long(us)
 			break
+		}
+		if n.js&jsRFC3339 != 0 {
+			return false // time.Parse takes texts RFC 3339 does not (a comma before the fraction, an offset of +24:00)
 		}
 		ts, err := time.Parse(layout, string(raw))
 		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
@@ -536,6 +542,9 @@ func (f *jFast) object(n *jNode, depth int) bool {
 				i, known = next, true // the key writers put next: no hashing
 			} else {
 				i, known = n.fieldBytes(k)
+				if known && n.js&jsExactKeys != 0 && string(k) != n.fields[i].name {
+					return false // a key that differs from the property's name in case
+				}
 			}
 			switch {
 			case !known && (depth == 0 && !f.top || n.open):
@@ -591,7 +600,7 @@ func (f *jFast) object(n *jNode, depth int) bool {
 	for i, fl := range n.fields {
 		s := f.segs[base+i]
 		if s.end == 0 {
-			if !fl.node.nullable {
+			if !fl.node.nullable || fl.node.js&jsPresent != 0 {
 				return false
 			}
 			f.avroAppender.b = append(f.avroAppender.b, 0)
