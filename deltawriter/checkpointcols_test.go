@@ -8,12 +8,15 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // checkpointRows is the checkpoint writer's former row builder, kept as the reference
@@ -490,5 +493,66 @@ func TestBackgroundCheckpointWaitsForForeground(t *testing.T) {
 	}
 	if got := readLastCheckpoint(ctx, st); got != 2 {
 		t.Errorf("_last_checkpoint version %d after the cancelled checkpoint 4, want 2", got)
+	}
+}
+
+// slowStatStore makes each Stat take delay once slow is set: a Snapshot call that finds
+// no new commit Stats its version, so it stays in flight that long.
+type slowStatStore struct {
+	*storage.Local
+	slow  atomic.Bool
+	delay time.Duration
+}
+
+func (s *slowStatStore) Stat(ctx context.Context, p string) (storage.FileInfo, error) {
+	if s.slow.Load() {
+		time.Sleep(s.delay)
+	}
+	return s.Local.Stat(ctx, p)
+}
+
+// TestBackgroundCheckpointNotStarvedByOverlappingCalls: readers whose Snapshot calls
+// overlap, so that some call is always in flight, still let a background checkpoint
+// through; it waits for the calls in flight at each yield, not for a moment with none.
+func TestBackgroundCheckpointNotStarvedByOverlappingCalls(t *testing.T) {
+	ctx := context.Background()
+	st := &slowStatStore{Local: newStore(t), delay: 5 * time.Millisecond}
+	tbl, _ := Open(ctx, st, WithBackgroundCheckpoints())
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "2"})
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: 0, Adds: []deltalog.Add{fakeAdd("f1")}}); err != nil {
+		t.Fatal(err)
+	}
+	st.slow.Store(true)
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 3 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := tbl.Snapshot(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); readers.Wait() }()
+	time.Sleep(20 * time.Millisecond) // the readers overlap
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: 1, Adds: []deltalog.Add{fakeAdd("f2")}}); err != nil {
+		t.Fatal(err) // checkpoint 2 falls due
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := tbl.cp.wait(wctx, false); err != nil {
+		t.Fatalf("waiting for checkpoint 2 while readers overlap: %v, want it written", err)
+	}
+	if got := readLastCheckpoint(ctx, st.Local); got != 2 {
+		t.Errorf("_last_checkpoint version %d, want 2", got)
 	}
 }
