@@ -462,8 +462,8 @@ func TestBackgroundCheckpointWaitsForForeground(t *testing.T) {
 		}
 	}
 	commit(1)
-	tbl.fg.enter() // a Snapshot or Commit of another goroutine, in flight
-	commit(2)      // checkpoint 2 falls due
+	call := tbl.fg.enter() // a Snapshot or Commit of another goroutine, in flight
+	commit(2)              // checkpoint 2 falls due
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	err := tbl.cp.wait(short, false)
 	cancel()
@@ -473,21 +473,21 @@ func TestBackgroundCheckpointWaitsForForeground(t *testing.T) {
 	if got := readLastCheckpoint(ctx, st); got != -1 {
 		t.Fatalf("_last_checkpoint version %d while a call is in flight, want none", got)
 	}
-	tbl.fg.exit()
+	tbl.fg.exit(call)
 	tbl.WaitCheckpoints()
 	if got := readLastCheckpoint(ctx, st); got != 2 {
 		t.Fatalf("_last_checkpoint version %d once no call is in flight, want 2", got)
 	}
 
 	commit(3)
-	tbl.fg.enter()
+	call = tbl.fg.enter()
 	commit(4) // checkpoint 4 falls due, held back
 	ended, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := tbl.Close(ended); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close while checkpoint 4 is held back: %v, want the deadline", err)
 	}
-	tbl.fg.exit()
+	tbl.fg.exit(call)
 	if err := tbl.cp.wait(ctx, false); err != nil {
 		t.Fatal(err)
 	}
