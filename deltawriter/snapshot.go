@@ -45,8 +45,8 @@ type Snapshot struct {
 	// a compact, immutable table (FileSet).
 	Files *FileSet
 
-	txns       map[string]deltalog.Txn            // full txn actions, for checkpoints
-	tombstones map[string]deltalog.Remove         // remove actions not superseded by an add
+	txns       map[string]deltalog.Txn    // full txn actions, for checkpoints
+	tombstones map[string]deltalog.Remove // remove actions not superseded by an add
 	// tombShared is set when tombstones is the map of the snapshot this one was cloned
 	// from: apply copies it before its first change. A table can hold 10⁵ tombstones and
 	// most commits change none, so a commit does not copy them.
