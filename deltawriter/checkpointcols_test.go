@@ -8,12 +8,15 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // checkpointRows is the checkpoint writer's former row builder, kept as the reference
@@ -459,8 +462,8 @@ func TestBackgroundCheckpointWaitsForForeground(t *testing.T) {
 		}
 	}
 	commit(1)
-	tbl.fg.enter() // a Snapshot or Commit of another goroutine, in flight
-	commit(2)      // checkpoint 2 falls due
+	call := tbl.fg.enter() // a Snapshot or Commit of another goroutine, in flight
+	commit(2)              // checkpoint 2 falls due
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	err := tbl.cp.wait(short, false)
 	cancel()
@@ -470,25 +473,86 @@ func TestBackgroundCheckpointWaitsForForeground(t *testing.T) {
 	if got := readLastCheckpoint(ctx, st); got != -1 {
 		t.Fatalf("_last_checkpoint version %d while a call is in flight, want none", got)
 	}
-	tbl.fg.exit()
+	tbl.fg.exit(call)
 	tbl.WaitCheckpoints()
 	if got := readLastCheckpoint(ctx, st); got != 2 {
 		t.Fatalf("_last_checkpoint version %d once no call is in flight, want 2", got)
 	}
 
 	commit(3)
-	tbl.fg.enter()
+	call = tbl.fg.enter()
 	commit(4) // checkpoint 4 falls due, held back
 	ended, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := tbl.Close(ended); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close while checkpoint 4 is held back: %v, want the deadline", err)
 	}
-	tbl.fg.exit()
+	tbl.fg.exit(call)
 	if err := tbl.cp.wait(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := readLastCheckpoint(ctx, st); got != 2 {
 		t.Errorf("_last_checkpoint version %d after the cancelled checkpoint 4, want 2", got)
+	}
+}
+
+// slowStatStore makes each Stat take delay once slow is set: a Snapshot call that finds
+// no new commit Stats its version, so it stays in flight that long.
+type slowStatStore struct {
+	*storage.Local
+	slow  atomic.Bool
+	delay time.Duration
+}
+
+func (s *slowStatStore) Stat(ctx context.Context, p string) (storage.FileInfo, error) {
+	if s.slow.Load() {
+		time.Sleep(s.delay)
+	}
+	return s.Local.Stat(ctx, p)
+}
+
+// TestBackgroundCheckpointNotStarvedByOverlappingCalls: readers whose Snapshot calls
+// overlap, so that some call is always in flight, still let a background checkpoint
+// through; it waits for the calls in flight at each yield, not for a moment with none.
+func TestBackgroundCheckpointNotStarvedByOverlappingCalls(t *testing.T) {
+	ctx := context.Background()
+	st := &slowStatStore{Local: newStore(t), delay: 5 * time.Millisecond}
+	tbl, _ := Open(ctx, st, WithBackgroundCheckpoints())
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "2"})
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: 0, Adds: []deltalog.Add{fakeAdd("f1")}}); err != nil {
+		t.Fatal(err)
+	}
+	st.slow.Store(true)
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 3 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := tbl.Snapshot(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); readers.Wait() }()
+	time.Sleep(20 * time.Millisecond) // the readers overlap
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: 1, Adds: []deltalog.Add{fakeAdd("f2")}}); err != nil {
+		t.Fatal(err) // checkpoint 2 falls due
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := tbl.cp.wait(wctx, false); err != nil {
+		t.Fatalf("waiting for checkpoint 2 while readers overlap: %v, want it written", err)
+	}
+	if got := readLastCheckpoint(ctx, st.Local); got != 2 {
+		t.Errorf("_last_checkpoint version %d, want 2", got)
 	}
 }

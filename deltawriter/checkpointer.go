@@ -4,54 +4,63 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // foreground counts a table's Snapshot and Commit calls in flight. A background
-// checkpoint pauses at each of its yields while any runs: on one core a commit would
-// otherwise share the CPU with the checkpoint of a 10⁶-file table (about a second of
-// CPU) and wait for its turns, which is what set the commit p99 on big tables
-// (docs/performance.md, "Big tables"). The checkpoint goes on in the gaps between
-// commits; a table commits at most every few hundred milliseconds, so it is delayed,
-// never starved.
+// checkpoint pauses at each of its yields until the calls in flight at that yield have
+// returned: on one core a commit would otherwise share the CPU with the checkpoint of a
+// 10⁶-file table (about a second of CPU) and wait for its turns, which is what set the
+// commit p99 on big tables (docs/performance.md, "Big tables"). Calls that start while
+// the checkpoint waits join the next cohort, which the checkpoint waits for only at its
+// next yield: callers whose calls overlap, so that one is always in flight, delay the
+// checkpoint by one call per yield and never starve it.
 type foreground struct {
-	n    atomic.Int32 // calls in flight; read without mu on the checkpoint's fast path
-	mu   sync.Mutex
-	idle chan struct{} // closed when n drops to 0; a new one when n rises from 0
+	mu  sync.Mutex
+	cur *cohort // the cohort new calls join; nil when none has joined since the last seal
 }
 
-// enter counts one call in; every enter is paired with one exit.
-func (f *foreground) enter() {
+// cohort is a set of calls in flight; done is closed when the last one returns.
+type cohort struct {
+	n    int
+	done chan struct{}
+}
+
+// enter counts one call in and returns its cohort, to hand to exit.
+func (f *foreground) enter() *cohort {
 	f.mu.Lock()
-	if f.n.Add(1) == 1 {
-		f.idle = make(chan struct{})
+	defer f.mu.Unlock()
+	if f.cur == nil {
+		f.cur = &cohort{done: make(chan struct{})}
 	}
-	f.mu.Unlock()
+	f.cur.n++
+	return f.cur
 }
 
-// exit counts one call out and wakes the waiting checkpoint when none is left.
-func (f *foreground) exit() {
+// exit counts one call of cohort c out and wakes the waiting checkpoint when none of c
+// is left.
+func (f *foreground) exit(c *cohort) {
 	f.mu.Lock()
-	if f.n.Add(-1) == 0 {
-		close(f.idle)
+	defer f.mu.Unlock()
+	if c.n--; c.n == 0 {
+		close(c.done)
+		if f.cur == c {
+			f.cur = nil
+		}
 	}
-	f.mu.Unlock()
 }
 
-// wait returns when no call is in flight or ctx is done.
+// wait returns when the calls in flight now have returned, or ctx is done. Calls that
+// enter meanwhile start a new cohort.
 func (f *foreground) wait(ctx context.Context) {
-	if f.n.Load() == 0 {
-		return
-	}
 	f.mu.Lock()
-	idle := f.idle
-	busy := f.n.Load() > 0
+	c := f.cur
+	f.cur = nil
 	f.mu.Unlock()
-	if !busy {
+	if c == nil {
 		return
 	}
 	select {
-	case <-idle:
+	case <-c.done:
 	case <-ctx.Done():
 	}
 }

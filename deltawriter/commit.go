@@ -112,8 +112,7 @@ type Commit struct {
 // background goroutine with WithBackgroundCheckpoints; a failed checkpoint is logged,
 // not returned.
 func (t *Table) Commit(ctx context.Context, c Commit) (int64, error) {
-	t.fg.enter()
-	defer t.fg.exit()
+	defer t.fg.exit(t.fg.enter())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 

@@ -372,3 +372,80 @@ func TestSnapshotTombstonesCopiedOnWrite(t *testing.T) {
 		t.Errorf("version 5: %d live files, want 2 (c, a)", got)
 	}
 }
+
+// TestSnapshotTombstonesSharedUnderCheckpoints: with background checkpoints every two
+// versions (the checkpoint goroutine reads the tombstones of the snapshot it writes) and
+// a reader taking snapshots meanwhile, commits that remove and re-add files leave every
+// snapshot handed out with the tombstones of its version. Run with -race: a write to a
+// map another snapshot shares shows as a race with the checkpoint or the reader.
+func TestSnapshotTombstonesSharedUnderCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	tbl, _ := Open(ctx, st, WithBackgroundCheckpoints())
+	defer tbl.Close(ctx)
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "2"})
+	ts := int64(5)
+	rm := func(p string) deltalog.Remove {
+		return deltalog.Remove{Path: p, DeletionTimestamp: &ts, DataChange: true}
+	}
+
+	stop := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s, err := tbl.Snapshot(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = s.Tombstones()
+		}
+	}()
+
+	want := map[int64][]string{}
+	held := map[int64]*Snapshot{}
+	tomb := map[string]bool{}
+	for v := int64(1); v <= 40; v++ {
+		var c Commit
+		f := fmt.Sprintf("f%d", v%7) // paths come back: a re-added path stops being a tombstone
+		switch v % 3 {
+		case 0: // no tombstone change
+			c.Adds = []deltalog.Add{fakeAdd(fmt.Sprintf("g%d", v))}
+		case 1:
+			c.Adds = []deltalog.Add{fakeAdd(f)}
+			delete(tomb, f)
+		case 2:
+			c.Removes = []deltalog.Remove{rm(f)}
+			tomb[f] = true
+		}
+		c.ReadVersion = v - 1
+		if _, err := tbl.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		want[v] = slices.Sorted(maps.Keys(tomb))
+		if v%2 == 1 || v%5 == 0 {
+			s, err := tbl.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held[s.Version] = s
+		}
+	}
+	close(stop)
+	<-readerDone
+	tbl.WaitCheckpoints()
+	for v, s := range held {
+		if got := slices.Sorted(maps.Keys(s.Tombstones())); !slices.Equal(got, want[v]) {
+			t.Errorf("snapshot %d tombstones %v, want %v", v, got, want[v])
+		}
+	}
+	if len(held) != 24 {
+		t.Errorf("%d snapshots held, want 24", len(held))
+	}
+}

@@ -130,8 +130,7 @@ func (t *Table) Store() storage.Store { return t.store }
 // has no commit yet it returns an empty snapshot with Version -1 together with an error
 // wrapping ErrTableNotFound.
 func (t *Table) Snapshot(ctx context.Context) (*Snapshot, error) {
-	t.fg.enter()
-	defer t.fg.exit()
+	defer t.fg.exit(t.fg.enter())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.refreshLocked(ctx)

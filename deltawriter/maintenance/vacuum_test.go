@@ -381,3 +381,121 @@ func TestVacuumListingMemoryBounded(t *testing.T) {
 		t.Fatalf("heap while listing grew by %d B from 5,000 to 50,000 files, want < 1 MiB", grew)
 	}
 }
+
+// churnStore is a local store whose root listing, after its first page, runs between:
+// a writer creating and removing files while VACUUM lists. With fail set, the listing
+// fails after its first page instead.
+type churnStore struct {
+	*storage.Local
+	between func()
+	fail    bool
+}
+
+func (c *churnStore) ListNamePages(ctx context.Context, dir string, fn func([]storage.FileInfo) error) error {
+	pages := 0
+	return c.Local.ListNamePages(ctx, dir, func(page []storage.FileInfo) error {
+		if pages++; dir == "" && pages == 2 {
+			if c.fail {
+				return errors.New("connection reset")
+			}
+			c.between()
+			c.between = func() {}
+		}
+		return fn(page)
+	})
+}
+
+// churnTable is a table of one live file and 2,500 orphans 30 days old on a churnStore.
+func churnTable(t *testing.T) (root string, cs *churnStore, tbl *deltawriter.Table) {
+	t.Helper()
+	root = t.TempDir()
+	local, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, _ := jsonString(schemaJSON)
+	writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
+{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
+	touch(t, root, "live.parquet", 30*24*time.Hour)
+	for i := range 2500 {
+		touch(t, root, fmt.Sprintf("orphan-%04d.parquet", i), 30*24*time.Hour)
+	}
+	cs = &churnStore{Local: local, between: func() {}}
+	tbl, err = deltawriter.Open(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, cs, tbl
+}
+
+// rootNames lists the names in root, sorted.
+func rootNames(t *testing.T, root string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestVacuumListingChurn: files created while VACUUM lists the root page by page (a
+// flush landing: young) are kept, orphans removed meanwhile do not fail it, and every
+// other old orphan is deleted; the live file and the log stay.
+func TestVacuumListingChurn(t *testing.T) {
+	ctx := context.Background()
+	root, cs, tbl := churnTable(t)
+	var young []string
+	cs.between = func() {
+		for i := range 200 {
+			name := fmt.Sprintf("young-%04d.parquet", i)
+			if err := os.WriteFile(filepath.Join(root, name), []byte("0123456789"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			young = append(young, name)
+		}
+		for i := range 300 {
+			if err := os.Remove(filepath.Join(root, fmt.Sprintf("orphan-%04d.parquet", i*8))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	res, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(young) != 200 {
+		t.Fatalf("the churn ran for %d files, want 200", len(young))
+	}
+	want := append([]string{"_delta_log", "live.parquet"}, young...)
+	slices.Sort(want)
+	if got := rootNames(t, root); !slices.Equal(got, want) {
+		t.Errorf("after vacuum: %d entries (first %v), want %d: the log, live.parquet and the 200 young files", len(got), got[:min(5, len(got))], len(want))
+	}
+	for _, f := range res.Files {
+		if strings.HasPrefix(f.Path, "young-") || f.Path == "live.parquet" {
+			t.Errorf("vacuum chose %s", f.Path)
+		}
+	}
+	if res.Deleted != len(res.Files) || len(res.Files) < 2200 || len(res.Files) > 2500 {
+		t.Errorf("vacuum deleted %d of %d candidates, want all of 2,200 to 2,500", res.Deleted, len(res.Files))
+	}
+}
+
+// TestVacuumListingFailsMidway: a listing that fails after its first page fails VACUUM
+// before any delete: the 2,500 orphans are all still there.
+func TestVacuumListingFailsMidway(t *testing.T) {
+	ctx := context.Background()
+	root, cs, tbl := churnTable(t)
+	cs.fail = true
+	if _, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1}); err == nil || !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("vacuum with a listing failing midway: %v, want the listing's error", err)
+	}
+	if got := len(rootNames(t, root)); got != 2502 {
+		t.Errorf("after the failed vacuum: %d entries in the root, want 2,502 (nothing deleted)", got)
+	}
+}
