@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/column"
@@ -78,7 +80,9 @@ func allTypesRow(t *testing.T, f, i int) map[string]any {
 // with small row groups, a bin of 12 files (three with deletion vectors) becomes one file
 // of several row groups holding exactly the live rows, with the add.stats a single
 // WriteDataFile of those rows gives (exact numRecords, nullCount, minValues and maxValues
-// over every row group). Decoded, or with every row group that may be copied copied as
+// over every row group), and in each row group the footer statistics the encoder writes
+// for that row group's rows, byte for byte, whether its chunks were encoded, copied whole
+// or made of copied pages. Decoded, or with every row group that may be copied copied as
 // its encoded chunks (all but the three with deleted rows and the one holding a string
 // past the footer's bound).
 func TestOptimizeStreamsColumns(t *testing.T) {
@@ -214,6 +218,7 @@ func optimizeAllTypes(t *testing.T, copiedGroups, groups int) {
 	if f.NumRows() != int64(len(live)) || len(f.RowGroups()) < 3 || (groups > 0 && len(f.RowGroups()) != groups) {
 		t.Fatalf("%d rows in %d row groups, want %d rows in several", f.NumRows(), len(f.RowGroups()), len(live))
 	}
+	checkRowGroupStats(t, tbl, snap, out, pq, fo, f.Metadata().RowGroups)
 	// a copied row group holds its source's chunk bytes: the source file's one row group
 	var sources [][]byte
 	for _, a := range adds {
@@ -244,3 +249,55 @@ func optimizeAllTypes(t *testing.T, copiedGroups, groups int) {
 }
 
 var _ storage.Store = (*deltatest.MemStore)(nil)
+
+// checkRowGroupStats checks the footer statistics of every column chunk of out (row
+// groups rgs, decoded, copied as chunks or as pages) against those the encoder writes for
+// the same rows in one row group: null count, minimum and maximum byte for byte.
+func checkRowGroupStats(t *testing.T, tbl *deltawriter.Table, snap *deltawriter.Snapshot, out deltalog.Add, pq *parquet.Schema, fo deltawriter.FileOptions, rgs []format.RowGroup) {
+	t.Helper()
+	ctx := context.Background()
+	var rows []map[string]any
+	if _, err := snap.ReadDataFile(ctx, tbl.Store(), out, func(r map[string]any) error {
+		if m, ok := r["m"].(map[string]any); ok { // a map is read as a Go map, written from entries
+			es := []deltawriter.MapEntry{}
+			for k, v := range m {
+				es = append(es, deltawriter.MapEntry{Key: k, Value: v})
+			}
+			r["m"] = es
+		}
+		rows = append(rows, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	at := 0
+	for k, rg := range rgs {
+		part := rows[at : at+int(rg.NumRows)]
+		at += int(rg.NumRows)
+		vals, err := deltawriter.RowsToColumns(pq, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := deltawriter.WriteColumns(ctx, deltatest.NewMemStore(&buf), pq, []column.Column(deltatest.Levelled(vals)), len(part), fo); err != nil {
+			t.Fatal(err)
+		}
+		wf, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(wf.Metadata().RowGroups); n != 1 {
+			t.Fatalf("row group %d's rows encoded in %d row groups", k, n)
+		}
+		want := wf.Metadata().RowGroups[0]
+		for l := range rg.Columns {
+			g, w := rg.Columns[l].MetaData.Statistics, want.Columns[l].MetaData.Statistics
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("row group %d leaf %v: statistics %+v, the encoder's %+v", k, rg.Columns[l].MetaData.PathInSchema, g, w)
+			}
+		}
+	}
+	if at != len(rows) {
+		t.Fatalf("%d rows in the row groups, %d read", at, len(rows))
+	}
+}
