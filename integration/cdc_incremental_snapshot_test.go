@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -141,7 +142,7 @@ batch: {max_records: 7, max_bytes: 16MiB, max_age: 200ms}
 // table at path as want: the source's rows, rendered by render from the reader's rows.
 // Debezium publishes a change some time after its commit (its poll interval, the worker's
 // load), so the table's state, not a count of the records seen so far, says when ingestd
-// has caught up. A failed poll logs how many rows differ, and the rows only in Delta and
+// has caught up; the table need not exist yet. A failed poll logs how many rows differ, and the rows only in Delta and
 // only in the source every fifth (what names the table in the log); on the fifth, onMismatch (if not nil)
 // gets both.
 func waitDeltaRSEquals(t *testing.T, d *daemon, python, path, what string, want []string,
@@ -149,6 +150,10 @@ func waitDeltaRSEquals(t *testing.T, d *daemon, python, path, what string, want 
 	t.Helper()
 	waits := 0
 	waitForEvery(t, d, 120*time.Second, 2*time.Second, "the Delta table "+what+" to equal the source table", func() bool {
+		if ents, _ := os.ReadDir(filepath.Join(path, "_delta_log")); len(ents) == 0 {
+			t.Logf("waiting: the Delta table %s has no commit yet", what)
+			return false
+		}
 		rs := readDeltaRS(t, python, path)
 		if rs.Unsupported != "" {
 			t.Fatalf("delta-rs cannot read the table %s: %s", what, rs.Unsupported)
