@@ -29,8 +29,10 @@ import (
 // (DataFileWriter.CopyRowGroup: the file has no deletion vector, the data file
 // schema's leaves, ingestd wrote it, so its chunk statistics are exact) and its chunk
 // has the table's codec and no dictionary page nor dictionary-encoded page, its chunk
-// statistics give the leaf's statistics (chunkStats), and the leaf is not repeated
-// (whose null rows are counted from its pages). Within one output row group a leaf is
+// statistics give the leaf's statistics (chunkStats), the leaf is not repeated (whose
+// null rows are counted from its pages), and the chunk holds at least MinChunkBytes
+// uncompressed: a copied chunk keeps one page per source row group, so the chunks of
+// many tiny files are decoded instead of leaving the output as many tiny pages. Within one output row group a leaf is
 // either copied from every source row group or decoded from every one: a leaf the row
 // group being filled copies, that the next source row group cannot give as pages, is
 // decoded for the rest of the file, the row group being filled is written first
@@ -46,6 +48,10 @@ import (
 // row group's size), read from the source with ranged reads one chunk at a time.
 // Not safe for concurrent use; one PageCopy per DataFileWriter.
 type PageCopy struct {
+	// MinChunkBytes is the smallest source column chunk, uncompressed in bytes, whose
+	// pages are copied (DefaultMinCopiedChunkBytes unless set before the first Plan).
+	MinChunkBytes int64
+
 	w       *DataFileWriter
 	decoded []bool // leaves decoded for the rest of the file
 	plan    []bool // the leaves of the next source row group to copy (Plan)
@@ -53,6 +59,12 @@ type PageCopy struct {
 	held    int64 // uncompressed bytes of the pages held
 	copies  int
 }
+
+// DefaultMinCopiedChunkBytes is PageCopy.MinChunkBytes by default (16 KiB). Copying
+// the pages of 2,000 files of 5 rows made a file 2.8× the size of the same rows encoded
+// once and 4.8× slower to read (pyarrow); copied pages of 1,000 longs (8 KB) read as fast
+// as encoded ones.
+const DefaultMinCopiedChunkBytes = 16 << 10
 
 // pageChunk is the copied chunk of one leaf of the row group being filled.
 type pageChunk struct {
@@ -66,7 +78,7 @@ type pageChunk struct {
 // written through it (PageCopy.WriteRowGroup) or CopyRowGroup.
 func (w *DataFileWriter) NewPageCopy() *PageCopy {
 	n := len(w.kinds)
-	return &PageCopy{w: w, decoded: make([]bool, n), plan: make([]bool, n), chunks: make([]pageChunk, n)}
+	return &PageCopy{MinChunkBytes: DefaultMinCopiedChunkBytes, w: w, decoded: make([]bool, n), plan: make([]bool, n), chunks: make([]pageChunk, n)}
 }
 
 // Bytes is the uncompressed size of the pages the row group being filled holds.
@@ -121,7 +133,7 @@ func (p *PageCopy) copyable(r *DataFileReader) []bool {
 		m := &c.MetaData
 		if p.decoded[i] || w.kinds[i].repeated || m.Codec != w.codec || m.DictionaryPageOffset != 0 ||
 			c.FilePath != "" || len(c.EncryptedColumnMetadata) > 0 || m.DataPageOffset < 4 || m.TotalCompressedSize <= 0 ||
-			m.NumValues != rg.NumRows {
+			m.NumValues != rg.NumRows || m.TotalUncompressedSize < p.MinChunkBytes {
 			continue
 		}
 		if slices.ContainsFunc(m.Encoding, func(e format.Encoding) bool {

@@ -609,6 +609,7 @@ func (g *group) rewrite(ctx context.Context, t *deltawriter.Table, snap *deltawr
 			return err
 		}
 		b := binWriter{ctx: ctx, leaves: leaves, out: out, w: w, pages: w.NewPageCopy()}
+		b.pages.MinChunkBytes = minCopiedChunkBytes
 		if err := b.copyFiles(snap, st, pq, bin, thr); err != nil {
 			b.abort()
 			return err
@@ -651,6 +652,10 @@ type binWriter struct {
 // binWritten, when not nil, is called with each bin's output once written: the column
 // chunks it wrote from copied pages (tests).
 var binWritten func(copiedChunks int)
+
+// minCopiedChunkBytes is the PageCopy.MinChunkBytes of OPTIMIZE's output files; tests of
+// page copying on small tables lower it.
+var minCopiedChunkBytes int64 = deltawriter.DefaultMinCopiedChunkBytes
 
 // copyFiles appends the live rows of the files of bin to the output, row group by row
 // group: a row group of at least copyRowGroupBytes is copied as its encoded chunks where

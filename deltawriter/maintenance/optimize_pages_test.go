@@ -40,6 +40,9 @@ type pagesCase struct {
 	dels   map[int][]uint64
 	copied int // chunks written from copied pages
 	groups int // output row groups
+	// minChunk is the smallest source chunk copied (minCopiedChunkBytes); 0 (copy the
+	// small test files' chunks) unless set
+	minChunk int64
 }
 
 // OPTIMIZE of small row groups copies the pages of their dictionary-free leaves (id,
@@ -59,6 +62,11 @@ func TestOptimizeCopiesPages(t *testing.T) {
 		// files with deletion vectors are read last and decoded
 		{name: "deletion vectors", rows: []int{200, 150, 300, 260}, dels: map[int][]uint64{0: {3}, 2: {0, 299}}, copied: 3, groups: 2},
 		{name: "all deletion vectors", rows: []int{200, 150}, dels: map[int][]uint64{0: {3}, 1: {1}}, copied: 0, groups: 1},
+		// at the default threshold (16 KiB): chunks under it are decoded (many tiny files
+		// would otherwise leave as many tiny pages): every chunk of files of 150–300 rows;
+		// of files of about 1,000 rows, id and n (8 KB) but not note (about 35 KB)
+		{name: "small chunks decoded", rows: []int{200, 150, 300}, minChunk: deltawriter.DefaultMinCopiedChunkBytes, copied: 0, groups: 1},
+		{name: "large chunks copied", rows: []int{999, 998}, minChunk: deltawriter.DefaultMinCopiedChunkBytes, copied: 1, groups: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) { optimizePages(t, tc) })
 	}
@@ -67,6 +75,8 @@ func TestOptimizeCopiesPages(t *testing.T) {
 func optimizePages(t *testing.T, tc pagesCase) {
 	ctx := context.Background()
 	defer func(f func(int)) { binWritten = f }(binWritten)
+	defer func(v int64) { minCopiedChunkBytes = v }(minCopiedChunkBytes)
+	minCopiedChunkBytes = tc.minChunk
 	copied := -1
 	binWritten = func(n int) { copied = n }
 	schema := &deltalog.StructType{Fields: []*deltalog.StructField{
@@ -211,6 +221,7 @@ func optimizePages(t *testing.T, tc pagesCase) {
 	}
 	var srcs []format.ColumnChunk // per leaf, the summed source chunk
 	var pages [4][]byte
+	var small [4]bool // a source chunk under tc.minChunk: the leaf is decoded
 	rows := 0
 	for _, f := range order {
 		if tc.zstd[f] || len(tc.dels[f]) > 0 {
@@ -226,6 +237,7 @@ func optimizePages(t *testing.T, tc pagesCase) {
 				srcs = make([]format.ColumnChunk, 4)
 			}
 			m := c.MetaData
+			small[l] = small[l] || m.TotalUncompressedSize < tc.minChunk
 			pages[l] = append(pages[l], src[m.DataPageOffset:m.DataPageOffset+m.TotalCompressedSize]...)
 			srcs[l].MetaData.NumValues += m.NumValues
 			srcs[l].MetaData.TotalUncompressedSize += m.TotalUncompressedSize
@@ -247,6 +259,12 @@ func optimizePages(t *testing.T, tc pagesCase) {
 		if l == leaf["cat"] { // decoded and encoded again: with a dictionary
 			if m.DictionaryPageOffset == 0 || bytes.Contains(pages[l], chunk) {
 				t.Errorf("cat chunk: dictionary page at %d, copied", m.DictionaryPageOffset)
+			}
+			continue
+		}
+		if small[l] { // decoded and encoded again
+			if bytes.Equal(chunk, pages[l]) {
+				t.Errorf("column %d: its source chunks under %d bytes are copied", l, tc.minChunk)
 			}
 			continue
 		}
