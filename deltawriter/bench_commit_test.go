@@ -221,3 +221,10 @@ func BenchmarkCommitBesideCheckpoint(b *testing.B) {
 	b.Run("alone", func(b *testing.B) { run(b, false) })
 	b.Run("beside-checkpoint", func(b *testing.B) { run(b, true) })
 }
+
+// idle reports whether no checkpoint is pending or being written.
+func (c *checkpointer) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done == nil
+}

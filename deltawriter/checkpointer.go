@@ -126,13 +126,6 @@ func (c *checkpointer) run(ctx context.Context, t *Table, done chan struct{}) {
 	}
 }
 
-// idle reports whether no checkpoint is pending or being written.
-func (c *checkpointer) idle() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.done == nil
-}
-
 // wait blocks until no background checkpoint is pending or being written, or ctx is
 // done. When stop is set, no further checkpoint is accepted and, if ctx ends first, the
 // pending one is dropped and the one being written is cancelled.

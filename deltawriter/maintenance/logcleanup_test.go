@@ -54,7 +54,13 @@ func logTable(t *testing.T, conf string, oldTo int64) (string, *deltawriter.Tabl
 }
 
 func logNames(t *testing.T, root string) []string {
-	ents, err := os.ReadDir(filepath.Join(root, "_delta_log"))
+	return dirNames(t, filepath.Join(root, "_delta_log"))
+}
+
+// dirNames lists the names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

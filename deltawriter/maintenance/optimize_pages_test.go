@@ -188,17 +188,8 @@ func optimizePages(t *testing.T, tc pagesCase) {
 	}
 
 	// the add.stats of one file of these rows, written whole
-	vals, err := deltawriter.RowsToColumns(pq, got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	want, err := deltawriter.WriteColumns(ctx, deltatest.NewMemStore(&buf), pq, []column.Column(deltatest.Levelled(vals)), len(got), fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Stats != want.Stats {
-		t.Errorf("stats\n got %s\nwant %s", out.Stats, want.Stats)
+	if want := wholeFileStats(t, pq, got, fo); out.Stats != want {
+		t.Errorf("stats\n got %s\nwant %s", out.Stats, want)
 	}
 
 	data, err := tbl.Store().Get(ctx, deltalog.CanonicalPath(out.Path))
@@ -334,4 +325,20 @@ func openFooter(t *testing.T, data []byte) *format.FileMetaData {
 		t.Fatal(err)
 	}
 	return f.Metadata()
+}
+
+// wholeFileStats is the add.stats of one data file of rows (schema pq, options fo),
+// written whole by the pipeline's writer.
+func wholeFileStats(t *testing.T, pq *parquet.Schema, rows []map[string]any, fo deltawriter.FileOptions) string {
+	t.Helper()
+	vals, err := deltawriter.RowsToColumns(pq, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	want, err := deltawriter.WriteColumns(context.Background(), deltatest.NewMemStore(&buf), pq, []column.Column(deltatest.Levelled(vals)), len(rows), fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want.Stats
 }

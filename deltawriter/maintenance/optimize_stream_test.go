@@ -198,17 +198,8 @@ func optimizeAllTypes(t *testing.T, copiedGroups, groups int) {
 		out = a
 	}
 	// the stats of one file of the live rows, written whole
-	vals, err := deltawriter.RowsToColumns(pq, live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	want, err := deltawriter.WriteColumns(ctx, deltatest.NewMemStore(&buf), pq, []column.Column(deltatest.Levelled(vals)), len(live), fo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Stats != want.Stats {
-		t.Errorf("stats\n got %s\nwant %s", out.Stats, want.Stats)
+	if want := wholeFileStats(t, pq, live, fo); out.Stats != want {
+		t.Errorf("stats\n got %s\nwant %s", out.Stats, want)
 	}
 	data, err := tbl.Store().Get(ctx, deltalog.CanonicalPath(out.Path))
 	if err != nil {

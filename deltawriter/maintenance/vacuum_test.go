@@ -350,11 +350,7 @@ func TestVacuumListingMemoryBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		schema, _ := jsonString(schemaJSON)
-		writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
-{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
-{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
-		touch(t, root, "live.parquet", 30*24*time.Hour)
+		writeOneLiveFile(t, local, root)
 		touch(t, root, "orphan-old.parquet", 30*24*time.Hour)
 		for i := range n {
 			if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("part-%06d-in-flight.parquet", i)), nil, 0o644); err != nil {
@@ -405,6 +401,17 @@ func (c *churnStore) ListNamePages(ctx context.Context, dir string, fn func([]st
 	})
 }
 
+// writeOneLiveFile writes at root (local) the log of an unpartitioned table whose one
+// live file, live.parquet, is 30 days old.
+func writeOneLiveFile(t *testing.T, local storage.Store, root string) {
+	t.Helper()
+	schema, _ := jsonString(schemaJSON)
+	writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
+{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
+	touch(t, root, "live.parquet", 30*24*time.Hour)
+}
+
 // churnTable is a table of one live file and 2,500 orphans 30 days old on a churnStore.
 func churnTable(t *testing.T) (root string, cs *churnStore, tbl *deltawriter.Table) {
 	t.Helper()
@@ -413,11 +420,7 @@ func churnTable(t *testing.T) (root string, cs *churnStore, tbl *deltawriter.Tab
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, _ := jsonString(schemaJSON)
-	writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
-{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
-{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
-	touch(t, root, "live.parquet", 30*24*time.Hour)
+	writeOneLiveFile(t, local, root)
 	for i := range 2500 {
 		touch(t, root, fmt.Sprintf("orphan-%04d.parquet", i), 30*24*time.Hour)
 	}
@@ -430,18 +433,7 @@ func churnTable(t *testing.T) (root string, cs *churnStore, tbl *deltawriter.Tab
 }
 
 // rootNames lists the names in root, sorted.
-func rootNames(t *testing.T, root string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	return out
-}
+func rootNames(t *testing.T, root string) []string { return dirNames(t, root) }
 
 // TestVacuumListingChurn: files created while VACUUM lists the root page by page (a
 // flush landing: young) are kept, orphans removed meanwhile do not fail it, and every
