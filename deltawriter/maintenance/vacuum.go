@@ -64,7 +64,8 @@ type VacuumResult struct {
 	// TableRetention is the table's delta.deletedFileRetentionDuration (JSON: nanoseconds).
 	TableRetention time.Duration `json:"tableRetentionNanos"`
 	// Files are the files and empty directories deleted (or, with DryRun, to delete),
-	// sorted by path.
+	// sorted by path. A directory that is no longer empty when VACUUM deletes it (a file
+	// written there since the listing, or being written) is kept and left out.
 	Files []VacuumFile `json:"files"`
 	// Bytes is the total size of Files.
 	Bytes int64 `json:"bytes"`
@@ -242,12 +243,22 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 	}
 	if delErr == nil {
 		slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+		var kept []string
 		for _, d := range dirs {
 			if err := del.Delete(ctx, d); err != nil {
+				if errors.Is(err, storage.ErrNotEmpty) {
+					// A writer put a file there since the listing, or is writing one
+					// (in-flight files are not listed): the directory is in use.
+					kept = append(kept, d)
+					continue
+				}
 				delErr = fmt.Errorf("delete %s: %w", d, err)
 				break
 			}
 			res.Deleted++
+		}
+		if len(kept) > 0 {
+			res.Files = slices.DeleteFunc(res.Files, func(f VacuumFile) bool { return f.IsDir && slices.Contains(kept, f.Path) })
 		}
 	}
 	if logged {

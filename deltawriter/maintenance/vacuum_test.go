@@ -491,3 +491,66 @@ func TestVacuumListingFailsMidway(t *testing.T) {
 		t.Errorf("after the failed vacuum: %d entries in the root, want 2,502 (nothing deleted)", got)
 	}
 }
+
+// TestVacuumKeepsDirectoryInUse: an empty-looking directory that holds an in-flight
+// ".tmp-" file (listings hide them) is not empty when VACUUM deletes it: it is kept and
+// left out of the result, the truly empty one is deleted, and VACUUM END says COMPLETED.
+func TestVacuumKeepsDirectoryInUse(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	local, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeOneLiveFile(t, local, root)
+	for _, d := range []string{"empty", "inflight"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "inflight", ".tmp-123456"), []byte("half a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, root, "orphan.parquet", 30*24*time.Hour)
+	tbl, err := deltawriter.Open(ctx, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vacuumPaths(dry.Files); !slices.Equal(got, []string{"empty/", "inflight/", "orphan.parquet"}) {
+		t.Fatalf("dry run lists %v, want both directories (they look empty) and the orphan", got)
+	}
+	res, err := Vacuum(ctx, tbl, VacuumOptions{Retain: -1})
+	if err != nil {
+		t.Fatalf("vacuum: %v (a directory in use must be kept, not fail VACUUM)", err)
+	}
+	if got := vacuumPaths(res.Files); !slices.Equal(got, []string{"empty/", "orphan.parquet"}) || res.Deleted != 2 {
+		t.Errorf("vacuum deleted %d: %v, want 2: empty/ and orphan.parquet", res.Deleted, got)
+	}
+	if got := rootNames(t, root); !slices.Equal(got, []string{"_delta_log", "inflight", "live.parquet"}) {
+		t.Errorf("after vacuum the root holds %v, want _delta_log, inflight and live.parquet", got)
+	}
+	end, err := local.Get(ctx, fmt.Sprintf("_delta_log/%020d.json", res.EndVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(end), `"operation":"VACUUM END","operationMetrics":{"numDeletedFiles":"2","numVacuumedDirectories":"3"},"operationParameters":{"status":"COMPLETED"}`) {
+		t.Errorf("VACUUM END commit: %s, want status COMPLETED", end)
+	}
+}
+
+// vacuumPaths lists the paths of files, directories with a trailing "/".
+func vacuumPaths(files []VacuumFile) []string {
+	var out []string
+	for _, f := range files {
+		if f.IsDir {
+			out = append(out, f.Path+"/")
+		} else {
+			out = append(out, f.Path)
+		}
+	}
+	return out
+}

@@ -35,6 +35,9 @@ var (
 	// its probe) when a store does not honour put-if-absent: concurrent commits could
 	// silently overwrite each other, so ingestd refuses to write to it.
 	ErrUnsafeStore = errors.New("store does not honour put-if-absent")
+	// ErrNotEmpty is returned by Local.Delete for a directory that holds an entry: one
+	// written since it was listed, or an in-flight ".tmp-" file that listings hide.
+	ErrNotEmpty = errors.New("directory not empty")
 )
 
 // StoreError describes one failed store request: the operation, the object (as a URI

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -343,8 +344,9 @@ func (l *Local) readDirPages(ctx context.Context, dir string, info bool, fn func
 }
 
 // Delete implements Deleter: it removes the file, or the directory when it is empty, at p.
-// A missing p is not an error; a non-empty directory is (VACUUM deletes files first and
-// their directories once empty).
+// A missing p is not an error; a non-empty directory is, wrapping ErrNotEmpty (VACUUM
+// deletes files first and their directories once empty, and keeps a directory that
+// gained an entry since it was listed).
 func (l *Local) Delete(ctx context.Context, p string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -354,6 +356,9 @@ func (l *Local) Delete(ctx context.Context, p string) error {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}
 	if err := os.Remove(a); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return fmt.Errorf("delete %s: %w", p, ErrNotEmpty)
+		}
 		return fmt.Errorf("delete %s: %w", p, err)
 	}
 	return nil
@@ -461,12 +466,27 @@ type localWriter struct {
 	exclusive bool // publish with link(2): fail if final exists
 	publishes bool // a Put: durable with every pending file before it is published
 	done      bool
+	written   int64 // bytes written
+	queued    int64 // bytes handed to startWriteback
 }
+
+// writebackChunk is how many bytes a Create'd file accumulates before their writeback to
+// the device is started (startWriteback). A file of many MiB (a checkpoint of 10⁶ files
+// is 17 MB, a data file up to the batch's size) is then mostly on the device when the
+// next Put fsyncs it, so that Put, and the commits waiting behind its drain lock, do not
+// wait for all of it (BenchmarkPutAfterLargeCreate: the slowest Put after a 17 MiB file
+// 2.0–2.3 ms instead of 8.7–11.2 ms). A variable for that benchmark.
+var writebackChunk int64 = 4 << 20
 
 func (w *localWriter) Write(b []byte) (int, error) {
 	n, err := w.f.Write(b)
+	w.written += int64(n)
 	if err != nil {
 		return n, fmt.Errorf("write %s: %w", w.rel, err)
+	}
+	if w.written-w.queued >= writebackChunk {
+		startWriteback(w.f, w.queued, w.written-w.queued)
+		w.queued = w.written
 	}
 	return n, nil
 }
