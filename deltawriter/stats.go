@@ -342,9 +342,18 @@ func (b *statsBuilder) format(t deltalog.DataType, v parquet.Value, isMax bool) 
 			return v.Int32()
 		case deltalog.Long:
 			return v.Int64()
+		// A zero bound is "0" whatever its sign: -0.0 and 0.0 compare equal, and a Parquet
+		// footer's min of a column holding 0.0 is -0.0 (parquet-format, "Statistics"),
+		// so stats taken from a footer (OPTIMIZE's copies) and from the values agree.
 		case deltalog.Float:
+			if v.Float() == 0 {
+				return json.Number("0")
+			}
 			return json.Number(strconv.FormatFloat(float64(v.Float()), 'g', -1, 32))
 		case deltalog.Double:
+			if v.Double() == 0 {
+				return json.Number("0")
+			}
 			return json.Number(strconv.FormatFloat(v.Double(), 'g', -1, 64))
 		case deltalog.Date:
 			return time.Unix(int64(v.Int32())*86400, 0).UTC().Format("2006-01-02")
