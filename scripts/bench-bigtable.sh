@@ -21,7 +21,7 @@
 #
 # Usage: scripts/bench-bigtable.sh            (or: make bench-bigtable)
 # Environment (defaults): SIZES="10000 100000 1000000"  PARTS="0 100"  SMALL=100
-#   BIG_DIR=/tmp/ingestd-bigtable  CPU=0  N=20 (refreshes)  COMMITS=50  PACE=200ms
+#   BIG_DIR=/tmp/ingestd-bigtable  CPU=0  N=20 (refreshes)  COMMITS=200  PACE=200ms
 #   BENCH_OUT (default: a new /tmp/bench-bigtable.XXXX)
 # Output: $BENCH_OUT/results.jsonl and $BENCH_OUT/results.md (printed).
 set -euo pipefail
@@ -30,7 +30,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SIZES="${SIZES:-10000 100000 1000000}"; PARTS="${PARTS:-0 100}"; SMALL="${SMALL:-100}"
 BIG_DIR="${BIG_DIR:-/tmp/ingestd-bigtable}"; CPU="${CPU:-0}"; N="${N:-20}"
-COMMITS="${COMMITS:-50}"; PACE="${PACE:-200ms}"
+COMMITS="${COMMITS:-200}"; PACE="${PACE:-200ms}"
 BENCH_OUT="${BENCH_OUT:-$(mktemp -d /tmp/bench-bigtable.XXXX)}"
 PY="${PY:-$ROOT/.venv/bin/python}"
 mkdir -p "$BIG_DIR" "$BENCH_OUT"
@@ -57,7 +57,9 @@ gen() { local n=$1 p=$2 t="$BIG_DIR/t-$1-p$2"
 }
 
 # logcopy SRC DST: a table holding SRC's log only (the operations run on it read no data file).
-logcopy() { rm -rf "$2"; mkdir -p "$2"; cp -r "$1/_delta_log" "$2/"; }
+# The copy is flushed (sync) first: the commits measured on it fsync, and would otherwise
+# wait behind the writeback of the copy or of a table just generated.
+logcopy() { rm -rf "$2"; mkdir -p "$2"; cp -r "$1/_delta_log" "$2/"; sync; }
 
 small=$(gen "$SMALL" 0)
 logcopy "$small" "$BENCH_OUT/w-small"
