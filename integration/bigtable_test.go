@@ -41,27 +41,7 @@ func TestBigTableReadBack(t *testing.T) {
 	spark := startSpark(t, python, jars) // boots while the table is generated
 	ctx := context.Background()
 	table := filepath.Join(t.TempDir(), "big")
-	gen := exec.Command("go", "run", "./cmd/benchbig", "gen", "-dir", table, "-files", fmt.Sprint(bigFiles), "-partitions", "500")
-	gen.Dir = repoRoot
-	gen.Stderr = os.Stderr
-	out, err := gen.Output()
-	if err != nil {
-		t.Fatalf("generate: %v", err)
-	}
-	var lay struct {
-		Live, Expired, Retained, Orphans int
-	}
-	if err := json.Unmarshal(out, &struct {
-		Live     *int `json:"liveFiles"`
-		Expired  *int `json:"tombstonesExpired"`
-		Retained *int `json:"tombstonesRetained"`
-		Orphans  *int `json:"orphans"`
-	}{&lay.Live, &lay.Expired, &lay.Retained, &lay.Orphans}); err != nil {
-		t.Fatalf("generate: %v: %s", err, out)
-	}
-	if lay.Live != bigFiles || lay.Expired != 1000 || lay.Retained != 1000 || lay.Orphans != 100 {
-		t.Fatalf("generated %+v", lay)
-	}
+	lay := genBigTable(t, table, 500)
 	t.Logf("%s: generated", time.Since(began).Round(time.Second))
 
 	tbl := openTable(t, table)
@@ -208,7 +188,7 @@ sys.stdout.flush()
 os._exit(0)
 `, table, compacted, untouched)
 	rs.Stderr = os.Stderr
-	out, err = rs.Output()
+	out, err := rs.Output()
 	if err != nil {
 		t.Fatalf("delta-rs: %v", err)
 	}
@@ -241,4 +221,145 @@ os._exit(0)
 		t.Fatalf("Spark: %s; want %s", g, want)
 	}
 	t.Logf("%s: Spark read the table: %s", time.Since(began).Round(time.Second), want)
+}
+
+// bigLayout is what cmd/benchbig gen reports of a generated table.
+type bigLayout struct{ Live, Expired, Retained, Orphans int }
+
+// genBigTable generates at dir a table of bigFiles live one-row files (id 7) in
+// partitions partitions (0: unpartitioned) with the benchmark's generator, and checks
+// its report: 1,000 expired tombstones, 1,000 retained, 100 orphans.
+func genBigTable(t *testing.T, dir string, partitions int) bigLayout {
+	t.Helper()
+	gen := exec.Command("go", "run", "./cmd/benchbig", "gen", "-dir", dir, "-files", fmt.Sprint(bigFiles), "-partitions", fmt.Sprint(partitions))
+	gen.Dir = repoRoot
+	gen.Stderr = os.Stderr
+	out, err := gen.Output()
+	if err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	var lay bigLayout
+	if err := json.Unmarshal(out, &struct {
+		Live     *int `json:"liveFiles"`
+		Expired  *int `json:"tombstonesExpired"`
+		Retained *int `json:"tombstonesRetained"`
+		Orphans  *int `json:"orphans"`
+	}{&lay.Live, &lay.Expired, &lay.Retained, &lay.Orphans}); err != nil {
+		t.Fatalf("generate: %v: %s", err, out)
+	}
+	if lay.Live != bigFiles || lay.Expired != 1000 || lay.Retained != 1000 || lay.Orphans != 100 {
+		t.Fatalf("generated %+v", lay)
+	}
+	return lay
+}
+
+// TestBigTableUnpartitionedReadBack is TestBigTableReadBack's table without partitions:
+// `ingestd table optimize` compacts all of its 100,000 one-row files into one file, then
+// ingestd checkpoints it (100,000 + 1,000 tombstones in the checkpoint) and VACUUMs it
+// with the table's 7-day retention, and the table is read back by ingestd (one live
+// file, the tombstones), delta-rs (every row, from the one file) and Spark (count and
+// sum scanned). A row OPTIMIZE loses or duplicates, a checkpoint row lost, or a file
+// inside the retention deleted fails it.
+func TestBigTableUnpartitionedReadBack(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	python, jars := needSpark(t)
+	spark := startSpark(t, python, jars)
+	ctx := context.Background()
+	table := filepath.Join(t.TempDir(), "big")
+	lay := genBigTable(t, table, 0)
+	t.Logf("%s: generated", time.Since(began).Round(time.Second))
+	tbl := openTable(t, table)
+	before, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := map[string]bool{}
+	for _, a := range before.Files.All() {
+		removed[a.Path] = true
+	}
+
+	opt := runOptimize(t, table, "--json")
+	if opt.err != nil {
+		t.Fatalf("ingestd table optimize: %v", opt.err)
+	}
+	var optRes maintenance.OptimizeResult
+	if err := json.Unmarshal([]byte(opt.out), &optRes); err != nil {
+		t.Fatalf("optimize --json: %v: %s", err, opt.out)
+	}
+	if optRes.ReadVersion != before.Version || optRes.Version != before.Version+1 || len(optRes.Partitions) != 1 ||
+		optRes.FilesRemoved != bigFiles || optRes.FilesAdded != 1 || optRes.RowsWritten != bigFiles {
+		t.Fatalf("OPTIMIZE read %d, committed %d: %d partitions, %d files removed, %d added, %d rows written; want %d, %d: 1, %d, 1, %d",
+			optRes.ReadVersion, optRes.Version, len(optRes.Partitions), optRes.FilesRemoved, optRes.FilesAdded, optRes.RowsWritten,
+			before.Version, before.Version+1, bigFiles, bigFiles)
+	}
+	t.Logf("%s: OPTIMIZE compacted %d files into %d in %s (RSS %d MiB)", time.Since(began).Round(time.Second),
+		optRes.FilesRemoved, optRes.FilesAdded, opt.wall.Round(100*time.Millisecond), opt.maxRSS/1024)
+
+	v, err := tbl.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != optRes.Version {
+		t.Fatalf("checkpoint at %d, want the OPTIMIZE commit %d", v, optRes.Version)
+	}
+	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted != lay.Expired+lay.Orphans || len(res.Files) != lay.Expired+lay.Orphans {
+		t.Fatalf("VACUUM deleted %d of %d files, want %d", res.Deleted, len(res.Files), lay.Expired+lay.Orphans)
+	}
+	for _, f := range res.Files {
+		if removed[f.Path] {
+			t.Fatalf("VACUUM deleted %s, removed by OPTIMIZE inside the retention", f.Path)
+		}
+	}
+	snap, err := openTable(t, table).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Files.Len() != 1 || snap.Version != v+2 || len(snap.Tombstones()) != lay.Retained+bigFiles {
+		t.Fatalf("reloaded: version %d (checkpoint %d), %d files, %d tombstones; want %d, 1 file, %d tombstones",
+			snap.Version, v, snap.Files.Len(), len(snap.Tombstones()), v+2, lay.Retained+bigFiles)
+	}
+	t.Logf("%s: checkpoint %d written, VACUUM deleted %d; 1 live file, %d tombstones", time.Since(began).Round(time.Second), v, res.Deleted, len(snap.Tombstones()))
+
+	// delta-rs: the snapshot from ingestd's checkpoint, the row total from the stats, and
+	// the whole table read.
+	rs := exec.Command(python, "-c", `
+import json, os, sys
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+dt = DeltaTable(sys.argv[1])
+uris = dt.file_uris()
+missing = sum(1 for u in uris if not os.path.exists(u.removeprefix("file://")))
+total = pc.sum(pa.table(dt.get_add_actions()).column("num_records")).as_py()
+t = dt.to_pyarrow_table(columns=["id"])
+print(json.dumps({"version": dt.version(), "files": len(uris), "missing": missing, "total": total, "rows": t.num_rows, "sum": pc.sum(t["id"]).as_py()}))
+sys.stdout.flush()
+os._exit(0)
+`, table)
+	rs.Stderr = os.Stderr
+	out, err := rs.Output()
+	if err != nil {
+		t.Fatalf("delta-rs: %v", err)
+	}
+	var got struct{ Version, Files, Missing, Total, Rows, Sum int64 }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("delta-rs: %v: %s", err, out)
+	}
+	want := struct{ Version, Files, Missing, Total, Rows, Sum int64 }{snap.Version, 1, 0, bigFiles, bigFiles, 7 * bigFiles}
+	if got != want {
+		t.Errorf("delta-rs reads %+v; want %+v", got, want)
+	}
+	t.Logf("%s: delta-rs read the table: %+v", time.Since(began).Round(time.Second), got)
+
+	var rows []map[string]any
+	spark.call(t, map[string]any{"op": "sql", "query": fmt.Sprintf("SELECT count(*) AS n, sum(id) AS s FROM delta.`%s`", table)}, &rows)
+	if g, w := fmt.Sprint(rows), fmt.Sprintf("[map[n:%d s:%d]]", bigFiles, 7*bigFiles); g != w {
+		t.Fatalf("Spark: %s; want %s", g, w)
+	}
+	t.Logf("%s: Spark read the table: %v", time.Since(began).Round(time.Second), rows)
 }
