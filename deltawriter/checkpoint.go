@@ -512,14 +512,15 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // v2SidecarFiles is the default number of file actions per sidecar of a V2 checkpoint
-// (WithV2SidecarFiles): 4 row groups of cpChunkRows, about 4 MiB per sidecar at
-// 250-byte stats, so a table of 10⁶ live files gets 4 sidecars, which Spark reads in
-// parallel tasks and delta-kernel-rs one after the other. A variable for tests.
+// (WithV2SidecarFiles): 4 row groups of cpChunkRows, 4.4 MB per sidecar on the
+// big-table benchmark's files (78-byte stats), so a table of 10⁶ live files gets 4
+// sidecars, which Spark reads in parallel tasks and delta-kernel-rs one after the other.
+// A variable for tests.
 var v2SidecarFiles = 4 * cpChunkRows
 
 // v2InlineFiles is the most file actions a V2 checkpoint keeps inline, in its top-level
-// JSON file, instead of in sidecars (about 0.4 MB of JSON at 250-byte stats). A
-// variable for tests.
+// JSON file, instead of in sidecars (0.3 MB of JSON on the big-table benchmark's
+// files). A variable for tests.
 var v2InlineFiles = 1000
 
 // v2Sidecar is one sidecar being written.
