@@ -356,3 +356,58 @@ func TestCheckpointSidecars(t *testing.T) {
 		t.Errorf("classic checkpoint: %v (%v), want none", got, err)
 	}
 }
+
+// TestBackgroundV2Checkpoints: on a v2Checkpoint table with WithBackgroundCheckpoints and
+// 3 file actions per sidecar, the checkpoint goroutine writes the V2 checkpoints while
+// commits and snapshots go on; after Close the one of version 20 names 7 sidecars (20
+// files), all present, and a fresh load from it alone gives the 20 files and txn 20.
+func TestBackgroundV2Checkpoints(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	tbl, err := Open(ctx, st, WithBackgroundCheckpoints(), WithV2SidecarFiles(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, m := newTableMetadata("t", testSchema(), nil, map[string]string{deltalog.PropCheckpointInterval: "5"})
+	p = UpgradeProtocol(p, deltalog.FeatureV2Checkpoint)
+	if _, err := tbl.Commit(ctx, Commit{ReadVersion: -1, Protocol: &p, Metadata: &m, Operation: "CREATE TABLE"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		if _, err := tbl.Commit(ctx, Commit{ReadVersion: int64(i - 1), Adds: []deltalog.Add{fakeAdd(fmt.Sprint("f", i))},
+			Txns: []deltalog.Txn{{AppID: "app", Version: int64(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tbl.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tbl.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readLastCheckpoint(ctx, st); got != 20 {
+		t.Fatalf("_last_checkpoint version %d after Close, want 20", got)
+	}
+	name := v2CheckpointName(t, st, 20)
+	refs, err := CheckpointSidecars(ctx, st, name)
+	if err != nil || len(refs) != 7 {
+		t.Fatalf("checkpoint 20 names sidecars %v (%v), want 7", refs, err)
+	}
+	for _, r := range refs {
+		if _, err := st.Stat(ctx, sidecarDir+"/"+r); err != nil {
+			t.Errorf("sidecar %s: %v", r, err)
+		}
+	}
+	for v := int64(0); v <= 20; v++ {
+		if err := st.Delete(ctx, commitPath(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := loadSnapshot(ctx, st, time.Now())
+	if err != nil {
+		t.Fatalf("load from checkpoint 20 alone: %v", err)
+	}
+	if s.Version != 20 || s.Files.Len() != 20 || s.Txns["app"] != 20 {
+		t.Fatalf("load from checkpoint 20 alone: version %d, %d files, txns %v; want 20, 20, app=20", s.Version, s.Files.Len(), s.Txns)
+	}
+}
