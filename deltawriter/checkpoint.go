@@ -386,10 +386,11 @@ var checkpointSchema = func() *parquet.Schema {
 
 // sidecarSchema is the schema of a V2 checkpoint's sidecar files: the add and remove
 // columns of checkpointSchema, nothing else. The protocol allows only add and remove
-// entries in a sidecar (PROTOCOL.md, "Sidecar Files"); Spark (Delta 3.x) writes its
-// sidecars with exactly these two columns, and delta-kernel-rs (delta-rs 1.x) reads
-// them with an add/remove read schema, so the other actions' columns, which would be
-// null on every row, are left out.
+// entries in a sidecar (PROTOCOL.md, "Sidecar Files"), and Spark writes its sidecars
+// with exactly these two columns (those of the delta-kernel-rs conformance tables), so
+// the other actions' columns, which would be null on every row, are left out. Spark
+// (Delta 3.x) and delta-rs 1.6.6 read ingestd's sidecars (integration,
+// TestV2SidecarCheckpointReaders).
 var sidecarSchema = func() *parquet.Schema {
 	g := parquet.Group{}
 	for _, f := range checkpointSchema.Fields() {
