@@ -1,6 +1,7 @@
 package deltawriter
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -99,6 +100,102 @@ func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []stri
 	s.Version = v
 	return s, nil
 }
+
+// CheckpointSidecars returns the sidecar files that the checkpoint file name (in
+// _delta_log) references, as paths relative to _delta_log/_sidecars, URL-decoded
+// (PROTOCOL.md, "Sidecar File Information"); absolute sidecar URIs are left out (they are
+// not in this table's _sidecars). A JSON checkpoint is scanned line by line and only its
+// lines naming "sidecar" are decoded; of a Parquet one only the footer and the
+// sidecar.path column are read, so a classic checkpoint (no sidecar column) costs one
+// footer read. On a store with ranged reads (storage.RangeGetter) neither is held whole:
+// an inline V2 checkpoint of a big table can be hundreds of MB of JSON. Log cleanup uses
+// it to keep the sidecars of the checkpoints it keeps. Errors: the store's, or a
+// malformed file.
+func CheckpointSidecars(ctx context.Context, st storage.Store, name string) ([]string, error) {
+	p := logDir + "/" + name
+	var paths []string
+	keep := func(sp string) {
+		if sp == "" || strings.Contains(sp, ":") || strings.HasPrefix(sp, "/") {
+			return
+		}
+		if dec, err := url.PathUnescape(sp); err == nil {
+			sp = dec
+		}
+		paths = append(paths, sp)
+	}
+	var r io.ReaderAt
+	var size int64
+	if rg, ok := st.(storage.RangeGetter); ok {
+		fi, err := st.Stat(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("read sidecars of %s: %w", name, err)
+		}
+		r, size = storage.NewObjectReader(ctx, rg, p, fi.Size), fi.Size
+	} else {
+		data, err := st.Get(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("read sidecars of %s: %w", name, err)
+		}
+		r, size = bytes.NewReader(data), int64(len(data))
+	}
+	if strings.HasSuffix(name, ".json") {
+		sc := bufio.NewScanner(io.NewSectionReader(r, 0, size))
+		sc.Buffer(make([]byte, 0, 64<<10), maxCheckpointLine)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if !bytes.Contains(line, []byte(`"sidecar"`)) {
+				continue
+			}
+			var a struct {
+				Sidecar *deltalog.Sidecar `json:"sidecar"`
+			}
+			if err := json.Unmarshal(line, &a); err != nil {
+				return nil, fmt.Errorf("read sidecars of %s: %w", name, err)
+			}
+			if a.Sidecar != nil {
+				keep(a.Sidecar.Path)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("read sidecars of %s: %w", name, err)
+		}
+		return paths, nil
+	}
+	f, err := parquet.OpenFile(r, size, parquet.SkipMagicBytes(true), parquet.OptimisticRead(true),
+		parquet.ReadBufferSize(parquetReadBuffer), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, fmt.Errorf("read sidecars of %s: %w", name, err)
+	}
+	leaf, ok := f.Schema().Lookup("sidecar", "path")
+	if !ok {
+		return nil, nil
+	}
+	buf := make([]parquet.Value, cpReadBatch)
+	for _, rgp := range f.RowGroups() {
+		rd := parquet.NewColumnChunkValueReader(rgp.ColumnChunks()[leaf.ColumnIndex])
+		for {
+			n, err := rd.ReadValues(buf)
+			for _, v := range buf[:n] {
+				if v.DefinitionLevel() == leaf.MaxDefinitionLevel {
+					keep(string(v.ByteArray()))
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				_ = rd.Close()
+				return nil, fmt.Errorf("read sidecars of %s: %w", name, err)
+			}
+		}
+		_ = rd.Close()
+	}
+	return paths, nil
+}
+
+// maxCheckpointLine bounds one line of a JSON checkpoint scanned by CheckpointSidecars
+// (a metaData line carries the whole schema).
+const maxCheckpointLine = 64 << 20
 
 // readCheckpointInto reads one checkpoint or sidecar file: NDJSON when the name ends in
 // .json, Parquet otherwise; its add actions go to b, the others are appended to
@@ -287,6 +384,23 @@ var checkpointSchema = func() *parquet.Schema {
 	})
 }()
 
+// sidecarSchema is the schema of a V2 checkpoint's sidecar files: the add and remove
+// columns of checkpointSchema, nothing else. The protocol allows only add and remove
+// entries in a sidecar (PROTOCOL.md, "Sidecar Files"), and Spark writes its sidecars
+// with exactly these two columns (those of the delta-kernel-rs conformance tables), so
+// the other actions' columns, which would be null on every row, are left out. Spark
+// (Delta 3.x) and delta-rs 1.6.6 read ingestd's sidecars (integration,
+// TestV2SidecarCheckpointReaders).
+var sidecarSchema = func() *parquet.Schema {
+	g := parquet.Group{}
+	for _, f := range checkpointSchema.Fields() {
+		if n := f.Name(); n == "add" || n == "remove" {
+			g[n] = f
+		}
+	}
+	return parquet.NewSchema("spark_schema", g)
+}()
+
 // writeCheckpoint writes the checkpoint of snapshot s with a fresh checkpointWriter.
 func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
 	var w checkpointWriter
@@ -298,6 +412,9 @@ func writeCheckpoint(ctx context.Context, st storage.Store, s *Snapshot, now tim
 type checkpointWriter struct {
 	chunk checkpointChunk
 	yield func() // when not nil, called between steps (background checkpoints)
+	// sidecarFiles is the most file actions per sidecar of a V2 checkpoint (0:
+	// v2SidecarFiles; WithV2SidecarFiles).
+	sidecarFiles int
 }
 
 // cpChunkRows is the number of rows of one row group of a classic checkpoint: the rows
@@ -321,10 +438,10 @@ var cpChunkRows = 1 << 16
 // checkpoints (PROTOCOL.md, "Checkpoints"; they are forbidden with v2Checkpoint), and
 // Spark, delta-rs and Kernel read a large single file row group by row group.
 // A table with the v2Checkpoint writer feature gets a V2 checkpoint instead
-// (writeV2Checkpoint).
+// (writeV2).
 func (w *checkpointWriter) write(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
 	if s.Protocol.MinWriterVersion >= 7 && slices.Contains(s.Protocol.WriterFeatures, deltalog.FeatureV2Checkpoint) {
-		return writeV2Checkpoint(ctx, st, s, now)
+		return w.writeV2(ctx, st, s, now)
 	}
 	src, err := newCPSource(s, now)
 	if err != nil {
@@ -370,7 +487,7 @@ func (w *checkpointWriter) writeRowGroups(ctx context.Context, out io.Writer, sr
 	pw.SetYield(w.yield)
 	pw.SetPageTarget(cpPageBytes)
 	for !src.done() {
-		n := src.fill(&w.chunk, cpChunkRows, w.yield)
+		n := src.fill(&w.chunk, cpClassic, cpChunkRows, w.yield)
 		if _, err := pw.WriteRowGroup(w.chunk.cols, n); err != nil {
 			_ = pw.Close()
 			return err
@@ -395,43 +512,102 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeV2Checkpoint writes the checkpoint of a table with the v2Checkpoint feature as a
-// V2 UUID-named JSON checkpoint without sidecars (PROTOCOL.md, "V2 Spec"):
-// <v>.checkpoint.<uuid>.json holding checkpointMetadata, protocol, metaData, txns,
-// domains, the live adds and the unexpired tombstones, one action per line; then
-// _last_checkpoint. Classic-named checkpoints are not allowed to lack checkpointMetadata
-// on such tables, so the classic writer is not used.
-func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+// v2SidecarFiles is the default number of file actions per sidecar of a V2 checkpoint
+// (WithV2SidecarFiles): 4 row groups of cpChunkRows, 4.4 MB per sidecar on the
+// big-table benchmark's files (78-byte stats), so a table of 10⁶ live files gets 4
+// sidecars, which Spark reads in parallel tasks and delta-kernel-rs one after the other.
+// A variable for tests.
+var v2SidecarFiles = 4 * cpChunkRows
+
+// v2InlineFiles is the most file actions a V2 checkpoint keeps inline, in its top-level
+// JSON file, instead of in sidecars (0.3 MB of JSON on the big-table benchmark's
+// files). A variable for tests.
+var v2InlineFiles = 1000
+
+// v2Sidecar is one sidecar being written.
+type v2Sidecar struct {
+	name string // <uuid>.parquet, relative to _delta_log/_sidecars
+	out  storage.Writer
+	cw   *countingWriter
+	pw   *parquetenc.Writer
+	rows int
+}
+
+// writeV2 writes the checkpoint of a table with the v2Checkpoint feature as a V2
+// UUID-named checkpoint (PROTOCOL.md, "V2 Spec", "UUID-named checkpoint", "Sidecar
+// Files"), then replaces _last_checkpoint. Classic-named checkpoints must carry
+// checkpointMetadata on such tables, so the classic layout is not used.
+//
+// The file actions (live adds in key order, then the tombstones not expired at now,
+// with the same content as the classic checkpoint's rows) go:
+//   - when there are more than min(v2InlineFiles, the sidecar size) of them, to Parquet
+//     sidecars _delta_log/_sidecars/<uuid>.parquet (sidecarSchema: add and remove
+//     columns only), each of at most w.sidecarFiles (v2SidecarFiles) rows, streamed from
+//     the levels form as the classic checkpoint is (row groups of cpChunkRows, parquetenc,
+//     SNAPPY; memory bounded by a chunk plus the encoder's buffers, yielding when
+//     w.yield is set). The top-level file <v>.checkpoint.<uuid>.json then holds
+//     checkpointMetadata, protocol, metaData, txns, domains and one sidecar action per
+//     sidecar (path relative to _sidecars, sizeInBytes, modificationTime from the
+//     store's Stat);
+//   - otherwise inline in the top-level JSON file, one action per line: a small table
+//     keeps one object per checkpoint and nothing in _sidecars.
+//
+// The top-level file is JSON (Spark's default for V2 checkpoints): it is small once the
+// file actions are in sidecars. Write order: the sidecars (Store.Create), then the
+// top-level file (Store.PutIfAbsent: a UUID name is never overwritten), then
+// _last_checkpoint, so a reader never finds a checkpoint whose sidecars are missing. A
+// failure after some sidecars leaves them unreferenced; log cleanup deletes them once
+// they are older than the log retention (maintenance.CleanupLog).
+//
+// _last_checkpoint keeps the classic fields: version, size (every action of the
+// checkpoint, sidecar rows included), sizeInBytes (the top-level file plus its sidecars)
+// and numOfAddFiles. The protocol's "Last Checkpoint File Schema" has no field for V2
+// checkpoints, so Spark's optional v2Checkpoint extension is not written; readers find the
+// UUID-named file by listing from the version.
+func (w *checkpointWriter) writeV2(ctx context.Context, st storage.Store, s *Snapshot, now time.Time) error {
+	src, err := newCPSource(s, now)
+	if err != nil {
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+	}
+	defer src.close()
+	per := w.sidecarFiles
+	if per <= 0 {
+		per = v2SidecarFiles
+	}
 	p, m := s.Protocol, s.Metadata
 	actions := []deltalog.Action{
 		{CheckpointMetadata: &deltalog.CheckpointMetadata{Version: s.Version}},
 		{Protocol: &p}, {Metadata: &m},
 	}
-	for _, id := range slices.Sorted(maps.Keys(s.txns)) {
+	for _, id := range src.txnIDs {
 		x := s.txns[id]
 		actions = append(actions, deltalog.Action{Txn: &x})
 	}
-	for _, d := range slices.Sorted(maps.Keys(s.domains)) {
+	for _, d := range src.domains {
 		dm := s.domains[d]
 		actions = append(actions, deltalog.Action{DomainMetadata: &dm})
 	}
-	numAdds := 0
-	for _, a := range s.Files.All() {
-		actions = append(actions, deltalog.Action{Add: &a})
-		numAdds++
-	}
-	retention, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, 7*24*time.Hour)
-	if err != nil {
-		return err
-	}
-	cutoff := now.Add(-retention).UnixMilli()
-	for _, k := range slices.Sorted(maps.Keys(s.tombstones)) {
-		r := s.tombstones[k]
-		if r.DeletionTimestamp != nil && *r.DeletionTimestamp < cutoff {
-			continue
+	numFiles := src.numAdds + len(src.removeKeys)
+	var sidecarBytes int64
+	if numFiles <= min(v2InlineFiles, per) {
+		for _, a := range s.Files.All() {
+			actions = append(actions, deltalog.Action{Add: &a})
 		}
-		r.Stats, r.Tags = "", nil
-		actions = append(actions, deltalog.Action{Remove: &r})
+		for _, k := range src.removeKeys {
+			r := s.tombstones[k]
+			r.Stats, r.Tags = "", nil
+			actions = append(actions, deltalog.Action{Remove: &r})
+		}
+	} else {
+		src.filesOnly()
+		scs, err := w.writeSidecars(ctx, st, src, per)
+		if err != nil {
+			return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
+		}
+		for i := range scs {
+			actions = append(actions, deltalog.Action{Sidecar: &scs[i]})
+			sidecarBytes += scs[i].SizeInBytes
+		}
 	}
 	data, err := deltalog.EncodeCommit(actions)
 	if err != nil {
@@ -439,17 +615,117 @@ func writeV2Checkpoint(ctx context.Context, st storage.Store, s *Snapshot, now t
 	}
 	u, err := newUUID()
 	if err != nil {
-		return err
+		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
 	name := fmt.Sprintf("%s/%020d.checkpoint.%s.json", logDir, s.Version, u)
 	if err := st.PutIfAbsent(ctx, name, data); err != nil {
 		return fmt.Errorf("write checkpoint %d: %w", s.Version, err)
 	}
-	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(len(actions)), SizeInBytes: int64(len(data)), NumOfAddFiles: int64(numAdds)})
+	size := len(actions)
+	if sidecarBytes > 0 {
+		size += numFiles
+	}
+	lc, err := json.Marshal(lastCheckpoint{Version: s.Version, Size: int64(size), SizeInBytes: int64(len(data)) + sidecarBytes, NumOfAddFiles: int64(src.numAdds)})
 	if err != nil {
 		return fmt.Errorf("write _last_checkpoint: %w", err)
 	}
-	return st.Put(ctx, lastCheckpointPath, lc)
+	if err := st.Put(ctx, lastCheckpointPath, lc); err != nil {
+		return fmt.Errorf("write _last_checkpoint: %w", err)
+	}
+	return nil
+}
+
+// writeSidecars streams src's file actions into sidecars of at most per rows each and
+// returns their sidecar actions, in order. On error the sidecar being written is
+// aborted; those already complete stay, unreferenced.
+func (w *checkpointWriter) writeSidecars(ctx context.Context, st storage.Store, src *cpSource, per int) ([]deltalog.Sidecar, error) {
+	var out []deltalog.Sidecar
+	var cur *v2Sidecar
+	abort := func() {
+		if cur != nil {
+			_ = cur.pw.Close()
+			_ = cur.out.Abort()
+		}
+	}
+	for {
+		room := per
+		if cur != nil {
+			room -= cur.rows
+		}
+		n := src.fill(&w.chunk, cpSidecar, min(cpChunkRows, room), w.yield)
+		if n == 0 {
+			break
+		}
+		if cur == nil {
+			var err error
+			if cur, err = w.openSidecar(ctx, st); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := cur.pw.WriteRowGroup(w.chunk.cols, n); err != nil {
+			abort()
+			return nil, fmt.Errorf("write sidecar %s: %w", cur.name, err)
+		}
+		cur.rows += n
+		if err := ctx.Err(); err != nil {
+			abort()
+			return nil, err
+		}
+		if cur.rows >= per {
+			sc, err := closeSidecar(ctx, st, cur)
+			if err != nil {
+				return nil, err
+			}
+			out, cur = append(out, sc), nil
+		}
+	}
+	if cur != nil {
+		sc, err := closeSidecar(ctx, st, cur)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// openSidecar starts a sidecar file with a fresh UUID name (the protocol requires unique
+// sidecar names: one is never overwritten, nor reused by another checkpoint).
+func (w *checkpointWriter) openSidecar(ctx context.Context, st storage.Store) (*v2Sidecar, error) {
+	u, err := newUUID()
+	if err != nil {
+		return nil, err
+	}
+	sc := &v2Sidecar{name: u + ".parquet"}
+	if sc.out, err = st.Create(ctx, sidecarDir+"/"+sc.name); err != nil {
+		return nil, fmt.Errorf("write sidecar %s: %w", sc.name, err)
+	}
+	sc.cw = &countingWriter{w: sc.out}
+	if sc.pw, err = parquetenc.NewWriter(sc.cw, sidecarSchema, parquetenc.Snappy()); err != nil {
+		_ = sc.out.Abort()
+		return nil, fmt.Errorf("write sidecar %s: %w", sc.name, err)
+	}
+	sc.pw.SetYield(w.yield)
+	sc.pw.SetPageTarget(cpPageBytes)
+	return sc, nil
+}
+
+// closeSidecar finishes sc (footer, then the store makes it visible) and returns its
+// sidecar action; modificationTime is the store's (Stat), which log cleanup compares
+// with the retention.
+func closeSidecar(ctx context.Context, st storage.Store, sc *v2Sidecar) (deltalog.Sidecar, error) {
+	if err := sc.pw.Close(); err != nil {
+		_ = sc.out.Abort()
+		return deltalog.Sidecar{}, fmt.Errorf("write sidecar %s: %w", sc.name, err)
+	}
+	if err := sc.out.Close(); err != nil {
+		return deltalog.Sidecar{}, fmt.Errorf("write sidecar %s: %w", sc.name, err)
+	}
+	fi, err := st.Stat(ctx, sidecarDir+"/"+sc.name)
+	if err != nil {
+		return deltalog.Sidecar{}, fmt.Errorf("write sidecar %s: %w", sc.name, err)
+	}
+	return deltalog.Sidecar{Path: sc.name, SizeInBytes: sc.cw.n, ModificationTime: fi.ModTime.UnixMilli()}, nil
 }
 
 // Checkpoint writes a checkpoint of the table's latest snapshot now, on the calling
@@ -461,7 +737,7 @@ func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
 	if err != nil {
 		return -1, err
 	}
-	var w checkpointWriter
+	w := checkpointWriter{sidecarFiles: t.opts.v2SidecarFiles}
 	if err := w.write(ctx, t.store, s, t.opts.now()); err != nil {
 		return -1, err
 	}

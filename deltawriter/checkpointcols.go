@@ -5,9 +5,10 @@ import (
 	"iter"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/ingestd/ingestd/deltawriter/column"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
@@ -68,12 +69,16 @@ type cpColumns struct {
 	domDomain, domConfig, domRemoved cpLeaf
 }
 
-var cpCol = func() *cpColumns {
+// newCPColumns locates the leaves of schema (checkpointSchema or sidecarSchema): a leaf
+// that schema lacks is {col: -1} (the sidecar schema has only add and remove, whose rows
+// are the only ones written to it). It panics when schema has a leaf the writer does not
+// fill: it would get no values for the rows of its action and misalign the file.
+func newCPColumns(schema *parquet.Schema) *cpColumns {
 	seen := map[int]bool{}
 	leaf := func(path ...string) cpLeaf {
-		l, ok := checkpointSchema.Lookup(path...)
+		l, ok := schema.Lookup(path...)
 		if !ok {
-			panic("checkpoint schema has no column " + strings.Join(path, "."))
+			return cpLeaf{col: -1}
 		}
 		seen[l.ColumnIndex] = true
 		return cpLeaf{col: l.ColumnIndex, def: l.MaxDefinitionLevel, rep: l.MaxRepetitionLevel}
@@ -87,7 +92,7 @@ var cpCol = func() *cpColumns {
 		return cpDV{f("storageType"), f("pathOrInlineDv"), f("offset"), f("sizeInBytes"), f("cardinality"), f("maxRowIndex")}
 	}
 	c := &cpColumns{kinds: map[string][2]int{}}
-	for i, p := range checkpointSchema.Columns() {
+	for i, p := range schema.Columns() {
 		r, ok := c.kinds[p[0]]
 		if !ok {
 			r = [2]int{i, i}
@@ -117,20 +122,33 @@ var cpCol = func() *cpColumns {
 	c.protoReaderFeat, c.protoWriterFeat = strList("protocol", "readerFeatures"), strList("protocol", "writerFeatures")
 
 	c.domDomain, c.domConfig, c.domRemoved = leaf("domainMetadata", "domain"), leaf("domainMetadata", "configuration"), leaf("domainMetadata", "removed")
-	// Every leaf must be filled by the writer: a leaf it did not know of would get no
-	// values for the rows of its action and misalign the file.
-	if len(seen) != len(checkpointSchema.Columns()) {
-		panic(fmt.Sprintf("checkpoint schema has %d leaf columns, the writer fills %d", len(checkpointSchema.Columns()), len(seen)))
+	if len(seen) != len(schema.Columns()) {
+		panic(fmt.Sprintf("checkpoint schema has %d leaf columns, the writer fills %d", len(schema.Columns()), len(seen)))
 	}
 	return c
-}()
+}
 
-// checkpointChunk is the rows of one chunk of a classic checkpoint (one row group) as
-// its leaf columns: cols[i] is leaf column i of checkpointSchema in the levels form of
-// package column, holding an entry for every row of the chunk (nulls for the rows of
+// cpLayout is the file a checkpointChunk is built for: its schema's leaves, located.
+type cpLayout struct {
+	c      *cpColumns
+	leaves []column.Leaf // the leaf columns, in leaf column order
+}
+
+// cpClassic is the layout of a classic checkpoint (every action), cpSidecar that of a V2
+// checkpoint's sidecar (add and remove only).
+var (
+	cpClassic = &cpLayout{c: newCPColumns(checkpointSchema), leaves: column.Leaves(checkpointSchema)}
+	cpSidecar = &cpLayout{c: newCPColumns(sidecarSchema), leaves: column.Leaves(sidecarSchema)}
+)
+
+// checkpointChunk is the rows of one chunk of a checkpoint or sidecar (one row group) as
+// its leaf columns: cols[i] is leaf column i of its layout's schema in the levels form
+// of package column, holding an entry for every row of the chunk (nulls for the rows of
 // the other actions). The values are copied from the snapshot, so the chunk holds no
-// reference into it; its buffers keep their capacity for the next chunk.
+// reference into it; its buffers keep their capacity for the next chunk of the same
+// layout.
 type checkpointChunk struct {
+	lay  *cpLayout
 	cols []column.Column
 	rows int // rows of the chunk
 
@@ -144,14 +162,14 @@ type checkpointChunk struct {
 // yieldRows is how many rows fill builds between two yields (about 0.05 ms of work).
 const yieldRows = 128
 
-// reset empties the chunk's columns for the next rows; yield is called every yieldRows
-// rows built when not nil.
-func (b *checkpointChunk) reset(yield func()) {
-	if len(b.cols) != len(cpLeaves) {
-		b.cols = make([]column.Column, len(cpLeaves))
+// reset empties the chunk's columns for the next rows of layout lay; yield is called
+// every yieldRows rows built when not nil.
+func (b *checkpointChunk) reset(lay *cpLayout, yield func()) {
+	if b.lay != lay {
+		b.lay, b.cols = lay, make([]column.Column, len(lay.leaves))
 	}
 	for i := range b.cols {
-		b.cols[i].ResetLevels(cpLeaves[i])
+		b.cols[i].ResetLevels(lay.leaves[i])
 	}
 	b.rows, b.run, b.runRows = 0, [2]int{}, 0
 	b.yield, b.since = yield, 0
@@ -160,7 +178,7 @@ func (b *checkpointChunk) reset(yield func()) {
 // open starts a row of action kind: when the previous row was of another action, the
 // run of that action's rows ends (endRun).
 func (b *checkpointChunk) open(kind string) {
-	r := cpCol.kinds[kind]
+	r := b.lay.c.kinds[kind]
 	if b.runRows > 0 && b.run != r {
 		b.endRun()
 	}
@@ -193,9 +211,6 @@ func (b *checkpointChunk) row() {
 		b.yield()
 	}
 }
-
-// cpLeaves describes the leaf columns of checkpointSchema, in leaf column order.
-var cpLeaves = column.Leaves(checkpointSchema)
 
 // cpSource produces the rows of the classic checkpoint of a snapshot, in chunks:
 // protocol, metaData, txns (by appId), domains (by domain), live adds (in key order,
@@ -247,12 +262,20 @@ func (src *cpSource) close() { src.stop() }
 
 func (src *cpSource) done() bool { return src.stage == cpStageDone }
 
-// fill builds the next rows, at most max of them, into b (its previous rows dropped)
-// and returns how many. yield, when not nil, is called every yieldRows rows.
-func (src *cpSource) fill(b *checkpointChunk, max int, yield func()) int {
-	c := cpCol
+// filesOnly makes src produce the file actions only (live adds, then unexpired
+// tombstones), for the sidecars of a V2 checkpoint; it is called before the first fill.
+func (src *cpSource) filesOnly() {
+	src.stage, src.i = cpStageAdd, 0
+	src.rows = src.numAdds + len(src.removeKeys)
+}
+
+// fill builds the next rows, at most max of them, into b for the file of layout lay
+// (its previous rows dropped) and returns how many. yield, when not nil, is called every
+// yieldRows rows. Only add and remove rows may be built for cpSidecar (filesOnly).
+func (src *cpSource) fill(b *checkpointChunk, lay *cpLayout, max int, yield func()) int {
+	c := lay.c
 	s := src.s
-	b.reset(yield)
+	b.reset(lay, yield)
 	built := 0
 	// Each action fills its own columns for its rows; the other columns are null there.
 	open := b.open

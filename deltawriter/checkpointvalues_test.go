@@ -81,7 +81,7 @@ func buildCheckpointColumns(s *Snapshot, now time.Time, reuse *checkpointColumns
 // fillValues builds the next rows, at most max of them, into b (its previous values dropped)
 // and returns how many. yield, when not nil, is called every yieldRows rows.
 func (src *cpSource) fillValues(b *checkpointColumns, max int, yield func()) int {
-	c := cpCol
+	c := cpClassic.c
 	s := src.s
 	n := len(checkpointSchema.Columns())
 	if len(b.cols) != n {

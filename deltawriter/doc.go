@@ -108,7 +108,8 @@
 // storage.ReadBlockSize, at most storage.ReadBlocks held, never whole; they are written
 // a row group of 65,536 rows at a time from columns in column's levels form built
 // straight from the snapshot's typed actions (53 level bytes and about 17 values per
-// live file) into buffers each Table reuses. With background checkpoints at most two
+// live file) into buffers each Table reuses; a V2 checkpoint writes its file actions the
+// same way into sidecars, and only its few other actions in one JSON file. With background checkpoints at most two
 // snapshots wait for the checkpoint goroutine: the one being written and the newest
 // pending one. A data file is encoded whole in memory before it is stored (parquetenc,
 // "Memory"), and its statistics read the columns handed over without copying them.

@@ -41,6 +41,7 @@ type options struct {
 	bgCheckpoint   bool
 	afterCP        func(ctx context.Context, t *Table, version int64)
 	onStaleHint    func(named int64)
+	v2SidecarFiles int
 }
 
 // WithBackgroundCheckpoints makes Commit hand due checkpoints to one background goroutine
@@ -104,6 +105,14 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithMaxCommitAttempts bounds the versions Commit tries before giving up (default 20).
 func WithMaxCommitAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
+// WithV2SidecarFiles sets the most file actions (adds and unexpired tombstones) per
+// sidecar file of the V2 checkpoints of a table with the v2Checkpoint feature (default
+// 262,144, 4 row groups; n <= 0 keeps it). A table with at most min(n, 1000) file
+// actions keeps them inline in the top-level checkpoint file. Smaller sidecars give
+// readers that read sidecars in parallel (Spark) more tasks; tests use it to get several
+// sidecars from a small table.
+func WithV2SidecarFiles(n int) Option { return func(o *options) { o.v2SidecarFiles = n } }
+
 // WithClock sets the time source for commit timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
@@ -116,6 +125,7 @@ func Open(ctx context.Context, store storage.Store, opts ...Option) (*Table, err
 	for _, o := range opts {
 		o(&t.opts)
 	}
+	t.cpw.sidecarFiles, t.cp.w.sidecarFiles = t.opts.v2SidecarFiles, t.opts.v2SidecarFiles
 	if _, err := t.Snapshot(ctx); err != nil && !errors.Is(err, ErrTableNotFound) {
 		return nil, err
 	}

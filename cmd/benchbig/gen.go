@@ -23,6 +23,7 @@ type genLayout struct {
 	Dir        string  `json:"dir"`
 	Live       int     `json:"liveFiles"`
 	Partitions int     `json:"partitions"`
+	V2         bool    `json:"v2Checkpoint,omitempty"`
 	Commits    int     `json:"commits"`
 	Checkpoint int64   `json:"checkpointVersion"`
 	Version    int64   `json:"version"`
@@ -52,6 +53,7 @@ func genCmd(args []string, stdout io.Writer) error {
 	files := fs.Int("files", 10_000, "live files")
 	parts := fs.Int("partitions", 0, "Hive partitions (date=…); 0: unpartitioned")
 	tail := fs.Int("tail", 10, "commits of 10 files after the checkpoint")
+	v2 := fs.Bool("v2", false, "a table with the v2Checkpoint feature (protocol 3/7, the feature in both lists): V2 checkpoints")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,7 +61,7 @@ func genCmd(args []string, stdout io.Writer) error {
 		return fmt.Errorf("gen: -dir is required")
 	}
 	start := time.Now()
-	lay, err := generate(context.Background(), *dir, *files, *parts, *tail, start)
+	lay, err := generate(context.Background(), *dir, *files, *parts, *tail, *v2, start)
 	if err != nil {
 		return err
 	}
@@ -68,8 +70,8 @@ func genCmd(args []string, stdout io.Writer) error {
 }
 
 // generate writes the table (see the package doc).
-func generate(ctx context.Context, dir string, files, parts, tail int, now time.Time) (genLayout, error) {
-	lay := genLayout{Dir: dir, Partitions: parts}
+func generate(ctx context.Context, dir string, files, parts, tail int, v2 bool, now time.Time) (genLayout, error) {
+	lay := genLayout{Dir: dir, Partitions: parts, V2: v2}
 	if _, err := os.Stat(dir); err == nil {
 		return lay, fmt.Errorf("gen: %s exists", dir)
 	}
@@ -157,7 +159,12 @@ func generate(ctx context.Context, dir string, files, parts, tail int, now time.
 	}
 	tailFiles := tail * 10
 	removed := files / 50
-	actions := []deltalog.Action{{Protocol: &deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}}, {Metadata: &meta}}
+	proto := deltalog.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	if v2 {
+		proto = deltalog.Protocol{MinReaderVersion: 3, MinWriterVersion: 7,
+			ReaderFeatures: []string{deltalog.FeatureV2Checkpoint}, WriterFeatures: []string{deltalog.FeatureV2Checkpoint}}
+	}
+	actions := []deltalog.Action{{Protocol: &proto}, {Metadata: &meta}}
 	var toRemove []deltalog.Add
 	for made := 0; made < files-tailFiles+removed; {
 		for k := 0; k < addsPerCommit && made < files-tailFiles+removed; k++ {

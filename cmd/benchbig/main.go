@@ -2,12 +2,14 @@
 // scripts/bench-bigtable.sh (docs/performance.md, "Big tables"; the figures are in
 // BENCHMARKS.md). It is not part of the daemon.
 //
-//	benchbig gen -dir DIR -files N [-partitions P] [-tail T]
+//	benchbig gen -dir DIR -files N [-partitions P] [-tail T] [-v2]
 //	    writes a Delta table of N live files at DIR (local disk): every data file a hard
 //	    link of one 1-row Parquet file (id = 7) with matching stats, in P Hive partitions
 //	    (date=…; 0: unpartitioned); the adds in commits of at most 10,000, N/50 more files
 //	    added and then removed (half of the tombstones past the 7-day retention, half
 //	    within it), N/1000 orphan files, a checkpoint, then T commits of 10 files each.
+//	    With -v2 the table has the v2Checkpoint feature (protocol 3/7, the feature in
+//	    both lists), so its checkpoints are V2 (UUID-named, file actions in sidecars).
 //	    Prints one JSON object (the layout and the time it took).
 //	benchbig measure -dir DIR -what load|checkpoint|vacuum|refresh|commits|startup
 //	    measures one operation on the table at DIR in this process and prints one JSON

@@ -55,12 +55,23 @@ type logFile struct {
 // deletes every commit (<v>.json), checkpoint (classic, multi-part, V2 UUID-named),
 // checksum (<v>.crc) and compacted log (<a>.<b>.compacted.json) of a version below C.
 // What a reader needs to reconstruct any version from C on is kept: checkpoint C and
-// every commit after it. _last_checkpoint, _sidecars/ and unknown names are never touched.
+// every commit after it. _last_checkpoint and unknown names are never touched.
+//
+// Then the sidecars (steps 4 and 5 of "Metadata Cleanup"): every file in
+// _delta_log/_sidecars/ that no checkpoint left in _delta_log references
+// (deltawriter.CheckpointSidecars, read after the deletions, from a fresh listing) is
+// deleted once its modification time is before both the retention cutoff and a day ago
+// (the protocol keeps a day's sidecars for checkpoints being written). That includes the
+// sidecars of the deleted checkpoints and those a writer left when it failed before
+// writing its top-level checkpoint file. This step runs even when no log file is old
+// enough to go; _sidecars/ is listed once and the checkpoints are read only when an old
+// sidecar is there.
 //
 // The retention is the table's delta.logRetentionDuration (default 30 days) or
 // o.MinRetention, whichever is longer; with delta.enableExpiredLogCleanup = false, or a
-// negative MinRetention, nothing is deleted. Errors: listing or deleting (wrapped store
-// errors; what was deleted stays deleted, the next run continues).
+// negative MinRetention, nothing is deleted. Errors: listing, reading a kept checkpoint
+// (no sidecar is then deleted) or deleting (wrapped store errors; what was deleted stays
+// deleted, the next run continues).
 func CleanupLog(ctx context.Context, t *deltawriter.Table, o LogCleanupOptions) (LogCleanupResult, error) {
 	res := LogCleanupResult{Checkpoint: -1}
 	snap, err := t.Snapshot(ctx)
@@ -140,25 +151,94 @@ func CleanupLog(ctx context.Context, t *deltawriter.Table, o LogCleanupOptions) 
 			c = v
 		}
 	}
-	if c <= 0 {
-		return res, nil
-	}
 	del, ok := st.(storage.Deleter)
 	if !ok {
+		if c <= 0 {
+			return res, nil
+		}
 		return res, fmt.Errorf("clean up log of %s: the store cannot delete objects", t)
 	}
-	res.Checkpoint = c
-	for _, f := range files {
-		if f.version >= c {
+	if c > 0 {
+		res.Checkpoint = c
+		for _, f := range files {
+			if f.version >= c {
+				continue
+			}
+			p := "_delta_log/" + f.name
+			if err := del.Delete(ctx, p); err != nil {
+				return res, fmt.Errorf("clean up log of %s: delete %s: %w", t, p, err)
+			}
+			res.Deleted = append(res.Deleted, p)
+		}
+	}
+	if err := cleanupSidecars(ctx, st, del, cutoff, now(), &res); err != nil {
+		return res, fmt.Errorf("clean up log of %s: %w", t, err)
+	}
+	return res, nil
+}
+
+// sidecarDir holds the sidecar files of V2 checkpoints (PROTOCOL.md, "Sidecar Files").
+const sidecarDir = "_delta_log/_sidecars"
+
+// cleanupSidecars deletes the sidecars older than cutoff and than a day before now that
+// no checkpoint in _delta_log references (CleanupLog), appending them to res.Deleted.
+func cleanupSidecars(ctx context.Context, st storage.Store, del storage.Deleter, cutoff, now time.Time, res *LogCleanupResult) error {
+	if day := now.Add(-24 * time.Hour); day.Before(cutoff) {
+		cutoff = day
+	}
+	ents, err := st.List(ctx, sidecarDir)
+	if err != nil {
+		return err
+	}
+	var old []string
+	for _, e := range ents {
+		if !e.IsDir && e.ModTime.Before(cutoff) {
+			old = append(old, e.Name)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	// Listed after the sidecars: a checkpoint written since references sidecars written
+	// after the listing above, or ones this listing finds.
+	logEnts, err := st.List(ctx, "_delta_log")
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, e := range logEnts {
+		if e.IsDir {
 			continue
 		}
-		p := "_delta_log/" + f.name
+		if f, ok := parseLogName(e.Name); !ok || !isCheckpointName(f.name) {
+			continue
+		}
+		refs, err := deltawriter.CheckpointSidecars(ctx, st, e.Name)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			used[r] = true
+		}
+	}
+	for _, name := range old {
+		if used[name] {
+			continue
+		}
+		p := sidecarDir + "/" + name
 		if err := del.Delete(ctx, p); err != nil {
-			return res, fmt.Errorf("clean up log of %s: delete %s: %w", t, p, err)
+			return fmt.Errorf("delete %s: %w", p, err)
 		}
 		res.Deleted = append(res.Deleted, p)
 	}
-	return res, nil
+	return nil
+}
+
+// isCheckpointName reports whether a _delta_log name (parseLogName) is a checkpoint file,
+// complete multi-part sets and their parts included.
+func isCheckpointName(name string) bool {
+	rest := name[21:]
+	return strings.HasPrefix(rest, "checkpoint.") && (strings.HasSuffix(rest, ".parquet") || strings.HasSuffix(rest, ".json"))
 }
 
 func minKey(m map[int64]time.Time) int64 {

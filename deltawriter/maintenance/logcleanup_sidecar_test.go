@@ -1,0 +1,164 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter"
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/deltawriter/storage"
+)
+
+// failTopStore is a local store whose PutIfAbsent of a V2 top-level checkpoint file fails
+// while fail is set: a writer that dies after its sidecars, before its checkpoint.
+type failTopStore struct {
+	*storage.Local
+	fail bool
+}
+
+var errCrash = errors.New("writer crashed")
+
+func (f *failTopStore) PutIfAbsent(ctx context.Context, p string, data []byte) error {
+	if f.fail && strings.Contains(p, ".checkpoint.") {
+		return errCrash
+	}
+	return f.Local.PutIfAbsent(ctx, p, data)
+}
+
+// sidecarPaths lists _delta_log/_sidecars of root as paths relative to the table root.
+func sidecarPaths(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range dirNames(t, filepath.Join(root, "_delta_log", "_sidecars")) {
+		out = append(out, "_delta_log/_sidecars/"+n)
+	}
+	return out
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestCleanupLogV2Sidecars: on a v2Checkpoint table with 2 file actions per sidecar, a
+// checkpoint at 0 writes 3 sidecars (A); a writer that fails between its sidecars and
+// its top-level file at version 1 leaves 3 unreferenced sidecars (B) and no checkpoint:
+// the table still loads, from checkpoint 0 plus commit 1. Log cleanup keeps B while it
+// is younger than the retention (now, and 29 days on) and deletes exactly B past it
+// (31 days on), keeping A, which checkpoint 0 references. After a checkpoint at 2
+// (sidecars C) and a commit 3, cleanup 31 days on deletes commits 0 and 1, checkpoint 0
+// and its sidecars A, and keeps C; the table loads from checkpoint 2.
+func TestCleanupLogV2Sidecars(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	local, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &failTopStore{Local: local}
+	schema, _ := jsonString(schemaJSON)
+	adds := ""
+	for i := range 5 {
+		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
+	}
+	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := tbl.Checkpoint(ctx); err != nil || v != 0 {
+		t.Fatalf("checkpoint: %d, %v", v, err)
+	}
+	sideA := sidecarPaths(t, root)
+	if len(sideA) != 3 {
+		t.Fatalf("checkpoint 0 wrote sidecars %v, want 3", sideA)
+	}
+	commit := func(v int64) {
+		t.Helper()
+		got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
+		if err != nil || got != v {
+			t.Fatalf("commit %d: %d, %v", v, got, err)
+		}
+	}
+	commit(1)
+	st.fail = true
+	if _, err := tbl.Checkpoint(ctx); !errors.Is(err, errCrash) {
+		t.Fatalf("checkpoint with the top-level write failing: %v, want %v", err, errCrash)
+	}
+	st.fail = false
+	sideB := minus(sidecarPaths(t, root), sideA)
+	if len(sideB) != 3 {
+		t.Fatalf("the failed checkpoint left sidecars %v, want 3", sideB)
+	}
+	load := func(wantV int64, wantFiles int) {
+		t.Helper()
+		fresh, err := deltawriter.Open(ctx, local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := fresh.Snapshot(ctx)
+		if err != nil || s.Version != wantV || s.Files.Len() != wantFiles {
+			t.Fatalf("reopened: version %d, %d files, %v; want %d, %d", s.Version, s.Files.Len(), err, wantV, wantFiles)
+		}
+	}
+	load(1, 6)
+	lc, err := local.Get(ctx, "_delta_log/_last_checkpoint")
+	if err != nil || !strings.HasPrefix(string(lc), `{"version":0,`) {
+		t.Fatalf("_last_checkpoint %s (%v), want version 0", lc, err)
+	}
+
+	now := time.Now()
+	for _, days := range []int{0, 29} {
+		res, err := CleanupLog(ctx, tbl, LogCleanupOptions{Now: func() time.Time { return now.Add(time.Duration(days) * 24 * time.Hour) }})
+		if err != nil || len(res.Deleted) != 0 {
+			t.Fatalf("cleanup %d days on: deleted %v (%v), want nothing", days, res.Deleted, err)
+		}
+	}
+	later := func() time.Time { return now.Add(31 * 24 * time.Hour) }
+	res, err := CleanupLog(ctx, tbl, LogCleanupOptions{Now: later})
+	if err != nil || !slices.Equal(res.Deleted, sideB) || res.Checkpoint != -1 {
+		t.Fatalf("cleanup 31 days on: checkpoint %d, deleted %v (%v); want -1, %v", res.Checkpoint, res.Deleted, err, sideB)
+	}
+	if got := sidecarPaths(t, root); !slices.Equal(got, sideA) {
+		t.Fatalf("sidecars after cleanup %v, want %v", got, sideA)
+	}
+	load(1, 6)
+
+	commit(2)
+	if v, err := tbl.Checkpoint(ctx); err != nil || v != 2 {
+		t.Fatalf("checkpoint: %d, %v", v, err)
+	}
+	sideC := minus(sidecarPaths(t, root), sideA)
+	if len(sideC) != 4 { // 7 files, 2 per sidecar
+		t.Fatalf("checkpoint 2 wrote sidecars %v, want 4", sideC)
+	}
+	commit(3)
+	var cp0 string
+	for _, n := range logNames(t, root) {
+		if strings.HasPrefix(n, "00000000000000000000.checkpoint.") {
+			cp0 = "_delta_log/" + n
+		}
+	}
+	res, err = CleanupLog(ctx, tbl, LogCleanupOptions{Now: later})
+	want := append([]string{"_delta_log/00000000000000000000.json", cp0, "_delta_log/00000000000000000001.json"}, sideA...)
+	slices.Sort(want)
+	if err != nil || res.Checkpoint != 2 || !slices.Equal(res.Deleted, want) {
+		t.Fatalf("cleanup after checkpoint 2: checkpoint %d, deleted %v (%v); want 2, %v", res.Checkpoint, res.Deleted, err, want)
+	}
+	if got := sidecarPaths(t, root); !slices.Equal(got, sideC) {
+		t.Fatalf("sidecars after cleanup %v, want %v", got, sideC)
+	}
+	load(3, 8)
+}
