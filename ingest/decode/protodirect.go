@@ -6,6 +6,7 @@ import (
 	"math"
 	"unicode/utf8"
 
+	"github.com/parquet-go/parquet-go"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -50,28 +51,33 @@ const (
 )
 
 // pdField is one top-level field of the message (pbMsg.fields[i]) with the Avro decoder's
-// step for it (Decoder.ops[i]).
+// step for it (Decoder.ops[i]); what read looks at first, in few bytes.
 type pdField struct {
-	f    *pbField
-	op   *fieldOp
-	kind pdKind
+	kind     pdKind
+	wt       protowire.Type    // the wire type of one value (a list's: of one element)
+	pk       protoreflect.Kind // the Protobuf kind of one value
+	tk       pbKind            // pdTime: pbTimestamp or pbDuration
+	list     bool
+	oneof    bool // a member of a oneof: present, the transcoding path reads the body
+	nullable bool // absent: a null at op.nullDef
 	// text: the string's bytes (an element's, for a list) must be valid UTF-8 (validText):
 	// the wire decoder checks proto3's, the Avro decoder every Avro string's.
 	text    bool
-	notNull bool     // a nullable field whose column is NOT NULL: absent, the record fails
+	notNull bool // a nullable field whose column is NOT NULL: absent, the record fails
+	op      *fieldOp
 	names   [][]byte // pdEnum: value names by number (nil for none)
 	// The value of the field when absent and not nullable (its Avro default decoded).
 	zw uint64
 	zb []byte
 }
 
-// pdSlot is what a body holds for one field: set, and the value's word, or its bytes (a
-// string's, an enum's name), or for a list its occurrences [tag and value ...] and count.
+// pdSlot is what a body holds for one field: n is 0 when it holds none, else 1, or a
+// list's count of values. w is the value's word (an integer, a bool, a double's bits,
+// microseconds), an enum's number, or for a string and a list the offsets of its bytes
+// in the body: start<<32 | end (a list's: its values with the tags between them).
 type pdSlot struct {
-	set bool
-	w   uint64
-	b   []byte
-	n   int
+	w uint64
+	n uint32
 }
 
 // protoDirect is the direct decoder of one (message, Avro decoder) pair.
@@ -79,7 +85,8 @@ type protoDirect struct {
 	pm      *pbMsg
 	d       *Decoder
 	fields  []pdField
-	notNull []int // the indexes of fields with notNull
+	byNum   []int16 // field number → 1 + index in fields, for numbers below len(byNum)
+	notNull []int   // the indexes of fields with notNull
 }
 
 // compileProtoDirect returns the direct decoder of message pm for the Avro decoder d
@@ -88,13 +95,19 @@ func compileProtoDirect(pm *pbMsg, d *Decoder) *protoDirect {
 	if pm == nil || d == nil || d.topUnion || !pm.inOrder || len(d.ops) != len(pm.fields) {
 		return nil
 	}
-	pd := &protoDirect{pm: pm, d: d, fields: make([]pdField, len(pm.fields))}
+	if len(pm.fields) >= 1<<15 {
+		return nil
+	}
+	pd := &protoDirect{pm: pm, d: d, fields: make([]pdField, len(pm.fields)), byNum: make([]int16, len(pm.byNum))}
+	for n, k := range pm.byNum {
+		pd.byNum[n] = int16(k)
+	}
 	fixed := 0 // what the fields may write beyond the body's bytes (see below)
 	for i := range pm.fields {
-		f, op := &pm.fields[i], &d.ops[i]
-		df := &pd.fields[i]
-		df.f, df.op = f, op
-		if !directField(df) {
+		f, df := &pm.fields[i], &pd.fields[i]
+		df.op, df.wt, df.pk, df.tk = &d.ops[i], f.wt, f.typ.pk, f.typ.kind
+		df.list, df.oneof, df.nullable = f.list, f.oneof != 0, f.nullable
+		if !directField(df, f) {
 			return nil
 		}
 		if df.notNull {
@@ -118,8 +131,8 @@ func compileProtoDirect(pm *pbMsg, d *Decoder) *protoDirect {
 
 // directField sets df's kind from its field and step, and reports whether the direct
 // decoder reads it.
-func directField(df *pdField) bool {
-	f, op := df.f, df.op
+func directField(df *pdField, f *pbField) bool {
+	op := df.op
 	if f.isMap || f.typ.pk == protoreflect.GroupKind {
 		return false
 	}
@@ -260,17 +273,29 @@ func (pd *protoDirect) decodeColumns(a *Arena, body []byte, cols []column.Column
 	}
 	slots := s.pdSlots[:len(pd.fields)]
 	if !pd.read(slots, body) {
-		clear(slots)
 		return false
 	}
 	s.cols, s.owned = cols, s.alias
-	pd.write(s, slots)
+	pd.write(s, slots, body)
 	if len(d.missing) > 0 {
 		s.nulls(d.missing, 0, 0)
 	}
 	s.cols = nil
-	clear(slots) // no reference to the body stays in the state
 	return true
+}
+
+// pdVarint reads the varint at the start of b: its value and length (< 0: it does not
+// parse, as protowire.ConsumeVarint).
+func pdVarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	if len(b) >= 8 {
+		if v, n := varint8(binary.LittleEndian.Uint64(b)); n > 0 {
+			return v, n
+		}
+	}
+	return protowire.ConsumeVarint(b)
 }
 
 // read reads body into slots (cleared first) and reports whether the direct decoder
@@ -282,17 +307,32 @@ func (pd *protoDirect) read(slots []pdSlot, b []byte) (ok bool) {
 			ok = false // the transcoding path decides
 		}
 	}()
+	if uint64(len(b)) > math.MaxUint32 {
+		return false // offsets are 32 bits
+	}
 	clear(slots)
-	pm := pd.pm
+	fields := pd.fields
 	next := 0 // the first field not yet read
 	for i := 0; i < len(b); {
 		tagAt := i
-		num, wt, n := readTag(b[i:])
-		if n < 0 {
-			return false
+		var num protowire.Number
+		var wt protowire.Type
+		if c := b[i]; c < 0x80 && c >= 8 { // a one-byte tag
+			num, wt = protowire.Number(c>>3), protowire.Type(c&7)
+			i++
+		} else {
+			var n int
+			if num, wt, n = readTag(b[i:]); n < 0 {
+				return false
+			}
+			i += n
 		}
-		i += n
-		fi := pm.field(num)
+		var fi int
+		if int(num) < len(pd.byNum) {
+			fi = int(pd.byNum[num]) - 1
+		} else {
+			fi = pd.pm.field(num)
+		}
 		if fi < 0 {
 			n := protowire.ConsumeFieldValue(num, wt, b[i:])
 			if n < 0 {
@@ -301,14 +341,14 @@ func (pd *protoDirect) read(slots []pdSlot, b []byte) (ok bool) {
 			i += n
 			continue
 		}
-		f, df, sl := &pm.fields[fi], &pd.fields[fi], &slots[fi]
-		if fi < next || f.oneof != 0 || wt != f.wt || df.kind == pdEmpty {
+		df, sl := &fields[fi], &slots[fi]
+		if fi < next || df.oneof || wt != df.wt || df.kind == pdEmpty {
 			return false
 		}
 		next = fi + 1
-		if f.list {
+		if df.list {
 			// The adjacent occurrences: a value, then tag and value after each.
-			tag, start, count := b[tagAt:i], i, 0
+			tag, start, count := b[tagAt:i], i, uint32(0)
 			for {
 				n := wireLen(b[i:], wt)
 				if n < 0 {
@@ -324,91 +364,126 @@ func (pd *protoDirect) read(slots []pdSlot, b []byte) (ok bool) {
 				}
 				i += len(tag)
 			}
-			sl.set, sl.b, sl.n = true, b[start:i], count
+			sl.w, sl.n = uint64(start)<<32|uint64(i), count
 			continue
 		}
-		n = wireLen(b[i:], wt)
-		if n < 0 {
-			return false
-		}
-		r := b[i : i+n]
-		i += n
-		sl.set = true
-		switch df.kind {
-		case pdLong, pdInt32, pdBool:
-			sl.w = uint64(wireInt(f.typ.pk, r))
-		case pdDouble:
-			sl.w = binary.LittleEndian.Uint64(r)
-		case pdString:
-			p := r[len(r)-wireLenPayload(r):]
-			if df.text && !validText(p) {
+		sl.n = 1
+		switch wt {
+		case protowire.VarintType:
+			v, n := pdVarint(b[i:])
+			if n < 0 {
 				return false
 			}
-			sl.b = p
-		case pdEnum:
-			x := wireInt(protoreflect.EnumKind, r)
-			if x < 0 || x >= int64(len(df.names)) || df.names[x] == nil {
-				return false // a number without a name: its text, written by the transcoding
+			i += n
+			switch df.kind {
+			case pdLong, pdInt32, pdBool:
+				sl.w = uint64(intOf(df.pk, v))
+			case pdEnum:
+				x := int64(int32(v))
+				if x < 0 || x >= int64(len(df.names)) || df.names[x] == nil {
+					return false // a number without a name: its text, written by the transcoding
+				}
+				sl.w = uint64(x)
 			}
-			sl.b = df.names[x]
-		case pdTime:
-			us, ok := wktMicros(f.typ.kind, r[len(r)-wireLenPayload(r):])
-			if !ok {
+		case protowire.Fixed32Type:
+			if len(b)-i < 4 {
 				return false
 			}
-			sl.w = uint64(us)
-		case pdSkip:
-			if df.text && wt == protowire.BytesType && !utf8.Valid(r[len(r)-wireLenPayload(r):]) {
+			sl.w = uint64(intOf(df.pk, uint64(binary.LittleEndian.Uint32(b[i:]))))
+			i += 4
+		case protowire.Fixed64Type:
+			if len(b)-i < 8 {
 				return false
 			}
+			sl.w = binary.LittleEndian.Uint64(b[i:]) // a double's bits, a sfixed64's value
+			i += 8
+		case protowire.BytesType:
+			n := wireLen(b[i:], wt)
+			if n < 0 {
+				return false
+			}
+			p := b[i+n-wireLenPayload(b[i:]) : i+n]
+			switch df.kind {
+			case pdString:
+				if df.text && !validText(p) {
+					return false
+				}
+				sl.w = uint64(i+n-len(p))<<32 | uint64(i+n)
+			case pdTime:
+				us, ok := wktMicros(df.tk, p)
+				if !ok {
+					return false
+				}
+				sl.w = uint64(us)
+			case pdSkip:
+				if df.text && !utf8.Valid(p) {
+					return false
+				}
+			}
+			i += n
+		default:
+			return false // a group: never a direct field
 		}
 	}
 	for _, k := range pd.notNull {
-		if !slots[k].set {
+		if slots[k].n == 0 {
 			return false // the NOT NULL violation
 		}
 	}
 	return true
 }
 
-// write appends the values read into slots to s.cols, as runFields appends them from
-// their Avro encoding.
-func (pd *protoDirect) write(s *state, slots []pdSlot) {
+// write appends the values read into slots from body b to s.cols, as runFields appends
+// them from their Avro encoding.
+func (pd *protoDirect) write(s *state, slots []pdSlot, b []byte) {
 	for i := range pd.fields {
-		df, sl := &pd.fields[i], &slots[i]
+		df, sl := &pd.fields[i], slots[i]
 		op := df.op
 		col, def := int(op.col), int(op.def)
-		w, b := sl.w, sl.b
 		switch df.kind {
 		case pdSkip, pdEmpty:
 			continue
 		case pdList:
-			it := op.item
-			if !sl.set {
+			if sl.n == 0 {
 				s.putNull(0, def, col)
 				continue
 			}
-			icol, idef := int(it.col), int(it.def)
-			rep, p := 0, sl.b
-			for k := 0; k < sl.n; k++ {
+			it := op.item
+			icol, idef := int(it.col&maxFastColumn), int(it.def)
+			c := &s.cols[icol]
+			if c.IsDense() { // never: a list's items are repeated
+				c.ToLevelled()
+			}
+			rep, p := 0, b[sl.w>>32:uint32(sl.w)]
+			for k := uint32(0); k < sl.n; k++ {
 				if k > 0 {
 					_, _, n := readTag(p)
 					p = p[n:]
 				}
 				n := wireLen(p, protowire.BytesType)
-				v := p[n-wireLenPayload(p) : n]
+				// A levelled value built where it is appended, as array appends it.
+				v := parquet.ByteArrayValue(s.own(p[n-wireLenPayload(p) : n]))
+				v.SetRepetitionLevel(int(uint8(rep)))
+				v.SetDefinitionLevel(idef)
+				v.SetColumnIndex(icol)
+				c.Values = append(c.Values, v)
 				p = p[n:]
-				s.putLevelledBytes(s.own(v), rep, idef, icol) // a repeated leaf: levelled
 				rep = int(op.inner)
 			}
 			continue
 		}
-		if !sl.set {
-			if df.f.nullable {
-				s.putNull(0, int(op.nullDef), col)
-				continue
-			}
-			w, b = df.zw, df.zb
+		w := sl.w
+		var v []byte
+		switch {
+		case sl.n == 0 && df.nullable:
+			s.putNull(0, int(op.nullDef), col)
+			continue
+		case sl.n == 0:
+			w, v = df.zw, df.zb
+		case df.kind == pdString:
+			v = b[w>>32 : uint32(w)]
+		case df.kind == pdEnum:
+			v = df.names[w]
 		}
 		switch df.kind {
 		case pdLong, pdTime:
@@ -420,9 +495,9 @@ func (pd *protoDirect) write(s *state, slots []pdSlot) {
 		case pdBool:
 			s.putBoolean(w != 0, 0, def, col)
 		case pdString:
-			s.putBytes(b, 0, def, col)
+			s.putBytes(v, 0, def, col)
 		case pdEnum:
-			s.putByteArray(b, 0, def, col) // a constant, as an enum symbol is
+			s.putByteArray(v, 0, def, col) // a constant, as an enum symbol is
 		}
 	}
 }
@@ -435,14 +510,14 @@ func wktMicros(k pbKind, b []byte) (int64, bool) {
 	i := 0
 	// As serializers write it: seconds then nanos, each at most once.
 	if i < len(b) && b[i] == 0x08 {
-		v, n := protowire.ConsumeVarint(b[i+1:])
+		v, n := pdVarint(b[i+1:])
 		if n < 0 {
 			return 0, false
 		}
 		sec, i = int64(v), i+1+n
 	}
 	if i < len(b) && b[i] == 0x10 {
-		v, n := protowire.ConsumeVarint(b[i+1:])
+		v, n := pdVarint(b[i+1:])
 		if n < 0 {
 			return 0, false
 		}

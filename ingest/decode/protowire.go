@@ -707,6 +707,12 @@ func wireInt(k protoreflect.Kind, r []byte) int64 {
 			v, _ = protowire.ConsumeVarint(r)
 		}
 	}
+	return intOf(k, v)
+}
+
+// intOf is wireInt of the value v read from the wire (a varint's, a fixed32's, a
+// fixed64's bits).
+func intOf(k protoreflect.Kind, v uint64) int64 {
 	switch k {
 	case protoreflect.BoolKind:
 		return int64(b2i(v != 0))
