@@ -302,11 +302,18 @@ func pdVarint(b []byte) (uint64, int) {
 // writes it: the body has the one pass's shape and holds nothing the transcoding path
 // would refuse.
 func (pd *protoDirect) read(slots []pdSlot, b []byte) (ok bool) {
+	// One return: the deferred call is open-coded (no defer record per body).
 	defer func() {
 		if recover() != nil {
 			ok = false // the transcoding path decides
 		}
 	}()
+	ok = pd.scan(slots, b)
+	return ok
+}
+
+// scan is read without the recover.
+func (pd *protoDirect) scan(slots []pdSlot, b []byte) bool {
 	if uint64(len(b)) > math.MaxUint32 {
 		return false // offsets are 32 bits
 	}
@@ -359,7 +366,11 @@ func (pd *protoDirect) read(slots []pdSlot, b []byte) (ok bool) {
 				}
 				i += n
 				count++
-				if !bytes.HasPrefix(b[i:], tag) {
+				if len(tag) == 1 { // bytes.HasPrefix for the one-byte tags of fields 1..15
+					if i == len(b) || b[i] != tag[0] {
+						break
+					}
+				} else if !bytes.HasPrefix(b[i:], tag) {
 					break
 				}
 				i += len(tag)
