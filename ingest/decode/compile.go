@@ -455,7 +455,7 @@ func (c *compiler) recordOps(ws *avro.RecordSchema, ts *deltalog.StructType, pat
 			if err != nil {
 				return nil, nil, err
 			}
-			steps = append(steps, fieldOp{kind: opCall, fn: func(s *state, _ int) error { return skip(s) }})
+			steps = append(steps, fieldOp{kind: opCall, skip: true, fn: func(s *state, _ int) error { return skip(s) }})
 			continue
 		}
 		tf := ts.Fields[j]

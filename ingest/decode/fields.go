@@ -48,6 +48,7 @@ type fieldOp struct {
 
 	path string // field path of errors
 	fn   emitFn // opCall
+	skip bool   // opCall: the field has no column; its value is read and discarded
 }
 
 // maxFastColumn bounds the column index of inline steps: masked with it, the index is

@@ -85,7 +85,11 @@ func CompileRecord(writer *WriterSchema, table *deltalog.StructType, mode deltal
 	if err != nil || writer.body == nil {
 		return d, err
 	}
-	return &transcodingDecoder{avro: d, body: writer.body}, nil
+	td := &transcodingDecoder{avro: d, body: writer.body}
+	if pb, ok := writer.body.(*protoBody); ok {
+		td.direct = compileProtoDirect(pb.top, d)
+	}
+	return td, nil
 }
 
 // maxScratch is the largest transcode buffer a transcodingDecoder keeps for reuse.
@@ -95,17 +99,22 @@ const maxScratch = 1 << 20
 type transcodingDecoder struct {
 	avro    *Decoder
 	body    bodyTranscoder
-	scratch sync.Pool // *[]byte
+	direct  *protoDirect // Protobuf: the bodies it reads skip the transcoding (nil: none)
+	scratch sync.Pool    // *[]byte
 }
 
 func (d *transcodingDecoder) Columns() int { return d.avro.Columns() }
 
 // DecodeColumns transcodes payload into a scratch buffer, then decodes it with the Avro
 // decoder without aliasing (the scratch buffer is reused by the next record: values the
-// columns keep are copied, see Arena).
+// columns keep are copied, see Arena); a Protobuf body the direct decoder reads
+// (protodirect.go) goes straight into the columns instead, with the same result.
 func (d *transcodingDecoder) DecodeColumns(a *Arena, payload []byte, cols []column.Column) error {
 	if len(cols) != d.avro.ncols {
 		return fmt.Errorf("decode record: got %d columns, the decoder writes %d", len(cols), d.avro.ncols)
+	}
+	if d.direct != nil && d.direct.decodeColumns(a, payload, cols) {
+		return nil
 	}
 	sp, _ := d.scratch.Get().(*[]byte)
 	if sp == nil {

@@ -27,7 +27,8 @@ import (
 // the schema's references, fetched from the registry, and the well-known types, compiled
 // in); the body is read from the wire format by a decoder compiled per message
 // (protowire.go) into the Avro binary of an Avro schema derived from the message, which
-// the Avro decoder writes into the column buffers.
+// the Avro decoder writes into the column buffers; the bodies of the common shape go
+// straight into the column buffers instead (protodirect.go).
 
 const (
 	// maxMessageIndexes bounds the message-index array's count (the nesting depth of the

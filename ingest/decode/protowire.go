@@ -668,19 +668,34 @@ func (s *pbState) singular(f *pbField, lv *pbLevel, sl *pbSlot, b []byte, depth 
 // scalar writes one scalar value of t from its wire bytes (a varint, fixed32, fixed64 or
 // length-prefixed value, already checked).
 func (s *pbState) scalar(t *pbType, r []byte) {
-	var v uint64
 	switch t.pk {
 	case protoreflect.FloatKind:
 		f := float64(math.Float32frombits(binary.LittleEndian.Uint32(r)))
 		s.b = binary.LittleEndian.AppendUint32(s.b, math.Float32bits(float32(f)))
-		return
 	case protoreflect.DoubleKind:
 		s.b = append(s.b, r[:8]...)
-		return
 	case protoreflect.StringKind, protoreflect.BytesKind:
 		p, _ := protowire.ConsumeBytes(r)
 		s.str(p)
-		return
+	case protoreflect.BoolKind:
+		s.b = append(s.b, byte(wireInt(t.pk, r)))
+	case protoreflect.EnumKind:
+		s.enum(t, int32(wireInt(t.pk, r)))
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		s.uint64Decimal(uint64(wireInt(t.pk, r)))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind, protoreflect.Uint32Kind, protoreflect.Fixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		s.long(wireInt(t.pk, r))
+	}
+}
+
+// wireInt is the integer one value of an integer, bool or enum kind k has, from its wire
+// bytes r (a varint, fixed32 or fixed64, already checked): what its Avro int, long or
+// boolean holds (a bool 0 or 1, an enum its number, a 32-bit kind its value in 32 bits
+// as the library reads it; a 64-bit unsigned kind its bits).
+func wireInt(k protoreflect.Kind, r []byte) int64 {
+	var v uint64
+	switch k {
 	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
 		v = uint64(binary.LittleEndian.Uint32(r))
 	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
@@ -692,24 +707,25 @@ func (s *pbState) scalar(t *pbType, r []byte) {
 			v, _ = protowire.ConsumeVarint(r)
 		}
 	}
-	switch t.pk {
+	return intOf(k, v)
+}
+
+// intOf is wireInt of the value v read from the wire (a varint's, a fixed32's, a
+// fixed64's bits).
+func intOf(k protoreflect.Kind, v uint64) int64 {
+	switch k {
 	case protoreflect.BoolKind:
-		s.b = append(s.b, b2i(v != 0))
-	case protoreflect.EnumKind:
-		s.enum(t, int32(v))
-	case protoreflect.Int32Kind, protoreflect.Sfixed32Kind:
-		s.long(int64(int32(v)))
+		return int64(b2i(v != 0))
+	case protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Sfixed32Kind:
+		return int64(int32(v))
 	case protoreflect.Sint32Kind:
-		s.long(int64(int32(protowire.DecodeZigZag(v & math.MaxUint32))))
+		return int64(int32(protowire.DecodeZigZag(v & math.MaxUint32)))
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		s.long(int64(uint32(v)))
-	case protoreflect.Int64Kind, protoreflect.Sfixed64Kind:
-		s.long(int64(v))
+		return int64(uint32(v))
 	case protoreflect.Sint64Kind:
-		s.long(protowire.DecodeZigZag(v))
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		s.uint64Decimal(v)
+		return protowire.DecodeZigZag(v)
 	}
+	return int64(v) // int64, sfixed64, uint64, fixed64
 }
 
 // list writes a repeated field: an Avro array of its values in wire order.

@@ -30,7 +30,8 @@ type state struct {
 	// zeroItems bounds the array items of zero encoded size one record may produce, since
 	// their count is not bounded by the input length.
 	zeroItems int
-	lens      []int // column lengths before the record, for the rollback
+	lens      []int    // column lengths before the record, for the rollback
+	pdSlots   []pdSlot // the direct Protobuf decoder's fields of the record (protodirect.go)
 	// owned is set when values sliced from buf may be appended as they are (see own):
 	// buf is the record's copy in the arena (Decoder.copies), or the payload itself under
 	// alias.
