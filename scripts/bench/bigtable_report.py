@@ -109,6 +109,19 @@ def s3_tables(rows, f, small):
         print("| {} | {} | {} | {} | {} | {} |".format(
             r["n"], r["parts"] or "none", objs or "log only", f(r.get("seconds")),
             "{:.0f}".format(objs / r["seconds"]) if objs and r.get("seconds") else "–", f(r.get("cpuS"))))
+    vac = sorted({(r["n"], r["parts"]) for r in rows if r["what"] == "vacuum"})
+    if vac:
+        print()
+        print("VACUUM dry run's CPU (the listing's pages decoded included):")
+        print()
+        print("| live files | partitions | ingestd CPU s (alloc MiB) | delta-rs CPU s | × |")
+        print("|---:|---:|---|---|---:|")
+        byv = {(r["engine"], r["n"], r["parts"]): r for r in rows if r["what"] == "vacuum"}
+        for n, p in vac:
+            o, t = byv.get(("ingestd", n, p), {}), byv.get(("delta-rs", n, p), {})
+            co, ct = o.get("cpuS"), t.get("cpuS")
+            print("| {} | {} | {} ({}) | {} | {} |".format(n, p or "none", f(co), f(o.get("allocMiB"), "{:.0f}"), f(ct),
+                                                         f(co / ct) if co and ct else "–"))
     real = [r for r in rows if r["what"] == "vacuumreal"]
     if not real:
         return
