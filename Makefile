@@ -66,7 +66,7 @@ bench-upsert: ## upserts into a table of 10 M rows: ingestd beside an append bas
 bench-cdc: ## PostgreSQL → Debezium (Kafka Connect) → ingestd → Delta on the stack: a source table of 1 M rows, a steady and a flat-out change workload (SNAPSHOT=initial: its snapshot first); changes/s, CPU per change of the Connect worker (the baseline) and of ingestd, commit → visible lag, and a delta-rs check against the source; not part of `make test` (ROWS, RATE, DURATION, …: see scripts/bench-cdc.sh)
 	scripts/bench-cdc.sh
 
-bench-bigtable: ## Delta tables of 10^4..10^6 live files: snapshot load, refresh, checkpoint, VACUUM dry run, commits and start-up beside delta-rs, one core each; not part of `make test` (SIZES, PARTS, BIG_DIR, …: see scripts/bench-bigtable.sh)
+bench-bigtable: ## Delta tables of 10^4..10^6 live files: snapshot load, refresh, checkpoint, VACUUM dry run, commits and start-up beside delta-rs, one core each; not part of `make test` (SIZES, PARTS, BIG_DIR, STORE=s3 for the S3 emulator, …: see scripts/bench-bigtable.sh)
 	scripts/bench-bigtable.sh
 
 bench-optimize: ## OPTIMIZE beside delta-rs optimize.compact() on the same tables (1 KB and 200 B rows), CPU s, MB/s per CPU-s, peak RSS, two runs each; not part of `make test` (TABLES, RUNS: see scripts/bench/optimize.py)

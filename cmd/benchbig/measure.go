@@ -37,14 +37,27 @@ type result struct {
 	Count        int     `json:"count,omitempty"`
 	ListingWall  float64 `json:"listingWallS,omitempty"`
 	CandidateDel int     `json:"toDelete,omitempty"`
+	// A real VACUUM (vacuumreal): how its deletes were sent, the round, the objects
+	// deleted, the delete requests, the wall time from the first request's start to the
+	// last one's end, objects deleted per second of it, and the data files listed after.
+	Deletes     string  `json:"deletes,omitempty"`
+	Round       int     `json:"round,omitempty"`
+	Deleted     int     `json:"deleted,omitempty"`
+	Requests    int     `json:"deleteRequests,omitempty"`
+	DeleteWall  float64 `json:"deleteWallS,omitempty"`
+	DeletedPerS float64 `json:"deletedPerS,omitempty"`
+	Remaining   int     `json:"dataFilesAfter,omitempty"`
 }
 
 func measureCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("measure", flag.ContinueOnError)
-	dir := fs.String("dir", "", "table directory")
-	what := fs.String("what", "load", "load|checkpoint|vacuum|refresh|commits|startup")
+	dir := fs.String("dir", "", "table directory on local disk")
+	uri := fs.String("uri", "", "table URI instead of -dir (s3://bucket/prefix, gs://…, az://…, file:///path)")
+	what := fs.String("what", "load", "load|checkpoint|vacuum|vacuumreal|refresh|commits|startup")
 	n := fs.Int("n", 50, "commits (refresh, commits)")
 	pace := fs.Duration("pace", 200*time.Millisecond, "pause between commits (commits): a pipeline commits every max_age, not back to back")
+	retain := fs.Duration("retain", -1, "VACUUM's retention (vacuum, vacuumreal); negative: the table's delta.deletedFileRetentionDuration")
+	rounds := fs.Int("rounds", 1, "rounds of a batched and a one-by-one real VACUUM (vacuumreal)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole measurement to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -61,19 +74,32 @@ func measureCmd(args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	ctx := context.Background()
-	st, err := storage.NewLocal(*dir)
+	u, err := tableURI(*dir, *uri)
 	if err != nil {
-		return err
+		return fmt.Errorf("measure: %w", err)
 	}
-	r := result{What: *what, Dir: *dir}
+	ctx := context.Background()
+	st, err := openStore(ctx, u, false)
+	if err != nil {
+		return fmt.Errorf("measure: %w", err)
+	}
+	r := result{What: *what, Dir: u}
 	switch *what {
 	case "load":
 		err = measureLoad(ctx, st, &r)
 	case "checkpoint":
 		err = measureCheckpoint(ctx, st, &r)
 	case "vacuum":
-		err = measureVacuum(ctx, st, &r)
+		err = measureVacuum(ctx, st, *retain, &r)
+	case "vacuumreal":
+		enc := json.NewEncoder(stdout)
+		err = measureVacuumReal(ctx, st, *retain, *rounds, r, func(r result) error {
+			r.PeakRSSMiB = peakRSSMiB()
+			return enc.Encode(r)
+		})
+		if err == nil {
+			return nil
+		}
 	case "refresh":
 		err = measureRefresh(ctx, st, *n, &r)
 	case "commits":
@@ -168,9 +194,10 @@ func measureCheckpoint(ctx context.Context, st storage.Store, r *result) error {
 }
 
 // measureVacuum loads the table, lists it (the store's listing time, for reference), then
-// runs a VACUUM dry run with the table's retention (timed; heapPeakMiB: the most heap it
-// held beside the loaded snapshot, sampled every millisecond).
-func measureVacuum(ctx context.Context, st storage.Store, r *result) error {
+// runs a VACUUM dry run with the retention retain (negative: the table's; timed;
+// heapPeakMiB: the most heap it held beside the loaded snapshot, sampled every
+// millisecond).
+func measureVacuum(ctx context.Context, st storage.Store, retain time.Duration, r *result) error {
 	tbl, snap, err := loadTable(ctx, st)
 	if err != nil {
 		return err
@@ -184,7 +211,7 @@ func measureVacuum(ctx context.Context, st storage.Store, r *result) error {
 	stop := watchHeap()
 	a0 := totalAlloc()
 	c0, t0 := cpuSeconds(), time.Now()
-	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: -1, DryRun: true})
+	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: retain, DryRun: true})
 	r.Wall, r.CPU = time.Since(t0).Seconds(), cpuSeconds()-c0
 	r.HeapPeakMiB = float64(stop()) / (1 << 20)
 	if err != nil {
