@@ -181,4 +181,3 @@ func TestV2CheckpointCrashAtEachStep(t *testing.T) {
 		})
 	}
 }
-
