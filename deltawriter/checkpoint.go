@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -103,8 +104,10 @@ func readCheckpoint(ctx context.Context, st storage.Store, v int64, names []stri
 
 // CheckpointSidecars returns the sidecar files that the checkpoint file name (in
 // _delta_log) references, as paths relative to _delta_log/_sidecars, URL-decoded
-// (PROTOCOL.md, "Sidecar File Information"); absolute sidecar URIs are left out (they are
-// not in this table's _sidecars). A JSON checkpoint is scanned line by line and only its
+// (PROTOCOL.md, "Sidecar File Information"). A sidecar named by an absolute URI gives its
+// file name: the protocol puts every sidecar in the table's own _delta_log/_sidecars and
+// only encourages writers to store the bare name, so log cleanup must keep that file
+// too. A JSON checkpoint is scanned line by line and only its
 // lines naming "sidecar" are decoded; of a Parquet one only the footer and the
 // sidecar.path column are read, so a classic checkpoint (no sidecar column) costs one
 // footer read. On a store with ranged reads (storage.RangeGetter) neither is held whole:
@@ -115,7 +118,14 @@ func CheckpointSidecars(ctx context.Context, st storage.Store, name string) ([]s
 	p := logDir + "/" + name
 	var paths []string
 	keep := func(sp string) {
-		if sp == "" || strings.Contains(sp, ":") || strings.HasPrefix(sp, "/") {
+		if sp == "" {
+			return
+		}
+		if strings.Contains(sp, ":") || strings.HasPrefix(sp, "/") {
+			if u, err := url.Parse(sp); err == nil {
+				sp = u.Path
+			}
+			paths = append(paths, path.Base(sp))
 			return
 		}
 		if dec, err := url.PathUnescape(sp); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -161,4 +162,78 @@ func TestCleanupLogV2Sidecars(t *testing.T) {
 		t.Fatalf("sidecars after cleanup %v, want %v", got, sideC)
 	}
 	load(3, 8)
+}
+
+// TestCleanupLogKeepsAbsoluteSidecarPaths: a sidecar action may name its file by an
+// absolute URI (PROTOCOL.md, "Sidecar File Information": sidecar files always reside in
+// the table's own _delta_log/_sidecars, writers are only encouraged to store the bare
+// name). Checkpoint 1, kept by log cleanup (commit 1 is within the retention), names its
+// 40-day-old sidecars by their file:// URIs, as another writer may: cleanup deletes
+// commit 0 and keeps those sidecars, which a reader of version 1 needs.
+func TestCleanupLogKeepsAbsoluteSidecarPaths(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	st, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, _ := jsonString(schemaJSON)
+	adds := ""
+	for i := range 5 {
+		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
+	}
+	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(v int64) {
+		t.Helper()
+		got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
+		if err != nil || got != v {
+			t.Fatalf("commit %d: %d, %v", v, got, err)
+		}
+	}
+	commit(1)
+	if v, err := tbl.Checkpoint(ctx); err != nil || v != 1 {
+		t.Fatalf("checkpoint: %d, %v", v, err)
+	}
+	side1 := sidecarPaths(t, root)
+	var cp1 string
+	for _, n := range logNames(t, root) {
+		if strings.HasPrefix(n, "00000000000000000001.checkpoint.") {
+			cp1 = filepath.Join(root, "_delta_log", n)
+		}
+	}
+	data, err := os.ReadFile(cp1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := strings.ReplaceAll(string(data), `"sidecar":{"path":"`, `"sidecar":{"path":"`+st.URI()+`/_delta_log/_sidecars/`)
+	if strings.Count(abs, st.URI()) != len(side1) || len(side1) != 3 {
+		t.Fatalf("checkpoint 1 with absolute sidecar paths:\n%s\nwant 3 of them", abs)
+	}
+	if err := os.WriteFile(cp1, []byte(abs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit(2)
+	if v, err := tbl.Checkpoint(ctx); err != nil || v != 2 {
+		t.Fatalf("checkpoint: %d, %v", v, err)
+	}
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	for _, p := range append([]string{"_delta_log/00000000000000000000.json"}, side1...) {
+		if err := os.Chtimes(filepath.Join(root, filepath.FromSlash(p)), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := CleanupLog(ctx, tbl, LogCleanupOptions{})
+	if err != nil || res.Checkpoint != 1 || !slices.Equal(res.Deleted, []string{"_delta_log/00000000000000000000.json"}) {
+		t.Fatalf("cleanup: checkpoint %d, deleted %v (%v); want 1, commit 0 only", res.Checkpoint, res.Deleted, err)
+	}
+	for _, p := range side1 {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+			t.Errorf("sidecar %s of kept checkpoint 1: %v", p, err)
+		}
+	}
 }
