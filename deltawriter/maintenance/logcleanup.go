@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ingestd/ingestd/deltawriter"
@@ -26,6 +27,68 @@ type LogCleanupOptions struct {
 	MinRetention time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Sidecars, when not nil, remembers across runs which sidecars each checkpoint file
+	// references, so that a run reads only the checkpoints written since the last one
+	// (a v2Checkpoint table keeps a checkpoint per interval for the whole retention:
+	// thousands). nil: every checkpoint is read when an old sidecar is there.
+	Sidecars *SidecarRefs
+}
+
+// SidecarRefs caches the sidecars each checkpoint file references, for log cleanup runs
+// of one table (LogCleanupOptions.Sidecars). A checkpoint file is immutable once written,
+// but a classic-named one can be replaced by another writer checkpointing the same
+// version with other sidecars, so an entry is keyed by the file's name, size and
+// modification time as listed: a replaced file is read again. Entries of files no longer
+// listed are dropped at each run, so it holds at most the checkpoints in _delta_log. Safe
+// for concurrent use.
+type SidecarRefs struct {
+	mu sync.Mutex
+	m  map[sidecarRefKey][]string
+}
+
+type sidecarRefKey struct {
+	name    string
+	size    int64
+	modTime int64 // UnixNano
+}
+
+// NewSidecarRefs returns an empty cache.
+func NewSidecarRefs() *SidecarRefs { return &SidecarRefs{m: map[sidecarRefKey][]string{}} }
+
+// refs returns the sidecars that checkpoint e references, from the cache or read from st.
+func (c *SidecarRefs) refs(ctx context.Context, st storage.Store, e storage.FileInfo) ([]string, error) {
+	if c == nil {
+		return deltawriter.CheckpointSidecars(ctx, st, e.Name)
+	}
+	k := sidecarRefKey{e.Name, e.Size, e.ModTime.UnixNano()}
+	c.mu.Lock()
+	r, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := deltawriter.CheckpointSidecars(ctx, st, e.Name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.m[k] = r
+	c.mu.Unlock()
+	return r, nil
+}
+
+// keep drops the entries whose keys are not in listed.
+func (c *SidecarRefs) keep(listed map[sidecarRefKey]bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if !listed[k] {
+			delete(c.m, k)
+		}
+	}
 }
 
 // LogCleanupResult says what a log cleanup did.
@@ -171,7 +234,7 @@ func CleanupLog(ctx context.Context, t *deltawriter.Table, o LogCleanupOptions) 
 			res.Deleted = append(res.Deleted, p)
 		}
 	}
-	if err := cleanupSidecars(ctx, st, del, cutoff, now(), &res); err != nil {
+	if err := cleanupSidecars(ctx, st, del, o.Sidecars, cutoff, now(), &res); err != nil {
 		return res, fmt.Errorf("clean up log of %s: %w", t, err)
 	}
 	return res, nil
@@ -181,8 +244,9 @@ func CleanupLog(ctx context.Context, t *deltawriter.Table, o LogCleanupOptions) 
 const sidecarDir = "_delta_log/_sidecars"
 
 // cleanupSidecars deletes the sidecars older than cutoff and than a day before now that
-// no checkpoint in _delta_log references (CleanupLog), appending them to res.Deleted.
-func cleanupSidecars(ctx context.Context, st storage.Store, del storage.Deleter, cutoff, now time.Time, res *LogCleanupResult) error {
+// no checkpoint in _delta_log references (CleanupLog; cache, when not nil, holds what
+// earlier runs read), appending them to res.Deleted.
+func cleanupSidecars(ctx context.Context, st storage.Store, del storage.Deleter, cache *SidecarRefs, cutoff, now time.Time, res *LogCleanupResult) error {
 	if day := now.Add(-24 * time.Hour); day.Before(cutoff) {
 		cutoff = day
 	}
@@ -206,6 +270,7 @@ func cleanupSidecars(ctx context.Context, st storage.Store, del storage.Deleter,
 		return err
 	}
 	used := map[string]bool{}
+	listed := map[sidecarRefKey]bool{}
 	for _, e := range logEnts {
 		if e.IsDir {
 			continue
@@ -213,7 +278,8 @@ func cleanupSidecars(ctx context.Context, st storage.Store, del storage.Deleter,
 		if f, ok := parseLogName(e.Name); !ok || !isCheckpointName(f.name) {
 			continue
 		}
-		refs, err := deltawriter.CheckpointSidecars(ctx, st, e.Name)
+		listed[sidecarRefKey{e.Name, e.Size, e.ModTime.UnixNano()}] = true
+		refs, err := cache.refs(ctx, st, e)
 		if err != nil {
 			return err
 		}
@@ -221,6 +287,7 @@ func cleanupSidecars(ctx context.Context, st storage.Store, del storage.Deleter,
 			used[r] = true
 		}
 	}
+	cache.keep(listed)
 	for _, name := range old {
 		if used[name] {
 			continue

@@ -237,3 +237,129 @@ func TestCleanupLogKeepsAbsoluteSidecarPaths(t *testing.T) {
 		}
 	}
 }
+
+// countStore is a local store counting the reads of checkpoint files (Stat, Get or
+// GetRange of a "<v>.checkpoint.*" path: CheckpointSidecars makes one Stat per file on a
+// store with ranged reads).
+type countStore struct {
+	*storage.Local
+	stats int
+}
+
+func (c *countStore) Stat(ctx context.Context, p string) (storage.FileInfo, error) {
+	if strings.Contains(p, ".checkpoint.") {
+		c.stats++
+	}
+	return c.Local.Stat(ctx, p)
+}
+
+// TestCleanupLogSidecarRefsCached: with a SidecarRefs kept across runs, log cleanup reads
+// each checkpoint file once: 4 checkpoints on the first run, none on the second, the one
+// new checkpoint on the third. A checkpoint file replaced in place (another writer's
+// checkpoint of the same version, naming other sidecars) is read again, so the sidecar
+// it now names is kept. Every run deletes the same old unreferenced sidecar as a run
+// without the cache would.
+func TestCleanupLogSidecarRefsCached(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	local, err := storage.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &countStore{Local: local}
+	schema, _ := jsonString(schemaJSON)
+	adds := ""
+	for i := range 5 {
+		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
+	}
+	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpointAt := func(v int64) {
+		t.Helper()
+		if v > 0 {
+			got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
+			if err != nil || got != v {
+				t.Fatalf("commit %d: %d, %v", v, got, err)
+			}
+		}
+		if got, err := tbl.Checkpoint(ctx); err != nil || got != v {
+			t.Fatalf("checkpoint: %d, %v", got, err)
+		}
+	}
+	for v := range int64(4) {
+		checkpointAt(v)
+	}
+	// The checkpoints' sidecars are old (their checkpoints are kept: the commits are
+	// young), so every run must know which checkpoint names them; plus an old sidecar no
+	// checkpoint names (a writer that failed before its top-level file), and another one
+	// that the replaced checkpoint will name.
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	for _, p := range sidecarPaths(t, root) {
+		if err := os.Chtimes(filepath.Join(root, filepath.FromSlash(p)), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"orphan.parquet", "adopted.parquet"} {
+		p := filepath.Join(root, "_delta_log", "_sidecars", n)
+		if err := os.WriteFile(p, []byte("PAR1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := NewSidecarRefs()
+	run := func(wantReads int, wantDeleted []string) {
+		t.Helper()
+		if _, err := tbl.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := st.stats
+		res, err := CleanupLog(ctx, tbl, LogCleanupOptions{Sidecars: cache})
+		if err != nil || !slices.Equal(res.Deleted, wantDeleted) {
+			t.Fatalf("cleanup deleted %v (%v), want %v", res.Deleted, err, wantDeleted)
+		}
+		if got := st.stats - before; got != wantReads {
+			t.Errorf("cleanup read %d checkpoint files, want %d", got, wantReads)
+		}
+	}
+	// The first run reads the 4 checkpoints and deletes both unnamed sidecars; the
+	// second reads none.
+	run(4, []string{"_delta_log/_sidecars/adopted.parquet", "_delta_log/_sidecars/orphan.parquet"})
+	run(0, nil)
+	checkpointAt(4)
+	run(1, nil)
+
+	// Checkpoint 4's file replaced in place: it now also names adopted.parquet.
+	for _, n := range []string{"orphan.parquet", "adopted.parquet"} {
+		p := filepath.Join(root, "_delta_log", "_sidecars", n)
+		if err := os.WriteFile(p, []byte("PAR1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cp4 string
+	for _, n := range logNames(t, root) {
+		if strings.HasPrefix(n, "00000000000000000004.checkpoint.") {
+			cp4 = filepath.Join(root, "_delta_log", n)
+		}
+	}
+	data, err := os.ReadFile(cp4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, []byte(`{"sidecar":{"path":"adopted.parquet","sizeInBytes":4,"modificationTime":1}}`+"\n")...)
+	if err := os.WriteFile(cp4, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(1, []string{"_delta_log/_sidecars/orphan.parquet"})
+	if _, err := os.Stat(filepath.Join(root, "_delta_log", "_sidecars", "adopted.parquet")); err != nil {
+		t.Errorf("adopted.parquet, named by the replaced checkpoint 4: %v", err)
+	}
+}

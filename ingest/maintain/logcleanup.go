@@ -48,6 +48,10 @@ type LogCleaner struct {
 	log     *slog.Logger
 	clients kafkaclient.Clients
 
+	// sidecars remembers which sidecars each checkpoint of the table references, so that
+	// a run reads only the checkpoints written since the last one.
+	sidecars *maintenance.SidecarRefs
+
 	mu     sync.Mutex
 	hold   time.Duration
 	holdAt time.Time
@@ -62,7 +66,7 @@ func NewLogCleaner(cfg *config.Config, log *slog.Logger, clients kafkaclient.Cli
 	if log == nil {
 		log = slog.Default()
 	}
-	return &LogCleaner{cfg: cfg, log: log, clients: clients}
+	return &LogCleaner{cfg: cfg, log: log, clients: clients, sidecars: maintenance.NewSidecarRefs()}
 }
 
 // AfterCheckpoint is the deltawriter.WithAfterCheckpoint hook: after checkpoint version of
@@ -86,7 +90,7 @@ func (c *LogCleaner) AfterCheckpoint(ctx context.Context, t *deltawriter.Table, 
 			"dead_letter_topic", c.cfg.DeadLetter.Topic, "checkpoint", version)
 		return
 	}
-	res, err := maintenance.CleanupLog(ctx, t, maintenance.LogCleanupOptions{MinRetention: hold})
+	res, err := maintenance.CleanupLog(ctx, t, maintenance.LogCleanupOptions{MinRetention: hold, Sidecars: c.sidecars})
 	if err != nil {
 		c.log.Warn("log cleanup failed", "table", c.cfg.Table.URI, "checkpoint", version, "err", err)
 		return
