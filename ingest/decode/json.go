@@ -66,6 +66,7 @@ type jNode struct {
 	fields       []jField // jStruct
 	byName       map[string]int
 	byKey        map[string]int // deltalog.NameKey → index
+	plain        []bool         // per field: its name is a JSON string's text as it is (no quote, backslash nor control byte; UTF-8)
 	elem, values *jNode
 	// js are the checks the one-pass transcoder adds for a JSON Schema whose validator it
 	// stands in for (jsonschema.go, jsGen): it gives up on what they refuse, and the
@@ -82,9 +83,11 @@ type jField struct {
 func (n *jNode) index() {
 	n.byName = make(map[string]int, len(n.fields))
 	n.byKey = make(map[string]int, len(n.fields))
+	n.plain = make([]bool, len(n.fields))
 	for i, f := range n.fields {
 		n.byName[f.name] = i
 		n.byKey[deltalog.NameKey(f.name)] = i
+		n.plain[i] = utf8.ValidString(f.name) && !strings.ContainsFunc(f.name, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 })
 	}
 }
 
