@@ -233,42 +233,93 @@ func parseInt(num []byte, bitSize int) (int64, bool) {
 var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 // exactFloat64 is strconv.ParseFloat(string(num), 64) for the JSON numbers it reads
-// exactly, the way strconv's own exact path does (its atof64exact): no exponent, a
-// mantissa of at most 52 bits and at most 22 digits after the point, so the value is
-// the mantissa divided by a power of ten, both exact, in one correctly rounded division.
-// ok is false for any other text, which strconv then reads.
+// exactly, the way strconv's own exact path does (atof64exact): a mantissa of at most 52
+// bits times or over a power of ten, both exact, in one correctly rounded operation
+// (m / 10^k for k ≤ 22 digits after the point, m × 10^k up to 10^37 while m × 10^(k−22)
+// stays within 10^15). ok is false for any other text, which strconv then reads. num is
+// a JSON number's text (RFC 8259 grammar, checked by number).
 func exactFloat64(num []byte) (v float64, ok bool) {
 	i, neg := 0, false
 	if len(num) > 0 && num[0] == '-' {
 		i, neg = 1, true
 	}
 	var m uint64
-	digits, frac, dot := 0, 0, false
+	digits, exp, dot := 0, 0, false
 	for ; i < len(num); i++ {
-		switch c := num[i]; {
-		case c >= '0' && c <= '9':
+		c := num[i]
+		if c >= '0' && c <= '9' {
 			if m>>52 != 0 {
 				return 0, false // past the exact mantissas (and never near an overflow)
 			}
 			m = m*10 + uint64(c-'0')
 			digits++
 			if dot {
-				frac++
+				exp--
 			}
-		case c == '.' && !dot:
-			dot = true
-		default:
-			return 0, false // an exponent
+			continue
 		}
+		if c == '.' && !dot {
+			dot = true
+			continue
+		}
+		break
 	}
-	if digits == 0 || m>>52 != 0 || frac >= len(float64pow10) {
+	if digits == 0 {
 		return 0, false
+	}
+	if i < len(num) { // the exponent: e or E, a sign, digits
+		if num[i] != 'e' && num[i] != 'E' || i+1 == len(num) {
+			return 0, false
+		}
+		i++
+		esign := 1
+		if num[i] == '+' || num[i] == '-' {
+			if num[i] == '-' {
+				esign = -1
+			}
+			i++
+		}
+		e := 0
+		if i == len(num) {
+			return 0, false
+		}
+		for ; i < len(num); i++ {
+			c := num[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			if e < 10000 {
+				e = e*10 + int(c-'0')
+			}
+		}
+		exp += esign * e
+	}
+	if m>>52 != 0 {
+		return 0, false
+	}
+	if m == 0 {
+		exp = 0 // strconv reads any zero as ±0, whatever its exponent
 	}
 	v = float64(m)
 	if neg {
 		v = -v
 	}
-	return v / float64pow10[frac], true
+	switch {
+	case exp == 0:
+		return v, true
+	case exp > 0 && exp <= 15+22:
+		if exp > 22 {
+			v *= float64pow10[exp-22]
+			exp = 22
+		}
+		if v > 1e15 || v < -1e15 {
+			return 0, false
+		}
+		return v * float64pow10[exp], true
+	case exp < 0 && exp >= -22:
+		return v / float64pow10[-exp], true
+	}
+	return 0, false
 }
 
 // value writes the value at f.i as n (jEncoder.value's conversions).
@@ -599,6 +650,7 @@ func (f *jFast) object(n *jNode, depth int) bool {
 	kbase := len(f.keys)
 	defer func() { f.keys = f.keys[:kbase] }()
 	inOrder, last, nkeys := true, -1, 0
+	prev := 0 // n.succ's index of the last field read: 0 before the first, i+1 after field i
 	if f.peek() == '}' {
 		f.i++
 	} else {
@@ -609,14 +661,19 @@ func (f *jFast) object(n *jNode, depth int) bool {
 			var i int
 			var known bool
 			var k []byte
-			next := last + 1
-			if next < len(n.plain) && n.plain[next] {
-				// The key writers put next, when the text is that name then its closing
-				// quote: the string str would read (the name has no quote, backslash nor
-				// control byte and is valid UTF-8), found without scanning it.
-				name := n.fields[next].name
+			// The field writers put next: the one that came after the last field in the
+			// last document read, else the next in field order.
+			guess := last + 1
+			if prev < len(n.succ) {
+				guess = int(n.succ[prev].Load())
+			}
+			if uint(guess) < uint(len(n.plain)) && n.plain[guess] {
+				// When the text is that name then its closing quote, it is the string str
+				// would read (the name has no quote, backslash nor control byte and is
+				// valid UTF-8), found without scanning nor hashing it.
+				name := n.fields[guess].name
 				if e := f.i + 1 + len(name); e < len(f.b) && f.b[e] == '"' && string(f.b[f.i+1:e]) == name {
-					k, i, known = f.b[f.i+1:e], next, true
+					k, i, known = f.b[f.i+1:e], guess, true
 					f.i = e + 1
 				}
 			}
@@ -635,8 +692,8 @@ func (f *jFast) object(n *jNode, depth int) bool {
 			}
 			switch {
 			case known:
-			case next < len(n.fields) && string(k) == n.fields[next].name:
-				i, known = next, true // the key writers put next: no hashing
+			case uint(guess) < uint(len(n.fields)) && string(k) == n.fields[guess].name:
+				i, known = guess, true // no hashing
 			default:
 				i, known = n.fieldBytes(k)
 				if known && n.js&jsExactKeys != 0 && string(k) != n.fields[i].name {
@@ -666,6 +723,10 @@ func (f *jFast) object(n *jNode, depth int) bool {
 					inOrder = false
 				}
 				last = i
+				if prev < len(n.succ) && int(n.succ[prev].Load()) != i {
+					n.succ[prev].Store(int32(i)) // the next document's guess (a race only changes a guess)
+				}
+				prev = i + 1
 				if f.doc {
 					obj[string(k)] = f.pop()
 				}

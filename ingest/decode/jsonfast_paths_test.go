@@ -13,7 +13,8 @@ import (
 
 // TestExactFloat64MatchesStrconv checks exactFloat64 against strconv.ParseFloat on fixed
 // texts (the bounds of its exact path) and on random JSON numbers of 1 to 20 digits with 0
-// to 24 after the point: where it reads a text, the same bits; and it reads the common ones.
+// to 24 after the point, a third with an exponent: where it reads a text, the same bits;
+// and it reads the common ones.
 func TestExactFloat64MatchesStrconv(t *testing.T) {
 	for _, c := range []struct {
 		in string
@@ -30,8 +31,21 @@ func TestExactFloat64MatchesStrconv(t *testing.T) {
 		{"4503599627370496", false, 0},               // 2^52: strconv's exact path stops there too
 		{"0.0000000000000000000001", true, 1e-22},
 		{"0.00000000000000000000001", false, 0}, // 10^-23 is not exact
-		{"1e3", false, 0},
-		{"1.5E-2", false, 0},
+		{"1e3", true, 1000},
+		{"1.5E-2", true, 0.015},
+		{"-1.23456789e+06", true, -1234567.89},
+		{"0e999", true, 0},
+		{"-0.0e-999", true, math.Copysign(0, -1)},
+		{"1e22", true, 1e22},
+		{"1e37", true, 1e37},
+		{"1e38", false, 0},
+		{"1000000000000000e22", true, 1e37},
+		{"10000000000000000e21", false, 0},
+		{"1e-22", true, 1e-22},
+		{"1e-23", false, 0},
+		{"12.5e-21", true, 12.5e-21},
+		{"1e", false, 0},
+		{"1e+", false, 0},
 		{"123456789012345678", false, 0},
 		{"0.00000000000000000000000000000000000000000001", false, 0},
 		{"", false, 0},
@@ -65,12 +79,20 @@ func TestExactFloat64MatchesStrconv(t *testing.T) {
 				b.WriteByte(byte('0' + []int{0, 9, r.IntN(10)}[r.IntN(3)]))
 			}
 		}
+		if r.IntN(3) == 0 {
+			b.WriteString([]string{"e", "E", "e+", "e-", "E-"}[r.IntN(5)])
+			b.WriteString(strconv.Itoa([]int{0, 1, 6, 15, 22, 23, 37, 38, r.IntN(400)}[r.IntN(9)]))
+		}
 		s := b.String()
 		want, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			t.Fatal(err)
+		v, ok := exactFloat64([]byte(s))
+		if err != nil { // out of range
+			if ok {
+				t.Fatalf("exactFloat64(%q) = %v; strconv: %v", s, v, err)
+			}
+			continue
 		}
-		if v, ok := exactFloat64([]byte(s)); ok {
+		if ok {
 			read++
 			if math.Float64bits(v) != math.Float64bits(want) {
 				t.Fatalf("exactFloat64(%q) = %v (%#x), strconv %v (%#x)", s, v, math.Float64bits(v), want, math.Float64bits(want))
@@ -186,6 +208,57 @@ func TestJSONMemoChunks(t *testing.T) {
 	for i, c := range m.chunks {
 		if cap(c) > memoChunk {
 			t.Fatalf("chunk %d of %d bytes kept past the batch", i, cap(c))
+		}
+	}
+}
+
+// TestJSONKeyOrderLearned checks the one pass's guesses of the next key: after a document
+// whose keys come in another order than the fields', succ holds that order; documents in
+// two orders decoded by concurrent goroutines (which overwrite each other's guesses) give
+// the two-pass transcoder's bytes.
+func TestJSONKeyOrderLearned(t *testing.T) {
+	long := &jNode{kind: jLong, nullable: true}
+	top := &jNode{kind: jStruct, fields: []jField{{"a", long}, {"b", long}, {"c", long}, {"d", long}}}
+	top.index()
+	jb := &jsonBody{top: top}
+	if _, _, ok := fastJSON(nil, []byte(`{"c": 3, "a": 1, "d": 4, "b": 2}`), top, false, false); !ok {
+		t.Fatal("the one pass gave up")
+	}
+	var got []int32
+	for i := range top.succ {
+		got = append(got, top.succ[i].Load())
+	}
+	// Before the first key: c (2); after a: d (3); after b: its initial guess (2, never
+	// seen followed); after c: a (0); after d: b (1).
+	if fmt.Sprint(got) != "[2 3 2 0 1]" {
+		t.Fatalf("succ %v, want [2 3 2 0 1]", got)
+	}
+	docs := []string{`{"c": 3, "a": 1, "d": 4, "b": 2}`, `{"b": 5, "d": 6, "a": 7}`, `{"a": 1, "b": 2, "c": 3, "d": 4}`}
+	var wants [][]byte
+	for _, d := range docs {
+		w, err := jb.slowAvro(nil, []byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants = append(wants, w)
+	}
+	errs := make(chan error, 3)
+	for g := range 3 {
+		go func() {
+			for k := range 2000 {
+				d := (g + k) % len(docs)
+				out, _, ok := fastJSON(nil, []byte(docs[d]), top, false, false)
+				if !ok || !bytes.Equal(out, wants[d]) {
+					errs <- fmt.Errorf("document %s: %x, %v; want %x", docs[d], out, ok, wants[d])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
