@@ -17,12 +17,14 @@
 #   SIZES="200 1024"   framed record sizes         COMPRESSION=none   (or lz4: producer side)
 #   FORMATS=avro       the record formats, a topic each per size: avro (Confluent-framed),
 #                      protobuf (Confluent-framed), json (plain; ingestd takes the columns
-#                      from the record's .avsc, avro_schema_file). The record is the same in
-#                      each: the Avro record's fields and values, its note as long as in the
-#                      Avro record of the size (so a SIZE names the Avro record's size; the
-#                      table's "record" column shows each format's mean value size). Readers
-#                      of a format other than avro are labelled "(format)"; kdi reads avro
-#                      and json (it has no Protobuf input), the latency run the first format.
+#                      from the record's .avsc, avro_schema_file), json_schema (the json
+#                      record Confluent-framed, its JSON Schema registered). The record is the
+#                      same in each: the Avro record's fields and values, its note as long as
+#                      in the Avro record of the size (so a SIZE names the Avro record's size;
+#                      the table's "record" column shows each format's mean value size).
+#                      Readers of a format other than avro are labelled "(format)"; kdi reads
+#                      avro and json (it has no Protobuf nor JSON Schema input), the latency
+#                      run the first format.
 #   READERS="baseline ingestd1 ingestd2 kdi"       the first order; the second is reversed
 #   LATENCY=1          also produce → visible latency at RATE records/s for LAT_SECONDS, then
 #                      LAT_TAIL more seconds (default MAX_AGE + 2 s) that are produced and
@@ -211,6 +213,8 @@ run_reader() {
 $source" ;;
         json) "$B" avsc > "$cfg/bench.avsc"; source="format: json
 avro_schema_file: bench.avsc" ;;
+        json_schema) source="format: json_schema
+$source" ;;
       esac
       cat > "$cfg/bench.yaml" <<YAML
 name: bench
@@ -226,7 +230,7 @@ YAML
         -env "GOMAXPROCS=$procs" "$@" -- "$bin" run --config "$cfg" --listen "127.0.0.1:$port" "${prof[@]}" >/dev/null \
         || failed "$r on $topic" "$OUT/logs/$tag.log" ;;
     kdi)
-      if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ] || [ "$FORMAT" = protobuf ]; then return 0; fi
+      if [ -n "$KDI_SKIP" ] || [ -z "${KDI_BIN:-}" ] || [ "$FORMAT" = protobuf ] || [ "$FORMAT" = json_schema ]; then return 0; fi
       local input=(--avro "$SCHEMA_REGISTRY_URL")
       [ "$FORMAT" = json ] && input=()
       "$PY" scripts/bench/create_table.py "$t"
@@ -256,7 +260,7 @@ reversed() { local out="" x; for x in $1; do out="$x $out"; done; echo "$out"; }
 FIRST_RATE=""
 for size in $SIZES; do
  for FORMAT in $FORMATS; do
-  case "$FORMAT" in avro) FMT_LABEL="" ;; protobuf|json) FMT_LABEL=" ($FORMAT)" ;; *) die "FORMATS: $FORMAT is not avro, protobuf or json" ;; esac
+  case "$FORMAT" in avro) FMT_LABEL="" ;; protobuf|json|json_schema) FMT_LABEL=" ($FORMAT)" ;; *) die "FORMATS: $FORMAT is not avro, protobuf, json or json_schema" ;; esac
   topic="bench-e2e-$size-$STAMP"
   [ "$FORMAT" = avro ] || topic="bench-e2e-$FORMAT-$size-$STAMP"
   log "producing $N $FORMAT records of $size B to $topic ($P partitions, compression $COMPRESSION)"

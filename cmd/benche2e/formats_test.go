@@ -5,17 +5,33 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/hamba/avro/v2"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-// The Protobuf and JSON records carry the Avro record's values, field for field.
+// The Protobuf, JSON and JSON Schema records carry the Avro record's values, field for
+// field; the JSON Schema record is the JSON one framed, and its schema accepts it.
 func TestFormatsCarryTheAvroRecord(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(recordJSONSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("bench.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	jsch, err := c.Compile("bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	files, err := (&protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
 		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"bench.proto": recordProto})})}).Compile(context.Background(), "bench.proto")
 	if err != nil {
@@ -68,6 +84,22 @@ func TestFormatsCarryTheAvroRecord(t *testing.T) {
 		js["id"], js["ts"], js["count"] = int64(js["id"].(float64)), at.UnixMicro(), int(js["count"].(float64))
 		if !reflect.DeepEqual(js, want) {
 			t.Fatalf("record %d in JSON\n got %v\nwant %v", i, js, want)
+		}
+
+		framed := enc.appendFormat(formatJSONSchema, nil, i, ts)
+		if !bytes.Equal(framed[:frameHeaderLen], []byte{0, 0, 0, 0, 7}) || !bytes.Equal(framed[frameHeaderLen:], enc.appendFormat(formatJSON, nil, i, ts)) {
+			t.Fatalf("record %d in json_schema: %q, want the frame of schema 7 and the JSON record", i, framed)
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(framed[frameHeaderLen:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := jsch.Validate(inst); err != nil {
+			t.Fatalf("record %d does not match recordJSONSchema: %v", i, err)
+		}
+		inst.(map[string]any)["kind"] = "OTHER"
+		if err := jsch.Validate(inst); err == nil {
+			t.Fatal("recordJSONSchema accepts a kind outside its enum")
 		}
 	}
 }

@@ -2,10 +2,10 @@
 // scripts/bench-e2e.sh (docs/performance.md; the figures are in BENCHMARKS.md). It is not
 // part of the daemon.
 //
-//	benche2e produce -topic T -partitions P -n N -size 200|1024 -compression none|lz4 [-rate R] [-format avro|protobuf|json]
+//	benche2e produce -topic T -partitions P -n N -size 200|1024 -compression none|lz4 [-rate R] [-format avro|protobuf|json|json_schema]
 //	    registers the record schema (Confluent API; none for json), creates T and writes N
-//	    records with unique ids, Confluent-framed Avro or Protobuf or plain JSON; prints one
-//	    JSON object.
+//	    records with unique ids, Confluent-framed Avro, Protobuf or JSON (JSON Schema), or
+//	    plain JSON; prints one JSON object.
 //	benche2e avsc
 //	    prints the record's Avro schema (the columns of a format: json pipeline).
 //	benche2e consume -topic T -out results.jsonl

@@ -22,7 +22,7 @@ type produceResult struct {
 	Topic       string  `json:"topic"`
 	Partitions  int32   `json:"partitions"`
 	Records     int64   `json:"records"`
-	Format      string  `json:"format"`       // avro, protobuf or json
+	Format      string  `json:"format"`       // avro, protobuf, json or json_schema
 	RecordBytes int     `json:"record_bytes"` // value size of a record (Avro: every record's; other formats: the mean, rounded)
 	Bytes       int64   `json:"bytes"`        // the values' total size
 	Compression string  `json:"compression"`
@@ -42,7 +42,7 @@ func produceCmd(args []string) error {
 	size := fs.Int("size", 200, "framed record size in bytes (200, or e.g. 1024)")
 	compression := fs.String("compression", "none", "producer compression: none or lz4")
 	rate := fs.Float64("rate", 0, "records per second (0: as fast as possible); records are stamped (field ts) when made")
-	format := fs.String("format", formatAvro, "record format: avro (Confluent-framed), protobuf (Confluent-framed) or json (plain); the same record, its note as long as in the Avro record of -size")
+	format := fs.String("format", formatAvro, "record format: avro (Confluent-framed), protobuf (Confluent-framed), json (plain) or json_schema (Confluent-framed JSON); the same record, its note as long as in the Avro record of -size")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,9 +66,11 @@ func produceCmd(args []string) error {
 		id, err = registerSchema(ctx, *registry, *topic+"-value", recordSchema, "")
 	case formatProtobuf:
 		id, err = registerSchema(ctx, *registry, *topic+"-value", recordProto, "PROTOBUF")
+	case formatJSONSchema:
+		id, err = registerSchema(ctx, *registry, *topic+"-value", recordJSONSchema, "JSON")
 	case formatJSON: // no registry
 	default:
-		return fmt.Errorf("produce: -format %q is not avro, protobuf or json", *format)
+		return fmt.Errorf("produce: -format %q is not avro, protobuf, json or json_schema", *format)
 	}
 	if err != nil {
 		return err

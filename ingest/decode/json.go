@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -61,11 +62,17 @@ type jNode struct {
 	prec, scale int
 	// connect and params are a Kafka Connect schema's name and parameters, carried into
 	// the Avro schema as connect.name and connect.parameters (connect.go decides them).
-	connect      string
-	params       map[string]string
-	fields       []jField // jStruct
-	byName       map[string]int
-	byKey        map[string]int // deltalog.NameKey → index
+	connect string
+	params  map[string]string
+	fields  []jField // jStruct
+	byName  map[string]int
+	byKey   map[string]int // deltalog.NameKey → index
+	plain   []bool         // per field: its name is a JSON string's text as it is (no quote, backslash nor control byte; UTF-8)
+	// succ guesses the one-pass transcoder's next key: succ[0] the field of a document's
+	// first key, succ[i+1] the field whose key came after field i's, as in the last
+	// document read (concurrent decoders may overwrite each other's guesses: a guess is
+	// checked against the key's text, never trusted).
+	succ         []atomic.Int32
 	elem, values *jNode
 	// js are the checks the one-pass transcoder adds for a JSON Schema whose validator it
 	// stands in for (jsonschema.go, jsGen): it gives up on what they refuse, and the
@@ -82,9 +89,15 @@ type jField struct {
 func (n *jNode) index() {
 	n.byName = make(map[string]int, len(n.fields))
 	n.byKey = make(map[string]int, len(n.fields))
+	n.plain = make([]bool, len(n.fields))
+	n.succ = make([]atomic.Int32, len(n.fields)+1)
+	for i := range n.succ {
+		n.succ[i].Store(int32(i))
+	}
 	for i, f := range n.fields {
 		n.byName[f.name] = i
 		n.byKey[deltalog.NameKey(f.name)] = i
+		n.plain[i] = utf8.ValidString(f.name) && !strings.ContainsFunc(f.name, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 })
 	}
 }
 

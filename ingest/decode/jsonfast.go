@@ -76,6 +76,9 @@ func fastJSON(dst, body []byte, top *jNode, writer, doc bool) (out []byte, v any
 }
 
 func (f *jFast) ws() {
+	if f.i < len(f.b) && f.b[f.i] > ' ' { // no whitespace: every JSON whitespace byte is at most ' '
+		return
+	}
 	for f.i < len(f.b) {
 		switch f.b[f.i] {
 		case ' ', '\t', '\n', '\r':
@@ -226,6 +229,99 @@ func parseInt(num []byte, bitSize int) (int64, bool) {
 	return int64(u), true
 }
 
+// float64pow10 are the powers of ten a float64 holds exactly.
+var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactFloat64 is strconv.ParseFloat(string(num), 64) for the JSON numbers it reads
+// exactly, the way strconv's own exact path does (atof64exact): a mantissa of at most 52
+// bits times or over a power of ten, both exact, in one correctly rounded operation
+// (m / 10^k for k ≤ 22 digits after the point, m × 10^k up to 10^37 while m × 10^(k−22)
+// stays within 10^15). ok is false for any other text, which strconv then reads. num is
+// a JSON number's text (RFC 8259 grammar, checked by number).
+func exactFloat64(num []byte) (v float64, ok bool) {
+	i, neg := 0, false
+	if len(num) > 0 && num[0] == '-' {
+		i, neg = 1, true
+	}
+	var m uint64
+	digits, exp, dot := 0, 0, false
+	for ; i < len(num); i++ {
+		c := num[i]
+		if c >= '0' && c <= '9' {
+			if m>>52 != 0 {
+				return 0, false // past the exact mantissas (and never near an overflow)
+			}
+			m = m*10 + uint64(c-'0')
+			digits++
+			if dot {
+				exp--
+			}
+			continue
+		}
+		if c == '.' && !dot {
+			dot = true
+			continue
+		}
+		break
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if i < len(num) { // the exponent: e or E, a sign, digits
+		if num[i] != 'e' && num[i] != 'E' || i+1 == len(num) {
+			return 0, false
+		}
+		i++
+		esign := 1
+		if num[i] == '+' || num[i] == '-' {
+			if num[i] == '-' {
+				esign = -1
+			}
+			i++
+		}
+		e := 0
+		if i == len(num) {
+			return 0, false
+		}
+		for ; i < len(num); i++ {
+			c := num[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			if e < 10000 {
+				e = e*10 + int(c-'0')
+			}
+		}
+		exp += esign * e
+	}
+	if m>>52 != 0 {
+		return 0, false
+	}
+	if m == 0 {
+		exp = 0 // strconv reads any zero as ±0, whatever its exponent
+	}
+	v = float64(m)
+	if neg {
+		v = -v
+	}
+	switch {
+	case exp == 0:
+		return v, true
+	case exp > 0 && exp <= 15+22:
+		if exp > 22 {
+			v *= float64pow10[exp-22]
+			exp = 22
+		}
+		if v > 1e15 || v < -1e15 {
+			return 0, false
+		}
+		return v * float64pow10[exp], true
+	case exp < 0 && exp >= -22:
+		return v / float64pow10[-exp], true
+	}
+	return 0, false
+}
+
 // value writes the value at f.i as n (jEncoder.value's conversions).
 func (f *jFast) value(n *jNode, depth int) bool {
 	if depth > jFastMaxDepth || len(f.avroAppender.b) > f.limit {
@@ -282,9 +378,12 @@ func (f *jFast) value(n *jNode, depth int) bool {
 			}
 			f.avroAppender.b = binary.LittleEndian.AppendUint32(f.avroAppender.b, math.Float32bits(float32(v)))
 		} else {
-			v, err := strconv.ParseFloat(string(num), 64)
-			if err != nil {
-				return false
+			v, ok := exactFloat64(num)
+			if !ok {
+				var err error
+				if v, err = strconv.ParseFloat(string(num), 64); err != nil {
+					return false
+				}
 			}
 			f.avroAppender.b = binary.LittleEndian.AppendUint64(f.avroAppender.b, math.Float64bits(v))
 		}
@@ -428,11 +527,40 @@ func utcMicros(raw []byte, ntz bool) (us int64, ok, sure bool) {
 	if y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 || frac%1000 != 0 {
 		return 0, false, true
 	}
-	ts := time.Date(y, time.Month(mo), d, h, mi, sec, frac, time.UTC)
-	if ts.Day() != d { // past the month's last day: time.Date carried it into the next
+	if d > 28 && d > daysIn(mo, y) {
 		return 0, false, true
 	}
-	return ts.UnixMicro(), true, true
+	secs := daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+sec)
+	return secs*1_000_000 + int64(frac/1000), true, true
+}
+
+// daysIn is the number of days of month mo (1–12) of year y (proleptic Gregorian).
+func daysIn(mo, y int) int {
+	switch mo {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to y-mo-d (proleptic Gregorian,
+// y ≥ 1, a valid date): Howard Hinnant's days_from_civil, eras of 400 years counted from
+// March so that the leap day ends a year.
+func daysFromCivil(y, mo, d int) int64 {
+	if mo <= 2 {
+		y--
+	}
+	era := y / 400 // y ≥ 0 here
+	yoe := y - era*400
+	mp := (mo + 9) % 12 // March is 0
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
 }
 
 // unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits.
@@ -442,11 +570,13 @@ func unscaledInt64(num []byte, prec, scale int) (int64, bool) {
 		num = num[1:]
 	}
 	intPart, frac := num, []byte(nil)
-	if k := bytes.IndexByte(num, '.'); k >= 0 {
-		intPart, frac = num[:k], num[k+1:]
-	}
-	if bytes.ContainsAny(num, "eE") {
-		return 0, false
+	for k, c := range num { // one pass: the point, or an exponent
+		switch c {
+		case '.':
+			intPart, frac = num[:k], num[k+1:]
+		case 'e', 'E':
+			return 0, false
+		}
 	}
 	for len(frac) > scale && frac[len(frac)-1] == '0' {
 		frac = frac[:len(frac)-1]
@@ -509,9 +639,8 @@ func twosInt64(dst []byte, u int64) []byte {
 func (f *jFast) object(n *jNode, depth int) bool {
 	f.i++ // '{'
 	base := len(f.segs)
-	for range n.fields {
-		f.segs = append(f.segs, jSeg{})
-	}
+	f.segs = slices.Grow(f.segs, len(n.fields))[:base+len(n.fields)]
+	clear(f.segs[base:])
 	defer func() { f.segs = f.segs[:base] }()
 	p0 := len(f.avroAppender.b)
 	var obj map[string]any
@@ -521,6 +650,7 @@ func (f *jFast) object(n *jNode, depth int) bool {
 	kbase := len(f.keys)
 	defer func() { f.keys = f.keys[:kbase] }()
 	inOrder, last, nkeys := true, -1, 0
+	prev := 0 // n.succ's index of the last field read: 0 before the first, i+1 after field i
 	if f.peek() == '}' {
 		f.i++
 	} else {
@@ -528,19 +658,43 @@ func (f *jFast) object(n *jNode, depth int) bool {
 			if f.peek() != '"' {
 				return false
 			}
-			k, ok := f.str()
-			if !ok || f.peek() != ':' {
+			var i int
+			var known bool
+			var k []byte
+			// The field writers put next: the one that came after the last field in the
+			// last document read, else the next in field order.
+			guess := last + 1
+			if prev < len(n.succ) {
+				guess = int(n.succ[prev].Load())
+			}
+			if uint(guess) < uint(len(n.plain)) && n.plain[guess] {
+				// When the text is that name then its closing quote, it is the string str
+				// would read (the name has no quote, backslash nor control byte and is
+				// valid UTF-8), found without scanning nor hashing it.
+				name := n.fields[guess].name
+				if e := f.i + 1 + len(name); e < len(f.b) && f.b[e] == '"' && string(f.b[f.i+1:e]) == name {
+					k, i, known = f.b[f.i+1:e], guess, true
+					f.i = e + 1
+				}
+			}
+			if !known {
+				var ok bool
+				if k, ok = f.str(); !ok {
+					return false
+				}
+			}
+			if f.peek() != ':' {
 				return false
 			}
 			f.i++
 			if nkeys++; nkeys > 1024 {
 				return false
 			}
-			var i int
-			var known bool
-			if next := last + 1; next < len(n.fields) && string(k) == n.fields[next].name {
-				i, known = next, true // the key writers put next: no hashing
-			} else {
+			switch {
+			case known:
+			case uint(guess) < uint(len(n.fields)) && string(k) == n.fields[guess].name:
+				i, known = guess, true // no hashing
+			default:
 				i, known = n.fieldBytes(k)
 				if known && n.js&jsExactKeys != 0 && string(k) != n.fields[i].name {
 					return false // a key that differs from the property's name in case
@@ -569,6 +723,10 @@ func (f *jFast) object(n *jNode, depth int) bool {
 					inOrder = false
 				}
 				last = i
+				if prev < len(n.succ) && int(n.succ[prev].Load()) != i {
+					n.succ[prev].Store(int32(i)) // the next document's guess (a race only changes a guess)
+				}
+				prev = i + 1
 				if f.doc {
 					obj[string(k)] = f.pop()
 				}
@@ -847,25 +1005,33 @@ func (f *jFast) skip(depth int) bool {
 // jMemo keeps the transcodings a DocumentSource made while it chose the writer schemas of
 // a batch's documents (the flush picks every record's writer schema first, then decodes
 // them in the same order), so that each decode takes its bytes instead of reading the
-// document again. One per source: a queue of (writer, document, transcoding) in one
-// reused buffer, matched by the writer and the document's bytes (never by identity). A
-// decode that does not match the head looks a few entries further (records routed
-// elsewhere are never decoded) and drops those it passes; past maxMemoBytes, or when the
-// queue empties, the buffer starts over.
+// document again. One per source: a queue of (writer, document, transcoding) in reused
+// chunks, matched by the writer and the document's bytes (never by identity). A decode
+// that does not match the head looks a few entries further (records routed elsewhere are
+// never decoded) and drops those it passes; past maxMemoBytes, or when the queue empties,
+// the chunks are filled again from the first. Chunks of memoChunk bytes, never grown nor
+// copied: a batch's transcodings cost no reallocation of what is already kept.
 type jMemo struct {
 	mu      sync.Mutex
-	buf     []byte
+	chunks  [][]byte // filled one after another; chunks[cur] is being filled
+	cur     int
+	size    int // the bytes put since the chunks were last filled from the first
 	entries []jMemoEntry
 	head    int
 }
 
 type jMemoEntry struct {
 	jb           *jsonBody
-	in, out, end int // the document at buf[in:out], its transcoding at buf[out:end]
+	chunk        int
+	in, out, end int // the document at chunks[chunk][in:out], its transcoding at [out:end]
 }
 
 // maxMemoBytes bounds the documents and transcodings one source keeps.
 const maxMemoBytes = 64 << 20
+
+// memoChunk is the size of the memo's chunks; a document and its transcoding larger than
+// that get a chunk of their own, dropped when the chunks are next filled from the first.
+const memoChunk = 1 << 20
 
 // memoLookahead is how many entries a decode passes looking for its own.
 const memoLookahead = 64
@@ -874,14 +1040,33 @@ const memoLookahead = 64
 func (m *jMemo) put(jb *jsonBody, in, out []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.head == len(m.entries) || len(m.buf)+len(in)+len(out) > maxMemoBytes {
-		m.buf, m.entries, m.head = m.buf[:0], m.entries[:0], 0
+	n := len(in) + len(out)
+	if m.head == len(m.entries) || m.size+n > maxMemoBytes {
+		for i, c := range m.chunks {
+			if cap(c) > memoChunk {
+				c = nil
+			}
+			m.chunks[i] = c[:0]
+		}
+		m.cur, m.size, m.entries, m.head = 0, 0, m.entries[:0], 0
 	}
-	e := jMemoEntry{jb: jb, in: len(m.buf)}
-	m.buf = append(m.buf, in...)
-	e.out = len(m.buf)
-	m.buf = append(m.buf, out...)
-	e.end = len(m.buf)
+	if m.cur < len(m.chunks) && cap(m.chunks[m.cur])-len(m.chunks[m.cur]) < n && len(m.chunks[m.cur]) > 0 {
+		m.cur++
+	}
+	if m.cur == len(m.chunks) {
+		m.chunks = append(m.chunks, nil)
+	}
+	c := m.chunks[m.cur]
+	if cap(c)-len(c) < n { // an empty chunk too small: a new one
+		c = make([]byte, 0, max(memoChunk, n))
+	}
+	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c)}
+	c = append(c, in...)
+	e.out = len(c)
+	c = append(c, out...)
+	e.end = len(c)
+	m.chunks[m.cur] = c
+	m.size += n
 	m.entries = append(m.entries, e)
 }
 
@@ -894,8 +1079,9 @@ func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 	defer m.mu.Unlock()
 	for i := m.head; i < len(m.entries) && i < m.head+memoLookahead; i++ {
 		e := &m.entries[i]
-		if e.jb == jb && bytes.Equal(m.buf[e.in:e.out], body) {
-			dst = append(dst, m.buf[e.out:e.end]...)
+		c := m.chunks[e.chunk]
+		if e.jb == jb && bytes.Equal(c[e.in:e.out], body) {
+			dst = append(dst, c[e.out:e.end]...)
 			for k := m.head; k <= i; k++ {
 				m.entries[k].jb = nil
 			}
