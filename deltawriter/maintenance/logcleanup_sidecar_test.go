@@ -42,6 +42,32 @@ func sidecarPaths(t *testing.T, root string) []string {
 	return out
 }
 
+// v2SidecarTable writes on st the log of a v2Checkpoint table of five files (checkpoint
+// interval 1000: only explicit checkpoints) and opens it with 2 file actions per sidecar;
+// commit(v) commits version v, adding the file f<v>.parquet.
+func v2SidecarTable(t *testing.T, st storage.Store) (tbl *deltawriter.Table, commit func(v int64)) {
+	t.Helper()
+	ctx := context.Background()
+	schema, _ := jsonString(schemaJSON)
+	adds := ""
+	for i := range 5 {
+		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
+	}
+	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, func(v int64) {
+		t.Helper()
+		got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
+		if err != nil || got != v {
+			t.Fatalf("commit %d: %d, %v", v, got, err)
+		}
+	}
+}
+
 func minus(a, b []string) []string {
 	var out []string
 	for _, x := range a {
@@ -68,30 +94,13 @@ func TestCleanupLogV2Sidecars(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &failTopStore{Local: local}
-	schema, _ := jsonString(schemaJSON)
-	adds := ""
-	for i := range 5 {
-		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
-	}
-	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
-{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
-	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl, commit := v2SidecarTable(t, st)
 	if v, err := tbl.Checkpoint(ctx); err != nil || v != 0 {
 		t.Fatalf("checkpoint: %d, %v", v, err)
 	}
 	sideA := sidecarPaths(t, root)
 	if len(sideA) != 3 {
 		t.Fatalf("checkpoint 0 wrote sidecars %v, want 3", sideA)
-	}
-	commit := func(v int64) {
-		t.Helper()
-		got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
-		if err != nil || got != v {
-			t.Fatalf("commit %d: %d, %v", v, got, err)
-		}
 	}
 	commit(1)
 	st.fail = true
@@ -177,24 +186,7 @@ func TestCleanupLogKeepsAbsoluteSidecarPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, _ := jsonString(schemaJSON)
-	adds := ""
-	for i := range 5 {
-		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
-	}
-	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
-{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
-	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := func(v int64) {
-		t.Helper()
-		got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
-		if err != nil || got != v {
-			t.Fatalf("commit %d: %d, %v", v, got, err)
-		}
-	}
+	tbl, commit := v2SidecarTable(t, st)
 	commit(1)
 	if v, err := tbl.Checkpoint(ctx); err != nil || v != 1 {
 		t.Fatalf("checkpoint: %d, %v", v, err)
@@ -267,24 +259,11 @@ func TestCleanupLogSidecarRefsCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &countStore{Local: local}
-	schema, _ := jsonString(schemaJSON)
-	adds := ""
-	for i := range 5 {
-		adds += fmt.Sprintf("\n"+`{"add":{"path":"f0-%d.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}`, i)
-	}
-	writeLog(t, st, `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}
-{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{"delta.checkpointInterval":"1000"},"createdTime":1}}`+adds)
-	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithV2SidecarFiles(2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl, commit := v2SidecarTable(t, st)
 	checkpointAt := func(v int64) {
 		t.Helper()
 		if v > 0 {
-			got, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: v - 1, Adds: []deltalog.Add{{Path: fmt.Sprintf("f%d.parquet", v), Size: 1, ModificationTime: 1, DataChange: true}}})
-			if err != nil || got != v {
-				t.Fatalf("commit %d: %d, %v", v, got, err)
-			}
+			commit(v)
 		}
 		if got, err := tbl.Checkpoint(ctx); err != nil || got != v {
 			t.Fatalf("checkpoint: %d, %v", got, err)
