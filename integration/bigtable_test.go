@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/maintenance"
 )
 
@@ -105,25 +106,7 @@ func TestBigTableReadBack(t *testing.T) {
 	// ingestd's checkpoint of the OPTIMIZE commit (its removes become tombstones), then
 	// VACUUM with the table's retention (7 days): it deletes the expired tombstones and
 	// the orphans, and none of the files OPTIMIZE removed a moment ago.
-	v, err := tbl.Checkpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v != optRes.Version {
-		t.Fatalf("checkpoint at %d, want the OPTIMIZE commit %d", v, optRes.Version)
-	}
-	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Deleted != lay.Expired+lay.Orphans || len(res.Files) != lay.Expired+lay.Orphans {
-		t.Fatalf("VACUUM deleted %d of %d files, want %d", res.Deleted, len(res.Files), lay.Expired+lay.Orphans)
-	}
-	for _, f := range res.Files {
-		if compactedPaths[f.Path] {
-			t.Fatalf("VACUUM deleted %s, removed by OPTIMIZE inside the retention", f.Path)
-		}
-	}
+	v, res := checkpointAndVacuum(t, tbl, optRes.Version, lay, compactedPaths)
 	for p := range compactedPaths {
 		if _, err := os.Stat(filepath.Join(table, filepath.FromSlash(p))); err != nil {
 			t.Fatalf("file removed by OPTIMIZE inside the retention: %v", err)
@@ -296,25 +279,7 @@ func TestBigTableUnpartitionedReadBack(t *testing.T) {
 	t.Logf("%s: OPTIMIZE compacted %d files into %d in %s (RSS %d MiB)", time.Since(began).Round(time.Second),
 		optRes.FilesRemoved, optRes.FilesAdded, opt.wall.Round(100*time.Millisecond), opt.maxRSS/1024)
 
-	v, err := tbl.Checkpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v != optRes.Version {
-		t.Fatalf("checkpoint at %d, want the OPTIMIZE commit %d", v, optRes.Version)
-	}
-	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Deleted != lay.Expired+lay.Orphans || len(res.Files) != lay.Expired+lay.Orphans {
-		t.Fatalf("VACUUM deleted %d of %d files, want %d", res.Deleted, len(res.Files), lay.Expired+lay.Orphans)
-	}
-	for _, f := range res.Files {
-		if removed[f.Path] {
-			t.Fatalf("VACUUM deleted %s, removed by OPTIMIZE inside the retention", f.Path)
-		}
-	}
+	v, res := checkpointAndVacuum(t, tbl, optRes.Version, lay, removed)
 	snap, err := openTable(t, table).Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -362,4 +327,34 @@ os._exit(0)
 		t.Fatalf("Spark: %s; want %s", g, w)
 	}
 	t.Logf("%s: Spark read the table: %v", time.Since(began).Round(time.Second), rows)
+}
+
+// checkpointAndVacuum writes ingestd's checkpoint of the OPTIMIZE commit optVersion (its
+// removes become tombstones), then VACUUMs with the table's retention (7 days), which
+// must delete exactly the generator's expired tombstones and orphans and none of the
+// files OPTIMIZE removed (removed: their paths) a moment ago. It returns the checkpoint's
+// version and VACUUM's result.
+func checkpointAndVacuum(t *testing.T, tbl *deltawriter.Table, optVersion int64, lay bigLayout, removed map[string]bool) (int64, maintenance.VacuumResult) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := tbl.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != optVersion {
+		t.Fatalf("checkpoint at %d, want the OPTIMIZE commit %d", v, optVersion)
+	}
+	res, err := maintenance.Vacuum(ctx, tbl, maintenance.VacuumOptions{Retain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted != lay.Expired+lay.Orphans || len(res.Files) != lay.Expired+lay.Orphans {
+		t.Fatalf("VACUUM deleted %d of %d files, want %d", res.Deleted, len(res.Files), lay.Expired+lay.Orphans)
+	}
+	for _, f := range res.Files {
+		if removed[f.Path] {
+			t.Fatalf("VACUUM deleted %s, removed by OPTIMIZE inside the retention", f.Path)
+		}
+	}
+	return v, res
 }
