@@ -23,8 +23,8 @@ import (
 //
 // A file written through Create (a data file, a deletion vector) is published by Close
 // with rename but made durable later: Close adds it to the root's pending files, and the
-// next Put or PutIfAbsent under the same root — the log entry or _last_checkpoint that
-// names it — first fsyncs every pending file and its directory, concurrently with its own
+// next Put or PutIfAbsent under the same root — the log entry that names it — first
+// fsyncs every pending file and its directory, concurrently with its own
 // temporary file, and publishes its name only after all of them are durable. A crash
 // before that may leave a data file empty or missing, but never one that a durable log
 // entry names (PROTOCOL.md, "Delta Log Entries": the files an add names must exist before
@@ -32,7 +32,10 @@ import (
 // file beside the data files and their directories, then its own directory) instead of
 // four in series (BenchmarkLocalCommit; docs/performance.md). A failed fsync of a pending
 // file or directory, or of a new directory's parent, is never retried: every later Put
-// under the root fails with ErrDataLost.
+// under the root fails with ErrDataLost. A file Create writes under _delta_log (a
+// checkpoint, a sidecar) is different: readers find it by its name, so its Close fsyncs
+// it before the rename and its directory after, on the writer's goroutine (the background
+// checkpoint's, not the next commit's).
 type Local struct {
 	root    string
 	pending *pendingFiles
@@ -417,7 +420,14 @@ func (l *Local) Create(ctx context.Context, p string) (Writer, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
-	return &localWriter{f: f, final: a, rel: p, local: l}, nil
+	return &localWriter{f: f, final: a, rel: p, local: l, logFile: isLogPath(p)}, nil
+}
+
+// isLogPath reports whether p (relative to the root) is under _delta_log: a checkpoint,
+// a sidecar or a log entry, which readers find by its name (a listing) rather than
+// through a durable log entry that names it.
+func isLogPath(p string) bool {
+	return strings.HasPrefix(filepath.ToSlash(filepath.Clean(p)), "_delta_log/")
 }
 
 // mkdirAll creates dir and its missing parents, fsyncing each parent whose entries
@@ -465,17 +475,20 @@ type localWriter struct {
 	local     *Local
 	exclusive bool // publish with link(2): fail if final exists
 	publishes bool // a Put: durable with every pending file before it is published
-	done      bool
-	written   int64 // bytes written
-	queued    int64 // bytes handed to startWriteback
+	// logFile: a Create'd file under _delta_log (a checkpoint, a sidecar), fsynced before
+	// it is published and its directory after: readers find it by its name.
+	logFile bool
+	done    bool
+	written int64 // bytes written
+	queued  int64 // bytes handed to startWriteback
 }
 
 // writebackChunk is how many bytes a Create'd file accumulates before their writeback to
 // the device is started (startWriteback). A file of many MiB (a checkpoint of 10⁶ files
 // is 17 MB, a data file up to the batch's size) is then mostly on the device when the
 // next Put fsyncs it, so that Put, and the commits waiting behind its drain lock, do not
-// wait for all of it (BenchmarkPutAfterLargeCreate: the slowest Put after a 17 MiB file
-// 2.0–2.3 ms instead of 8.7–11.2 ms). A variable for that benchmark.
+// wait for all of it (BenchmarkPutAfterLargeCreate: the slowest Put after a 17 MiB data
+// file 2.0–2.3 ms instead of 8.7–11.2 ms). A variable for that benchmark.
 var writebackChunk int64 = 4 << 20
 
 func (w *localWriter) Write(b []byte) (int, error) {
@@ -502,8 +515,11 @@ func (w *localWriter) Abort() error {
 
 // Close publishes the object under its final name. A Put's object (publishes) is made
 // durable first, with every pending file of the root (Local.durable), then linked or
-// renamed, and its directory fsynced; a Create's object is renamed and becomes pending,
-// durable when the next Put under the root returns (see Local).
+// renamed, and its directory fsynced. A Create's object under _delta_log (a checkpoint or
+// a sidecar: readers find it by its name, so a crash must not leave that name on a file
+// that is empty or short) is fsynced, renamed, and its directory fsynced, by the writer
+// that made it and not by the next commit's Put. Any other Create'd object is renamed and
+// becomes pending, durable when the next Put under the root returns (see Local).
 func (w *localWriter) Close() error {
 	if w.done {
 		return fmt.Errorf("close %s: writer already closed", w.rel)
@@ -515,6 +531,12 @@ func (w *localWriter) Close() error {
 			_ = w.f.Close()
 			_ = os.Remove(tmp)
 			return fmt.Errorf("sync %s and the files before it: %w", w.rel, err)
+		}
+	} else if w.logFile {
+		if err := syncFile(tmp); err != nil {
+			_ = w.f.Close()
+			_ = os.Remove(tmp)
+			return fmt.Errorf("sync %s: %w", w.rel, err)
 		}
 	}
 	if err := w.f.Close(); err != nil {
@@ -534,7 +556,7 @@ func (w *localWriter) Close() error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("rename %s: %w", w.rel, err)
 	}
-	if !w.publishes {
+	if !w.publishes && !w.logFile {
 		w.local.pending.add(w.final)
 		return nil
 	}

@@ -108,6 +108,45 @@ func TestLocalDataFilesDurableBeforeLogEntry(t *testing.T) {
 	}
 }
 
+// A checkpoint written through Create is read by its name, not through a log entry that
+// names it: Close fsyncs it before its name exists and its directory after, and leaves
+// nothing pending for the next commit's Put, which fsyncs only its own files. A data file
+// written through Create stays pending.
+func TestLocalLogFileDurableBeforeVisible(t *testing.T) {
+	l, root, _ := newTestLocal(t)
+	logDir := filepath.Join(root, "_delta_log")
+	cp := filepath.Join(logDir, "00000000000000000010.checkpoint.parquet")
+	synced := recordSyncs(t, cp, nil)
+	writeObject(t, l, "part-0.parquet", "PAR1 data PAR1")
+	writeObject(t, l, "_delta_log/00000000000000000010.checkpoint.parquet", "PAR1 checkpoint PAR1")
+	if b, err := os.ReadFile(cp); err != nil || string(b) != "PAR1 checkpoint PAR1" {
+		t.Fatalf("checkpoint after Close: %q, %v", b, err)
+	}
+	got := synced()
+	var tmps []string
+	for p, visible := range got {
+		if filepath.Dir(p) == logDir && strings.HasPrefix(filepath.Base(p), tmpPrefix) {
+			tmps = append(tmps, p)
+			if visible {
+				t.Errorf("the checkpoint's temporary file %s was fsynced after the checkpoint became visible", p)
+			}
+		}
+	}
+	if len(tmps) != 1 {
+		t.Errorf("fsyncs of a temporary file in _delta_log: %v, want exactly one; all fsyncs: %v", tmps, keys(got))
+	}
+	if visible, ok := got[logDir]; !ok || !visible {
+		t.Errorf("_delta_log fsynced: %v, the checkpoint visible then: %v; want it fsynced after the rename", ok, visible)
+	}
+	if _, ok := got[filepath.Join(root, "part-0.parquet")]; ok {
+		t.Error("the data file was fsynced by the checkpoint's Close; want it pending until the next Put")
+	}
+	files, dirs := l.pending.take()
+	if want := []string{filepath.Join(root, "part-0.parquet")}; !slices.Equal(files, want) || !slices.Equal(dirs, []string{root}) {
+		t.Errorf("pending after the checkpoint: files %v dirs %v, want %v and [%s]", files, dirs, want, root)
+	}
+}
+
 // A failed fsync of a pending data file fails the Put before its name exists, and the
 // next Put does not fsync it again (a retry's success would prove nothing: ErrDataLost),
 // also through another Local of the same root, which shares the pending files.
