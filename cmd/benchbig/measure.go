@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,20 +24,26 @@ import (
 
 // result is one measurement (zero fields are omitted).
 type result struct {
-	What         string  `json:"what"`
-	Dir          string  `json:"dir"`
-	Files        int     `json:"files"`
-	Wall         float64 `json:"wallS"`
-	CPU          float64 `json:"cpuS"`
-	HeapPerFile  float64 `json:"heapBytesPerFile,omitempty"`
-	AllocMiB     float64 `json:"allocMiB,omitempty"`
-	PeakRSSMiB   float64 `json:"peakRssMiB,omitempty"`
-	HeapPeakMiB  float64 `json:"heapPeakMiB,omitempty"`
-	P50          float64 `json:"p50S,omitempty"`
-	P99          float64 `json:"p99S,omitempty"`
-	Count        int     `json:"count,omitempty"`
-	ListingWall  float64 `json:"listingWallS,omitempty"`
-	CandidateDel int     `json:"toDelete,omitempty"`
+	What        string  `json:"what"`
+	Dir         string  `json:"dir"`
+	Files       int     `json:"files"`
+	Wall        float64 `json:"wallS"`
+	CPU         float64 `json:"cpuS"`
+	HeapPerFile float64 `json:"heapBytesPerFile,omitempty"`
+	AllocMiB    float64 `json:"allocMiB,omitempty"`
+	PeakRSSMiB  float64 `json:"peakRssMiB,omitempty"`
+	HeapPeakMiB float64 `json:"heapPeakMiB,omitempty"`
+	P50         float64 `json:"p50S,omitempty"`
+	P99         float64 `json:"p99S,omitempty"`
+	Count       int     `json:"count,omitempty"`
+	// commits: those that began while a background checkpoint was being written (from
+	// the commit of a version that is a multiple of delta.checkpointInterval to the end of
+	// that checkpoint), their count and p99, and the p99 of the others.
+	DuringCPCount int     `json:"duringCheckpointCount,omitempty"`
+	DuringCPP99   float64 `json:"duringCheckpointP99S,omitempty"`
+	OthersP99     float64 `json:"othersP99S,omitempty"`
+	ListingWall   float64 `json:"listingWallS,omitempty"`
+	CandidateDel  int     `json:"toDelete,omitempty"`
 	// A real VACUUM (vacuumreal): how its deletes were sent, the round, the objects
 	// deleted, the delete requests, the wall time from the first request's start to the
 	// last one's end, objects deleted per second of it, and the data files listed after.
@@ -315,32 +322,57 @@ func measureRefresh(ctx context.Context, st storage.Store, n int, r *result) err
 
 // measureCommits: n commits of one file and a txn, each after a Snapshot (as a flush
 // does), with background checkpoints every delta.checkpointInterval commits as in the
-// daemon; p50 and p99 of Snapshot + Commit.
+// daemon; p50 and p99 of Snapshot + Commit, and p99 of those that began while a
+// checkpoint was being written and of the others.
 func measureCommits(ctx context.Context, st storage.Store, n int, pace time.Duration, r *result) error {
-	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithBackgroundCheckpoints())
+	var cpMu sync.Mutex
+	var writing int64 = -1 // the version of the checkpoint being written; -1: none
+	tbl, err := deltawriter.Open(ctx, st, deltawriter.WithBackgroundCheckpoints(),
+		deltawriter.WithAfterCheckpoint(func(_ context.Context, _ *deltawriter.Table, v int64) {
+			cpMu.Lock()
+			if writing <= v {
+				writing = -1
+			}
+			cpMu.Unlock()
+		}))
 	if err != nil {
 		return err
 	}
 	defer tbl.Close(context.Background())
-	var ds []float64
+	var ds, during, others []float64
 	c0 := cpuSeconds()
 	for i := range n {
+		cpMu.Lock()
+		busy := writing >= 0
+		cpMu.Unlock()
 		t0 := time.Now()
 		snap, err := tbl.Snapshot(ctx)
 		if err != nil {
 			return err
 		}
-		_, err = tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{benchAdd(snap, 2_000_000_000+i)},
+		v, err := tbl.Commit(ctx, deltawriter.Commit{ReadVersion: snap.Version, Adds: []deltalog.Add{benchAdd(snap, 2_000_000_000+i)},
 			Txns: []deltalog.Txn{{AppID: benchApp, Version: snap.Txns[benchApp] + 1}}})
 		if err != nil {
 			return err
 		}
-		ds = append(ds, time.Since(t0).Seconds())
+		d := time.Since(t0).Seconds()
+		ds = append(ds, d)
+		if busy {
+			during = append(during, d)
+		} else {
+			others = append(others, d)
+		}
+		if interval, err := snap.Metadata.IntProperty(deltalog.PropCheckpointInterval, 10); err == nil && interval > 0 && v%interval == 0 {
+			cpMu.Lock()
+			writing = v
+			cpMu.Unlock()
+		}
 		r.Files = snap.Files.Len() + 1
 		time.Sleep(pace)
 	}
 	r.CPU = cpuSeconds() - c0
 	r.Count, r.P50, r.P99 = len(ds), quantile(ds, 0.5), quantile(ds, 0.99)
+	r.DuringCPCount, r.DuringCPP99, r.OthersP99 = len(during), quantile(during, 0.99), quantile(others, 0.99)
 	tbl.WaitCheckpoints()
 	return nil
 }

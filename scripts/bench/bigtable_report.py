@@ -95,7 +95,9 @@ def main():
         c99, s99 = get("ingestd", big, p, "commits", "p99S"), get("ingestd", small, 0, "commits", "p99S")
         ok = None if None in (c50, s50, c99, s99) else (c50 <= 1.2 * s50 and c99 <= 1.2 * s99)
         goal(lbl + ": commit p50/p99 within 20 % of the small table's", ok,
-             "{} / {} ms vs {} / {} ms".format(ms(c50), ms(c99), ms(s50), ms(s99)))
+             "{} / {} ms vs {} / {} ms; p99 of the {} commits begun during a background checkpoint {} ms, of the others {} ms".format(
+                 ms(c50), ms(c99), ms(s50), ms(s99), get("ingestd", big, p, "commits", "duringCheckpointCount"),
+                 ms(get("ingestd", big, p, "commits", "duringCheckpointP99S")), ms(get("ingestd", big, p, "commits", "othersP99S"))))
 
 def s3_tables(rows, f, small):
     """The generation and the real VACUUMs of a STORE=s3 run."""
