@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,6 +131,11 @@ type logFile struct {
 // enough to go; _sidecars/ is listed once and the checkpoints are read only when an old
 // sidecar is there.
 //
+// Last, on a store whose writes in the making are hidden temporary files
+// (storage.TempLister: local disk's ".tmp-…"), the temporary files in _delta_log and
+// _sidecars older than the retention and a day: a commit, checkpoint or sidecar whose
+// writer was killed mid-write.
+//
 // The retention is the table's delta.logRetentionDuration (default 30 days) or
 // o.MinRetention, whichever is longer; with delta.enableExpiredLogCleanup = false, or a
 // negative MinRetention, nothing is deleted. Errors: listing, reading a kept checkpoint
@@ -237,7 +243,35 @@ func CleanupLog(ctx context.Context, t *deltawriter.Table, o LogCleanupOptions) 
 	if err := cleanupSidecars(ctx, st, del, o.Sidecars, cutoff, now(), &res); err != nil {
 		return res, fmt.Errorf("clean up log of %s: %w", t, err)
 	}
+	err = cleanupTemps(ctx, st, del, cutoff, now(), &res)
+	slices.Sort(res.Deleted)
+	if err != nil {
+		return res, fmt.Errorf("clean up log of %s: %w", t, err)
+	}
 	return res, nil
+}
+
+// cleanupTemps deletes the temporary files (storage.TempLister) in _delta_log and in
+// _delta_log/_sidecars older than cutoff and than staleTempAge before now: a checkpoint,
+// sidecar or commit whose writer was killed mid-write. It appends them to res.Deleted.
+func cleanupTemps(ctx context.Context, st storage.Store, del storage.Deleter, cutoff, now time.Time, res *LogCleanupResult) error {
+	for _, dir := range []string{"_delta_log", sidecarDir} {
+		paths, err := listTemps(ctx, st, dir)
+		if err != nil {
+			return err
+		}
+		stale, err := staleTemps(ctx, st, paths, cutoff, now)
+		if err != nil {
+			return err
+		}
+		for _, f := range stale {
+			if err := del.Delete(ctx, f.Name); err != nil {
+				return fmt.Errorf("delete %s: %w", f.Name, err)
+			}
+			res.Deleted = append(res.Deleted, f.Name)
+		}
+	}
+	return nil
 }
 
 // sidecarDir holds the sidecar files of V2 checkpoints (PROTOCOL.md, "Sidecar Files").

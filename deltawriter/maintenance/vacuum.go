@@ -88,10 +88,14 @@ type VacuumResult struct {
 //     modification time is older than the retention: leftovers of flushes that crashed
 //     before their commit (an in-flight flush writes files newer than that);
 //   - deletion vector files (deletion_vector_<uuid>.bin) of such files;
+//   - on a store whose writes in the making are hidden temporary files
+//     (storage.TempLister: local disk's ".tmp-…"), those in the directories listed
+//     whose modification time is older than the retention and a day: left by a writer
+//     killed mid-write (one in flight is written to minutes ago at most);
 //   - directories left empty.
 //
-// It never touches _delta_log nor any other hidden name (one starting with "_" or "."),
-// except partition directories ("<partition column>=…", "_kafka_partition=3"),
+// Apart from stale temporary files, it never touches _delta_log nor any other hidden name
+// (one starting with "_" or "."), except partition directories ("<partition column>=…", "_kafka_partition=3"),
 // "_change_data" and "_delta_index" (Spark's DeltaTableUtils.isHiddenDirectory); "metadata"
 // (UniForm Iceberg) is kept too. Files outside the table root are never deleted.
 //
@@ -195,10 +199,24 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 	if nl, ok := st.(storage.NameLister); ok {
 		w.list, w.lazy = nl.ListNamePages, true // sizes and times of the unreferenced files only
 	}
+	var temps []string
+	if tl, ok := st.(storage.TempLister); ok {
+		w.list, w.lazy = func(ctx context.Context, dir string, fn func(page []storage.FileInfo) error) error {
+			return tl.ListNamePagesTemps(ctx, dir, fn, func(name string) { temps = append(temps, path.Join(dir, name)) })
+		}, true
+	}
 	if _, err := w.walk(ctx, ""); err != nil {
 		return res, fmt.Errorf("vacuum %s: %w", t, err)
 	}
 	dirs := w.dirs
+	stale, err := staleTemps(ctx, st, temps, res.DeleteBefore, now())
+	if err != nil {
+		return res, fmt.Errorf("vacuum %s: %w", t, err)
+	}
+	for _, f := range stale {
+		res.Files = append(res.Files, VacuumFile{Path: f.Name, Size: f.Size})
+		res.Bytes += f.Size
+	}
 
 	for _, d := range dirs {
 		res.Files = append(res.Files, VacuumFile{Path: d, IsDir: true})

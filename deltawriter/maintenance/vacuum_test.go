@@ -324,13 +324,22 @@ type heapStore struct {
 }
 
 func (h *heapStore) ListNamePages(ctx context.Context, dir string, fn func([]storage.FileInfo) error) error {
-	return h.Local.ListNamePages(ctx, dir, func(page []storage.FileInfo) error {
+	return h.Local.ListNamePages(ctx, dir, h.measured(fn))
+}
+
+// ListNamePagesTemps is the listing VACUUM uses on a local store (storage.TempLister).
+func (h *heapStore) ListNamePagesTemps(ctx context.Context, dir string, fn func([]storage.FileInfo) error, temp func(string)) error {
+	return h.Local.ListNamePagesTemps(ctx, dir, h.measured(fn), temp)
+}
+
+func (h *heapStore) measured(fn func([]storage.FileInfo) error) func([]storage.FileInfo) error {
+	return func(page []storage.FileInfo) error {
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		h.peak = max(h.peak, m.HeapAlloc)
 		return fn(page)
-	})
+	}
 }
 
 // TestVacuumListingMemoryBounded runs a dry run on a table of one live file, one old
@@ -388,8 +397,17 @@ type churnStore struct {
 }
 
 func (c *churnStore) ListNamePages(ctx context.Context, dir string, fn func([]storage.FileInfo) error) error {
+	return c.Local.ListNamePages(ctx, dir, c.churned(dir, fn))
+}
+
+// ListNamePagesTemps is the listing VACUUM uses on a local store (storage.TempLister).
+func (c *churnStore) ListNamePagesTemps(ctx context.Context, dir string, fn func([]storage.FileInfo) error, temp func(string)) error {
+	return c.Local.ListNamePagesTemps(ctx, dir, c.churned(dir, fn), temp)
+}
+
+func (c *churnStore) churned(dir string, fn func([]storage.FileInfo) error) func([]storage.FileInfo) error {
 	pages := 0
-	return c.Local.ListNamePages(ctx, dir, func(page []storage.FileInfo) error {
+	return func(page []storage.FileInfo) error {
 		if pages++; dir == "" && pages == 2 {
 			if c.fail {
 				return errors.New("connection reset")
@@ -398,7 +416,7 @@ func (c *churnStore) ListNamePages(ctx context.Context, dir string, fn func([]st
 			c.between = func() {}
 		}
 		return fn(page)
-	})
+	}
 }
 
 // writeOneLiveFile writes at root (local) the log of an unpartitioned table whose one

@@ -179,6 +179,16 @@ type NameLister interface {
 	ListNamePages(ctx context.Context, dir string, fn func(page []FileInfo) error) error
 }
 
+// TempLister is implemented by stores whose objects in the making are hidden temporary
+// files next to their final names, which listings skip (Local: ".tmp-…"). A writer killed
+// mid-write leaves its temporary file behind for good; VACUUM and log cleanup find them
+// through this and delete those older than their retention and one day.
+type TempLister interface {
+	// ListNamePagesTemps is NameLister's ListNamePages that also calls temp with the
+	// name of each temporary file in dir (not in its subdirectories).
+	ListNamePagesTemps(ctx context.Context, dir string, fn func(page []FileInfo) error, temp func(name string)) error
+}
+
 // ListerFrom is implemented by stores that can list a directory starting after a name
 // (S3 StartAfter, GCS StartOffset, Azure StartFrom), so that reading a long _delta_log
 // from a checkpoint does not list its whole history.

@@ -273,20 +273,27 @@ func (l *Local) List(ctx context.Context, dir string) ([]FileInfo, error) {
 // entry. Entries whose names start with ".tmp-" (in-flight writes of this store) are
 // skipped.
 func (l *Local) ListPages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
-	return l.readDirPages(ctx, dir, true, fn)
+	return l.readDirPages(ctx, dir, true, fn, nil)
 }
 
 const tmpPrefix = ".tmp-"
 
 // ListNamePages implements NameLister: getdents only, no lstat per entry and no sort.
 func (l *Local) ListNamePages(ctx context.Context, dir string, fn func(page []FileInfo) error) error {
-	return l.readDirPages(ctx, dir, false, fn)
+	return l.readDirPages(ctx, dir, false, fn, nil)
+}
+
+// ListNamePagesTemps implements TempLister: ListNamePages, and temp is called with the
+// name of each ".tmp-" file in dir (an in-flight write, or one a killed writer left).
+func (l *Local) ListNamePagesTemps(ctx context.Context, dir string, fn func(page []FileInfo) error, temp func(name string)) error {
+	return l.readDirPages(ctx, dir, false, fn, temp)
 }
 
 // readDirPages reads directory dir ("" or "." is the root) MaxListPage entries at a time
 // and calls fn with each non-empty page, with sizes and times (sorted by name) when info
-// is set. A missing dir gives no page.
-func (l *Local) readDirPages(ctx context.Context, dir string, info bool, fn func(page []FileInfo) error) error {
+// is set, and temp (when not nil) with the name of each temporary file, which pages
+// leave out. A missing dir gives no page.
+func (l *Local) readDirPages(ctx context.Context, dir string, info bool, fn func(page []FileInfo) error, temp func(name string)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -311,6 +318,9 @@ func (l *Local) readDirPages(ctx context.Context, dir string, info bool, fn func
 		page = page[:0]
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), tmpPrefix) {
+				if temp != nil && !e.IsDir() {
+					temp(e.Name())
+				}
 				continue
 			}
 			fi := FileInfo{Name: e.Name(), IsDir: e.IsDir()}
