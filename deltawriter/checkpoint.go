@@ -604,7 +604,7 @@ func (w *checkpointWriter) writeV2(ctx context.Context, st storage.Store, s *Sna
 			actions = append(actions, deltalog.Action{Add: &a})
 		}
 		for _, k := range src.removeKeys {
-			r := s.tombstones[k]
+			r, _ := s.tombstones.get(k)
 			r.Stats, r.Tags = "", nil
 			actions = append(actions, deltalog.Action{Remove: &r})
 		}

@@ -240,18 +240,17 @@ const (
 )
 
 func newCPSource(s *Snapshot, now time.Time) (*cpSource, error) {
-	retention, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, 7*24*time.Hour)
+	retention, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, defaultDeletedFileRetention)
 	if err != nil {
 		return nil, err
 	}
 	cutoff := now.Add(-retention).UnixMilli()
 	src := &cpSource{s: s, txnIDs: slices.Sorted(maps.Keys(s.txns)), domains: slices.Sorted(maps.Keys(s.domains))}
-	for k, r := range s.tombstones {
-		if r.DeletionTimestamp == nil || *r.DeletionTimestamp >= cutoff {
+	for k, r := range s.tombstones.all() { // in key order
+		if !expired(&r, cutoff) {
 			src.removeKeys = append(src.removeKeys, k)
 		}
 	}
-	slices.Sort(src.removeKeys)
 	src.numAdds = s.Files.Len()
 	src.rows = 2 + len(src.txnIDs) + len(src.domains) + src.numAdds + len(src.removeKeys)
 	src.next, src.stop = iter.Pull2(s.Files.All())
@@ -347,7 +346,7 @@ func (src *cpSource) fill(b *checkpointChunk, lay *cpLayout, max int, yield func
 				continue
 			}
 			open("remove")
-			r := s.tombstones[src.removeKeys[src.i]]
+			r, _ := s.tombstones.get(src.removeKeys[src.i])
 			src.i++
 			b.str(c.removePath, r.Path)
 			b.optI64(c.removeDeletionTimestamp, r.DeletionTimestamp)

@@ -91,8 +91,7 @@ func checkpointRows(s *Snapshot, now time.Time) ([]map[string]any, int, error) {
 		return nil, 0, err
 	}
 	cutoff := now.Add(-retention).UnixMilli()
-	for _, path := range slices.Sorted(maps.Keys(s.tombstones)) {
-		r := s.tombstones[path]
+	for _, r := range s.tombstones.all() { // in key order
 		if r.DeletionTimestamp != nil && *r.DeletionTimestamp < cutoff {
 			continue // expired tombstone
 		}
@@ -204,7 +203,7 @@ func richSnapshot(now time.Time) *Snapshot {
 			DeletionVector: &deltalog.DeletionVector{StorageType: "p", PathOrInlineDv: "s3://b/dv.bin", Offset: ptr(int32(1)), SizeInBytes: 3, Cardinality: 2}},
 	}
 	for _, r := range removes {
-		s.tombstones[deltalog.FileKey(r.Path, r.DeletionVector)] = r
+		s.tombstones.put(deltalog.FileKey(r.Path, r.DeletionVector), r)
 	}
 	return s
 }
@@ -324,10 +323,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(maps.Collect(got.Files.All()), wantFiles) {
 		t.Errorf("files\n got %+v\nwant %+v", maps.Collect(got.Files.All()), wantFiles)
 	}
-	wantTomb := maps.Clone(s.tombstones)
+	wantTomb := s.Tombstones()
 	delete(wantTomb, "r2-expired.parquet")
-	if !reflect.DeepEqual(got.tombstones, wantTomb) {
-		t.Errorf("tombstones\n got %+v\nwant %+v", got.tombstones, wantTomb)
+	if gotTomb := got.Tombstones(); !reflect.DeepEqual(gotTomb, wantTomb) {
+		t.Errorf("tombstones\n got %+v\nwant %+v", gotTomb, wantTomb)
 	}
 	b, err := st.Get(ctx, lastCheckpointPath)
 	if err != nil {

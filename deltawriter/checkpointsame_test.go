@@ -62,7 +62,7 @@ func bigRichSnapshot(now time.Time, n int) *Snapshot {
 			case 2:
 				r.BaseRowID, r.DefaultRowCommitVersion, r.DeletionTimestamp = ptr(int64(i)), ptr(int64(3)), nil
 			}
-			s.tombstones[deltalog.FileKey(r.Path, r.DeletionVector)] = r
+			s.tombstones.put(deltalog.FileKey(r.Path, r.DeletionVector), r)
 		}
 	}
 	s.Files = NewFileSet(adds...)
@@ -237,9 +237,9 @@ func TestCheckpointSameAsValuePath(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(gs.Protocol, ws.Protocol) || !reflect.DeepEqual(gs.Metadata, ws.Metadata) ||
-				!reflect.DeepEqual(gs.txns, ws.txns) || !reflect.DeepEqual(gs.domains, ws.domains) || !reflect.DeepEqual(gs.tombstones, ws.tombstones) {
+				!reflect.DeepEqual(gs.txns, ws.txns) || !reflect.DeepEqual(gs.domains, ws.domains) || !reflect.DeepEqual(gs.Tombstones(), ws.Tombstones()) {
 				t.Errorf("protocol, metadata, txns, domains or tombstones read back differ:\n got %+v %+v %v %v %v\nwant %+v %+v %v %v %v",
-					gs.Protocol, gs.Metadata, gs.txns, gs.domains, gs.tombstones, ws.Protocol, ws.Metadata, ws.txns, ws.domains, ws.tombstones)
+					gs.Protocol, gs.Metadata, gs.txns, gs.domains, gs.Tombstones(), ws.Protocol, ws.Metadata, ws.txns, ws.domains, ws.Tombstones())
 			}
 			if g, w := maps.Collect(gs.Files.All()), maps.Collect(ws.Files.All()); !reflect.DeepEqual(g, w) || len(g) != s.Files.Len() {
 				t.Errorf("%d files read back, the former writer's %d, the snapshot's %d (or they differ)", len(g), len(w), s.Files.Len())

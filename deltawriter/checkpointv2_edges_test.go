@@ -42,7 +42,7 @@ func TestV2CheckpointEdgeSizes(t *testing.T) {
 	tombOnly.Files = NewFileSet()
 	tombs := files - src.numAdds
 	empty := v2Snapshot(now, 0)
-	empty.Files, empty.tombstones = NewFileSet(), map[string]deltalog.Remove{}
+	empty.Files, empty.tombstones = NewFileSet(), tombstoneSet{}
 	for _, c := range []struct {
 		name         string
 		s            *Snapshot
@@ -131,25 +131,26 @@ func TestV2CheckpointEdgeSizes(t *testing.T) {
 			wantTomb := map[string]deltalog.Remove{}
 			src, _ := newCPSource(c.s, now)
 			for _, k := range src.removeKeys {
-				r := c.s.tombstones[k]
+				r, _ := c.s.tombstones.get(k)
 				r.Stats, r.Tags = "", nil // not kept in checkpoints
 				if len(r.PartitionValues) == 0 {
 					r.PartitionValues = nil
 				}
 				wantTomb[k] = r
 			}
-			for k, r := range got.tombstones {
+			gotTomb := got.Tombstones()
+			for k, r := range gotTomb {
 				if len(r.Tags) == 0 {
 					r.Tags = nil
 				}
 				if len(r.PartitionValues) == 0 {
 					r.PartitionValues = nil
 				}
-				got.tombstones[k] = r
+				gotTomb[k] = r
 			}
 			src.close()
-			if len(got.tombstones) != len(wantTomb) || (len(wantTomb) > 0 && !reflect.DeepEqual(got.tombstones, wantTomb)) {
-				t.Errorf("%d tombstones read back, want %d equal", len(got.tombstones), len(wantTomb))
+			if len(gotTomb) != len(wantTomb) || (len(wantTomb) > 0 && !reflect.DeepEqual(gotTomb, wantTomb)) {
+				t.Errorf("%d tombstones read back, want %d equal", len(gotTomb), len(wantTomb))
 			}
 			lc, err := st.Get(ctx, lastCheckpointPath)
 			if err != nil {

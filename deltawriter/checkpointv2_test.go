@@ -96,10 +96,10 @@ func TestV2CheckpointSidecarsRoundTrip(t *testing.T) {
 			t.Errorf("file %s\n got %+v\nwant %+v", k, g, a)
 		}
 	}
-	wantTomb := maps.Clone(s.tombstones)
+	wantTomb := s.Tombstones()
 	delete(wantTomb, "r2-expired.parquet")
-	if len(got.tombstones) != 36 || !reflect.DeepEqual(got.tombstones, wantTomb) {
-		t.Errorf("%d tombstones\n got %+v\nwant %+v", len(got.tombstones), got.tombstones, wantTomb)
+	if gotTomb := got.Tombstones(); len(gotTomb) != 36 || !reflect.DeepEqual(gotTomb, wantTomb) {
+		t.Errorf("%d tombstones\n got %+v\nwant %+v", len(gotTomb), gotTomb, wantTomb)
 	}
 
 	// The classic checkpoint of the same snapshot reads back the same.
@@ -115,7 +115,7 @@ func TestV2CheckpointSidecarsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(maps.Collect(classic.Files.All()), gotFiles) || !reflect.DeepEqual(classic.tombstones, got.tombstones) {
+	if !reflect.DeepEqual(maps.Collect(classic.Files.All()), gotFiles) || !reflect.DeepEqual(classic.Tombstones(), got.Tombstones()) {
 		t.Errorf("the V2 checkpoint's files and tombstones differ from the classic checkpoint's")
 	}
 
@@ -222,7 +222,7 @@ func TestV2CheckpointSmallInline(t *testing.T) {
 		t.Fatalf("_sidecars: %v (%v), want nothing", ents, err)
 	}
 	got, err := readCheckpoint(ctx, st, s.Version, []string{name})
-	if err != nil || got.Files.Len() != 3 || len(got.tombstones) != 2 {
+	if err != nil || got.Files.Len() != 3 || got.tombstones.len() != 2 {
 		t.Fatalf("read back: %v; want 3 files, 2 tombstones", err)
 	}
 	top, _ := st.Get(ctx, logDir+"/"+name)

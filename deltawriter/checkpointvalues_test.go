@@ -171,7 +171,7 @@ func (src *cpSource) fillValues(b *checkpointColumns, max int, yield func()) int
 				continue
 			}
 			open("remove").rows++
-			r := s.tombstones[src.removeKeys[src.i]]
+			r, _ := s.tombstones.get(src.removeKeys[src.i])
 			src.i++
 			b.str(c.removePath, r.Path)
 			b.optI64(c.removeDeletionTimestamp, r.DeletionTimestamp)

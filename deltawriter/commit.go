@@ -531,6 +531,11 @@ func (t *Table) afterCommit(ctx context.Context, version int64, actions []deltal
 		return
 	}
 	if version > 0 && version%interval == 0 {
+		if !t.snapShared {
+			// The checkpoint leaves the expired tombstones out; the cached snapshot drops
+			// them too, so that a long-running writer does not hold them for good.
+			t.snap.expireTombstones(t.opts.now())
+		}
 		if t.opts.bgCheckpoint && t.cp.submit(ctx, t, t.snap) {
 			t.snapShared = true // the checkpoint goroutine reads it
 			return

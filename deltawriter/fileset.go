@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/google/btree"
+
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
@@ -20,17 +22,43 @@ import (
 // The layout is what a table of 10⁵–10⁶ files needs (docs/performance.md, "Big
 // tables"): a base table of fixed-size rows sorted by key, whose paths and stats are
 // slices of shared byte arenas and whose partition values are interned (one map per
-// distinct partition), plus a small overlay that the commits after the base change: a
-// bitset of removed base rows and a map of added files. Advancing a snapshot by one
-// commit copies the overlay (bounded by compactRatio of the base), not the base; when the
-// overlay outgrows it, the live files are merged into a new base, sharing the arenas.
-// A base row costs 64 bytes (TestFileRowSize) plus its path's and stats' bytes.
+// distinct partition), plus an overlay that the commits after the base change: a bitset
+// of removed base rows and a copy-on-write B-tree of added files. Advancing a snapshot
+// by one commit copies the bitset (n/8 bytes) and the B-tree nodes on the paths it
+// changes, neither the base nor the whole overlay; when the overlay outgrows
+// max(compactMin, n/compactRatio), the live files are merged into a new base, sharing
+// the arenas. A base row costs 64 bytes (TestFileRowSize) plus its path's and stats'
+// bytes.
 type FileSet struct {
-	base  *fileTable
-	dead  []uint64 // bit i: base row i is no longer live; nil while none is
-	nDead int
-	over  map[string]deltalog.Add // live files not (or no longer) in base, by key
+	base *fileTable
+	// dead: bit i is set when base row i is no longer live, in pages of deadPageRows
+	// rows (nil: none set); a page is copied before its first change unless its bit in
+	// ownDead is set (clones share pages).
+	dead    [][]uint64
+	ownDead []bool
+	nDead   int
+	// over holds the live files not (or no longer) in base, by key; nil while none is.
+	// Clones share its nodes until either changes them (btree.BTreeG.Clone), so a
+	// snapshot handed out stays as it was while the next one is advanced.
+	over *btree.BTreeG[overFile]
 }
+
+// overFile is one file of the overlay: its key and its add action (never modified once
+// in a tree).
+type overFile struct {
+	key string
+	add *deltalog.Add
+}
+
+func overLess(a, b overFile) bool { return a.key < b.key }
+
+// deadPageRows is the number of base rows per page of the dead-row bitset (8 KiB): a
+// commit that removes a base file copies one page, not the bitset (125 KB at 10⁶ files).
+const deadPageRows = 1 << 16
+
+// overDegree is the overlay B-tree's degree: nodes of up to 63 files (1.5 KB), about 3
+// levels for the largest overlay (compactRatio of 10⁶ files).
+const overDegree = 32
 
 // fileTable is an immutable, key-sorted table of add actions.
 type fileTable struct {
@@ -64,9 +92,9 @@ type fileExtra struct {
 
 // compactMin and compactRatio bound the overlay: a FileSet is compacted into a new base
 // once the overlay's entries (removed base rows plus added files) exceed
-// max(compactMin, base rows/compactRatio). Copying the overlay per commit then costs at
-// most 1/compactRatio of the base, and the O(n) merge happens once per n/compactRatio
-// changed files.
+// max(compactMin, base rows/compactRatio), so the O(n) merge happens once per
+// n/compactRatio changed files and lookups stay in the base's binary search and a
+// shallow B-tree.
 const (
 	compactMin   = 4096
 	compactRatio = 64
@@ -87,7 +115,7 @@ func (f *FileSet) Len() int {
 	if f == nil {
 		return 0
 	}
-	n := len(f.over)
+	n := f.overLen()
 	if f.base != nil {
 		n += len(f.base.rows) - f.nDead
 	}
@@ -99,8 +127,10 @@ func (f *FileSet) Get(key string) (deltalog.Add, bool) {
 	if f == nil {
 		return deltalog.Add{}, false
 	}
-	if a, ok := f.over[key]; ok {
-		return a, true
+	if f.over != nil {
+		if o, ok := f.over.Get(overFile{key: key}); ok {
+			return *o.add, true
+		}
 	}
 	if i, ok := f.base.find(key); ok && !f.isDead(i) {
 		return f.base.add(i), true
@@ -113,7 +143,7 @@ func (f *FileSet) Has(key string) bool {
 	if f == nil {
 		return false
 	}
-	if _, ok := f.over[key]; ok {
+	if f.over != nil && f.over.Has(overFile{key: key}) {
 		return true
 	}
 	i, ok := f.base.find(key)
@@ -126,59 +156,88 @@ func (f *FileSet) All() iter.Seq2[string, deltalog.Add] {
 		if f == nil {
 			return
 		}
-		okeys := slices.Sorted(maps.Keys(f.over))
-		var rows []fileRow
-		if f.base != nil {
-			rows = f.base.rows
+		f.merge(func(i int, o overFile) bool {
+			if o.add != nil {
+				return yield(o.key, *o.add)
+			}
+			return yield(f.base.key(i), f.base.add(i))
+		})
+	}
+}
+
+// merge calls fn with the live files in key order: a live base row as (its index, a zero
+// overFile), an overlay file as (-1, it); it stops when fn returns false.
+func (f *FileSet) merge(fn func(i int, o overFile) bool) {
+	var rows []fileRow
+	if f.base != nil {
+		rows = f.base.rows
+	}
+	i := 0
+	// baseTo yields the live base rows before key k (all of them when k is nil).
+	baseTo := func(k *string) bool {
+		for ; i < len(rows) && (k == nil || f.base.key(i) < *k); i++ {
+			if !f.isDead(i) && !fn(i, overFile{}) {
+				return false
+			}
 		}
-		i, j := 0, 0
-		for i < len(rows) || j < len(okeys) {
-			if i < len(rows) && f.isDead(i) {
-				i++
-				continue
-			}
-			if j >= len(okeys) || (i < len(rows) && f.base.key(i) < okeys[j]) {
-				if !yield(f.base.key(i), f.base.add(i)) {
-					return
-				}
-				i++
-				continue
-			}
-			if !yield(okeys[j], f.over[okeys[j]]) {
-				return
-			}
-			j++
-		}
+		return true
+	}
+	ok := true
+	if f.over != nil {
+		f.over.Ascend(func(o overFile) bool {
+			ok = baseTo(&o.key) && fn(-1, o)
+			return ok
+		})
+	}
+	if ok {
+		baseTo(nil)
 	}
 }
 
 func (f *FileSet) isDead(i int) bool {
-	return f.dead != nil && f.dead[i>>6]&(1<<(uint(i)&63)) != 0
+	if f.dead == nil {
+		return false
+	}
+	p := f.dead[i/deadPageRows]
+	i %= deadPageRows
+	return p != nil && p[i>>6]&(1<<(uint(i)&63)) != 0
 }
 
 // clone returns a copy that can be changed without changing f: the base is shared, the
-// overlay copied.
+// dead-row bitset's pages and the overlay's nodes shared until either set changes them.
 func (f *FileSet) clone() *FileSet {
-	c := &FileSet{base: f.base, nDead: f.nDead, over: maps.Clone(f.over)}
+	c := &FileSet{base: f.base, nDead: f.nDead}
+	if f.over != nil {
+		c.over = f.over.Clone()
+	}
 	if f.dead != nil {
-		c.dead = slices.Clone(f.dead)
+		c.dead, c.ownDead = slices.Clone(f.dead), make([]bool, len(f.dead))
+		clear(f.ownDead) // f's next change to a page copies it too
 	}
 	return c
+}
+
+// overLen is the number of files in the overlay.
+func (f *FileSet) overLen() int {
+	if f.over == nil {
+		return 0
+	}
+	return f.over.Len()
 }
 
 // put makes a (of key k) live, replacing the file of the same key.
 func (f *FileSet) put(k string, a deltalog.Add) {
 	f.killBase(k)
 	if f.over == nil {
-		f.over = map[string]deltalog.Add{}
+		f.over = btree.NewG(overDegree, overLess)
 	}
-	f.over[k] = a
+	f.over.ReplaceOrInsert(overFile{key: k, add: &a})
 }
 
 // del removes the file of key k, if live.
 func (f *FileSet) del(k string) {
-	if _, ok := f.over[k]; ok {
-		delete(f.over, k)
+	if f.over != nil && f.over.Has(overFile{key: k}) { // a B-tree delete copies its path even when k is not there
+		f.over.Delete(overFile{key: k})
 		return
 	}
 	f.killBase(k)
@@ -193,9 +252,17 @@ func (f *FileSet) killBase(k string) {
 		return
 	}
 	if f.dead == nil {
-		f.dead = make([]uint64, (len(f.base.rows)+63)/64)
+		pages := (len(f.base.rows) + deadPageRows - 1) / deadPageRows
+		f.dead, f.ownDead = make([][]uint64, pages), make([]bool, pages)
 	}
-	f.dead[i>>6] |= 1 << (uint(i) & 63)
+	pi := i / deadPageRows
+	if !f.ownDead[pi] {
+		p := make([]uint64, deadPageRows/64)
+		copy(p, f.dead[pi]) // nil: a page with no row set yet
+		f.dead[pi], f.ownDead[pi] = p, true
+	}
+	i %= deadPageRows
+	f.dead[pi][i>>6] |= 1 << (uint(i) & 63)
 	f.nDead++
 }
 
@@ -205,7 +272,7 @@ func (f *FileSet) maybeCompact() {
 	if f.base != nil {
 		n = len(f.base.rows)
 	}
-	if f.nDead+len(f.over) <= max(compactMin, n/compactRatio) {
+	if f.nDead+f.overLen() <= max(compactMin, n/compactRatio) {
 		return
 	}
 	f.compact()
@@ -222,31 +289,19 @@ func (f *FileSet) compact() {
 			b.pvIndex[strings.Clone(pvKey(&b.scratch, pv))] = uint32(i) // pvKey aliases the scratch buffer
 		}
 	}
-	okeys := slices.Sorted(maps.Keys(f.over))
-	i, j := 0, 0
-	var nrows int
-	if old != nil {
-		nrows = len(old.rows)
-	}
-	for i < nrows || j < len(okeys) {
-		if i < nrows && f.isDead(i) {
-			i++
-			continue
+	f.merge(func(i int, o overFile) bool {
+		if o.add != nil {
+			b.addAction(o.add)
+			return true
 		}
-		if j >= len(okeys) || (i < nrows && old.key(i) < okeys[j]) {
-			r := old.rows[i]
-			if r.extra > 0 {
-				b.extras = append(b.extras, old.extras[r.extra-1])
-				r.extra = int32(len(b.extras))
-			}
-			b.rows = append(b.rows, r)
-			i++
-			continue
+		r := old.rows[i]
+		if r.extra > 0 {
+			b.extras = append(b.extras, old.extras[r.extra-1])
+			r.extra = int32(len(b.extras))
 		}
-		a := f.over[okeys[j]]
-		b.addAction(&a)
-		j++
-	}
+		b.rows = append(b.rows, r)
+		return true
+	})
 	b.sorted = true
 	*f = FileSet{base: b.build()}
 }

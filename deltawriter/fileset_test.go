@@ -153,3 +153,105 @@ func TestFileSetCompactKeepsPartitionValues(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSnapshotAdvance times what advancing a handed-out snapshot by a commit that
+// replaces one file (a remove and an add: an upsert's or a compaction's commit) costs
+// its file set and tombstones (Snapshot.clone, then apply), on a table of 10⁶ live files
+// and 10⁵ tombstones whose overlay holds k files from the commits since its base was
+// built, up to just below the compaction bound (compactRatio of 10⁶). "maps" is the same step with
+// the overlay and the tombstones as Go maps copied per commit, as the snapshot had them
+// before their copy-on-write B-trees: the baseline, in the same process.
+func BenchmarkSnapshotAdvance(b *testing.B) {
+	const n, tombs = 1_000_000, 100_000
+	name := func(i int) string {
+		return fmt.Sprintf("part-%07d-0b0c3a2e-dead-4000-8000-00000000c0de-c000.snappy.parquet", i)
+	}
+	file := func(i int) deltalog.Add {
+		return deltalog.Add{Path: name(i), Size: 1000, ModificationTime: 1, DataChange: true, Stats: `{"numRecords":1}`}
+	}
+	ts := int64(1)
+	adds := make([]deltalog.Add, n)
+	for i := range adds {
+		adds[i] = file(i)
+	}
+	base := emptySnapshot()
+	base.Files = NewFileSet(adds...)
+	tombMap := map[string]deltalog.Remove{}
+	for i := range tombs {
+		r := deltalog.Remove{Path: name(n + i), DeletionTimestamp: &ts, DataChange: true}
+		base.tombstones.put(r.Path, r)
+		tombMap[r.Path] = r
+	}
+	for _, k := range []int{0, 1000, n/compactRatio - 100} { // below the bound: no compaction
+		s := base.clone()
+		overMap := map[string]deltalog.Add{}
+		for i := range k {
+			a := file(2*n + i)
+			s.Files.put(a.Path, a)
+			overMap[a.Path] = a
+		}
+		b.Run(fmt.Sprintf("btrees/overlay=%d", k), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				c := s.clone()
+				a := file(3*n + i)
+				c.apply([]deltalog.Action{{Remove: &deltalog.Remove{Path: name(i % n), DeletionTimestamp: &ts, DataChange: true}}, {Add: &a}})
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("maps/overlay=%d", k), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				over, tomb := maps.Clone(overMap), maps.Clone(tombMap)
+				a := file(3*n + i)
+				tomb[name(i%n)] = deltalog.Remove{Path: name(i % n), DeletionTimestamp: &ts, DataChange: true}
+				over[a.Path] = a
+				i++
+			}
+		})
+	}
+}
+
+// TestFileSetDeadPagesCopyOnWrite: a base of four pages of the dead-row bitset; removes
+// through a chain of clones, and into a set after it was cloned, change only the set
+// they were made in.
+func TestFileSetDeadPagesCopyOnWrite(t *testing.T) {
+	n := 3*deadPageRows + 10
+	name := func(i int) string { return fmt.Sprintf("part-%07d.parquet", i) }
+	adds := make([]deltalog.Add, n)
+	for i := range adds {
+		adds[i] = deltalog.Add{Path: name(i), Size: int64(i)}
+	}
+	f0 := NewFileSet(adds...)
+	f1 := f0.clone()
+	f1.del(name(5))
+	f1.del(name(2*deadPageRows + 7))
+	f2 := f1.clone()
+	f2.del(name(deadPageRows + 1))
+	f2.del(name(6))
+	f1.del(name(3 * deadPageRows)) // a change to f1 after f2 was cloned from it
+	f3 := f2.clone()
+	f3.put(name(5), deltalog.Add{Path: name(5), Size: -5}) // re-added: in the overlay
+	gone := map[*FileSet][]int{
+		f0: nil,
+		f1: {5, 2*deadPageRows + 7, 3 * deadPageRows},
+		f2: {5, 2*deadPageRows + 7, deadPageRows + 1, 6},
+		f3: {2*deadPageRows + 7, deadPageRows + 1, 6},
+	}
+	for f, g := range gone {
+		if f.Len() != n-len(g) {
+			t.Errorf("Len %d, want %d (removed %v)", f.Len(), n-len(g), g)
+		}
+		for _, i := range []int{5, 6, deadPageRows + 1, 2*deadPageRows + 7, 3 * deadPageRows, 3*deadPageRows + 9} {
+			if got, want := f.Has(name(i)), !slices.Contains(g, i); got != want {
+				t.Errorf("set removing %v: Has(%d) = %v, want %v", g, i, got, want)
+			}
+		}
+	}
+	if a, ok := f3.Get(name(5)); !ok || a.Size != -5 {
+		t.Errorf("re-added file: %+v, %v", a, ok)
+	}
+	if a, ok := f2.Get(name(5)); ok {
+		t.Errorf("f2 sees the file f3 re-added: %+v", a)
+	}
+}

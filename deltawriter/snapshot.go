@@ -45,12 +45,8 @@ type Snapshot struct {
 	// a compact, immutable table (FileSet).
 	Files *FileSet
 
-	txns       map[string]deltalog.Txn    // full txn actions, for checkpoints
-	tombstones map[string]deltalog.Remove // remove actions not superseded by an add
-	// tombShared is set when tombstones is the map of the snapshot this one was cloned
-	// from: apply copies it before its first change. A table can hold 10⁵ tombstones and
-	// most commits change none, so a commit does not copy them.
-	tombShared bool
+	txns       map[string]deltalog.Txn            // full txn actions, for checkpoints
+	tombstones tombstoneSet                       // remove actions not superseded by an add
 	domains    map[string]deltalog.DomainMetadata // live (non-removed) domains
 }
 
@@ -75,12 +71,11 @@ func (s *Snapshot) SupportsFeature(f string) bool {
 
 func emptySnapshot() *Snapshot {
 	return &Snapshot{
-		Version:    -1,
-		Txns:       map[string]int64{},
-		Files:      &FileSet{},
-		txns:       map[string]deltalog.Txn{},
-		tombstones: map[string]deltalog.Remove{},
-		domains:    map[string]deltalog.DomainMetadata{},
+		Version: -1,
+		Txns:    map[string]int64{},
+		Files:   &FileSet{},
+		txns:    map[string]deltalog.Txn{},
+		domains: map[string]deltalog.DomainMetadata{},
 	}
 }
 
@@ -90,7 +85,7 @@ func (s *Snapshot) clone() *Snapshot {
 	c.Txns = maps.Clone(s.Txns)
 	c.Files = s.Files.clone()
 	c.txns = maps.Clone(s.txns)
-	c.tombShared = true
+	c.tombstones = s.tombstones.clone()
 	c.domains = maps.Clone(s.domains)
 	return &c
 }
@@ -112,15 +107,11 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 		case a.Add != nil:
 			k := deltalog.FileKey(a.Add.Path, a.Add.DeletionVector)
 			s.Files.put(k, *a.Add)
-			if _, ok := s.tombstones[k]; ok {
-				s.ownTombstones()
-				delete(s.tombstones, k)
-			}
+			s.tombstones.del(k)
 		case a.Remove != nil:
 			k := deltalog.FileKey(a.Remove.Path, a.Remove.DeletionVector)
 			s.Files.del(k)
-			s.ownTombstones()
-			s.tombstones[k] = *a.Remove
+			s.tombstones.put(k, *a.Remove)
 		case a.DomainMetadata != nil:
 			if a.DomainMetadata.Removed {
 				delete(s.domains, a.DomainMetadata.Domain)
@@ -132,11 +123,20 @@ func (s *Snapshot) apply(actions []deltalog.Action) {
 	s.Files.maybeCompact()
 }
 
-// ownTombstones gives s a copy of its tombstones if they are shared (tombShared).
-func (s *Snapshot) ownTombstones() {
-	if s.tombShared {
-		s.tombstones, s.tombShared = maps.Clone(s.tombstones), false
+// defaultDeletedFileRetention is delta.deletedFileRetentionDuration when the table does
+// not set it (PROTOCOL.md, "Add File and Remove File"; Spark's default).
+const defaultDeletedFileRetention = 7 * 24 * time.Hour
+
+// expireTombstones drops the tombstones expired at now: deletionTimestamp older than
+// delta.deletedFileRetentionDuration (7 days by default), the ones a checkpoint leaves out
+// (PROTOCOL.md, "Add File and Remove File"; Spark's state reconstruction drops them too).
+// s must not have been handed out. A retention that does not parse keeps them all.
+func (s *Snapshot) expireTombstones(now time.Time) {
+	ret, err := s.Metadata.DurationProperty(deltalog.PropDeletedFileRetention, defaultDeletedFileRetention)
+	if err != nil {
+		return
 	}
+	s.tombstones.expire(now.Add(-ret).UnixMilli())
 }
 
 // finish validates a reconstructed snapshot: protocol and metaData present, protocol
@@ -204,7 +204,7 @@ func (s *Snapshot) CheckWritable() error {
 // (PROTOCOL.md, "Add File and Remove File": tombstones are kept until
 // delta.deletedFileRetentionDuration after their deletionTimestamp, so that VACUUM keeps
 // their files for readers of older versions), keyed like Files. The map is a copy.
-func (s *Snapshot) Tombstones() map[string]deltalog.Remove { return maps.Clone(s.tombstones) }
+func (s *Snapshot) Tombstones() map[string]deltalog.Remove { return maps.Collect(s.tombstones.all()) }
 
 // ---- log listing ----
 

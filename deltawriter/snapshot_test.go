@@ -83,10 +83,10 @@ func TestSnapshotReconstruction(t *testing.T) {
 	if s.Schema.String() != "struct<a:long,b:string>" || s.Metadata.Configuration["delta.appendOnly"] != "true" {
 		t.Errorf("metadata not replaced: %s %v", s.Schema, s.Metadata.Configuration)
 	}
-	if _, ok := s.tombstones["f2"]; !ok {
+	if _, ok := s.tombstones.get("f2"); !ok {
 		t.Errorf("f2 tombstone missing")
 	}
-	if _, ok := s.tombstones["f1"]; ok {
+	if _, ok := s.tombstones.get("f1"); ok {
 		t.Errorf("f1 re-added but still a tombstone")
 	}
 
@@ -384,7 +384,7 @@ func TestSnapshotTombstonesSharedUnderCheckpoints(t *testing.T) {
 	tbl, _ := Open(ctx, st, WithBackgroundCheckpoints())
 	defer tbl.Close(ctx)
 	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "2"})
-	ts := int64(5)
+	ts := time.Now().UnixMilli() // within the retention: checkpoints keep them
 	rm := func(p string) deltalog.Remove {
 		return deltalog.Remove{Path: p, DeletionTimestamp: &ts, DataChange: true}
 	}
@@ -447,5 +447,71 @@ func TestSnapshotTombstonesSharedUnderCheckpoints(t *testing.T) {
 	}
 	if len(held) != 24 {
 		t.Errorf("%d snapshots held, want 24", len(held))
+	}
+}
+
+// TestSnapshotExpiresTombstonesAtCheckpoints: when a checkpoint falls due, the table's
+// cached snapshot drops the tombstones past delta.deletedFileRetentionDuration, as the
+// checkpoint does, and keeps the others; a snapshot handed out before keeps all of its
+// tombstones, and a fresh load from the checkpoint holds the same ones.
+func TestSnapshotExpiresTombstonesAtCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	tbl, _ := Open(ctx, st, WithClock(func() time.Time { return now }))
+	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "5", deltalog.PropDeletedFileRetention: "interval 1 day"})
+	at := func(age time.Duration) *int64 { ms := now.Add(-age).UnixMilli(); return &ms }
+	commit := func(c Commit) {
+		t.Helper()
+		s, err := tbl.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ReadVersion = s.Version
+		if _, err := tbl.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"old", "recent", "undated", "edge"} {
+		commit(Commit{Adds: []deltalog.Add{fakeAdd(p)}})
+	}
+	commit(Commit{Removes: []deltalog.Remove{
+		{Path: "old", DeletionTimestamp: at(25 * time.Hour), DataChange: true},
+		{Path: "recent", DeletionTimestamp: at(time.Hour), DataChange: true},
+		{Path: "undated", DataChange: true},
+		{Path: "edge", DeletionTimestamp: at(24 * time.Hour), DataChange: true},
+	}}) // version 5: a checkpoint
+	before, err := tbl.Snapshot(ctx)
+	if err != nil || before.Version != 5 {
+		t.Fatalf("snapshot after the checkpoint's commit: version %d, %v", before.Version, err)
+	}
+	want := []string{"edge", "recent", "undated"} // "edge" is exactly at the cutoff: kept, as the checkpoint keeps it
+	if got := slices.Sorted(maps.Keys(before.Tombstones())); !slices.Equal(got, want) {
+		t.Errorf("cached snapshot's tombstones %v, want %v", got, want)
+	}
+	loaded, err := Open(ctx, st, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := loaded.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(fresh.Tombstones())); !slices.Equal(got, want) {
+		t.Errorf("tombstones loaded from the checkpoint %v, want %v", got, want)
+	}
+	// A snapshot handed out before the checkpoint's commit keeps what it had.
+	now = now.Add(2 * time.Hour) // "recent" and "edge" are now 3 and 26 hours old
+	held, _ := tbl.Snapshot(ctx)
+	commit(Commit{Adds: []deltalog.Add{fakeAdd("a6")}})
+	for v := 7; v <= 10; v++ {
+		commit(Commit{Adds: []deltalog.Add{fakeAdd(fmt.Sprintf("a%d", v))}})
+	} // version 10: a checkpoint
+	after, _ := tbl.Snapshot(ctx)
+	if got := slices.Sorted(maps.Keys(after.Tombstones())); !slices.Equal(got, []string{"recent", "undated"}) {
+		t.Errorf("tombstones at version %d: %v, want [recent undated]", after.Version, got)
+	}
+	if got := slices.Sorted(maps.Keys(held.Tombstones())); !slices.Equal(got, want) {
+		t.Errorf("the snapshot held from version %d changed: tombstones %v, want %v", held.Version, got, want)
 	}
 }
