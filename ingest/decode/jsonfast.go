@@ -105,14 +105,23 @@ func (f *jFast) push(v any) {
 }
 
 // str reads a string without escapes and returns its bytes (a sub-slice of the document):
-// false for a string with an escape, a control character or invalid UTF-8, and for one
-// not closed. One pass finds the closing quote and checks the text, eight bytes at a time.
+// false for a string with an escape, a control character or invalid UTF-8 (jStr).
 func (f *jFast) str() ([]byte, bool) {
+	raw, i, ok := jStr(f.b, f.i)
+	f.i = i
+	return raw, ok
+}
+
+// jStr reads the string without escapes whose opening quote is b[i]: its bytes (a
+// sub-slice of b) and the index after its closing quote; false for a string with an
+// escape, a control character or invalid UTF-8, and for one not closed. One pass finds
+// the closing quote and checks the text, eight bytes at a time.
+func jStr(b []byte, i int) ([]byte, int, bool) {
 	const ones, hi = 0x0101010101010101, 0x8080808080808080
 	const quote, bslash, space = 0x2222222222222222, 0x5c5c5c5c5c5c5c5c, 0x2020202020202020
-	f.i++ // '"'
-	b, start := f.b, f.i
-	i, seen := start, uint64(0) // seen: every byte of the whole words passed, ORed
+	i++ // '"'
+	start := i
+	seen := uint64(0) // every byte of the whole words passed, ORed
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		q, e := x^quote, x^bslash
@@ -132,30 +141,36 @@ func (f *jFast) str() ([]byte, bool) {
 			break
 		}
 		if c < 0x20 || c == '\\' {
-			return nil, false
+			return nil, start, false
 		}
 		seen |= uint64(c)
 	}
 	if i >= len(b) || b[i] != '"' {
-		return nil, false
+		return nil, start, false
 	}
 	raw := b[start:i]
 	if seen&hi != 0 && !utf8.Valid(raw) {
-		return nil, false
+		return nil, start, false
 	}
-	f.i = i + 1
-	return raw, true
+	return raw, i + 1, true
 }
 
-// number reads a JSON number's text (RFC 8259 grammar).
+// number reads a JSON number's text (RFC 8259 grammar, jNumber).
 func (f *jFast) number() ([]byte, bool) {
-	b := f.b
-	start, i := f.i, f.i
+	num, i, ok := jNumber(f.b, f.i)
+	f.i = i
+	return num, ok
+}
+
+// jNumber reads the JSON number's text at b[i:] (RFC 8259 grammar) and returns it with
+// the index after it; false (and i) when no number starts there.
+func jNumber(b []byte, i int) ([]byte, int, bool) {
+	start := i
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
 	if i >= len(b) || b[i] < '0' || b[i] > '9' {
-		return nil, false
+		return nil, start, false
 	}
 	if b[i] == '0' {
 		i++
@@ -171,7 +186,7 @@ func (f *jFast) number() ([]byte, bool) {
 			i++
 		}
 		if i == d {
-			return nil, false
+			return nil, start, false
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -184,11 +199,10 @@ func (f *jFast) number() ([]byte, bool) {
 			i++
 		}
 		if i == d {
-			return nil, false
+			return nil, start, false
 		}
 	}
-	f.i = i
-	return b[start:i], true
+	return b[start:i], i, true
 }
 
 func (f *jFast) literal(l string) bool {
@@ -452,33 +466,50 @@ func (f *jFast) text(n *jNode, raw []byte) bool {
 		}
 		f.avroAppender.str(f.scratch[:k])
 	case jDate:
-		d, err := time.Parse(time.DateOnly, string(raw))
-		if err != nil {
+		d, ok := jsonDays(raw)
+		if !ok {
 			return false
 		}
-		f.long(d.Unix() / 86400)
+		f.long(d)
 	case jTimestamp, jTsNtz:
-		layout := time.RFC3339Nano
-		if n.kind == jTsNtz {
-			layout = "2006-01-02T15:04:05.999999999"
-		}
-		if us, ok, sure := utcMicros(raw, n.kind == jTsNtz); sure {
-			if !ok {
-				return false
-			}
-			f.long(us)
-			break
-		}
-		if n.js&jsRFC3339 != 0 {
-			return false // time.Parse takes texts RFC 3339 does not (a comma before the fraction, an offset of +24:00)
-		}
-		ts, err := time.Parse(layout, string(raw))
-		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+		us, ok := jsonMicros(n, raw)
+		if !ok {
 			return false
 		}
-		f.long(ts.UnixMicro())
+		f.long(us)
 	}
 	return true
+}
+
+// jsonDays is a jDate string's days since 1970-01-01, as jEncoder.value writes it; false
+// where it fails.
+func jsonDays(raw []byte) (int64, bool) {
+	d, err := time.Parse(time.DateOnly, string(raw))
+	if err != nil {
+		return 0, false
+	}
+	return d.Unix() / 86400, true
+}
+
+// jsonMicros is a jTimestamp or jTsNtz string's microseconds since the epoch, as
+// jEncoder.value writes them; false where it fails (and, under jsRFC3339, for the texts
+// time.Parse takes and RFC 3339 does not).
+func jsonMicros(n *jNode, raw []byte) (int64, bool) {
+	if us, ok, sure := utcMicros(raw, n.kind == jTsNtz); sure {
+		return us, ok
+	}
+	if n.js&jsRFC3339 != 0 {
+		return 0, false // time.Parse takes texts RFC 3339 does not (a comma before the fraction, an offset of +24:00)
+	}
+	layout := time.RFC3339Nano
+	if n.kind == jTsNtz {
+		layout = "2006-01-02T15:04:05.999999999"
+	}
+	ts, err := time.Parse(layout, string(raw))
+	if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+		return 0, false
+	}
+	return ts.UnixMicro(), true
 }
 
 // utcMicros reads the timestamp most writers write, YYYY-MM-DDTHH:MM:SS with 0 to 9
@@ -1023,7 +1054,8 @@ type jMemo struct {
 type jMemoEntry struct {
 	jb           *jsonBody
 	chunk        int
-	in, out, end int // the document at chunks[chunk][in:out], its transcoding at [out:end]
+	in, out, end int  // the document at chunks[chunk][in:out], its transcoding at [out:end]
+	slots        bool // [out:end] holds the direct decoder's read of it instead (jdSlots)
 }
 
 // maxMemoBytes bounds the documents and transcodings one source keeps.
@@ -1036,8 +1068,9 @@ const memoChunk = 1 << 20
 // memoLookahead is how many entries a decode passes looking for its own.
 const memoLookahead = 64
 
-// put remembers the transcoding out of document in, of writer jb.
-func (m *jMemo) put(jb *jsonBody, in, out []byte) {
+// put remembers the transcoding out of document in, of writer jb (slots: out is the
+// direct decoder's read of it, putSlots).
+func (m *jMemo) put(jb *jsonBody, in, out []byte, slots bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := len(in) + len(out)
@@ -1060,7 +1093,7 @@ func (m *jMemo) put(jb *jsonBody, in, out []byte) {
 	if cap(c)-len(c) < n { // an empty chunk too small: a new one
 		c = make([]byte, 0, max(memoChunk, n))
 	}
-	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c)}
+	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c), slots: slots}
 	c = append(c, in...)
 	e.out = len(c)
 	c = append(c, out...)
@@ -1080,7 +1113,7 @@ func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 	for i := m.head; i < len(m.entries) && i < m.head+memoLookahead; i++ {
 		e := &m.entries[i]
 		c := m.chunks[e.chunk]
-		if e.jb == jb && bytes.Equal(c[e.in:e.out], body) {
+		if e.jb == jb && !e.slots && bytes.Equal(c[e.in:e.out], body) {
 			dst = append(dst, c[e.out:e.end]...)
 			for k := m.head; k <= i; k++ {
 				m.entries[k].jb = nil
@@ -1114,7 +1147,7 @@ func (ws *WriterSchema) transcodeAhead(memo *jMemo, body []byte, writer bool) bo
 	if !ok {
 		return false
 	}
-	memo.put(jb, body, out)
+	memo.put(jb, body, out, false)
 	if cap(out) <= maxScratch {
 		*sp = out[:0]
 	}
