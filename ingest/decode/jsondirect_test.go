@@ -527,3 +527,56 @@ func FuzzJSONDirect(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONDirectReadPassedOver: a read the writer-schema step kept is dropped by a decode
+// without the direct path (the transcoding's memo lookup), which transcodes the document
+// itself, and a transcoding kept before the direct decoder existed is left to that lookup.
+func TestJSONDirectReadPassedOver(t *testing.T) {
+	table := mustTable(t, jdTable)
+	src := NewJSONSource(nil, []string{"_kafka_offset"})
+	doc := []byte(tenFieldsJD)
+	ws, _, err := src.Writer(table, doc) // the first: the writer schema built
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws2, _, err := src.Writer(table, doc); err != nil || ws2 != ws { // before any decoder: a transcoding
+		t.Fatal(ws2, err)
+	}
+	pq := mustParquet(t, table, "none")
+	rd, err := CompileRecord(ws, table, "none", pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := rd.(*transcodingDecoder)
+	cols := make([]column.Column, rd.Columns())
+	for i, l := range column.Leaves(pq) {
+		cols[i].Reset(l)
+	}
+	slots := make([]jdSlot, len(td.jdirect.ops))
+	if got := src.memo.takeSlots(ws.body.(*jsonBody), doc, slots); got != memoAvro {
+		t.Fatalf("takeSlots %d, want the transcoding (%d)", got, memoAvro)
+	}
+	if err := rd.DecodeColumns(nil, doc, cols); err != nil { // the transcoding path takes it
+		t.Fatal(err)
+	}
+	if src.memo.head != len(src.memo.entries) {
+		t.Fatal("the transcoding was not taken")
+	}
+	if _, _, err := src.Writer(table, doc); err != nil { // now a read
+		t.Fatal(err)
+	}
+	ref := &transcodingDecoder{avro: td.avro, body: td.body}
+	if err := ref.DecodeColumns(nil, doc, cols); err != nil {
+		t.Fatal(err)
+	}
+	if src.memo.head != len(src.memo.entries) || src.memo.entries[len(src.memo.entries)-1].jb != nil {
+		t.Fatal("the read was not dropped")
+	}
+	got := renderCols(pq, materialise(cols))
+	if want := []string{"0/1:123456789", "0/1:123456789"}; !slices.Equal(got["id"], want) {
+		t.Fatalf("id %v, want %v", got["id"], want)
+	}
+	if want := []string{"0/1:-123456789", "0/1:-123456789"}; !slices.Equal(got["amt"], want) {
+		t.Fatalf("amt %v, want %v", got["amt"], want)
+	}
+}

@@ -1069,7 +1069,7 @@ const memoChunk = 1 << 20
 const memoLookahead = 64
 
 // put remembers the transcoding out of document in, of writer jb (slots: out is the
-// direct decoder's read of it, putSlots).
+// direct decoder's read of it, directAhead).
 func (m *jMemo) put(jb *jsonBody, in, out []byte, slots bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1103,7 +1103,8 @@ func (m *jMemo) put(jb *jsonBody, in, out []byte, slots bool) {
 	m.entries = append(m.entries, e)
 }
 
-// take appends the remembered transcoding of body by jb to dst, if there is one.
+// take appends the remembered transcoding of body by jb to dst, if there is one; a
+// remembered direct read of it (directAhead) is dropped.
 func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 	if m == nil {
 		return nil, false
@@ -1113,13 +1114,15 @@ func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 	for i := m.head; i < len(m.entries) && i < m.head+memoLookahead; i++ {
 		e := &m.entries[i]
 		c := m.chunks[e.chunk]
-		if e.jb == jb && !e.slots && bytes.Equal(c[e.in:e.out], body) {
-			dst = append(dst, c[e.out:e.end]...)
+		if e.jb == jb && bytes.Equal(c[e.in:e.out], body) {
 			for k := m.head; k <= i; k++ {
 				m.entries[k].jb = nil
 			}
 			m.head = i + 1
-			return dst, true
+			if e.slots {
+				return nil, false // a direct read that a decoder without the direct path passes over
+			}
+			return append(dst, c[e.out:e.end]...), true
 		}
 	}
 	return nil, false
