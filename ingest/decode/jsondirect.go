@@ -2,7 +2,6 @@ package decode
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
 	"strconv"
 	"sync"
@@ -79,8 +78,8 @@ type jdSlot struct {
 	n uint32
 }
 
-// jdSlotBytes is the size of a jdSlot kept in a jMemo.
-const jdSlotBytes = 12
+// jdSlotBytes is the size of a jdSlot, counted in a jMemo's bytes.
+const jdSlotBytes = 16
 
 // newJSONReader returns the reader of documents of top, or nil when a field is not one it
 // reads.
@@ -156,8 +155,8 @@ func (r *jsonReader) read(slots []jdSlot, b []byte) bool {
 			}
 			// The key: the field the one-pass transcoder guesses, when the text is its
 			// name then a quote; else the key as str reads it, found as object finds it.
-			k := int(top.succ[prev].Load())
-			known := false
+			guess := int(top.succ[prev].Load())
+			k, known := guess, false
 			if uint(k) < uint(len(top.plain)) && top.plain[k] {
 				name := top.fields[k].name
 				if e := i + 1 + len(name); e < len(b) && b[e] == '"' && string(b[i+1:e]) == name {
@@ -186,7 +185,7 @@ func (r *jsonReader) read(slots []jdSlot, b []byte) bool {
 			if i, ok = r.value(sl, &r.fields[k], b, jSkipWS(b, i+1)); !ok {
 				return false
 			}
-			if int(top.succ[prev].Load()) != k {
+			if guess != k {
 				top.succ[prev].Store(int32(k)) // the next document's guess (a race only changes a guess)
 			}
 			prev = k + 1
@@ -565,14 +564,10 @@ func (m *jMemo) takeSlots(jb *jsonBody, body []byte, slots []jdSlot) int {
 		if e.jb != jb || !bytes.Equal(c[e.in:e.out], body) {
 			continue
 		}
-		if !e.slots || e.end-e.out != jdSlotBytes*len(slots) {
+		if !e.slots || e.s1-e.s0 != len(slots) {
 			return memoAvro
 		}
-		p := c[e.out:e.end]
-		for k := range slots {
-			q := p[k*jdSlotBytes:]
-			slots[k] = jdSlot{w: binary.LittleEndian.Uint64(q), n: binary.LittleEndian.Uint32(q[8:])}
-		}
+		copy(slots, m.slots[e.s0:e.s1])
 		for k := m.head; k <= i; k++ {
 			m.entries[k].jb = nil
 		}
@@ -599,22 +594,13 @@ func (ws *WriterSchema) directAhead(memo *jMemo, body []byte) bool {
 	if !jb.rd.read(slots, body) {
 		return false
 	}
-	p := sp.enc[:0]
-	for _, sl := range slots {
-		p = binary.LittleEndian.AppendUint64(p, sl.w)
-		p = binary.LittleEndian.AppendUint32(p, sl.n)
-	}
-	memo.put(jb, body, p, true)
-	if cap(p) <= maxScratch {
-		sp.enc = p[:0]
-	}
+	memo.put(jb, body, nil, slots)
 	return true
 }
 
-// jdAhead is directAhead's scratch: the read and its bytes in the memo.
+// jdAhead is directAhead's scratch: the read.
 type jdAhead struct {
 	slots []jdSlot
-	enc   []byte
 }
 
 var jdAheadPool = sync.Pool{New: func() any { return new(jdAhead) }}

@@ -594,41 +594,39 @@ func daysFromCivil(y, mo, d int) int64 {
 	return int64(era)*146097 + int64(doe) - 719468
 }
 
-// unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits.
+// unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits. One
+// pass: the digits after the point beyond the scale must be zeros (unscaled's exactness).
 func unscaledInt64(num []byte, prec, scale int) (int64, bool) {
 	neg := num[0] == '-'
 	if neg {
 		num = num[1:]
 	}
-	intPart, frac := num, []byte(nil)
-	for k, c := range num { // one pass: the point, or an exponent
-		switch c {
-		case '.':
-			intPart, frac = num[:k], num[k+1:]
-		case 'e', 'E':
+	var u int64
+	digits, nfrac, point := 0, 0, false // digits from the first non-zero one; nfrac: after the point, within the scale
+	for _, c := range num {
+		switch {
+		case c == '.':
+			point = true
+			continue
+		case c == 'e' || c == 'E':
+			return 0, false
+		case point && nfrac >= scale:
+			if c != '0' {
+				return 0, false
+			}
+			continue
+		case point:
+			nfrac++
+		}
+		if digits > 0 || c != '0' {
+			digits++
+		}
+		u = u*10 + int64(c-'0')
+		if digits > 18 {
 			return 0, false
 		}
 	}
-	for len(frac) > scale && frac[len(frac)-1] == '0' {
-		frac = frac[:len(frac)-1]
-	}
-	if len(frac) > scale {
-		return 0, false
-	}
-	var u int64
-	digits := 0
-	for _, part := range [2][]byte{intPart, frac} {
-		for _, c := range part {
-			if digits > 0 || c != '0' {
-				digits++
-			}
-			u = u*10 + int64(c-'0')
-			if digits > 18 {
-				return 0, false
-			}
-		}
-	}
-	for range scale - len(frac) {
+	for range scale - nfrac {
 		if u != 0 {
 			digits++
 		}
@@ -1049,13 +1047,15 @@ type jMemo struct {
 	size    int // the bytes put since the chunks were last filled from the first
 	entries []jMemoEntry
 	head    int
+	slots   []jdSlot // the direct decoder's reads (jsondirect.go), refilled with the chunks
 }
 
 type jMemoEntry struct {
 	jb           *jsonBody
 	chunk        int
 	in, out, end int  // the document at chunks[chunk][in:out], its transcoding at [out:end]
-	slots        bool // [out:end] holds the direct decoder's read of it instead (jdSlots)
+	slots        bool // a direct read instead, at jMemo.slots[s0:s1] (end is out)
+	s0, s1       int
 }
 
 // maxMemoBytes bounds the documents and transcodings one source keeps.
@@ -1068,12 +1068,12 @@ const memoChunk = 1 << 20
 // memoLookahead is how many entries a decode passes looking for its own.
 const memoLookahead = 64
 
-// put remembers the transcoding out of document in, of writer jb (slots: out is the
-// direct decoder's read of it, directAhead).
-func (m *jMemo) put(jb *jsonBody, in, out []byte, slots bool) {
+// put remembers the transcoding out of document in, of writer jb; or, with slots not
+// nil, the direct decoder's read of it (directAhead).
+func (m *jMemo) put(jb *jsonBody, in, out []byte, slots []jdSlot) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := len(in) + len(out)
+	n := len(in) + len(out) + jdSlotBytes*len(slots)
 	if m.head == len(m.entries) || m.size+n > maxMemoBytes {
 		for i, c := range m.chunks {
 			if cap(c) > memoChunk {
@@ -1081,7 +1081,7 @@ func (m *jMemo) put(jb *jsonBody, in, out []byte, slots bool) {
 			}
 			m.chunks[i] = c[:0]
 		}
-		m.cur, m.size, m.entries, m.head = 0, 0, m.entries[:0], 0
+		m.cur, m.size, m.entries, m.head, m.slots = 0, 0, m.entries[:0], 0, m.slots[:0]
 	}
 	if m.cur < len(m.chunks) && cap(m.chunks[m.cur])-len(m.chunks[m.cur]) < n && len(m.chunks[m.cur]) > 0 {
 		m.cur++
@@ -1093,11 +1093,15 @@ func (m *jMemo) put(jb *jsonBody, in, out []byte, slots bool) {
 	if cap(c)-len(c) < n { // an empty chunk too small: a new one
 		c = make([]byte, 0, max(memoChunk, n))
 	}
-	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c), slots: slots}
+	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c), slots: slots != nil}
 	c = append(c, in...)
 	e.out = len(c)
 	c = append(c, out...)
 	e.end = len(c)
+	if slots != nil {
+		e.s0, e.s1 = len(m.slots), len(m.slots)+len(slots)
+		m.slots = append(m.slots, slots...)
+	}
 	m.chunks[m.cur] = c
 	m.size += n
 	m.entries = append(m.entries, e)
@@ -1150,7 +1154,7 @@ func (ws *WriterSchema) transcodeAhead(memo *jMemo, body []byte, writer bool) bo
 	if !ok {
 		return false
 	}
-	memo.put(jb, body, out, false)
+	memo.put(jb, body, out, nil)
 	if cap(out) <= maxScratch {
 		*sp = out[:0]
 	}
