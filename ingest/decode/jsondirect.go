@@ -23,7 +23,7 @@ import (
 //
 // It reads only what the one-pass transcoder (jsonfast.go) reads with a top-level key the
 // tree lacks giving up, and converts every value with that transcoder's own functions
-// (parseInt, exactFloat64 then strconv, unscaledInt64, jsonMicros, jsonDays, jStr for
+// (parseInt, exactFloat64 then strconv, unscaledInt64, jsonMicros, jsonDays, str for
 // strings without escapes): a document it reads is one the transcoder writes, with the
 // same values. On anything else (a key the writer lacks, a repeated key, a string with
 // an escape, a value of another JSON type, a number out of range, a null or a missing key
@@ -35,8 +35,11 @@ import (
 // The writer-schema step (JSONSource.Writer) reads each document once already, to find
 // keys the table lacks; for the writer schema of the table's own keys it reads it with
 // the direct reader (directAhead) and keeps the read in its memo, in place of the
-// transcoding, and the decode writes the columns from it. A document whose read is not
-// kept (another writer schema, a memo reset) is read by the decode itself.
+// transcoding, and the decode writes the columns from it. The step picks the writer
+// schema it picked before: a document the reader takes is one the one-pass transcoder
+// takes with a new key giving up (the same writer schema), and on any other the step
+// goes on as before. A document whose read is not kept (another writer schema, a memo
+// reset, a decode without a writer-schema step) is read by the decode itself.
 
 // jdKind is how the direct decoder reads and writes one top-level field.
 type jdKind uint8
@@ -136,21 +139,23 @@ func newJSONReader(top *jNode) *jsonReader {
 }
 
 // read reads document b into slots (len(slots) == len(r.fields), cleared first) and
-// reports whether the direct decoder takes it (see above).
+// reports whether the direct decoder takes it (see above). It scans with the one-pass
+// transcoder's own steps (jFast's ws, peek, str, number, literal).
 func (r *jsonReader) read(slots []jdSlot, b []byte) bool {
 	clear(slots)
 	top := r.top
-	i := jSkipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
+	var f jFast // the scanner only: b and i
+	f.b = b
+	if f.peek() != '{' {
 		return false
 	}
-	i = jSkipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		i++
+	f.i++
+	if f.peek() == '}' {
+		f.i++
 	} else {
 		prev := 0 // top.succ's index of the last field read: 0 before the first, k+1 after field k
 		for {
-			if i >= len(b) || b[i] != '"' {
+			if f.peek() != '"' {
 				return false
 			}
 			// The key: the field the one-pass transcoder guesses, when the text is its
@@ -159,52 +164,44 @@ func (r *jsonReader) read(slots []jdSlot, b []byte) bool {
 			k, known := guess, false
 			if uint(k) < uint(len(top.plain)) && top.plain[k] {
 				name := top.fields[k].name
-				if e := i + 1 + len(name); e < len(b) && b[e] == '"' && string(b[i+1:e]) == name {
-					i, known = e+1, true
+				if e := f.i + 1 + len(name); e < len(b) && b[e] == '"' && string(b[f.i+1:e]) == name {
+					f.i, known = e+1, true
 				}
 			}
 			if !known {
-				key, next, ok := jStr(b, i)
+				key, ok := f.str()
 				if !ok {
 					return false
 				}
-				i = next
 				if k, known = top.fieldBytes(key); !known {
 					return false // a key the writer lacks: the writer-schema step's, or the transcoding's
 				}
 			}
-			i = jSkipWS(b, i)
-			if i >= len(b) || b[i] != ':' {
+			if f.peek() != ':' {
 				return false
 			}
+			f.i++
 			sl := &slots[k]
-			if sl.n != 0 {
-				return false // a repeated key
-			}
-			var ok bool
-			if i, ok = r.value(sl, &r.fields[k], b, jSkipWS(b, i+1)); !ok {
-				return false
+			if sl.n != 0 || !r.value(sl, &r.fields[k], &f) {
+				return false // a repeated key, or a value the transcoder gives up on
 			}
 			if guess != k {
 				top.succ[prev].Store(int32(k)) // the next document's guess (a race only changes a guess)
 			}
 			prev = k + 1
-			i = jSkipWS(b, i)
-			if i >= len(b) {
-				return false
-			}
-			if b[i] == ',' {
-				i = jSkipWS(b, i+1)
+			switch f.peek() {
+			case ',':
+				f.i++
 				continue
-			}
-			if b[i] != '}' {
+			case '}':
+				f.i++
+			default:
 				return false
 			}
-			i++
 			break
 		}
 	}
-	if jSkipWS(b, i) != len(b) {
+	if f.peek(); f.i != len(b) {
 		return false
 	}
 	for _, k := range r.required {
@@ -215,130 +212,120 @@ func (r *jsonReader) read(slots []jdSlot, b []byte) bool {
 	return true
 }
 
-// value reads the value of field f at b[i:] into sl: the index after it, false where the
-// one-pass transcoder gives up.
-func (r *jsonReader) value(sl *jdSlot, f *jdField, b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return i, false
-	}
-	c := b[i]
+// value reads the value of field fd at f into sl: false where the one-pass transcoder
+// gives up.
+func (r *jsonReader) value(sl *jdSlot, fd *jdField, f *jFast) bool {
+	c := f.peek()
 	if c == 'n' {
-		if !jLiteral(b, i, "null") || !f.node.nullable {
-			return i, false
+		if !f.literal("null") || !fd.node.nullable {
+			return false
 		}
 		sl.n = 1
-		return i + 4, true
+		return true
 	}
 	sl.n = 2
-	switch f.kind {
+	switch fd.kind {
 	case jdBool:
 		switch {
-		case c == 't' && jLiteral(b, i, "true"):
+		case c == 't' && f.literal("true"):
 			sl.w = 1
-			return i + 4, true
-		case c == 'f' && jLiteral(b, i, "false"):
-			return i + 5, true
+			return true
+		case c == 'f' && f.literal("false"):
+			return true
 		}
-		return i, false
+		return false
 	case jdLong, jdInt, jdDouble, jdDecimal:
-		num, next, ok := jNumber(b, i)
+		num, ok := f.number()
 		if !ok {
-			return i, false
+			return false
 		}
-		switch f.kind {
+		switch fd.kind {
 		case jdLong, jdInt:
 			bits := 64
-			if f.kind == jdInt {
+			if fd.kind == jdInt {
 				bits = 32
 			}
 			v, ok := parseInt(num, bits)
 			sl.w = uint64(v)
-			return next, ok
+			return ok
 		case jdDouble:
 			v, ok := exactFloat64(num)
 			if !ok {
 				var err error
 				if v, err = strconv.ParseFloat(string(num), 64); err != nil {
-					return i, false
+					return false
 				}
 			}
 			sl.w = math.Float64bits(v)
-			return next, true
+			return true
 		default:
-			u, ok := unscaledInt64(num, f.node.prec, f.node.scale)
+			u, ok := unscaledInt64(num, fd.node.prec, fd.node.scale)
 			sl.w = uint64(u)
-			return next, ok
+			return ok
 		}
 	case jdString, jdTime, jdDate:
 		if c != '"' {
-			return i, false
+			return false
 		}
-		raw, next, ok := jStr(b, i)
+		raw, ok := f.str()
 		if !ok {
-			return i, false
+			return false
 		}
-		switch f.kind {
+		switch fd.kind {
 		case jdString:
-			sl.w = uint64(next-1-len(raw))<<32 | uint64(next-1)
+			sl.w = uint64(f.i-1-len(raw))<<32 | uint64(f.i-1)
 		case jdTime:
-			us, ok := jsonMicros(f.node, raw)
+			us, ok := jsonMicros(fd.node, raw)
 			if !ok {
-				return i, false
+				return false
 			}
 			sl.w = uint64(us)
 		default:
 			d, ok := jsonDays(raw)
 			if !ok || int64(int32(d)) != d {
-				return i, false
+				return false
 			}
 			sl.w = uint64(d)
 		}
-		return next, true
+		return true
 	case jdList:
 		if c != '[' {
-			return i, false
+			return false
 		}
-		start := i + 1
-		i = jSkipWS(b, start)
-		if i < len(b) && b[i] == ']' {
-			sl.w = uint64(start)<<32 | uint64(i)
-			return i + 1, true
+		f.i++
+		start := f.i
+		if f.peek() == ']' {
+			sl.w = uint64(start)<<32 | uint64(f.i)
+			f.i++
+			return true
 		}
 		for {
-			switch {
-			case i >= len(b):
-				return i, false
-			case b[i] == '"':
-				_, next, ok := jStr(b, i)
-				if !ok {
-					return i, false
+			switch c := f.peek(); {
+			case c == '"':
+				if _, ok := f.str(); !ok {
+					return false
 				}
-				i = next
-			case b[i] == 'n' && f.elemNull && jLiteral(b, i, "null"):
-				i += 4
+			case c == 'n' && fd.elemNull && f.literal("null"):
 			default:
-				return i, false
+				return false
 			}
 			if sl.n == math.MaxUint32 {
-				return i, false
+				return false
 			}
 			sl.n++
-			i = jSkipWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			if b[i] == ',' {
-				i = jSkipWS(b, i+1)
+			switch f.peek() {
+			case ',':
+				f.i++
 				continue
+			case ']':
+				sl.w = uint64(start)<<32 | uint64(f.i)
+				f.i++
+				return true
 			}
-			if b[i] != ']' {
-				return i, false
-			}
-			sl.w = uint64(start)<<32 | uint64(i)
-			return i + 1, true
+			return false
 		}
 	}
-	return i, false
+	return false
 }
 
 // jSkipWS is the index of the first byte at or after i that is not JSON whitespace.
@@ -352,11 +339,6 @@ func jSkipWS(b []byte, i int) int {
 		}
 	}
 	return i
-}
-
-// jLiteral reports whether b[i:] starts with l.
-func jLiteral(b []byte, i int, l string) bool {
-	return len(b)-i >= len(l) && string(b[i:i+len(l)]) == l
 }
 
 // jsonDirect is the direct decoder of one (plain JSON writer schema, Avro decoder) pair.

@@ -105,23 +105,14 @@ func (f *jFast) push(v any) {
 }
 
 // str reads a string without escapes and returns its bytes (a sub-slice of the document):
-// false for a string with an escape, a control character or invalid UTF-8 (jStr).
+// false for a string with an escape, a control character or invalid UTF-8, and for one
+// not closed. One pass finds the closing quote and checks the text, eight bytes at a time.
 func (f *jFast) str() ([]byte, bool) {
-	raw, i, ok := jStr(f.b, f.i)
-	f.i = i
-	return raw, ok
-}
-
-// jStr reads the string without escapes whose opening quote is b[i]: its bytes (a
-// sub-slice of b) and the index after its closing quote; false for a string with an
-// escape, a control character or invalid UTF-8, and for one not closed. One pass finds
-// the closing quote and checks the text, eight bytes at a time.
-func jStr(b []byte, i int) ([]byte, int, bool) {
 	const ones, hi = 0x0101010101010101, 0x8080808080808080
 	const quote, bslash, space = 0x2222222222222222, 0x5c5c5c5c5c5c5c5c, 0x2020202020202020
-	i++ // '"'
-	start := i
-	seen := uint64(0) // every byte of the whole words passed, ORed
+	f.i++ // '"'
+	b, start := f.b, f.i
+	i, seen := start, uint64(0) // seen: every byte of the whole words passed, ORed
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		q, e := x^quote, x^bslash
@@ -141,36 +132,30 @@ func jStr(b []byte, i int) ([]byte, int, bool) {
 			break
 		}
 		if c < 0x20 || c == '\\' {
-			return nil, start, false
+			return nil, false
 		}
 		seen |= uint64(c)
 	}
 	if i >= len(b) || b[i] != '"' {
-		return nil, start, false
+		return nil, false
 	}
 	raw := b[start:i]
 	if seen&hi != 0 && !utf8.Valid(raw) {
-		return nil, start, false
+		return nil, false
 	}
-	return raw, i + 1, true
+	f.i = i + 1
+	return raw, true
 }
 
-// number reads a JSON number's text (RFC 8259 grammar, jNumber).
+// number reads a JSON number's text (RFC 8259 grammar).
 func (f *jFast) number() ([]byte, bool) {
-	num, i, ok := jNumber(f.b, f.i)
-	f.i = i
-	return num, ok
-}
-
-// jNumber reads the JSON number's text at b[i:] (RFC 8259 grammar) and returns it with
-// the index after it; false (and i) when no number starts there.
-func jNumber(b []byte, i int) ([]byte, int, bool) {
-	start := i
+	b := f.b
+	start, i := f.i, f.i
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
 	if i >= len(b) || b[i] < '0' || b[i] > '9' {
-		return nil, start, false
+		return nil, false
 	}
 	if b[i] == '0' {
 		i++
@@ -186,7 +171,7 @@ func jNumber(b []byte, i int) ([]byte, int, bool) {
 			i++
 		}
 		if i == d {
-			return nil, start, false
+			return nil, false
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -199,10 +184,11 @@ func jNumber(b []byte, i int) ([]byte, int, bool) {
 			i++
 		}
 		if i == d {
-			return nil, start, false
+			return nil, false
 		}
 	}
-	return b[start:i], i, true
+	f.i = i
+	return b[start:i], true
 }
 
 func (f *jFast) literal(l string) bool {
