@@ -33,7 +33,7 @@ unit: ## go vet, staticcheck and the unit tests with -race (no services)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 fuzz: ## each fuzz target for a short time (seed corpora in ingest/decode/testdata/fuzz; partition paths in deltawriter)
-	for t in FuzzDecode FuzzDifferential FuzzProtobuf FuzzProtobufDirect FuzzJSON FuzzJSONSchema FuzzJSONSchemaFast; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 40000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
+	for t in FuzzDecode FuzzDifferential FuzzProtobuf FuzzProtobufDirect FuzzJSON FuzzJSONDirect FuzzJSONSchema FuzzJSONSchemaFast; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$(case $$t in FuzzDecode) echo 40000x;; *) echo 12000x;; esac) -parallel 1 ./ingest/decode/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzPartitionPath$$' -fuzztime 5000x -parallel 1 ./deltawriter/
 	$(GO) test -run '^$$' -fuzz '^FuzzDenseSameBytes$$' -fuzztime 1000x -parallel 1 ./deltawriter/parquetenc/
 

@@ -5,9 +5,10 @@
 // derives an Avro schema from its own (WriterSchema.Avro) and turns every record body into
 // that schema's binary encoding, which the compiled Avro decoder writes into the column
 // buffers (CompileRecord, RecordDecoder): one column writer, one rollback, one guard. A
-// Protobuf body of the common shape skips the Avro binary: protodirect.go reads it
-// straight into the columns with the Avro decoder's steps, writing exactly what they
-// would, and hands any other body to the transcoding.
+// Protobuf body and a plain JSON document of the common shape skip the Avro binary:
+// protodirect.go and jsondirect.go read them straight into the columns with the Avro
+// decoder's steps, writing exactly what they would, and hand any other body to the
+// transcoding.
 //
 // Envelope (envelope.go) reads Debezium's change events (table.envelope): per envelope
 // writer schema the row's writer schema, per body the operation, the sequence fields and

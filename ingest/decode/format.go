@@ -86,8 +86,13 @@ func CompileRecord(writer *WriterSchema, table *deltalog.StructType, mode deltal
 		return d, err
 	}
 	td := &transcodingDecoder{avro: d, body: writer.body}
-	if pb, ok := writer.body.(*protoBody); ok {
-		td.direct = compileProtoDirect(pb.top, d)
+	switch b := writer.body.(type) {
+	case *protoBody:
+		td.direct = compileProtoDirect(b.top, d)
+	case *jsonBody:
+		if td.jdirect = compileJSONDirect(b, d); td.jdirect != nil {
+			b.direct.Store(true)
+		}
 	}
 	return td, nil
 }
@@ -100,6 +105,7 @@ type transcodingDecoder struct {
 	avro    *Decoder
 	body    bodyTranscoder
 	direct  *protoDirect // Protobuf: the bodies it reads skip the transcoding (nil: none)
+	jdirect *jsonDirect  // plain JSON: the documents it reads skip the transcoding (nil: none)
 	scratch sync.Pool    // *[]byte
 }
 
@@ -114,6 +120,9 @@ func (d *transcodingDecoder) DecodeColumns(a *Arena, payload []byte, cols []colu
 		return fmt.Errorf("decode record: got %d columns, the decoder writes %d", len(cols), d.avro.ncols)
 	}
 	if d.direct != nil && d.direct.decodeColumns(a, payload, cols) {
+		return nil
+	}
+	if d.jdirect != nil && d.jdirect.decodeColumns(a, payload, cols) {
 		return nil
 	}
 	sp, _ := d.scratch.Get().(*[]byte)

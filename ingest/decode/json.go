@@ -228,7 +228,11 @@ func jsonWriter(id, key int, format string, top *jNode) *WriterSchema {
 		var parsed *WriterSchema
 		if parsed, err = ParseWriterSchema(id, string(text)); err == nil {
 			ws.Avro, ws.Delta, ws.DeltaErr = parsed.Avro, parsed.Delta, parsed.DeltaErr
-			ws.body = &jsonBody{top: top}
+			jb := &jsonBody{top: top}
+			if format == FormatJSON {
+				jb.rd = newJSONReader(top)
+			}
+			ws.body = jb
 			return ws
 		}
 	}
@@ -272,7 +276,7 @@ func NewJSONSource(file *deltalog.StructType, exclude []string) *JSONSource {
 
 // Writer implements DocumentSource: value must be one JSON object (no framing).
 func (s *JSONSource) Writer(table *deltalog.StructType, value []byte) (*WriterSchema, []byte, error) {
-	if ws := s.baseWriter(table); ws != nil && ws.transcodeAhead(&s.memo, value, true) {
+	if ws := s.baseWriter(table); ws != nil && (ws.directAhead(&s.memo, value) || ws.transcodeAhead(&s.memo, value, true)) {
 		return ws, value, nil
 	}
 	sc := &jScanner{b: value}
@@ -768,6 +772,11 @@ func (c *connectSchema) node(path string, depth int) (*jNode, error) {
 type jsonBody struct {
 	top  *jNode
 	memo *jMemo // its source's transcodings made while choosing writer schemas (nil: none)
+	// rd reads the documents of plain JSON of the common shape (jsondirect.go; nil: none);
+	// direct is set once a decoder with a direct path was compiled for this writer
+	// schema, from then on the writer-schema step keeps reads rather than transcodings.
+	rd     *jsonReader
+	direct atomic.Bool
 }
 
 func (j *jsonBody) toAvro(dst, body []byte) (out []byte, err error) {

@@ -452,33 +452,50 @@ func (f *jFast) text(n *jNode, raw []byte) bool {
 		}
 		f.avroAppender.str(f.scratch[:k])
 	case jDate:
-		d, err := time.Parse(time.DateOnly, string(raw))
-		if err != nil {
+		d, ok := jsonDays(raw)
+		if !ok {
 			return false
 		}
-		f.long(d.Unix() / 86400)
+		f.long(d)
 	case jTimestamp, jTsNtz:
-		layout := time.RFC3339Nano
-		if n.kind == jTsNtz {
-			layout = "2006-01-02T15:04:05.999999999"
-		}
-		if us, ok, sure := utcMicros(raw, n.kind == jTsNtz); sure {
-			if !ok {
-				return false
-			}
-			f.long(us)
-			break
-		}
-		if n.js&jsRFC3339 != 0 {
-			return false // time.Parse takes texts RFC 3339 does not (a comma before the fraction, an offset of +24:00)
-		}
-		ts, err := time.Parse(layout, string(raw))
-		if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+		us, ok := jsonMicros(n, raw)
+		if !ok {
 			return false
 		}
-		f.long(ts.UnixMicro())
+		f.long(us)
 	}
 	return true
+}
+
+// jsonDays is a jDate string's days since 1970-01-01, as jEncoder.value writes it; false
+// where it fails.
+func jsonDays(raw []byte) (int64, bool) {
+	d, err := time.Parse(time.DateOnly, string(raw))
+	if err != nil {
+		return 0, false
+	}
+	return d.Unix() / 86400, true
+}
+
+// jsonMicros is a jTimestamp or jTsNtz string's microseconds since the epoch, as
+// jEncoder.value writes them; false where it fails (and, under jsRFC3339, for the texts
+// time.Parse takes and RFC 3339 does not).
+func jsonMicros(n *jNode, raw []byte) (int64, bool) {
+	if us, ok, sure := utcMicros(raw, n.kind == jTsNtz); sure {
+		return us, ok
+	}
+	if n.js&jsRFC3339 != 0 {
+		return 0, false // time.Parse takes texts RFC 3339 does not (a comma before the fraction, an offset of +24:00)
+	}
+	layout := time.RFC3339Nano
+	if n.kind == jTsNtz {
+		layout = "2006-01-02T15:04:05.999999999"
+	}
+	ts, err := time.Parse(layout, string(raw))
+	if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+		return 0, false
+	}
+	return ts.UnixMicro(), true
 }
 
 // utcMicros reads the timestamp most writers write, YYYY-MM-DDTHH:MM:SS with 0 to 9
@@ -563,41 +580,39 @@ func daysFromCivil(y, mo, d int) int64 {
 	return int64(era)*146097 + int64(doe) - 719468
 }
 
-// unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits.
+// unscaledInt64 is unscaled for the common decimal: no exponent, at most 18 digits. One
+// pass: the digits after the point beyond the scale must be zeros (unscaled's exactness).
 func unscaledInt64(num []byte, prec, scale int) (int64, bool) {
 	neg := num[0] == '-'
 	if neg {
 		num = num[1:]
 	}
-	intPart, frac := num, []byte(nil)
-	for k, c := range num { // one pass: the point, or an exponent
-		switch c {
-		case '.':
-			intPart, frac = num[:k], num[k+1:]
-		case 'e', 'E':
+	var u int64
+	digits, nfrac, point := 0, 0, false // digits from the first non-zero one; nfrac: after the point, within the scale
+	for _, c := range num {
+		switch {
+		case c == '.':
+			point = true
+			continue
+		case c == 'e' || c == 'E':
+			return 0, false
+		case point && nfrac >= scale:
+			if c != '0' {
+				return 0, false
+			}
+			continue
+		case point:
+			nfrac++
+		}
+		if digits > 0 || c != '0' {
+			digits++
+		}
+		u = u*10 + int64(c-'0')
+		if digits > 18 {
 			return 0, false
 		}
 	}
-	for len(frac) > scale && frac[len(frac)-1] == '0' {
-		frac = frac[:len(frac)-1]
-	}
-	if len(frac) > scale {
-		return 0, false
-	}
-	var u int64
-	digits := 0
-	for _, part := range [2][]byte{intPart, frac} {
-		for _, c := range part {
-			if digits > 0 || c != '0' {
-				digits++
-			}
-			u = u*10 + int64(c-'0')
-			if digits > 18 {
-				return 0, false
-			}
-		}
-	}
-	for range scale - len(frac) {
+	for range scale - nfrac {
 		if u != 0 {
 			digits++
 		}
@@ -1018,12 +1033,15 @@ type jMemo struct {
 	size    int // the bytes put since the chunks were last filled from the first
 	entries []jMemoEntry
 	head    int
+	slots   []jdSlot // the direct decoder's reads (jsondirect.go), refilled with the chunks
 }
 
 type jMemoEntry struct {
 	jb           *jsonBody
 	chunk        int
-	in, out, end int // the document at chunks[chunk][in:out], its transcoding at [out:end]
+	in, out, end int  // the document at chunks[chunk][in:out], its transcoding at [out:end]
+	slots        bool // a direct read instead, at jMemo.slots[s0:s1] (end is out)
+	s0, s1       int
 }
 
 // maxMemoBytes bounds the documents and transcodings one source keeps.
@@ -1036,11 +1054,12 @@ const memoChunk = 1 << 20
 // memoLookahead is how many entries a decode passes looking for its own.
 const memoLookahead = 64
 
-// put remembers the transcoding out of document in, of writer jb.
-func (m *jMemo) put(jb *jsonBody, in, out []byte) {
+// put remembers the transcoding out of document in, of writer jb; or, with slots not
+// nil, the direct decoder's read of it (directAhead).
+func (m *jMemo) put(jb *jsonBody, in, out []byte, slots []jdSlot) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := len(in) + len(out)
+	n := len(in) + len(out) + jdSlotBytes*len(slots)
 	if m.head == len(m.entries) || m.size+n > maxMemoBytes {
 		for i, c := range m.chunks {
 			if cap(c) > memoChunk {
@@ -1048,7 +1067,7 @@ func (m *jMemo) put(jb *jsonBody, in, out []byte) {
 			}
 			m.chunks[i] = c[:0]
 		}
-		m.cur, m.size, m.entries, m.head = 0, 0, m.entries[:0], 0
+		m.cur, m.size, m.entries, m.head, m.slots = 0, 0, m.entries[:0], 0, m.slots[:0]
 	}
 	if m.cur < len(m.chunks) && cap(m.chunks[m.cur])-len(m.chunks[m.cur]) < n && len(m.chunks[m.cur]) > 0 {
 		m.cur++
@@ -1060,17 +1079,22 @@ func (m *jMemo) put(jb *jsonBody, in, out []byte) {
 	if cap(c)-len(c) < n { // an empty chunk too small: a new one
 		c = make([]byte, 0, max(memoChunk, n))
 	}
-	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c)}
+	e := jMemoEntry{jb: jb, chunk: m.cur, in: len(c), slots: slots != nil}
 	c = append(c, in...)
 	e.out = len(c)
 	c = append(c, out...)
 	e.end = len(c)
+	if slots != nil {
+		e.s0, e.s1 = len(m.slots), len(m.slots)+len(slots)
+		m.slots = append(m.slots, slots...)
+	}
 	m.chunks[m.cur] = c
 	m.size += n
 	m.entries = append(m.entries, e)
 }
 
-// take appends the remembered transcoding of body by jb to dst, if there is one.
+// take appends the remembered transcoding of body by jb to dst, if there is one; a
+// remembered direct read of it (directAhead) is dropped.
 func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 	if m == nil {
 		return nil, false
@@ -1081,12 +1105,14 @@ func (m *jMemo) take(jb *jsonBody, dst, body []byte) ([]byte, bool) {
 		e := &m.entries[i]
 		c := m.chunks[e.chunk]
 		if e.jb == jb && bytes.Equal(c[e.in:e.out], body) {
-			dst = append(dst, c[e.out:e.end]...)
 			for k := m.head; k <= i; k++ {
 				m.entries[k].jb = nil
 			}
 			m.head = i + 1
-			return dst, true
+			if e.slots {
+				return nil, false // a direct read that a decoder without the direct path passes over
+			}
+			return append(dst, c[e.out:e.end]...), true
 		}
 	}
 	return nil, false
@@ -1114,7 +1140,7 @@ func (ws *WriterSchema) transcodeAhead(memo *jMemo, body []byte, writer bool) bo
 	if !ok {
 		return false
 	}
-	memo.put(jb, body, out)
+	memo.put(jb, body, out, nil)
 	if cap(out) <= maxScratch {
 		*sp = out[:0]
 	}

@@ -178,7 +178,7 @@ func TestJSONMemoChunks(t *testing.T) {
 	for round := range 2 {
 		for i := range 1000 {
 			dn, on := sizes(i)
-			m.put(jb, doc(i, dn), out(i, on))
+			m.put(jb, doc(i, dn), out(i, on), nil)
 		}
 		if round == 0 && len(m.chunks) < 5 {
 			t.Fatalf("%d chunks for 5 MB", len(m.chunks))
@@ -204,7 +204,7 @@ func TestJSONMemoChunks(t *testing.T) {
 			t.Fatalf("the second batch added chunks: %d, then %d", chunks, len(m.chunks))
 		}
 	}
-	m.put(jb, []byte("a"), []byte("b"))
+	m.put(jb, []byte("a"), []byte("b"), nil)
 	for i, c := range m.chunks {
 		if cap(c) > memoChunk {
 			t.Fatalf("chunk %d of %d bytes kept past the batch", i, cap(c))

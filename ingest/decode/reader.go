@@ -32,6 +32,7 @@ type state struct {
 	zeroItems int
 	lens      []int    // column lengths before the record, for the rollback
 	pdSlots   []pdSlot // the direct Protobuf decoder's fields of the record (protodirect.go)
+	jdSlots   []jdSlot // the direct JSON decoder's fields of the record (jsondirect.go)
 	// owned is set when values sliced from buf may be appended as they are (see own):
 	// buf is the record's copy in the arena (Decoder.copies), or the payload itself under
 	// alias.
