@@ -961,6 +961,9 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 			if perr != nil {
 				return newError(ReasonDecodeError, path, fmt.Errorf("date %q is not YYYY-MM-DD", s))
 			}
+			if d.Year() < 1 {
+				return newError(ReasonDecodeError, path, fmt.Errorf("date %q is outside 0001-01-01..9999-12-31", s))
+			}
 			e.long(d.Unix() / 86400)
 		case jTimestamp, jTsNtz:
 			layout := time.RFC3339Nano
@@ -971,7 +974,7 @@ func (e *jEncoder) value(n *jNode, sc *jScanner, path string, depth int) error {
 			if perr != nil {
 				return newError(ReasonDecodeError, path, fmt.Errorf("timestamp %q is not %s", s, n.want()))
 			}
-			if ts.Year() < 1 || ts.UTC().Year() > 9999 {
+			if y := ts.UTC().Year(); y < 1 || y > 9999 { // in UTC: Delta's range (PROTOCOL.md, "Primitive Types")
 				return newError(ReasonDecodeError, path, fmt.Errorf("timestamp %q is outside 0001-01-01..9999-12-31", s))
 			}
 			if ts.Nanosecond()%1000 != 0 {

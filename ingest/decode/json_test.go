@@ -131,6 +131,13 @@ func TestPlainJSONDeadLetters(t *testing.T) {
 		{`{"id": 1, "s": {"zz": 1}}`, ReasonDecodeError, "s.zz", "not a field of the column's struct"},
 		{`{"id": 1, "ts": "2024-05-01T12:00:00"}`, ReasonDecodeError, "ts", "with an offset"},
 		{`{"id": 1, "ts": "2024-05-01T12:00:00.0000001Z"}`, ReasonDecodeError, "ts", "below the microsecond"},
+		// Delta's timestamps and dates are within 0001-01-01..9999-12-31 UTC (PROTOCOL.md,
+		// "Primitive Types"): a year 0 in UTC, or a year-0 date, makes the file's statistics
+		// unreadable to delta-rs ("year 0 is out of range").
+		{`{"id": 1, "ts": "0001-01-01T00:00:00+00:01"}`, ReasonDecodeError, "ts", `timestamp "0001-01-01T00:00:00+00:01" is outside 0001-01-01..9999-12-31`},
+		{`{"id": 1, "ts": "0001-01-01T00:00:00.5+01:00"}`, ReasonDecodeError, "ts", "is outside 0001-01-01..9999-12-31"},
+		{`{"id": 1, "d": "0000-01-01"}`, ReasonDecodeError, "d", `date "0000-01-01" is outside 0001-01-01..9999-12-31`},
+		{`{"id": 1, "d": "0000-12-31"}`, ReasonDecodeError, "d", "is outside 0001-01-01..9999-12-31"},
 		{`{"id": 1, "tags": [1]}`, ReasonDecodeError, "tags[]", "JSON number where the column wants a string"},
 		{`{"id": null}`, ReasonNotNullViolation, "id", "null for a NOT NULL column"},
 		{`{"id": 1, "ID": 2}`, ReasonDecodeError, "ID", "two keys name the same column"},

@@ -471,7 +471,7 @@ func (f *jFast) text(n *jNode, raw []byte) bool {
 // where it fails.
 func jsonDays(raw []byte) (int64, bool) {
 	d, err := time.Parse(time.DateOnly, string(raw))
-	if err != nil {
+	if err != nil || d.Year() < 1 {
 		return 0, false
 	}
 	return d.Unix() / 86400, true
@@ -492,7 +492,7 @@ func jsonMicros(n *jNode, raw []byte) (int64, bool) {
 		layout = "2006-01-02T15:04:05.999999999"
 	}
 	ts, err := time.Parse(layout, string(raw))
-	if err != nil || ts.Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
+	if err != nil || ts.UTC().Year() < 1 || ts.UTC().Year() > 9999 || ts.Nanosecond()%1000 != 0 {
 		return 0, false
 	}
 	return ts.UnixMicro(), true
