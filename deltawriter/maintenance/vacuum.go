@@ -91,7 +91,8 @@ type VacuumResult struct {
 //   - on a store whose writes in the making are hidden temporary files
 //     (storage.TempLister: local disk's ".tmp-…"), those in the directories listed
 //     whose modification time is older than the retention and a day: left by a writer
-//     killed mid-write (one in flight is written to minutes ago at most);
+//     killed mid-write (one in flight is written to minutes ago at most, and keeps its
+//     directory, which is then not listed as empty);
 //   - directories left empty.
 //
 // Apart from stale temporary files, it never touches _delta_log nor any other hidden name
@@ -194,29 +195,21 @@ func Vacuum(ctx context.Context, t *deltawriter.Table, o VacuumOptions) (VacuumR
 			keep(r.Path, r.DeletionVector)
 		}
 	}
-	w := vacuumWalk{st: st, live: live, partCols: partitionDirPrefixes(snap), res: &res}
+	w := vacuumWalk{st: st, live: live, partCols: partitionDirPrefixes(snap), res: &res, now: now()}
 	w.list = st.ListPages
 	if nl, ok := st.(storage.NameLister); ok {
 		w.list, w.lazy = nl.ListNamePages, true // sizes and times of the unreferenced files only
 	}
-	var temps []string
 	if tl, ok := st.(storage.TempLister); ok {
+		w.temps = map[string][]string{}
 		w.list, w.lazy = func(ctx context.Context, dir string, fn func(page []storage.FileInfo) error) error {
-			return tl.ListNamePagesTemps(ctx, dir, fn, func(name string) { temps = append(temps, path.Join(dir, name)) })
+			return tl.ListNamePagesTemps(ctx, dir, fn, func(name string) { w.temps[dir] = append(w.temps[dir], path.Join(dir, name)) })
 		}, true
 	}
 	if _, err := w.walk(ctx, ""); err != nil {
 		return res, fmt.Errorf("vacuum %s: %w", t, err)
 	}
 	dirs := w.dirs
-	stale, err := staleTemps(ctx, st, temps, res.DeleteBefore, now())
-	if err != nil {
-		return res, fmt.Errorf("vacuum %s: %w", t, err)
-	}
-	for _, f := range stale {
-		res.Files = append(res.Files, VacuumFile{Path: f.Name, Size: f.Size})
-		res.Bytes += f.Size
-	}
 
 	for _, d := range dirs {
 		res.Files = append(res.Files, VacuumFile{Path: d, IsDir: true})
@@ -312,6 +305,10 @@ type vacuumWalk struct {
 	partCols []string
 	res      *VacuumResult // Files, Bytes and Dirs are added to
 	dirs     []string      // directories left empty, to delete after the files
+	// temps holds, by directory, the temporary files its listing reported
+	// (storage.TempLister; nil on other stores); now is VACUUM's clock.
+	temps map[string][]string
+	now   time.Time
 }
 
 // walk adds the deletable entries under dir and reports whether dir has no entry at all.
@@ -328,6 +325,18 @@ func (w *vacuumWalk) walk(ctx context.Context, dir string) (empty bool, err erro
 	}
 	if err != nil {
 		return false, fmt.Errorf("list %s: %w", dir, err)
+	}
+	if temps := w.temps[dir]; len(temps) > 0 {
+		delete(w.temps, dir)
+		stale, err := staleTemps(ctx, w.st, temps, w.res.DeleteBefore, w.now)
+		if err != nil {
+			return false, err
+		}
+		for _, f := range stale {
+			w.res.Files = append(w.res.Files, VacuumFile{Path: f.Name, Size: f.Size})
+			w.res.Bytes += f.Size
+		}
+		n += len(temps) - len(stale) // a write in flight keeps its directory
 	}
 	w.res.Dirs++
 	return n == 0, nil

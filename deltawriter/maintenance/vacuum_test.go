@@ -510,9 +510,19 @@ func TestVacuumListingFailsMidway(t *testing.T) {
 	}
 }
 
+// hiddenTemps is a store that can delete but whose listings do not report temporary files
+// (no storage.TempLister).
+type hiddenTemps struct {
+	storage.Store
+	storage.Deleter
+}
+
 // TestVacuumKeepsDirectoryInUse: an empty-looking directory that holds an in-flight
-// ".tmp-" file (listings hide them) is not empty when VACUUM deletes it: it is kept and
-// left out of the result, the truly empty one is deleted, and VACUUM END says COMPLETED.
+// ".tmp-" file is not empty when VACUUM deletes it: it is kept and left out of the result,
+// the truly empty one is deleted, and VACUUM END says COMPLETED. The local store's own
+// listing reports the in-flight file (storage.TempLister), so its dry run leaves the
+// directory out at once; through a store that cannot (hiddenTemps: as for a file written
+// after the listing) the directory looks empty until its delete fails.
 func TestVacuumKeepsDirectoryInUse(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
@@ -530,7 +540,14 @@ func TestVacuumKeepsDirectoryInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	touch(t, root, "orphan.parquet", 30*24*time.Hour)
-	tbl, err := deltawriter.Open(ctx, local)
+	direct, err := deltawriter.Open(ctx, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry, err := Vacuum(ctx, direct, VacuumOptions{Retain: -1, DryRun: true}); err != nil || !slices.Equal(vacuumPaths(dry.Files), []string{"empty/", "orphan.parquet"}) {
+		t.Fatalf("dry run on the local store lists %v (%v), want empty/ and the orphan: inflight/ holds a write in flight", vacuumPaths(dry.Files), err)
+	}
+	tbl, err := deltawriter.Open(ctx, hiddenTemps{local, local})
 	if err != nil {
 		t.Fatal(err)
 	}
