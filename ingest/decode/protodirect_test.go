@@ -199,7 +199,7 @@ func TestProtobufDirectMatchesTranscoding(t *testing.T) {
 					direct := directRun(t, p, arenas, bodies)
 					least := n / 10
 					if name == "more" {
-						least = 5 // the NOT NULL column's field is absent from most bodies
+						least = max(1, 5*n/600) // the NOT NULL column's field is absent from most bodies (9 and 20 of 600 read)
 					}
 					t.Logf("the direct decoder read %d of %d bodies", direct, n)
 					if direct < least || direct == n {
