@@ -41,6 +41,29 @@ const (
 	Void    PrimitiveType = "void"
 )
 
+// The range of date and timestamp values (PROTOCOL.md, "Primitive Types"): a date is
+// 0001-01-01..9999-12-31, a timestamp (UTC) or timestamp_ntz 0001-01-01 00:00:00 to
+// 9999-12-31 23:59:59.999999. A value outside it makes a file's statistics and a
+// partition value unreadable to Spark and delta-rs, so writers refuse it per record.
+const (
+	DateMinDays        int32 = -719162            // 0001-01-01, days since 1970-01-01
+	DateMaxDays        int32 = 2932896            // 9999-12-31
+	TimestampMinMicros int64 = -62135596800000000 // 0001-01-01T00:00:00Z, µs since the epoch
+	TimestampMaxMicros int64 = 253402300799999999 // 9999-12-31T23:59:59.999999Z
+)
+
+// TimeRange returns the range of a column of type t in its stored unit: days for date,
+// µs since the epoch for timestamp and timestamp_ntz; ok is false for any other type.
+func TimeRange(t DataType) (lo, hi int64, ok bool) {
+	switch t {
+	case Date:
+		return int64(DateMinDays), int64(DateMaxDays), true
+	case Timestamp, TimestampNtz:
+		return TimestampMinMicros, TimestampMaxMicros, true
+	}
+	return 0, 0, false
+}
+
 func (p PrimitiveType) String() string { return string(p) }
 func (PrimitiveType) isDataType()      {}
 

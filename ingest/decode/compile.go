@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"sync"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -987,6 +988,25 @@ func (c *compiler) skipBlocks(path string, minItem int, item skipFn) skipFn {
 	}
 }
 
+// timestampOutOfRange is the decode_error of a timestamp value v, in units of mul µs (1:
+// micros, 1000: millis) since the epoch, outside Delta's range (deltalog.TimestampMinMicros
+// ..TimestampMaxMicros).
+func timestampOutOfRange(v, mul int64) error {
+	unit, t := "µs", time.UnixMicro(v)
+	if mul == 1000 {
+		unit, t = "ms", time.UnixMilli(v)
+	}
+	return malformed("timestamp %d %s since the epoch (%s) is outside Delta's range 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z",
+		v, unit, t.UTC().Format(time.RFC3339Nano))
+}
+
+// daysOutOfRange is the decode_error of a date v, in days since 1970-01-01, outside
+// Delta's range (deltalog.DateMinDays..DateMaxDays).
+func daysOutOfRange(v int64) error {
+	return malformed("date %d days since 1970-01-01 (%s) is outside Delta's range 0001-01-01..9999-12-31",
+		v, time.Unix(v*86400, 0).UTC().Format(time.DateOnly))
+}
+
 // ---- leaves ----
 
 // leafFn compiles the reader of one primitive writer value into one column present at def.
@@ -1019,10 +1039,17 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		if k.base != want && !(t == deltalog.Integer && k.base == kTimeMillis) {
 			return bad()
 		}
+		lo, hi := int32(math.MinInt32), int32(math.MaxInt32) // every int
+		if t == deltalog.Date {
+			lo, hi = deltalog.DateMinDays, deltalog.DateMaxDays
+		}
 		return func(s *state, r int) error {
 			v, err := s.int()
 			if err != nil {
 				return fail(err)
+			}
+			if v < lo || v > hi {
+				return fail(daysOutOfRange(int64(v)))
 			}
 			s.putInt32(v, r, def, col)
 			return nil
@@ -1046,9 +1073,10 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				if err != nil {
 					return fail(err)
 				}
-				// |int32| * 8.64e10 can exceed int64: bound it first.
-				if int64(v) > math.MaxInt64/microsPerDay || int64(v) < math.MinInt64/microsPerDay {
-					return fail(malformed("date %d days overflows timestamp microseconds", v))
+				// Within Delta's date range, the day's midnight is within its timestamp
+				// range (and v × 8.64e10 within int64).
+				if v < deltalog.DateMinDays || v > deltalog.DateMaxDays {
+					return fail(daysOutOfRange(int64(v)))
 				}
 				s.putInt64(int64(v)*microsPerDay, r, def, col)
 				return nil
@@ -1074,6 +1102,9 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				q := v / 1000
 				if v%1000 < 0 {
 					q--
+				}
+				if t == deltalog.TimestampNtz && (q < deltalog.TimestampMinMicros || q > deltalog.TimestampMaxMicros) {
+					return fail(timestampOutOfRange(q, 1))
 				}
 				s.putInt64(q, r, def, col)
 				return nil
@@ -1101,7 +1132,7 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 		default:
 			return bad()
 		}
-		if mul == 1 {
+		if mul == 1 && t == deltalog.Long {
 			return func(s *state, r int) error {
 				v, err := s.long()
 				if err != nil {
@@ -1111,15 +1142,18 @@ func leafFn(k kind, w avro.Schema, t deltalog.DataType, path string, col, def in
 				return nil
 			}, nil
 		}
+		// A timestamp: checked against Delta's range before it is scaled, so that the
+		// product cannot overflow.
+		lo, hi := deltalog.TimestampMinMicros/mul, deltalog.TimestampMaxMicros/mul
 		return func(s *state, r int) error {
 			v, err := s.long()
 			if err != nil {
 				return fail(err)
 			}
-			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
-				return fail(malformed("timestamp %d ms overflows microseconds", v))
+			if v < lo || v > hi {
+				return fail(timestampOutOfRange(v, mul))
 			}
-			s.putInt64(v*1000, r, def, col)
+			s.putInt64(v*mul, r, def, col)
 			return nil
 		}, nil
 	case deltalog.Float:

@@ -272,11 +272,16 @@ func connectRecordType(rs *avro.RecordSchema) (t deltalog.DataType, ok bool, err
 // zonedMicros reads a Debezium ZonedTimestamp, an ISO-8601 date-time with an offset
 // ("2026-12-06T12:00:00.123456Z", "…+05:30"), as microseconds since the epoch UTC; digits
 // past the microsecond are cut (the earlier microsecond). A text Go's RFC 3339 parser
-// refuses (a year outside 0000-9999, PostgreSQL's "infinity") is a decode_error.
+// refuses (a year outside 0000-9999, PostgreSQL's "infinity") and an instant outside
+// Delta's range in UTC (year 0000, "9999-12-31T23:00:00-05:00") are decode_errors.
 func zonedMicros(b []byte) (int64, error) {
 	ts, err := time.Parse(time.RFC3339Nano, string(b))
 	if err != nil {
 		return 0, malformed("ZonedTimestamp %q is not an ISO-8601 date-time with an offset", b)
 	}
-	return ts.UnixMicro(), nil
+	us := ts.UnixMicro()
+	if us < deltalog.TimestampMinMicros || us > deltalog.TimestampMaxMicros {
+		return 0, malformed("ZonedTimestamp %q is outside Delta's range 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z", b)
+	}
+	return us, nil
 }

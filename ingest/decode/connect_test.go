@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"strings"
@@ -343,24 +344,54 @@ func TestConnectLogicalTypesRefused(t *testing.T) {
 // decode_error dead letters at their column, never rescaled or clamped.
 func TestConnectLogicalValuesDeadLettered(t *testing.T) {
 	ws := mustWriter(t, 1, dbzAvroSchema(dbzFields))
+	cschema := dbzConnectSchema(dbzFields)
 	d, _ := mustCompile(t, ws, ws.Delta, "none")
 	for _, c := range []struct {
 		field int
 		v     any
 		msg   string
+		jmsg  string // JsonConverter's form, where its message differs
 	}{
-		{0, unscaledBytes(t, "10000000000"), "decimal value exceeds precision 10"}, // decimal(10,2): 11 digits
-		{1, unscaledBytes(t, "1"+strings.Repeat("0", 38)), "exceeds precision 38"}, // no precision parameter: 38
-		{3, vdec{2, []byte{}}, "VariableScaleDecimal with an empty value"},
-		{3, vdec{maxVarScale + 1, []byte{1}}, "VariableScaleDecimal scale 16384 outside ±16383"},
-		{7, "infinity", `ZonedTimestamp "infinity" is not an ISO-8601 date-time with an offset`},
-		{7, "2026-12-06T12:00:00", `ZonedTimestamp "2026-12-06T12:00:00" is not an ISO-8601 date-time with an offset`},
+		{0, unscaledBytes(t, "10000000000"), "decimal value exceeds precision 10", "connect Decimal 10000000000 has more than 10 digits"}, // decimal(10,2): 11 digits
+		{1, unscaledBytes(t, "1"+strings.Repeat("0", 38)), "exceeds precision 38", "has more than 38 digits"},                             // no precision parameter: 38
+		{3, vdec{2, []byte{}}, "VariableScaleDecimal with an empty value", ""},
+		{3, vdec{maxVarScale + 1, []byte{1}}, "VariableScaleDecimal scale 16384 outside ±16383", ""},
+		{7, "infinity", `ZonedTimestamp "infinity" is not an ISO-8601 date-time with an offset`, ""},
+		{7, "2026-12-06T12:00:00", `ZonedTimestamp "2026-12-06T12:00:00" is not an ISO-8601 date-time with an offset`, ""},
+		// Outside Delta's date and timestamp range (PROTOCOL.md, "Primitive Types"), one
+		// unit past each end; the ends themselves are TestConnectLogicalTypes' values.
+		{4, int64(253_402_300_800_000), "timestamp 253402300800000 ms since the epoch (10000-01-01T00:00:00Z) is outside Delta's range", ""},
+		{4, int64(math.MinInt64), "timestamp -9223372036854775808 ms since the epoch", ""},
+		{5, int64(-62_135_596_800_000_001), "timestamp -62135596800000001 µs since the epoch (0000-12-31T23:59:59.999999Z) is outside Delta's range", ""},
+		{5, int64(253_402_300_800_000_000), "timestamp 253402300800000000 µs since the epoch (10000-01-01T00:00:00Z) is outside Delta's range", ""},
+		{7, "0000-12-31T23:59:59.999999Z", `ZonedTimestamp "0000-12-31T23:59:59.999999Z" is outside Delta's range`, ""},
+		{7, "9999-12-31T23:00:00-05:00", `ZonedTimestamp "9999-12-31T23:00:00-05:00" is outside Delta's range`, ""},
+		{8, int32(2_932_897), "date 2932897 days since 1970-01-01 (10000-01-01) is outside Delta's range", ""},
+		{22, int32(-719_163), "date -719163 days since 1970-01-01 (0000-12-31) is outside Delta's range", ""},
+		{24, int64(-62_135_596_800_001), "timestamp -62135596800001 ms since the epoch (0000-12-31T23:59:59.999Z) is outside Delta's range", ""},
 	} {
 		row := make(dbzRow, len(dbzFields))
 		row[c.field] = c.v
+		name := dbzFields[c.field].name
 		_, err := decodeCase(t, d, row.avroBody(1), make([][]parquet.Value, d.Columns()))
-		if ReasonOf(err) != ReasonDecodeError || FieldOf(err) != dbzFields[c.field].name || !strings.Contains(fmt.Sprint(err), c.msg) {
-			t.Errorf("%s %v: %v, want decode_error at %s with %q", dbzFields[c.field].name, c.v, err, dbzFields[c.field].name, c.msg)
+		if ReasonOf(err) != ReasonDecodeError || FieldOf(err) != name || !strings.Contains(fmt.Sprint(err), c.msg) {
+			t.Errorf("Avro %s %v: %v, want decode_error at %s with %q", name, c.v, err, name, c.msg)
+		}
+		// The same value as JsonConverter writes it.
+		ws, body, err := NewConnectSource().Writer(nil, row.connectDoc(t, cschema, 1))
+		if err != nil || ws.DeltaErr != nil {
+			t.Fatal(err, ws.DeltaErr)
+		}
+		a, err := ws.Transcode(body)
+		if err == nil {
+			jd, _ := mustCompile(t, ws, ws.Delta, "none")
+			_, err = decodeCase(t, jd, a, make([][]parquet.Value, jd.Columns()))
+		}
+		if c.jmsg == "" {
+			c.jmsg = c.msg
+		}
+		if ReasonOf(err) != ReasonDecodeError || FieldOf(err) != name || !strings.Contains(fmt.Sprint(err), c.jmsg) {
+			t.Errorf("Connect JSON %s %v: %v, want decode_error at %s with %q", name, c.v, err, name, c.jmsg)
 		}
 	}
 }

@@ -68,8 +68,8 @@ func TestBreakDecodeWidenedWords(t *testing.T) {
 	i32 := []int32{math.MinInt32, -1, 0, math.MaxInt32, -123456}
 	f32 := []float32{float32(math.Copysign(0, -1)), float32(math.Inf(-1)), 1.1, -3.4e38, float32(math.SmallestNonzeroFloat32)}
 	days := []int32{-719162, -1, 0, 2932896, -25567}
-	ms := []int64{-1, math.MinInt64 / 1000, 0, math.MaxInt64 / 1000, -62135596800000}
-	d9 := []int64{-9999999, -1, 0, 9999999, -12345} // unscaled at scale 2, precision 7
+	ms := []int64{-1, -62135596800000, 0, 253402300799999, 1700000000123} // Delta's range: 0001-01-01 .. 9999-12-31T23:59:59.999
+	d9 := []int64{-9999999, -1, 0, 9999999, -12345}                       // unscaled at scale 2, precision 7
 	d18 := []int64{-999999999999999, -1, 0, 999999999999999, -5}
 	var payloads []struct {
 		d *Decoder

@@ -59,8 +59,10 @@ type opKind uint8
 
 const (
 	opCall    opKind = iota
-	opLong           // long (or micros) → INT64
-	opInt32          // int, date, time-millis → INT32
+	opLong           // long, time-micros → INT64
+	opInt32          // int, time-millis → INT32
+	opMicros         // timestamp-micros, local-timestamp-micros → INT64 within Delta's timestamp range
+	opDays           // date → INT32 within Delta's date range
 	opDouble         // double → DOUBLE
 	opBool           // boolean → BOOLEAN
 	opString         // string, uuid, bytes → BYTE_ARRAY (owned bytes)
@@ -68,6 +70,18 @@ const (
 	opDecimal        // decimal on bytes or fixed → decimal column
 	opArray          // array of leaves → LIST
 )
+
+// plain is k without its range: opLong for opMicros, opInt32 for opDays. The direct
+// decoders, which check Delta's ranges as they parse, match steps by it.
+func (k opKind) plain() opKind {
+	switch k {
+	case opMicros:
+		return opLong
+	case opDays:
+		return opInt32
+	}
+	return k
+}
 
 // fastField compiles a field value written as w into table type t (null at nullDef, present
 // at nullDef+1, repetition level rep) to a fieldOp of one of runFields's inline shapes. For
@@ -123,12 +137,14 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 		return fieldOp{}, false
 	}
 	switch {
-	case t == deltalog.Long && (k.base == kLong || k.base == kTimeMicros),
-		t == deltalog.Timestamp && k.base == kTsMicros,
-		t == deltalog.TimestampNtz && k.base == kLocalTsMicros:
+	case t == deltalog.Long && (k.base == kLong || k.base == kTimeMicros):
 		o.kind = opLong
-	case t == deltalog.Integer && (k.base == kInt || k.base == kTimeMillis), t == deltalog.Date && k.base == kDate:
+	case t == deltalog.Timestamp && k.base == kTsMicros, t == deltalog.TimestampNtz && k.base == kLocalTsMicros:
+		o.kind = opMicros
+	case t == deltalog.Integer && (k.base == kInt || k.base == kTimeMillis):
 		o.kind = opInt32
+	case t == deltalog.Date && k.base == kDate:
+		o.kind = opDays
 	case t == deltalog.Double && k.base == kDouble:
 		o.kind = opDouble
 	case t == deltalog.Boolean && k.base == kBool:
@@ -162,9 +178,9 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 		c.recordBytes(col, rep)
 	}
 	switch o.kind {
-	case opLong:
+	case opLong, opMicros:
 		o.phys = parquet.Int64
-	case opInt32:
+	case opInt32, opDays:
 		o.phys = parquet.Int32
 	case opDouble:
 		o.phys = parquet.Double
@@ -178,6 +194,13 @@ func (c *compiler) fastField(w avro.Schema, t deltalog.DataType, nullable bool, 
 	}
 	return o, true
 }
+
+// Delta's ranges as spans from their lower ends: v is within them when
+// uint(v - min) ≤ span (one comparison).
+const (
+	timestampSpan = uint64(deltalog.TimestampMaxMicros - deltalog.TimestampMinMicros)
+	dateSpan      = uint32(deltalog.DateMaxDays - deltalog.DateMinDays)
+)
 
 // errNullNotNull is the NOT NULL violation of a null union branch at path.
 func errNullNotNull(path string) error {
@@ -228,7 +251,7 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 			}
 		}
 		switch o.kind {
-		case opLong:
+		case opLong, opMicros:
 			var x int64
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
 				c := buf[pos]
@@ -247,9 +270,12 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 					return withField(err, o.path)
 				}
 			}
+			if o.kind == opMicros && uint64(x-deltalog.TimestampMinMicros) > timestampSpan {
+				return withField(timestampOutOfRange(x, 1), o.path)
+			}
 			w = uint64(x)
 			goto word
-		case opInt32:
+		case opInt32, opDays:
 			var x int32
 			if uint(pos) < uint(len(buf)) && buf[pos] < 0x80 {
 				c := buf[pos]
@@ -257,6 +283,9 @@ func (s *state) runFields(ops []fieldOp, r int) error {
 				x = int32(c>>1) ^ -int32(c&1)
 			} else if x, pos, err = int32Slow(buf, pos); err != nil {
 				return withField(err, o.path)
+			}
+			if o.kind == opDays && uint32(x-deltalog.DateMinDays) > dateSpan {
+				return withField(daysOutOfRange(int64(x)), o.path)
 			}
 			w = uint64(uint32(x))
 			goto word
@@ -457,15 +486,21 @@ func (s *state) leaf(o *fieldOp, rep int) error {
 	col, def := int(o.col), int(o.def)
 	var err error
 	switch o.kind {
-	case opLong:
+	case opLong, opMicros:
 		var v int64
 		if v, err = s.long(); err == nil {
+			if o.kind == opMicros && uint64(v-deltalog.TimestampMinMicros) > timestampSpan {
+				return withField(timestampOutOfRange(v, 1), o.path)
+			}
 			s.putInt64(v, rep, def, col)
 			return nil
 		}
-	case opInt32:
+	case opInt32, opDays:
 		var v int32
 		if v, err = s.int(); err == nil {
+			if o.kind == opDays && uint32(v-deltalog.DateMinDays) > dateSpan {
+				return withField(daysOutOfRange(int64(v)), o.path)
+			}
 			s.putInt32(v, rep, def, col)
 			return nil
 		}

@@ -175,7 +175,7 @@ func TestInlineStepsCovered(t *testing.T) {
 		d, _ := mustCompile(t, ws, ws.Delta, "none")
 		walk(d.ops)
 	}
-	for _, k := range []opKind{opLong, opInt32, opDouble, opBool, opString, opEnum, opDecimal, opArray, opCall, opItemOpt, opFieldOpt} {
+	for _, k := range []opKind{opLong, opInt32, opMicros, opDays, opDouble, opBool, opString, opEnum, opDecimal, opArray, opCall, opItemOpt, opFieldOpt} {
 		if !seen[k] {
 			t.Errorf("no test schema has an inline step of kind %d", k)
 		}

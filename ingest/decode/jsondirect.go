@@ -391,7 +391,7 @@ func compileJSONDirect(jb *jsonBody, d *Decoder) *jsonDirect {
 				return nil
 			}
 		}
-		if op.kind != want {
+		if op.kind.plain() != want {
 			return nil
 		}
 	}

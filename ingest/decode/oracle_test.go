@@ -167,20 +167,29 @@ func (g *valueGen) varint(v int64) {
 }
 
 func (g *valueGen) int64Edge(bits int) int64 {
+	return g.within(-1<<(bits-1), 1<<(bits-1)-1)
+}
+
+// within returns a value in lo..hi (lo ≤ 0 ≤ hi): an edge (lo, hi, 0, -1), a small
+// value, or one drawn from the whole range.
+func (g *valueGen) within(lo, hi int64) int64 {
 	switch g.r.IntN(6) {
 	case 0:
 		return 0
 	case 1:
 		return -1
 	case 2:
-		return int64(1)<<(bits-1) - 1
+		return hi
 	case 3:
-		return -int64(1) << (bits - 1)
+		return lo
 	case 4:
 		return g.r.Int64N(200) - 100
 	}
-	v := int64(g.r.Uint64())
-	return v >> (64 - bits)
+	span := uint64(hi - lo) // wraps for the whole int64 range: math.MaxUint64
+	if span == math.MaxUint64 {
+		return int64(g.r.Uint64())
+	}
+	return lo + int64(g.r.Uint64N(span+1))
 }
 
 func (g *valueGen) raw(n int) {
@@ -244,12 +253,20 @@ func (g *valueGen) value(s avro.Schema, depth int) {
 		case avro.Boolean:
 			g.out = append(g.out, byte(g.r.IntN(2)))
 		case avro.Int:
+			if lt == avro.Date { // valid: within Delta's date range
+				g.varint(g.within(int64(deltalog.DateMinDays), int64(deltalog.DateMaxDays)))
+				return
+			}
 			g.varint(g.int64Edge(32))
 		case avro.Long:
 			v := g.int64Edge(64)
 			switch lt {
-			case avro.TimestampMillis, avro.LocalTimestampMillis, avro.TimeMicros:
-				v /= 1000 // stays within int64 microseconds / nanoseconds
+			case avro.TimestampMicros, avro.LocalTimestampMicros: // valid: within Delta's timestamp range
+				v = g.within(deltalog.TimestampMinMicros, deltalog.TimestampMaxMicros)
+			case avro.TimestampMillis, avro.LocalTimestampMillis:
+				v = g.within(deltalog.TimestampMinMicros/1000, deltalog.TimestampMaxMicros/1000)
+			case avro.TimeMicros:
+				v /= 1000 // stays within int64 nanoseconds
 			}
 			g.varint(v)
 		case avro.Float:

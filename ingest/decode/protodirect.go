@@ -211,7 +211,7 @@ func directField(df *pdField, f *pbField) bool {
 		}
 		want = opString
 	}
-	if op.kind != want {
+	if op.kind.plain() != want {
 		return false
 	}
 	if f.nullable {

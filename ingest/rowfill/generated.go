@@ -141,7 +141,8 @@ func newGeneratedFill(schema *deltalog.StructType, conf map[string]string) (*gen
 // (Spark's <=>), else the record is rejected with generated_column_mismatch naming the
 // column, the expression and both values. A computed NULL in a NOT NULL column is
 // not_null_violation; an expression that cannot be evaluated on the record (a string
-// that is no date) is generated_column_mismatch.
+// that is no date), or whose date or timestamp is outside Delta's range
+// (deltalog.TimeRange), is generated_column_mismatch.
 func (g *generatedFill) fill(_ *kgo.Record, row *rowView) error {
 	for i := range g.cols {
 		c := &g.cols[i]
@@ -163,6 +164,11 @@ func (g *generatedFill) fill(_ *kgo.Record, row *rowView) error {
 				Err: fmt.Errorf("generated column %s GENERATED ALWAYS AS (%s) cannot be computed for this record: %w", name, c.Expr, err)}
 		}
 		want.Type = c.Field.Type // an integer result widened into a long column keeps its value
+		if lo, hi, ok := deltalog.TimeRange(want.Type); ok && !want.Null && (want.Int < lo || want.Int > hi) {
+			// CAST(created_at AS DATE) of 0001-01-01T00:00:00Z west of UTC is 0000-12-31.
+			return &decode.Error{Reason: decode.ReasonGeneratedColumnMismatch, Field: name, Details: map[string]string{"expression": c.Expr.String(), "expected": want.String()},
+				Err: fmt.Errorf("generated column %s GENERATED ALWAYS AS (%s) is %s for this record (generation time zone %s), outside Delta's range 0001-01-01..9999-12-31", name, c.Expr, want, g.tz)}
+		}
 		if row.writer != nil && row.writer.FieldByKey(name) != nil {
 			pv, f, ok := row.top(name)
 			if !ok {

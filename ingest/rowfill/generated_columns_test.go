@@ -173,6 +173,27 @@ func TestGeneratedFillComputesAndChecks(t *testing.T) {
 	if err != nil || got["event_date"].Int32() != 19367 || got["d"].Int32() != 10 {
 		t.Errorf("Melbourne generation zone: %v %v, want 2023-01-10", got, err)
 	}
+	// The first instant Delta holds is still 0001-01-01 in UTC, but 0000-12-31 in Los
+	// Angeles: a date outside Delta's range, refused rather than written; the last is
+	// 10000-01-01 in Melbourne.
+	for _, c := range []struct {
+		zone string
+		us   int64
+		msg  string
+	}{
+		{"UTC", deltalog.TimestampMinMicros, ""},
+		{"America/Los_Angeles", deltalog.TimestampMinMicros, "event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is 0000-12-31 for this record (generation time zone America/Los_Angeles), outside Delta's range 0001-01-01..9999-12-31"},
+		{"Australia/Melbourne", deltalog.TimestampMaxMicros, "event_date GENERATED ALWAYS AS (CAST(created_at AS DATE)) is 10000-01-01 for this record (generation time zone Australia/Melbourne)"},
+	} {
+		got, err := fillRow(t, orderDatesSchema(), map[string]string{deltalog.PropGenerationTimeZone: c.zone}, v1, map[string]parquet.Value{"created_at": ts(c.us)})
+		var de *decode.Error
+		switch {
+		case c.msg == "" && (err != nil || got["event_date"].Int32() != deltalog.DateMinDays):
+			t.Errorf("%s: %v %v, want 0001-01-01", c.zone, got["event_date"], err)
+		case c.msg != "" && (!errors.As(err, &de) || de.Reason != decode.ReasonGeneratedColumnMismatch || de.Field != "event_date" || !strings.Contains(err.Error(), c.msg)):
+			t.Errorf("%s: %v, want generated_column_mismatch at event_date: %q", c.zone, err, c.msg)
+		}
+	}
 }
 
 // BenchmarkGeneratedFill is the per-record cost of computing orderDatesSchema's four

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -499,25 +498,33 @@ func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 			return parquet.BooleanValue(b), nil
 		}
 	case deltalog.Date:
+		days, ok := int64(0), false
 		switch x := v.(type) {
 		case int: // days since the epoch: an Avro int that names a date without its logicalType (io.debezium.time.Date)
-			if x >= math.MinInt32 && x <= math.MaxInt32 {
-				return parquet.Int32Value(int32(x)), nil
-			}
+			days, ok = int64(x), true
 		case int32:
-			return parquet.Int32Value(x), nil
-		}
-		if tm, ok := v.(time.Time); ok {
-			sec := tm.Unix()
-			days := sec / 86400
+			days, ok = int64(x), true
+		case time.Time:
+			sec := x.Unix()
+			days, ok = sec/86400, true
 			if sec%86400 < 0 {
 				days-- // floor: a date before 1970
+			}
+		}
+		if ok {
+			// No row holds a date outside Delta's range (PROTOCOL.md, "Primitive Types").
+			if days < int64(deltalog.DateMinDays) || days > int64(deltalog.DateMaxDays) {
+				return parquet.Value{}, fmt.Errorf("date %d days since 1970-01-01 is outside Delta's range 0001-01-01..9999-12-31 for a %s key column", days, t)
 			}
 			return parquet.Int32Value(int32(days)), nil
 		}
 	case deltalog.Timestamp, deltalog.TimestampNtz:
 		if tm, ok := v.(time.Time); ok {
-			return parquet.Int64Value(tm.UnixMicro()), nil
+			us := tm.UnixMicro()
+			if us < deltalog.TimestampMinMicros || us > deltalog.TimestampMaxMicros {
+				return parquet.Value{}, fmt.Errorf("timestamp %s is outside Delta's range 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z for a %s key column", tm.UTC().Format(time.RFC3339Nano), t)
+			}
+			return parquet.Int64Value(us), nil
 		}
 	}
 	return parquet.Value{}, fmt.Errorf("a %T value cannot name a %s key column", v, t)
