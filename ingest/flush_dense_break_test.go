@@ -303,15 +303,15 @@ func breakCases() []breakCase {
 		{breakRec{7, map[string]any{"id": int64(1), "v": int32(-1), "f": negZero32, "ts": int64(1_700_000_000_123), "b": false,
 			"d": unscaled(-1), "e": unscaled(-1), "dt": int32(-719162)}},
 			"b=false d=-1 dt=-719162 e=-1 f=-0 id=1 ts=1700000000123000 v=-1"},
-		{breakRec{8, map[string]any{"id": int64(2), "v": int64(math.MinInt64), "f": math.Inf(-1), "ts": int64(math.MinInt64), "b": map[string]any{"boolean": true},
-			"d": unscaled(999999999), "e": unscaled(999999999999999999), "dt": int32(math.MaxInt32)}},
-			"b=true d=999999999 dt=2147483647 e=999999999999999999 f=-Inf id=2 ts=-9223372036854775808 v=-9223372036854775808"},
+		{breakRec{8, map[string]any{"id": int64(2), "v": int64(math.MinInt64), "f": math.Inf(-1), "ts": deltalog.TimestampMinMicros, "b": map[string]any{"boolean": true},
+			"d": unscaled(999999999), "e": unscaled(999999999999999999), "dt": deltalog.DateMaxDays}},
+			"b=true d=999999999 dt=2932896 e=999999999999999999 f=-Inf id=2 ts=-62135596800000000 v=-9223372036854775808"},
 		{breakRec{7, map[string]any{"id": int64(3), "v": int32(math.MaxInt32), "f": float32(math.Inf(1)), "ts": int64(0), "b": true,
 			"d": unscaled(0), "e": unscaled(0), "dt": int32(0)}},
 			"b=true d=0 dt=0 e=0 f=+Inf id=3 ts=0 v=2147483647"},
-		{breakRec{8, map[string]any{"id": int64(4), "v": int64(math.MaxInt64), "f": 2.5e-300, "ts": int64(math.MaxInt64), "b": nil,
-			"d": unscaled(-5), "e": unscaled(math.MinInt32), "dt": int32(math.MinInt32)}},
-			"b=null d=-5 dt=-2147483648 e=-2147483648 f=2.5e-300 id=4 ts=9223372036854775807 v=9223372036854775807"},
+		{breakRec{8, map[string]any{"id": int64(4), "v": int64(math.MaxInt64), "f": 2.5e-300, "ts": deltalog.TimestampMaxMicros, "b": nil,
+			"d": unscaled(-5), "e": unscaled(math.MinInt32), "dt": deltalog.DateMinDays}},
+			"b=null d=-5 dt=-719162 e=-2147483648 f=2.5e-300 id=4 ts=253402300799999999 v=9223372036854775807"},
 		{breakRec{9, map[string]any{"id": int64(5), "v": int64(-4294967296), "ts": int64(-62135596800000000),
 			"d": unscaled(12345), "e": unscaled(-4294967296), "dt": int32(-25567)}},
 			"b=null d=12345 dt=-25567 e=-4294967296 f=null id=5 ts=-62135596800000000 v=-4294967296"},
@@ -684,8 +684,11 @@ func TestBreakRandomMixedWriters(t *testing.T) {
 				w = []int{7, 8, 9}[rng.IntN(3)]
 			}
 			id := int64(i)
-			ts := pick64() / 1000
-			dt := pick32()
+			// ts and dt within Delta's range (its ends and values drawn over it); ts is
+			// in ms from writer 7, so its range in ms serves both writers.
+			tsLo, tsSpan := deltalog.TimestampMinMicros/1000, uint64(deltalog.TimestampMaxMicros/1000-deltalog.TimestampMinMicros/1000)
+			ts := (tsLo + int64(uint64(pick64())%(tsSpan+1))) * 1000
+			dt := deltalog.DateMinDays + int32(uint32(pick32())%uint32(deltalog.DateMaxDays-deltalog.DateMinDays+1))
 			d := int64(rng.Int32N(1_000_000_000)) - 500_000_000
 			e := int64(rng.Uint64()%1_999_999_999_999_999_999) - 999_999_999_999_999_999
 			val := map[string]any{"id": id, "ts": ts, "d": unscaled(d), "e": unscaled(e), "dt": dt}

@@ -18,8 +18,6 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/hamba/avro/v2"
-
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
@@ -621,33 +619,6 @@ func (s *ConnectSource) Writer(_ *deltalog.StructType, value []byte) (*WriterSch
 	s.nextKey++
 	s.cache[string(schema)] = ws
 	return ws, payload, nil
-}
-
-// Value decodes one Kafka Connect JSON value of a struct schema (a record key, table.key_format
-// connect_json) into what hamba/avro decodes of its transcoding into the Avro binary of
-// its derived schema (WriterSchema.Avro): a map of field name to value, with Connect's
-// logical types as a Connect Avro converter's values would decode (Connect Date and
-// Timestamp as time.Time, Debezium's times as their integers, Decimal as *big.Rat), the
-// value a nullable field holds as a one-entry map of its union branch. Errors are *Error:
-// not {"schema": …, "payload": …}, a schema that is not a struct, a payload that does not
-// fit its schema.
-func (s *ConnectSource) Value(record []byte) (any, error) {
-	ws, payload, err := s.Writer(nil, record)
-	if err != nil {
-		return nil, err
-	}
-	if ws.Avro == nil {
-		return nil, ws.DeltaErr
-	}
-	body, err := ws.Transcode(payload)
-	if err != nil {
-		return nil, err
-	}
-	var v any
-	if err := avro.Unmarshal(ws.Avro, body, &v); err != nil {
-		return nil, newError(ReasonDecodeError, "", fmt.Errorf("decode the Avro transcoding of a Kafka Connect JSON value: %w", err))
-	}
-	return v, nil
 }
 
 // ConnectNull reports whether body, the payload Writer returned for a Kafka Connect JSON

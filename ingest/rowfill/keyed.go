@@ -9,12 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingestd/ingestd/deltawriter"
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/deltawriter/expr"
 	"github.com/ingestd/ingestd/deltawriter/keyindex"
@@ -72,6 +72,10 @@ type keyFill struct {
 	// replay: the flush replays dead letters (Options.Origin is set), whose order is not
 	// their source partition's: a snapshot read without its sequence cannot be ordered.
 	replay bool
+	// colMode is the table's column mapping mode; tombDecs the decoders of tombstone keys
+	// (avro, connect_json) by key writer schema, compiled at the first key of each.
+	colMode  deltalog.ColumnMappingMode
+	tombDecs map[*decode.WriterSchema]*tombKeyDecoder
 }
 
 // keyColumn is a key (or sequence) column: its name in table.key and its field.
@@ -315,11 +319,18 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 	case kafkacols.KeyAvro:
 		return s.avroTombstoneKey(key)
 	case kafkacols.KeyConnectJSON:
-		v, err := s.keys.connect().Value(key)
+		ws, payload, err := s.keys.connect().Writer(nil, key)
+		if err == nil && ws.Avro == nil {
+			err = ws.DeltaErr
+		}
+		var body []byte
+		if err == nil {
+			body, err = ws.Transcode(payload)
+		}
 		if err != nil {
 			return nil, missing("a tombstone's Kafka Connect JSON key (table.key_format connect_json): %v", err)
 		}
-		return k.keyValues(v, "Kafka Connect JSON key", goKeyValue)
+		return k.decodeKey(ws, body, "Kafka Connect JSON key")
 	case kafkacols.KeyJSON:
 		v, err := plainJSONKey(key)
 		if err != nil {
@@ -331,7 +342,7 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 		return nil, missing("a tombstone's %s Kafka key names a key of one column; this table's key has %d (%s): use table.key_format avro, connect_json or json with a record key",
 			cfg.Table.KeyFormat, len(k.key), keyNames(k.key))
 	}
-	v, err := goKeyValue(k.key[0].field.Type, string(key))
+	v, err := textKeyValue(k.key[0].field.Type, string(key))
 	if err != nil {
 		return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: k.key[0].field.Name,
 			Err: fmt.Errorf("a tombstone's Kafka key %q: %w", key, err)}
@@ -359,11 +370,131 @@ func (s *Stage) avroTombstoneKey(key []byte) ([]parquet.Value, error) {
 	if ws.FormatName() != decode.FormatAvro || ws.Avro == nil {
 		return nil, missing("a tombstone's key schema id %d is a %s schema, not Avro (table.key_format avro)", id, ws.FormatName())
 	}
-	var v any
-	if err := avro.Unmarshal(ws.Avro, payload, &v); err != nil {
-		return nil, missing("decode a tombstone's Avro key (schema id %d): %v", id, err)
+	return s.keyed.decodeKey(ws, payload, fmt.Sprintf("Avro key (schema id %d)", id))
+}
+
+// tombKeyDecoder reads the key columns' values from the Avro body of tombstone keys
+// written with one key writer schema, with the decoder the table's rows are read with
+// (decode.Compile against the key columns as a table of their own): a key value is
+// converted exactly as the same value in a record is (logical types, Kafka Connect and
+// Debezium types, Delta's date and timestamp range), so it names the row it was written
+// to.
+type tombKeyDecoder struct {
+	dec  *decode.Decoder
+	cols []int // the decoder's leaf column of each key column, in k.key order
+	tmp  [][]parquet.Value
+}
+
+// decodeKey reads one value per key column from body, the Avro body of a tombstone's key
+// written with ws (a record with a field per key column, Delta's name matching, other
+// fields ignored; or, for a one-column key, a primitive), what naming the key in errors.
+// Errors: a *decode.Error missing_key naming the key column when ws has no field for it
+// or one whose type does not fit it losslessly, the body does not decode (a date or
+// timestamp outside Delta's range included), or the value is null.
+func (k *keyFill) decodeKey(ws *decode.WriterSchema, body []byte, what string) ([]parquet.Value, error) {
+	td := k.tombDecs[ws]
+	if td == nil {
+		var err error
+		if td, err = k.compileKey(ws, what); err != nil {
+			return nil, err
+		}
+		if k.tombDecs == nil {
+			k.tombDecs = make(map[*decode.WriterSchema]*tombKeyDecoder)
+		}
+		k.tombDecs[ws] = td
 	}
-	return s.keyed.keyValues(v, fmt.Sprintf("Avro key (schema id %d)", id), goKeyValue)
+	for i := range td.tmp {
+		td.tmp[i] = td.tmp[i][:0]
+	}
+	var err error
+	if td.tmp, err = td.dec.Decode(body, td.tmp); err != nil {
+		if errors.Is(err, decode.ErrNullRecord) {
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Err: fmt.Errorf("a tombstone's %s is null", what)}
+		}
+		return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: decode.FieldOf(err), Err: fmt.Errorf("decode a tombstone's %s: %w", what, err)}
+	}
+	out := make([]parquet.Value, len(k.key))
+	for i, c := range k.key {
+		vs := td.tmp[td.cols[i]]
+		if len(vs) != 1 || vs[0].IsNull() {
+			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
+				Err: fmt.Errorf("a tombstone's %s has no value for key column %s", what, c.field.Name)}
+		}
+		if bits := integerBits(c.field.Type); bits > 0 && bits < 64 {
+			if v := vs[0].Int64(); v < -1<<(bits-1) || v >= 1<<(bits-1) {
+				return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
+					Err: fmt.Errorf("a tombstone's %s: %d does not fit key column %s (%s)", what, v, c.field.Name, c.field.Type)}
+			}
+		}
+		out[i] = vs[0]
+	}
+	return out, nil
+}
+
+// integerBits is the width of an integer type (byte 8, short 16, integer 32, long 64), 0
+// for any other type.
+func integerBits(t deltalog.DataType) int {
+	switch t {
+	case deltalog.Byte:
+		return 8
+	case deltalog.Short:
+		return 16
+	case deltalog.Integer:
+		return 32
+	case deltalog.Long:
+		return 64
+	}
+	return 0
+}
+
+// compileKey compiles the tombKeyDecoder of key writer schema ws. A primitive schema
+// names a one-column key: it is read as a record of one field named after the column,
+// whose Avro binary is the same.
+func (k *keyFill) compileKey(ws *decode.WriterSchema, what string) (*tombKeyDecoder, error) {
+	fail := func(field string, err error) error {
+		return &decode.Error{Reason: decode.ReasonMissingKey, Field: field, Err: fmt.Errorf("a tombstone's %s: %w", what, err)}
+	}
+	if _, isRecord := ws.Avro.(*avro.RecordSchema); !isRecord {
+		if len(k.key) != 1 {
+			return nil, fail("", fmt.Errorf("its %s schema is not a record with the key columns %s", ws.Avro.Type(), keyNames(k.key)))
+		}
+		wrapped, err := decode.ParseWriterSchema(ws.ID, fmt.Sprintf(`{"type":"record","name":"ingestd_key","fields":[{"name":%q,"type":%s}]}`, k.key[0].field.Name, ws.Avro.String()))
+		if err != nil {
+			return nil, fail(k.key[0].field.Name, err)
+		}
+		ws = wrapped
+	}
+	if ws.DeltaErr != nil {
+		return nil, fail(decode.FieldOf(ws.DeltaErr), ws.DeltaErr)
+	}
+	st := &deltalog.StructType{}
+	for _, c := range k.key {
+		f := *c.field
+		f.Nullable = true // a key without the field is refused below, naming the column
+		if integerBits(f.Type) > 0 {
+			// A key's integer field may be wider than its column (a long key for an
+			// integer column): read as long, then checked against the column's width.
+			f.Type = deltalog.Long
+		}
+		st.Fields = append(st.Fields, &f)
+	}
+	pq, err := deltawriter.ParquetSchema(st, k.colMode)
+	if err != nil {
+		return nil, fmt.Errorf("compile tombstone key decoder: %w", err)
+	}
+	dec, err := decode.Compile(ws, st, k.colMode, pq)
+	if err != nil {
+		return nil, fail(decode.FieldOf(err), err)
+	}
+	td := &tombKeyDecoder{dec: dec}
+	for _, f := range st.Fields {
+		leaf, ok := pq.Lookup(f.PhysicalName(k.colMode))
+		if !ok {
+			return nil, fmt.Errorf("compile tombstone key decoder: no leaf column for key column %s", f.Name)
+		}
+		td.cols = append(td.cols, leaf.ColumnIndex)
+	}
+	return td, nil
 }
 
 // keyValues maps a decoded key v (what names a key of its format in messages) to one
@@ -437,7 +568,7 @@ func jsonKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 			return parquet.Int64Value(n), nil
 		}
 	case string, bool:
-		return goKeyValue(t, x)
+		return textKeyValue(t, x)
 	}
 	return parquet.Value{}, fmt.Errorf("a JSON %s cannot name a %s key column", jsonKind(v), t)
 }
@@ -459,34 +590,20 @@ func jsonKind(v any) string {
 	return "null"
 }
 
-// goKeyValue converts a key value read from a Kafka key (the text of a string or bytes
-// key, or what hamba/avro decodes: integers, strings, bytes, booleans, time.Time for
-// timestamp and date logical types, a one-branch union's map) into the parquet.Value a
-// key column of type t holds. Errors: a value that does not fit t (decimal keys are not
-// read from tombstones).
-func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
-	if m, ok := v.(map[string]any); ok && len(m) == 1 { // a union branch
-		for _, inner := range m {
-			v = inner
-		}
-	}
+// textKeyValue converts the text of a string or bytes Kafka key, or a string or boolean
+// of a plain JSON key, into the parquet.Value a key column of type t holds: a string for
+// a string or binary column (its UTF-8 bytes), an integer's decimal text for an integer
+// column, a boolean for a boolean column. Errors: any other pairing (a text that is not
+// an integer within 64 bits for an integer column; a date, timestamp or decimal column,
+// which only avro and connect_json keys name).
+func textKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 	switch t {
 	case deltalog.String, deltalog.Binary:
-		switch x := v.(type) {
-		case string:
+		if x, ok := v.(string); ok {
 			return parquet.ByteArrayValue([]byte(x)), nil
-		case []byte:
-			return parquet.ByteArrayValue(x), nil
 		}
 	case deltalog.Byte, deltalog.Short, deltalog.Integer, deltalog.Long:
-		switch x := v.(type) {
-		case int:
-			return parquet.Int64Value(int64(x)), nil
-		case int32:
-			return parquet.Int64Value(int64(x)), nil
-		case int64:
-			return parquet.Int64Value(x), nil
-		case string:
+		if x, ok := v.(string); ok {
 			n, err := strconv.ParseInt(x, 10, 64)
 			if err != nil {
 				return parquet.Value{}, fmt.Errorf("%q is not an integer for a %s key column", x, t)
@@ -496,35 +613,6 @@ func goKeyValue(t deltalog.DataType, v any) (parquet.Value, error) {
 	case deltalog.Boolean:
 		if b, ok := v.(bool); ok {
 			return parquet.BooleanValue(b), nil
-		}
-	case deltalog.Date:
-		days, ok := int64(0), false
-		switch x := v.(type) {
-		case int: // days since the epoch: an Avro int that names a date without its logicalType (io.debezium.time.Date)
-			days, ok = int64(x), true
-		case int32:
-			days, ok = int64(x), true
-		case time.Time:
-			sec := x.Unix()
-			days, ok = sec/86400, true
-			if sec%86400 < 0 {
-				days-- // floor: a date before 1970
-			}
-		}
-		if ok {
-			// No row holds a date outside Delta's range (PROTOCOL.md, "Primitive Types").
-			if days < int64(deltalog.DateMinDays) || days > int64(deltalog.DateMaxDays) {
-				return parquet.Value{}, fmt.Errorf("date %d days since 1970-01-01 is outside Delta's range 0001-01-01..9999-12-31 for a %s key column", days, t)
-			}
-			return parquet.Int32Value(int32(days)), nil
-		}
-	case deltalog.Timestamp, deltalog.TimestampNtz:
-		if tm, ok := v.(time.Time); ok {
-			us := tm.UnixMicro()
-			if us < deltalog.TimestampMinMicros || us > deltalog.TimestampMaxMicros {
-				return parquet.Value{}, fmt.Errorf("timestamp %s is outside Delta's range 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z for a %s key column", tm.UTC().Format(time.RFC3339Nano), t)
-			}
-			return parquet.Int64Value(us), nil
 		}
 	}
 	return parquet.Value{}, fmt.Errorf("a %T value cannot name a %s key column", v, t)

@@ -1,41 +1,148 @@
 package rowfill
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
+	"github.com/ingestd/ingestd/ingest/decode"
 )
 
-// A key value names a row only within Delta's date and timestamp range (no row holds a
-// value outside it): the ends are read exactly, one unit past them is refused.
-func TestKeyValueTimeRange(t *testing.T) {
+// A tombstone's Avro or Kafka Connect JSON key is read by the decoder the table's rows are
+// read with, so that it names the key its row was written with: a date or timestamp key
+// (Avro logical types, Connect and Debezium types) converts exactly as the same value in
+// a record, whatever the process's time zone; one outside Delta's range is missing_key at
+// the column (it names no row) instead of wrapping to a key inside it.
+func TestTombstoneKeyTimes(t *testing.T) {
+	// The process zone must not move a local-timestamp key (hamba/avro's time.Time would).
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = ny
+
+	zigzag := func(v int64) []byte { return binary.AppendVarint(nil, v) }
 	for _, c := range []struct {
-		t    deltalog.DataType
-		v    any
-		want int64
-		err  string
+		name   string
+		col    deltalog.DataType
+		avro   string // the key field's Avro type; "" for a Connect JSON key
+		body   []byte // Avro: the key's body
+		ctype  string // Connect JSON: the field's type, name and payload value
+		cname  string
+		cvalue string
+		want   int64 // µs or days
+		err    string
 	}{
-		{deltalog.Date, int32(-719162), -719162, ""},
-		{deltalog.Date, 2932896, 2932896, ""},
-		{deltalog.Date, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), -719162, ""},
-		{deltalog.Date, int32(2932897), 0, "date 2932897 days since 1970-01-01 is outside Delta's range 0001-01-01..9999-12-31 for a date key column"},
-		{deltalog.Date, time.Date(0, 12, 31, 23, 0, 0, 0, time.UTC), 0, "date -719163 days since 1970-01-01 is outside Delta's range"},
-		{deltalog.Timestamp, time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC), 253402300799999999, ""},
-		{deltalog.TimestampNtz, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), -62135596800000000, ""},
-		{deltalog.Timestamp, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), 0, "timestamp 10000-01-01T00:00:00Z is outside Delta's range 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z for a timestamp key column"},
-		{deltalog.TimestampNtz, time.Date(0, 12, 31, 23, 59, 59, 999999000, time.UTC), 0, "timestamp 0000-12-31T23:59:59.999999Z is outside Delta's range"},
+		{name: "timestamp-millis", col: deltalog.Timestamp, avro: `{"type":"long","logicalType":"timestamp-millis"}`, body: zigzag(253_402_300_799_999), want: 253_402_300_799_999_000},
+		{name: "timestamp-millis 2^61 (would wrap to 0)", col: deltalog.Timestamp, avro: `{"type":"long","logicalType":"timestamp-millis"}`, body: zigzag(1 << 61),
+			err: "decode: missing_key at k: decode a tombstone's key: decode: decode_error at k: timestamp 2305843009213693952 ms since the epoch"},
+		{name: "local-timestamp-micros under New York", col: deltalog.TimestampNtz, avro: `{"type":"long","logicalType":"local-timestamp-micros"}`, body: zigzag(1_700_000_000_000_000), want: 1_700_000_000_000_000},
+		{name: "local-timestamp-micros at the end", col: deltalog.TimestampNtz, avro: `{"type":"long","logicalType":"local-timestamp-micros"}`, body: zigzag(deltalog.TimestampMaxMicros), want: deltalog.TimestampMaxMicros},
+		{name: "date past the end", col: deltalog.Date, avro: `{"type":"int","logicalType":"date"}`, body: zigzag(2_932_897),
+			err: "decode: missing_key at k: decode a tombstone's key: decode: decode_error at k: date 2932897 days since 1970-01-01 (10000-01-01) is outside Delta's range"},
+		{name: "Debezium MicroTimestamp", col: deltalog.TimestampNtz, avro: `{"type":"long","connect.name":"io.debezium.time.MicroTimestamp"}`, body: zigzag(-1), want: -1},
+		{name: "Connect Timestamp", col: deltalog.Timestamp, ctype: "int64", cname: "org.apache.kafka.connect.data.Timestamp", cvalue: "253402300799999", want: 253_402_300_799_999_000},
+		{name: "Connect Timestamp 2^61", col: deltalog.Timestamp, ctype: "int64", cname: "org.apache.kafka.connect.data.Timestamp", cvalue: "2305843009213693952",
+			err: "decode: missing_key at k: decode a tombstone's key: decode: decode_error at k: timestamp 2305843009213693952 ms since the epoch"},
+		{name: "Connect Date", col: deltalog.Date, ctype: "int32", cname: "org.apache.kafka.connect.data.Date", cvalue: "-719162", want: -719162},
+		{name: "Debezium Date past the end", col: deltalog.Date, ctype: "int32", cname: "io.debezium.time.Date", cvalue: "2932897", err: "is outside Delta's range"},
+		{name: "Debezium MicroTimestamp (JSON)", col: deltalog.TimestampNtz, ctype: "int64", cname: "io.debezium.time.MicroTimestamp", cvalue: "1700000000000000", want: 1_700_000_000_000_000},
+		{name: "Debezium Timestamp (JSON)", col: deltalog.TimestampNtz, ctype: "int64", cname: "io.debezium.time.Timestamp", cvalue: "1700000000123", want: 1_700_000_000_123_000},
+		{name: "Debezium ZonedTimestamp", col: deltalog.Timestamp, ctype: "string", cname: "io.debezium.time.ZonedTimestamp", cvalue: `"2026-01-01T05:30:00+05:30"`, want: 1_767_225_600_000_000},
+		{name: "Debezium ZonedTimestamp in year 0", col: deltalog.Timestamp, ctype: "string", cname: "io.debezium.time.ZonedTimestamp", cvalue: `"0000-12-31T23:59:59Z"`,
+			err: `ZonedTimestamp "0000-12-31T23:59:59Z" is outside Delta's range`},
 	} {
-		v, err := goKeyValue(c.t, c.v)
+		k := &keyFill{key: []keyColumn{{name: "k", field: &deltalog.StructField{Name: "k", Type: c.col}}}}
+		var ws *decode.WriterSchema
+		body := c.body
+		if c.avro != "" {
+			if ws, err = decode.ParseWriterSchema(7, `{"type":"record","name":"K","fields":[{"name":"k","type":`+c.avro+`}]}`); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			doc := `{"schema":{"type":"struct","fields":[{"field":"k","type":"` + c.ctype + `","optional":false,"name":"` + c.cname + `"}]},"payload":{"k":` + c.cvalue + `}}`
+			ws, body, err = decode.NewConnectSource().Writer(nil, []byte(doc))
+			if err == nil {
+				body, err = ws.Transcode(body)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		vals, err := k.decodeKey(ws, body, "key")
 		switch {
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("%s %v: %v %v, want error %q", c.t, c.v, v, err, c.err)
-		case c.err == "" && err != nil:
-			t.Errorf("%s %v: %v", c.t, c.v, err)
-		case c.err == "" && c.t == deltalog.Date && int64(v.Int32()) != c.want,
-			c.err == "" && c.t != deltalog.Date && v.Int64() != c.want:
-			t.Errorf("%s %v: %v, want %d", c.t, c.v, v, c.want)
+		case c.err != "":
+			if decode.ReasonOf(err) != decode.ReasonMissingKey || decode.FieldOf(err) != "k" || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v %v, want missing_key at k with %q", c.name, vals, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.col == deltalog.Date && int64(vals[0].Int32()) != c.want, c.col != deltalog.Date && vals[0].Int64() != c.want:
+			t.Errorf("%s: %v, want %d", c.name, vals[0], c.want)
+		}
+	}
+}
+
+// A one-column key may be a primitive Avro key (read as a record of one field named after
+// the column); a record key names each key column by a field, other fields ignored, and
+// one without a key column's field, or with a field that does not fit it, names no key.
+// An integer field may be wider than its column when its value fits.
+func TestTombstoneKeyShapes(t *testing.T) {
+	two := &keyFill{key: []keyColumn{
+		{name: "id", field: &deltalog.StructField{Name: "id", Type: deltalog.Long}},
+		{name: "ts", field: &deltalog.StructField{Name: "ts", Type: deltalog.Timestamp}},
+	}}
+	one := &keyFill{key: []keyColumn{{name: "ts", field: &deltalog.StructField{Name: "ts", Type: deltalog.Timestamp}}}}
+	small := &keyFill{key: []keyColumn{{name: "n", field: &deltalog.StructField{Name: "n", Type: deltalog.Integer}}}}
+	enc := func(vs ...int64) (b []byte) {
+		for _, v := range vs {
+			b = binary.AppendVarint(b, v)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name   string
+		k      *keyFill
+		schema string
+		body   []byte
+		want   []int64
+		err    string
+	}{
+		{"primitive", one, `{"type":"long","logicalType":"timestamp-micros"}`, enc(-5), []int64{-5}, ""},
+		{"record, an extra field and names in another case", two, `{"type":"record","name":"K","fields":[{"name":"shard","type":"string"},{"name":"TS","type":{"type":"long","logicalType":"timestamp-millis"}},{"name":"ID","type":"int"}]}`,
+			append(append(enc(2), 'e', 'u'), enc(7, -42)...), []int64{-42, 7000}, ""},
+		{"a long key for an integer column", small, `{"type":"record","name":"K","fields":[{"name":"n","type":"long"}]}`, enc(-1 << 31), []int64{-1 << 31}, ""},
+		{"a long key beyond an integer column", small, `{"type":"record","name":"K","fields":[{"name":"n","type":"long"}]}`, enc(1 << 31), nil,
+			"decode: missing_key at n: a tombstone's key: 2147483648 does not fit key column n (integer)"},
+		{"primitive for two columns", two, `"long"`, enc(1), nil, "decode: missing_key: a tombstone's key: its long schema is not a record with the key columns"},
+		{"no field for a key column", two, `{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}`, enc(1), nil, "decode: missing_key at ts: a tombstone's key has no value for key column ts"},
+		{"null key column", two, `{"type":"record","name":"K","fields":[{"name":"id","type":"long"},{"name":"ts","type":["null",{"type":"long","logicalType":"timestamp-micros"}]}]}`,
+			enc(1, 0), nil, "decode: missing_key at ts: a tombstone's key has no value for key column ts"},
+		{"a field that does not fit", two, `{"type":"record","name":"K","fields":[{"name":"id","type":"string"},{"name":"ts","type":"long"}]}`,
+			append(enc(1), '7'), nil, "decode: missing_key at id: a tombstone's key: decode: schema_mismatch at id"},
+	} {
+		ws, err := decode.ParseWriterSchema(9, c.schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := c.k.decodeKey(ws, c.body, "key")
+		if c.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), c.err) {
+				t.Errorf("%s: %v %v, want %q", c.name, vals, err, c.err)
+			}
+			continue
+		}
+		if err != nil || len(vals) != len(c.want) {
+			t.Errorf("%s: %v %v", c.name, vals, err)
+			continue
+		}
+		for i, v := range vals {
+			if v.Int64() != c.want[i] {
+				t.Errorf("%s: key column %d = %v, want %d", c.name, i, v, c.want[i])
+			}
 		}
 	}
 }

@@ -127,6 +127,9 @@ func New(cfg *config.Config, t Table, o Options) (*Stage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if keyed != nil {
+		keyed.colMode = t.ColumnMapping
+	}
 	if len(fills) == 0 && parts == nil && keyed == nil {
 		return nil, nil
 	}
