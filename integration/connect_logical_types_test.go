@@ -194,6 +194,24 @@ func TestConnectLogicalTypes(t *testing.T) {
 	}
 	recs = append(recs, &kgo.Record{Topic: avroTopic, Value: lcAvro(geo.ID, 4, []any{nil})},
 		&kgo.Record{Topic: jsonTopic, Value: lcConnect(t, []lcField{lcGeo}, 4, []any{nil})})
+	// One unit past an end of Delta's date and timestamp range, in four of the forms
+	// (offsets 4–7, ids 5–8): decode_error dead letters at the field, so that the table
+	// stays readable (a file with such a value has statistics delta-rs cannot parse).
+	outOfRange := []struct {
+		field string
+		v     any
+	}{
+		{"ts_ms", int64(253_402_300_800_000)},   // 10000-01-01T00:00:00.000
+		{"tstz", "0000-12-31T23:59:59.999999Z"}, // PostgreSQL's '0001-12-31 BC'
+		{"d", int32(2_932_897)},                 // 10000-01-01
+		{"cts", int64(-62_135_596_800_001)},     // 0000-12-31T23:59:59.999Z
+	}
+	for i, c := range outOfRange {
+		row := make([]any, len(lcFields))
+		row[slices.IndexFunc(lcFields, func(f lcField) bool { return f.name == c.field })] = c.v
+		recs = append(recs, &kgo.Record{Topic: avroTopic, Value: lcAvro(value.ID, int32(5+i), row)},
+			&kgo.Record{Topic: jsonTopic, Value: lcConnect(t, lcFields, int32(5+i), row)})
+	}
 	if err := kafkaClient(t, s).ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,23 +234,31 @@ batch: {max_records: 2000, max_age: 300ms}
 	pipeline("conn", "connect_json", jsonTopic, "")
 	d := startDaemon(t, cfgDir)
 	waitFor(t, d, time.Minute, "every record to be handled", func() bool {
-		return handled(t, filepath.Join(dir, "avro")) == 4 && handled(t, filepath.Join(dir, "conn")) == 4
+		return handled(t, filepath.Join(dir, "avro")) == 8 && handled(t, filepath.Join(dir, "conn")) == 8
 	})
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 
-	var dead []string
+	var dead, wantDead []string
 	for _, r := range readDLQ(t, s, dlq) {
-		msg := r.headers["__connect.errors.exception.message"]
-		if !strings.Contains(msg, "Kafka Connect logical type io.debezium.data.geometry.Point is not supported") {
-			t.Errorf("dead letter message %q does not name the logical type", msg)
+		msg, field := r.headers["__connect.errors.exception.message"], r.headers["ingestd.error.field"]
+		if field == "geo" && !strings.Contains(msg, "Kafka Connect logical type io.debezium.data.geometry.Point is not supported") ||
+			field != "geo" && !strings.Contains(msg, "is outside Delta's range") {
+			t.Errorf("dead letter at %s: message %q names neither the logical type nor Delta's range", field, msg)
 		}
-		dead = append(dead, r.headers["__connect.errors.topic"]+":"+r.headers["__connect.errors.offset"]+":"+r.headers["ingestd.error.reason"]+"@"+r.headers["ingestd.error.field"])
+		dead = append(dead, r.headers["__connect.errors.topic"]+":"+r.headers["__connect.errors.offset"]+":"+r.headers["ingestd.error.reason"]+"@"+field)
+	}
+	for _, topic := range []string{avroTopic, jsonTopic} {
+		wantDead = append(wantDead, topic+":3:unsupported_type@geo")
+		for i, c := range outOfRange {
+			wantDead = append(wantDead, fmt.Sprintf("%s:%d:decode_error@%s", topic, 4+i, c.field))
+		}
 	}
 	slices.Sort(dead)
-	if got, want := strings.Join(dead, " "), avroTopic+":3:unsupported_type@geo "+jsonTopic+":3:unsupported_type@geo"; got != want {
-		t.Errorf("dead letters %s, want %s", got, want)
+	slices.Sort(wantDead)
+	if got, want := strings.Join(dead, " "), strings.Join(wantDead, " "); got != want {
+		t.Errorf("dead letters\n got %s\nwant %s", got, want)
 	}
 
 	want := canonRows(t, []map[string]any{
