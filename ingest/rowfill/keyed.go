@@ -283,8 +283,9 @@ func (s *Stage) Changes() []Change {
 // resolved for the flush: Options.Keys) and connect_json (Kafka Connect's JsonConverter
 // with schemas.enable=true: {"schema": …, "payload": …}, the payload typed by the key's
 // own Connect schema through the Avro schema derived from it, so its logical types read
-// as avro's) name each key column by a field of the same name of a record key (Delta's
-// name matching), or a one-column key by a primitive key; json (schemas.enable=false)
+// as avro's) are read by the decoder the rows are read with (decodeKey) and name each key
+// column by a field of the same name of a record key (Delta's name matching), or a
+// one-column key by a primitive key; json (schemas.enable=false)
 // names them by the keys of an object, or a one-column key by a bare scalar, numbers read
 // exactly (json.Number). Errors: a *decode.Error missing_key when the key is null or
 // does not name a key of the table (naming what is missing).
@@ -319,6 +320,9 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 	case kafkacols.KeyAvro:
 		return s.avroTombstoneKey(key)
 	case kafkacols.KeyConnectJSON:
+		if len(k.key) == 1 {
+			key = connectRecordKey(key, k.key[0].field.Name)
+		}
 		ws, payload, err := s.keys.connect().Writer(nil, key)
 		if err == nil && ws.Avro == nil {
 			err = ws.DeltaErr
@@ -431,6 +435,54 @@ func (k *keyFill) decodeKey(ws *decode.WriterSchema, body []byte, what string) (
 	return out, nil
 }
 
+// connectRecordKey returns a Kafka Connect JSON key whose schema is not a struct (a
+// primitive key, as Kafka Connect's ExtractField$Key transform leaves it) as the key of a
+// struct of one field named name holding it, so that it names a one-column key as a
+// primitive Avro key does; any other key (a struct, or not a Connect key) as it is.
+func connectRecordKey(key []byte, name string) []byte {
+	var doc struct {
+		Schema  json.RawMessage `json:"schema"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	var schema map[string]json.RawMessage
+	if json.Unmarshal(key, &doc) != nil || json.Unmarshal(doc.Schema, &schema) != nil {
+		return key
+	}
+	var typ string
+	if json.Unmarshal(schema["type"], &typ) != nil || typ == "struct" {
+		return key
+	}
+	field, _ := json.Marshal(name) // a string always encodes
+	schema["field"] = field
+	fs, err := json.Marshal(schema)
+	if err != nil {
+		return key
+	}
+	payload := doc.Payload
+	if payload == nil {
+		payload = json.RawMessage("null")
+	}
+	return []byte(`{"schema":{"type":"struct","optional":false,"fields":[` + string(fs) + `]},"payload":{` + string(field) + `:` + string(payload) + `}}`)
+}
+
+// recordKey reports whether s is a record, or a union of null and one record.
+func recordKey(s avro.Schema) bool {
+	if u, ok := s.(*avro.UnionSchema); ok {
+		var rec, other int
+		for _, b := range u.Types() {
+			switch b.Type() {
+			case avro.Null:
+			case avro.Record:
+				rec++
+			default:
+				other++
+			}
+		}
+		return rec == 1 && other == 0
+	}
+	return s.Type() == avro.Record
+}
+
 // integerBits is the width of an integer type (byte 8, short 16, integer 32, long 64), 0
 // for any other type.
 func integerBits(t deltalog.DataType) int {
@@ -447,18 +499,31 @@ func integerBits(t deltalog.DataType) int {
 	return 0
 }
 
-// compileKey compiles the tombKeyDecoder of key writer schema ws. A primitive schema
-// names a one-column key: it is read as a record of one field named after the column,
-// whose Avro binary is the same.
+// compileKey compiles the tombKeyDecoder of key writer schema ws: a record, or a union of
+// null and a record (a null key names no key). Any other schema names a one-column key:
+// it is read as a record of one field named after the column, whose Avro binary is the
+// same, the schema's own JSON (its properties, such as connect.name, kept) as the field's
+// type.
 func (k *keyFill) compileKey(ws *decode.WriterSchema, what string) (*tombKeyDecoder, error) {
 	fail := func(field string, err error) error {
 		return &decode.Error{Reason: decode.ReasonMissingKey, Field: field, Err: fmt.Errorf("a tombstone's %s: %w", what, err)}
 	}
-	if _, isRecord := ws.Avro.(*avro.RecordSchema); !isRecord {
+	if !recordKey(ws.Avro) {
 		if len(k.key) != 1 {
 			return nil, fail("", fmt.Errorf("its %s schema is not a record with the key columns %s", ws.Avro.Type(), keyNames(k.key)))
 		}
-		wrapped, err := decode.ParseWriterSchema(ws.ID, fmt.Sprintf(`{"type":"record","name":"ingestd_key","fields":[{"name":%q,"type":%s}]}`, k.key[0].field.Name, ws.Avro.String()))
+		typ, err := json.Marshal(ws.Avro)
+		if err != nil {
+			return nil, fmt.Errorf("compile tombstone key decoder: encode key schema %d: %w", ws.ID, err)
+		}
+		// The record's name must not be one the key's own named types hold: a name no
+		// string of the key's schema is.
+		rec := "ingestd_tombstone_key"
+		for i := 1; bytes.Contains(typ, []byte(`"`+rec+`"`)); i++ {
+			rec = fmt.Sprintf("ingestd_tombstone_key%d", i)
+		}
+		name, _ := json.Marshal(k.key[0].field.Name) // a string always encodes
+		wrapped, err := decode.ParseWriterSchema(ws.ID, `{"type":"record","name":"`+rec+`","fields":[{"name":`+string(name)+`,"type":`+string(typ)+`}]}`)
 		if err != nil {
 			return nil, fail(k.key[0].field.Name, err)
 		}

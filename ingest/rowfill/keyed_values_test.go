@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/decode"
 )
@@ -97,6 +99,10 @@ func TestTombstoneKeyShapes(t *testing.T) {
 	}}
 	one := &keyFill{key: []keyColumn{{name: "ts", field: &deltalog.StructField{Name: "ts", Type: deltalog.Timestamp}}}}
 	small := &keyFill{key: []keyColumn{{name: "n", field: &deltalog.StructField{Name: "n", Type: deltalog.Integer}}}}
+	micros := &keyFill{key: []keyColumn{{name: "t", field: &deltalog.StructField{Name: "t", Type: deltalog.Long}}}}
+	day := &keyFill{key: []keyColumn{{name: "a\x7fb", field: &deltalog.StructField{Name: "a\x7fb", Type: deltalog.Date}}}}
+	id := &keyFill{key: []keyColumn{{name: "id", field: &deltalog.StructField{Name: "id", Type: deltalog.Long}}}}
+	sym := &keyFill{key: []keyColumn{{name: "s", field: &deltalog.StructField{Name: "s", Type: deltalog.String}}}}
 	enc := func(vs ...int64) (b []byte) {
 		for _, v := range vs {
 			b = binary.AppendVarint(b, v)
@@ -117,6 +123,13 @@ func TestTombstoneKeyShapes(t *testing.T) {
 		{"a long key for an integer column", small, `{"type":"record","name":"K","fields":[{"name":"n","type":"long"}]}`, enc(-1 << 31), []int64{-1 << 31}, ""},
 		{"a long key beyond an integer column", small, `{"type":"record","name":"K","fields":[{"name":"n","type":"long"}]}`, enc(1 << 31), nil,
 			"decode: missing_key at n: a tombstone's key: 2147483648 does not fit key column n (integer)"},
+		// A primitive key keeps its properties: Debezium's Time (ms since midnight) is µs
+		// in its long column, as in the row (a plain int would name 5000 µs, another row).
+		{"primitive Debezium Time", micros, `{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Time"}`, enc(5000), []int64{5_000_000}, ""},
+		{"primitive Debezium Date, a column name JSON must escape", day, `{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Date"}`, enc(19000), []int64{19000}, ""},
+		{"an enum named like the wrapper", sym, `{"type":"enum","name":"ingestd_tombstone_key","symbols":["A","B"]}`, enc(1), nil, ""},
+		{"nullable record", id, `["null",{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}]`, enc(1, 42), []int64{42}, ""},
+		{"nullable record, null", id, `["null",{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}]`, enc(0), nil, "decode: missing_key: a tombstone's key is null"},
 		{"primitive for two columns", two, `"long"`, enc(1), nil, "decode: missing_key: a tombstone's key: its long schema is not a record with the key columns"},
 		{"no field for a key column", two, `{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}`, enc(1), nil, "decode: missing_key at ts: a tombstone's key has no value for key column ts"},
 		{"null key column", two, `{"type":"record","name":"K","fields":[{"name":"id","type":"long"},{"name":"ts","type":["null",{"type":"long","logicalType":"timestamp-micros"}]}]}`,
@@ -135,14 +148,53 @@ func TestTombstoneKeyShapes(t *testing.T) {
 			}
 			continue
 		}
+		if c.k == sym {
+			if err != nil || string(vals[0].ByteArray()) != "B" {
+				t.Errorf("%s: %v %v, want B", c.name, vals, err)
+			}
+			continue
+		}
 		if err != nil || len(vals) != len(c.want) {
 			t.Errorf("%s: %v %v", c.name, vals, err)
 			continue
 		}
 		for i, v := range vals {
-			if v.Int64() != c.want[i] {
+			x := v.Int64()
+			if v.Kind() == parquet.Int32 {
+				x = int64(v.Int32())
+			}
+			if x != c.want[i] {
 				t.Errorf("%s: key column %d = %v, want %d", c.name, i, v, c.want[i])
 			}
+		}
+	}
+}
+
+// A primitive Kafka Connect JSON key (ExtractField$Key leaves one) names a one-column key
+// as a primitive Avro key does, its Connect type kept; a struct key is left as it is.
+func TestConnectPrimitiveKey(t *testing.T) {
+	k := &keyFill{key: []keyColumn{{name: "day", field: &deltalog.StructField{Name: "day", Type: deltalog.Date}}}}
+	key := connectRecordKey([]byte(`{"schema":{"type":"int32","optional":false,"name":"io.debezium.time.Date"},"payload":19000}`), "day")
+	if want := `{"schema":{"type":"struct","optional":false,"fields":[{"field":"day","name":"io.debezium.time.Date","optional":false,"type":"int32"}]},"payload":{"day":19000}}`; string(key) != want {
+		t.Fatalf("wrapped key\n got %s\nwant %s", key, want)
+	}
+	ws, body, err := decode.NewConnectSource().Writer(nil, key)
+	if err == nil {
+		body, err = ws.Transcode(body)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := k.decodeKey(ws, body, "key")
+	if err != nil || vals[0].Int32() != 19000 {
+		t.Errorf("%v %v, want day 19000", vals, err)
+	}
+	for _, same := range []string{
+		`{"schema":{"type":"struct","fields":[{"field":"day","type":"int32"}]},"payload":{"day":1}}`,
+		`not JSON`, `{"payload":1}`, `[1]`,
+	} {
+		if got := connectRecordKey([]byte(same), "day"); string(got) != same {
+			t.Errorf("%s: rewritten as %s", same, got)
 		}
 	}
 }
