@@ -335,21 +335,7 @@ func TestSnapshotTombstonesCopiedOnWrite(t *testing.T) {
 	ctx := context.Background()
 	tbl, _ := Open(ctx, newStore(t))
 	createTable(t, tbl, nil)
-	commit := func(c Commit) *Snapshot {
-		t.Helper()
-		s, err := tbl.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ReadVersion = s.Version
-		if _, err := tbl.Commit(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		if s, err = tbl.Snapshot(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	commit := func(c Commit) *Snapshot { t.Helper(); return commitLatest(t, tbl, c) }
 	rm := func(p string) deltalog.Remove {
 		ts := int64(5)
 		return deltalog.Remove{Path: p, DeletionTimestamp: &ts, DataChange: true}
@@ -461,17 +447,7 @@ func TestSnapshotExpiresTombstonesAtCheckpoints(t *testing.T) {
 	tbl, _ := Open(ctx, st, WithClock(func() time.Time { return now }))
 	createTable(t, tbl, map[string]string{deltalog.PropCheckpointInterval: "5", deltalog.PropDeletedFileRetention: "interval 1 day"})
 	at := func(age time.Duration) *int64 { ms := now.Add(-age).UnixMilli(); return &ms }
-	commit := func(c Commit) {
-		t.Helper()
-		s, err := tbl.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ReadVersion = s.Version
-		if _, err := tbl.Commit(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commit := func(c Commit) { t.Helper(); commitLatest(t, tbl, c) }
 	for _, p := range []string{"old", "recent", "undated", "edge"} {
 		commit(Commit{Adds: []deltalog.Add{fakeAdd(p)}})
 	}
@@ -514,4 +490,22 @@ func TestSnapshotExpiresTombstonesAtCheckpoints(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(held.Tombstones())); !slices.Equal(got, want) {
 		t.Errorf("the snapshot held from version %d changed: tombstones %v, want %v", held.Version, got, want)
 	}
+}
+
+// commitLatest commits c on tbl's latest snapshot and returns the snapshot after it.
+func commitLatest(t *testing.T, tbl *Table, c Commit) *Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ReadVersion = s.Version
+	if _, err := tbl.Commit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = tbl.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -127,16 +127,33 @@ func (h *harness) encode(id int64, v int) []byte {
 	if v == 1 {
 		row["channel"] = "web"
 	}
-	body, err := avro.Marshal(h.schemas[v], row)
+	return h.framed(h.ids[v], h.schemas[v], row)
+}
+
+// framed is v written in Avro with schema s, Confluent-framed with schema id id.
+func (h *harness) framed(id int, s avro.Schema, v any) []byte {
+	h.t.Helper()
+	body, err := avro.Marshal(s, v)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	var hdr sr.ConfluentHeader
-	framed, err := hdr.AppendEncode(nil, h.ids[v], nil)
+	framed, err := hdr.AppendEncode(nil, id, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return append(framed, body...)
+}
+
+// register registers the Avro schema text under subject in the registry and returns its
+// schema id.
+func (h *harness) register(subject, text string) int {
+	h.t.Helper()
+	id, _, err := h.reg.RegisterSchema(subject, sr.Schema{Schema: text, Type: sr.TypeAvro})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return id
 }
 
 // produce writes orders [from, from+n) round-robin over the partitions (or to partition
@@ -853,14 +870,5 @@ func (h *harness) addChannel() {
 
 // encodeCustomer is encode(id, 0) with the given customer.
 func (h *harness) encodeCustomer(id int64, customer string) []byte {
-	body, err := avro.Marshal(h.schemas[0], map[string]any{"order_id": id, "customer": customer, "amount": big.NewRat(id, 100)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var hdr sr.ConfluentHeader
-	framed, err := hdr.AppendEncode(nil, h.ids[0], nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return append(framed, body...)
+	return h.framed(h.ids[0], h.schemas[0], map[string]any{"order_id": id, "customer": customer, "amount": big.NewRat(id, 100)})
 }

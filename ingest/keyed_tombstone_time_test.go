@@ -11,7 +11,6 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/ingestd/ingestd/deltawriter/deltalog"
 	"github.com/ingestd/ingestd/ingest/config"
@@ -29,23 +28,10 @@ func TestTombstoneKeyOutsideDeltaRange(t *testing.T) {
 			h := newHarness(t, 1)
 			const row = `{"type":"record","name":"R","fields":[{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},{"name":"v","type":"string"}]}`
 			const key = `{"type":"record","name":"K","fields":[{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}}]}`
-			rowID, _, err := h.reg.RegisterSchema("orders-value", sr.Schema{Schema: row, Type: sr.TypeAvro})
-			if err != nil {
-				t.Fatal(err)
-			}
-			keyID, _, err := h.reg.RegisterSchema("orders-key", sr.Schema{Schema: key, Type: sr.TypeAvro})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rowID, keyID := h.register("orders-value", row), h.register("orders-key", key)
 			frame := func(id int, schema string, v any) []byte {
-				raw := avro.MustParse(strings.ReplaceAll(schema, `,"logicalType":"timestamp-millis"`, "")) // any long
-				body, err := avro.Marshal(raw, v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var hdr sr.ConfluentHeader
-				framed, _ := hdr.AppendEncode(nil, id, nil)
-				return append(framed, body...)
+				// without the logical type, to write any long
+				return h.framed(id, avro.MustParse(strings.ReplaceAll(schema, `,"logicalType":"timestamp-millis"`, "")), v)
 			}
 			recs := []*kgo.Record{
 				{Topic: h.topic, Key: frame(keyID, key, map[string]any{"ts": int64(0)}), Value: frame(rowID, row, map[string]any{"ts": int64(0), "v": "epoch"})},
@@ -94,23 +80,8 @@ func TestTombstoneDecimalKey(t *testing.T) {
 	h := newHarness(t, 1)
 	const row = `{"type":"record","name":"R","fields":[{"name":"amt","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},{"name":"v","type":"string"}]}`
 	const key = `{"type":"record","name":"K","fields":[{"name":"amt","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}}]}`
-	rowID, _, err := h.reg.RegisterSchema("orders-value", sr.Schema{Schema: row, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyID, _, err := h.reg.RegisterSchema("orders-key", sr.Schema{Schema: key, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	frame := func(id int, schema string, v any) []byte {
-		body, err := avro.Marshal(avro.MustParse(schema), v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var hdr sr.ConfluentHeader
-		framed, _ := hdr.AppendEncode(nil, id, nil)
-		return append(framed, body...)
-	}
+	rowID, keyID := h.register("orders-value", row), h.register("orders-key", key)
+	frame := func(id int, schema string, v any) []byte { return h.framed(id, avro.MustParse(schema), v) }
 	recs := []*kgo.Record{
 		{Topic: h.topic, Key: frame(keyID, key, map[string]any{"amt": big.NewRat(1234, 100)}), Value: frame(rowID, row, map[string]any{"amt": big.NewRat(1234, 100), "v": "a"})},
 		{Topic: h.topic, Key: frame(keyID, key, map[string]any{"amt": big.NewRat(-5, 100)}), Value: frame(rowID, row, map[string]any{"amt": big.NewRat(-5, 100), "v": "b"})},

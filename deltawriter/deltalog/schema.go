@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -51,6 +52,22 @@ const (
 	TimestampMinMicros int64 = -62135596800000000 // 0001-01-01T00:00:00Z, µs since the epoch
 	TimestampMaxMicros int64 = 253402300799999999 // 9999-12-31T23:59:59.999999Z
 )
+
+// IntegerRange returns the range of an integer type: byte, short, integer or long; ok is
+// false for any other type.
+func IntegerRange(t DataType) (lo, hi int64, ok bool) {
+	switch t {
+	case Byte:
+		return math.MinInt8, math.MaxInt8, true
+	case Short:
+		return math.MinInt16, math.MaxInt16, true
+	case Integer:
+		return math.MinInt32, math.MaxInt32, true
+	case Long:
+		return math.MinInt64, math.MaxInt64, true
+	}
+	return 0, 0, false
+}
 
 // TimeRange returns the range of a column of type t in its stored unit: days for date,
 // µs since the epoch for timestamp and timestamp_ntz; ok is false for any other type.

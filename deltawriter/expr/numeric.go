@@ -48,15 +48,10 @@ func integralRank(t deltalog.DataType) int {
 	return 4
 }
 
-// integralBounds are the range of an integral type.
+// integralBounds are the range of an integral type (long's for any other).
 func integralBounds(t deltalog.DataType) (int64, int64) {
-	switch t {
-	case deltalog.Byte:
-		return math.MinInt8, math.MaxInt8
-	case deltalog.Short:
-		return math.MinInt16, math.MaxInt16
-	case deltalog.Integer:
-		return math.MinInt32, math.MaxInt32
+	if lo, hi, ok := deltalog.IntegerRange(t); ok {
+		return lo, hi
 	}
 	return math.MinInt64, math.MaxInt64
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ingestd/ingestd/deltawriter"
-	"github.com/ingestd/ingestd/deltawriter/storage"
 )
 
 // TestVacuumDeletesStaleTemps: ".tmp-" files that killed writers left in the table's
@@ -19,12 +18,7 @@ import (
 // directory that held only a stale one goes with it; _delta_log's are log cleanup's.
 func TestVacuumDeletesStaleTemps(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	local, err := storage.NewLocal(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeOneLiveFile(t, local, root)
+	root, local := oneLiveFileTable(t)
 	day := 24 * time.Hour
 	touch(t, root, ".tmp-100", 8*day)             // older than the 7-day retention: left by a killed flush
 	touch(t, root, "p=a/.tmp-200", 30*day)        // the only entry of its directory

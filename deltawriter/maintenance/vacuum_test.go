@@ -354,12 +354,7 @@ func TestVacuumListingMemoryBounded(t *testing.T) {
 	ctx := context.Background()
 	peak := map[int]uint64{}
 	for _, n := range []int{5000, 50000} {
-		root := t.TempDir()
-		local, err := storage.NewLocal(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeOneLiveFile(t, local, root)
+		root, local := oneLiveFileTable(t)
 		touch(t, root, "orphan-old.parquet", 30*24*time.Hour)
 		for i := range n {
 			if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("part-%06d-in-flight.parquet", i)), nil, 0o644); err != nil {
@@ -419,31 +414,32 @@ func (c *churnStore) churned(dir string, fn func([]storage.FileInfo) error) func
 	}
 }
 
-// writeOneLiveFile writes at root (local) the log of an unpartitioned table whose one
+// oneLiveFileTable is an unpartitioned table on local disk (its root and store) whose one
 // live file, live.parquet, is 30 days old.
-func writeOneLiveFile(t *testing.T, local storage.Store, root string) {
-	t.Helper()
-	schema, _ := jsonString(schemaJSON)
-	writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
-{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
-{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
-	touch(t, root, "live.parquet", 30*24*time.Hour)
-}
-
-// churnTable is a table of one live file and 2,500 orphans 30 days old on a churnStore.
-func churnTable(t *testing.T) (root string, cs *churnStore, tbl *deltawriter.Table) {
+func oneLiveFileTable(t *testing.T) (root string, local *storage.Local) {
 	t.Helper()
 	root = t.TempDir()
 	local, err := storage.NewLocal(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeOneLiveFile(t, local, root)
+	schema, _ := jsonString(schemaJSON)
+	writeLog(t, local, `{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"t1","format":{"provider":"parquet","options":{}},"schemaString":`+schema+`,"partitionColumns":[],"configuration":{},"createdTime":1}}
+{"add":{"path":"live.parquet","partitionValues":{},"size":10,"modificationTime":1,"dataChange":true}}`)
+	touch(t, root, "live.parquet", 30*24*time.Hour)
+	return root, local
+}
+
+// churnTable is a table of one live file and 2,500 orphans 30 days old on a churnStore.
+func churnTable(t *testing.T) (root string, cs *churnStore, tbl *deltawriter.Table) {
+	t.Helper()
+	root, local := oneLiveFileTable(t)
 	for i := range 2500 {
 		touch(t, root, fmt.Sprintf("orphan-%04d.parquet", i), 30*24*time.Hour)
 	}
 	cs = &churnStore{Local: local, between: func() {}}
-	tbl, err = deltawriter.Open(context.Background(), cs)
+	tbl, err := deltawriter.Open(context.Background(), cs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,12 +521,7 @@ type hiddenTemps struct {
 // after the listing) the directory looks empty until its delete fails.
 func TestVacuumKeepsDirectoryInUse(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	local, err := storage.NewLocal(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeOneLiveFile(t, local, root)
+	root, local := oneLiveFileTable(t)
 	for _, d := range []string{"empty", "inflight"} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)

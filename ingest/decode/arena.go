@@ -66,6 +66,15 @@ func (a *Arena) AliasesPayloads() bool { return a.s.alias }
 // arenaRetainChunks bounds the chunks an Arena keeps for reuse: 64 MiB.
 const arenaRetainChunks = (64 << 20) / slabChunk
 
+// state is the decode state a's decodes run on, its retention bound set (an Arena's zero
+// value has none yet).
+func (a *Arena) state() *state {
+	if a.s.retain == 0 {
+		a.s.retain = arenaRetainChunks
+	}
+	return &a.s
+}
+
 // Reset makes all the arena's memory reusable by the next DecodeWith calls. Values decoded
 // through the arena before Reset must not be read afterwards (see Arena).
 func (a *Arena) Reset() {

@@ -157,10 +157,7 @@ func (d *Decoder) DecodeWith(a *Arena, payload []byte, cols [][]parquet.Value) (
 	if a == nil {
 		return d.Decode(payload, cols)
 	}
-	if a.s.retain == 0 {
-		a.s.retain = arenaRetainChunks
-	}
-	return d.decodeLevelled(&a.s, payload, cols)
+	return d.decodeLevelled(a.state(), payload, cols)
 }
 
 // DecodeColumns is DecodeWith appending to columns of package column: cols[i] holds leaf
@@ -186,16 +183,32 @@ func (d *Decoder) DecodeColumns(a *Arena, payload []byte, cols []column.Column) 
 	if len(cols) != d.ncols {
 		return fmt.Errorf("decode record: got %d columns, the decoder writes %d", len(cols), d.ncols)
 	}
-	if a == nil {
-		s := d.pool.Get().(*state)
-		err := d.decode(s, payload, cols)
+	s, pooled := d.acquire(a)
+	err := d.decode(s, payload, cols)
+	if pooled {
 		d.pool.Put(s)
-		return err
 	}
-	if a.s.retain == 0 {
-		a.s.retain = arenaRetainChunks
+	return err
+}
+
+// acquire returns the state a decode through a runs on: a's, or for a nil Arena one from
+// d's pool (pooled: the caller puts it back when done).
+func (d *Decoder) acquire(a *Arena) (s *state, pooled bool) {
+	if a == nil {
+		return d.pool.Get().(*state), true
 	}
-	return d.decode(&a.s, payload, cols)
+	return a.state(), false
+}
+
+// leavesMatch reports whether no empty dense column of cols is Reset for another leaf
+// than the decoder's writes (else decode fails with errLeaf before reading anything).
+func (d *Decoder) leavesMatch(cols []column.Column) bool {
+	for i := range cols {
+		if c := &cols[i]; c.IsDense() && c.Len() == 0 && c.Leaf() != d.leaves[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeLevelled is decode on cols wrapped as levelled Columns (column.Levelled, no copy):

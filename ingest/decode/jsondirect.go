@@ -189,16 +189,13 @@ func (r *jsonReader) read(slots []jdSlot, b []byte) bool {
 				top.succ[prev].Store(int32(k)) // the next document's guess (a race only changes a guess)
 			}
 			prev = k + 1
-			switch f.peek() {
-			case ',':
-				f.i++
-				continue
-			case '}':
-				f.i++
-			default:
+			more, ok := f.next('}')
+			if !ok {
 				return false
 			}
-			break
+			if !more {
+				break
+			}
 		}
 	}
 	if f.peek(); f.i != len(b) {
@@ -403,19 +400,11 @@ func compileJSONDirect(jb *jsonBody, d *Decoder) *jsonDirect {
 // did; when it did not, it has written nothing.
 func (jd *jsonDirect) decodeColumns(a *Arena, body []byte, cols []column.Column) bool {
 	d := jd.d
-	for i := range cols {
-		if c := &cols[i]; c.IsDense() && c.Len() == 0 && c.Leaf() != d.leaves[i] {
-			return false // the Avro decoder's error (errLeaf)
-		}
+	if !d.leavesMatch(cols) {
+		return false // the Avro decoder's error (errLeaf)
 	}
-	var s *state
-	if a != nil {
-		s = &a.s
-		if s.retain == 0 {
-			s.retain = arenaRetainChunks
-		}
-	} else {
-		s = d.pool.Get().(*state)
+	s, pooled := d.acquire(a)
+	if pooled {
 		defer d.pool.Put(s)
 	}
 	if cap(s.jdSlots) < len(jd.ops) {

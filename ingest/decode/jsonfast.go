@@ -97,6 +97,16 @@ func (f *jFast) peek() byte {
 	return 0
 }
 
+// next reads what follows a member of an object or an array closed by end ('}' or ']'):
+// a comma (more: another member follows) or end (the last member); anything else is not
+// ok (the read fails there, so the position past it does not matter). Small enough to
+// inline: it runs after every member.
+func (f *jFast) next(end byte) (more, ok bool) {
+	c := f.peek()
+	f.i++
+	return c == ',', c == ',' || c == end
+}
+
 // push records a value of the document (doc mode).
 func (f *jFast) push(v any) {
 	if f.doc {
@@ -824,16 +834,13 @@ func (f *jFast) array(n *jNode, depth int) bool {
 			if f.doc {
 				items = append(items, f.pop())
 			}
-			switch f.peek() {
-			case ',':
-				f.i++
-				continue
-			case ']':
-				f.i++
-			default:
+			more, ok := f.next(']')
+			if !ok {
 				return false
 			}
-			break
+			if !more {
+				break
+			}
 		}
 	}
 	if count > 0 {
@@ -879,16 +886,13 @@ func (f *jFast) mapValue(n *jNode, depth int) bool {
 			if f.doc {
 				obj[string(k)] = f.pop()
 			}
-			switch f.peek() {
-			case ',':
-				f.i++
-				continue
-			case '}':
-				f.i++
-			default:
+			more, ok := f.next('}')
+			if !ok {
 				return false
 			}
-			break
+			if !more {
+				break
+			}
 		}
 	}
 	if count > 0 {
@@ -948,16 +952,13 @@ func (f *jFast) skip(depth int) bool {
 				if f.doc {
 					obj[string(k)] = f.pop()
 				}
-				switch f.peek() {
-				case ',':
-					f.i++
-					continue
-				case '}':
-					f.i++
-				default:
+				more, ok := f.next('}')
+				if !ok {
 					return false
 				}
-				break
+				if !more {
+					break
+				}
 			}
 		}
 		f.push(obj)
@@ -977,16 +978,13 @@ func (f *jFast) skip(depth int) bool {
 				if f.doc {
 					items = append(items, f.pop())
 				}
-				switch f.peek() {
-				case ',':
-					f.i++
-					continue
-				case ']':
-					f.i++
-				default:
+				more, ok := f.next(']')
+				if !ok {
 					return false
 				}
-				break
+				if !more {
+					break
+				}
 			}
 		}
 		f.push(items)

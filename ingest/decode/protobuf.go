@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
 )
 
 // Protobuf records (docs/formats.md, "Protobuf"): the Confluent frame, then the
@@ -544,9 +546,10 @@ func (g *protoGen) scalarKind(fd protoreflect.FieldDescriptor) (pbType, any, err
 	return pbType{}, nil, newError(ReasonUnsupportedType, "", fmt.Errorf("convert schema: unsupported protobuf kind %s", fd.Kind()))
 }
 
-// Timestamp and Duration ranges (google/protobuf/timestamp.proto, duration.proto).
+// Timestamp and Duration ranges (google/protobuf/timestamp.proto, duration.proto); a
+// Timestamp's, 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z, is Delta's too.
 const (
-	minTimestampSeconds = -62135596800 // 0001-01-01T00:00:00Z
-	maxTimestampSeconds = 253402300799 // 9999-12-31T23:59:59Z
+	minTimestampSeconds = deltalog.TimestampMinMicros / 1_000_000
+	maxTimestampSeconds = deltalog.TimestampMaxMicros / 1_000_000
 	maxDurationSeconds  = 315576000000
 )

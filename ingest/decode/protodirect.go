@@ -253,19 +253,11 @@ func directField(df *pdField, f *pbField) bool {
 // it did not, it has written nothing.
 func (pd *protoDirect) decodeColumns(a *Arena, body []byte, cols []column.Column) bool {
 	d := pd.d
-	for i := range cols {
-		if c := &cols[i]; c.IsDense() && c.Len() == 0 && c.Leaf() != d.leaves[i] {
-			return false // the Avro decoder's error (errLeaf)
-		}
+	if !d.leavesMatch(cols) {
+		return false // the Avro decoder's error (errLeaf)
 	}
-	var s *state
-	if a != nil {
-		s = &a.s
-		if s.retain == 0 {
-			s.retain = arenaRetainChunks
-		}
-	} else {
-		s = d.pool.Get().(*state)
+	s, pooled := d.acquire(a)
+	if pooled {
 		defer d.pool.Put(s)
 	}
 	if cap(s.pdSlots) < len(pd.fields) {

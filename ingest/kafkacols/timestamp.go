@@ -1,6 +1,10 @@
 package kafkacols
 
-import "time"
+import (
+	"time"
+
+	"github.com/ingestd/ingestd/deltawriter/deltalog"
+)
 
 // Kafka record timestamps (KIP-32): milliseconds since the Unix epoch, an int64 on the
 // wire, -1 when the producer set none.
@@ -19,12 +23,13 @@ import "time"
 // NoTimestamp is Kafka's "no timestamp" (RecordBatch.NO_TIMESTAMP): -1 ms.
 const NoTimestamp int64 = -1
 
-// The range of the timestamps _kafka_timestamp holds, in ms since the epoch: Spark's
-// TimestampType range, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z, which is also
-// what the Delta log's renderings of a timestamp (partition values, statistics) can write.
+// The range of the timestamps _kafka_timestamp holds, in ms since the epoch: Delta's
+// (deltalog.TimestampMinMicros..TimestampMaxMicros, also Spark's TimestampType range),
+// which is what the Delta log's renderings of a timestamp (partition values, statistics)
+// can write.
 const (
-	TimestampMinMillis int64 = -62135596800000 // 0001-01-01T00:00:00.000Z
-	TimestampMaxMillis int64 = 253402300799999 // 9999-12-31T23:59:59.999Z
+	TimestampMinMillis = deltalog.TimestampMinMicros / 1000 // 0001-01-01T00:00:00.000Z
+	TimestampMaxMillis = deltalog.TimestampMaxMicros / 1000 // 9999-12-31T23:59:59.999Z
 )
 
 // inv15625 is the inverse of 15625 modulo 2^64 (15625·inv15625 ≡ 1).

@@ -320,12 +320,18 @@ func (s *Stage) tombstoneKey(cfg *config.Config, key []byte) ([]parquet.Value, e
 	case kafkacols.KeyAvro:
 		return s.avroTombstoneKey(key)
 	case kafkacols.KeyConnectJSON:
-		if len(k.key) == 1 {
-			key = connectRecordKey(key, k.key[0].field.Name)
+		writer := func(key []byte) (*decode.WriterSchema, []byte, error) {
+			ws, payload, err := s.keys.connect().Writer(nil, key)
+			if err == nil && ws.Avro == nil {
+				err = ws.DeltaErr // e.g. a top level that is not a struct
+			}
+			return ws, payload, err
 		}
-		ws, payload, err := s.keys.connect().Writer(nil, key)
-		if err == nil && ws.Avro == nil {
-			err = ws.DeltaErr
+		ws, payload, err := writer(key)
+		if err != nil && len(k.key) == 1 {
+			if w := connectRecordKey(key, k.key[0].field.Name); w != nil {
+				ws, payload, err = writer(w)
+			}
 		}
 		var body []byte
 		if err == nil {
@@ -424,8 +430,8 @@ func (k *keyFill) decodeKey(ws *decode.WriterSchema, body []byte, what string) (
 			return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
 				Err: fmt.Errorf("a tombstone's %s has no value for key column %s", what, c.field.Name)}
 		}
-		if bits := integerBits(c.field.Type); bits > 0 && bits < 64 {
-			if v := vs[0].Int64(); v < -1<<(bits-1) || v >= 1<<(bits-1) {
+		if lo, hi, ok := deltalog.IntegerRange(c.field.Type); ok {
+			if v := vs[0].Int64(); v < lo || v > hi {
 				return nil, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name,
 					Err: fmt.Errorf("a tombstone's %s: %d does not fit key column %s (%s)", what, v, c.field.Name, c.field.Type)}
 			}
@@ -438,7 +444,7 @@ func (k *keyFill) decodeKey(ws *decode.WriterSchema, body []byte, what string) (
 // connectRecordKey returns a Kafka Connect JSON key whose schema is not a struct (a
 // primitive key, as Kafka Connect's ExtractField$Key transform leaves it) as the key of a
 // struct of one field named name holding it, so that it names a one-column key as a
-// primitive Avro key does; any other key (a struct, or not a Connect key) as it is.
+// primitive Avro key does; nil for any other key (a struct, or not a Connect key).
 func connectRecordKey(key []byte, name string) []byte {
 	var doc struct {
 		Schema  json.RawMessage `json:"schema"`
@@ -446,17 +452,17 @@ func connectRecordKey(key []byte, name string) []byte {
 	}
 	var schema map[string]json.RawMessage
 	if json.Unmarshal(key, &doc) != nil || json.Unmarshal(doc.Schema, &schema) != nil {
-		return key
+		return nil
 	}
 	var typ string
 	if json.Unmarshal(schema["type"], &typ) != nil || typ == "struct" {
-		return key
+		return nil
 	}
 	field, _ := json.Marshal(name) // a string always encodes
 	schema["field"] = field
 	fs, err := json.Marshal(schema)
 	if err != nil {
-		return key
+		return nil
 	}
 	payload := doc.Payload
 	if payload == nil {
@@ -481,22 +487,6 @@ func recordKey(s avro.Schema) bool {
 		return rec == 1 && other == 0
 	}
 	return s.Type() == avro.Record
-}
-
-// integerBits is the width of an integer type (byte 8, short 16, integer 32, long 64), 0
-// for any other type.
-func integerBits(t deltalog.DataType) int {
-	switch t {
-	case deltalog.Byte:
-		return 8
-	case deltalog.Short:
-		return 16
-	case deltalog.Integer:
-		return 32
-	case deltalog.Long:
-		return 64
-	}
-	return 0
 }
 
 // compileKey compiles the tombKeyDecoder of key writer schema ws: a record, or a union of
@@ -536,7 +526,7 @@ func (k *keyFill) compileKey(ws *decode.WriterSchema, what string) (*tombKeyDeco
 	for _, c := range k.key {
 		f := *c.field
 		f.Nullable = true // a key without the field is refused below, naming the column
-		if integerBits(f.Type) > 0 {
+		if _, _, ok := deltalog.IntegerRange(f.Type); ok {
 			// A key's integer field may be wider than its column (a long key for an
 			// integer column): read as long, then checked against the column's width.
 			f.Type = deltalog.Long
