@@ -89,12 +89,13 @@ func (p *Pipeline) watchNotFound(out *outcome) {
 	why := fmt.Sprintf("the last %d flushes dead-lettered every record as schema_not_found (schema ids %v unknown to the schema registry %s): "+
 		"check schema_registry.url (Apicurio Registry serves the Confluent API under /apis/ccompat/v7) and that the producers use this registry; "+
 		"after fixing it, ingestd replay --reason schema_not_found lands them", p.notFoundFlushes, sorted, redactedURL(registry))
-	p.status.degraded(why)
+	// Logged before /readyz says degraded, so that whoever sees the state finds its line.
 	if p.notFoundFlushes == notFoundFlushesWarn || p.notFoundFlushes%100 == 0 {
 		p.log.Warn("every record of the last flushes was dead-lettered as schema_not_found",
 			"flushes", p.notFoundFlushes, "records", n, "schema_ids", sorted, "schema_registry", redactedURL(registry),
 			"fix", "check schema_registry.url and that the producers use this registry; then ingestd replay --reason schema_not_found")
 	}
+	p.status.degraded(why)
 }
 
 // redactedURL is u with any password in it shown as xxxxx.

@@ -112,9 +112,9 @@ func (p *Pipeline) awaitAssignment(s *session) {
 			why = fmt.Sprintf("no partitions assigned by consumer group %s %v after start (kafka.instance_id %q): the coordinator is likely finishing a rebalance "+
 				"or waiting for another member's session to expire (up to its session timeout; this pipeline's is %v)", k.Group, assignmentWaitWarn, k.InstanceID, k.SessionTimeout)
 		}
-		p.status.waiting(why)
 		p.log.Warn("waiting for the first partition assignment", "group", k.Group, "waited", time.Since(started).Round(time.Millisecond),
 			"session_timeout", k.SessionTimeout, "reason", why)
+		p.status.waiting(why)
 	})
 }
 
