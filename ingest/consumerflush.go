@@ -259,9 +259,9 @@ func (p *Pipeline) applyHalts(halts []HaltedPartition, msg string) {
 	for _, h := range halts {
 		k := topicPartition{h.Topic, h.Partition}
 		p.halted[k] = h
-		p.status.halt(h)
 		p.observe(verdict{action: actHalt, reason: h.Reason}, 1, msg,
 			"topic", h.Topic, "partition", h.Partition, "offset", h.Offset, "field", h.Field, "message", h.Message)
+		p.status.halt(h) // after the log line and the gauge: whoever sees the halt in /readyz finds both
 		if p.cl != nil {
 			p.cl.PauseFetchPartitions(map[string][]int32{h.Topic: {h.Partition}})
 		}
@@ -421,7 +421,6 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, sizes []int64, cause error) {
 		p.cl.PauseFetchPartitions(pause)
 	}
 	p.m.PartitionsBackingOff.WithLabelValues(p.cfg.Name).Set(float64(p.batch.Holding()))
-	p.status.retrying(cause)
 	msg := "transient failure: partitions paused, records kept for a retry (nothing dead-lettered)"
 	if v.stage == "produce dead letters" {
 		// Some dead letters may have been acknowledged before the failure: the retry produces
@@ -430,4 +429,5 @@ func (p *Pipeline) deferLocked(recs []*kgo.Record, sizes []int64, cause error) {
 	}
 	p.observe(v, len(recs), msg,
 		"partitions", len(holds), "records", len(recs), "attempt", attempt, "retry_in", maxWait.Round(time.Millisecond))
+	p.status.retrying(cause) // after the log line and the counter: /readyz never shows a state its line has yet to explain
 }

@@ -278,12 +278,16 @@ func TestRouterDeletedTopicStopsItsTable(t *testing.T) {
 	if v := testutil.ToFloat64(h.metrics.RoutedTables.WithLabelValues("cdc", "running")); v != 1 {
 		t.Errorf(`ingestd_routed_tables{state="running"} = %v, want 1`, v)
 	}
-	r.mu.Lock()
-	stopped := b.done
-	r.mu.Unlock()
-	if !stopped {
-		t.Errorf("the pipeline of deleted topic pg.b still runs")
-	}
+	// b leaves Statuses when discovery marks it deleted; it is done only once its Run has
+	// drained and its Close returned (runTable): wait for that.
+	waitFor(t, 30*time.Second, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !b.done {
+			return errors.New("the pipeline of deleted topic pg.b still runs")
+		}
+		return nil
+	})
 	if err := f.stop(); err != nil {
 		t.Fatalf("Run = %v, want nil (a deleted topic is no failure)", err)
 	}

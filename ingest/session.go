@@ -22,8 +22,8 @@ import (
 func (p *Pipeline) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			p.status.set(StateFailed, err)
 			p.observe(verdict{action: actFatal, err: err}, 1, "pipeline failed")
+			p.status.set(StateFailed, err) // after the log line and ingestd_pipeline_failures_total
 		} else {
 			p.status.set(StateStopped, nil)
 		}

@@ -123,13 +123,13 @@ func (p *Pipeline) awaitAssignment(s *session) {
 func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	p.firstAssignedOnce.Do(func() {
 		close(p.firstAssigned)
-		p.status.assigned()
 		n := 0
 		for _, ps := range assigned {
 			n += len(ps)
 		}
 		p.log.Info("first partitions assigned", "group", p.cfg.Kafka.Group, "partitions", n,
 			"waited", time.Since(p.assignStart).Round(time.Millisecond))
+		p.status.assigned() // after its line, as every state /readyz shows
 	})
 }
 

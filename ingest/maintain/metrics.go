@@ -57,14 +57,15 @@ func (m *Metrics) compacted(table string, files int, bytes int64) {
 }
 
 // run records one run of job on table: its result and duration, and, when it succeeded
-// (success or noop), the time now as its last success.
+// (success or noop), the time now as its last success. The run is counted last, so that a
+// scrape that sees it counted also sees its duration and time.
 func (m *Metrics) run(table, job, result string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.Runs.WithLabelValues(table, job, result).Inc()
 	m.Duration.WithLabelValues(table, job).Observe(d.Seconds())
 	if result == resultSuccess || result == resultNoop {
 		m.LastSuccess.WithLabelValues(table, job).Set(float64(time.Now().Unix()))
 	}
+	m.Runs.WithLabelValues(table, job, result).Inc()
 }
