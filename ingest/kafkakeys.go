@@ -100,36 +100,26 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 	if len(ks.keys.Schemas) > 1024 {
 		clear(ks.keys.Schemas)
 	}
+	// A primary-key change's create names the old key in a header that may be an Avro key
+	// too (a header.converter set to the key converter): the unavailable values it has
+	// are taken from that key (fillUnavailable).
+	oldKeys := tombstones && f.placeholder != ""
 	for i := range items {
 		it := &items[i]
+		if oldKeys && it.route == routeGuard && it.fail == nil {
+			if _, err := f.resolveKeyID(ctx, oldKeyHeader(it.rec)); err != nil {
+				return err
+			}
+		}
 		tomb := tombstones && it.tomb
 		if (it.route != routeGuard || it.fail != nil || !avroKeys(f.cfg)) && !tomb || len(it.rec.Key) == 0 {
 			continue
 		}
-		id, _, err := decode.ParseFrame(it.rec.Key)
+		ok, err := f.resolveKeyID(ctx, it.rec.Key)
 		if err != nil {
-			continue
-		}
-		if _, ok := ks.keys.Schemas[id]; ok {
-			resolved = true
-			continue
-		}
-		if _, ok := ks.keys.Fails[id]; ok {
-			continue
-		}
-		ws, err := f.deps.Schemas.Schema(ctx, id)
-		var de *decode.Error
-		switch {
-		case errors.As(err, &de):
-			ks.keys.Fails[id] = de
-		case errors.Is(err, decode.ErrRegistryAuth):
 			return err
-		case err != nil:
-			return &transientError{stage: "resolve key schema", what: "resolve key schema id " + strconv.Itoa(id), err: err}
-		default:
-			ks.keys.Schemas[id] = ws
-			resolved = true
 		}
+		resolved = resolved || ok
 	}
 	if t.exists() || resolved || !avroKeys(f.cfg) {
 		return nil
@@ -164,6 +154,51 @@ func (f *flusher) resolveKeys(ctx context.Context, t tableState, items []item) e
 		}
 		ks.keys.Schemas[id], ks.subjectKey = ws, id
 		return nil
+	}
+	return nil
+}
+
+// resolveKeyID resolves the writer schema of key, a Confluent-framed Avro key, into
+// f.kafka.keys (a schema id the registry does not serve into its Fails) and reports
+// whether it resolved; a key that is not framed is left alone (false). Errors: a
+// *transientError when the registry fails transiently, decode.ErrRegistryAuth.
+func (f *flusher) resolveKeyID(ctx context.Context, key []byte) (bool, error) {
+	ks := f.kafka
+	if len(key) == 0 {
+		return false, nil
+	}
+	id, _, err := decode.ParseFrame(key)
+	if err != nil {
+		return false, nil
+	}
+	if _, ok := ks.keys.Schemas[id]; ok {
+		return true, nil
+	}
+	if _, ok := ks.keys.Fails[id]; ok {
+		return false, nil
+	}
+	ws, err := f.deps.Schemas.Schema(ctx, id)
+	var de *decode.Error
+	switch {
+	case errors.As(err, &de):
+		ks.keys.Fails[id] = de
+		return false, nil
+	case errors.Is(err, decode.ErrRegistryAuth):
+		return false, err
+	case err != nil:
+		return false, &transientError{stage: "resolve key schema", what: "resolve key schema id " + strconv.Itoa(id), err: err}
+	}
+	ks.keys.Schemas[id] = ws
+	return true, nil
+}
+
+// oldKeyHeader is the value of rec's __debezium.oldkey header (rowfill.OldKeyHeader):
+// the key before a primary-key change; nil without one.
+func oldKeyHeader(rec *kgo.Record) []byte {
+	for _, h := range rec.Headers {
+		if h.Key == rowfill.OldKeyHeader {
+			return h.Value
+		}
 	}
 	return nil
 }

@@ -24,9 +24,14 @@ import (
 // equal to it, a binary column equal to its bytes, an array column whose only element is
 // it. Such a column keeps the key's current value: its latest earlier change in the
 // flush that has the value, else (an upsert table) the key's stored row, read from the
-// data file the key index names. With neither, NULL; a NOT NULL column cannot hold
-// that, and its change is dead-lettered not_null_violation. The placeholder is never
-// written.
+// data file the key index names. A primary-key change's create (header
+// __debezium.oldkey, rowfill.OldKeyHeader) whose own key has neither takes the old key's
+// value the same way (oldKeySource): its latest change in the flush before the create,
+// past the old key's own delete and tombstone, else its stored row (the index is as of
+// the flush's snapshot, before the old key's delete); a header that is no key of the
+// table is passed over, logged once per flush. With none of these, NULL; a NOT NULL
+// column cannot hold that, and its change is dead-lettered not_null_violation. The
+// placeholder is never written.
 //
 // The hot path pays one substring search per candidate column (string, binary, or array
 // of those) per data file of the flush, and only with an envelope: the rows are looked
@@ -217,6 +222,9 @@ type unavailableFill struct {
 	// drop are the rows dead-lettered (a NOT NULL column without a current value), by
 	// data file: not written.
 	drop map[*rowfill.PartitionFile][]int
+	// badOldKeys are the __debezium.oldkey headers that could not be read as a key, by
+	// reason (their changes got the rule without the old key), for one WARN.
+	badOldKeys map[string]int
 }
 
 // fillSource is where a placeholder's value comes from: a row of the flush (file, row),
@@ -268,6 +276,17 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 			keys[string(c.Key)] = nil
 		}
 	}
+	// The old keys of primary-key changes with placeholders: their runs are gathered too.
+	var withPlaceholder []int
+	for _, ci := range changeOf {
+		if ci >= 0 {
+			withPlaceholder = append(withPlaceholder, ci)
+		}
+	}
+	oldKeys, bad := f.oldKeys(b, changes, withPlaceholder)
+	for _, k := range oldKeys {
+		keys[string(k)] = nil
+	}
 	for i := range changes {
 		if run, ok := keys[string(changes[i].Key)]; ok {
 			keys[string(changes[i].Key)] = append(run, i)
@@ -275,15 +294,16 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 	}
 	// Each key's changes in the order they apply: by (sequence, position) under
 	// sequence_by, else by position.
-	for _, run := range keys {
-		slices.SortFunc(run, func(a, b int) int {
-			if ordered {
-				if c := cmp.Compare(changes[a].Seq, changes[b].Seq); c != 0 {
-					return c
-				}
+	order := func(a, b int) int {
+		if ordered {
+			if c := cmp.Compare(changes[a].Seq, changes[b].Seq); c != 0 {
+				return c
 			}
-			return cmp.Compare(pos[a], pos[b])
-		})
+		}
+		return cmp.Compare(pos[a], pos[b])
+	}
+	for _, run := range keys {
+		slices.SortFunc(run, order)
 	}
 	colsOf := map[*rowfill.PartitionFile][]column.Column{}
 	for _, ff := range files {
@@ -297,7 +317,7 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 		}
 		isPlaceholder[fr][h.col] = true
 	}
-	res := &unavailableFill{counts: map[string]int{}, nulls: map[string]int{}, drop: map[*rowfill.PartitionFile][]int{}}
+	res := &unavailableFill{counts: map[string]int{}, nulls: map[string]int{}, drop: map[*rowfill.PartitionFile][]int{}, badOldKeys: bad}
 	sources := make([]fillSource, len(hits))
 	toRead := map[string][]uint64{} // stored rows to read, by file path
 	for hi, h := range hits {
@@ -332,7 +352,18 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 		if !found && !st.deleted && len(st.locs) > 0 {
 			l := st.locs[len(st.locs)-1]
 			src = fillSource{path: l.path, srow: l.row, table: true}
-			toRead[l.path] = append(toRead[l.path], l.row)
+		}
+		if old, ok := oldKeys[ci]; ok && !src.flush && !src.table {
+			// A primary-key change's create: the row's value is the old key's.
+			var ost stored
+			if lookup != nil {
+				ost = lookup(old)
+			}
+			oph := func(p *rowfill.Change) bool { return isPlaceholder[fileRow{p.File, p.Row}][h.col] }
+			src = oldKeySource(changes, keys[string(old)], ci, order, ordered, ost, oph)
+		}
+		if src.table {
+			toRead[src.path] = append(toRead[src.path], src.srow)
 		}
 		sources[hi] = src
 	}
@@ -411,6 +442,78 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 		cols[leaf] = rebuildColumn(&cols[leaf], startsOf(fc), rows)
 	}
 	return res, nil
+}
+
+// oldKeys decodes the __debezium.oldkey header (rowfill.OldKeyHeader) of each change
+// with a placeholder (the values of changeOf; -1: none) that has one, as a key
+// (rowfill.Stage.HeaderKey): the canonical old key by change index, and how many
+// headers could not be read as a key (those changes keep the rule without it).
+func (f *flusher) oldKeys(b *prepared, changes []rowfill.Change, withPlaceholder []int) (map[int][]byte, map[string]int) {
+	var keys map[int][]byte
+	var bad map[string]int // reason → count: the header's bytes may be sensitive, never logged
+	for _, ci := range withPlaceholder {
+		c := &changes[ci]
+		if c.Rec == nil {
+			continue
+		}
+		h := oldKeyHeader(c.Rec)
+		if h == nil {
+			continue
+		}
+		k, err := b.stage.HeaderKey(f.cfg, h)
+		if err != nil {
+			if bad == nil {
+				bad = map[string]int{}
+			}
+			bad[string(asDecodeError(err).Reason)]++
+			continue
+		}
+		if keys == nil {
+			keys = map[int][]byte{}
+		}
+		keys[ci] = k
+	}
+	return keys, bad
+}
+
+// oldKeySource is where the value of a primary-key change's placeholder comes from
+// through its old key: run are the old key's changes in the flush in the order they
+// apply (order), ci the change; st the old key's stored state (the index as of the
+// flush's snapshot, which the old key's delete in this flush has not touched);
+// placeholder reports whether a change's row holds the placeholder in the column. The
+// latest change of the old key before ci that has the value gives it — the deletes just
+// before ci (the primary-key change's own delete and tombstone of the old key) are
+// passed over, an earlier delete ends the value — else the old key's stored row; else
+// nothing (a zero fillSource: NULL).
+func oldKeySource(changes []rowfill.Change, run []int, ci int, order func(a, b int) int, ordered bool, st stored,
+	placeholder func(*rowfill.Change) bool) fillSource {
+	at := 0
+	for at < len(run) && order(run[at], ci) < 0 {
+		at++
+	}
+	seenRow := false
+	for k := at - 1; k >= 0; k-- {
+		p := &changes[run[k]]
+		if ordered && st.found && p.Seq < st.seq {
+			break // the stored row is newer than the rest of the run
+		}
+		if p.Delete || p.Row < 0 {
+			if seenRow {
+				return fillSource{} // deleted before the change that passed the value on
+			}
+			continue
+		}
+		seenRow = true
+		if placeholder(p) {
+			continue // unavailable there too: its own current value is this one's
+		}
+		return fillSource{file: p.File, row: p.Row, flush: true}
+	}
+	if st.deleted || len(st.locs) == 0 {
+		return fillSource{}
+	}
+	l := st.locs[len(st.locs)-1]
+	return fillSource{path: l.path, srow: l.row, table: true}
 }
 
 // rebuildColumn is col with the entries of the rows in repl replaced: a new column of
@@ -556,6 +659,10 @@ func (f *flusher) reportUnavailable(fill *unavailableFill) {
 		if n := fill.counts[o]; n > 0 {
 			f.m.KeyedUnavailable.WithLabelValues(f.cfg.Name, o).Add(float64(n))
 		}
+	}
+	if len(fill.badOldKeys) > 0 {
+		f.log.Warn("primary-key changes whose "+rowfill.OldKeyHeader+" header is not a key of the table: their unavailable values do not take the old key's (NULL when the new key has none)",
+			"table", f.cfg.Table.URI, "reasons", fill.badOldKeys)
 	}
 	if len(fill.nulls) > 0 {
 		f.log.Warn("unavailable values without a current value: NULL written (a NOT NULL column's change dead-lettered not_null_violation)",

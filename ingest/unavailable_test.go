@@ -76,6 +76,8 @@ type doc struct {
 	note  string
 	lsn   int64
 	tomb  bool
+	// oldKey is the __debezium.oldkey header of a primary-key change's create (nil: none).
+	oldKey []byte
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -84,6 +86,8 @@ type toastHarness struct {
 	*harness
 	env   avro.Schema
 	envID int
+	// key is the Kafka key of id in the pipeline's key_format (nil: its decimal text).
+	key func(id int32) []byte
 }
 
 func newToastHarness(t *testing.T) *toastHarness {
@@ -115,6 +119,12 @@ func (h *toastHarness) toastConfig(mode string, tweak func(*config.Table)) *conf
 
 func (h *toastHarness) record(c doc) *kgo.Record {
 	r := &kgo.Record{Topic: h.topic, Partition: 0, Key: fmt.Appendf(nil, "%d", c.id)}
+	if h.key != nil {
+		r.Key = h.key(c.id)
+	}
+	if c.oldKey != nil {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: "__debezium.oldkey", Value: c.oldKey})
+	}
 	if c.tomb {
 		return r
 	}

@@ -299,14 +299,62 @@ func (s *Stage) Tombstone(cfg *config.Config, rec *kgo.Record) error {
 		return err
 	}
 	start := len(k.arena)
-	for i, c := range k.key {
-		if k.arena, err = keyindex.AppendValue(k.arena, c.field.Type, vals[i]); err != nil {
-			k.arena = k.arena[:start]
-			return &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("a tombstone's key: column %s: %w", c.field.Name, err)}
-		}
+	if k.arena, err = k.appendKey(k.arena, vals, "a tombstone's key"); err != nil {
+		k.arena = k.arena[:start]
+		return err
 	}
 	k.changes = append(k.changes, Change{Key: k.arena[start:len(k.arena):len(k.arena)], Delete: true, Row: -1, Rec: rec})
 	return nil
+}
+
+// appendKey appends the canonical key of vals (one value per key column, in table.key
+// order; keyindex.AppendValue of each) to dst, what naming the key in errors. Errors: a
+// *decode.Error missing_key naming the column whose value cannot key it (null, or out of
+// the column's type); dst's tail is then partly written, the caller cuts it.
+func (k *keyFill) appendKey(dst []byte, vals []parquet.Value, what string) ([]byte, error) {
+	var err error
+	for i, c := range k.key {
+		if dst, err = keyindex.AppendValue(dst, c.field.Type, vals[i]); err != nil {
+			return dst, &decode.Error{Reason: decode.ReasonMissingKey, Field: c.field.Name, Err: fmt.Errorf("%s: column %s: %w", what, c.field.Name, err)}
+		}
+	}
+	return dst, nil
+}
+
+// OldKeyHeader is the Kafka header Debezium puts on the create (op c) of a primary-key
+// change: the row's key before the change (its delete of the old key carries
+// __debezium.newkey). docs/keyed-tables.md, Unavailable values (TOAST).
+const OldKeyHeader = "__debezium.oldkey"
+
+// HeaderKey returns the canonical key (Change.Key's form, a fresh slice) that a key
+// header such as OldKeyHeader names. Kafka Connect writes a header with the worker's
+// header.converter, not the key converter: by default SimpleHeaderConverter, which
+// renders a key struct as {"id":1} (JSON for integer, string and boolean fields), so that
+// form is read first, as an object naming every key column (the plain JSON key's rules:
+// json.Number integers, Delta's name matching); else the header is read as a Kafka key
+// in table.key_format (a header.converter set to the key converter: Confluent-framed
+// Avro, Kafka Connect JSON, …), as a tombstone's key is. Errors: a *decode.Error
+// missing_key of the key format's reading (Tombstone's reasons) or of appendKey.
+func (s *Stage) HeaderKey(cfg *config.Config, header []byte) ([]byte, error) {
+	k := s.keyed
+	if k == nil {
+		return nil, errors.New("read a key header: the table is not keyed")
+	}
+	if header == nil {
+		return nil, &decode.Error{Reason: decode.ReasonMissingKey, Err: errors.New("the key header is null")}
+	}
+	if v, err := plainJSONKey(header); err == nil {
+		if rec, ok := v.(map[string]any); ok {
+			if vals, err := k.keyValues(rec, "key header", jsonKeyValue); err == nil {
+				return k.appendKey(nil, vals, "a key header")
+			}
+		}
+	}
+	vals, err := s.tombstoneKey(cfg, header)
+	if err != nil {
+		return nil, err
+	}
+	return k.appendKey(nil, vals, "a key header")
 }
 
 // tombstoneKey reads a tombstone's Kafka key into one value per key column, as the
