@@ -444,10 +444,12 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 	return res, nil
 }
 
-// oldKeys decodes the __debezium.oldkey header (rowfill.OldKeyHeader) of each change
-// with a placeholder (the values of changeOf; -1: none) that has one, as a key
-// (rowfill.Stage.HeaderKey): the canonical old key by change index, and how many
-// headers could not be read as a key (those changes keep the rule without it).
+// oldKeys decodes the __debezium.oldkey header (rowfill.OldKeyHeader) of each change of
+// withPlaceholder (indexes into changes: the changes whose rows hold the placeholder)
+// that has one, as a key (rowfill.Stage.HeaderKey): the canonical old key by change
+// index, and the headers that could not be read as a key, counted by decode reason
+// (those changes keep the rule without it). A replayed dead letter keeps its source
+// record's headers (dlq.OriginalHeaders), so it is followed too.
 func (f *flusher) oldKeys(b *prepared, changes []rowfill.Change, withPlaceholder []int) (map[int][]byte, map[string]int) {
 	var keys map[int][]byte
 	var bad map[string]int // reason → count: the header's bytes may be sensitive, never logged
