@@ -26,10 +26,12 @@ import (
 // flush that has the value, else (an upsert table) the key's stored row, read from the
 // data file the key index names. A primary-key change's create (header
 // __debezium.oldkey, rowfill.OldKeyHeader) whose own key has neither takes the old key's
-// value the same way (oldKeySource): its latest change in the flush before the create,
+// value the same way (sourceResolver): its latest change in the flush before the create,
 // past the old key's own delete and tombstone, else its stored row (the index is as of
-// the flush's snapshot, before the old key's delete); a header that is no key of the
-// table is passed over, logged once per flush. With none of these, NULL; a NOT NULL
+// the flush's snapshot, before the old key's delete) unless that is newer than the
+// create; a change whose value is itself a placeholder passes on what it resolves to, so
+// chains of such changes keep the value. A header that is no key of the table is passed
+// over, logged once per flush. With none of these, NULL; a NOT NULL
 // column cannot hold that, and its change is dead-lettered not_null_violation. The
 // placeholder is never written.
 //
@@ -228,7 +230,8 @@ type unavailableFill struct {
 }
 
 // fillSource is where a placeholder's value comes from: a row of the flush (file, row),
-// a stored row (path, row), or nothing (null).
+// a stored row (path, row), or nothing (null). alt is where it comes from when the stored
+// row turns out to have none (a soft-deleted row): a primary-key change's old key.
 type fillSource struct {
 	file  *rowfill.PartitionFile
 	row   int
@@ -236,6 +239,7 @@ type fillSource struct {
 	srow  uint64
 	flush bool
 	table bool
+	alt   *fillSource
 }
 
 // fillUnavailable replaces the placeholders of the flush's written rows (written reports
@@ -318,6 +322,12 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 		isPlaceholder[fr][h.col] = true
 	}
 	res := &unavailableFill{counts: map[string]int{}, nulls: map[string]int{}, drop: map[*rowfill.PartitionFile][]int{}, badOldKeys: bad}
+	r := &sourceResolver{changes: changes, keys: keys, order: order, ordered: ordered, lookup: lookup, oldKeys: oldKeys,
+		placeholder: func(ci, col int) bool {
+			c := &changes[ci]
+			return c.Row >= 0 && isPlaceholder[fileRow{c.File, c.Row}][col]
+		},
+		memo: map[[2]int]fillSource{}}
 	sources := make([]fillSource, len(hits))
 	toRead := map[string][]uint64{} // stored rows to read, by file path
 	for hi, h := range hits {
@@ -326,44 +336,11 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 			sources[hi] = fillSource{row: -1}
 			continue
 		}
-		c := &changes[ci]
-		run := keys[string(c.Key)]
-		var st stored
-		if lookup != nil {
-			st = lookup(c.Key)
-		}
-		src, found := fillSource{}, false
-		at := slices.Index(run, ci)
-		for k := at - 1; k >= 0; k-- {
-			p := &changes[run[k]]
-			if ordered && st.found && p.Seq < st.seq {
-				break // the stored row is newer than the rest of the run
+		src := r.resolve(ci, h.col)
+		for s := &src; s != nil; s = s.alt {
+			if s.table {
+				toRead[s.path] = append(toRead[s.path], s.srow)
 			}
-			if p.Delete || p.Row < 0 {
-				found = true // deleted before this change: no current value
-				break
-			}
-			if isPlaceholder[fileRow{p.File, p.Row}][h.col] {
-				continue // unavailable there too: its own current value is this one's
-			}
-			src, found = fillSource{file: p.File, row: p.Row, flush: true}, true
-			break
-		}
-		if !found && !st.deleted && len(st.locs) > 0 {
-			l := st.locs[len(st.locs)-1]
-			src = fillSource{path: l.path, srow: l.row, table: true}
-		}
-		if old, ok := oldKeys[ci]; ok && !src.flush && !src.table {
-			// A primary-key change's create: the row's value is the old key's.
-			var ost stored
-			if lookup != nil {
-				ost = lookup(old)
-			}
-			oph := func(p *rowfill.Change) bool { return isPlaceholder[fileRow{p.File, p.Row}][h.col] }
-			src = oldKeySource(changes, keys[string(old)], ci, order, ordered, ost, oph)
-		}
-		if src.table {
-			toRead[src.path] = append(toRead[src.path], src.srow)
 		}
 		sources[hi] = src
 	}
@@ -399,20 +376,22 @@ func (f *flusher) fillUnavailable(ctx context.Context, t tableState, b *prepared
 		lf := col.Leaf()
 		var entries []parquet.Value
 		outcome := unavailableNull
-		switch {
-		case src.flush:
-			sc := fileCol{src.file, h.col}
-			for _, v := range rowEntries(&colsOf[src.file][c.leafOf(src.file)], startsOf(sc), src.row) {
-				entries = append(entries, v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), target))
-			}
-			outcome = unavailableFromFlush
-		case src.table:
-			if vals := values[src.path][src.srow]; vals != nil {
-				entries = slices.Clone(vals[h.col])
-				for i, v := range entries {
-					entries[i] = v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), target)
+		for s := &src; s != nil && entries == nil; s = s.alt {
+			switch {
+			case s.flush:
+				sc := fileCol{s.file, h.col}
+				for _, v := range rowEntries(&colsOf[s.file][c.leafOf(s.file)], startsOf(sc), s.row) {
+					entries = append(entries, v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), target))
 				}
-				outcome = unavailableFromTable
+				outcome = unavailableFromFlush
+			case s.table:
+				if vals := values[s.path][s.srow]; vals != nil { // nil: a soft-deleted row
+					entries = slices.Clone(vals[h.col])
+					for i, v := range entries {
+						entries[i] = v.Level(int(v.RepetitionLevel()), int(v.DefinitionLevel()), target)
+					}
+					outcome = unavailableFromTable
+				}
 			}
 		}
 		if entries == nil { // no current value
@@ -478,44 +457,89 @@ func (f *flusher) oldKeys(b *prepared, changes []rowfill.Change, withPlaceholder
 	return keys, bad
 }
 
-// oldKeySource is where the value of a primary-key change's placeholder comes from
-// through its old key: run are the old key's changes in the flush in the order they
-// apply (order), ci the change; st the old key's stored state (the index as of the
-// flush's snapshot, which the old key's delete in this flush has not touched);
-// placeholder reports whether a change's row holds the placeholder in the column. The
-// latest change of the old key before ci that has the value gives it — the deletes just
-// before ci (the primary-key change's own delete and tombstone of the old key) are
-// passed over, an earlier delete ends the value — else the old key's stored row; else
-// nothing (a zero fillSource: NULL).
-func oldKeySource(changes []rowfill.Change, run []int, ci int, order func(a, b int) int, ordered bool, st stored,
-	placeholder func(*rowfill.Change) bool) fillSource {
-	at := 0
-	for at < len(run) && order(run[at], ci) < 0 {
-		at++
+// sourceResolver finds where the value of a placeholder comes from, per change and
+// candidate column (fillUnavailable). A change whose column holds the value is its own
+// source; one that holds the placeholder takes its key's current value just before it:
+// the key's previous change in the flush (itself resolved the same way), none after a
+// delete, else the key's stored row; when that gives none and the change names an old key
+// (a primary-key change's create), the old key's current value just before it, the same
+// way. Resolution always goes to changes earlier in the order they apply, so it ends;
+// results are memoized, since chains of changes share their sources.
+type sourceResolver struct {
+	changes     []rowfill.Change
+	keys        map[string][]int // each key's changes in the flush, in the order they apply
+	order       func(a, b int) int
+	ordered     bool                // table.sequence_by: stored rows carry a sequence
+	lookup      func([]byte) stored // nil for a changelog
+	oldKeys     map[int][]byte      // change → the old key its header names
+	placeholder func(ci, col int) bool
+	memo        map[[2]int]fillSource
+}
+
+// valueOf is the source of change ci's value in column col: its own row unless that holds
+// the placeholder.
+func (r *sourceResolver) valueOf(ci, col int) fillSource {
+	if !r.placeholder(ci, col) {
+		c := &r.changes[ci]
+		return fillSource{file: c.File, row: c.Row, flush: true}
 	}
-	seenRow := false
-	for k := at - 1; k >= 0; k-- {
-		p := &changes[run[k]]
-		if ordered && st.found && p.Seq < st.seq {
+	return r.resolve(ci, col)
+}
+
+// resolve is the source of the value of change ci's placeholder in column col.
+func (r *sourceResolver) resolve(ci, col int) fillSource {
+	k := [2]int{ci, col}
+	if src, ok := r.memo[k]; ok {
+		return src
+	}
+	r.memo[k] = fillSource{} // a guard: resolution only goes to earlier changes
+	c := &r.changes[ci]
+	src, deleted := r.current(c.Key, ci, col, false)
+	if old, ok := r.oldKeys[ci]; ok && !src.flush {
+		// A primary-key change's create: without a value of its own (a soft-deleted stored
+		// row has none either, known once read), the row's value is the old key's.
+		alt, _ := r.current(old, ci, col, true)
+		switch {
+		case deleted || !src.table:
+			src = alt
+		case alt.flush || alt.table:
+			src.alt = &alt
+		}
+	}
+	r.memo[k] = src
+	return src
+}
+
+// current is key's current value in column col just before change ci: its latest change
+// in the flush before ci, resolved (none when that is a delete; with skipDeletes, the
+// deletes just before ci are passed over: a primary-key change's delete and tombstone of
+// its old key), else its stored row when that is not newer than ci under sequence_by.
+// deleted reports that a delete ended the key's value.
+func (r *sourceResolver) current(key []byte, ci, col int, skipDeletes bool) (src fillSource, deleted bool) {
+	var st stored
+	if r.lookup != nil {
+		st = r.lookup(key)
+	}
+	run := r.keys[string(key)]
+	at, _ := slices.BinarySearchFunc(run, ci, r.order) // run[:at] apply before ci
+	for i := at - 1; i >= 0; i-- {
+		p := &r.changes[run[i]]
+		if r.ordered && st.found && p.Seq < st.seq {
 			break // the stored row is newer than the rest of the run
 		}
 		if p.Delete || p.Row < 0 {
-			if seenRow {
-				return fillSource{} // deleted before the change that passed the value on
+			if skipDeletes {
+				continue
 			}
-			continue
+			return fillSource{}, true
 		}
-		seenRow = true
-		if placeholder(p) {
-			continue // unavailable there too: its own current value is this one's
-		}
-		return fillSource{file: p.File, row: p.Row, flush: true}
+		return r.valueOf(run[i], col), false
 	}
-	if st.deleted || len(st.locs) == 0 {
-		return fillSource{}
+	if st.deleted || len(st.locs) == 0 || r.ordered && st.found && st.seq > r.changes[ci].Seq {
+		return fillSource{}, st.deleted
 	}
 	l := st.locs[len(st.locs)-1]
-	return fillSource{path: l.path, srow: l.row, table: true}
+	return fillSource{path: l.path, srow: l.row, table: true}, false
 }
 
 // rebuildColumn is col with the entries of the rows in repl replaced: a new column of

@@ -83,6 +83,22 @@ func short(m map[string]string) map[string]string {
 	return out
 }
 
+// idBigs are the table's rows as "id big" (big trimmed, "" for NULL), sorted: a
+// changelog's rows, which share their keys.
+func (h *toastHarness) idBigs() []string {
+	h.t.Helper()
+	var out []string
+	if err := h.liveRows(func(_ deltalog.Add, r map[string]any) error {
+		s, _ := r["big"].(string)
+		out = append(out, fmt.Sprintf("%v %s", r["id"], trim(s)))
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // wantOutcomes fails unless ingestd_keyed_unavailable_values_total is exactly want by
 // outcome (absent: 0).
 func (h *toastHarness) wantOutcomes(want map[string]float64) {
@@ -235,15 +251,7 @@ func TestOldKeyChangelog(t *testing.T) {
 	h.run(cfg, 4)
 	h.send(pkChange(100, 200, 30, 1, simpleHeaderKey(100))...)
 	h.run(cfg, 7)
-	var got []string
-	if err := h.liveRows(func(_ deltalog.Add, r map[string]any) error {
-		s, _ := r["big"].(string)
-		got = append(got, fmt.Sprintf("%v %s", r["id"], trim(s)))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
+	got := h.idBigs()
 	b := trim(big)
 	want := []string{"1 " + b, "1 ", "100 " + b, "100 ", "200 "}
 	slices.Sort(want)

@@ -109,15 +109,20 @@ batch: {max_records: 50, max_bytes: 16MiB, max_age: 300ms}
 	// gives it.
 	db.exec(t, `UPDATE docs SET id = 30 WHERE id = 3`)
 	caughtUp(d, "the primary-key change", 19)
+	// A chain in one transaction: key 4 becomes 40, then 40 becomes 41, then 41's small
+	// column changes (a delete, tombstone and create per key change, then an update; each
+	// create and the update carry the placeholders): key 41 keeps key 4's values.
+	db.exec(t, `BEGIN; UPDATE docs SET id = 40 WHERE id = 4; UPDATE docs SET id = 41 WHERE id = 40; UPDATE docs SET small = small + 1 WHERE id = 41; COMMIT`)
+	caughtUp(d, "the chained primary-key changes", 26)
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("ingestd exited %d", code)
 	}
 	placeholders := 0
 	events := readDLQ(t, s, topic)
-	if len(events) != 19 {
-		t.Fatalf("Debezium published %d change events, want 19: one per row each statement touched, and the primary-key change's delete, tombstone and create", len(events))
+	if len(events) != 26 {
+		t.Fatalf("Debezium published %d change events, want 26: one per row each statement touched, and each primary-key change's delete, tombstone and create", len(events))
 	}
-	pkCreate := false
+	pkCreates := 0
 	for _, r := range events {
 		if bytes.Contains(r.value, []byte("__debezium_unavailable_value")) {
 			placeholders++
@@ -130,14 +135,14 @@ batch: {max_records: 50, max_bytes: 16MiB, max_age: 300ms}
 			if !bytes.Contains(r.value, []byte("__debezium_unavailable_value")) {
 				t.Fatalf("the primary-key change's create carries no placeholder: the TOASTed columns were sent whole")
 			}
-			pkCreate = true
+			pkCreates++
 		}
 	}
-	if !pkCreate {
-		t.Fatalf("no change event has the header __debezium.oldkey: the primary-key change was not a delete and a create")
+	if pkCreates != 3 {
+		t.Fatalf("%d change events have the header __debezium.oldkey, want 3: the primary-key changes were not a delete and a create each", pkCreates)
 	}
-	if placeholders < 7 {
-		t.Fatalf("%d change events carry Debezium's placeholder, want at least 7: the columns were not TOASTed", placeholders)
+	if placeholders < 10 {
+		t.Fatalf("%d change events carry Debezium's placeholder, want at least 10: the columns were not TOASTed", placeholders)
 	}
 
 	source := pgRows(t, db, `SELECT id::text, small::text, length(big)::text, md5(big), md5(bin), md5(array_to_string(tags, '|')), note
@@ -146,8 +151,8 @@ batch: {max_records: 50, max_bytes: 16MiB, max_age: 300ms}
 	for _, r := range source {
 		ids = append(ids, strings.Fields(r)[0])
 	}
-	if got := strings.Join(ids, " "); got != "1 2 4 5 30" {
-		t.Fatalf("source ids %s, want 1 2 4 5 30: %q", got, source)
+	if got := strings.Join(ids, " "); got != "1 2 5 30 41" {
+		t.Fatalf("source ids %s, want 1 2 5 30 41: %q", got, source)
 	}
 	for _, w := range writes {
 		rs := readDeltaRS(t, python, paths[w])
@@ -157,8 +162,8 @@ batch: {max_records: 50, max_bytes: 16MiB, max_age: 300ms}
 		var sp sparkRead
 		spark.call(t, map[string]any{"op": "read", "path": paths[w]}, &sp)
 		for who, rows := range map[string][]map[string]any{"delta-rs": rs.Rows, "Spark": sp.Rows} {
-			// Equal to the source, the large values by length and MD5: key 30 holds key 3's
-			// big, bin and tags exactly, and key 3 is gone.
+			// Equal to the source, the large values by length and MD5: keys 30 and 41 hold
+			// keys 3's and 4's big, bin and tags exactly, and keys 3, 4 and 40 are gone.
 			if got := toastRows(t, rows); !slices.Equal(got, source) {
 				t.Errorf("%s: %s reads\n%q\nPostgreSQL holds\n%q", w, who, got, source)
 			}
