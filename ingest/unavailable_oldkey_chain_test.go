@@ -15,9 +15,9 @@ import (
 )
 
 // Primary-key changes chained, undone and swapped, updates after them, soft deletes,
-// composite keys and late creates. Each test below stores the rows first (one flush), then sends what PostgreSQL's
-// statements produce through Debezium in one later flush; the expected values are what
-// PostgreSQL holds afterwards.
+// composite keys and late creates. Each test below stores the rows first (one flush),
+// then sends what PostgreSQL's statements produce through Debezium in one later flush;
+// the expected values are what PostgreSQL holds afterwards.
 
 // storeBigs stores c{id, big} for each id in one flush and returns the values by id.
 func (h *toastHarness) storeBigs(cfg *config.Config, ids ...int32) map[int32]string {
@@ -40,44 +40,49 @@ func eachSeq(t *testing.T, f func(t *testing.T, seq string)) {
 	}
 }
 
-// UPDATE docs SET id = 100 WHERE id = 1; UPDATE docs SET id = 200 WHERE id = 100;
-// (one flush). PostgreSQL: {200, big}.
-func TestOldKeyChained(t *testing.T) {
-	eachSeq(t, func(t *testing.T, seq string) {
-		h := newToastHarness(t)
-		cfg := h.toastConfig(config.ModeUpsert, func(tb *config.Table) { tb.SequenceBy = seq })
-		b := h.storeBigs(cfg, 1)
-		h.send(append(pkChange(1, 100, 20, 1, simpleHeaderKey(1)), pkChange(100, 200, 30, 1, simpleHeaderKey(100))...)...)
-		h.run(cfg, 1+6)
-		h.wantBigs(map[string]string{"200": b[1]})
-	})
-}
-
-// UPDATE docs SET id = 100 WHERE id = 1; UPDATE docs SET small = 3 WHERE id = 100;
-// (one flush; big unchanged, so the update carries the placeholder). PostgreSQL:
-// {100, small 3, big}.
-func TestOldKeyThenUpdateOfNewKey(t *testing.T) {
-	eachSeq(t, func(t *testing.T, seq string) {
-		h := newToastHarness(t)
-		cfg := h.toastConfig(config.ModeUpsert, func(tb *config.Table) { tb.SequenceBy = seq })
-		b := h.storeBigs(cfg, 1)
-		h.send(append(pkChange(1, 100, 20, 1, simpleHeaderKey(1)), doc{op: "u", id: 100, small: 3, big: ptr(placeholder), lsn: 30})...)
-		h.run(cfg, 1+4)
-		h.wantBigs(map[string]string{"100": b[1]})
-	})
-}
-
-// UPDATE docs SET id = 100 WHERE id = 1; UPDATE docs SET id = 1 WHERE id = 100;
-// (one flush). PostgreSQL: {1, big}.
-func TestOldKeyChangeBack(t *testing.T) {
-	eachSeq(t, func(t *testing.T, seq string) {
-		h := newToastHarness(t)
-		cfg := h.toastConfig(config.ModeUpsert, func(tb *config.Table) { tb.SequenceBy = seq })
-		b := h.storeBigs(cfg, 1)
-		h.send(append(pkChange(1, 100, 20, 1, simpleHeaderKey(1)), pkChange(100, 1, 30, 1, simpleHeaderKey(100))...)...)
-		h.run(cfg, 1+6)
-		h.wantBigs(map[string]string{"1": b[1]})
-	})
+// Primary-key changes in one flush after the rows were stored, under both orders
+// (position, and sequence_by source.lsn); want is what PostgreSQL holds (id → big, the
+// stored rows' values by id).
+func TestOldKeyChains(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stored []int32
+		docs   []doc
+		want   func(b map[int32]string) map[string]string
+	}{{
+		// UPDATE docs SET id = 100 WHERE id = 1; UPDATE docs SET id = 200 WHERE id = 100.
+		name: "chained", stored: []int32{1},
+		docs: append(pkChange(1, 100, 20, 1, simpleHeaderKey(1)), pkChange(100, 200, 30, 1, simpleHeaderKey(100))...),
+		want: func(b map[int32]string) map[string]string { return map[string]string{"200": b[1]} },
+	}, {
+		// UPDATE docs SET id = 100 WHERE id = 1; UPDATE docs SET small = 3 WHERE id = 100
+		// (big unchanged, so the update carries the placeholder).
+		name: "update of the new key", stored: []int32{1},
+		docs: append(pkChange(1, 100, 20, 1, simpleHeaderKey(1)), doc{op: "u", id: 100, small: 3, big: ptr(placeholder), lsn: 30}),
+		want: func(b map[int32]string) map[string]string { return map[string]string{"100": b[1]} },
+	}, {
+		// UPDATE docs SET id = 100 WHERE id = 1; UPDATE docs SET id = 1 WHERE id = 100.
+		name: "changed back", stored: []int32{1},
+		docs: append(pkChange(1, 100, 20, 1, simpleHeaderKey(1)), pkChange(100, 1, 30, 1, simpleHeaderKey(100))...),
+		want: func(b map[int32]string) map[string]string { return map[string]string{"1": b[1]} },
+	}, {
+		// A shift visited in descending order (3→4, 2→3, 1→2): each new key's own row was
+		// deleted just before.
+		name: "shift descending", stored: []int32{1, 2, 3},
+		docs: slices.Concat(pkChange(3, 4, 20, 1, simpleHeaderKey(3)), pkChange(2, 3, 21, 1, simpleHeaderKey(2)), pkChange(1, 2, 22, 1, simpleHeaderKey(1))),
+		want: func(b map[int32]string) map[string]string { return map[string]string{"2": b[1], "3": b[2], "4": b[3]} },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachSeq(t, func(t *testing.T, seq string) {
+				h := newToastHarness(t)
+				cfg := h.toastConfig(config.ModeUpsert, func(tb *config.Table) { tb.SequenceBy = seq })
+				b := h.storeBigs(cfg, tc.stored...)
+				h.send(tc.docs...)
+				h.run(cfg, int64(len(tc.stored)+len(tc.docs)))
+				h.wantBigs(tc.want(b))
+			})
+		})
+	}
 }
 
 // Swap through a temporary key, in one transaction (one flush):
@@ -88,30 +93,9 @@ func TestOldKeySwapViaTemp(t *testing.T) {
 		h := newToastHarness(t)
 		cfg := h.toastConfig(config.ModeUpsert, func(tb *config.Table) { tb.UpsertWrite = write })
 		b := h.storeBigs(cfg, 1, 2)
-		var docs []doc
-		docs = append(docs, pkChange(1, 0, 20, 1, simpleHeaderKey(1))...)
-		docs = append(docs, pkChange(2, 1, 21, 1, simpleHeaderKey(2))...)
-		docs = append(docs, pkChange(0, 2, 22, 1, simpleHeaderKey(0))...)
-		h.send(docs...)
+		h.send(slices.Concat(pkChange(1, 0, 20, 1, simpleHeaderKey(1)), pkChange(2, 1, 21, 1, simpleHeaderKey(2)), pkChange(0, 2, 22, 1, simpleHeaderKey(0)))...)
 		h.run(cfg, 2+9)
 		h.wantBigs(map[string]string{"1": b[2], "2": b[1]})
-	})
-}
-
-// The same shift visited in descending order (3→4, 2→3, 1→2): each new key's own row
-// was deleted just before. PostgreSQL: {2, big1}, {3, big2}, {4, big3}.
-func TestOldKeyShiftDescending(t *testing.T) {
-	eachSeq(t, func(t *testing.T, seq string) {
-		h := newToastHarness(t)
-		cfg := h.toastConfig(config.ModeUpsert, func(tb *config.Table) { tb.SequenceBy = seq })
-		b := h.storeBigs(cfg, 1, 2, 3)
-		var docs []doc
-		docs = append(docs, pkChange(3, 4, 20, 1, simpleHeaderKey(3))...)
-		docs = append(docs, pkChange(2, 3, 21, 1, simpleHeaderKey(2))...)
-		docs = append(docs, pkChange(1, 2, 22, 1, simpleHeaderKey(1))...)
-		h.send(docs...)
-		h.run(cfg, 3+9)
-		h.wantBigs(map[string]string{"2": b[1], "3": b[2], "4": b[3]})
 	})
 }
 

@@ -183,10 +183,8 @@ func TestOldKeyValueFromTheFlush(t *testing.T) {
 // Case 3: the old key's update earlier in the flush (after its stored row) gives the value.
 func TestOldKeyValueUpdatedInTheFlush(t *testing.T) {
 	h := newToastHarness(t)
-	big := bigText("pk-3", 9<<10)
 	cfg := h.toastConfig(config.ModeUpsert, nil)
-	h.send(doc{op: "c", id: 1, small: 1, big: &big, lsn: 10})
-	h.run(cfg, 1)
+	h.storeBigs(cfg, 1)
 	h.send(append([]doc{{op: "u", id: 1, small: 2, big: ptr("v2"), lsn: 15}}, pkChange(1, 100, 20, 2, simpleHeaderKey(1))...)...)
 	h.run(cfg, 5)
 	h.wantBigs(map[string]string{"100": "v2"})
@@ -197,10 +195,8 @@ func TestOldKeyValueUpdatedInTheFlush(t *testing.T) {
 // through the flush, and so through the old key.
 func TestOldKeyValueThroughAPlaceholderUpdate(t *testing.T) {
 	h := newToastHarness(t)
-	big := bigText("pk-3b", 9<<10)
 	cfg := h.toastConfig(config.ModeUpsert, nil)
-	h.send(doc{op: "c", id: 1, small: 1, big: &big, lsn: 10})
-	h.run(cfg, 1)
+	big := h.storeBigs(cfg, 1)[1]
 	h.send(append([]doc{{op: "u", id: 1, small: 2, big: ptr(placeholder), lsn: 15}}, pkChange(1, 100, 20, 2, simpleHeaderKey(1))...)...)
 	h.run(cfg, 5)
 	h.wantBigs(map[string]string{"100": big})
